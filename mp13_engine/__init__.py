@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+"""mp13_engine: a batched, multi-LoRA inference and training engine on HF transformers.
+
+Importing this package does not import torch: the message types, configs and
+errors are torch-free, and names whose modules need torch (``Engine``,
+``TrainingJob``, ...) are resolved on first access through the module-level
+``__getattr__`` below (PEP 562). ``mp13_context`` relies on this.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mp13_engine._errors import (
+    AdapterError,
+    ChatTemplateError,
+    ConfigError,
+    DatasetError,
+    EngineClosedError,
+    EngineError,
+    ModelLoadError,
+    ModelNotFoundError,
+    NotCausalLMError,
+    RequestError,
+    ToolFormatError,
+    TrainingError,
+)
+from mp13_engine._types import (
+    BASE_ADAPTER,
+    Chunk,
+    FinishReason,
+    Request,
+    RequestMetrics,
+    Response,
+)
+from mp13_toolbox._errors import Mp13Error
+
+# Public names whose modules import torch: name -> module. Immutable mapping.
+_LAZY: dict[str, str] = {}
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mp13_engine' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "BASE_ADAPTER",
+    "AdapterError",
+    "ChatTemplateError",
+    "Chunk",
+    "ConfigError",
+    "DatasetError",
+    "EngineClosedError",
+    "EngineError",
+    "FinishReason",
+    "ModelLoadError",
+    "ModelNotFoundError",
+    "Mp13Error",
+    "NotCausalLMError",
+    "Request",
+    "RequestError",
+    "RequestMetrics",
+    "Response",
+    "ToolFormatError",
+    "TrainingError",
+]

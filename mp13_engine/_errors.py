@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The engine's branch of mp13's exception tree (root: ``Mp13Error``).
+
+::
+
+    Mp13Error                      (mp13_toolbox._errors)
+    └── EngineError
+        ├── ConfigError            an EngineConfig / TrainingConfig field is invalid
+        ├── ModelLoadError         the model cannot be loaded
+        │   ├── ModelNotFoundError     path missing, hub id not in the local cache
+        │   └── NotCausalLMError       the checkpoint is not a causal language model
+        ├── ChatTemplateError      messages given to a tokenizer without a chat template
+        ├── RequestError           a request's parameters are invalid
+        ├── EngineClosedError      the engine was closed
+        ├── AdapterError           adapter load / unload / compatibility problems
+        ├── TrainingError          a training job cannot start or failed
+        │   └── DatasetError           a dataset is missing or has rows of the wrong shape
+        └── ToolFormatError        an unknown tool-call format name
+
+Errors raised by torch, transformers, peft or bitsandbytes are mapped to these at
+the engine boundary (``raise ... from exc``). A request that fails while being
+served does not raise: its ``Response`` has ``finish_reason=ERROR`` and ``error``.
+Every message says what went wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from mp13_toolbox._errors import Mp13Error
+
+
+class EngineError(Mp13Error):
+    """Base of the engine's errors."""
+
+
+class ConfigError(EngineError, ValueError):
+    """A configuration field has an invalid value; the message names it and the allowed values."""
+
+
+class ModelLoadError(EngineError):
+    """The model or its tokenizer could not be loaded."""
+
+
+class ModelNotFoundError(ModelLoadError, FileNotFoundError):
+    """The model path does not exist, or a hub id is not in the local cache."""
+
+
+class NotCausalLMError(ModelLoadError):
+    """The checkpoint exists but is not a causal (decoder-only) language model."""
+
+
+class ChatTemplateError(EngineError, ValueError):
+    """Chat messages were given but the tokenizer has no chat template."""
+
+
+class RequestError(EngineError, ValueError):
+    """A request's parameters are invalid."""
+
+
+class EngineClosedError(EngineError, RuntimeError):
+    """The engine was closed; create a new one with ``Engine.load``."""
+
+
+class AdapterError(EngineError):
+    """An adapter cannot be loaded, found, combined or unloaded."""
+
+
+class TrainingError(EngineError):
+    """A training job cannot start, or failed."""
+
+
+class DatasetError(TrainingError, ValueError):
+    """A training dataset is missing or has rows of the wrong shape."""
+
+
+class ToolFormatError(EngineError, ValueError):
+    """An unknown tool-call format name."""

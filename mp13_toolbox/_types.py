@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: MIT
+"""Tool specs, calls and results: the value types every mp13 package shares.
+
+``ToolCall`` is what a parser reads out of model output and what the toolbox
+executes; ``ToolResult`` is what execution produces and what goes back to the
+model; ``ToolSpec`` describes a tool in OpenAI function-calling form. All three
+are frozen values. ``ToolCall.arguments`` is always a JSON object (a ``dict``).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+
+class ToolMode(str, enum.Enum):
+    """How a tool is exposed to the model.
+
+    ``ADVERTISED``: its spec is sent to the model and calls are executed.
+    ``SILENT``: not sent to the model, but executed if the model calls it anyway.
+    ``DISABLED``: neither sent nor executed.
+    """
+
+    ADVERTISED = "advertised"
+    SILENT = "silent"
+    DISABLED = "disabled"
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return dict(value) if value is not None else {}
+
+
+@attrs.frozen
+class ToolSpec:
+    """One tool as the model sees it: name, description, JSON-schema parameters."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = attrs.field(
+        factory=lambda: {"type": "object", "properties": {}}, converter=_as_dict, hash=False
+    )
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI-style ``{"type": "function", "function": {...}}`` dict."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    @classmethod
+    def from_openai(cls, spec: dict[str, Any]) -> ToolSpec:
+        """Accept ``{"type": "function", "function": {...}}`` or the bare function dict."""
+        fn = spec.get("function", spec)
+        return cls(
+            name=fn["name"],
+            description=fn.get("description", "") or "",
+            parameters=fn.get("parameters") or {"type": "object", "properties": {}},
+        )
+
+
+@attrs.frozen
+class ToolCall:
+    """A call of a tool by the model. ``arguments`` is always a JSON object."""
+
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict, converter=_as_dict, hash=False)
+    id: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI-style assistant ``tool_calls`` entry (arguments as an object)."""
+        out: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+        if self.id is not None:
+            out["id"] = self.id
+        return out
+
+
+@attrs.frozen
+class ToolResult:
+    """The outcome of executing one ``ToolCall``.
+
+    ``content`` is the text sent back to the model. ``is_error`` marks failures
+    (bad arguments, exceptions, timeouts, denials); ``truncated`` marks output
+    cut at the toolbox's size cap.
+    """
+
+    name: str
+    content: str
+    call_id: str | None = None
+    is_error: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+
+    def to_message(self) -> dict[str, Any]:
+        """The OpenAI-style ``role: tool`` message for this result."""
+        msg: dict[str, Any] = {"role": "tool", "name": self.name, "content": self.content}
+        if self.call_id is not None:
+            msg["tool_call_id"] = self.call_id
+        return msg
