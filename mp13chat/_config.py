@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: MIT
+"""The user config file of ``mp13chat``: JSON, documented fields, created on first run.
+
+Where it lives (first match wins):
+
+1. ``--config FILE`` on the command line;
+2. ``$MP13_CONFIG_DIR/config.json``;
+3. ``$XDG_CONFIG_HOME/mp13/config.json``, else ``~/.config/mp13/config.json``.
+
+The folder of the config file also holds the prompt history (``history``) and the
+default session database (``chats.db``), so pointing ``MP13_CONFIG_DIR`` at a temporary
+folder isolates everything (tests do this). A missing file is written with the defaults
+and a ``_help`` object that documents every field; keys starting with ``_`` are ignored
+on load, unknown keys are an error that names them. ``ChatConfig`` is a frozen value:
+command-line flags produce a new one with ``attrs.evolve``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+
+from mp13chat._convert import make_converter
+from mp13chat._errors import ChatConfigError
+
+CONFIG_FILENAME = "config.json"
+
+#: Special values of ``model``: built-in models that need no download.
+DEMO_MODEL = "demo"
+TINY_MODEL = "tiny"
+
+#: Help text of every field; written into a new config file under ``_help``.
+FIELD_HELP: dict[str, str] = {
+    "model": (
+        "Model to load: a local folder or a cached hub id. null or 'demo' = the built-in "
+        "demo model (built offline on first use); 'tiny' = a random tiny model (fast, gibberish)."
+    ),
+    "engine": (
+        "Extra EngineConfig fields passed to Engine.load, e.g. "
+        '{"device": "cpu", "dtype": "float32", "quantization": null, "max_batch_size": 8}.'
+    ),
+    "session": (
+        "SQLite session file; null = chats.db next to this config file; ':memory:' = keep nothing."
+    ),
+    "system": "System message set on every new conversation (null = the template's default).",
+    "params": (
+        "Generation parameters set on every new conversation, e.g. "
+        '{"max_new_tokens": 256, "temperature": 0.7, "do_sample": true}.'
+    ),
+    "stream": "Print replies token by token as they are generated.",
+    "markdown": "Render finished replies as markdown (when not streaming).",
+    "show_reasoning": "Show the model's reasoning (dimmed) when it produces any.",
+    "builtin_tools": "Offer the toolbox's builtin tools (calculator, current_time, ...).",
+    "history": "Keep the prompt history in a file next to this config file.",
+}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if value is not None else {}
+
+
+@attrs.frozen(kw_only=True)
+class ChatConfig:
+    """What the REPL starts with. Every field is documented in ``FIELD_HELP``."""
+
+    model: str | None = None
+    engine: dict[str, Any] = attrs.field(factory=dict, converter=_dict, hash=False)
+    session: str | None = None
+    system: str | None = None
+    params: dict[str, Any] = attrs.field(
+        factory=lambda: {"max_new_tokens": 256}, converter=_dict, hash=False
+    )
+    stream: bool = True
+    markdown: bool = True
+    show_reasoning: bool = True
+    builtin_tools: bool = True
+    history: bool = True
+
+
+def default_config_path(environ: dict[str, str] | None = None) -> Path:
+    """The config file used when ``--config`` is not given (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    if env.get("MP13_CONFIG_DIR"):
+        return Path(env["MP13_CONFIG_DIR"]).expanduser() / CONFIG_FILENAME
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "mp13" / CONFIG_FILENAME
+
+
+def config_to_json(config: ChatConfig) -> dict[str, Any]:
+    """The JSON object of ``config`` plus the ``_help`` block."""
+    data = make_converter().unstructure(config)
+    return {"_help": dict(FIELD_HELP), **data}
+
+
+def load_config(path: Path, *, create: bool = True) -> ChatConfig:
+    """Read ``path``; when it does not exist, write the defaults there first (if ``create``)."""
+    path = Path(path)
+    if not path.exists():
+        config = ChatConfig()
+        if create:
+            save_config(config, path)
+        return config
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ChatConfigError(
+            f"cannot read the config file {path}: {exc}. Fix the JSON or delete the file "
+            "to get a fresh one with the defaults."
+        ) from exc
+    if not isinstance(data, dict):
+        raise ChatConfigError(f"the config file {path} must hold a JSON object, not {data!r}")
+    fields = {k: v for k, v in data.items() if not k.startswith("_")}
+    try:
+        return make_converter().structure(fields, ChatConfig)
+    except Exception as exc:
+        details = "; ".join(cattrs.transform_error(exc))
+        known = ", ".join(FIELD_HELP)
+        raise ChatConfigError(
+            f"bad config file {path}: {details or exc}. Known fields: {known}."
+        ) from exc
+
+
+def save_config(config: ChatConfig, path: Path) -> None:
+    """Write ``config`` (with its ``_help`` block) to ``path``, creating the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(config_to_json(config), indent=2, ensure_ascii=False)
+    path.write_text(text + "\n", encoding="utf-8")

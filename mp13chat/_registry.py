@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: MIT
+"""The slash-command registry: commands are functions registered by name, not an if-chain.
+
+A ``Command`` is a frozen value made by the ``@command(...)`` decorator from an async
+(or plain) function ``func(app, line)``; its docstring is its help text (first line =
+summary). A command may instead be a group of subcommands (``group_command``), e.g.
+``/system set|add|pop|show``, resolved the same way one level down.
+
+Resolution (``CommandRegistry.resolve``): an exact name or alias wins; otherwise a word
+that is a prefix of exactly one name is that command; a prefix of several is an
+``UnknownCommandError`` listing them. Names are unique across names and aliases (checked
+on ``add``). A registry is an ordinary object owned by one app, so wrapper apps can add
+commands without touching anyone else's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import shlex
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from mp13chat._errors import ChatError, UnknownCommandError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mp13chat._app import ChatApp
+
+#: ``func(app, line)``; may be a coroutine function.
+CommandFunc = Callable[["ChatApp", "CommandLine"], "Awaitable[None] | None"]
+#: ``complete(app, index, words)``: candidates for argument number ``index`` given the
+#: words typed before it.
+ArgCompleter = Callable[["ChatApp", int, list[str]], Iterable[str]]
+
+
+@attrs.frozen
+class CommandLine:
+    """The text after a command's name (and subcommand), with parsing helpers."""
+
+    raw: str = ""
+
+    @property
+    def words(self) -> list[str]:
+        """Shell-like words; quotes group words together."""
+        try:
+            return shlex.split(self.raw)
+        except ValueError as exc:
+            raise UsageError(f"cannot split the arguments ({exc}); close the quote") from exc
+
+    @property
+    def text(self) -> str:
+        """The raw text, stripped: for commands that take free text (messages, prompts)."""
+        return self.raw.strip()
+
+    def require_text(self, what: str) -> str:
+        if not self.text:
+            raise UsageError(f"give {what}")
+        return self.text
+
+
+@attrs.frozen
+class Command:
+    """One slash command (or a group of subcommands)."""
+
+    name: str
+    func: CommandFunc | None
+    group: str = "other"
+    usage: str = ""
+    aliases: tuple[str, ...] = ()
+    subcommands: tuple[Command, ...] = ()
+    default: str | None = None  # subcommand run when none is named
+    complete: ArgCompleter | None = attrs.field(default=None, eq=False)
+    doc_text: str = ""
+
+    @property
+    def doc(self) -> str:
+        """The full help text (the function's docstring, or the group's text)."""
+        if self.func is not None and not self.doc_text:
+            return inspect.getdoc(self.func) or ""
+        return self.doc_text
+
+    @property
+    def summary(self) -> str:
+        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+
+    def subcommand(self, word: str) -> Command:
+        """The subcommand named by ``word`` (exact, alias or unique prefix)."""
+        return _resolve(self.subcommands, word, f"/{self.name} ")
+
+    async def run(self, app: ChatApp, line: CommandLine) -> None:
+        if self.func is None:
+            raise UsageError(f"/{self.name} needs a subcommand: {self._sub_names()}")
+        result = self.func(app, line)
+        if inspect.isawaitable(result):
+            await result
+
+    def _sub_names(self) -> str:
+        return ", ".join(c.name for c in self.subcommands)
+
+
+def command(
+    name: str,
+    *,
+    group: str = "other",
+    usage: str = "",
+    aliases: Iterable[str] = (),
+    complete: ArgCompleter | None = None,
+) -> Callable[[CommandFunc], Command]:
+    """Decorator: turn ``func(app, line)`` into a ``Command`` whose help is its docstring."""
+
+    def wrap(func: CommandFunc) -> Command:
+        return Command(
+            name=name,
+            func=func,
+            group=group,
+            usage=usage or f"/{name}",
+            aliases=tuple(aliases),
+            complete=complete,
+        )
+
+    return wrap
+
+
+def group_command(
+    name: str,
+    *subcommands: Command,
+    group: str,
+    doc: str,
+    default: str | None = None,
+    aliases: Iterable[str] = (),
+) -> Command:
+    """A command made of subcommands (``/name sub args``); ``default`` runs on ``/name``."""
+    names = [c.name for c in subcommands]
+    return Command(
+        name=name,
+        func=None,
+        group=group,
+        usage=f"/{name} {'|'.join(names)} ...",
+        aliases=tuple(aliases),
+        subcommands=subcommands,
+        default=default,
+        doc_text=doc,
+    )
+
+
+def _resolve(commands: Iterable[Command], word: str, prefix: str) -> Command:
+    table: dict[str, Command] = {}
+    for cmd in commands:
+        for key in (cmd.name, *cmd.aliases):
+            table[key] = cmd
+    if word in table:
+        return table[word]
+    matches = {id(c): c for key, c in table.items() if key.startswith(word)}
+    if len(matches) == 1:
+        return next(iter(matches.values()))
+    if not matches:
+        raise UnknownCommandError(
+            f"unknown command {prefix.lstrip()}{word}; type /help to list the commands"
+        )
+    names = ", ".join(sorted(prefix.lstrip() + c.name for c in matches.values()))
+    raise UnknownCommandError(f"{prefix.lstrip()}{word} is ambiguous: {names}; type more letters")
+
+
+@attrs.frozen
+class Invocation:
+    """A parsed input line: the command chain to run and its argument text."""
+
+    path: tuple[Command, ...]
+    line: CommandLine
+
+    @property
+    def command(self) -> Command:
+        return self.path[-1]
+
+    @property
+    def display_name(self) -> str:
+        return "/" + " ".join(c.name for c in self.path)
+
+
+class CommandRegistry:
+    """Name → ``Command`` map of one app (see the module docstring for the rules)."""
+
+    def __init__(self, commands: Iterable[Command] = ()) -> None:
+        self._commands: dict[str, Command] = {}
+        for cmd in commands:
+            self.add(cmd)
+
+    def add(self, cmd: Command) -> None:
+        """Register ``cmd``; its name and aliases must not be taken yet."""
+        taken = {k for c in self._commands.values() for k in (c.name, *c.aliases)}
+        clash = sorted(taken & {cmd.name, *cmd.aliases})
+        if clash:
+            raise ChatError(
+                f"command name {', '.join(clash)} is already registered; pick another name"
+            )
+        self._commands[cmd.name] = cmd
+
+    def __iter__(self) -> Iterator[Command]:
+        return iter(sorted(self._commands.values(), key=lambda c: c.name))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._commands
+
+    def get(self, name: str) -> Command:
+        return self._commands[name]
+
+    def resolve(self, word: str) -> Command:
+        """The command named by ``word`` (exact name, alias, or unique prefix)."""
+        return _resolve(self._commands.values(), word.lstrip("/"), "/")
+
+    def parse(self, text: str) -> Invocation:
+        """Split ``/name [sub] args`` into the command chain and its argument text."""
+        body = text.strip()
+        if not body.startswith("/") or body == "/":
+            raise UsageError("a command starts with / followed by its name; try /help")
+        word, _, rest = body[1:].partition(" ")
+        cmd = self.resolve(word)
+        path = [cmd]
+        while cmd.subcommands:
+            sub_word, _, sub_rest = rest.strip().partition(" ")
+            if not sub_word:
+                if cmd.default is None:
+                    break
+                cmd = cmd.subcommand(cmd.default)
+            else:
+                cmd = cmd.subcommand(sub_word)
+                rest = sub_rest
+            path.append(cmd)
+        return Invocation(path=tuple(path), line=CommandLine(rest))
+
+    def groups(self) -> dict[str, list[Command]]:
+        """Commands by group, groups in first-registered order, commands by name."""
+        out: dict[str, list[Command]] = {}
+        for cmd in self._commands.values():
+            out.setdefault(cmd.group, []).append(cmd)
+        return {g: sorted(cs, key=lambda c: c.name) for g, cs in out.items()}
+
+
+def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
+    """``text`` as an int, or a ``UsageError`` naming ``what``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{what} must be a whole number, got {text!r}") from None
+    if minimum is not None and value < minimum:
+        raise UsageError(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def parse_value(text: str) -> Any:
+    """A parameter value typed by the user: JSON literal if it is one, else the text."""
+    import json
+
+    lowered = text.strip()
+    if lowered in ("on", "yes"):
+        return True
+    if lowered in ("off", "no"):
+        return False
+    try:
+        return json.loads(lowered)
+    except ValueError:
+        return text
