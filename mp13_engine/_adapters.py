@@ -1,0 +1,523 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Adapters: many LoRA adapters on one loaded base model, served in one batch.
+
+Concept
+    The engine's base model is wrapped **once** as a PEFT ``PeftModel`` when the
+    first adapter is loaded (or trained). Every adapter then lives side by side
+    inside that wrapper under its own PEFT name; a wave of requests passes one
+    adapter name per row (``generate(..., adapter_names=[...])``) so rows with
+    different adapters share ONE forward pass. Global adapter state
+    (``set_adapter``) is never switched to serve a request.
+
+Semantics of several adapters on one request (``Request.adapters=["a", "b"]``)
+    The request runs on the *sum* of the adapters' weight deltas, exactly as if
+    both adapters were active at once in PEFT (``base(x) + Δa(x) + Δb(x)``).
+    The combination is built with PEFT ``add_weighted_adapter(...,
+    combination_type="cat")`` (exact, rank = sum of ranks), with weight 1.0 per
+    adapter unless :meth:`AdapterManager.combine` was given other weights, and
+    is cached per set of names (order does not matter). Unloading or
+    retraining a member drops the cached combinations that use it.
+
+Invariants
+    * All model mutation (wrapping, loading, deleting, combining, training)
+      runs on the engine's worker thread, through ``engine._run_on_worker``;
+      :meth:`AdapterManager._resolve_for_wave` and the ``_..._on_worker``
+      helpers are called *on* the worker and never hop threads.
+    * ``list()`` may be called from any thread: the registry is read under a
+      lock and ``AdapterInfo`` values are immutable.
+    * Adapter directories are plain PEFT format both ways; mp13 adds one
+      metadata file (``mp13_adapter.json``) that plain PEFT ignores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mp13_engine._errors import AdapterError
+from mp13_engine._types import BASE_ADAPTER
+
+#: File mp13 writes next to PEFT's files in an adapter directory.
+METADATA_FILE = "mp13_adapter.json"
+_COMBO_PREFIX = "__combo__"
+
+
+@attrs.frozen(kw_only=True)
+class AdapterInfo:
+    """What the engine knows about one loaded adapter."""
+
+    name: str
+    path: str | None  # directory it was loaded from / last saved to; None if never on disk
+    rank: int
+    alpha: float
+    targets: tuple[str, ...] = attrs.field(converter=tuple)
+    base_model: str | None  # base model recorded by the adapter (PEFT's base_model_name_or_path)
+    source: str = "loaded"  # "loaded" | "trained"
+
+
+@attrs.define
+class _AdaptersState:
+    """Registry of loaded adapters; mutated on the worker, read from any thread under ``lock``."""
+
+    infos: dict[str, AdapterInfo] = attrs.field(factory=dict)
+    defaults: tuple[str, ...] = ()
+    weights: dict[frozenset[str], dict[str, float]] = attrs.field(factory=dict)
+    combos: dict[frozenset[str], str] = attrs.field(factory=dict)
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+
+def _targets_of(config: Any) -> tuple[str, ...]:
+    targets = config.target_modules
+    if targets is None:
+        return ()
+    if isinstance(targets, str):
+        return (targets,)
+    # PEFT expands "all-linear" to full module paths; the leaf names are what users recognise.
+    return tuple(sorted({t.rsplit(".", 1)[-1] for t in targets}))
+
+
+def _info_from_config(name: str, path: str | None, config: Any, source: str) -> AdapterInfo:
+    return AdapterInfo(
+        name=name,
+        path=path,
+        rank=int(config.r),
+        alpha=float(config.lora_alpha),
+        targets=_targets_of(config),
+        base_model=config.base_model_name_or_path,
+        source=source,
+    )
+
+
+def _check_name(name: str) -> None:
+    if not name or name == BASE_ADAPTER or name.startswith(_COMBO_PREFIX) or "." in name:
+        raise AdapterError(
+            f"Invalid adapter name {name!r}: names must be non-empty, contain no '.', and not be "
+            f"{BASE_ADAPTER!r} or start with {_COMBO_PREFIX!r}. Pick another name."
+        )
+
+
+class AdapterManager:
+    """``engine.adapters``: load, unload, list, save and pick default LoRA adapters.
+
+    Created by the engine as ``AdapterManager(engine)``. The engine provides
+    ``_run_on_worker(fn, *args)``, the replaceable model attribute
+    ``_state.model`` and the config (``adapters_dir``).
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._state = _AdaptersState()
+
+    # ----- engine access (the one place that knows the engine's attribute names)
+    def _model(self) -> Any:
+        return self._engine._state.model
+
+    def _set_model(self, model: Any) -> None:
+        self._engine._state.model = model
+
+    def _adapters_dir(self) -> Path | None:
+        config = getattr(self._engine, "config", None)
+        value = getattr(config, "adapters_dir", None)
+        return Path(value).expanduser() if value else None
+
+    def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._engine._run_on_worker(fn, *args, **kwargs)
+
+    # ----- public API (any thread)
+    def resolve_path(self, path: str | os.PathLike[str]) -> Path:
+        """The adapter directory ``path`` names: itself, or a short name under ``adapters_dir``."""
+        candidate = Path(path).expanduser()
+        if (candidate / "adapter_config.json").is_file():
+            return candidate.resolve()
+        base = self._adapters_dir()
+        if base is not None and not candidate.is_absolute():
+            under = base / candidate
+            if (under / "adapter_config.json").is_file():
+                return under.resolve()
+        where = f" or under adapters_dir {str(base)!r}" if base is not None else ""
+        raise AdapterError(
+            f"No PEFT adapter directory at {str(path)!r}{where} (a directory with "
+            "adapter_config.json). Give the path of a directory saved by PEFT or by "
+            "engine.adapters.save, or set EngineConfig.adapters_dir for short names."
+        )
+
+    def load(
+        self, path: str | os.PathLike[str], name: str | None = None, *, replace: bool = False
+    ) -> AdapterInfo:
+        """Load a PEFT LoRA adapter directory under ``name`` (default: the directory name).
+
+        Checks that the adapter fits the base model (module names and shapes)
+        before touching the model. ``replace=True`` swaps out an adapter of the
+        same name; otherwise a duplicate name is an error.
+        """
+        directory = self.resolve_path(path)
+        name = name or directory.name
+        _check_name(name)
+        return self._run(self._load_on_worker, directory, name, replace)
+
+    def unload(self, name: str) -> None:
+        """Remove adapter ``name``.
+
+        Runs between waves, so no running row uses it any more; queued requests
+        that name it fail with ERROR (AdapterError) when their wave forms.
+        """
+        self._run(self._unload_on_worker, name)
+
+    def list(self) -> list[AdapterInfo]:
+        """Loaded adapters, sorted by name."""
+        with self._state.lock:
+            return [self._state.infos[n] for n in sorted(self._state.infos)]
+
+    def get(self, name: str) -> AdapterInfo:
+        """The info of adapter ``name``; AdapterError if it is not loaded."""
+        with self._state.lock:
+            info = self._state.infos.get(name)
+        if info is None:
+            raise self._unknown(name)
+        return info
+
+    def __contains__(self, name: object) -> bool:
+        with self._state.lock:
+            return name in self._state.infos
+
+    def save(self, name: str, path: str | os.PathLike[str]) -> Path:
+        """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata)."""
+        return self._run(self._save_on_worker, name, Path(path).expanduser().resolve())
+
+    def set_default(self, names: str | Sequence[str] | None) -> None:
+        """Adapters used when ``Request.adapters`` is None (``[]``/None = base model)."""
+        if names is None:
+            wanted: tuple[str, ...] = ()
+        elif isinstance(names, str):
+            wanted = (names,)
+        else:
+            wanted = tuple(names)
+        wanted = tuple(n for n in wanted if n != BASE_ADAPTER)
+        with self._state.lock:
+            missing = [n for n in wanted if n not in self._state.infos]
+            if missing:
+                raise self._unknown(missing[0])
+            self._state.defaults = wanted
+
+    @property
+    def defaults(self) -> tuple[str, ...]:
+        """The current default adapter names (empty = base model)."""
+        with self._state.lock:
+            return self._state.defaults
+
+    def combine(self, names: Sequence[str], weights: Sequence[float] | None = None) -> None:
+        """Set the weights used when a request names exactly these adapters together.
+
+        Default weights are 1.0 each (the deltas add up). Takes effect for the
+        next wave; a cached combination of the same set is rebuilt.
+        """
+        names = tuple(names)
+        weights = tuple(1.0 for _ in names) if weights is None else tuple(weights)
+        if len(names) < 2 or len(weights) != len(names):
+            raise AdapterError(
+                "combine() needs at least two adapter names and one weight per name; "
+                f"got names={list(names)} weights={list(weights)}."
+            )
+        self._run(self._set_weights_on_worker, dict(zip(names, weights, strict=True)))
+
+    # ----- worker side
+    def _unknown(self, name: str) -> AdapterError:
+        with self._state.lock:
+            known = sorted(self._state.infos)
+        return AdapterError(
+            f"Unknown adapter {name!r}; loaded adapters: {known or 'none'}. Load it with "
+            f"engine.adapters.load(path, name={name!r}) or use {BASE_ADAPTER!r} for the base model."
+        )
+
+    def _is_peft(self, model: Any) -> bool:
+        from peft import PeftModel
+
+        return isinstance(model, PeftModel)
+
+    def _base_model(self) -> Any:
+        model = self._model()
+        return model.get_base_model() if self._is_peft(model) else model
+
+    def _resolve_for_wave(self, adapters: Sequence[str] | None) -> str:
+        """PEFT adapter name for a row whose request asked for ``adapters``. Worker only.
+
+        ``None`` → the defaults; ``()``/``["__base__"]`` → ``"__base__"``; one
+        name → that adapter; several → their cached combination. Unknown names
+        raise :class:`AdapterError` (the engine fails just that request).
+        """
+        if adapters is None:
+            with self._state.lock:
+                adapters = self._state.defaults
+        names = tuple(dict.fromkeys(n for n in adapters if n != BASE_ADAPTER))
+        if not names:
+            return BASE_ADAPTER
+        with self._state.lock:
+            missing = [n for n in names if n not in self._state.infos]
+        if missing:
+            raise self._unknown(missing[0])
+        if len(names) == 1:
+            return names[0]
+        return self._combination_on_worker(frozenset(names))
+
+    def _combination_on_worker(self, key: frozenset[str]) -> str:
+        existing = self._state.combos.get(key)
+        if existing is not None:
+            return existing
+        order = sorted(key)
+        weights = self._state.weights.get(key, {})
+        combo = _COMBO_PREFIX + "+".join(order)
+        model = self._model()
+        try:
+            model.add_weighted_adapter(
+                adapters=order,
+                weights=[float(weights.get(n, 1.0)) for n in order],
+                adapter_name=combo,
+                combination_type="cat",
+            )
+        except (ValueError, RuntimeError, TypeError) as exc:
+            raise AdapterError(
+                f"Cannot combine adapters {order}: {exc}. Use them in separate requests, or "
+                "load adapters that target the same kind of modules."
+            ) from exc
+        with self._state.lock:
+            self._state.combos[key] = combo
+        return combo
+
+    def _set_weights_on_worker(self, weights: dict[str, float]) -> None:
+        key = frozenset(weights)
+        with self._state.lock:
+            missing = [n for n in key if n not in self._state.infos]
+        if missing:
+            raise self._unknown(missing[0])
+        self._drop_combos_on_worker(lambda k: k == key)
+        with self._state.lock:
+            self._state.weights[key] = weights
+
+    def _drop_combos_on_worker(self, predicate: Any) -> None:
+        with self._state.lock:
+            doomed = [(k, v) for k, v in self._state.combos.items() if predicate(k)]
+            for k, _ in doomed:
+                del self._state.combos[k]
+        model = self._model()
+        for _, combo in doomed:
+            if self._is_peft(model) and combo in model.peft_config:
+                model.delete_adapter(combo)
+
+    def _invalidate_on_worker(self, name: str) -> None:
+        """Forget cached combinations that include ``name`` (it was unloaded or retrained)."""
+        self._drop_combos_on_worker(lambda k: name in k)
+
+    def _register_on_worker(self, info: AdapterInfo) -> None:
+        with self._state.lock:
+            self._state.infos[info.name] = info
+
+    def _load_on_worker(self, directory: Path, name: str, replace: bool) -> AdapterInfo:
+        from peft import LoraConfig, PeftConfig, PeftModel
+
+        try:
+            config = PeftConfig.from_pretrained(str(directory))
+        except (ValueError, OSError, TypeError) as exc:
+            raise AdapterError(
+                f"Cannot read the adapter config in {str(directory)!r}: {exc}. It must be a PEFT "
+                "adapter directory (adapter_config.json + adapter_model.safetensors)."
+            ) from exc
+        if not isinstance(config, LoraConfig):
+            raise AdapterError(
+                f"Adapter {str(directory)!r} is a {config.peft_type} adapter; mp13 serves LoRA "
+                "adapters only. Convert or retrain it as LoRA."
+            )
+        with self._state.lock:
+            exists = name in self._state.infos
+        if exists and not replace:
+            raise AdapterError(
+                f"An adapter named {name!r} is already loaded. Unload it first, pick another "
+                "name, or pass replace=True."
+            )
+        check_compatible(self._base_model(), directory, config)
+        if exists:
+            self._unload_on_worker(name)
+        model = self._model()
+        try:
+            if self._is_peft(model):
+                model.load_adapter(str(directory), adapter_name=name, is_trainable=False)
+            else:
+                model = PeftModel.from_pretrained(model, str(directory), adapter_name=name)
+                self._set_model(model)
+        except (ValueError, RuntimeError, KeyError, OSError) as exc:
+            raise AdapterError(
+                f"PEFT could not load adapter {str(directory)!r} onto the base model: {exc}. "
+                "Check that it was trained for this base model."
+            ) from exc
+        model.eval()
+        info = _info_from_config(name, str(directory), model.peft_config[name], "loaded")
+        self._register_on_worker(info)
+        return info
+
+    def _unload_on_worker(self, name: str) -> None:
+        with self._state.lock:
+            if name not in self._state.infos:
+                raise self._unknown(name)
+        self._invalidate_on_worker(name)
+        model = self._model()
+        if self._is_peft(model) and name in model.peft_config:
+            model.delete_adapter(name)
+        with self._state.lock:
+            del self._state.infos[name]
+            self._state.defaults = tuple(n for n in self._state.defaults if n != name)
+            for key in [k for k in self._state.weights if name in k]:
+                del self._state.weights[key]
+
+    def _save_on_worker(
+        self, name: str, path: Path, metadata: dict[str, Any] | None = None
+    ) -> Path:
+        with self._state.lock:
+            info = self._state.infos.get(name)
+        if info is None:
+            raise self._unknown(name)
+        model = self._model()
+        path.mkdir(parents=True, exist_ok=True)
+        # PEFT writes a non-"default" adapter into a subfolder named after it; save into a
+        # scratch dir next to the target and move the files so `path` itself is the adapter dir.
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".mp13-save-") as tmp:
+            try:
+                model.save_pretrained(tmp, selected_adapters=[name])
+            except (ValueError, OSError, RuntimeError) as exc:
+                raise AdapterError(
+                    f"Saving adapter {name!r} to {str(path)!r} failed: {exc}"
+                ) from exc
+            produced = Path(tmp) / name if (Path(tmp) / name).is_dir() else Path(tmp)
+            for item in produced.iterdir():
+                if item.is_file():
+                    shutil.move(str(item), str(path / item.name))
+        meta = {
+            "name": name,
+            "base_model": _base_name(self._base_model()),
+            "model_type": getattr(self._base_model().config, "model_type", None),
+            "architectures": list(getattr(self._base_model().config, "architectures", None) or []),
+        }
+        old = path / METADATA_FILE
+        if metadata is None and old.is_file():
+            # Re-saving keeps what training recorded (data, config, loss).
+            meta = {**json.loads(old.read_text()), **meta}
+        meta.update(metadata or {})
+        old.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+        with self._state.lock:
+            self._state.infos[name] = attrs.evolve(info, path=str(path))
+        return path
+
+
+def _base_name(model: Any) -> str | None:
+    return getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", None)
+
+
+def _module_sizes(module: Any) -> tuple[int, int] | None:
+    if hasattr(module, "in_features") and hasattr(module, "out_features"):
+        return int(module.in_features), int(module.out_features)
+    if hasattr(module, "num_embeddings") and hasattr(module, "embedding_dim"):
+        return int(module.num_embeddings), int(module.embedding_dim)
+    return None
+
+
+def _adapter_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
+    file = directory / "adapter_model.safetensors"
+    if file.is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as handle:
+            return {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}  # noqa: SIM118
+    file = directory / "adapter_model.bin"
+    if file.is_file():
+        import torch
+
+        state = torch.load(str(file), map_location="cpu", weights_only=True)
+        return {k: tuple(v.shape) for k, v in state.items()}
+    raise AdapterError(
+        f"Adapter directory {str(directory)!r} has no adapter_model.safetensors or "
+        "adapter_model.bin. Save it again with PEFT save_pretrained or engine.adapters.save."
+    )
+
+
+def check_compatible(base: Any, directory: Path, config: Any) -> None:
+    """Raise AdapterError unless the adapter in ``directory`` fits ``base`` module by module.
+
+    Checks, in order: the model family recorded by mp13 (if any), that every
+    module the adapter's weights target exists in the base model, and that the
+    LoRA matrices' shapes match that module's input/output sizes.
+    """
+    meta_file = directory / METADATA_FILE
+    model_type = getattr(base.config, "model_type", None)
+    if meta_file.is_file():
+        try:
+            meta = json.loads(meta_file.read_text())
+        except ValueError:
+            meta = {}
+        theirs = meta.get("model_type")
+        if theirs and model_type and theirs != model_type:
+            raise AdapterError(
+                f"Adapter {str(directory)!r} was trained on a {theirs!r} model "
+                f"({meta.get('base_model')}), but the engine's base model is a {model_type!r} "
+                f"model ({_base_name(base)}). Load it on the base model it was trained for."
+            )
+    modules = dict(base.named_modules())
+    problems: list[str] = []
+    for key, shape in _adapter_shapes(directory).items():
+        parsed = _parse_key(key)
+        if parsed is None:
+            continue
+        module_name, kind = parsed
+        module = modules.get(module_name)
+        if module is None:
+            problems.append(f"targets module {module_name!r}, which the base model does not have")
+            continue
+        sizes = _module_sizes(module)
+        if sizes is None:
+            continue
+        n_in, n_out = sizes
+        if kind == "A" and shape[-1] != n_in:
+            problems.append(
+                f"{module_name}: lora_A expects input size {shape[-1]}, module has {n_in}"
+            )
+        elif kind == "B" and shape[0] != n_out:
+            problems.append(
+                f"{module_name}: lora_B gives output size {shape[0]}, module has {n_out}"
+            )
+        elif kind == "embA" and shape[-1] != n_in:
+            problems.append(
+                f"{module_name}: embedding LoRA for {shape[-1]} tokens, model has {n_in}"
+            )
+    if problems:
+        shown = "; ".join(problems[:5]) + (
+            f"; ... ({len(problems)} problems)" if len(problems) > 5 else ""
+        )
+        raise AdapterError(
+            f"Adapter {str(directory)!r} does not fit the engine's base model "
+            f"({_base_name(base)}, {model_type}); it was made for "
+            f"{config.base_model_name_or_path!r}: {shown}. Load it on that base model, or "
+            "retrain it for this one."
+        )
+
+
+_KINDS = {
+    ".lora_A.weight": "A",
+    ".lora_B.weight": "B",
+    ".lora_embedding_A": "embA",
+    ".lora_embedding_B": "embB",
+}
+
+
+def _parse_key(key: str) -> tuple[str, str] | None:
+    """``base_model.model.<module>.lora_A.weight`` → (``<module>``, "A"); None for other keys."""
+    for suffix, kind in _KINDS.items():
+        if key.endswith(suffix):
+            module = key[: -len(suffix)]
+            module = module.removeprefix("base_model.model.")
+            return module, kind
+    return None
