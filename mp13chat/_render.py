@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: MIT
+"""Rendering with rich: replies as markdown, reasoning dimmed, tool calls and results as
+panels, tables for lists, one-line errors.
+
+Every function takes the ``Console`` to print on (the app's, which tests point at a
+``StringIO``) and data from the lower layers; none of them changes any state. Output
+styles are names from the theme in ``_style`` so the look can be changed in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console, Group
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from mp13_toolbox import Mp13Error, ToolCall, ToolResult
+from mp13chat._registry import Command, CommandRegistry
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an error: our errors by message, others with their type name."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, Mp13Error):
+        return message or type(exc).__name__
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def print_error(console: Console, exc: BaseException) -> None:
+    text = Text("error: ", style="mp13.error")
+    text.append(error_line(exc))
+    text.append("  (/error shows the traceback)", style="mp13.info")
+    console.print(text)
+
+
+def print_info(console: Console, message: str) -> None:
+    console.print(Text(message, style="mp13.info"))
+
+
+def print_ok(console: Console, message: str) -> None:
+    console.print(Text(message, style="mp13.ok"))
+
+
+def print_warning(console: Console, message: str) -> None:
+    console.print(Text(message, style="mp13.warn"))
+
+
+def print_reply(console: Console, text: str, *, markdown: bool = True) -> None:
+    """A finished reply: markdown when asked (and non-empty), else plain text."""
+    if not text.strip():
+        return
+    console.print(Markdown(text) if markdown else Text(text, style="mp13.reply"))
+
+
+def print_reasoning(console: Console, text: str) -> None:
+    if text.strip():
+        console.print(Text(text.strip(), style="mp13.reasoning"))
+
+
+def _arguments_text(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False, indent=None) if arguments else "{}"
+
+
+def tool_call_panel(call: ToolCall) -> Panel:
+    body = Text(f"{call.name}(", style="bold")
+    body.append(_arguments_text(call.arguments))
+    body.append(")", style="bold")
+    title = "tool call" + (f" {call.id}" if call.id else "")
+    return Panel(body, title=title, title_align="left", border_style="mp13.tool", expand=False)
+
+
+def tool_result_panel(result: ToolResult) -> Panel:
+    style = "mp13.tool.error" if result.is_error else "mp13.tool"
+    title = f"{result.name} → " + ("error" if result.is_error else "result")
+    if result.truncated:
+        title += " (truncated)"
+    return Panel(
+        Text(result.content), title=title, title_align="left", border_style=style, expand=False
+    )
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A plain table; cells are converted with ``str`` (``None`` shows as ``-``)."""
+    out = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    for col in columns:
+        out.add_column(col)
+    for row in rows:
+        out.add_row(
+            *(
+                "-" if cell is None else cell if isinstance(cell, Text) else str(cell)
+                for cell in row
+            )
+        )
+    return out
+
+
+def key_values(title: str | None, items: Iterable[tuple[str, Any]]) -> Table:
+    """A two-column table of names and values."""
+    return table(title, ("", ""), items)
+
+
+def help_overview(registry: CommandRegistry) -> Table:
+    """All commands by group with their one-line summaries."""
+    out = Table(show_header=False, show_edge=False, box=None, pad_edge=False)
+    out.add_column(style="bold cyan", no_wrap=True)
+    out.add_column()
+    for group, commands in registry.groups().items():
+        out.add_row(Text(group, style="mp13.banner"), "")
+        for cmd in commands:
+            out.add_row("  /" + cmd.name, cmd.summary)
+    return out
+
+
+def command_help(cmd: Command, display_name: str) -> Group:
+    """Usage, full help text and subcommands of one command."""
+    parts: list[Any] = [Text(f"usage: {cmd.usage}", style="bold")]
+    if cmd.aliases:
+        parts.append(Text("aliases: " + ", ".join("/" + a for a in cmd.aliases), style="mp13.info"))
+    if cmd.doc:
+        parts.append(Text(cmd.doc))
+    if cmd.subcommands:
+        subs = table(None, ("subcommand", "usage", "what it does"), [])
+        for sub in cmd.subcommands:
+            subs.add_row(sub.name, sub.usage, sub.summary)
+        parts.append(subs)
+    return Group(*parts)
