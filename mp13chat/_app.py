@@ -1,0 +1,305 @@
+# SPDX-License-Identifier: MIT
+"""``ChatApp``: one REPL — its config, engine, session, toolbox, commands and the loop.
+
+Life cycle: ``main(argv)`` parses the flags and loads the config file, then
+``run_async`` starts the engine (a progress display while it loads), opens the session,
+builds the toolbox (builtins + registered tools), opens a new conversation and runs the
+loop until ``/quit`` or Ctrl+D (exit status 0).
+
+The loop reads a line with ``prompt_async`` inside ``patch_stdout()`` (so text printed
+while the prompt is shown appears above it), then runs it as one *foreground task*: a
+``/command`` through the registry, anything else as a message to the model. Ctrl+C
+while a foreground task runs cancels just that task (a SIGINT handler installed for its
+duration; the terminal is not in raw mode then) and returns to the prompt. Any exception
+of a task prints as one line; ``/error`` shows its traceback. The app holds no state
+outside itself: several apps can live in one process (tests run many).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import traceback
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+from prompt_toolkit import PromptSession
+from prompt_toolkit.input import Input
+from prompt_toolkit.output import Output
+from prompt_toolkit.patch_stdout import patch_stdout
+from rich.console import Console
+
+from mp13chat import _render as render
+from mp13chat._cli import CliOptions, parse_cli
+from mp13chat._completer import CommandCompleter
+from mp13chat._config import ChatConfig, default_config_path, load_config
+from mp13chat._errors import ChatError
+from mp13chat._history import make_history
+from mp13chat._keys import make_key_bindings
+from mp13chat._registry import Command, CommandRegistry
+from mp13chat._style import make_prompt_style, make_theme
+from mp13chat._tools import ToolRegistration, as_registration
+
+T = TypeVar("T")
+
+
+class QuitRequested(Exception):  # a control-flow signal, not an error
+    """Raised by ``/quit`` to leave the loop with status 0."""
+
+
+class ChatApp:
+    """One REPL. Wrapper apps may create it, add tools and commands, then call ``main``.
+
+    ``engine``, ``session`` and ``toolbox`` may be given (tests pass a ``FakeEngine``);
+    otherwise they are created from the config on start. ``input``/``output`` are
+    prompt-toolkit's (tests pass a pipe input and ``DummyOutput``), ``console`` rich's.
+    """
+
+    def __init__(
+        self,
+        config: ChatConfig | None = None,
+        *,
+        config_path: Path | str | None = None,
+        engine: Any = None,
+        session: Any = None,
+        toolbox: Any = None,
+        tools: Iterable[Any] = (),
+        commands: Iterable[Command] | None = None,
+        console: Console | None = None,
+        input: Input | None = None,  # prompt-toolkit's parameter name
+        output: Output | None = None,
+    ) -> None:
+        self.config = config if config is not None else ChatConfig()
+        self.config_path = Path(config_path) if config_path else None
+        self.engine = engine
+        self.session = session
+        self.toolbox = toolbox
+        self.context: Any = None
+        self.cursor: Any = None
+        self.console = console or Console(theme=make_theme(), highlight=False)
+        self.commands = CommandRegistry(_builtin_commands() if commands is None else commands)
+        self.last_traceback: str | None = None
+        self.model_label = ""
+        self._tools: list[ToolRegistration] = [as_registration(t) for t in tools]
+        self._input = input
+        self._output = output
+        self._owned: list[Callable[[], Awaitable[None] | None]] = []
+        self._prompt: PromptSession[str] | None = None
+        self._foreground: asyncio.Task[Any] | None = None
+        self._prompt_label = ""
+
+    # -- wrapper-app API --------------------------------------------------------------
+
+    def register_tool(self, func: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+        """Offer ``func`` as a tool (options of ``Toolbox.register``); before or after start."""
+        registration = ToolRegistration(func, options)
+        if self.toolbox is not None:
+            self.toolbox.register(func, **registration.options)
+        else:
+            self._tools.append(registration)
+        return func
+
+    def register_command(self, cmd: Command) -> None:
+        """Add a slash command (made with ``mp13chat.command``)."""
+        self.commands.add(cmd)
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Parse ``argv``, run the REPL to its end, return the exit status."""
+        options = parse_cli(argv)
+        try:
+            self.apply_options(options)
+        except ChatError as exc:
+            print(f"mp13chat: {exc}", file=sys.stderr)
+            return 2
+        return asyncio.run(self.run_async(replay=options.replay))
+
+    def apply_options(self, options: CliOptions) -> None:
+        """Load the config file named by the flags (or the default) and apply the flags."""
+        path = Path(options.config) if options.config else default_config_path()
+        self.config_path = path
+        config = load_config(path)
+        changes = {k: v for k, v in (("model", options.model), ("session", options.session)) if v}
+        self.config = attrs.evolve(config, **changes)
+
+    # -- life cycle -------------------------------------------------------------------
+
+    @property
+    def config_dir(self) -> Path | None:
+        return self.config_path.parent if self.config_path else None
+
+    async def run_async(self, *, replay: str | None = None) -> int:
+        """Start, optionally replay a conversation, run the loop; always clean up."""
+        try:
+            try:
+                await self.start()
+            except Exception as exc:
+                self._remember(exc)
+                render.print_error(self.console, exc)
+                return 1
+            if replay:
+                await self.run_foreground(self.execute(f"/replay {replay}"))
+            await self.loop()
+            return 0
+        finally:
+            await self.aclose()
+
+    async def start(self) -> None:
+        """Create what was not given: engine, session, toolbox, context, first cursor."""
+        from mp13chat import _startup
+
+        await _startup.start(self)
+
+    def own(self, closer: Callable[[], Awaitable[None] | None]) -> None:
+        """Run ``closer`` on ``aclose`` (things the app created, closed in reverse order)."""
+        self._owned.append(closer)
+
+    async def aclose(self) -> None:
+        while self._owned:
+            closer = self._owned.pop()
+            try:
+                result = closer()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception as exc:  # closing must go on with the rest
+                render.print_error(self.console, exc)
+
+    def take_pending_tools(self) -> list[ToolRegistration]:
+        """Tools registered before the toolbox existed (``start`` registers them)."""
+        pending, self._tools = self._tools, []
+        return pending
+
+    def new_conversation(self) -> Any:
+        """Open a new conversation with the config's system message and parameters."""
+        from mp13chat._convo import new_conversation
+
+        return new_conversation(self)
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def _prompt_session(self) -> PromptSession[str]:
+        if self._prompt is None:
+            folder = self.config_dir if self.config.history else None
+            self._prompt = PromptSession(
+                history=make_history(folder),
+                completer=CommandCompleter(self),
+                complete_while_typing=False,
+                key_bindings=make_key_bindings(),
+                style=make_prompt_style(),
+                input=self._input,
+                output=self._output,
+                enable_history_search=True,
+            )
+        return self._prompt
+
+    def prompt_text(self) -> list[tuple[str, str]]:
+        """The prompt: conversation title (or id) and the cursor's depth."""
+        label = self._prompt_label
+        return [("class:prompt.branch", f"{label} " if label else ""), ("class:prompt", "> ")]
+
+    def set_prompt_label(self, label: str) -> None:
+        self._prompt_label = label
+
+    async def loop(self) -> None:
+        """Read and run lines until ``/quit`` or Ctrl+D."""
+        session = self._prompt_session()
+        with patch_stdout(raw=True):
+            while True:
+                try:
+                    text = await session.prompt_async(self.prompt_text)
+                except KeyboardInterrupt:
+                    continue
+                except EOFError:
+                    break
+                if not text.strip():
+                    continue
+                try:
+                    await self.run_foreground(self.execute(text))
+                except QuitRequested:
+                    break
+
+    async def ask_user(self, question: str) -> str:
+        """Ask one inline question (e.g. tool approval); Ctrl+C/Ctrl+D answer ``""``."""
+        session: PromptSession[str] = PromptSession(input=self._input, output=self._output)
+        try:
+            return await session.prompt_async(question)
+        except (KeyboardInterrupt, EOFError):
+            return ""
+
+    async def execute(self, text: str) -> None:
+        """Run one input line: a command when it starts with ``/``, else a message."""
+        stripped = text.strip()
+        if stripped.startswith("/") and not stripped.startswith("//"):
+            invocation = self.commands.parse(stripped)
+            await invocation.command.run(self, invocation.line)
+            return
+        # "//text" sends a message that starts with "/".
+        message = stripped[1:] if stripped.startswith("//") else text
+        from mp13chat._reply import ask
+
+        await ask(self, message)
+
+    async def run_foreground(self, work: Awaitable[T]) -> T | None:
+        """Run ``work`` as the foreground task: Ctrl+C cancels it; errors print as one line.
+
+        Returns its result, or ``None`` when it was cancelled or failed. ``QuitRequested``
+        passes through.
+        """
+        task = asyncio.ensure_future(work)
+        self._foreground = task
+        loop = asyncio.get_running_loop()
+        installed = False
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, self.cancel_foreground)
+            installed = True
+        try:
+            return await task
+        except QuitRequested:
+            raise
+        except asyncio.CancelledError:
+            if not task.cancelled():  # we were cancelled from outside: propagate
+                raise
+            render.print_warning(self.console, "cancelled")
+            return None
+        except Exception as exc:
+            self._remember(exc)
+            render.print_error(self.console, exc)
+            return None
+        finally:
+            self._foreground = None
+            if installed:
+                # Also restores Python's default handler (Ctrl+C = KeyboardInterrupt).
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def cancel_foreground(self) -> bool:
+        """Cancel the running foreground task (what Ctrl+C does); True if there was one."""
+        task = self._foreground
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    def _remember(self, exc: BaseException) -> None:
+        self.last_traceback = "".join(traceback.format_exception(exc))
+
+    # -- helpers for commands ---------------------------------------------------------
+
+    def require_engine(self, feature: str, attribute: str | None = None) -> Any:
+        """The engine, checking it offers ``attribute`` (fake engines may lack it)."""
+        if self.engine is None:
+            raise ChatError(f"no model is loaded, so {feature} is not available")
+        if attribute is not None and not hasattr(self.engine, attribute):
+            raise ChatError(
+                f"this engine ({type(self.engine).__name__}) does not support {feature}; "
+                "start mp13chat on a real model for it"
+            )
+        return self.engine
+
+
+def _builtin_commands() -> list[Command]:
+    from mp13chat._commands import builtin_commands
+
+    return builtin_commands()

@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: MIT
+"""The built-in slash commands: the union of every ``_cmd_*`` module's ``COMMANDS``.
+
+Each module groups the commands of one concern and exports an immutable tuple; a new
+``ChatApp`` builds its own ``CommandRegistry`` from ``builtin_commands()``.
+"""
+
+from __future__ import annotations
+
+from mp13chat._registry import Command
+
+
+def builtin_commands() -> list[Command]:
+    """A new list of every built-in command (the registry checks names are unique)."""
+    from mp13chat import _cmd_app
+
+    modules = (_cmd_app,)
+    return [cmd for module in modules for cmd in module.COMMANDS]

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT
+"""The user config file: created on first run, documented, strict, located by env/flag."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mp13chat._config import (
+    FIELD_HELP,
+    ChatConfig,
+    config_to_json,
+    default_config_path,
+    load_config,
+    save_config,
+)
+from mp13chat._errors import ChatConfigError
+
+
+def test_first_run_writes_defaults_with_help(tmp_path):
+    path = tmp_path / "sub" / "config.json"
+    config = load_config(path)
+    assert config == ChatConfig()
+    data = json.loads(path.read_text())
+    assert set(data["_help"]) == set(FIELD_HELP)
+    # every field is documented
+    assert {k for k in data if not k.startswith("_")} == set(FIELD_HELP)
+
+
+def test_round_trip(tmp_path):
+    config = ChatConfig(
+        model="/m", engine={"device": "cpu"}, system="Be terse.", params={"temperature": 0.5}
+    )
+    save_config(config, tmp_path / "c.json")
+    assert load_config(tmp_path / "c.json") == config
+
+
+def test_unknown_field_is_named(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps({"modle": "x"}))
+    with pytest.raises(ChatConfigError, match="modle"):
+        load_config(tmp_path / "c.json")
+
+
+def test_wrong_type_is_named(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps({"stream": "false"}))
+    with pytest.raises(ChatConfigError, match="stream"):
+        load_config(tmp_path / "c.json")
+
+
+def test_bad_json_says_what_to_do(tmp_path):
+    (tmp_path / "c.json").write_text("{nope")
+    with pytest.raises(ChatConfigError, match="delete the file"):
+        load_config(tmp_path / "c.json")
+
+
+def test_config_location_order(tmp_path):
+    assert default_config_path({"MP13_CONFIG_DIR": str(tmp_path)}) == tmp_path / "config.json"
+    xdg = default_config_path({"XDG_CONFIG_HOME": str(tmp_path)})
+    assert xdg == tmp_path / "mp13" / "config.json"
+
+
+def test_underscore_keys_are_ignored(tmp_path):
+    data = config_to_json(ChatConfig(stream=False))
+    data["_note"] = "mine"
+    (tmp_path / "c.json").write_text(json.dumps(data))
+    assert load_config(tmp_path / "c.json").stream is False

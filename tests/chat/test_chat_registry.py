@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: MIT
+"""The command registry: docstring help, unique-prefix matching, subcommands, parsing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mp13chat._errors import ChatError, UnknownCommandError, UsageError
+from mp13chat._registry import CommandLine, CommandRegistry, command, group_command
+
+
+@command("save", group="session", usage="/save FILE")
+def save(app, line):
+    """Save the session.
+
+    More text.
+    """
+
+
+@command("search", group="session")
+def search(app, line):
+    """Search messages."""
+
+
+@command("switch", group="conversations", aliases=("sw",))
+def switch(app, line):
+    """Switch conversation."""
+
+
+@command("set", group="system")
+def sys_set(app, line):
+    """Set the system message."""
+
+
+@command("show", group="system")
+def sys_show(app, line):
+    """Show the system message."""
+
+
+SYSTEM = group_command("system", sys_set, sys_show, group="system", doc="System.", default="show")
+
+
+def registry():
+    return CommandRegistry([save, search, switch, SYSTEM])
+
+
+def test_help_text_comes_from_the_docstring():
+    assert save.summary == "Save the session."
+    assert "More text." in save.doc
+    assert save.usage == "/save FILE"
+    assert search.usage == "/search"
+
+
+def test_exact_alias_and_unique_prefix_resolve():
+    reg = registry()
+    assert reg.resolve("save") is save
+    assert reg.resolve("sw") is switch
+    assert reg.resolve("sea") is search
+    assert reg.resolve("/swi") is switch
+    assert reg.resolve("sy") is SYSTEM
+
+
+def test_ambiguous_prefix_lists_the_candidates():
+    with pytest.raises(UnknownCommandError) as err:
+        registry().resolve("s")
+    assert "/save" in str(err.value) and "/search" in str(err.value)
+
+
+def test_unknown_command_points_to_help():
+    with pytest.raises(UnknownCommandError, match="/help"):
+        registry().resolve("zzz")
+
+
+def test_duplicate_names_and_aliases_are_refused():
+    reg = registry()
+    with pytest.raises(ChatError):
+        reg.add(command("sw")(lambda app, line: None))
+
+
+def test_parse_splits_command_subcommand_and_arguments():
+    reg = registry()
+    inv = reg.parse("/sys set You are  terse.")
+    assert inv.command is sys_set
+    assert inv.line.text == "You are  terse."
+    assert inv.display_name == "/system set"
+    # no subcommand -> the default one
+    assert reg.parse("/system").command is sys_show
+    assert reg.parse("/sea  hello world").line.words == ["hello", "world"]
+
+
+def test_unknown_subcommand_is_an_error():
+    with pytest.raises(UnknownCommandError, match="/system"):
+        registry().parse("/system frobnicate")
+
+
+def test_command_line_words_and_bad_quotes():
+    assert CommandLine('a "b c" d').words == ["a", "b c", "d"]
+    with pytest.raises(UsageError):
+        _ = CommandLine('a "b').words
+
+
+def test_groups_keep_every_command():
+    groups = registry().groups()
+    assert {c.name for cs in groups.values() for c in cs} == {"save", "search", "switch", "system"}
+
+
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=6))
+def test_prefix_resolution_is_exact_or_unique(word):
+    reg = registry()
+    names = ["save", "search", "switch", "system", "sw"]
+    matching = {n for n in names if n.startswith(word)}
+    if word in names:
+        assert reg.resolve(word) is not None
+        return
+    commands = {{"sw": "switch"}.get(n, n) for n in matching}
+    if len(commands) == 1:
+        assert reg.resolve(word).name == commands.pop()
+    else:
+        with pytest.raises(UnknownCommandError):
+            reg.resolve(word)
