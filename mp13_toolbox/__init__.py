@@ -1,6 +1,40 @@
 # SPDX-License-Identifier: MIT
-"""mp13_toolbox: tools from Python functions or JSON specs, modes, scopes, safe execution."""
+"""mp13_toolbox: tools from Python functions or JSON specs, modes, scopes, safe execution.
 
+Quick tour::
+
+    from mp13_toolbox import Toolbox, ToolCall, ToolsScope
+
+    tb = Toolbox(builtins=True)
+
+    @tb.register
+    def add(a: int, b: int = 1) -> int:
+        '''Add two integers.
+
+        Args:
+            a: The first number.
+            b: The second number.
+        '''
+        return a + b
+
+    view = tb.view([ToolsScope({"current_time": "silent"})])
+    tb.specs(view)                                  # OpenAI-style specs for Request.tools
+    tb.execute(ToolCall("add", {"a": 2}), view)     # ToolResult(content="3", ...)
+
+This package imports nothing else of mp13 and never imports torch.
+"""
+
+from mp13_toolbox._approval import (
+    DEFAULT_APPROVALS,
+    Approval,
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    Risk,
+)
+from mp13_toolbox._budget import BudgetState, ToolBudget
+from mp13_toolbox._builtins import BUILTINS, CalculatorError
+from mp13_toolbox._context import ToolContext
 from mp13_toolbox._errors import (
     Mp13Error,
     ToolboxError,
@@ -8,16 +42,45 @@ from mp13_toolbox._errors import (
     ToolStateError,
     UnknownToolError,
 )
+from mp13_toolbox._execute import TRUNCATION_MARKER
+from mp13_toolbox._registry import ToolInfo, ToolKind
+from mp13_toolbox._schema import function_spec, parse_docstring
+from mp13_toolbox._scopes import ToolsScope, ToolsView
+from mp13_toolbox._state import ToolboxState, ToolRecord
+from mp13_toolbox._toolbox import Toolbox
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
+from mp13_toolbox._validate import validate
 
 __all__ = [
+    "BUILTINS",
+    "DEFAULT_APPROVALS",
+    "TRUNCATION_MARKER",
+    "Approval",
+    "ApprovalAnswer",
+    "ApprovalRequest",
+    "Approver",
+    "BudgetState",
+    "CalculatorError",
     "Mp13Error",
+    "Risk",
+    "ToolBudget",
     "ToolCall",
+    "ToolContext",
+    "ToolInfo",
+    "ToolKind",
     "ToolMode",
+    "ToolRecord",
     "ToolRegistrationError",
     "ToolResult",
     "ToolSpec",
     "ToolStateError",
+    "Toolbox",
     "ToolboxError",
+    "ToolboxState",
+    "ToolsScope",
+    "ToolsView",
     "UnknownToolError",
+    "function_spec",
+    "parse_docstring",
+    "validate",
 ]

@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: MIT
+"""Approval: may this call run?
+
+Each tool has a ``Risk`` (``low`` / ``medium`` / ``high``) and optionally its own
+``Approval`` policy (``allow`` / ``deny`` / ``ask``). Without its own policy the
+toolbox's per-risk default applies (``DEFAULT_APPROVALS``: low -> allow,
+medium -> ask, high -> ask). ``ask`` calls the approver given to
+``Toolbox.execute`` / ``aexecute`` (sync or async), which answers with an
+``ApprovalAnswer`` (``yes`` / ``no`` / ``always`` / ``never``), a bool, or one of
+those strings. ``always`` and ``never`` are remembered per tool in the
+toolbox (and in its saved state) so the approver is not asked again; ``yes`` and
+``no`` apply to this call only. With no approver, ``ask`` denies, and the
+error result says so.
+
+Order of precedence: a remembered ``never``/``always`` answer, then the tool's
+own policy, then the per-risk default. An explicit ``deny`` policy beats a
+remembered ``always`` (the operator's rule outranks an earlier answer).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from typing import Any, Union
+
+import attrs
+
+from mp13_toolbox._types import ToolCall
+
+
+class Risk(str, enum.Enum):
+    """How much harm a tool can do; picks the default approval policy."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class Approval(str, enum.Enum):
+    """A tool's approval policy."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    ASK = "ask"
+
+
+class ApprovalAnswer(str, enum.Enum):
+    """What an approver answers. ``ALWAYS``/``NEVER`` are remembered per tool."""
+
+    YES = "yes"
+    NO = "no"
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+DEFAULT_APPROVALS: dict[Risk, Approval] = {
+    Risk.LOW: Approval.ALLOW,
+    Risk.MEDIUM: Approval.ASK,
+    Risk.HIGH: Approval.ASK,
+}
+
+
+def as_risk(value: Risk | str) -> Risk:
+    try:
+        return Risk(value)
+    except ValueError:
+        raise ValueError(
+            f"unknown risk {value!r}; use one of: {', '.join(r.value for r in Risk)}"
+        ) from None
+
+
+def as_approval(value: Approval | str | None) -> Approval | None:
+    if value is None:
+        return None
+    try:
+        return Approval(value)
+    except ValueError:
+        raise ValueError(
+            f"unknown approval policy {value!r}; use one of: "
+            f"{', '.join(a.value for a in Approval)} (or None for the risk default)"
+        ) from None
+
+
+_ANSWER_WORDS = {
+    "y": ApprovalAnswer.YES,
+    "yes": ApprovalAnswer.YES,
+    "allow": ApprovalAnswer.YES,
+    "n": ApprovalAnswer.NO,
+    "no": ApprovalAnswer.NO,
+    "deny": ApprovalAnswer.NO,
+    "a": ApprovalAnswer.ALWAYS,
+    "always": ApprovalAnswer.ALWAYS,
+    "never": ApprovalAnswer.NEVER,
+}
+
+
+def as_answer(value: Any) -> ApprovalAnswer:
+    """Normalise an approver's reply; anything unrecognised counts as ``NO``."""
+    if isinstance(value, ApprovalAnswer):
+        return value
+    if isinstance(value, bool):
+        return ApprovalAnswer.YES if value else ApprovalAnswer.NO
+    if isinstance(value, str):
+        return _ANSWER_WORDS.get(value.strip().lower(), ApprovalAnswer.NO)
+    return ApprovalAnswer.NO
+
+
+@attrs.frozen
+class ApprovalRequest:
+    """What an approver is asked about: the call, its tool's risk and description."""
+
+    call: ToolCall
+    risk: Risk
+    description: str = ""
+
+
+_Answer = Union[ApprovalAnswer, bool, str]  # noqa: UP007 - a runtime alias must work on 3.10
+Approver = Callable[[ApprovalRequest], Union[_Answer, Awaitable[_Answer]]]  # noqa: UP007
+"""``approver(request) -> ApprovalAnswer | bool | str`` (or an awaitable of one)."""
+
+
+def decide(
+    remembered: ApprovalAnswer | None,
+    policy: Approval | None,
+    risk: Risk,
+    defaults: dict[Risk, Approval],
+) -> Approval:
+    """The effective policy for one call before asking anyone (see module doc)."""
+    if policy is Approval.DENY:
+        return Approval.DENY
+    if remembered is ApprovalAnswer.NEVER:
+        return Approval.DENY
+    if remembered is ApprovalAnswer.ALWAYS:
+        return Approval.ALLOW
+    if policy is not None:
+        return policy
+    return defaults.get(risk, Approval.ASK)

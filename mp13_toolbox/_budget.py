@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: MIT
+"""Per-turn tool budgets: how many calls and rounds one user turn may use.
+
+``ToolBudget`` is the frozen configuration; ``BudgetState`` is the mutable
+tracker for ONE turn, made with ``ToolBudget.start()``. A turn runner uses it
+like this::
+
+    budget = ToolBudget(max_calls=8, max_rounds=3).start()    # once per user turn
+    while reply.tool_calls:
+        if not budget.start_round():        # False: round limit reached
+            break                           # (calls would get error results anyway)
+        results = await asyncio.gather(
+            *(tb.aexecute(c, view, approval=ask, budget=budget) for c in reply.tool_calls))
+        ...
+
+Rules, checked by ``Toolbox.execute`` before a call runs:
+
+- ``max_calls``: calls beyond it get an error result (every call that reaches
+  the toolbox counts, including refused ones, so a model looping on bad calls
+  stops too).
+- ``max_rounds``: calls made after ``start_round()`` returned ``False`` get an
+  error result. A call made before any ``start_round()`` opens round 1.
+- The same call (same name, same arguments) repeated within the turn more
+  than ``max_repeats`` times gets an error result that quotes the earlier
+  result, so the model can use it instead of calling again.
+
+``BudgetState`` guards itself with a lock: parallel calls from threads or
+``asyncio.gather`` may share it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import attrs
+
+from mp13_toolbox._types import ToolCall
+
+
+def _non_negative(_inst: Any, attr: attrs.Attribute, value: int | None) -> None:
+    if value is not None and value < 0:
+        raise ValueError(f"{attr.name} must be >= 0 or None (no limit), got {value}")
+
+
+@attrs.frozen
+class ToolBudget:
+    """Limits for one user turn. ``None`` means no limit."""
+
+    max_calls: int | None = attrs.field(default=None, validator=_non_negative)
+    max_rounds: int | None = attrs.field(default=None, validator=_non_negative)
+    max_repeats: int = attrs.field(default=0, validator=_non_negative)
+
+    def start(self) -> BudgetState:
+        """A fresh tracker for one turn."""
+        return BudgetState(self)
+
+
+def call_key(call: ToolCall) -> str:
+    """Identity of a call for repeat detection: name + canonical JSON arguments."""
+    try:
+        args = json.dumps(call.arguments, sort_keys=True, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError):  # e.g. non-string keys: fall back to a stable repr
+        args = repr(sorted(call.arguments.items(), key=repr))
+    return f"{call.name}\x00{args}"
+
+
+class BudgetState:
+    """Mutable per-turn counters for a ``ToolBudget`` (see the module doc)."""
+
+    def __init__(self, budget: ToolBudget | None = None) -> None:
+        self.budget = budget if budget is not None else ToolBudget()
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._rounds = 0
+        self._seen: dict[str, int] = {}
+        self._results: dict[str, str] = {}
+
+    @property
+    def calls(self) -> int:
+        """Calls counted so far in this turn."""
+        return self._calls
+
+    @property
+    def rounds(self) -> int:
+        """Rounds started so far in this turn."""
+        return self._rounds
+
+    @property
+    def exhausted(self) -> bool:
+        """True when no further call could run (call or round limit reached)."""
+        b = self.budget
+        with self._lock:
+            return (b.max_calls is not None and self._calls >= b.max_calls) or (
+                b.max_rounds is not None and self._rounds > b.max_rounds
+            )
+
+    def start_round(self) -> bool:
+        """Open the next round of tool calls; ``False`` when over ``max_rounds``."""
+        with self._lock:
+            self._rounds += 1
+            return self.budget.max_rounds is None or self._rounds <= self.budget.max_rounds
+
+    def admit(self, call: ToolCall) -> str | None:
+        """Count ``call``; return why it must not run, or ``None`` if it may."""
+        b = self.budget
+        key = call_key(call)
+        with self._lock:
+            if self._rounds == 0:
+                self._rounds = 1
+            self._calls += 1
+            if b.max_rounds is not None and self._rounds > b.max_rounds:
+                return (
+                    f"Tool round limit reached ({b.max_rounds} rounds this turn); "
+                    "answer the user with what you have now."
+                )
+            if b.max_calls is not None and self._calls > b.max_calls:
+                return (
+                    f"Tool call limit reached ({b.max_calls} calls this turn); "
+                    "answer the user with what you have now."
+                )
+            seen = self._seen.get(key, 0)
+            self._seen[key] = seen + 1
+            if seen > b.max_repeats:
+                earlier = self._results.get(key)
+                text = (
+                    f"You already called {call.name} with these same arguments in this turn; "
+                    "do not repeat the call."
+                )
+                if earlier is not None:
+                    text += f" Its result was:\n{earlier}"
+                return text
+            return None
+
+    def record(self, call: ToolCall, content: str) -> None:
+        """Remember a call's result text, quoted if the call is repeated."""
+        with self._lock:
+            self._results[call_key(call)] = content

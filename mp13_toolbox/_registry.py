@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: MIT
+"""The registry: tool name -> registered tool (spec, mode, risk, policy, handler).
+
+A ``RegisteredTool`` is a frozen value; changing a tool's mode or risk swaps
+in a new value under the registry's lock, so a call that already took its
+snapshot runs with consistent settings while another thread reconfigures the
+toolbox. Names keep registration order (listings and ``specs`` use it).
+
+A tool with ``handler is None`` is *unresolved*: its state was loaded but no
+callable could be relinked by name. Unresolved tools are listed, never
+advertised and never executed.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from mp13_toolbox._approval import Approval, Risk
+from mp13_toolbox._errors import ToolRegistrationError, UnknownToolError
+from mp13_toolbox._schema import Signature
+from mp13_toolbox._types import ToolMode, ToolSpec
+
+
+class ToolKind(str, enum.Enum):
+    """Where a tool's behaviour comes from."""
+
+    FUNCTION = "function"  # a Python callable, arguments passed by name
+    EXTERNAL = "external"  # a handler(call) with a caller-supplied JSON spec
+
+
+@attrs.frozen
+class ToolInfo:
+    """Public description of one registered tool (what ``Toolbox.list`` returns)."""
+
+    name: str
+    description: str
+    mode: ToolMode
+    risk: Risk
+    approval: Approval | None  # the tool's own policy; None = the risk default
+    timeout_s: float | None  # None = the toolbox default
+    kind: ToolKind
+    resolved: bool
+    spec: ToolSpec
+
+
+@attrs.frozen
+class RegisteredTool:
+    spec: ToolSpec
+    mode: ToolMode = ToolMode.ADVERTISED
+    risk: Risk = Risk.LOW
+    approval: Approval | None = None
+    timeout_s: float | None = None
+    kind: ToolKind = ToolKind.FUNCTION
+    handler: Callable[..., Any] | None = attrs.field(default=None, eq=False)
+    signature: Signature | None = attrs.field(default=None, eq=False)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def resolved(self) -> bool:
+        return self.handler is not None
+
+    @property
+    def is_async(self) -> bool:
+        h = self.handler
+        # A class instance with ``async def __call__`` is async too.
+        return inspect.iscoroutinefunction(h) or inspect.iscoroutinefunction(
+            type(h).__call__ if h is not None and not inspect.isroutine(h) else None
+        )
+
+    def info(self) -> ToolInfo:
+        return ToolInfo(
+            name=self.name,
+            description=self.spec.description,
+            mode=self.mode,
+            risk=self.risk,
+            approval=self.approval,
+            timeout_s=self.timeout_s,
+            kind=self.kind,
+            resolved=self.resolved,
+            spec=self.spec,
+        )
+
+
+class ToolRegistry:
+    """Thread-safe ordered map of registered tools."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._tools: dict[str, RegisteredTool] = {}
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def add(self, tool: RegisteredTool, replace: bool = False) -> None:
+        with self._lock:
+            old = self._tools.get(tool.name)
+            if old is not None and not replace and old.resolved:
+                raise ToolRegistrationError(
+                    f"a tool named {tool.name!r} is already registered; pass replace=True to "
+                    "replace it, unregister it first, or register under another name"
+                )
+            self._tools[tool.name] = tool
+
+    def remove(self, name: str) -> RegisteredTool:
+        with self._lock:
+            try:
+                return self._tools.pop(name)
+            except KeyError:
+                raise self.unknown(name) from None
+
+    def get(self, name: str) -> RegisteredTool | None:
+        with self._lock:
+            return self._tools.get(name)
+
+    def require(self, name: str) -> RegisteredTool:
+        tool = self.get(name)
+        if tool is None:
+            raise self.unknown(name)
+        return tool
+
+    def update(self, name: str, **changes: Any) -> RegisteredTool:
+        with self._lock:
+            tool = attrs.evolve(self.require(name), **changes)
+            self._tools[name] = tool
+            return tool
+
+    def snapshot(self) -> list[RegisteredTool]:
+        with self._lock:
+            return list(self._tools.values())
+
+    def unknown(self, name: str) -> UnknownToolError:
+        known = ", ".join(self._tools) or "none registered"
+        return UnknownToolError(f"no tool named {name!r} in this toolbox; known tools: {known}")
+
+    def __iter__(self) -> Iterator[RegisteredTool]:
+        return iter(self.snapshot())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools

@@ -1,0 +1,341 @@
+# SPDX-License-Identifier: MIT
+"""JSON schema for a Python function: from its signature and Google-style docstring.
+
+``function_spec(func)`` returns a ``ToolSpec`` whose ``parameters`` is an
+``object`` schema with one property per parameter. Supported annotations:
+``str int float bool None Any``, ``Optional[X]`` / ``X | None``, unions,
+``Literal[...]``, ``Enum`` subclasses (by value), ``list/set/frozenset/Sequence
+[X]``, ``tuple[X, ...]`` and fixed tuples, ``dict[str, X]`` / ``Mapping``,
+``Annotated[X, "description"]``, and nested attrs classes, dataclasses and
+``TypedDict``. A parameter without a default is ``required``; a JSON-able
+default is recorded as ``default``. ``*args`` is rejected, ``**kwargs`` allows
+extra arguments, and a parameter annotated ``ToolContext`` is injected by the
+toolbox and not part of the schema.
+
+Descriptions come from the docstring: the text before the first section is the
+tool's description; ``Args:`` (also ``Arguments:``/``Parameters:``) lines
+``name (type): text`` with indented continuation lines describe parameters.
+An ``Annotated`` string wins over the docstring.
+
+The schema only uses the subset that ``_validate`` checks, so what is
+advertised is exactly what is enforced. Unsupported annotations raise
+``ToolRegistrationError`` naming the parameter and what to do.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import inspect
+import json
+import re
+import types
+import typing
+from typing import Any
+
+import attrs
+
+from mp13_toolbox._context import ToolContext
+from mp13_toolbox._errors import ToolRegistrationError
+from mp13_toolbox._types import ToolSpec
+
+_SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]*):\s*$")
+_ARG_SECTIONS = {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
+_ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
+_MAX_DEPTH = 8
+
+_SCALARS: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+}
+_ARRAY_ORIGINS = {
+    list,
+    set,
+    frozenset,
+    collections.abc.Sequence,
+    collections.abc.MutableSequence,
+    collections.abc.Set,
+    collections.abc.MutableSet,
+    collections.abc.Iterable,
+    collections.abc.Collection,
+}
+_DICT_ORIGINS = {dict, collections.abc.Mapping, collections.abc.MutableMapping}
+
+
+@attrs.frozen
+class Docstring:
+    """A parsed Google-style docstring: description and per-argument text."""
+
+    description: str = ""
+    args: dict[str, str] = attrs.field(factory=dict, hash=False)
+
+
+def parse_docstring(doc: str | None) -> Docstring:
+    """Split a Google-style docstring into its summary text and ``Args:`` entries."""
+    if not doc:
+        return Docstring()
+    lines = inspect.cleandoc(doc).splitlines()
+    desc: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    arg_indent = 0
+    for line in lines:
+        head = _SECTION.match(line)
+        if head and not line.startswith((" ", "\t")):
+            section, current = head.group(1).strip(), None
+            continue
+        if section is None:
+            desc.append(line)
+            continue
+        if section not in _ARG_SECTIONS or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        m = _ARG_LINE.match(line)
+        if m and (current is None or indent <= arg_indent):
+            current, arg_indent = m.group(1), indent
+            args[current] = m.group(3).strip()
+        elif current is not None:
+            args[current] = f"{args[current]} {line.strip()}".strip()
+    text = "\n".join(desc).strip()
+    return Docstring(description=re.sub(r"\n{3,}", "\n\n", text), args=args)
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    kinds = {type(v) for v in values}
+    out: dict[str, Any] = {}
+    for py, js in ((str, "string"), (bool, "boolean"), (int, "integer"), (float, "number")):
+        if kinds == {py}:
+            out["type"] = js
+            break
+    out["enum"] = values
+    return out
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    t = schema.get("type")
+    if isinstance(t, str) and set(schema) <= {"type", "description", "items", "enum"}:
+        out = dict(schema, type=[t, "null"])
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+        return out
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
+    """JSON schema of annotation ``tp``; ``where`` names it in error messages."""
+    if depth > _MAX_DEPTH:
+        raise ToolRegistrationError(
+            f"{where}: type nesting is deeper than {_MAX_DEPTH} levels (recursive type?); "
+            "flatten it or register the tool with register_external and a hand-written schema"
+        )
+    if tp is inspect.Parameter.empty or tp is Any or tp is object:
+        return {}
+    if tp in _SCALARS:
+        return dict(_SCALARS[tp])
+    origin = typing.get_origin(tp)
+    targs = typing.get_args(tp)
+    if origin is typing.Annotated:
+        inner = type_schema(targs[0], where, depth + 1)
+        notes = [a for a in targs[1:] if isinstance(a, str)]
+        if notes:
+            inner["description"] = " ".join(notes)
+        return inner
+    if origin is typing.Literal:
+        return _enum_schema(list(targs))
+    if origin is typing.Union or origin is types.UnionType:
+        members = [a for a in targs if a is not type(None)]
+        if len(members) == 1:
+            inner = type_schema(members[0], where, depth + 1)
+        else:
+            inner = {"anyOf": [type_schema(a, where, depth + 1) for a in members]}
+        return _nullable(inner) if len(members) < len(targs) else inner
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enum_schema([m.value for m in tp])
+    if tp in (list, set, frozenset, tuple):
+        return {"type": "array"}
+    if tp is dict:
+        return {"type": "object"}
+    if origin in _ARRAY_ORIGINS:
+        out: dict[str, Any] = {"type": "array"}
+        if targs:
+            out["items"] = type_schema(targs[0], f"{where}[]", depth + 1)
+        if origin in (set, frozenset, collections.abc.Set, collections.abc.MutableSet):
+            out["uniqueItems"] = True
+        return out
+    if origin is tuple:
+        if len(targs) == 2 and targs[1] is Ellipsis:
+            return {"type": "array", "items": type_schema(targs[0], f"{where}[]", depth + 1)}
+        items = [type_schema(a, f"{where}[{i}]", depth + 1) for i, a in enumerate(targs)]
+        return {
+            "type": "array",
+            "prefixItems": items,
+            "minItems": len(items),
+            "maxItems": len(items),
+        }
+    if origin in _DICT_ORIGINS:
+        if targs and targs[0] is not str:
+            raise ToolRegistrationError(
+                f"{where}: dict keys must be str in JSON, got {targs[0]!r}; use dict[str, ...]"
+            )
+        out = {"type": "object"}
+        if len(targs) == 2 and targs[1] is not Any:
+            out["additionalProperties"] = type_schema(targs[1], f"{where}{{}}", depth + 1)
+        return out
+    if isinstance(tp, type):
+        fields = _record_fields(tp, where)
+        if fields is not None:
+            return _object_schema(fields, where, depth)
+    raise ToolRegistrationError(
+        f"{where}: cannot describe type {tp!r} in JSON schema; annotate it with str, int, float, "
+        "bool, list/dict/tuple of those, Literal, an Enum, an attrs class, a dataclass or a "
+        "TypedDict, or register the tool with register_external and a hand-written schema"
+    )
+
+
+def _record_fields(tp: type, where: str) -> list[tuple[str, Any, bool, Any]] | None:
+    """``(name, type, required, default)`` for attrs/dataclass/TypedDict, else None."""
+    try:
+        hints = typing.get_type_hints(tp, include_extras=True)
+    except Exception as exc:  # forward refs that cannot be resolved
+        raise ToolRegistrationError(
+            f"{where}: cannot resolve the annotations of {tp.__name__}: {exc}; "
+            "define the types it refers to at module level"
+        ) from exc
+    if attrs.has(tp):
+        out = []
+        for f in attrs.fields(tp):
+            if not f.init:
+                continue
+            has_default = f.default is not attrs.NOTHING
+            recordable = has_default and not isinstance(f.default, attrs.Factory)
+            default = f.default if recordable else dataclasses.MISSING
+            out.append((f.alias or f.name, hints.get(f.name, f.type), not has_default, default))
+        return out
+    if dataclasses.is_dataclass(tp):
+        out = []
+        for f in dataclasses.fields(tp):
+            if not f.init:
+                continue
+            has_default = f.default is not dataclasses.MISSING
+            has_factory = f.default_factory is not dataclasses.MISSING
+            out.append(
+                (f.name, hints.get(f.name, f.type), not (has_default or has_factory), f.default)
+            )
+        return out
+    if typing.is_typeddict(tp):
+        required = getattr(tp, "__required_keys__", frozenset(hints))
+        return [(n, t, n in required, dataclasses.MISSING) for n, t in hints.items()]
+    return None
+
+
+def _object_schema(
+    fields: list[tuple[str, Any, bool, Any]], where: str, depth: int
+) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for name, tp, req, default in fields:
+        props[name] = type_schema(tp, f"{where}.{name}", depth + 1)
+        if req:
+            required.append(name)
+        elif default is not dataclasses.MISSING and _jsonable(default):
+            props[name]["default"] = default
+    out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    if required:
+        out["required"] = required
+    return out
+
+
+@attrs.frozen
+class Signature:
+    """What the toolbox needs to call a function: its parameter types and context slot."""
+
+    params: dict[str, Any] = attrs.field(hash=False)  # name -> annotation, in order
+    context_param: str | None = None
+    var_keyword: bool = False
+
+
+def function_spec(
+    func: Any, name: str | None = None, description: str | None = None
+) -> tuple[ToolSpec, Signature]:
+    """The ``ToolSpec`` of ``func`` and the signature data used to call it."""
+    tool_name = name or getattr(func, "__name__", None)
+    if not tool_name or tool_name == "<lambda>":
+        raise ToolRegistrationError(
+            f"cannot name the tool for {func!r}; pass name=... to register()"
+        )
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise ToolRegistrationError(
+            f"cannot read the signature of {tool_name!r}: {exc}; wrap it in a def with typed "
+            "parameters"
+        ) from exc
+    try:
+        hints = typing.get_type_hints(func, include_extras=True)
+    except Exception as exc:
+        raise ToolRegistrationError(
+            f"cannot resolve the type hints of {tool_name!r}: {exc}; make sure every name used "
+            "in its annotations is importable from its module"
+        ) from exc
+    doc = parse_docstring(inspect.getdoc(func))
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    params: dict[str, Any] = {}
+    context_param = None
+    var_keyword = False
+    for p in sig.parameters.values():
+        tp = hints.get(p.name, p.annotation)
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            raise ToolRegistrationError(
+                f"tool {tool_name!r}: *{p.name} cannot be filled from JSON arguments; "
+                "use a list parameter instead"
+            )
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            var_keyword = True
+            continue
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise ToolRegistrationError(
+                f"tool {tool_name!r}: positional-only parameter {p.name!r} cannot be passed by "
+                "name; remove the '/' from its signature"
+            )
+        if tp is ToolContext:
+            context_param = p.name
+            continue
+        schema = type_schema(tp, f"tool {tool_name!r}, parameter {p.name!r}")
+        if "description" not in schema and doc.args.get(p.name):
+            schema["description"] = doc.args[p.name]
+        if p.default is inspect.Parameter.empty:
+            required.append(p.name)
+        elif _jsonable(_plain(p.default)):
+            schema["default"] = _plain(p.default)
+        props[p.name] = schema
+        params[p.name] = tp
+    parameters: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        parameters["required"] = required
+    if not var_keyword:
+        parameters["additionalProperties"] = False
+    spec = ToolSpec(
+        name=tool_name,
+        description=description if description is not None else doc.description,
+        parameters=parameters,
+    )
+    return spec, Signature(params=params, context_param=context_param, var_keyword=var_keyword)
+
+
+def _plain(value: Any) -> Any:
+    """Enum defaults are recorded by value, the form the model sends."""
+    return value.value if isinstance(value, enum.Enum) else value

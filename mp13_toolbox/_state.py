@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: MIT
+"""Serializable toolbox state: specs, modes, risks, policies, remembered answers.
+
+``ToolboxState`` holds everything about a toolbox except the callables, so it
+can be saved with a session and restored later. ``to_dict``/``from_dict`` (and
+the JSON twins) go through the package converter; malformed input raises
+``ToolStateError`` with cattrs' readable error text. Restoring relinks
+callables by tool name (see ``Toolbox.from_state`` / ``Toolbox.load_state``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from mp13_toolbox._approval import DEFAULT_APPROVALS, Approval, ApprovalAnswer, Risk
+from mp13_toolbox._convert import converter, error_text
+from mp13_toolbox._errors import ToolStateError
+from mp13_toolbox._registry import ToolKind
+from mp13_toolbox._types import ToolMode, ToolSpec
+
+STATE_VERSION = 1
+
+
+@attrs.frozen
+class ToolRecord:
+    """One tool's saved settings and spec (no callable)."""
+
+    spec: ToolSpec
+    mode: ToolMode = ToolMode.ADVERTISED
+    risk: Risk = Risk.LOW
+    approval: Approval | None = None
+    timeout_s: float | None = None
+    kind: ToolKind = ToolKind.FUNCTION
+
+
+@attrs.frozen
+class ToolboxState:
+    """A toolbox without its callables; round-trips through ``to_dict``/``from_dict``."""
+
+    tools: tuple[ToolRecord, ...] = ()
+    remembered: dict[str, ApprovalAnswer] = attrs.field(factory=dict, hash=False)
+    approval_defaults: dict[Risk, Approval] = attrs.field(
+        factory=lambda: dict(DEFAULT_APPROVALS), hash=False
+    )
+    max_output_chars: int | None = 16_000
+    default_timeout_s: float | None = 30.0
+    version: int = STATE_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data."""
+        return converter.unstructure(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolboxState:
+        """Inverse of ``to_dict``; raises ``ToolStateError`` on malformed data."""
+        version = data.get("version", STATE_VERSION) if isinstance(data, dict) else None
+        if version != STATE_VERSION:
+            raise ToolStateError(
+                f"toolbox state version {version!r} is not supported (expected "
+                f"{STATE_VERSION}); save the state again with this version of mp13_toolbox"
+            )
+        try:
+            return converter.structure(data, cls)
+        except Exception as exc:
+            raise ToolStateError(
+                f"toolbox state is malformed: {error_text(exc)}; pass data made by "
+                "ToolboxState.to_dict()"
+            ) from exc
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ToolboxState:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ToolStateError(f"toolbox state is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)

@@ -1,0 +1,607 @@
+# SPDX-License-Identifier: MIT
+"""``Toolbox``: register tools, resolve views, execute calls safely.
+
+A toolbox is an ordinary object (several may coexist) and is safe to use from
+threads and asyncio: the registry and remembered approvals sit behind a lock,
+each call works on a frozen snapshot of its tool. Typical turn flow in a
+runner (the context layer does exactly this)::
+
+    view = tb.view(scopes)                        # ToolsView for this node
+    request.tools = tb.specs(view)                # OpenAI-style dicts, ADVERTISED only
+    budget = ToolBudget(max_calls=8, max_rounds=4).start()    # one per user turn
+    budget.start_round()                          # before each round of calls
+    result = await tb.aexecute(call, view, approval=approver, budget=budget)
+
+``execute`` / ``aexecute`` never raise because of the call or the tool: an
+unknown, disabled or unresolved tool, bad arguments, a denied approval, a
+spent budget, an exception or a timeout all become a ``ToolResult`` with
+``is_error=True`` and a message the model can act on. Only misuse by the
+caller (e.g. passing a ``ToolBudget`` instead of its ``start()`` state) raises.
+
+Steps of one call: look up (view + registry) -> budget -> validate arguments
+-> approval -> run with timeout -> output text, capped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, overload
+
+import attrs
+
+from mp13_toolbox import _execute as ex
+from mp13_toolbox._approval import (
+    DEFAULT_APPROVALS,
+    Approval,
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    Risk,
+    as_answer,
+    as_approval,
+    as_risk,
+    decide,
+)
+from mp13_toolbox._budget import BudgetState
+from mp13_toolbox._context import ToolContext
+from mp13_toolbox._convert import converter, error_text
+from mp13_toolbox._errors import ToolboxError, ToolRegistrationError
+from mp13_toolbox._registry import RegisteredTool, ToolInfo, ToolKind, ToolRegistry
+from mp13_toolbox._schema import function_spec
+from mp13_toolbox._scopes import ToolsScope, ToolsView, _as_mode
+from mp13_toolbox._state import ToolboxState, ToolRecord
+from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
+from mp13_toolbox._validate import validate
+
+_PASSTHROUGH = (str, int, bool, inspect.Parameter.empty, Any)
+
+
+@attrs.frozen
+class _Plan:
+    """A call that passed lookup, budget and validation: ready for approval and run."""
+
+    tool: RegisteredTool
+    call: ToolCall
+    target: Callable[[], Any]
+    timeout: float | None
+
+
+class Toolbox:
+    """Tools from Python functions or JSON specs, with modes, approval and budgets."""
+
+    def __init__(
+        self,
+        builtins: bool | Iterable[str] = False,
+        *,
+        max_output_chars: int | None = 16_000,
+        default_timeout_s: float | None = 30.0,
+        approval_defaults: Mapping[Risk | str, Approval | str] | None = None,
+    ) -> None:
+        self._registry = ToolRegistry()
+        self._remembered: dict[str, ApprovalAnswer] = {}
+        self.max_output_chars = max_output_chars
+        self.default_timeout_s = default_timeout_s
+        defaults = dict(DEFAULT_APPROVALS)
+        for risk, policy in (approval_defaults or {}).items():
+            defaults[as_risk(risk)] = as_approval(policy) or DEFAULT_APPROVALS[as_risk(risk)]
+        self._approval_defaults = defaults
+        if builtins:
+            self.add_builtins(None if builtins is True else list(builtins))
+
+    # registration -------------------------------------------------------------------------
+
+    @overload
+    def register(self, func: Callable[..., Any], **options: Any) -> Callable[..., Any]: ...
+    @overload
+    def register(
+        self, func: None = None, **options: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+
+    def register(
+        self,
+        func: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mode: ToolMode | str = ToolMode.ADVERTISED,
+        risk: Risk | str = Risk.LOW,
+        timeout_s: float | None = None,
+        approval: Approval | str | None = None,
+        replace: bool = False,
+    ) -> Any:
+        """Register ``func`` as a tool; its schema comes from its signature and docstring.
+
+        Returns ``func`` unchanged, so it also works as ``@tb.register`` or
+        ``@tb.register(risk="high")``. ``timeout_s=None`` uses the toolbox default;
+        ``approval=None`` uses the default for ``risk``.
+        """
+
+        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+            if not callable(f):
+                raise ToolRegistrationError(f"register() needs a callable, got {f!r}")
+            spec, signature = function_spec(f, name=name, description=description)
+            self._registry.add(
+                RegisteredTool(
+                    spec=spec,
+                    mode=_as_mode(mode),
+                    risk=as_risk(risk),
+                    approval=as_approval(approval),
+                    timeout_s=_as_timeout(timeout_s),
+                    kind=ToolKind.FUNCTION,
+                    handler=f,
+                    signature=signature,
+                ),
+                replace=replace,
+            )
+            return f
+
+        return add if func is None else add(func)
+
+    def register_external(
+        self,
+        spec: Mapping[str, Any] | ToolSpec,
+        handler: Callable[[ToolCall], Any],
+        *,
+        mode: ToolMode | str = ToolMode.ADVERTISED,
+        risk: Risk | str = Risk.LOW,
+        timeout_s: float | None = None,
+        approval: Approval | str | None = None,
+        replace: bool = False,
+    ) -> ToolInfo:
+        """Register a tool from an OpenAI-style spec and ``handler(call)`` (sync or async).
+
+        The handler gets the ``ToolCall`` with validated arguments and returns a
+        ``str``, a ``ToolResult`` or any JSON-able value.
+        """
+        if not callable(handler):
+            raise ToolRegistrationError(
+                f"register_external() needs a callable handler, got {handler!r}"
+            )
+        try:
+            tool_spec = spec if isinstance(spec, ToolSpec) else ToolSpec.from_openai(dict(spec))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ToolRegistrationError(
+                f"cannot read the tool spec {spec!r}: {exc!r}; pass {{'name': ..., 'description': "
+                "..., 'parameters': {...}}} or the OpenAI {'type': 'function', 'function': {...}}"
+            ) from exc
+        if (
+            not isinstance(tool_spec.parameters, dict)
+            or tool_spec.parameters.get("type", "object") != "object"
+        ):
+            raise ToolRegistrationError(
+                f"tool {tool_spec.name!r}: parameters must be a JSON schema of type 'object'"
+            )
+        tool = RegisteredTool(
+            spec=tool_spec,
+            mode=_as_mode(mode),
+            risk=as_risk(risk),
+            approval=as_approval(approval),
+            timeout_s=_as_timeout(timeout_s),
+            kind=ToolKind.EXTERNAL,
+            handler=handler,
+        )
+        self._registry.add(tool, replace=replace)
+        return tool.info()
+
+    def add_builtins(self, names: Iterable[str] | None = None) -> list[str]:
+        """Register the builtin tools (all, or those named); returns their names."""
+        from mp13_toolbox._builtins import add_builtins
+
+        return add_builtins(self, names)
+
+    def unregister(self, name: str) -> ToolInfo:
+        """Remove a tool; raises ``UnknownToolError`` for an unknown name."""
+        with self._registry.lock:
+            self._remembered.pop(name, None)
+            return self._registry.remove(name).info()
+
+    def list(self) -> list[ToolInfo]:
+        """Every registered tool, in registration order, incl. unresolved ones."""
+        return [t.info() for t in self._registry.snapshot()]
+
+    def get(self, name: str) -> ToolInfo:
+        """One tool's info; raises ``UnknownToolError`` for an unknown name."""
+        return self._registry.require(name).info()
+
+    def names(self) -> list[str]:
+        return [t.name for t in self._registry.snapshot()]
+
+    def unresolved(self) -> list[str]:
+        """Names loaded from state whose callables could not be relinked."""
+        return [t.name for t in self._registry.snapshot() if not t.resolved]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._registry
+
+    def __len__(self) -> int:
+        return len(self._registry)
+
+    # settings -----------------------------------------------------------------------------
+
+    def set_mode(self, target: str, mode: ToolMode | str) -> list[str]:
+        """Set the global mode of a tool, or of all tools matching a ``*`` pattern."""
+        scope = ToolsScope({target: mode})
+        changed = []
+        with self._registry.lock:
+            for tool in self._registry.snapshot():
+                new = scope.mode_for(tool.name)
+                if new is not None:
+                    self._registry.update(tool.name, mode=new)
+                    changed.append(tool.name)
+        if not changed:
+            raise self._registry.unknown(target)
+        return changed
+
+    def set_risk(self, name: str, risk: Risk | str) -> None:
+        self._registry.update(name, risk=as_risk(risk))
+
+    def set_timeout(self, name: str, timeout_s: float | None) -> None:
+        self._registry.update(name, timeout_s=_as_timeout(timeout_s))
+
+    def set_approval(self, name: str, policy: Approval | str | None) -> None:
+        """A tool's own policy (``allow``/``deny``/``ask``); ``None`` = risk default."""
+        self._registry.update(name, approval=as_approval(policy))
+
+    @property
+    def approval_defaults(self) -> dict[Risk, Approval]:
+        return dict(self._approval_defaults)
+
+    def set_approval_default(self, risk: Risk | str, policy: Approval | str) -> None:
+        policy_ = as_approval(policy)
+        if policy_ is None:
+            raise ValueError("a risk default must be allow, deny or ask")
+        with self._registry.lock:
+            self._approval_defaults = {**self._approval_defaults, as_risk(risk): policy_}
+
+    def remember(self, name: str, answer: ApprovalAnswer | str | None) -> None:
+        """Store an ``always``/``never`` answer for a tool (``None`` forgets it)."""
+        with self._registry.lock:
+            self._registry.require(name)
+            if answer is None:
+                self._remembered.pop(name, None)
+                return
+            ans = ApprovalAnswer(answer)
+            if ans not in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
+                raise ValueError("only 'always' and 'never' are remembered; use None to forget")
+            self._remembered[name] = ans
+
+    def remembered(self) -> dict[str, ApprovalAnswer]:
+        with self._registry.lock:
+            return dict(self._remembered)
+
+    # views and specs ----------------------------------------------------------------------
+
+    def view(self, scopes: Iterable[ToolsScope] = ()) -> ToolsView:
+        """Resolve ``scopes`` over the tools' global modes (unresolved tools are left out)."""
+        base = {t.name: t.mode for t in self._registry.snapshot() if t.resolved}
+        return ToolsView.resolve(base, scopes)
+
+    def tool_specs(self, view: ToolsView | None = None) -> list[ToolSpec]:
+        """``ToolSpec`` of each ADVERTISED tool of ``view``, in registration order."""
+        view = self.view() if view is None else view
+        return [
+            t.spec
+            for t in self._registry.snapshot()
+            if t.resolved and view.mode(t.name) is ToolMode.ADVERTISED
+        ]
+
+    def specs(self, view: ToolsView | None = None) -> list[dict[str, Any]]:
+        """OpenAI-style specs of the ADVERTISED tools: what ``Request.tools`` gets."""
+        return [s.to_openai() for s in self.tool_specs(view)]
+
+    # execution ----------------------------------------------------------------------------
+
+    def execute(
+        self,
+        call: ToolCall,
+        view: ToolsView | None = None,
+        approval: Approver | None = None,
+        budget: BudgetState | None = None,
+    ) -> ToolResult:
+        """Run one call and return its result; never raises because of the tool."""
+        start = time.perf_counter()
+        plan = self._prepare(call, view, budget)
+        if isinstance(plan, ToolResult):
+            return _timed(plan, start)
+        denial = self._check_approval(plan, approval, asynchronous=False)
+        if isinstance(denial, ToolResult):
+            return _timed(denial, start)
+        try:
+            value = ex.call_blocking(plan.target, plan.tool.is_async, plan.timeout)
+        except Exception as exc:
+            return _timed(self._failure(plan, exc), start)
+        return self._finish(plan, value, budget, start)
+
+    async def aexecute(
+        self,
+        call: ToolCall,
+        view: ToolsView | None = None,
+        approval: Approver | None = None,
+        budget: BudgetState | None = None,
+    ) -> ToolResult:
+        """Async twin of ``execute``; sync tools run on a worker thread, never on the loop.
+
+        A sync ``approval`` callback is called on the loop thread; if it blocks
+        (e.g. ``input()``), pass an async one instead.
+        """
+        start = time.perf_counter()
+        plan = self._prepare(call, view, budget)
+        if isinstance(plan, ToolResult):
+            return _timed(plan, start)
+        denial = self._check_approval(plan, approval, asynchronous=True)
+        if inspect.isawaitable(denial):
+            denial = await denial
+        if isinstance(denial, ToolResult):
+            return _timed(denial, start)
+        try:
+            value = await ex.call_async(plan.target, plan.tool.is_async, plan.timeout)
+        except Exception as exc:
+            return _timed(self._failure(plan, exc), start)
+        return self._finish(plan, value, budget, start)
+
+    async def aexecute_many(
+        self,
+        calls: Iterable[ToolCall],
+        view: ToolsView | None = None,
+        approval: Approver | None = None,
+        budget: BudgetState | None = None,
+    ) -> list[ToolResult]:
+        """Run one round's calls concurrently; results in the order of ``calls``."""
+        import asyncio
+
+        return list(
+            await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
+        )
+
+    def _prepare(
+        self, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
+    ) -> _Plan | ToolResult:
+        if budget is not None and not isinstance(budget, BudgetState):
+            raise ToolboxError(
+                f"budget must be a per-turn BudgetState, got {type(budget).__name__}; "
+                "pass ToolBudget(...).start() once per turn"
+            )
+        view = self.view() if view is None else view
+        tool = self._registry.get(call.name)
+        refusal = None
+        if tool is None or view.mode(call.name) is None:
+            refusal = f"Unknown tool {call.name!r}."
+        elif not tool.resolved:
+            refusal = f"Tool {call.name!r} is not available in this session (not loaded)."
+        elif not view.callable(call.name):
+            refusal = f"Tool {call.name!r} is disabled here."
+        if refusal is not None:
+            if budget is not None:
+                budget.admit(call)
+            names = [n for n in view.advertised() if n in self._registry]
+            listing = ", ".join(names) if names else "none"
+            return _error(call, f"{refusal} Available tools: {listing}.")
+        assert tool is not None
+        if budget is not None:
+            reason = budget.admit(call)
+            if reason is not None:
+                return _error(call, reason)
+        args, problems = validate(tool.spec.parameters, call.arguments)
+        if problems:
+            return _error(call, _invalid(call.name, problems))
+        checked = attrs.evolve(call, arguments=args)
+        try:
+            target = self._target(tool, checked, view)
+        except Exception as exc:
+            return _error(call, _invalid(call.name, [error_text(exc)]))
+        timeout = tool.timeout_s if tool.timeout_s is not None else self.default_timeout_s
+        return _Plan(tool=tool, call=checked, target=target, timeout=timeout)
+
+    def _target(self, tool: RegisteredTool, call: ToolCall, view: ToolsView) -> Callable[[], Any]:
+        handler = tool.handler
+        assert handler is not None
+        if tool.kind is ToolKind.EXTERNAL or tool.signature is None:
+            return lambda: handler(call)
+        sig = tool.signature
+        kwargs: dict[str, Any] = {}
+        for key, value in call.arguments.items():
+            tp = sig.params.get(key)
+            if key in sig.params and tp not in _PASSTHROUGH and value is not None:
+                value = converter.structure(value, tp)
+            kwargs[key] = value
+        if sig.context_param is not None:
+            kwargs[sig.context_param] = ToolContext(toolbox=self, view=view, call=call)
+        return lambda: handler(**kwargs)
+
+    def _check_approval(
+        self, plan: _Plan, approver: Approver | None, asynchronous: bool
+    ) -> Any:  # ToolResult (refused), None (allowed) or an awaitable of those
+        tool = plan.tool
+        with self._registry.lock:
+            remembered = self._remembered.get(tool.name)
+            defaults = self._approval_defaults
+        policy = decide(remembered, tool.approval, tool.risk, defaults)
+        if policy is Approval.ALLOW:
+            return None
+        if policy is Approval.DENY:
+            return _error(plan.call, f"Tool {tool.name!r} is not allowed; do not call it again.")
+        if approver is None:
+            return _error(
+                plan.call,
+                f"Tool {tool.name!r} needs the user's approval and nobody can approve it now; "
+                "it was not run. Continue without it.",
+            )
+        request = ApprovalRequest(call=plan.call, risk=tool.risk, description=tool.spec.description)
+        try:
+            answer = approver(request)
+        except Exception as exc:
+            return _error(plan.call, f"Approval of {tool.name!r} failed ({exc!r}); it was not run.")
+        if inspect.isawaitable(answer):
+            if asynchronous:
+                return self._await_answer(plan, answer)
+            try:
+                answer = ex.call_blocking(lambda: answer, True, None)
+            except Exception as exc:
+                return _error(plan.call, f"Approval of {tool.name!r} failed ({exc!r}); not run.")
+        return self._apply_answer(plan, answer)
+
+    async def _await_answer(self, plan: _Plan, pending: Any) -> ToolResult | None:
+        try:
+            answer = await pending
+        except Exception as exc:
+            return _error(plan.call, f"Approval of {plan.tool.name!r} failed ({exc!r}); not run.")
+        return self._apply_answer(plan, answer)
+
+    def _apply_answer(self, plan: _Plan, raw: Any) -> ToolResult | None:
+        answer = as_answer(raw)
+        if answer in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
+            with self._registry.lock:
+                if plan.tool.name in self._registry:
+                    self._remembered[plan.tool.name] = answer
+        if answer in (ApprovalAnswer.YES, ApprovalAnswer.ALWAYS):
+            return None
+        return _error(
+            plan.call, f"The user declined the call of {plan.tool.name!r}; it was not run."
+        )
+
+    def _failure(self, plan: _Plan, exc: BaseException) -> ToolResult:
+        if isinstance(exc, ex.ToolTimeout):
+            text = (
+                f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
+                "discarded. Try simpler arguments or another approach."
+            )
+        else:
+            text = f"Tool {plan.tool.name!r} failed: {type(exc).__name__}: {exc}"
+        text, truncated = ex.cap(text, self.max_output_chars)
+        return attrs.evolve(_error(plan.call, text), truncated=truncated)
+
+    def _finish(
+        self, plan: _Plan, value: Any, budget: BudgetState | None, start: float
+    ) -> ToolResult:
+        if isinstance(value, ToolResult):
+            text, is_error = value.content, value.is_error
+        else:
+            text, is_error = ex.output_text(value), False
+        text, truncated = ex.cap(text, self.max_output_chars)
+        if budget is not None:
+            budget.record(plan.call, text)
+        result = ToolResult(
+            name=plan.call.name,
+            content=text,
+            call_id=plan.call.id,
+            is_error=is_error,
+            truncated=truncated,
+        )
+        return _timed(result, start)
+
+    # state --------------------------------------------------------------------------------
+
+    def state(self) -> ToolboxState:
+        """Everything but the callables, for saving (see ``ToolboxState``)."""
+        with self._registry.lock:
+            tools = tuple(
+                ToolRecord(
+                    spec=t.spec,
+                    mode=t.mode,
+                    risk=t.risk,
+                    approval=t.approval,
+                    timeout_s=t.timeout_s,
+                    kind=t.kind,
+                )
+                for t in self._registry.snapshot()
+            )
+            return ToolboxState(
+                tools=tools,
+                remembered=dict(self._remembered),
+                approval_defaults=dict(self._approval_defaults),
+                max_output_chars=self.max_output_chars,
+                default_timeout_s=self.default_timeout_s,
+            )
+
+    def load_state(
+        self,
+        state: ToolboxState,
+        functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
+        handlers: Mapping[str, Callable[[ToolCall], Any]] | None = None,
+    ) -> list[str]:
+        """Apply saved state; relink callables by name; return the unresolved names.
+
+        A saved tool is relinked to, in order: a callable in ``handlers`` (for
+        external tools) or ``functions`` (a list, matched by ``__name__``, or a
+        ``{name: func}`` map) with its name, else the callable already
+        registered here under that name, else a builtin of that name. The saved
+        spec and settings win. Tools registered here but absent from the state
+        are kept. Saved tools with nothing to relink stay listed as unresolved
+        and are never executed.
+        """
+        from mp13_toolbox._builtins import builtin_functions
+
+        funcs = _by_name(functions)
+        handlers = dict(handlers or {})
+        builtin = builtin_functions()
+        with self._registry.lock:
+            for rec in state.tools:
+                name = rec.spec.name
+                current = self._registry.get(name)
+                handler = handlers.get(name) or funcs.get(name)
+                signature = None
+                if handler is None and current is not None and current.kind is rec.kind:
+                    handler, signature = current.handler, current.signature
+                elif handler is None and rec.kind is ToolKind.FUNCTION:
+                    handler = builtin.get(name)
+                if handler is not None and signature is None and rec.kind is ToolKind.FUNCTION:
+                    signature = function_spec(handler, name=name)[1]
+                self._registry.add(
+                    RegisteredTool(
+                        spec=rec.spec,
+                        mode=rec.mode,
+                        risk=rec.risk,
+                        approval=rec.approval,
+                        timeout_s=rec.timeout_s,
+                        kind=rec.kind,
+                        handler=handler,
+                        signature=signature,
+                    ),
+                    replace=True,
+                )
+            self._remembered = {k: v for k, v in state.remembered.items() if k in self._registry}
+            self._approval_defaults = {**DEFAULT_APPROVALS, **state.approval_defaults}
+            self.max_output_chars = state.max_output_chars
+            self.default_timeout_s = state.default_timeout_s
+        return self.unresolved()
+
+    @classmethod
+    def from_state(
+        cls,
+        state: ToolboxState,
+        functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
+        handlers: Mapping[str, Callable[[ToolCall], Any]] | None = None,
+    ) -> Toolbox:
+        """A new toolbox holding exactly the saved tools (builtins relink by themselves)."""
+        tb = cls()
+        tb.load_state(state, functions=functions, handlers=handlers)
+        return tb
+
+
+def _by_name(
+    functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
+) -> dict[str, Callable[..., Any]]:
+    if isinstance(functions, Mapping):
+        return dict(functions)
+    return {f.__name__: f for f in functions}
+
+
+def _as_timeout(value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise ToolRegistrationError(f"timeout_s must be > 0 seconds or None, got {value!r}")
+    return value
+
+
+def _error(call: ToolCall, text: str) -> ToolResult:
+    return ToolResult(name=call.name, content=text, call_id=call.id, is_error=True)
+
+
+def _invalid(name: str, problems: list[str]) -> str:
+    listed = "; ".join(problems)
+    return f"Invalid arguments for tool {name!r}: {listed}. Fix the arguments and call it again."
+
+
+def _timed(result: ToolResult, start: float) -> ToolResult:
+    return attrs.evolve(result, duration_s=time.perf_counter() - start)
