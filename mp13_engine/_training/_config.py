@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Training values: ``TrainingConfig`` in, ``TrainingEvent`` progress, ``TrainingResult`` out.
+
+Torch-free so ``mp13_engine`` can export them eagerly. ``TrainingConfig`` is
+validated when constructed: every invalid field raises ``ConfigError`` naming
+the field and the allowed values, so a bad config never reaches the worker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import attrs
+
+from mp13_engine._errors import ConfigError
+
+SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
+PRECISIONS = ("auto", "float32", "bfloat16", "float16")
+OVERFLOW = ("truncate", "drop")
+LOSS_ON = ("assistant", "all")
+
+
+def _fail(field: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"TrainingConfig.{field}={value!r} is invalid: {allowed}.")
+
+
+def _positive_int(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None and attribute.default is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _fail(attribute.name, value, "use an integer >= 1")
+
+
+def _non_negative_int(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _fail(attribute.name, value, "use an integer >= 0")
+
+
+def _positive_float(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise _fail(attribute.name, value, "use a number > 0")
+    if not math.isfinite(value):
+        raise _fail(attribute.name, value, "use a finite number > 0")
+
+
+def _fraction(upper_open: bool):
+    def check(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        ok = ok and (value < 1 if upper_open else value <= 1)
+        if not ok:
+            bound = "0 <= x < 1" if upper_open else "0 <= x <= 1"
+            raise _fail(attribute.name, value, f"use a number with {bound}")
+
+    return check
+
+
+def _one_of(choices: tuple[str, ...]):
+    def check(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value not in choices:
+            raise _fail(attribute.name, value, f"allowed values are {', '.join(choices)}")
+
+    return check
+
+
+def _targets(value: Any) -> str | tuple[str, ...]:
+    if isinstance(value, str):
+        return value
+    return tuple(value)
+
+
+def _check_targets(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if isinstance(value, str):
+        if not value:
+            raise _fail(attribute.name, value, 'use "all-linear" or a list of module names')
+        return
+    if not value or not all(isinstance(v, str) and v for v in value):
+        raise _fail(attribute.name, value, 'use "all-linear" or a non-empty list of module names')
+
+
+def _check_adapter(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, str) or not value or "." in value or value.startswith("__"):
+        raise _fail(
+            attribute.name, value, "use a non-empty name without '.' that does not start with '__'"
+        )
+
+
+def _check_dataset(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None and attribute.name == "validation":
+        return
+    if not isinstance(value, (str, os.PathLike, list, tuple)):
+        raise _fail(
+            attribute.name, type(value).__name__, "give a .json/.jsonl path or a list of dict rows"
+        )
+
+
+def _path(value: Any) -> Any:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+@attrs.frozen(kw_only=True)
+class TrainingConfig:
+    """A LoRA (or QLoRA, on a 4/8-bit base) training job on the engine's model.
+
+    Data: ``dataset`` is a ``.json``/``.jsonl`` file or a list of rows, each
+    ``{"messages": [...], "tools": [...]?}``, ``{"prompt": ..., "completion": ...}``
+    or ``{"text": ...}``. With ``loss_on="assistant"`` (default) only assistant
+    tokens (messages) or the completion count in the loss. ``validation`` (rows
+    or a file) or ``validation_split`` (a fraction held out, seeded) gives an
+    eval loss every ``eval_every`` steps and at the end.
+
+    Length: ``max_steps`` optimizer steps, or ``epochs`` passes when it is None.
+    A step is ``grad_accum`` micro-batches of ``batch_size`` rows.
+
+    Adapter: a new one named ``adapter`` (an error if loaded, unless
+    ``continue_training=True``, which trains the loaded adapter further; its
+    own rank and targets then apply). Saved in PEFT format to ``output_dir``
+    (default: ``adapters_dir/adapter``, else ``./adapters/adapter``) with
+    checkpoints every ``checkpoint_every`` steps; ``resume_from`` a checkpoint
+    directory (or ``"latest"``) resumes optimizer, scheduler and data order.
+    """
+
+    adapter: str = attrs.field(validator=_check_adapter)
+    dataset: Any = attrs.field(converter=_path, validator=_check_dataset, eq=False)
+    validation: Any = attrs.field(default=None, converter=_path, validator=_check_dataset, eq=False)
+    validation_split: float = attrs.field(default=0.0, validator=_fraction(upper_open=True))
+    lora_r: int = attrs.field(default=8, validator=_positive_int)
+    lora_alpha: float = attrs.field(default=16.0, validator=_positive_float)
+    lora_dropout: float = attrs.field(default=0.0, validator=_fraction(upper_open=True))
+    target_modules: str | tuple[str, ...] = attrs.field(
+        default="all-linear", converter=_targets, validator=_check_targets
+    )
+    max_steps: int | None = attrs.field(default=None, validator=_positive_int)
+    epochs: float = attrs.field(default=1.0, validator=_positive_float)
+    learning_rate: float = attrs.field(default=2e-4, validator=_positive_float)
+    scheduler: str = attrs.field(default="linear", validator=_one_of(SCHEDULERS))
+    warmup_steps: int = attrs.field(default=0, validator=_non_negative_int)
+    weight_decay: float = attrs.field(default=0.0, validator=_fraction(upper_open=False))
+    max_grad_norm: float = attrs.field(default=1.0, validator=_positive_float)
+    grad_accum: int = attrs.field(default=1, validator=_positive_int)
+    batch_size: int = attrs.field(default=4, validator=_positive_int)
+    max_seq_len: int = attrs.field(default=1024, validator=_positive_int)
+    overflow: str = attrs.field(default="truncate", validator=_one_of(OVERFLOW))
+    loss_on: str = attrs.field(default="assistant", validator=_one_of(LOSS_ON))
+    seed: int = attrs.field(default=0, validator=_non_negative_int)
+    shuffle: bool = True
+    gradient_checkpointing: bool = False
+    precision: str = attrs.field(default="auto", validator=_one_of(PRECISIONS))
+    continue_training: bool = False
+    output_dir: str | None = attrs.field(default=None, converter=_path)
+    checkpoint_every: int = attrs.field(default=0, validator=_non_negative_int)
+    resume_from: str | None = attrs.field(default=None, converter=_path)
+    eval_every: int = attrs.field(default=0, validator=_non_negative_int)
+    eval_batch_size: int = attrs.field(default=8, validator=_positive_int)
+
+
+@attrs.frozen(kw_only=True)
+class TrainingEvent:
+    """Progress of a job; ``kind`` is "step" (per optimizer step), "eval", "checkpoint", "done"."""
+
+    kind: str
+    step: int
+    max_steps: int
+    loss: float | None = None
+    learning_rate: float | None = None
+    tokens_per_s: float | None = None
+    eta_s: float | None = None
+    elapsed_s: float = 0.0
+    epoch: float = 0.0
+    eval_loss: float | None = None
+    path: str | None = None  # checkpoint / final directory for "checkpoint" and "done"
+
+
+@attrs.frozen(kw_only=True)
+class TrainingResult:
+    """The outcome of a job; the adapter is loaded in the engine and saved at ``path``."""
+
+    adapter: str
+    path: str | None
+    steps: int
+    final_loss: float | None
+    eval_loss: float | None = None
+    cancelled: bool = False
+    train_rows: int = 0
+    truncated_rows: int = 0
+    dropped_rows: int = 0
+    train_tokens: int = 0
+    elapsed_s: float = 0.0
+
+
+def config_to_dict(config: TrainingConfig) -> dict[str, Any]:
+    """JSON-ready dict of a config (an in-memory dataset becomes a row count)."""
+    # attrs.asdict, not a converter: every field is a plain JSON value already.
+    out = attrs.asdict(attrs.evolve(config, dataset="", validation=None))
+    for key in ("dataset", "validation"):
+        value = getattr(config, key)
+        out[key] = f"<{len(value)} rows>" if isinstance(value, (list, tuple)) else value
+    return out

@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Training data: JSON / JSONL files or Python lists → validated ``Example`` values.
+
+Accepted row shapes (exactly one per row):
+
+* ``{"messages": [...], "tools": [...]?}`` — a chat in OpenAI shape: roles
+  ``system``/``user``/``assistant``/``tool``; assistant messages may carry
+  ``tool_calls`` (``{"function": {"name", "arguments"}}``, arguments a dict or
+  a JSON string) and tool messages a ``content`` result. It must contain at
+  least one assistant message.
+* ``{"prompt": "...", "completion": "..."}`` — raw text, no chat template.
+* ``{"text": "..."}`` — raw text, all tokens in the loss.
+
+Invariant: every row is checked before training starts; the first bad row
+raises ``DatasetError`` naming its index (and line for JSONL) and the shapes
+accepted. Nothing here touches a model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mp13_engine._errors import DatasetError
+
+_SHAPES = (
+    'each row must be {"messages": [...]} (chat), {"prompt": ..., "completion": ...} '
+    'or {"text": ...}'
+)
+_ROLES = ("system", "user", "assistant", "tool", "ipython", "tool_response")
+
+
+@attrs.frozen(kw_only=True)
+class Example:
+    """One validated training row. ``kind`` is "messages", "completion" or "text"."""
+
+    kind: str
+    messages: tuple[dict[str, Any], ...] = ()
+    tools: tuple[dict[str, Any], ...] | None = None
+    prompt: str = ""
+    completion: str = ""
+    text: str = ""
+
+
+def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
+    """Rows of a list or of a .json / .jsonl file, each with a label for error messages."""
+    if isinstance(source, (list, tuple)):
+        return [(f"row {i}", row) for i, row in enumerate(source)]
+    path = Path(os.fspath(source)).expanduser()
+    if not path.is_file():
+        raise DatasetError(
+            f"The {what} file {str(path)!r} does not exist. Give the path of a .json or .jsonl "
+            "file, or pass the rows as a Python list."
+        )
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".jsonl":
+        rows = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((f"{path.name} line {lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DatasetError(
+                    f"{path.name} line {lineno} is not valid JSON ({exc.msg}). Each line of a "
+                    ".jsonl file must be one JSON object."
+                ) from exc
+        return rows
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(
+            f"{str(path)!r} is not valid JSON ({exc}). Use a JSON list of rows, or one row per "
+            "line in a .jsonl file."
+        ) from exc
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list)]
+        if len(lists) != 1:
+            raise DatasetError(
+                f"{str(path)!r} holds a JSON object; it must be a list of rows (or an object "
+                "with exactly one list of rows)."
+            )
+        data = lists[0]
+    if not isinstance(data, list):
+        raise DatasetError(f"{str(path)!r} must hold a JSON list of rows; {_SHAPES}.")
+    return [(f"{path.name} row {i}", row) for i, row in enumerate(data)]
+
+
+def _bad(label: str, problem: str) -> DatasetError:
+    return DatasetError(f"{label}: {problem}; {_SHAPES}.")
+
+
+def _check_messages(label: str, messages: Any) -> tuple[dict[str, Any], ...]:
+    if not isinstance(messages, list) or not messages:
+        raise _bad(label, '"messages" must be a non-empty list of {"role", "content"} objects')
+    out = []
+    for j, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            raise _bad(label, f"message {j} needs a role, one of {', '.join(_ROLES)}")
+        content = message.get("content")
+        calls = message.get("tool_calls")
+        if content is not None and not isinstance(content, str):
+            raise _bad(label, f"message {j} content must be a string")
+        if content is None and not calls:
+            raise _bad(label, f"message {j} has no content (and no tool_calls)")
+        if calls is not None:
+            out.append({**message, "tool_calls": [_check_call(label, j, c) for c in calls]})
+        else:
+            out.append(dict(message))
+    if not any(m["role"] == "assistant" for m in out):
+        raise _bad(label, "a chat needs at least one assistant message to learn from")
+    return tuple(out)
+
+
+def _check_call(label: str, j: int, call: Any) -> dict[str, Any]:
+    function = call.get("function", call) if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise _bad(label, f'message {j}: a tool call needs {{"function": {{"name", "arguments"}}}}')
+    arguments = function.get("arguments", {})
+    if isinstance(arguments, str):
+        # Most chat templates render arguments with `tojson`, so they want a dict.
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise _bad(label, f"message {j}: tool call arguments are not valid JSON") from exc
+    if not isinstance(arguments, dict):
+        raise _bad(label, f"message {j}: tool call arguments must be an object")
+    out = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
+    if isinstance(call, dict) and call.get("id"):
+        out["id"] = call["id"]
+    return out
+
+
+def to_example(label: str, row: Any) -> Example:
+    """Validate one row; raise DatasetError naming ``label`` when its shape is wrong."""
+    if not isinstance(row, dict):
+        raise _bad(label, f"got a {type(row).__name__}, not an object")
+    if "messages" in row:
+        tools = row.get("tools")
+        if tools is not None and not isinstance(tools, list):
+            raise _bad(label, '"tools" must be a list of function specs')
+        return Example(
+            kind="messages",
+            messages=_check_messages(label, row["messages"]),
+            tools=tuple(tools) if tools else None,
+        )
+    if "prompt" in row or "completion" in row:
+        prompt, completion = row.get("prompt"), row.get("completion")
+        if not isinstance(prompt, str) or not isinstance(completion, str) or not completion:
+            raise _bad(label, '"prompt" and a non-empty "completion" must both be strings')
+        return Example(kind="completion", prompt=prompt, completion=completion)
+    if "text" in row:
+        if not isinstance(row["text"], str) or not row["text"]:
+            raise _bad(label, '"text" must be a non-empty string')
+        return Example(kind="text", text=row["text"])
+    raise _bad(label, f"unrecognised keys {sorted(row)}")
+
+
+def load_examples(source: Any, what: str = "dataset") -> list[Example]:
+    """All rows of ``source`` as examples; DatasetError for a missing/empty source or bad row."""
+    rows = read_rows(source, what)
+    if not rows:
+        raise DatasetError(f"The {what} is empty; give at least one row. {_SHAPES}.")
+    return [to_example(label, row) for label, row in rows]
+
+
+def split(examples: Sequence[Example], fraction: float, seed: int) -> tuple[list, list]:
+    """(train, validation): a seeded random ``fraction`` held out (at least one row each)."""
+    import random
+
+    if fraction <= 0:
+        return list(examples), []
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    n_val = max(1, round(len(examples) * fraction))
+    if n_val >= len(examples):
+        raise DatasetError(
+            f"validation_split={fraction} leaves no training rows out of {len(examples)}; "
+            "use a smaller fraction or more data."
+        )
+    held = set(order[:n_val])
+    train = [e for i, e in enumerate(examples) if i not in held]
+    val = [e for i, e in enumerate(examples) if i in held]
+    return train, val

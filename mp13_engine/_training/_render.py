@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Render a training example into token ids plus a loss mask (1 = this token is learned).
+
+Chats are rendered with the tokenizer's own chat template, so training sees
+exactly the prompt format the engine serves. The assistant-only mask does not
+need ``{% generation %}`` markers in the template: for each assistant message
+``i`` we render the conversation up to it with the generation prompt
+(``pre``) and up to and including it (``upto``); the assistant's span in the
+full rendering is ``[common_prefix(pre, full), common_prefix(upto, full))``.
+For templates whose rendering of a prefix is a prefix of the full rendering
+(ChatML, Llama 3, Mistral, Granite, ...) this is exact: the span is the
+assistant's content, tool-call markup and end-of-turn token; for a template that
+renders earlier turns differently (e.g. dropping old reasoning) the span only
+shrinks, never grows into non-assistant text.
+
+Invariants: ``len(ids) == len(mask)``; a token is in the mask iff its first
+character lies in an assistant span (chats), in the completion or the final
+EOS (prompt/completion), or anywhere (text, or ``loss_on="all"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from mp13_engine._errors import ChatTemplateError, DatasetError
+from mp13_engine._training._data import Example
+
+
+@attrs.frozen
+class Rendered:
+    """Token ids of one example and its loss mask (same length)."""
+
+    ids: tuple[int, ...]
+    mask: tuple[int, ...]
+
+    @property
+    def n_loss(self) -> int:
+        return sum(self.mask)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    # Compare in chunks first: rendered chats share long prefixes.
+    step = 256
+    while i + step <= n and a[i : i + step] == b[i : i + step]:
+        i += step
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _render(tokenizer: Any, messages: Any, tools: Any, add_generation_prompt: bool) -> str:
+    try:
+        return tokenizer.apply_chat_template(
+            list(messages),
+            tools=list(tools) if tools else None,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+        )
+    except Exception as exc:  # jinja raises TemplateError/TypeError/... from user templates
+        raise DatasetError(
+            f"The chat template could not render a training chat: {exc}. Check the message "
+            "roles and order (some templates require user/assistant alternation)."
+        ) from exc
+
+
+def assistant_spans(
+    tokenizer: Any, example: Example, prepare: Callable[[list], list] | None = None
+) -> tuple[str, list[tuple[int, int]]]:
+    """The full rendered chat and the character spans of its assistant messages.
+
+    ``prepare`` adapts canonical messages to the template (the engine passes
+    its tool-call format's ``prepare_messages``), exactly as serving does.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ChatTemplateError(
+            "The tokenizer has no chat template, so chat ('messages') rows cannot be rendered. "
+            "Use prompt/completion or text rows, or load a model with a chat template."
+        )
+    tools = example.tools
+
+    def render(upto: int, gen: bool) -> str:
+        if upto == 0:
+            return ""
+        messages = [dict(m) for m in example.messages[:upto]]
+        if prepare is not None:
+            messages = prepare(messages)
+        return _render(tokenizer, messages, tools, add_generation_prompt=gen)
+
+    full = render(len(example.messages), gen=False)
+    spans = []
+    for i, message in enumerate(example.messages):
+        if message["role"] != "assistant":
+            continue
+        pre, upto = render(i, gen=True), render(i + 1, gen=False)
+        start = _common_prefix(pre, full)
+        if start < len(pre):
+            # The template renders the turn before differently when it is last (e.g. a
+            # trailing newline); the assistant text starts after the generation prompt.
+            header = pre[_common_prefix(render(i, gen=False), pre) :]
+            found = full.find(header, start) if header else -1
+            if found < 0:
+                continue
+            start = found + len(header)
+        body = upto[_common_prefix(pre, upto) :]
+        end = start + len(body)
+        if full[start:end] != body:
+            end = _find_tail(full, start, body)
+        if end > start:
+            spans.append((start, end))
+    return full, spans
+
+
+def _find_tail(full: str, start: int, body: str) -> int:
+    """End of this assistant turn in ``full`` when the template rewrote its beginning.
+
+    Some templates render a non-final assistant turn differently (e.g. drop its
+    reasoning); its end (content + end-of-turn) is still the same text. Find the
+    longest suffix of ``body`` that occurs in ``full`` no further than
+    ``len(body)`` past ``start`` (occurrence is monotone in the suffix length,
+    so bisect). Returns ``start`` (empty span) when nothing fits.
+    """
+
+    def at(k: int) -> int:
+        idx = full.find(body[k:], start, start + 2 * len(body))
+        return idx if 0 <= idx - start <= len(body) else -1
+
+    lo, hi = 0, len(body)  # find the smallest k whose suffix occurs
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if at(mid) >= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo >= len(body):
+        return start
+    return at(lo) + len(body) - lo
+
+
+def _encode(tokenizer: Any, text: str, special: bool) -> tuple[list[int], list[tuple[int, int]]]:
+    enc = tokenizer(text, add_special_tokens=special, return_offsets_mapping=True)
+    return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+
+def render_example(
+    tokenizer: Any,
+    example: Example,
+    loss_on: str = "assistant",
+    prepare: Callable[[list], list] | None = None,
+) -> Rendered:
+    """Token ids and loss mask of ``example`` (see the module docstring)."""
+    if example.kind == "messages":
+        # The template already writes BOS where the family wants one.
+        full, spans = assistant_spans(tokenizer, example, prepare)
+        ids, offsets = _encode(tokenizer, full, special=False)
+        if loss_on == "all":
+            mask = [1] * len(ids)
+        else:
+            mask = [int(any(s <= off[0] < e for s, e in spans)) for off in offsets]
+        return Rendered(tuple(ids), tuple(mask))
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    if example.kind == "completion":
+        prompt_ids, _ = _encode(tokenizer, example.prompt, special=True)
+        full_ids, _ = _encode(tokenizer, example.prompt + example.completion, special=True)
+        # Tokenize prompt+completion together (as generation would see it) and find where the
+        # prompt's tokens stop matching; BPE can merge across the boundary.
+        cut = 0
+        while cut < min(len(prompt_ids), len(full_ids)) and prompt_ids[cut] == full_ids[cut]:
+            cut += 1
+        ids = full_ids + eos
+        first = 0 if loss_on == "all" else cut
+        mask = [int(i >= first) for i in range(len(ids))]
+        return Rendered(tuple(ids), tuple(mask))
+    ids, _ = _encode(tokenizer, example.text, special=True)
+    ids = ids + eos
+    return Rendered(tuple(ids), tuple([1] * len(ids)))
