@@ -221,11 +221,6 @@ BUILTINS: types.MappingProxyType[str, Callable[..., Any]] = types.MappingProxyTy
 )
 
 
-def builtin_functions() -> dict[str, Callable[..., Any]]:
-    """Name -> function of every builtin (used to relink saved state)."""
-    return dict(BUILTINS)
-
-
 def add_builtins(tb: Toolbox, names: Iterable[str] | None = None) -> list[str]:
     """Register builtins on ``tb`` via ``tb.register``; returns the names added.
 

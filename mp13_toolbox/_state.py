@@ -11,14 +11,17 @@ callables by tool name (see ``Toolbox.from_state`` / ``Toolbox.load_state``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
 from mp13_toolbox._approval import DEFAULT_APPROVALS, Approval, ApprovalAnswer, Risk
+from mp13_toolbox._builtins import BUILTINS
 from mp13_toolbox._convert import converter, error_text
 from mp13_toolbox._errors import ToolStateError
-from mp13_toolbox._registry import ToolKind
+from mp13_toolbox._registry import RegisteredTool, ToolKind
+from mp13_toolbox._schema import function_spec
 from mp13_toolbox._types import ToolMode, ToolSpec
 
 STATE_VERSION = 1
@@ -80,3 +83,48 @@ class ToolboxState:
         except ValueError as exc:
             raise ToolStateError(f"toolbox state is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
+
+
+def record_of(tool: RegisteredTool) -> ToolRecord:
+    """The saved form of a registered tool."""
+    return ToolRecord(
+        spec=tool.spec,
+        mode=tool.mode,
+        risk=tool.risk,
+        approval=tool.approval,
+        timeout_s=tool.timeout_s,
+        kind=tool.kind,
+    )
+
+
+def relink(
+    rec: ToolRecord,
+    current: RegisteredTool | None,
+    handlers: Mapping[str, Callable[..., Any]],
+    functions: Mapping[str, Callable[..., Any]],
+) -> RegisteredTool:
+    """A saved tool with its callable found by name (``handler=None`` if none is found).
+
+    Lookup order: ``handlers``/``functions`` given by the caller, then the tool
+    registered now under that name (same kind), then a builtin of that name.
+    The saved spec and settings always win over the current registration.
+    """
+    name = rec.spec.name
+    handler = handlers.get(name) or functions.get(name)
+    signature = None
+    if handler is None and current is not None and current.kind is rec.kind:
+        handler, signature = current.handler, current.signature
+    elif handler is None and rec.kind is ToolKind.FUNCTION:
+        handler = BUILTINS.get(name)
+    if handler is not None and signature is None and rec.kind is ToolKind.FUNCTION:
+        signature = function_spec(handler, name=name)[1]
+    return RegisteredTool(
+        spec=rec.spec,
+        mode=rec.mode,
+        risk=rec.risk,
+        approval=rec.approval,
+        timeout_s=rec.timeout_s,
+        kind=rec.kind,
+        handler=handler,
+        signature=signature,
+    )

@@ -29,9 +29,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
-import attrs
-
 from mp13_toolbox import _execute as ex
+from mp13_toolbox import _pipeline as pl
 from mp13_toolbox._approval import (
     DEFAULT_APPROVALS,
     Approval,
@@ -45,27 +44,12 @@ from mp13_toolbox._approval import (
     decide,
 )
 from mp13_toolbox._budget import BudgetState
-from mp13_toolbox._context import ToolContext
-from mp13_toolbox._convert import converter, error_text
-from mp13_toolbox._errors import ToolboxError, ToolRegistrationError
+from mp13_toolbox._errors import ToolRegistrationError
 from mp13_toolbox._registry import RegisteredTool, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, _as_mode
-from mp13_toolbox._state import ToolboxState, ToolRecord
+from mp13_toolbox._state import ToolboxState, record_of, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
-from mp13_toolbox._validate import validate
-
-_PASSTHROUGH = (str, int, bool, inspect.Parameter.empty, Any)
-
-
-@attrs.frozen
-class _Plan:
-    """A call that passed lookup, budget and validation: ready for approval and run."""
-
-    tool: RegisteredTool
-    call: ToolCall
-    target: Callable[[], Any]
-    timeout: float | None
 
 
 class Toolbox:
@@ -302,17 +286,17 @@ class Toolbox:
     ) -> ToolResult:
         """Run one call and return its result; never raises because of the tool."""
         start = time.perf_counter()
-        plan = self._prepare(call, view, budget)
+        plan = pl.prepare(self, call, view, budget)
         if isinstance(plan, ToolResult):
-            return _timed(plan, start)
+            return pl.timed(plan, start)
         denial = self._check_approval(plan, approval, asynchronous=False)
         if isinstance(denial, ToolResult):
-            return _timed(denial, start)
+            return pl.timed(denial, start)
         try:
             value = ex.call_blocking(plan.target, plan.tool.is_async, plan.timeout)
         except Exception as exc:
-            return _timed(self._failure(plan, exc), start)
-        return self._finish(plan, value, budget, start)
+            return pl.timed(pl.failure(self, plan, exc), start)
+        return pl.finish(self, plan, value, budget, start)
 
     async def aexecute(
         self,
@@ -327,19 +311,19 @@ class Toolbox:
         (e.g. ``input()``), pass an async one instead.
         """
         start = time.perf_counter()
-        plan = self._prepare(call, view, budget)
+        plan = pl.prepare(self, call, view, budget)
         if isinstance(plan, ToolResult):
-            return _timed(plan, start)
+            return pl.timed(plan, start)
         denial = self._check_approval(plan, approval, asynchronous=True)
         if inspect.isawaitable(denial):
             denial = await denial
         if isinstance(denial, ToolResult):
-            return _timed(denial, start)
+            return pl.timed(denial, start)
         try:
             value = await ex.call_async(plan.target, plan.tool.is_async, plan.timeout)
         except Exception as exc:
-            return _timed(self._failure(plan, exc), start)
-        return self._finish(plan, value, budget, start)
+            return pl.timed(pl.failure(self, plan, exc), start)
+        return pl.finish(self, plan, value, budget, start)
 
     async def aexecute_many(
         self,
@@ -355,63 +339,8 @@ class Toolbox:
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )
 
-    def _prepare(
-        self, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
-    ) -> _Plan | ToolResult:
-        if budget is not None and not isinstance(budget, BudgetState):
-            raise ToolboxError(
-                f"budget must be a per-turn BudgetState, got {type(budget).__name__}; "
-                "pass ToolBudget(...).start() once per turn"
-            )
-        view = self.view() if view is None else view
-        tool = self._registry.get(call.name)
-        refusal = None
-        if tool is None or view.mode(call.name) is None:
-            refusal = f"Unknown tool {call.name!r}."
-        elif not tool.resolved:
-            refusal = f"Tool {call.name!r} is not available in this session (not loaded)."
-        elif not view.callable(call.name):
-            refusal = f"Tool {call.name!r} is disabled here."
-        if refusal is not None:
-            if budget is not None:
-                budget.admit(call)
-            names = [n for n in view.advertised() if n in self._registry]
-            listing = ", ".join(names) if names else "none"
-            return _error(call, f"{refusal} Available tools: {listing}.")
-        assert tool is not None
-        if budget is not None:
-            reason = budget.admit(call)
-            if reason is not None:
-                return _error(call, reason)
-        args, problems = validate(tool.spec.parameters, call.arguments)
-        if problems:
-            return _error(call, _invalid(call.name, problems))
-        checked = attrs.evolve(call, arguments=args)
-        try:
-            target = self._target(tool, checked, view)
-        except Exception as exc:
-            return _error(call, _invalid(call.name, [error_text(exc)]))
-        timeout = tool.timeout_s if tool.timeout_s is not None else self.default_timeout_s
-        return _Plan(tool=tool, call=checked, target=target, timeout=timeout)
-
-    def _target(self, tool: RegisteredTool, call: ToolCall, view: ToolsView) -> Callable[[], Any]:
-        handler = tool.handler
-        assert handler is not None
-        if tool.kind is ToolKind.EXTERNAL or tool.signature is None:
-            return lambda: handler(call)
-        sig = tool.signature
-        kwargs: dict[str, Any] = {}
-        for key, value in call.arguments.items():
-            tp = sig.params.get(key)
-            if key in sig.params and tp not in _PASSTHROUGH and value is not None:
-                value = converter.structure(value, tp)
-            kwargs[key] = value
-        if sig.context_param is not None:
-            kwargs[sig.context_param] = ToolContext(toolbox=self, view=view, call=call)
-        return lambda: handler(**kwargs)
-
     def _check_approval(
-        self, plan: _Plan, approver: Approver | None, asynchronous: bool
+        self, plan: pl.Plan, approver: Approver | None, asynchronous: bool
     ) -> Any:  # ToolResult (refused), None (allowed) or an awaitable of those
         tool = plan.tool
         with self._registry.lock:
@@ -421,9 +350,11 @@ class Toolbox:
         if policy is Approval.ALLOW:
             return None
         if policy is Approval.DENY:
-            return _error(plan.call, f"Tool {tool.name!r} is not allowed; do not call it again.")
+            return pl.error_result(
+                plan.call, f"Tool {tool.name!r} is not allowed; do not call it again."
+            )
         if approver is None:
-            return _error(
+            return pl.error_result(
                 plan.call,
                 f"Tool {tool.name!r} needs the user's approval and nobody can approve it now; "
                 "it was not run. Continue without it.",
@@ -432,24 +363,30 @@ class Toolbox:
         try:
             answer = approver(request)
         except Exception as exc:
-            return _error(plan.call, f"Approval of {tool.name!r} failed ({exc!r}); it was not run.")
+            return pl.error_result(
+                plan.call, f"Approval of {tool.name!r} failed ({exc!r}); it was not run."
+            )
         if inspect.isawaitable(answer):
             if asynchronous:
                 return self._await_answer(plan, answer)
             try:
                 answer = ex.call_blocking(lambda: answer, True, None)
             except Exception as exc:
-                return _error(plan.call, f"Approval of {tool.name!r} failed ({exc!r}); not run.")
+                return pl.error_result(
+                    plan.call, f"Approval of {tool.name!r} failed ({exc!r}); not run."
+                )
         return self._apply_answer(plan, answer)
 
-    async def _await_answer(self, plan: _Plan, pending: Any) -> ToolResult | None:
+    async def _await_answer(self, plan: pl.Plan, pending: Any) -> ToolResult | None:
         try:
             answer = await pending
         except Exception as exc:
-            return _error(plan.call, f"Approval of {plan.tool.name!r} failed ({exc!r}); not run.")
+            return pl.error_result(
+                plan.call, f"Approval of {plan.tool.name!r} failed ({exc!r}); not run."
+            )
         return self._apply_answer(plan, answer)
 
-    def _apply_answer(self, plan: _Plan, raw: Any) -> ToolResult | None:
+    def _apply_answer(self, plan: pl.Plan, raw: Any) -> ToolResult | None:
         answer = as_answer(raw)
         if answer in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
             with self._registry.lock:
@@ -457,56 +394,16 @@ class Toolbox:
                     self._remembered[plan.tool.name] = answer
         if answer in (ApprovalAnswer.YES, ApprovalAnswer.ALWAYS):
             return None
-        return _error(
+        return pl.error_result(
             plan.call, f"The user declined the call of {plan.tool.name!r}; it was not run."
         )
-
-    def _failure(self, plan: _Plan, exc: BaseException) -> ToolResult:
-        if isinstance(exc, ex.ToolTimeout):
-            text = (
-                f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
-                "discarded. Try simpler arguments or another approach."
-            )
-        else:
-            text = f"Tool {plan.tool.name!r} failed: {type(exc).__name__}: {exc}"
-        text, truncated = ex.cap(text, self.max_output_chars)
-        return attrs.evolve(_error(plan.call, text), truncated=truncated)
-
-    def _finish(
-        self, plan: _Plan, value: Any, budget: BudgetState | None, start: float
-    ) -> ToolResult:
-        if isinstance(value, ToolResult):
-            text, is_error = value.content, value.is_error
-        else:
-            text, is_error = ex.output_text(value), False
-        text, truncated = ex.cap(text, self.max_output_chars)
-        if budget is not None:
-            budget.record(plan.call, text)
-        result = ToolResult(
-            name=plan.call.name,
-            content=text,
-            call_id=plan.call.id,
-            is_error=is_error,
-            truncated=truncated,
-        )
-        return _timed(result, start)
 
     # state --------------------------------------------------------------------------------
 
     def state(self) -> ToolboxState:
         """Everything but the callables, for saving (see ``ToolboxState``)."""
         with self._registry.lock:
-            tools = tuple(
-                ToolRecord(
-                    spec=t.spec,
-                    mode=t.mode,
-                    risk=t.risk,
-                    approval=t.approval,
-                    timeout_s=t.timeout_s,
-                    kind=t.kind,
-                )
-                for t in self._registry.snapshot()
-            )
+            tools = tuple(record_of(t) for t in self._registry.snapshot())
             return ToolboxState(
                 tools=tools,
                 remembered=dict(self._remembered),
@@ -531,36 +428,12 @@ class Toolbox:
         are kept. Saved tools with nothing to relink stay listed as unresolved
         and are never executed.
         """
-        from mp13_toolbox._builtins import builtin_functions
-
         funcs = _by_name(functions)
         handlers = dict(handlers or {})
-        builtin = builtin_functions()
         with self._registry.lock:
             for rec in state.tools:
-                name = rec.spec.name
-                current = self._registry.get(name)
-                handler = handlers.get(name) or funcs.get(name)
-                signature = None
-                if handler is None and current is not None and current.kind is rec.kind:
-                    handler, signature = current.handler, current.signature
-                elif handler is None and rec.kind is ToolKind.FUNCTION:
-                    handler = builtin.get(name)
-                if handler is not None and signature is None and rec.kind is ToolKind.FUNCTION:
-                    signature = function_spec(handler, name=name)[1]
-                self._registry.add(
-                    RegisteredTool(
-                        spec=rec.spec,
-                        mode=rec.mode,
-                        risk=rec.risk,
-                        approval=rec.approval,
-                        timeout_s=rec.timeout_s,
-                        kind=rec.kind,
-                        handler=handler,
-                        signature=signature,
-                    ),
-                    replace=True,
-                )
+                tool = relink(rec, self._registry.get(rec.spec.name), handlers, funcs)
+                self._registry.add(tool, replace=True)
             self._remembered = {k: v for k, v in state.remembered.items() if k in self._registry}
             self._approval_defaults = {**DEFAULT_APPROVALS, **state.approval_defaults}
             self.max_output_chars = state.max_output_chars
@@ -592,16 +465,3 @@ def _as_timeout(value: float | None) -> float | None:
     if value is not None and not value > 0:
         raise ToolRegistrationError(f"timeout_s must be > 0 seconds or None, got {value!r}")
     return value
-
-
-def _error(call: ToolCall, text: str) -> ToolResult:
-    return ToolResult(name=call.name, content=text, call_id=call.id, is_error=True)
-
-
-def _invalid(name: str, problems: list[str]) -> str:
-    listed = "; ".join(problems)
-    return f"Invalid arguments for tool {name!r}: {listed}. Fix the arguments and call it again."
-
-
-def _timed(result: ToolResult, start: float) -> ToolResult:
-    return attrs.evolve(result, duration_s=time.perf_counter() - start)

@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: MIT
+"""The steps of one tool call, shared by ``Toolbox.execute`` and ``aexecute``.
+
+The sync and async twins differ only in how they wait (approver, tool); every
+other step lives here: ``prepare`` (lookup in view and registry, budget,
+argument validation, typed arguments, timeout), then, after approval and the
+run, ``finish`` (output text, cap, budget record) or ``failure`` (exception or
+timeout -> error result). Each returns a ``ToolResult`` instead of raising.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from mp13_toolbox import _execute as ex
+from mp13_toolbox._budget import BudgetState
+from mp13_toolbox._context import ToolContext
+from mp13_toolbox._convert import converter, error_text
+from mp13_toolbox._errors import ToolboxError
+from mp13_toolbox._registry import RegisteredTool, ToolKind
+from mp13_toolbox._scopes import ToolsView
+from mp13_toolbox._types import ToolCall, ToolResult
+from mp13_toolbox._validate import validate
+
+if TYPE_CHECKING:
+    from mp13_toolbox._toolbox import Toolbox
+
+# Annotations whose validated JSON value is already the Python value.
+_PASSTHROUGH = (str, int, bool, Any, inspect.Parameter.empty)
+
+
+@attrs.frozen
+class Plan:
+    """A call that passed lookup, budget and validation: ready for approval and run."""
+
+    tool: RegisteredTool
+    call: ToolCall
+    target: Callable[[], Any]
+    timeout: float | None
+
+
+def prepare(
+    tb: Toolbox, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
+) -> Plan | ToolResult:
+    if budget is not None and not isinstance(budget, BudgetState):
+        raise ToolboxError(
+            f"budget must be a per-turn BudgetState, got {type(budget).__name__}; "
+            "pass ToolBudget(...).start() once per turn"
+        )
+    view = tb.view() if view is None else view
+    tool = tb._registry.get(call.name)
+    refusal = None
+    if tool is None or view.mode(call.name) is None:
+        refusal = f"Unknown tool {call.name!r}."
+    elif not tool.resolved:
+        refusal = f"Tool {call.name!r} is not available in this session (not loaded)."
+    elif not view.callable(call.name):
+        refusal = f"Tool {call.name!r} is disabled here."
+    if refusal is not None:
+        if budget is not None:
+            budget.admit(call)
+        names = [n for n in view.advertised() if n in tb._registry]
+        listing = ", ".join(names) if names else "none"
+        return error_result(call, f"{refusal} Available tools: {listing}.")
+    assert tool is not None
+    if budget is not None:
+        reason = budget.admit(call)
+        if reason is not None:
+            return error_result(call, reason)
+    args, problems = validate(tool.spec.parameters, call.arguments)
+    if problems:
+        return error_result(call, invalid(call.name, problems))
+    checked = attrs.evolve(call, arguments=args)
+    try:
+        target = _target(tb, tool, checked, view)
+    except Exception as exc:
+        return error_result(call, invalid(call.name, [error_text(exc)]))
+    timeout = tool.timeout_s if tool.timeout_s is not None else tb.default_timeout_s
+    return Plan(tool=tool, call=checked, target=target, timeout=timeout)
+
+
+def _target(
+    tb: Toolbox, tool: RegisteredTool, call: ToolCall, view: ToolsView
+) -> Callable[[], Any]:
+    handler = tool.handler
+    assert handler is not None
+    if tool.kind is ToolKind.EXTERNAL or tool.signature is None:
+        return lambda: handler(call)
+    sig = tool.signature
+    kwargs: dict[str, Any] = {}
+    for key, value in call.arguments.items():
+        tp = sig.params.get(key)
+        if key in sig.params and tp not in _PASSTHROUGH and value is not None:
+            value = converter.structure(value, tp)
+        kwargs[key] = value
+    if sig.context_param is not None:
+        kwargs[sig.context_param] = ToolContext(toolbox=tb, view=view, call=call)
+    return lambda: handler(**kwargs)
+
+
+def failure(tb: Toolbox, plan: Plan, exc: BaseException) -> ToolResult:
+    if isinstance(exc, ex.ToolTimeout):
+        text = (
+            f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
+            "discarded. Try simpler arguments or another approach."
+        )
+    else:
+        text = f"Tool {plan.tool.name!r} failed: {type(exc).__name__}: {exc}"
+    text, truncated = ex.cap(text, tb.max_output_chars)
+    return attrs.evolve(error_result(plan.call, text), truncated=truncated)
+
+
+def finish(
+    tb: Toolbox, plan: Plan, value: Any, budget: BudgetState | None, start: float
+) -> ToolResult:
+    if isinstance(value, ToolResult):
+        text, is_error = value.content, value.is_error
+    else:
+        text, is_error = ex.output_text(value), False
+    text, truncated = ex.cap(text, tb.max_output_chars)
+    if budget is not None:
+        budget.record(plan.call, text)
+    result = ToolResult(
+        name=plan.call.name,
+        content=text,
+        call_id=plan.call.id,
+        is_error=is_error,
+        truncated=truncated,
+    )
+    return timed(result, start)
+
+
+def error_result(call: ToolCall, text: str) -> ToolResult:
+    return ToolResult(name=call.name, content=text, call_id=call.id, is_error=True)
+
+
+def invalid(name: str, problems: list[str]) -> str:
+    listed = "; ".join(problems)
+    return f"Invalid arguments for tool {name!r}: {listed}. Fix the arguments and call it again."
+
+
+def timed(result: ToolResult, start: float) -> ToolResult:
+    return attrs.evolve(result, duration_s=time.perf_counter() - start)
