@@ -89,6 +89,7 @@ def build_tokenizer(
         special_tokens=spec.control_tokens,
         markup_tokens=spec.markup_tokens,
         bos_token=spec.bos_token if spec.add_bos else None,
+        pipeline=spec.pipeline,
     )
     kwargs = {}
     if spec.bos_token is not None:

@@ -35,6 +35,9 @@ class FamilySpec:
     end_of_turn: tuple[str, ...]
     bos_token: str | None = None
     add_bos: bool = False  # the tokenizer prepends bos_token when add_special_tokens=True
+    # Tokenizer pipeline (see _tokenizer.PIPELINES). Qwen families must use "qwen2": transformers
+    # loads every qwen2 checkpoint with Qwen2Tokenizer, which rebuilds exactly that pipeline.
+    pipeline: str = "bytelevel"
 
     def __attrs_post_init__(self) -> None:
         named = [self.eos_token, self.pad_token, *self.end_of_turn]
@@ -58,10 +61,88 @@ _CHATML = FamilySpec(
     eos_token="<|im_end|>",
     pad_token="<|endoftext|>",
     end_of_turn=("<|im_end|>", "<|endoftext|>"),
+    pipeline="qwen2",
+)
+
+_QWEN3 = FamilySpec(
+    name="qwen3",
+    model_type="qwen3",
+    template="qwen3.jinja",
+    control_tokens=_CHATML.control_tokens,
+    markup_tokens=(*_CHATML.markup_tokens, "<think>", "</think>"),
+    eos_token="<|im_end|>",
+    pad_token="<|endoftext|>",
+    end_of_turn=("<|im_end|>", "<|endoftext|>"),
+    pipeline="qwen2",
+)
+
+_LLAMA3 = FamilySpec(
+    name="llama3",
+    model_type="llama",
+    template="llama3.jinja",
+    control_tokens=(
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eom_id|>",
+        "<|eot_id|>",
+        "<|python_tag|>",
+        "<|finetune_right_pad_id|>",
+    ),
+    markup_tokens=(),  # JSON tool calls are plain text in Llama 3
+    bos_token="<|begin_of_text|>",
+    add_bos=True,
+    eos_token="<|eot_id|>",
+    pad_token="<|finetune_right_pad_id|>",
+    end_of_turn=("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"),
+)
+
+_MISTRAL = FamilySpec(
+    name="mistral",
+    model_type="mistral",
+    template="mistral.jinja",
+    control_tokens=(
+        "<unk>",
+        "<s>",
+        "</s>",
+        "[INST]",
+        "[/INST]",
+        "[AVAILABLE_TOOLS]",
+        "[/AVAILABLE_TOOLS]",
+        "[TOOL_RESULTS]",
+        "[/TOOL_RESULTS]",
+        "<pad>",
+    ),
+    # Special in the real tokenizer; kept in decoded text here so parsers can see it.
+    markup_tokens=("[TOOL_CALLS]",),
+    bos_token="<s>",
+    add_bos=True,
+    eos_token="</s>",
+    pad_token="<pad>",
+    end_of_turn=("</s>",),
+)
+
+_GRANITE = FamilySpec(
+    name="granite",
+    model_type="granite",
+    template="granite.jinja",
+    control_tokens=(
+        "<|end_of_text|>",
+        "<|start_of_role|>",
+        "<|end_of_role|>",
+        "<|start_of_cite|>",
+        "<|end_of_cite|>",
+    ),
+    markup_tokens=("<|tool_call|>",),
+    bos_token="<|end_of_text|>",  # as upstream: set, but never prepended
+    eos_token="<|end_of_text|>",
+    pad_token="<|end_of_text|>",
+    end_of_turn=("<|end_of_text|>",),
 )
 
 FAMILIES: MappingProxyType[str, FamilySpec] = MappingProxyType(
-    {spec.name: spec for spec in (_CHATML,)}
+    {spec.name: spec for spec in (_CHATML, _LLAMA3, _MISTRAL, _GRANITE, _QWEN3)}
 )
 
 TINY_FAMILIES: tuple[str, ...] = tuple(FAMILIES)

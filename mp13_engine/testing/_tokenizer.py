@@ -9,7 +9,9 @@ Invariants:
 - Deterministic: merges are chosen by (highest count, then smallest pair), so the same corpus
   and size always give the same vocabulary, whatever the process or hash seed.
 - Lossless: the base alphabet is all 256 bytes (GPT-2 byte-to-unicode map), so any text,
-  unicode included, encodes and decodes back to itself.
+  unicode included, encodes and decodes back to itself. Exception, as upstream: the "qwen2"
+  pipeline NFC-normalises first (transformers always loads Qwen2 checkpoints with
+  ``Qwen2Tokenizer``, which rebuilds that pipeline), so there only NFC text round-trips.
 - The family's special and markup tokens are added tokens, each one id. Control tokens are
   ``special=True`` (dropped by ``skip_special_tokens``); tool markup tokens are ``special=False``
   so that decoded text keeps them for the tool-call parsers.
@@ -22,7 +24,33 @@ import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
+
+# Qwen2Tokenizer's split regex (transformers.models.qwen2.tokenization_qwen2.PRETOKENIZE_REGEX).
+_QWEN2_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+PIPELINES = ("bytelevel", "qwen2")
+
+
+def _pipeline(name: str) -> tuple[normalizers.Normalizer | None, pre_tokenizers.PreTokenizer]:
+    """(normalizer, pre-tokenizer) of a named pipeline; see ``PIPELINES``."""
+    if name == "qwen2":
+        split = pre_tokenizers.Split(Regex(_QWEN2_REGEX), behavior="isolated", invert=False)
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        return normalizers.NFC(), pre_tokenizers.Sequence([split, byte_level])
+    return None, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
 
 
 def _byte_alphabet() -> list[str]:
@@ -41,14 +69,17 @@ def _byte_alphabet() -> list[str]:
     return [table[b] for b in range(256)]
 
 
-def learn_merges(corpus: str, num_merges: int) -> list[tuple[str, str]]:
+def learn_merges(
+    corpus: str, num_merges: int, pipeline: str = "bytelevel"
+) -> list[tuple[str, str]]:
     """Learn up to ``num_merges`` BPE merges from ``corpus`` (byte-level pre-tokenized).
 
     Incremental pair counts with a lazy max-heap; ties go to the lexicographically smallest
     pair so the result never depends on iteration order.
     """
-    pre = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    word_counts = Counter(piece for piece, _ in pre.pre_tokenize_str(corpus))
+    norm, pre = _pipeline(pipeline)
+    text = norm.normalize_str(corpus) if norm is not None else corpus
+    word_counts = Counter(piece for piece, _ in pre.pre_tokenize_str(text))
     # Sorted so word indices (and hence everything below) are reproducible.
     words = [list(w) for w in sorted(word_counts)]
     freqs = [word_counts[w] for w in sorted(word_counts)]
@@ -107,6 +138,7 @@ def build_bpe_tokenizer(
     special_tokens: Sequence[str],
     markup_tokens: Sequence[str],
     bos_token: str | None = None,
+    pipeline: str = "bytelevel",
 ) -> Tokenizer:
     """A byte-level BPE ``Tokenizer`` with ``vocab_size`` base tokens plus the added tokens.
 
@@ -114,12 +146,14 @@ def build_bpe_tokenizer(
     Mistral tokenizers do when ``add_special_tokens=True``.
     """
     alphabet = _byte_alphabet()
-    merges = learn_merges(corpus, max(0, vocab_size - len(alphabet)))
+    merges = learn_merges(corpus, max(0, vocab_size - len(alphabet)), pipeline)
     vocab: dict[str, int] = {sym: i for i, sym in enumerate(alphabet)}
     for left, right in merges:
         vocab.setdefault(left + right, len(vocab))
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    norm, tok.pre_tokenizer = _pipeline(pipeline)
+    if norm is not None:
+        tok.normalizer = norm
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special_tokens])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in markup_tokens])
