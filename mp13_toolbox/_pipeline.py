@@ -44,14 +44,18 @@ class Plan:
     timeout: float | None
 
 
-def prepare(
-    tb: Toolbox, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
-) -> Plan | ToolResult:
+def check_budget(budget: object) -> None:
+    """Misuse by the caller, the one thing ``execute`` raises for."""
     if budget is not None and not isinstance(budget, BudgetState):
         raise ToolboxError(
             f"budget must be a per-turn BudgetState, got {type(budget).__name__}; "
             "pass ToolBudget(...).start() once per turn"
         )
+
+
+def prepare(
+    tb: Toolbox, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
+) -> Plan | ToolResult:
     view = tb.view() if view is None else view
     tool = tb._registry.get(call.name)
     refusal = None
@@ -146,3 +150,8 @@ def invalid(name: str, problems: list[str]) -> str:
 
 def timed(result: ToolResult, start: float) -> ToolResult:
     return attrs.evolve(result, duration_s=time.perf_counter() - start)
+
+
+def internal_error(call: ToolCall, exc: Exception) -> ToolResult:
+    text = f"Tool {call.name!r} could not be run because of an internal error ({exc!r})."
+    return error_result(call, text)

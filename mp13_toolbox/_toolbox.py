@@ -286,6 +286,20 @@ class Toolbox:
     ) -> ToolResult:
         """Run one call and return its result; never raises because of the tool."""
         start = time.perf_counter()
+        pl.check_budget(budget)
+        try:
+            return self._execute(call, view, approval, budget, start)
+        except Exception as exc:  # a bug of ours must not crash the caller's turn either
+            return pl.timed(pl.internal_error(call, exc), start)
+
+    def _execute(
+        self,
+        call: ToolCall,
+        view: ToolsView | None,
+        approval: Approver | None,
+        budget: BudgetState | None,
+        start: float,
+    ) -> ToolResult:
         plan = pl.prepare(self, call, view, budget)
         if isinstance(plan, ToolResult):
             return pl.timed(plan, start)
@@ -308,9 +322,24 @@ class Toolbox:
         """Async twin of ``execute``; sync tools run on a worker thread, never on the loop.
 
         A sync ``approval`` callback is called on the loop thread; if it blocks
-        (e.g. ``input()``), pass an async one instead.
+        (e.g. ``input()``), pass an async one instead. Cancelling the awaiting
+        task cancels an async tool; a sync tool's thread is abandoned.
         """
         start = time.perf_counter()
+        pl.check_budget(budget)
+        try:
+            return await self._aexecute(call, view, approval, budget, start)
+        except Exception as exc:  # a bug of ours must not crash the caller's turn either
+            return pl.timed(pl.internal_error(call, exc), start)
+
+    async def _aexecute(
+        self,
+        call: ToolCall,
+        view: ToolsView | None,
+        approval: Approver | None,
+        budget: BudgetState | None,
+        start: float,
+    ) -> ToolResult:
         plan = pl.prepare(self, call, view, budget)
         if isinstance(plan, ToolResult):
             return pl.timed(plan, start)

@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: MIT
+"""JSON schema from signatures and Google-style docstrings."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Annotated, Any, Literal, Optional, TypedDict
+
+import attrs
+import pytest
+
+from mp13_toolbox import ToolContext, ToolRegistrationError, function_spec, parse_docstring
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+@attrs.define
+class Point:
+    x: float
+    y: float = 0.0
+
+
+@dataclasses.dataclass
+class Box:
+    corner: Point
+    label: str = "box"
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+
+class Person(TypedDict):
+    name: str
+    age: int
+
+
+def params(func):
+    return function_spec(func)[0].parameters
+
+
+def test_description_and_arg_docs_come_from_the_docstring():
+    def search(query: str, limit: int = 10) -> list[str]:
+        """Search the notes.
+
+        Longer explanation that spans
+        two lines.
+
+        Args:
+            query: What to look for. It may span
+                several lines.
+            limit (int): At most this many hits.
+
+        Returns:
+            The hits.
+        """
+        return []
+
+    spec, _ = function_spec(search)
+    assert spec.name == "search"
+    assert spec.description.startswith("Search the notes.")
+    assert "two lines." in spec.description
+    assert "Returns" not in spec.description
+    props = spec.parameters["properties"]
+    assert props["query"] == {
+        "type": "string",
+        "description": "What to look for. It may span several lines.",
+    }
+    assert props["limit"] == {
+        "type": "integer",
+        "description": "At most this many hits.",
+        "default": 10,
+    }
+    assert spec.parameters["required"] == ["query"]
+    assert spec.parameters["additionalProperties"] is False
+
+
+def test_scalars_optional_literal_enum():
+    def f(
+        a: str,
+        b: bool,
+        c: float,
+        d: Optional[int] = None,  # noqa: UP045 - the old spelling must work too
+        e: int | None = None,
+        f: Literal["x", "y"] = "x",
+        g: Color = Color.RED,
+        h: Any = None,
+    ) -> None: ...
+
+    p = params(f)["properties"]
+    assert p["a"] == {"type": "string"}
+    assert p["b"] == {"type": "boolean"}
+    assert p["c"] == {"type": "number"}
+    assert p["d"]["type"] == ["integer", "null"] and p["d"]["default"] is None
+    assert p["e"]["type"] == ["integer", "null"]
+    assert p["f"] == {"type": "string", "enum": ["x", "y"], "default": "x"}
+    assert p["g"] == {"type": "string", "enum": ["red", "green"], "default": "red"}
+    assert p["h"] == {"default": None}
+
+
+def test_containers():
+    def f(
+        a: list[int],
+        b: dict[str, float],
+        c: tuple[int, ...],
+        d: tuple[str, int],
+        e: set[str],
+        f: list[list[str]],
+    ) -> None: ...
+
+    p = params(f)["properties"]
+    assert p["a"] == {"type": "array", "items": {"type": "integer"}}
+    assert p["b"] == {"type": "object", "additionalProperties": {"type": "number"}}
+    assert p["c"] == {"type": "array", "items": {"type": "integer"}}
+    assert p["d"]["prefixItems"] == [{"type": "string"}, {"type": "integer"}]
+    assert p["d"]["minItems"] == p["d"]["maxItems"] == 2
+    assert p["e"] == {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    assert p["f"]["items"] == {"type": "array", "items": {"type": "string"}}
+
+
+def test_nested_records():
+    def f(box: Box, who: Person) -> None: ...
+
+    p = params(f)["properties"]
+    box = p["box"]
+    assert box["type"] == "object" and box["required"] == ["corner"]
+    assert box["properties"]["corner"]["properties"]["y"] == {"type": "number", "default": 0.0}
+    assert box["properties"]["label"]["default"] == "box"
+    assert "default" not in box["properties"]["tags"]  # factories are not recorded
+    assert p["who"]["required"] == ["name", "age"]
+
+
+def test_annotated_description_wins_and_context_is_hidden():
+    def f(ctx: ToolContext, n: Annotated[int, "How many."]) -> None:
+        """Do it.
+
+        Args:
+            n: Docstring text that loses.
+        """
+
+    spec, sig = function_spec(f)
+    assert list(spec.parameters["properties"]) == ["n"]
+    assert spec.parameters["properties"]["n"]["description"] == "How many."
+    assert sig.context_param == "ctx"
+
+
+def test_kwargs_allow_extra_arguments():
+    def f(a: int, **rest: Any) -> None: ...
+
+    assert "additionalProperties" not in params(f)
+
+
+@pytest.mark.parametrize(
+    ("func", "words"),
+    [
+        (lambda x: x, "name=..."),
+        (lambda: None, "name=..."),
+    ],
+)
+def test_lambdas_need_a_name(func, words):
+    with pytest.raises(ToolRegistrationError, match="name"):
+        function_spec(func)
+    assert function_spec(func, name="ok")[0].name == "ok"
+
+
+class Opaque:
+    pass
+
+
+def test_unsupported_annotations_say_what_to_do():
+    def f(x: Opaque) -> None: ...
+
+    with pytest.raises(ToolRegistrationError, match=r"parameter 'x'.*register_external"):
+        function_spec(f)
+
+    def g(*items: int) -> None: ...
+
+    with pytest.raises(ToolRegistrationError, match="list parameter"):
+        function_spec(g)
+
+    def h(m: dict[int, str]) -> None: ...
+
+    with pytest.raises(ToolRegistrationError, match=r"dict\[str"):
+        function_spec(h)
+
+
+def test_parse_docstring_handles_missing_and_odd_docs():
+    assert parse_docstring(None).description == ""
+    doc = parse_docstring("Only a summary.")
+    assert doc.description == "Only a summary." and doc.args == {}
+    doc = parse_docstring("Sum.\n\nArgs:\n    a: one\n    b: two\n\nRaises:\n    X: never")
+    assert doc.args == {"a": "one", "b": "two"}

@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: MIT
+"""Argument validation: what a model is told when its call does not fit the schema."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mp13_toolbox import function_spec, validate
+
+
+def schema_of(func):
+    return function_spec(func)[0].parameters
+
+
+def _tool(name: str, count: int, tags: list[str] | None = None, mode: str = "a") -> None: ...
+
+
+SCHEMA = schema_of(_tool)
+
+
+def test_valid_arguments_pass_unchanged():
+    args = {"name": "x", "count": 2, "tags": ["a"], "mode": "b"}
+    assert validate(SCHEMA, args) == (args, [])
+
+
+def test_each_problem_names_the_argument_the_expectation_and_the_value():
+    _, problems = validate(SCHEMA, {"count": "5", "tags": ["a", 3], "extra": 1})
+    text = "\n".join(problems)
+    assert "argument 'name' is required (string)" in text
+    assert "argument 'count': expected integer, got string \"5\"" in text
+    assert "argument 'tags[1]': expected string, got integer 3" in text
+    assert "argument 'extra' is not accepted; accepted arguments: name, count, tags, mode" in text
+
+
+def test_integral_floats_become_integers_and_nothing_else_is_coerced():
+    fixed, problems = validate(SCHEMA, {"name": "x", "count": 3.0})
+    assert problems == [] and fixed["count"] == 3 and isinstance(fixed["count"], int)
+    _, problems = validate(SCHEMA, {"name": "x", "count": 3.5})
+    assert problems
+    _, problems = validate(SCHEMA, {"name": "x", "count": True})
+    assert problems  # a bool is not an integer in JSON schema
+
+
+def test_enum_anyof_ranges_and_strings():
+    schema = {
+        "type": "object",
+        "properties": {
+            "unit": {"type": "string", "enum": ["c", "f"]},
+            "n": {"type": "integer", "minimum": 1, "maximum": 3},
+            "either": {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]},
+            "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        },
+    }
+    assert validate(schema, {"unit": "c", "n": 2, "either": "ab", "code": "EUR"})[1] == []
+    _, problems = validate(schema, {"unit": "k", "n": 9, "either": "abc", "code": "eu"})
+    text = "\n".join(problems)
+    assert '"k" is not one of: "c", "f"' in text
+    assert "argument 'n': must be <= 3, got 9" in text
+    assert "argument 'either'" in text and "matches none" in text
+    assert "does not match the pattern" in text
+
+
+def test_unknown_keywords_and_types_are_ignored():
+    schema = {"type": "object", "properties": {"x": {"type": "date", "format": "weird"}}}
+    assert validate(schema, {"x": "anything"})[1] == []
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(json_values)
+def test_validation_never_raises_on_any_json(value):
+    _, problems = validate(SCHEMA, value)
+    assert isinstance(problems, list)
+    if not isinstance(value, dict):
+        assert problems
