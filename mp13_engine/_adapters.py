@@ -315,12 +315,38 @@ class AdapterManager:
         """Forget cached combinations that include ``name`` (it was unloaded or retrained)."""
         self._drop_combos_on_worker(lambda k: name in k)
 
+    def _add_for_training_on_worker(self, name: str, lora_config: Any) -> Any:
+        """Add a fresh adapter ``name`` (wrapping the base model on first use); return the model.
+
+        Not registered (requests cannot name it) until training registers it.
+        """
+        from peft import get_peft_model
+
+        model = self._model()
+        try:
+            if self._is_peft(model):
+                model.add_adapter(name, lora_config)
+            else:
+                model = get_peft_model(model, lora_config, adapter_name=name)
+                self._set_model(model)
+        except (ValueError, RuntimeError, TypeError) as exc:
+            raise AdapterError(f"Cannot add a LoRA adapter to this model: {exc}") from exc
+        return model
+
+    def _discard_on_worker(self, name: str) -> None:
+        """Delete an unregistered PEFT adapter (a training job that failed before finishing)."""
+        model = self._model()
+        with self._state.lock:
+            registered = name in self._state.infos
+        if not registered and self._is_peft(model) and name in model.peft_config:
+            model.delete_adapter(name)
+
     def _register_on_worker(self, info: AdapterInfo) -> None:
         with self._state.lock:
             self._state.infos[info.name] = info
 
     def _load_on_worker(self, directory: Path, name: str, replace: bool) -> AdapterInfo:
-        from peft import LoraConfig, PeftConfig, PeftModel
+        from peft import LoraConfig, PeftConfig, PeftModelForCausalLM
 
         try:
             config = PeftConfig.from_pretrained(str(directory))
@@ -349,7 +375,11 @@ class AdapterManager:
             if self._is_peft(model):
                 model.load_adapter(str(directory), adapter_name=name, is_trainable=False)
             else:
-                model = PeftModel.from_pretrained(model, str(directory), adapter_name=name)
+                # The causal-LM wrapper (even for adapters saved without a task_type): its
+                # generate() is what accepts per-row adapter_names.
+                model = PeftModelForCausalLM.from_pretrained(
+                    model, str(directory), adapter_name=name
+                )
                 self._set_model(model)
         except (ValueError, RuntimeError, KeyError, OSError) as exc:
             raise AdapterError(
@@ -382,36 +412,43 @@ class AdapterManager:
             info = self._state.infos.get(name)
         if info is None:
             raise self._unknown(name)
-        model = self._model()
-        path.mkdir(parents=True, exist_ok=True)
-        # PEFT writes a non-"default" adapter into a subfolder named after it; save into a
-        # scratch dir next to the target and move the files so `path` itself is the adapter dir.
-        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".mp13-save-") as tmp:
-            try:
-                model.save_pretrained(tmp, selected_adapters=[name])
-            except (ValueError, OSError, RuntimeError) as exc:
-                raise AdapterError(
-                    f"Saving adapter {name!r} to {str(path)!r} failed: {exc}"
-                ) from exc
-            produced = Path(tmp) / name if (Path(tmp) / name).is_dir() else Path(tmp)
-            for item in produced.iterdir():
-                if item.is_file():
-                    shutil.move(str(item), str(path / item.name))
-        meta = {
-            "name": name,
-            "base_model": _base_name(self._base_model()),
-            "model_type": getattr(self._base_model().config, "model_type", None),
-            "architectures": list(getattr(self._base_model().config, "architectures", None) or []),
-        }
-        old = path / METADATA_FILE
-        if metadata is None and old.is_file():
-            # Re-saving keeps what training recorded (data, config, loss).
-            meta = {**json.loads(old.read_text()), **meta}
-        meta.update(metadata or {})
-        old.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+        write_adapter_dir(self._model(), name, path, metadata)
         with self._state.lock:
             self._state.infos[name] = attrs.evolve(info, path=str(path))
         return path
+
+
+def write_adapter_dir(
+    model: Any, name: str, path: Path, metadata: dict[str, Any] | None = None
+) -> None:
+    """Write adapter ``name`` of PeftModel ``model`` to ``path`` (PEFT files + mp13 metadata)."""
+    path.mkdir(parents=True, exist_ok=True)
+    base = model.get_base_model()
+    # PEFT writes a non-"default" adapter into a subfolder named after it; save into a
+    # scratch dir next to the target and move the files so `path` itself is the adapter dir.
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".mp13-save-") as tmp:
+        try:
+            model.save_pretrained(tmp, selected_adapters=[name])
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise AdapterError(
+                f"Saving adapter {name!r} to {str(path)!r} failed: {exc}. Check the path."
+            ) from exc
+        produced = Path(tmp) / name if (Path(tmp) / name).is_dir() else Path(tmp)
+        for item in produced.iterdir():
+            if item.is_file():
+                shutil.move(str(item), str(path / item.name))
+    meta = {
+        "name": name,
+        "base_model": _base_name(base),
+        "model_type": getattr(base.config, "model_type", None),
+        "architectures": list(getattr(base.config, "architectures", None) or []),
+    }
+    old = path / METADATA_FILE
+    if metadata is None and old.is_file():
+        # Re-saving keeps what training recorded (data, config, loss).
+        meta = {**json.loads(old.read_text()), **meta}
+    meta.update(metadata or {})
+    old.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
 
 
 def _base_name(model: Any) -> str | None:

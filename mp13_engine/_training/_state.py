@@ -1,0 +1,267 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The training step you can read top to bottom: batching, one micro-step, checkpoints.
+
+``TrainerState`` is the mutable state of one job (optimizer, scheduler,
+counters). Invariants: ``micro`` counts micro-batches taken so far and
+determines everything about the next one (which rows, the dropout seed), so a
+run resumed from a checkpoint continues exactly where it stopped; ``step``
+counts optimizer steps; the loss of a step is the mean over all loss tokens of
+its ``grad_accum`` micro-batches (each micro-batch's summed loss is divided by
+the window's token count before ``backward``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+import torch.nn.functional as F
+
+from mp13_engine._errors import TrainingError
+from mp13_engine._training._render import Rendered
+
+_IGNORE = -100
+_STATE_FILE = "trainer_state.pt"
+
+
+def batches(rows: Sequence[Rendered], pad_id: int, device: Any) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 outside the mask)."""
+    width = max(len(r.ids) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    labels = torch.full((len(rows), width), _IGNORE, dtype=torch.long)
+    for i, row in enumerate(rows):
+        n = len(row.ids)
+        ids[i, :n] = torch.tensor(row.ids)
+        attn[i, :n] = 1
+        mask = torch.tensor(row.mask, dtype=torch.bool)
+        labels[i, :n] = torch.where(mask, ids[i, :n], _IGNORE)
+    return {
+        "input_ids": ids.to(device),
+        "attention_mask": attn.to(device),
+        "labels": labels.to(device),
+    }
+
+
+def _loss_sum(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    logits = out.logits[:, :-1, :].float()
+    targets = batch["labels"][:, 1:]
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)),
+        targets.reshape(-1),
+        ignore_index=_IGNORE,
+        reduction="sum",
+    )
+    return loss, int((targets != _IGNORE).sum())
+
+
+@attrs.define
+class TrainerState:
+    """Optimizer, scheduler, data order and counters of one training job."""
+
+    job: Any
+    rows: Sequence[Rendered]
+    params: list[torch.nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    device: Any
+    pad_id: int
+    autocast: Any
+    grad_ckpt: bool
+    micro: int = 0
+    step: int = 0
+    first_step: int = 0
+    tokens_seen: int = 0
+    last_loss: float | None = None
+    last_lr: float | None = None
+    last_tokens_per_s: float | None = None
+    started: float = attrs.field(factory=time.perf_counter)
+    _orders: dict[int, list[int]] = attrs.field(factory=dict)
+    _window: dict[str, float] = attrs.field(factory=dict)
+
+    @classmethod
+    def create(cls, job: Any, params: list[torch.nn.Parameter], model: Any) -> TrainerState:
+        from transformers import get_scheduler
+
+        cfg = job.config
+        optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        scheduler = get_scheduler(
+            cfg.scheduler,
+            optimizer,
+            num_warmup_steps=cfg.warmup_steps,
+            num_training_steps=job.total_steps,
+        )
+        device = model.get_input_embeddings().weight.device
+        tokenizer = job._engine._state.tokenizer
+        pad_id = tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = tokenizer.eos_token_id or 0
+        autocast: Any = None
+        if cfg.precision in ("bfloat16", "float16"):
+            autocast = (device.type, getattr(torch, cfg.precision))
+        if cfg.gradient_checkpointing:
+            model.get_base_model().gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        return cls(
+            job=job,
+            rows=job._train,
+            params=params,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            device=device,
+            pad_id=pad_id,
+            autocast=autocast,
+            grad_ckpt=cfg.gradient_checkpointing,
+        )
+
+    # ----- data order
+    @property
+    def per_epoch(self) -> int:
+        return math.ceil(len(self.rows) / self.job.config.batch_size)
+
+    @property
+    def epoch(self) -> float:
+        return self.micro / self.per_epoch
+
+    def _rows_for(self, micro: int) -> list[Rendered]:
+        cfg = self.job.config
+        epoch, index = divmod(micro, self.per_epoch)
+        order = self._orders.get(epoch)
+        if order is None:
+            if cfg.shuffle:
+                gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + epoch)
+                order = torch.randperm(len(self.rows), generator=gen).tolist()
+            else:
+                order = list(range(len(self.rows)))
+            self._orders = {epoch: order}  # keep only the current epoch's order
+        picked = order[index * cfg.batch_size : (index + 1) * cfg.batch_size]
+        return [self.rows[i] for i in picked]
+
+    # ----- the step
+    def micro_step(self, model: Any) -> bool:
+        """Forward + backward on the next micro-batch; True when it completed an optimizer step."""
+        cfg = self.job.config
+        position = self.micro % cfg.grad_accum
+        if position == 0:
+            window = range(self.micro, self.micro + cfg.grad_accum)
+            n_loss = sum(r.n_loss - int(r.mask[0]) for m in window for r in self._rows_for(m))
+            self._window = {"n_loss": max(n_loss, 1), "loss": 0.0, "tokens": 0, "compute": 0.0}
+        rows = self._rows_for(self.micro)
+        batch = batches(rows, self.pad_id, self.device)
+        t0 = time.perf_counter()
+        with self._rng(), self._autocast():
+            loss_sum, _ = _loss_sum(model, batch)
+        if not torch.isfinite(loss_sum):
+            raise TrainingError(
+                f"The loss became {loss_sum.item()} at step {self.step + 1}. Lower learning_rate, "
+                'or use precision="float32".'
+            )
+        (loss_sum / self._window["n_loss"]).backward()
+        self._window["loss"] += float(loss_sum.detach())
+        self._window["tokens"] += int(batch["attention_mask"].sum())
+        self._window["compute"] += time.perf_counter() - t0
+        self.micro += 1
+        if position != cfg.grad_accum - 1:
+            return False
+        t1 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+        self.last_lr = float(self.scheduler.get_last_lr()[0])
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        compute = self._window["compute"] + time.perf_counter() - t1
+        self.step += 1
+        self.tokens_seen += int(self._window["tokens"])
+        self.last_loss = self._window["loss"] / self._window["n_loss"]
+        self.last_tokens_per_s = self._window["tokens"] / compute if compute > 0 else None
+        return True
+
+    def _rng(self) -> Any:
+        # Dropout draws from the global RNG: fork it and seed it per micro-batch, so results do
+        # not depend on what else ran on this thread, and resumed runs draw the same masks.
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        fork = torch.random.fork_rng(devices=devices)
+
+        @contextlib.contextmanager
+        def seeded() -> Any:
+            with fork:
+                torch.manual_seed(self.job.config.seed * 1_000_003 + self.micro + 1)
+                yield
+
+        return seeded()
+
+    def _autocast(self) -> Any:
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.autocast[0], dtype=self.autocast[1])
+
+    @torch.no_grad()
+    def evaluate(self, model: Any, rows: Sequence[Rendered]) -> float:
+        """Mean loss per loss token over ``rows`` (model in eval mode, no dropout)."""
+        size = self.job.config.eval_batch_size
+        total, count = 0.0, 0
+        model.eval()
+        for i in range(0, len(rows), size):
+            with self._autocast():
+                loss_sum, n = _loss_sum(
+                    model, batches(rows[i : i + size], self.pad_id, self.device)
+                )
+            total += float(loss_sum)
+            count += n
+        return total / max(count, 1)
+
+    def close(self, model: Any) -> None:
+        """Leave the model as serving expects it: eval mode, no gradient checkpointing."""
+        model.eval()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.grad_ckpt:
+            model.get_base_model().gradient_checkpointing_disable()
+            self.grad_ckpt = False
+
+
+def save_checkpoint(state: TrainerState, path: Path, model: Any, adapter: str) -> None:
+    """Adapter weights (PEFT format) + optimizer/scheduler/counters in ``trainer_state.pt``."""
+    from mp13_engine._adapters import write_adapter_dir
+
+    write_adapter_dir(model, adapter, path, {"checkpoint_step": state.step})
+    torch.save(
+        {
+            "optimizer": state.optimizer.state_dict(),
+            "scheduler": state.scheduler.state_dict(),
+            "micro": state.micro,
+            "step": state.step,
+            "tokens_seen": state.tokens_seen,
+            "last_loss": state.last_loss,
+        },
+        path / _STATE_FILE,
+    )
+
+
+def load_checkpoint(state: TrainerState, path: Path, model: Any, adapter: str) -> None:
+    """Restore what :func:`save_checkpoint` wrote into a freshly set-up job."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    try:
+        weights = load_file(str(path / "adapter_model.safetensors"))
+        set_peft_model_state_dict(model, weights, adapter_name=adapter)
+        saved = torch.load(str(path / _STATE_FILE), map_location=state.device, weights_only=True)
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.scheduler.load_state_dict(saved["scheduler"])
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
+        raise TrainingError(
+            f"Cannot resume from checkpoint {str(path)!r}: {exc}. It must come from a job with "
+            "the same LoRA settings on the same base model."
+        ) from exc
+    state.micro, state.step = int(saved["micro"]), int(saved["step"])
+    state.first_step = state.step
+    state.tokens_seen = int(saved["tokens_seen"])
+    state.last_loss = saved["last_loss"]
