@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: MIT
+"""Approval policy: allow / deny / ask, risk defaults, remembered answers, async approvers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mp13_toolbox import Approval, ApprovalAnswer, ApprovalRequest, Risk, Toolbox, ToolCall
+
+
+def make():
+    tb = Toolbox()
+    ran = []
+
+    def low() -> str:
+        ran.append("low")
+        return "ok"
+
+    def medium() -> str:
+        ran.append("medium")
+        return "ok"
+
+    def high() -> str:
+        ran.append("high")
+        return "ok"
+
+    tb.register(low)
+    tb.register(medium, risk="medium")
+    tb.register(high, risk=Risk.HIGH)
+    return tb, ran
+
+
+def test_risk_defaults_low_allows_others_ask():
+    tb, ran = make()
+    assert not tb.execute(ToolCall("low")).is_error
+    r = tb.execute(ToolCall("medium"))
+    assert r.is_error and "needs the user's approval" in r.content
+    assert ran == ["low"]
+
+
+def test_approver_answers_and_remembered_decisions():
+    tb, ran = make()
+    asked: list[ApprovalRequest] = []
+
+    def approver(req: ApprovalRequest):
+        asked.append(req)
+        return {"medium": "always", "high": "never"}[req.call.name]
+
+    assert not tb.execute(ToolCall("medium", id="1"), approval=approver).is_error
+    r = tb.execute(ToolCall("high"), approval=approver)
+    assert r.is_error and "declined" in r.content
+    assert [a.call.name for a in asked] == ["medium", "high"]
+    assert asked[1].risk is Risk.HIGH
+    assert tb.remembered() == {"medium": ApprovalAnswer.ALWAYS, "high": ApprovalAnswer.NEVER}
+    # remembered: the approver is not asked again
+    assert not tb.execute(ToolCall("medium"), approval=approver).is_error
+    assert tb.execute(ToolCall("high"), approval=approver).is_error
+    assert len(asked) == 2 and ran == ["medium", "medium"]
+    tb.remember("high", None)
+    assert "high" not in tb.remembered()
+
+
+@pytest.mark.parametrize(
+    ("answer", "runs"),
+    [(True, True), (False, False), ("yes", True), ("y", True), ("no", False), ("maybe", False)],
+)
+def test_one_off_answers_are_not_remembered(answer, runs):
+    tb, _ = make()
+    r = tb.execute(ToolCall("medium"), approval=lambda req: answer)
+    assert r.is_error is not runs
+    assert tb.remembered() == {}
+
+
+def test_explicit_policies_beat_risk_defaults_and_deny_beats_always():
+    tb, ran = make()
+    tb.set_approval("high", "allow")
+    tb.set_approval("low", Approval.DENY)
+    assert not tb.execute(ToolCall("high")).is_error
+    tb.remember("low", "always")
+    r = tb.execute(ToolCall("low"), approval=lambda req: True)
+    assert r.is_error and "not allowed" in r.content
+    tb.set_approval_default("medium", "allow")
+    assert not tb.execute(ToolCall("medium")).is_error
+    assert ran == ["high", "medium"]
+    with pytest.raises(ValueError, match="allow, deny, ask"):
+        tb.set_approval("low", "sometimes")
+
+
+def test_async_approver_from_both_twins_and_approver_errors():
+    tb, ran = make()
+
+    async def approver(req):
+        await asyncio.sleep(0)
+        return ApprovalAnswer.YES
+
+    assert not asyncio.run(tb.aexecute(ToolCall("medium"), approval=approver)).is_error
+    assert not tb.execute(ToolCall("medium"), approval=approver).is_error
+
+    def broken(req):
+        raise OSError("no terminal")
+
+    r = tb.execute(ToolCall("medium"), approval=broken)
+    assert r.is_error and "no terminal" in r.content
+    assert ran == ["medium", "medium"]
+
+
+def test_toolbox_level_defaults():
+    tb = Toolbox(approval_defaults={"low": "ask"})
+    tb.register(lambda: "x", name="f")
+    assert tb.execute(ToolCall("f")).is_error
+    assert tb.approval_defaults[Risk.HIGH] is Approval.ASK

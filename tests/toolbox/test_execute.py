@@ -1,0 +1,297 @@
+# SPDX-License-Identifier: MIT
+"""Executing calls: results, typed arguments, errors, timeouts, caps, modes, externals."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import threading
+import time
+
+import attrs
+import pytest
+
+from mp13_toolbox import (
+    TRUNCATION_MARKER,
+    ToolboxError,
+    ToolBudget,
+    ToolCall,
+    ToolContext,
+    ToolKind,
+    ToolMode,
+    ToolRegistrationError,
+    ToolResult,
+    ToolsScope,
+    UnknownToolError,
+)
+from mp13_toolbox import Toolbox as _Toolbox
+
+
+class Unit(enum.Enum):
+    C = "c"
+    F = "f"
+
+
+@attrs.frozen
+class Reading:
+    value: float
+    unit: Unit = Unit.C
+
+
+def Toolbox(**kw):
+    kw.setdefault("default_timeout_s", 5.0)
+    return _Toolbox(**kw)
+
+
+@pytest.fixture
+def tb():
+    box = Toolbox()
+
+    @box.register
+    def add(a: int, b: int = 1) -> int:
+        """Add two integers."""
+        return a + b
+
+    @box.register
+    def convert(r: Reading, to: Unit) -> Reading:
+        """Convert a temperature reading."""
+        assert isinstance(r, Reading) and isinstance(to, Unit)
+        if r.unit is to:
+            return r
+        v = r.value * 9 / 5 + 32 if to is Unit.F else (r.value - 32) * 5 / 9
+        return Reading(v, to)
+
+    @box.register(mode="silent")
+    def secret() -> str:
+        """A hidden helper."""
+        return "psst"
+
+    @box.register
+    def boom(msg: str) -> str:
+        raise RuntimeError(msg)
+
+    return box
+
+
+def test_result_text_is_str_as_is_and_json_otherwise(tb):
+    r = tb.execute(ToolCall("add", {"a": 2}, id="c1"))
+    assert r == ToolResult(name="add", content="3", call_id="c1", duration_s=r.duration_s)
+    r = tb.execute(ToolCall("convert", {"r": {"value": 100}, "to": "f"}))
+    assert not r.is_error and r.content == '{"value": 212.0, "unit": "f"}'
+    assert tb.execute(ToolCall("secret")).content == "psst"
+
+
+def test_exceptions_become_error_results(tb):
+    r = tb.execute(ToolCall("boom", {"msg": "kaput"}, id="x"))
+    assert r.is_error and r.call_id == "x"
+    assert r.content == "Tool 'boom' failed: RuntimeError: kaput"
+
+
+def test_bad_arguments_are_reported_not_run(tb):
+    r = tb.execute(ToolCall("add", {"a": "two"}))
+    assert r.is_error
+    assert "Invalid arguments for tool 'add'" in r.content
+    assert "argument 'a': expected integer" in r.content
+    r = tb.execute(ToolCall("convert", {"r": {"value": 1}, "to": "kelvin"}))
+    assert r.is_error and '"kelvin" is not one of: "c", "f"' in r.content
+
+
+def test_modes_decide_specs_and_execution(tb):
+    view = tb.view([ToolsScope({"boom": "disabled"})])
+    names = [s["function"]["name"] for s in tb.specs(view)]
+    assert names == ["add", "convert"]  # silent and disabled tools are not advertised
+    assert not tb.execute(ToolCall("secret"), view).is_error  # silent still runs
+    r = tb.execute(ToolCall("boom", {"msg": "x"}), view)
+    assert r.is_error and "disabled" in r.content
+    assert "Available tools: add, convert." in r.content  # silent tools stay hidden
+    r = tb.execute(ToolCall("nope"), view)
+    assert r.is_error and r.content.startswith("Unknown tool 'nope'.")
+
+
+def test_view_taken_before_a_registration_does_not_know_the_new_tool(tb):
+    view = tb.view()
+    tb.register(lambda: "new", name="late")
+    assert tb.execute(ToolCall("late"), view).is_error
+    assert tb.execute(ToolCall("late")).content == "new"
+
+
+def test_output_is_capped_with_a_visible_marker():
+    box = Toolbox(max_output_chars=10)
+    box.register(lambda n: "x" * n, name="spam", description="")
+    r = box.execute(ToolCall("spam", {"n": 25}))
+    assert r.truncated and not r.is_error
+    assert r.content == "x" * 10 + TRUNCATION_MARKER.format(n=15)
+    assert not box.execute(ToolCall("spam", {"n": 10})).truncated
+
+
+def test_sync_timeout_abandons_the_thread_and_returns_an_error():
+    box = Toolbox()
+    release = threading.Event()
+
+    @box.register(timeout_s=0.1)
+    def stuck() -> str:
+        release.wait(5)
+        return "late"
+
+    t0 = time.perf_counter()
+    r = box.execute(ToolCall("stuck"))
+    assert time.perf_counter() - t0 < 1.0
+    assert r.is_error and "timed out after 0.1 s" in r.content
+    release.set()
+
+
+def test_async_timeout_cancels_the_coroutine():
+    box = Toolbox()
+    cancelled = []
+
+    @box.register(timeout_s=0.1)
+    async def sleepy() -> str:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "late"
+
+    r = asyncio.run(box.aexecute(ToolCall("sleepy")))
+    assert r.is_error and "timed out" in r.content and cancelled == [True]
+    r = box.execute(ToolCall("sleepy"))  # sync twin: runs on a private loop
+    assert r.is_error and "timed out" in r.content
+
+
+def test_aexecute_runs_sync_tools_off_the_loop():
+    box = Toolbox()
+
+    @box.register
+    def slow() -> str:
+        time.sleep(0.3)
+        return "done"
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.02)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        r = await box.aexecute(ToolCall("slow"))
+        task.cancel()
+        return r, ticks
+
+    r, ticks = asyncio.run(main())
+    assert r.content == "done" and ticks >= 5
+
+
+def test_async_tools_work_from_execute_inside_a_running_loop():
+    box = Toolbox()
+
+    @box.register
+    async def twice(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    async def main():
+        return box.execute(ToolCall("twice", {"x": 4})), await box.aexecute(
+            ToolCall("twice", {"x": 5})
+        )
+
+    a, b = asyncio.run(main())
+    assert (a.content, b.content) == ("8", "10")
+
+
+def test_external_tools_get_the_validated_call():
+    box = Toolbox()
+    seen = []
+
+    def handler(call: ToolCall):
+        seen.append(call)
+        return {"echo": call.arguments["n"]}
+
+    async def ahandler(call: ToolCall):
+        return ToolResult(name="ignored", content="custom", is_error=True)
+
+    spec = {
+        "name": "echo",
+        "parameters": {
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"],
+        },
+    }
+    info = box.register_external({"type": "function", "function": spec}, handler)
+    assert info.kind is ToolKind.EXTERNAL
+    box.register_external({**spec, "name": "aecho"}, ahandler, mode=ToolMode.SILENT)
+    r = box.execute(ToolCall("echo", {"n": 2.0}, id="7"))
+    assert r.content == '{"echo": 2}' and seen[0].arguments == {"n": 2}
+    r = asyncio.run(box.aexecute(ToolCall("aecho", {"n": 1}, id="9")))
+    assert (r.name, r.content, r.is_error, r.call_id) == ("aecho", "custom", True, "9")
+    assert box.execute(ToolCall("echo", {})).is_error
+    with pytest.raises(ToolRegistrationError, match="type 'object'"):
+        box.register_external({"name": "bad", "parameters": {"type": "string"}}, handler)
+
+
+def test_context_injection():
+    box = Toolbox()
+
+    @box.register
+    def whoami(ctx: ToolContext, shout: bool = False) -> str:
+        text = f"{ctx.call.name}/{ctx.call.id}/{ctx.toolbox is box}"
+        return text.upper() if shout else text
+
+    assert "ctx" not in box.get("whoami").spec.parameters["properties"]
+    assert box.execute(ToolCall("whoami", {}, id="q")).content == "whoami/q/True"
+
+
+def test_registration_rules():
+    box = Toolbox()
+
+    def f(x: int) -> int:
+        return x
+
+    box.register(f)
+    with pytest.raises(ToolRegistrationError, match="replace=True"):
+        box.register(f)
+    box.register(f, description="new text", replace=True, risk="high")
+    info = box.get("f")
+    assert (info.description, info.risk.value) == ("new text", "high")
+    assert box.register(f, name="g") is f  # decorator-friendly: returns the function
+    assert box.names() == ["f", "g"]
+    box.unregister("g")
+    with pytest.raises(UnknownToolError, match="known tools: f"):
+        box.get("g")
+    with pytest.raises(ToolRegistrationError, match="timeout_s"):
+        box.register(f, name="h", timeout_s=0)
+    assert box.set_mode("*", "silent") == ["f"]
+    assert box.specs() == []
+
+
+def test_misuse_of_the_budget_argument_raises_clearly(tb):
+    with pytest.raises(ToolboxError, match=r"ToolBudget\(...\).start\(\)"):
+        tb.execute(ToolCall("add", {"a": 1}), budget=ToolBudget(max_calls=1))
+
+
+def test_threads_and_tasks_share_one_toolbox(tb):
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def worker(i: int) -> None:
+        r = tb.execute(ToolCall("add", {"a": i, "b": i}))
+        with lock:
+            results.append(r.content)
+        tb.register(lambda: i, name=f"t{i}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(map(int, results)) == [2 * i for i in range(16)]
+    assert len(tb) == 4 + 16
+
+    async def many():
+        return await tb.aexecute_many([ToolCall("add", {"a": i}) for i in range(20)])
+
+    assert [r.content for r in asyncio.run(many())] == [str(i + 1) for i in range(20)]
