@@ -1,4 +1,76 @@
 # SPDX-License-Identifier: MIT
-"""mp13_context: conversations as trees you can fork, retry, save, search and replay."""
+"""mp13_context: conversations as trees you can fork, retry, save, search and replay.
 
-__all__: list[str] = []
+``Session`` holds conversations (trees of ``Node``s with ``Turn``s and
+``Command``s) in SQLite; ``ChatContext`` joins a session with an engine (any
+``EngineClient``) and a toolbox; ``Cursor``s navigate, ask, fork, batch, retry
+and continue; ``replay`` re-runs a conversation on another engine and reports
+the differences. This package never imports torch.
+"""
+
+from mp13_context._context import ChatContext
+from mp13_context._cursor import (
+    AdapterCommands,
+    Cursor,
+    ParamCommands,
+    SystemCommands,
+    ToolCommands,
+    TryOut,
+)
+from mp13_context._errors import (
+    CommandError,
+    ContextError,
+    CursorError,
+    NotFoundError,
+    SchemaError,
+    SerializationError,
+    StoreError,
+)
+from mp13_context._events import Event, EventCallback, EventKind
+from mp13_context._model import (
+    Command,
+    CommandKind,
+    ConversationInfo,
+    Node,
+    NodeKind,
+    Role,
+    SearchHit,
+    Turn,
+)
+from mp13_context._protocol import EngineClient
+from mp13_context._session import Session
+from mp13_context._state import PARAMS, EffectiveState, SystemMode, SystemPrompt
+
+__all__ = [
+    "PARAMS",
+    "AdapterCommands",
+    "ChatContext",
+    "Command",
+    "CommandError",
+    "CommandKind",
+    "ContextError",
+    "ConversationInfo",
+    "Cursor",
+    "CursorError",
+    "EffectiveState",
+    "EngineClient",
+    "Event",
+    "EventCallback",
+    "EventKind",
+    "Node",
+    "NodeKind",
+    "NotFoundError",
+    "ParamCommands",
+    "Role",
+    "SchemaError",
+    "SearchHit",
+    "SerializationError",
+    "Session",
+    "StoreError",
+    "SystemCommands",
+    "SystemMode",
+    "SystemPrompt",
+    "ToolCommands",
+    "TryOut",
+    "Turn",
+]

@@ -1,0 +1,531 @@
+# SPDX-License-Identifier: MIT
+"""``Cursor``: a position in a conversation tree, and everything done from there.
+
+A cursor points at a node. Navigation (``parent``, ``child``, ``leaf``,
+``goto``, siblings) moves it; ``ask`` appends a user turn and the reply loop's
+turns below it and moves it to the last one; ``fork``/``try_out``/``batch``
+make new cursors on new branches and leave this one where it is.
+
+Commands (``cur.system``, ``cur.adapters``, ``cur.tools``, ``cur.params``,
+``cur.log``) are recorded in the tree, never on a node another branch can see:
+a cursor appends them to a structural node it created itself and that has no
+children yet, and otherwise to a new ``PLACEHOLDER`` child that it moves to.
+Turn nodes never carry commands, which lets ``retry`` move the commands given
+after a reply in front of the new reply. Cursor ``overrides`` are parameters
+that apply to this cursor's requests without being recorded.
+
+Invariant: a cursor runs one exchange at a time (``CursorError`` otherwise);
+a closed try-out refuses everything but reading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from mp13_context._errors import ContextError, CursorError
+from mp13_context._events import Event, EventCallback, EventKind, deliver
+from mp13_context._model import Command, CommandKind, Node, NodeKind, Role, Turn
+from mp13_context._runner import Exchange, stitched
+from mp13_context._state import (
+    EffectiveState,
+    SystemPrompt,
+    changes_state,
+    check_command,
+    validate_params,
+)
+from mp13_context._sync import run_sync
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mp13_context._context import ChatContext
+
+
+class _Handle:
+    def __init__(self, cursor: Cursor) -> None:
+        self._cur = cursor
+
+    def _names(self, names: str | Sequence[str] | None) -> tuple[str, ...]:
+        if names is None:
+            return ()
+        return (names,) if isinstance(names, str) else tuple(names)
+
+
+class SystemCommands(_Handle):
+    """``cur.system``: the system message on this branch."""
+
+    def set(self, text: str) -> None:
+        """Replace the system message."""
+        self._cur._record(Command(kind=CommandKind.SYSTEM_SET, text=text))
+
+    def add(self, text: str) -> None:
+        """Append a paragraph to the system message."""
+        self._cur._record(Command(kind=CommandKind.SYSTEM_ADD, text=text))
+
+    def none(self) -> None:
+        """Send no system message (an empty one, so no template default is injected)."""
+        self._cur._record(Command(kind=CommandKind.SYSTEM_NONE))
+
+    def default(self) -> None:
+        """Back to the chat template's default (no system message is sent)."""
+        self._cur._record(Command(kind=CommandKind.SYSTEM_DEFAULT))
+
+    def pop(self) -> None:
+        """Undo the last system command on this branch."""
+        self._cur._record(Command(kind=CommandKind.SYSTEM_POP))
+
+    def show(self) -> SystemPrompt:
+        """The effective system message here (``mode`` and ``text``)."""
+        return self._cur.state.system
+
+
+class AdapterCommands(_Handle):
+    """``cur.adapters``: the LoRA adapters requests on this branch use."""
+
+    def set(self, names: str | Sequence[str]) -> None:
+        """Use exactly these adapters (``[]`` = the base model)."""
+        self._cur._record(Command(kind=CommandKind.ADAPTERS_SET, names=self._names(names)))
+
+    def add(self, names: str | Sequence[str]) -> None:
+        """Add adapters to the current set."""
+        self._cur._record(Command(kind=CommandKind.ADAPTERS_ADD, names=self._names(names)))
+
+    def default(self) -> None:
+        """Back to the engine's default adapters."""
+        self._cur._record(Command(kind=CommandKind.ADAPTERS_DEFAULT))
+
+    def pop(self) -> None:
+        """Undo the last adapters command on this branch."""
+        self._cur._record(Command(kind=CommandKind.ADAPTERS_POP))
+
+    def show(self) -> tuple[str, ...] | None:
+        """The adapters here: ``None`` = engine default, ``()`` = base model."""
+        return self._cur.state.adapters
+
+
+class ToolCommands(_Handle):
+    """``cur.tools``: tool scope layers (``mp13_toolbox.ToolsScope``) on this branch."""
+
+    def set(self, scope: Any) -> None:
+        """Replace all layers with ``scope``."""
+        self._cur._record(Command(kind=CommandKind.TOOLS_SET, scope=scope))
+
+    def add(self, scope: Any) -> None:
+        """Put one more layer on top."""
+        self._cur._record(Command(kind=CommandKind.TOOLS_ADD, scope=scope))
+
+    def reset(self) -> None:
+        """No layers: every tool in its global (registered) mode."""
+        self._cur._record(Command(kind=CommandKind.TOOLS_RESET))
+
+    def pop(self) -> None:
+        """Undo the last tools command on this branch."""
+        self._cur._record(Command(kind=CommandKind.TOOLS_POP))
+
+    def show(self) -> tuple[Any, ...]:
+        """The scope layers here, bottom first."""
+        return self._cur.state.tool_scopes
+
+    def view(self) -> Any:
+        """The resolved ``ToolsView`` here (needs a toolbox on the context)."""
+        tb = self._cur.context.toolbox
+        if tb is None:
+            raise ContextError("no toolbox on this context; pass ChatContext(..., toolbox=tb)")
+        return tb.view(list(self.show()))
+
+
+class ParamCommands(_Handle):
+    """``cur.params``: generation and runner parameters on this branch."""
+
+    def set(self, **params: Any) -> None:
+        """Set parameters (``name=None`` restores a default). Names: ``_state.PARAMS``."""
+        self._cur._record(Command(kind=CommandKind.PARAMS_SET, params=validate_params(params)))
+
+    def show(self) -> dict[str, Any]:
+        """The parameters set on this branch (without defaults or cursor overrides)."""
+        return dict(self._cur.state.params)
+
+
+class Cursor:
+    """A position in a conversation (see the module docstring)."""
+
+    def __init__(
+        self,
+        context: ChatContext,
+        node_id: str,
+        *,
+        overrides: dict[str, Any] | None = None,
+        own_tip: str | None = None,
+    ) -> None:
+        self.context = context
+        self.node_id = node_id
+        self.overrides: dict[str, Any] = validate_params(overrides or {})
+        self._own_tip = own_tip
+        self._request_id: str | None = None
+        self._busy = False
+        self._closed = False
+        self.system = SystemCommands(self)
+        self.adapters = AdapterCommands(self)
+        self.tools = ToolCommands(self)
+        self.params = ParamCommands(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.conversation_id}/{self.node_id}>"
+
+    # --- reading -----------------------------------------------------------------------
+
+    @property
+    def session(self) -> Any:
+        return self.context.session
+
+    @property
+    def node(self) -> Node:
+        return self.session.node(self.node_id)
+
+    @property
+    def conversation_id(self) -> str:
+        return self.node.conversation_id
+
+    @property
+    def state(self) -> EffectiveState:
+        """The effective state here (recorded commands only; see ``overrides``)."""
+        return self.session.state_at(self.node_id)
+
+    @property
+    def turn(self) -> Turn | None:
+        """The turn here as the model sees it (continuations stitched), if this is a turn."""
+        return stitched(self.session, self.node_id) if self.node.is_turn else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def running(self) -> bool:
+        """Whether an exchange is running on this cursor."""
+        return self._busy
+
+    def path(self) -> list[Node]:
+        return self.session.path(self.node_id)
+
+    def children(self) -> list[Node]:
+        return self.session.children(self.node_id)
+
+    def siblings(self) -> list[Node]:
+        """All children of the parent, this node included, in creation order."""
+        node = self.node
+        return [node] if node.parent_id is None else self.session.children(node.parent_id)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """Exactly the messages the next request from here sends."""
+        return self.session.messages(self.node_id)
+
+    def request(self, **overrides: Any):
+        """The engine ``Request`` the next reply from here would send."""
+        return Exchange(self, None, validate_params(overrides)).request(self.node_id)
+
+    def prompt(self, **overrides: Any) -> str:
+        """The exact prompt text the engine would feed the model for the next reply."""
+        return self._engine().format_prompt(self.request(**overrides))
+
+    def count_tokens(self) -> int:
+        """Tokens of ``prompt()``."""
+        return self._engine().count_tokens(self.prompt())
+
+    def exchange(self) -> list[Turn]:
+        """The turns from the last user turn down to here (each with its ``node_id``)."""
+        out: list[Turn] = []
+        for node in reversed(self.path()):
+            if node.turn is None:
+                continue
+            out.append(attrs.evolve(node.turn, node_id=node.id))
+            if node.turn.role is Role.USER:
+                break
+        out.reverse()
+        return out
+
+    # --- moving ------------------------------------------------------------------------
+
+    def _move(self, node_id: str) -> None:
+        self.node_id = node_id
+
+    def _navigate(self, node_id: str) -> Cursor:
+        self._check_idle()
+        self._move(node_id)
+        self.context._remember(self)
+        return self
+
+    def goto(self, node_id: str) -> Cursor:
+        """Move to any node of this session (another conversation too); returns self."""
+        self.session.node(node_id)
+        return self._navigate(node_id)
+
+    def parent(self) -> Cursor:
+        node = self.node
+        if node.parent_id is None:
+            raise CursorError("already at the root of the conversation; there is no parent")
+        return self._navigate(node.parent_id)
+
+    def child(self, index: int = -1) -> Cursor:
+        """Move to a child (default: the newest)."""
+        kids = self.children()
+        if not kids:
+            raise CursorError("this node has no children; ask something to create one")
+        try:
+            return self._navigate(kids[index].id)
+        except IndexError:
+            raise CursorError(f"child {index} does not exist: this node has {len(kids)}") from None
+
+    def sibling(self, offset: int) -> Cursor:
+        """Move ``offset`` places among the siblings (``+1`` next, ``-1`` previous)."""
+        sibs = self.siblings()
+        i = [s.id for s in sibs].index(self.node_id) + offset
+        if not 0 <= i < len(sibs):
+            raise CursorError(f"no sibling at offset {offset}: {len(sibs)} siblings here")
+        return self._navigate(sibs[i].id)
+
+    def next_sibling(self) -> Cursor:
+        return self.sibling(+1)
+
+    def prev_sibling(self) -> Cursor:
+        return self.sibling(-1)
+
+    def leaf(self) -> Cursor:
+        """Move down the main line to its leaf."""
+        return self._navigate(self.session.leaf(self.node_id).id)
+
+    def root(self) -> Cursor:
+        return self._navigate(self.path()[0].id)
+
+    # --- commands ----------------------------------------------------------------------
+
+    def _record(self, cmd: Command) -> None:
+        self._check_idle()
+        if changes_state(cmd):
+            check_command(self.state, cmd)
+        session = self.session
+        if self._own_tip == self.node_id and not session.has_children(self.node_id):
+            session.add_commands(self.node_id, [cmd])
+        else:
+            node = session.append(self.node_id, NodeKind.PLACEHOLDER, commands=[cmd])
+            self._move(node.id)
+            self._own_tip = node.id
+        self.context._remember(self)
+
+    def log(self, text: str) -> None:
+        """Record a note (for people; never sent to a model, never replayed)."""
+        self._record(Command(kind=CommandKind.LOG, text=text))
+
+    def record_call(self, name: str, **data: Any) -> None:
+        """Record that an API call was made here (e.g. ``engine.adapters.load``); not replayed."""
+        self._record(Command(kind=CommandKind.API_CALL, text=name, data=data))
+
+    def with_params(self, **overrides: Any) -> Cursor:
+        """A new cursor here whose requests use these parameters (not recorded)."""
+        return self.context._register(
+            Cursor(self.context, self.node_id, overrides={**self.overrides, **overrides})
+        )
+
+    # --- branching ---------------------------------------------------------------------
+
+    def clone(self) -> Cursor:
+        """A new cursor at the same node (appending from either makes siblings)."""
+        return self.context._register(Cursor(self.context, self.node_id, overrides=self.overrides))
+
+    def fork(self, label: str = "") -> Cursor:
+        """A new cursor on a new branch (a fork hub below this node); this cursor stays."""
+        self._check_idle()
+        hub = self.session.append(self.node_id, NodeKind.FORK_HUB, label=label)
+        return self.context._register(
+            Cursor(self.context, hub.id, overrides=self.overrides, own_tip=hub.id)
+        )
+
+    def try_out(self, label: str = "try-out") -> TryOut:
+        """Open a try-out branch: ``promote()`` it to the main line (this cursor follows)
+        or ``close()`` it (archived). Try-outs belong to this context's scope."""
+        self._check_idle()
+        hub = self.session.append(self.node_id, NodeKind.FORK_HUB, label=label)
+        t = TryOut(self.context, hub.id, origin=self, overrides=self.overrides, own_tip=hub.id)
+        self.context._open_tryout(t)
+        return t
+
+    async def abatch(
+        self, prompts: Sequence[str], *, on_event: EventCallback | None = None, **overrides: Any
+    ) -> list[Cursor]:
+        """One new branch per prompt under a batch hub, generated together (one engine
+        wave); returns a cursor at each reply. This cursor stays."""
+        self._check_idle()
+        hub = self.session.append(
+            self.node_id, NodeKind.BATCH_HUB, label=f"batch of {len(prompts)}"
+        )
+        kids = [
+            self.context._register(Cursor(self.context, hub.id, overrides=self.overrides))
+            for _ in prompts
+        ]
+        await asyncio.gather(
+            *(k.aask(p, on_event=on_event, **overrides) for k, p in zip(kids, prompts, strict=True))
+        )
+        return kids
+
+    def batch(self, prompts: Sequence[str], **kwargs: Any) -> list[Cursor]:
+        return run_sync(self.abatch(prompts, **kwargs))
+
+    def trim(self, n: int = 1) -> Cursor:
+        """Drop the last ``n`` user turns (and what followed) from this branch, keeping
+        the state commands recorded among them; the dropped part is archived."""
+        self._check_idle()
+        if n <= 0:
+            return self
+        path = self.path()
+        users = [i for i, node in enumerate(path) if node.turn and node.turn.role is Role.USER]
+        if len(users) < n:
+            raise CursorError(f"cannot trim {n} user turns: this branch has {len(users)}")
+        cut = users[-n]
+        commands = [c for node in path[cut:] for c in node.commands if changes_state(c)]
+        self.session.set_archived(path[cut].id)
+        self._move(path[cut - 1].id)
+        self._own_tip = None
+        if commands:
+            node = self.session.append(self.node_id, NodeKind.PLACEHOLDER, commands=commands)
+            self._move(node.id)
+            self._own_tip = node.id
+        self.context._remember(self)
+        return self
+
+    # --- running -----------------------------------------------------------------------
+
+    def _engine(self) -> Any:
+        engine = self.context.engine
+        if engine is None:
+            raise ContextError("no engine on this context; pass ChatContext(session, engine=...)")
+        return engine
+
+    def _check_idle(self) -> None:
+        if self._closed:
+            raise CursorError("this try-out is closed; use the cursor it was opened from")
+        if self._busy:
+            raise CursorError(
+                "this cursor is running an exchange; wait for it, cancel() it, or fork() first"
+            )
+
+    async def _run(
+        self, at: str, on_event: EventCallback | None, overrides: dict[str, Any], **kw: Any
+    ) -> Turn:
+        self._engine()
+        self._check_idle()
+        self._busy = True
+        try:
+            self._move(at)
+            return await Exchange(self, on_event, overrides).run(at, **kw)
+        finally:
+            self._busy = False
+            self._own_tip = None
+            self.context._remember(self)
+
+    async def aask(
+        self, text: str, *, on_event: EventCallback | None = None, **overrides: Any
+    ) -> Turn:
+        """Append a user turn and run the reply loop (tool rounds included); the cursor
+        moves to the last recorded turn. Returns the final assistant turn."""
+        self._engine()
+        self._check_idle()
+        params = validate_params(overrides)
+        user = self.session.append(self.node_id, NodeKind.TURN, Turn(role=Role.USER, text=text))
+        self._move(user.id)
+        await deliver(
+            on_event or self.context.on_event,
+            Event(kind=EventKind.USER, node_id=user.id, turn=user.turn),
+        )
+        return await self._run(user.id, on_event, params)
+
+    def ask(self, text: str, **kwargs: Any) -> Turn:
+        """Sync ``aask`` (works with or without a running event loop; see ``_sync``)."""
+        return run_sync(self.aask(text, **kwargs))
+
+    async def astream(self, text: str, **overrides: Any) -> AsyncIterator[Event]:
+        """``aask`` as an async iterator of ``Event``s; leaving the loop early cancels the
+        reply (recorded as cancelled)."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        task = asyncio.ensure_future(self.aask(text, on_event=queue.put, **overrides))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def aretry(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:
+        """A new reply to the last user turn on this branch, as a sibling of the old one.
+        Commands recorded after the old reply apply to the new one."""
+        self._check_idle()
+        path = self.path()
+        users = [i for i, node in enumerate(path) if node.turn and node.turn.role is Role.USER]
+        if not users:
+            raise CursorError("nothing to retry: there is no user turn on this branch")
+        at = path[users[-1]].id
+        commands = [c for node in path[users[-1] + 1 :] if not node.is_turn for c in node.commands]
+        if commands:
+            at = self.session.append(at, NodeKind.PLACEHOLDER, commands=commands).id
+        return await self._run(at, on_event, validate_params(overrides))
+
+    def retry(self, **kwargs: Any) -> Turn:
+        return run_sync(self.aretry(**kwargs))
+
+    async def acontinue(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:
+        """Continue the last assistant reply on this branch (``continue_final``); the
+        continuation is stitched into the same assistant message."""
+        self._check_idle()
+        for node in reversed(self.path()):
+            if node.turn is not None:
+                if node.turn.role is not Role.ASSISTANT:
+                    break
+                return await self._run(
+                    self.node_id, on_event, validate_params(overrides), continue_first=True
+                )
+        raise CursorError("nothing to continue: the last turn here is not an assistant reply")
+
+    def continue_(self, **kwargs: Any) -> Turn:
+        """Sync ``acontinue`` (``continue`` is a Python keyword)."""
+        return run_sync(self.acontinue(**kwargs))
+
+    def cancel(self) -> bool:
+        """Cancel the running request of this cursor; True if there was one."""
+        rid = self._request_id
+        engine = self.context.engine
+        return bool(rid and engine is not None and engine.cancel(rid))
+
+
+class TryOut(Cursor):
+    """A try-out branch: ``promote()`` or ``close()`` it (see ``Cursor.try_out``)."""
+
+    def __init__(self, context: ChatContext, node_id: str, *, origin: Cursor, **kw: Any) -> None:
+        super().__init__(context, node_id, **kw)
+        self.origin = origin
+        self.hub_id = node_id
+
+    def promote(self) -> Cursor:
+        """Make this branch the main line; the origin cursor moves here. Returns it."""
+        self._check_idle()
+        self.session.set_main_line(self.hub_id)
+        self.origin._move(self.node_id)
+        self.origin._own_tip = None
+        self.context._remember(self.origin)
+        self._finish()
+        return self.origin
+
+    def close(self) -> None:
+        """Abandon this branch: it is archived (kept, but off the main line)."""
+        if self._closed:
+            return
+        self._check_idle()
+        self.session.set_archived(self.hub_id)
+        self._finish()
+
+    def _finish(self) -> None:
+        self._closed = True
+        self.context._close_tryout(self)

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: MIT
+"""The context layer's branch of mp13's exception tree (root: ``Mp13Error``).
+
+::
+
+    Mp13Error                        (mp13_toolbox._errors)
+    └── ContextError
+        ├── NotFoundError            a conversation, node or cursor id that does not exist
+        ├── CursorError              an operation that does not fit the cursor's position
+        │                            (no parent, nothing to retry, closed try-out, ...)
+        ├── CommandError             a command that cannot apply (unknown parameter, nothing to pop)
+        ├── StoreError               SQLite failed, or the file is not an mp13 session
+        │   └── SchemaError          the file has migrations this version does not know
+        └── SerializationError       JSON export/import data of the wrong shape
+
+Engine and tool failures during a turn never raise: they are recorded on the turn
+(``Turn.error``) so nothing is lost. SQLite errors are mapped at the store
+boundary with ``raise ... from exc``. Every message says what went wrong and
+what to do about it.
+"""
+
+from __future__ import annotations
+
+from mp13_toolbox._errors import Mp13Error
+
+
+class ContextError(Mp13Error):
+    """Base of the context layer's errors."""
+
+
+class NotFoundError(ContextError, KeyError):
+    """A conversation, node or cursor id that does not exist in this session."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+class CursorError(ContextError, ValueError):
+    """The operation does not fit where the cursor is (or the cursor is closed)."""
+
+
+class CommandError(ContextError, ValueError):
+    """A command cannot apply: unknown parameter, bad value, nothing to pop."""
+
+
+class StoreError(ContextError):
+    """The SQLite store failed or the file is not an mp13 session."""
+
+
+class SchemaError(StoreError):
+    """The store's schema is newer than this version of mp13 knows."""
+
+
+class SerializationError(ContextError, ValueError):
+    """Exported JSON does not have the shape of an mp13 session."""

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: MIT
+"""Events the runner reports while a turn runs, for front ends (the REPL, apps).
+
+Pass ``on_event=callback`` (sync or async) to ``ask``/``aask``/``retry``/...,
+or iterate ``cursor.astream(text)``. Order for one exchange: ``USER`` (the user
+turn was recorded), then per generation ``REQUEST`` (the engine request id, for
+cancelling), ``REASONING``/``TEXT`` deltas while streaming, ``TOOL_CALL`` as
+calls close, ``TURN`` when the assistant turn is recorded; per tool round one
+``TOOL_RESULT`` per call and a ``TURN`` for the tool turn; finally ``DONE``
+with the final turn. Every recorded node is reported before anything that
+follows it, so a front end can mirror the tree from events alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from mp13_context._model import Turn
+from mp13_toolbox import ToolCall, ToolResult
+
+
+class EventKind(str, enum.Enum):
+    USER = "user"
+    REQUEST = "request"
+    REASONING = "reasoning"
+    TEXT = "text"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    TURN = "turn"
+    DONE = "done"
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """One runner event. ``text`` carries deltas; ``turn``/``node_id`` recorded turns."""
+
+    kind: EventKind
+    text: str = ""
+    node_id: str | None = None
+    request_id: str | None = None
+    turn: Turn | None = None
+    tool_call: ToolCall | None = None
+    tool_result: ToolResult | None = None
+
+
+EventCallback = Callable[[Event], Awaitable[None] | None]
+
+
+async def deliver(callback: EventCallback | None, event: Event) -> None:
+    """Call a sync or async callback with ``event``."""
+    if callback is None:
+        return
+    out: Any = callback(event)
+    if inspect.isawaitable(out):
+        await out

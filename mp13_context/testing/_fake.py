@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: MIT
+"""``FakeEngine``: a scripted stand-in for ``mp13_engine.Engine`` in fast tests.
+
+It satisfies ``EngineClient``. Replies come from a queue of scripted
+``FakeReply``s (``engine.script(...)``), and when the queue is empty from a
+``responder(request) -> FakeReply | str`` (default: an echo of the last user
+message, a pure function of the request, so replays reproduce it).
+
+Behaviour that tests can rely on:
+
+- Every request is recorded in ``requests`` (in arrival order).
+- A reply streams as chunks of ``chunk_size`` characters with ``delay_s``
+  seconds before each chunk; tool calls are emitted after the text, each on its
+  own chunk; the last chunk has ``done=True`` and the ``Response``.
+- ``cancel(id)`` stops a running request after the current chunk: the response
+  has ``finish_reason=CANCELLED`` and the text so far. Task cancellation
+  propagates ``CancelledError`` as a real engine's would.
+- Requests in flight at the same time count as one wave: ``max_in_flight`` is
+  the most seen at once and ``metrics.batch_size`` the number in flight when a
+  request started (plus later joiners in the same event-loop tick).
+- A ``FakeReply(error=...)`` resolves with ``finish_reason=ERROR``;
+  ``FakeReply(raise_exc=...)`` raises from ``agenerate``/``astream``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import attrs
+
+from mp13_engine import Chunk, FinishReason, Request, RequestMetrics, Response
+from mp13_toolbox import ToolCall
+
+
+def _calls(value: Any) -> tuple[ToolCall, ...]:
+    return tuple(value) if value else ()
+
+
+@attrs.frozen(kw_only=True)
+class FakeReply:
+    """One scripted reply."""
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_calls)
+    finish_reason: FinishReason = FinishReason.STOP
+    error: str | None = None
+    raise_exc: BaseException | None = None
+    delay_s: float | None = None  # per chunk; None = the engine's default
+
+
+def echo(request: Request) -> FakeReply:
+    """The default responder: ``"echo: <last user message>"``; continues with ``" (more)"``."""
+    if request.continue_final:
+        return FakeReply(text=" (more)")
+    last = ""
+    for msg in request.messages or ():
+        if msg.get("role") == "user":
+            last = str(msg.get("content", ""))
+    if request.prompt is not None:
+        last = request.prompt
+    return FakeReply(text=f"echo: {last}")
+
+
+Responder = Callable[[Request], "FakeReply | str"]
+
+
+class FakeEngine:
+    """A scripted engine (see the module docstring)."""
+
+    def __init__(
+        self,
+        replies: Iterable[FakeReply | str] = (),
+        *,
+        responder: Responder = echo,
+        chunk_size: int = 4,
+        delay_s: float = 0.0,
+    ) -> None:
+        self._queue: deque[FakeReply] = deque()
+        self.script(*replies)
+        self.responder = responder
+        self.chunk_size = max(1, chunk_size)
+        self.delay_s = delay_s
+        self.requests: list[Request] = []
+        self.cancelled: list[str] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._cancel_flags: set[str] = set()
+        self._running: set[str] = set()
+
+    def script(self, *replies: FakeReply | str) -> FakeEngine:
+        """Queue replies (a ``str`` is a plain text reply); returns the engine."""
+        for r in replies:
+            self._queue.append(FakeReply(text=r) if isinstance(r, str) else r)
+        return self
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not used yet."""
+        return len(self._queue)
+
+    def _next(self, request: Request) -> FakeReply:
+        if self._queue:
+            return self._queue.popleft()
+        reply = self.responder(request)
+        return FakeReply(text=reply) if isinstance(reply, str) else reply
+
+    # --- EngineClient ----------------------------------------------------------------
+
+    def cancel(self, request_id: str) -> bool:
+        if request_id in self._running:
+            self._cancel_flags.add(request_id)
+            self.cancelled.append(request_id)
+            return True
+        return False
+
+    def format_prompt(self, request: Request) -> str:
+        """A ChatML-like rendering: deterministic, enough to count and compare."""
+        if request.prompt is not None:
+            return request.prompt
+        parts = []
+        for m in request.messages or ():
+            extra = ""
+            if m.get("tool_calls"):
+                extra = " " + " ".join(str(c["function"]) for c in m["tool_calls"])
+            parts.append(f"<|im_start|>{m['role']}\n{m.get('content', '')}{extra}<|im_end|>")
+        if request.tools:
+            parts.insert(0, f"<tools>{[t['function']['name'] for t in request.tools]}</tools>")
+        if not request.continue_final:
+            parts.append("<|im_start|>assistant\n")
+        return "\n".join(parts)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    async def agenerate(self, request: Request) -> Response:
+        response = None
+        async for chunk in self.astream(request):
+            if chunk.done:
+                response = chunk.response
+        assert response is not None
+        return response
+
+    async def astream(self, request: Request) -> AsyncIterator[Chunk]:
+        self.requests.append(request)
+        reply = self._next(request)
+        if reply.raise_exc is not None:
+            raise reply.raise_exc
+        start = time.perf_counter()
+        self._running.add(request.id)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        await asyncio.sleep(0)  # let requests gathered with this one join the wave
+        batch = self.in_flight
+        delay = self.delay_s if reply.delay_s is None else reply.delay_s
+        text = ""
+        finish = reply.finish_reason
+        ttft = None
+        try:
+            if reply.error is None:
+                if reply.reasoning:
+                    yield Chunk(id=request.id, reasoning=reply.reasoning)
+                for i in range(0, len(reply.text), self.chunk_size):
+                    if delay:
+                        await asyncio.sleep(delay)
+                    if request.id in self._cancel_flags:
+                        finish = FinishReason.CANCELLED
+                        break
+                    piece = reply.text[i : i + self.chunk_size]
+                    text += piece
+                    ttft = ttft if ttft is not None else time.perf_counter() - start
+                    yield Chunk(id=request.id, text=piece)
+                calls = reply.tool_calls if finish is not FinishReason.CANCELLED else ()
+                for call in calls:
+                    yield Chunk(id=request.id, tool_call=call)
+            else:
+                finish, calls = FinishReason.ERROR, ()
+            total = time.perf_counter() - start
+            completion = self.count_tokens(text)
+            response = Response(
+                id=request.id,
+                text=text,
+                raw_text=text,
+                reasoning=reply.reasoning,
+                tool_calls=calls,
+                finish_reason=finish,
+                error=reply.error,
+                prompt=self.format_prompt(request) if request.return_prompt else None,
+                metrics=RequestMetrics(
+                    prompt_tokens=self.count_tokens(self.format_prompt(request)),
+                    completion_tokens=completion,
+                    ttft_s=ttft,
+                    total_s=total,
+                    tokens_per_s=completion / total if total > 0 else 0.0,
+                    batch_size=batch,
+                    adapters=request.adapters or (),
+                ),
+            )
+            yield Chunk(id=request.id, done=True, response=response)
+        finally:
+            self.in_flight -= 1
+            self._running.discard(request.id)
+            self._cancel_flags.discard(request.id)
