@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``harmony``: OpenAI gpt-oss messages, ``<|channel|>NAME [to=RECIPIENT]<|message|>BODY<|end|>``.
+
+The output after the prompt's ``<|start|>assistant`` is a sequence of
+messages: ``analysis`` bodies are reasoning, ``final`` (and ``commentary``
+without a recipient) bodies are content, and a body addressed ``to=functions.X``
+is a tool call whose body is the JSON arguments, closed by ``<|call|>``.
+Each header (``<|start|>...`` or ``<|channel|>...`` up to ``<|message|>``) is a
+span whose decoder switches the machine into the mode for the body.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from types import MappingProxyType
+
+from mp13_engine.toolcalls._profile import (
+    DecodeContext,
+    MessageStyle,
+    Opener,
+    Profile,
+    Switch,
+)
+from mp13_engine.toolcalls._values import (
+    PayloadError,
+    arguments_object,
+    bare_name,
+    dumps,
+    loads,
+)
+from mp13_toolbox import ToolCall
+
+_BODY_END = ("<|call|>", "<|end|>", "<|return|>")
+_RECIPIENT = re.compile(r"\bto=([^\s<]+)")
+_CHANNEL = re.compile(r"<\|channel\|>\s*([A-Za-z_]+)")
+
+
+def _tool_body(name: str):
+    def decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+        text = payload.strip()
+        return [ToolCall(name=name, arguments=arguments_object(loads(text) if text else None))]
+
+    return decode
+
+
+def _decode_header(payload: str, ctx: DecodeContext) -> Switch:
+    header = ctx.opener_text + payload
+    recipient = _RECIPIENT.search(header)
+    channel = _CHANNEL.search(header)
+    if recipient is not None:
+        name = bare_name(recipient.group(1))
+        if not name:
+            raise PayloadError("empty recipient")
+        return Switch("span", closes=_BODY_END, decode=_tool_body(name))
+    if channel is not None and channel.group(1) == "analysis":
+        return Switch("reasoning", closes=_BODY_END)
+    return Switch("text")
+
+
+def _render(calls: Sequence[ToolCall]) -> str:
+    return "<|start|>assistant".join(
+        f"<|channel|>commentary to=functions.{c.name} <|constrain|>json<|message|>"
+        f"{dumps(c.arguments)}<|call|>"
+        for c in calls
+    )
+
+
+PROFILES = MappingProxyType(
+    {
+        "harmony": Profile(
+            name="harmony",
+            openers=(
+                Opener("<|start|>", ends=("<|message|>",)),
+                Opener("<|channel|>", ends=("<|message|>",)),
+            ),
+            decode=_decode_header,
+            render=_render,
+            stops=("<|end|>", "<|return|>", "<|call|>", "<|endoftext|>"),
+            detect=(r"<\|channel\|>",),
+            messages=MessageStyle(arguments="object"),
+        )
+    }
+)

@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``hermes``: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Hermes, Qwen2.5/3).
+
+One JSON object per ``<tool_call>`` block (a JSON list is accepted too);
+``<think>`` reasoning. As in the reference tooling, a complete JSON payload at
+the end of the output is accepted without its closing tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+
+from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import calls_from_json, dumps
+from mp13_toolbox import ToolCall
+
+
+def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    return calls_from_json(payload.strip())
+
+
+def _render(calls: Sequence[ToolCall]) -> str:
+    return "\n".join(
+        "<tool_call>\n" + dumps({"name": c.name, "arguments": c.arguments}) + "\n</tool_call>"
+        for c in calls
+    )
+
+
+PROFILES = MappingProxyType(
+    {
+        "hermes": Profile(
+            name="hermes",
+            openers=(Opener("<tool_call>", ends=("</tool_call>",)),),
+            decode=_decode,
+            render=_render,
+            reasoning=THINK,
+            close_only_reasoning=True,
+            lenient_eof=True,
+            detect=(r"<tool_call>",),
+            messages=MessageStyle(arguments="object"),
+        )
+    }
+)

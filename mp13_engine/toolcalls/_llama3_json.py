@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``llama3_json``: Llama 3.1-3.3 custom tools, ``{"name": ..., "parameters": {...}}``.
+
+The call is a bare JSON object (optionally after ``<|python_tag|>``); several
+calls are separated by ``;``. ``arguments`` is accepted in place of
+``parameters``. There is no closing tag: the payload ends where its braces
+balance, so a call is emitted the moment its last ``}`` arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+
+from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import calls_from_json, dumps
+from mp13_toolbox import ToolCall
+
+_ARGS_KEYS = ("parameters", "arguments")
+
+
+def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    return calls_from_json(payload.strip(), args_keys=_ARGS_KEYS)
+
+
+def _render(calls: Sequence[ToolCall]) -> str:
+    return "; ".join(dumps({"name": c.name, "parameters": c.arguments}) for c in calls)
+
+
+PROFILES = MappingProxyType(
+    {
+        "llama3_json": Profile(
+            name="llama3_json",
+            openers=(
+                Opener("<|python_tag|>"),
+                Opener(
+                    r'(?:;\s*)?\{\s*"name"',
+                    regex=True,
+                    partial=r';\s*$|(?:;\s*)?\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?)?$',
+                    keep_from="{",
+                ),
+            ),
+            decode=_decode,
+            render=_render,
+            detect=(r"<\|python_tag\|>",),
+            messages=MessageStyle(arguments="object"),
+        )
+    }
+)

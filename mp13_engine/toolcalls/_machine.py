@@ -1,0 +1,340 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The one incremental parser that runs every format's ``Profile``.
+
+Modes: ``text`` (scan for the earliest marker: reasoning open, tool opener,
+stop / wrapper token), ``reasoning`` (until the block's closing tag), ``span``
+(a tool payload until its scanner says it ended) and ``undecided`` (formats
+whose template may open ``<think>`` in the prompt: hold the leading text until
+an opening or closing reasoning tag, or the end, decides what it was).
+
+Invariants:
+- ``parse(text)`` is ``feed(text)`` + ``finish()`` on this machine, and every
+  decision depends only on text already seen that cannot change (a possible
+  marker prefix at the tail is held back), so any split of a text into deltas
+  gives the same final result.
+- Each feed looks only at the new text plus a held-back tail shorter than the
+  longest marker; open spans are scanned incrementally by their scanner.
+- Model output never raises: decoder failures of any kind become an error
+  line, and the span's raw text stays in the content.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mp13_engine.toolcalls._profile import DecodeContext, Opener, Profile, Switch
+from mp13_engine.toolcalls._scan import BracketScan, TagScan, alternation
+from mp13_engine.toolcalls._types import (
+    ContentDelta,
+    ParsedOutput,
+    ReasoningDelta,
+    StreamEvent,
+    ToolCallCompleted,
+)
+from mp13_engine.toolcalls._values import PayloadError, tool_schemas
+from mp13_toolbox import ToolCall
+
+_CONTENT, _REASONING = 0, 1
+
+
+class _Literals:
+    """Literal markers indexed by first character, for the "could this tail start one?" check."""
+
+    def __init__(self, literals: Iterable[str], partials: Sequence[str] = ()) -> None:
+        self.by_first: dict[str, list[str]] = {}
+        for lit in set(literals):
+            self.by_first.setdefault(lit[0], []).append(lit)
+        self.keep = max((len(lit) for lit in literals), default=1) - 1
+        self.partials = [re.compile(p) for p in partials]
+
+    def hold(self, buf: str, pos: int) -> int:
+        """The earliest index >= pos from which ``buf`` may be the start of a marker."""
+        n = len(buf)
+        best = n
+        for i in range(max(pos, n - self.keep), n):
+            cands = self.by_first.get(buf[i])
+            if cands:
+                tail = buf[i:]
+                if any(lit.startswith(tail) for lit in cands):
+                    best = i
+                    break
+        for p in self.partials:
+            m = p.search(buf, pos)
+            if m is not None and m.start() < best:
+                best = m.start()
+        return best
+
+
+class _Span:
+    """An open tool-call span: where its raw text and payload start, and its scanner."""
+
+    __slots__ = ("decode", "opener", "opener_text", "payload_start", "raw_start", "scanner")
+
+    def __init__(self, opener, opener_text, raw_start, payload_start, scanner, decode) -> None:
+        self.opener: Opener = opener
+        self.opener_text: str = opener_text
+        self.raw_start: int = raw_start
+        self.payload_start: int = payload_start
+        self.scanner: Any = scanner
+        self.decode = decode
+
+
+class StreamMachine:
+    """Incremental parser state for one output of one format (see the module docstring)."""
+
+    def __init__(self, profile: Profile, tools: Any = None, in_reasoning: bool | None = None):
+        p = profile
+        self._p = p
+        self._schemas = tool_schemas(tools)
+        self._scratch: dict[str, Any] = {}
+        self._buf = ""
+        self._pos = 0
+        self._base = 0  # absolute offset of self._buf[0], for error messages
+        self._events: list[StreamEvent] = []
+        self._parts: tuple[list[str], list[str]] = ([], [])
+        self._pending = ["", ""]  # trailing whitespace not yet known to be inner
+        self._started = [False, False]
+        self._calls: list[ToolCall] = []
+        self._errors: list[str] = []
+        self._span: _Span | None = None
+        self._done = False
+
+        opens = [o for o, _ in p.reasoning]
+        closes = [c for _, c in p.reasoning]
+        drops = sorted(set(p.stops) | set(p.wrappers) | set(closes), key=len, reverse=True)
+        alts = [f"(?P<r{i}>{re.escape(o)})" for i, o in enumerate(opens)]
+        alts += [f"(?P<o{i}>{o.source()})" for i, o in enumerate(p.openers) if not o.regex]
+        if drops:
+            alts.append(f"(?P<s>{alternation(drops)})")
+        alts += [f"(?P<o{i}>{o.source()})" for i, o in enumerate(p.openers) if o.regex]
+        self._text_re = re.compile("|".join(alts)) if alts else None
+        self._text_lits = _Literals(
+            [*opens, *drops, *(o.pattern for o in p.openers if not o.regex)],
+            [o.partial for o in p.openers if o.regex and o.partial],
+        )
+        self._modes = {
+            "text": self._text,
+            "reasoning": self._reasoning,
+            "span": self._span_step,
+            "undecided": self._undecided,
+        }
+        self._reason_re: re.Pattern[str] | None = None
+        self._reason_lits = _Literals(())
+        if in_reasoning is None:
+            self._mode = "undecided" if p.close_only_reasoning and p.reasoning else "text"
+        elif in_reasoning and p.reasoning:
+            self._enter_reasoning((p.reasoning[0][1],))
+        else:
+            self._mode = "text"
+        if self._mode == "undecided":
+            self._und_re = re.compile(f"(?P<c>{alternation(closes)})|(?P<r>{alternation(opens)})")
+            self._und_keep = max(len(t) for t in (*opens, *closes)) - 1
+            self._und_from = 0
+
+    # -- public surface used by StreamParser ---------------------------------------------------
+
+    def feed(self, delta: str) -> list[StreamEvent]:
+        if delta and not self._done:
+            self._buf += delta
+            self._run(final=False)
+        events, self._events = self._events, []
+        return events
+
+    def close(self) -> list[StreamEvent]:
+        if not self._done:
+            self._run(final=True)
+            self._done = True
+        events, self._events = self._events, []
+        return events
+
+    def result(self) -> ParsedOutput:
+        self.close()
+        return ParsedOutput(
+            content="".join(self._parts[_CONTENT]),
+            reasoning="".join(self._parts[_REASONING]),
+            tool_calls=tuple(self._calls),
+            errors=tuple(self._errors),
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _run(self, final: bool) -> None:
+        while self._modes[self._mode](final):
+            pass
+        if self._pos:
+            self._buf = self._buf[self._pos :]
+            self._base += self._pos
+            if self._span is not None:
+                self._span.raw_start -= self._pos
+                self._span.payload_start -= self._pos
+            self._rebase(self._pos)
+            self._pos = 0
+
+    def _rebase(self, shift: int) -> None:
+        if self._span is not None:
+            self._span.scanner.shift(shift)
+        if self._mode == "undecided":
+            self._und_from = max(0, self._und_from - shift)
+
+    # -- emission -----------------------------------------------------------------------------
+
+    def _emit(self, kind: int, text: str) -> None:
+        if not text:
+            return
+        if not self._started[kind]:
+            text = text.lstrip()
+            if not text:
+                return
+            self._started[kind] = True
+        body = text.rstrip()
+        if not body:
+            self._pending[kind] += text
+            return
+        out = self._pending[kind] + body
+        self._pending[kind] = text[len(body) :]
+        self._parts[kind].append(out)
+        self._events.append(ContentDelta(out) if kind == _CONTENT else ReasoningDelta(out))
+
+    def _error(self, where: int, reason: str) -> None:
+        self._errors.append(
+            f"{self._p.name}: {reason} (tool-call markup at offset {self._base + where}); "
+            "no call was made and the text was kept as content"
+        )
+
+    # -- modes --------------------------------------------------------------------------------
+
+    def _text(self, final: bool) -> bool:
+        buf, pos = self._buf, self._pos
+        m = self._text_re.search(buf, pos) if self._text_re is not None else None
+        if m is None:
+            end = len(buf) if final else self._text_lits.hold(buf, pos)
+            self._emit(_CONTENT, buf[pos:end])
+            self._pos = end
+            return False
+        self._emit(_CONTENT, buf[pos : m.start()])
+        group = m.lastgroup or "s"
+        if group == "s":
+            self._pos = m.end()
+        elif group[0] == "r":
+            self._pos = m.end()
+            self._enter_reasoning((self._p.reasoning[int(group[1:])][1],))
+        else:
+            self._open_span(self._p.openers[int(group[1:])], m)
+        return True
+
+    def _enter_reasoning(self, closes: Sequence[str]) -> None:
+        stops = [s for s in self._p.stops if s not in closes]
+        parts = [f"(?P<c>{alternation(closes)})"]
+        if stops:
+            parts.append(f"(?P<s>{alternation(stops)})")
+        self._reason_re = re.compile("|".join(parts))
+        self._reason_lits = _Literals([*closes, *stops])
+        self._mode = "reasoning"
+
+    def _reasoning(self, final: bool) -> bool:
+        buf, pos = self._buf, self._pos
+        assert self._reason_re is not None
+        m = self._reason_re.search(buf, pos)
+        if m is None:
+            end = len(buf) if final else self._reason_lits.hold(buf, pos)
+            self._emit(_REASONING, buf[pos:end])
+            self._pos = end
+            return False
+        self._emit(_REASONING, buf[pos : m.start()])
+        self._pos = m.end()
+        if m.lastgroup == "c":
+            self._mode = "text"
+            if self._started[_REASONING] and not self._pending[_REASONING]:
+                self._pending[_REASONING] = "\n"
+        return True
+
+    def _undecided(self, final: bool) -> bool:
+        buf, pos = self._buf, self._pos
+        m = self._und_re.search(buf, max(pos, self._und_from))
+        if m is not None and m.lastgroup == "c":
+            region = buf[pos : m.start()]
+            if self._p.stops:
+                region = re.sub(alternation(self._p.stops), "", region)
+            self._emit(_REASONING, region)
+            if self._started[_REASONING]:
+                self._pending[_REASONING] = "\n"
+            self._pos = m.end()
+            self._mode = "text"
+            return True
+        if m is not None or final:
+            self._mode = "text"
+            return True
+        self._und_from = max(pos, len(buf) - self._und_keep)
+        return False
+
+    def _open_span(self, opener: Opener, m: re.Match[str]) -> None:
+        text = m.group()
+        start = m.end()
+        if opener.keep_from is not None and opener.keep_from in text:
+            start = m.start() + text.index(opener.keep_from)
+        if opener.ends:
+            scanner: Any = TagScan(m.end(), opener.ends, self._p.stops)
+        else:
+            scanner = BracketScan(start, self._p.stops, after=opener.after, quotes=opener.quotes)
+        self._span = _Span(opener, text, m.start(), start, scanner, self._p.decode)
+        self._pos = m.start()
+        self._mode = "span"
+
+    def _span_step(self, final: bool) -> bool:
+        span = self._span
+        assert span is not None
+        buf = self._buf
+        res = span.scanner.scan(buf, final)
+        if res is None:
+            return False
+        how, payload_end, consume_end = res
+        self._span = None
+        self._mode = "text"
+        raw_start = span.raw_start
+        if how == "reject":
+            opener_end = raw_start + len(span.opener_text)
+            self._emit(_CONTENT, buf[raw_start:opener_end])
+            self._pos = opener_end
+            return True
+        self._pos = consume_end
+        raw_end = consume_end if how == "end" else payload_end
+        if how == "cut" and not self._p.lenient_eof:
+            self._error(raw_start, "truncated tool call: its closing marker never came")
+            self._emit(_CONTENT, buf[raw_start:raw_end])
+            return True
+        payload = buf[span.payload_start : payload_end]
+        ctx = DecodeContext(self._schemas, span.opener, span.opener_text, self._scratch)
+        try:
+            result = span.decode(payload, ctx)
+            if not isinstance(result, Switch) and not result:
+                raise PayloadError("no tool call in the markup")
+        except PayloadError as exc:
+            reason = str(exc)
+            if how == "cut":
+                reason = f"truncated tool call ({reason})"
+            self._error(raw_start, f"malformed tool call: {reason}")
+            self._emit(_CONTENT, buf[raw_start:raw_end])
+            return True
+        except Exception as exc:  # a decoder bug must not break the stream: report it instead
+            self._error(raw_start, f"could not decode tool call ({type(exc).__name__}: {exc})")
+            self._emit(_CONTENT, buf[raw_start:raw_end])
+            return True
+        if isinstance(result, Switch):
+            self._switch(result, raw_start, consume_end)
+            return True
+        for call in result:
+            self._events.append(ToolCallCompleted(call, len(self._calls)))
+            self._calls.append(call)
+        return True
+
+    def _switch(self, switch: Switch, raw_start: int, consume_end: int) -> None:
+        if switch.mode == "reasoning":
+            self._enter_reasoning(switch.closes)
+        elif switch.mode == "span":
+            scanner = TagScan(consume_end, switch.closes, self._p.stops)
+            opener = Opener("", ends=switch.closes)
+            self._span = _Span(opener, "", raw_start, consume_end, scanner, switch.decode)
+            self._pos = raw_start
+            self._mode = "span"

@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Messages going back to the model, in the shape each format's chat template expects.
+
+Canonical input (OpenAI-shaped): an assistant message with ``tool_calls``
+``[{"id", "type": "function", "function": {"name", "arguments": dict}}]`` and
+tool results ``{"role": "tool", "tool_call_id", "name", "content"}``.
+``prepare_messages`` adapts them per the profile's ``MessageStyle``: arguments
+as a JSON object or JSON text, call ids rewritten to what the template accepts
+(Mistral: 9 alphanumerics, the same mapping for the call and its result),
+calls written into the content for templates that ignore ``tool_calls``, and
+the tool role renamed where the template wants another name. The input is
+never modified. ``tools_system_prompt`` is the documented block that carries
+tool specs in a system message for templates without tool support.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from mp13_engine.toolcalls._registry import get_profile
+from mp13_engine.toolcalls._values import PayloadError, arguments_object, dumps
+from mp13_toolbox import ToolCall
+
+_ALNUM = string.ascii_letters + string.digits
+
+
+def mistral_id(call_id: str | None, index: int) -> str:
+    """A 9-character alphanumeric id: kept if already one, else derived deterministically."""
+    if call_id and len(call_id) == 9 and call_id.isalnum() and call_id.isascii():
+        return call_id
+    seed = call_id if call_id else f"call-{index}"
+    digest = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big")
+    out = []
+    for _ in range(9):
+        digest, r = divmod(digest, len(_ALNUM))
+        out.append(_ALNUM[r])
+    return "".join(out)
+
+
+def kimi_id(call: ToolCall, index: int) -> str:
+    """Kimi K2 ids are ``functions.NAME:N``; others are rewritten to that form."""
+    if call.id and call.id.startswith("functions.") and ":" in call.id:
+        return call.id
+    return f"functions.{call.name}:{index}"
+
+
+#: Id rewriting per ``MessageStyle.ids``: (call, running index) -> id the template accepts.
+ID_STYLES = MappingProxyType(
+    {
+        "mistral9": lambda call, index: mistral_id(call.id, index),
+        "kimi": kimi_id,
+    }
+)
+
+
+def _call(entry: Mapping[str, Any]) -> ToolCall:
+    fn = entry.get("function", entry)
+    try:
+        args = arguments_object(fn.get("arguments"))
+    except PayloadError:
+        args = {}
+    return ToolCall(name=str(fn.get("name", "")), arguments=args, id=entry.get("id"))
+
+
+def prepare_messages(messages: Iterable[Mapping[str, Any]], format: str) -> list[dict[str, Any]]:
+    """Canonical OpenAI-shaped messages adapted to ``format``'s chat template (new dicts)."""
+    profile = get_profile(format)
+    style = profile.messages
+    ids: dict[str, str] = {}
+    unanswered: list[str] = []
+    counter = 0
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        msg = dict(message)
+        role = msg.get("role")
+        if role == "assistant" and msg.get("tool_calls"):
+            calls = [_call(tc) for tc in msg["tool_calls"]]
+            rewrite = ID_STYLES.get(style.ids)
+            if rewrite is not None:
+                fixed = []
+                for call in calls:
+                    new = rewrite(call, counter)
+                    counter += 1
+                    if call.id:
+                        ids[call.id] = new
+                    fixed.append(ToolCall(call.name, call.arguments, new))
+                calls = fixed
+            unanswered = [c.id for c in calls if c.id]
+            if style.calls_in_content:
+                text = (msg.get("content") or "").strip()
+                rendered = profile.render(calls)
+                msg["content"] = f"{text}\n{rendered}" if text else rendered
+                msg.pop("tool_calls")
+            else:
+                msg["tool_calls"] = [_wire(call, style.arguments, style.ids) for call in calls]
+                if msg.get("content") is None:
+                    msg["content"] = style.content_none
+        elif role == "tool":
+            msg["role"] = style.tool_role
+            content = msg.get("content")
+            if not isinstance(content, str):
+                content = json.dumps(content, ensure_ascii=False)
+            msg["content"] = style.tool_content.format(content=content)
+            call_id = msg.get("tool_call_id")
+            if call_id in ids:
+                msg["tool_call_id"] = ids[call_id]
+            elif ID_STYLES.get(style.ids) is not None and call_id:
+                msg["tool_call_id"] = ID_STYLES[style.ids](
+                    ToolCall(str(msg.get("name", "")), {}, call_id), counter
+                )
+            elif not call_id and unanswered:
+                msg["tool_call_id"] = unanswered[0]
+            if msg.get("tool_call_id") in unanswered:
+                unanswered.remove(msg["tool_call_id"])
+        out.append(msg)
+    return out
+
+
+def _wire(call: ToolCall, arguments: str, ids: str) -> dict[str, Any]:
+    args: Any = dumps(call.arguments) if arguments == "string" else dict(call.arguments)
+    entry: dict[str, Any] = {"type": "function", "function": {"name": call.name, "arguments": args}}
+    if call.id is not None and ids != "none":
+        entry["id"] = call.id
+    return entry
+
+
+def _spec(tool: Any) -> dict[str, Any]:
+    spec = tool.to_openai() if hasattr(tool, "to_openai") else dict(tool)
+    if "function" not in spec:
+        spec = {"type": "function", "function": spec}
+    return spec
+
+
+def tools_system_prompt(tools: Iterable[Any], format: str) -> str:
+    """A system-message block describing ``tools`` and ``format``'s call syntax.
+
+    For chat templates without tool support. Shape (documented, stable)::
+
+        # Tools
+
+        You can call the functions described below (one JSON object each, OpenAI format):
+        <tools>
+        {"type": "function", "function": {...}}
+        </tools>
+
+        To call functions, reply with exactly this syntax (several calls may follow each other):
+        <example call in the format's wire syntax>
+        Each result comes back to you in a tool message.
+    """
+    lines = "\n".join(dumps(_spec(t)) for t in tools)
+    example = get_profile(format).render([ToolCall("function_name", {"argument": "value"})])
+    return (
+        "# Tools\n\n"
+        "You can call the functions described below (one JSON object each, OpenAI format):\n"
+        f"<tools>\n{lines}\n</tools>\n\n"
+        "To call functions, reply with exactly this syntax "
+        "(several calls may follow each other):\n"
+        f"{example}\n"
+        "Each result comes back to you in a tool message."
+    )

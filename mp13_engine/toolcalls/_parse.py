@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Public parsing entry points: ``parse`` (whole text) and ``StreamParser`` (deltas).
+
+``parse`` is a ``StreamParser`` fed the whole text at once, so the two cannot
+disagree: for any split of a text into deltas the stream's ``finish()`` equals
+``parse`` of the text, and the ``ToolCallCompleted`` events it emitted carry
+exactly the final calls. Neither raises on model output.
+
+``in_reasoning``: ``True`` when the prompt already opened the reasoning block
+(e.g. it ends with ``<think>``), ``False`` when it did not; ``None`` (default)
+lets formats that support it detect a leading ``...</think>`` by holding the
+leading text until a reasoning tag or the end decides. Streaming callers that
+know the prompt should pass a bool (see ``prompt_opens_reasoning``) so content
+streams at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from mp13_engine.toolcalls._machine import StreamMachine
+from mp13_engine.toolcalls._registry import get_profile
+from mp13_engine.toolcalls._types import ParsedOutput, StreamEvent
+
+
+class StreamParser:
+    """Incremental parser for one model output: ``feed`` deltas, then ``finish``."""
+
+    def __init__(
+        self, format: str, tools: Iterable[Any] | None = None, *, in_reasoning: bool | None = None
+    ) -> None:
+        self.format = format
+        self._machine = StreamMachine(get_profile(format), tools, in_reasoning)
+
+    def feed(self, delta: str) -> list[StreamEvent]:
+        """Events (content / reasoning deltas, completed calls) that ``delta`` made certain."""
+        return self._machine.feed(delta)
+
+    def close(self) -> list[StreamEvent]:
+        """End of output: the events still held back (idempotent)."""
+        return self._machine.close()
+
+    def finish(self) -> ParsedOutput:
+        """End of output (``close`` if not done) and the whole result."""
+        return self._machine.result()
+
+
+def parse(
+    text: str,
+    format: str,
+    tools: Iterable[Any] | None = None,
+    *,
+    in_reasoning: bool | None = None,
+) -> ParsedOutput:
+    """Split a whole model output into content, reasoning, tool calls and errors."""
+    parser = StreamParser(format, tools, in_reasoning=in_reasoning)
+    parser.feed(text)
+    return parser.finish()
+
+
+def prompt_opens_reasoning(prompt: str, format: str) -> bool:
+    """Whether a rendered prompt ends inside an opened reasoning block (``...<think>\\n``)."""
+    tail = prompt.rstrip()
+    return any(tail.endswith(open_tag) for open_tag, _ in get_profile(format).reasoning)

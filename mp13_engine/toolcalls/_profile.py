@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a wire format is, as data: how its tool markup opens and closes, how to decode it.
+
+A ``Profile`` is an immutable description that the shared stream machine
+(``_machine``) runs; a format module only supplies its markers, its payload
+decoder and its renderer. Invariants: openers' regexes never end in an
+optional part (so a match found in a prefix of the text is the match found in
+the whole text), and a profile holds no mutable state, so one profile serves
+any number of parsers at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from mp13_toolbox import ToolCall
+
+#: End-of-turn / stop markers that are never content, in any format.
+COMMON_STOPS: tuple[str, ...] = (
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_turn>",
+    "</s>",
+)
+
+THINK = (("<think>", "</think>"),)
+
+
+@attrs.frozen
+class Opener:
+    """How one kind of tool-call span starts and ends.
+
+    ``pattern`` is literal text unless ``regex`` is set (then ``partial`` is a
+    regex, anchored with ``$``, matching an incomplete opener at the end of a
+    buffer). The payload starts right after the match, or at the first
+    ``keep_from`` character inside it (openers that are part of the payload,
+    such as ``{"name"``). ``ends`` are the closing tags; without them the
+    payload is one balanced bracket value (after the ``after`` literal, if set)
+    whose strings use the ``quotes`` characters.
+    """
+
+    pattern: str
+    ends: tuple[str, ...] = ()
+    regex: bool = False
+    partial: str | None = None
+    keep_from: str | None = None
+    after: str | None = None
+    quotes: str = '"'
+    kind: str = ""
+
+    @property
+    def literal(self) -> str | None:
+        return None if self.regex else self.pattern
+
+    def source(self) -> str:
+        return self.pattern if self.regex else re.escape(self.pattern)
+
+
+@attrs.frozen
+class DecodeContext:
+    """What a payload decoder may look at besides the payload text."""
+
+    schemas: Mapping[str, Mapping[str, Any]]
+    opener: Opener
+    opener_text: str
+    state: dict[str, Any]  # per-parser scratch space (harmony keeps its last header here)
+
+
+@attrs.frozen
+class Switch:
+    """A decoder result that changes the machine's mode instead of yielding calls.
+
+    ``mode`` is ``"text"``, ``"reasoning"`` (until one of ``closes``) or
+    ``"span"`` (a tool payload until one of ``closes``, decoded by ``decode``).
+    """
+
+    mode: str
+    closes: tuple[str, ...] = ()
+    decode: Callable[[str, DecodeContext], Any] | None = None
+
+
+@attrs.frozen
+class MessageStyle:
+    """How canonical OpenAI-shaped messages are adapted to a format's chat template."""
+
+    arguments: str = "object"  # "object" or "string" (JSON text)
+    ids: str = "keep"  # "keep", "none", or a key of _messages.ID_STYLES ("mistral9", "kimi")
+    calls_in_content: bool = False  # the template ignores tool_calls: write them into content
+    tool_role: str = "tool"
+    tool_content: str = "{content}"  # str.format template for a tool result's content
+    content_none: str = ""  # what a missing assistant content becomes
+
+
+Decoder = Callable[[str, DecodeContext], "list[ToolCall] | Switch"]
+Renderer = Callable[[Sequence[ToolCall]], str]
+
+
+@attrs.frozen
+class Profile:
+    """One wire format: markers, decoder, renderer, template signature, message style."""
+
+    name: str
+    openers: tuple[Opener, ...]
+    decode: Decoder
+    render: Renderer
+    reasoning: tuple[tuple[str, str], ...] = ()
+    close_only_reasoning: bool = False  # "...</think>" when the prompt opened the block
+    stops: tuple[str, ...] = COMMON_STOPS
+    wrappers: tuple[str, ...] = ()  # format tokens dropped wherever they appear
+    lenient_eof: bool = False  # accept a complete payload that misses its closing tag
+    detect: tuple[str, ...] = ()  # regexes: a template matching any of them uses this format
+    messages: MessageStyle = MessageStyle()
+    doc: str = ""

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Incremental span terminators: where does a tool-call payload end?
+
+A scanner is created when a span opens and is asked, after every feed,
+whether the payload is complete. It keeps its position, so each character is
+examined about once however the text is split (no re-scan of the buffer).
+Results: ``None`` (need more text), ``("end", payload_end, consume_end)``,
+``("cut", payload_end, consume_end)`` (a stop marker or the end of the text
+came first: the payload may be truncated), or ``("reject", 0, 0)`` (the opener
+was not followed by a bracket: it was ordinary text).
+Invariant: the result for a buffer depends only on the buffer's text, never
+on how it was split, because complete markers are looked for from positions
+that were safe to skip (a partial marker at the tail is looked at again).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_OPEN = "([{"
+_CLOSE = ")]}"
+_NONSPACE = re.compile(r"\S")
+
+
+def alternation(tags: Sequence[str]) -> str:
+    """A regex matching any of the literal ``tags`` (longest first)."""
+    return "|".join(re.escape(t) for t in sorted(set(tags), key=len, reverse=True))
+
+
+class TagScan:
+    """The payload ends at the first closing tag; a stop marker first means it was cut."""
+
+    def __init__(self, start: int, ends: Sequence[str], stops: Sequence[str]) -> None:
+        stops = [s for s in stops if s not in ends]
+        parts = [f"(?P<e>{alternation(ends)})"]
+        if stops:
+            parts.append(f"(?P<s>{alternation(stops)})")
+        self._re = re.compile("|".join(parts))
+        self._keep = max(len(t) for t in (*ends, *stops)) - 1
+        self._from = start
+
+    def shift(self, n: int) -> None:
+        """The buffer lost its first ``n`` characters."""
+        self._from = max(0, self._from - n)
+
+    def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
+        m = self._re.search(buf, self._from)
+        if m:
+            return ("end" if m.lastgroup == "e" else "cut", m.start(), m.end())
+        if final:
+            return ("cut", len(buf), len(buf))
+        self._from = max(self._from, len(buf) - self._keep)
+        return None
+
+
+class BracketScan:
+    """The payload is one balanced bracket value, optionally after an ``after`` literal."""
+
+    def __init__(
+        self, start: int, stops: Sequence[str], *, after: str | None = None, quotes: str = '"'
+    ) -> None:
+        self._i = start
+        self._after = after
+        self._phase = 0 if after else 1  # 0: find `after`; 1: find the bracket; 2: in the value
+        self._depth = 0
+        self._quote: str | None = None
+        self._quotes = quotes
+        self._tok = re.compile("[" + re.escape(_OPEN + _CLOSE + quotes + "\\") + "]")
+        self._stop_re = re.compile(alternation(stops)) if stops else None
+        self._stop_keep = max((len(s) for s in stops), default=1) - 1
+        self._stop_from = start
+
+    def shift(self, n: int) -> None:
+        """The buffer lost its first ``n`` characters."""
+        self._i = max(0, self._i - n)
+        self._stop_from = max(0, self._stop_from - n)
+
+    def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
+        stop = None
+        if self._stop_re is not None:
+            stop = self._stop_re.search(buf, self._stop_from)
+            if stop is None:
+                self._stop_from = max(self._stop_from, len(buf) - self._stop_keep)
+        limit = stop.start() if stop else len(buf)
+        end = self._advance(buf, limit)
+        if end == -1:
+            return ("reject", 0, 0)
+        if end is not None:
+            return ("end", end, end)
+        if stop is not None:
+            return ("cut", stop.start(), stop.end())
+        if final:
+            return ("cut", len(buf), len(buf))
+        return None
+
+    def _advance(self, buf: str, limit: int) -> int | None:
+        if self._phase == 0:
+            assert self._after is not None
+            idx = buf.find(self._after, self._i, limit)
+            if idx < 0:
+                self._i = max(self._i, limit - len(self._after) + 1)
+                return None
+            self._i = idx + len(self._after)
+            self._phase = 1
+        if self._phase == 1:
+            m = _NONSPACE.search(buf, self._i, limit)
+            if m is None:
+                self._i = max(self._i, limit)
+                return None
+            if m.group() not in _OPEN:
+                return -1
+            self._phase = 2
+            self._i = m.start()
+        i, depth, quote, tok = self._i, self._depth, self._quote, self._tok
+        try:
+            while True:
+                m = tok.search(buf, i, limit)
+                if m is None:
+                    i = max(i, limit)
+                    return None
+                ch = m.group()
+                j = m.start()
+                if quote is not None:
+                    if ch == "\\":
+                        if j + 1 >= limit:
+                            i = j  # look at the escape again once its character is here
+                            return None
+                        i = j + 2
+                        continue
+                    if ch == quote:
+                        quote = None
+                elif ch in self._quotes:
+                    quote = ch
+                elif ch in _OPEN:
+                    depth += 1
+                elif ch in _CLOSE:
+                    depth -= 1
+                    if depth <= 0:
+                        i = j + 1
+                        return j + 1
+                i = j + 1
+        finally:
+            self._i, self._depth, self._quote = i, depth, quote

@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Values produced by the tool-call parsers: the parse result and the stream events.
+
+Invariants: ``ParsedOutput.content`` and ``reasoning`` are trimmed text with no
+tool-call markup, no reasoning markup and no stop markers; ``tool_calls`` holds
+only complete calls (a malformed or truncated payload never yields a partial
+call); ``errors`` has one human-readable line per payload that was rejected.
+Concatenating a stream's ``ContentDelta.text`` values gives the final
+``content`` exactly (likewise for reasoning), and its ``ToolCallCompleted``
+events carry exactly the final ``tool_calls``, in order.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import attrs
+
+from mp13_toolbox import ToolCall
+
+
+def _tuple(value: object) -> tuple:
+    return tuple(value) if value is not None else ()  # type: ignore[arg-type]
+
+
+@attrs.frozen
+class ParsedOutput:
+    """Model output split into visible content, reasoning and tool calls."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
+    errors: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
+class ContentDelta:
+    """A piece of visible content, emitted as soon as it cannot be the start of markup."""
+
+    text: str
+
+
+@attrs.frozen
+class ReasoningDelta:
+    """A piece of reasoning text (``<think>`` blocks, harmony analysis channel, ...)."""
+
+    text: str
+
+
+@attrs.frozen
+class ToolCallCompleted:
+    """A tool call whose payload has just closed; ``index`` counts calls from 0."""
+
+    call: ToolCall
+    index: int
+
+
+StreamEvent = Union[ContentDelta, ReasoningDelta, ToolCallCompleted]  # noqa: UP007 (runtime alias on 3.10)

@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Payload decoding shared by the formats: JSON calls, Python-literal calls, schema conversion.
+
+Every decoder here either returns complete ``ToolCall`` values or raises
+``PayloadError`` with a short reason; the stream machine turns that into "no
+call, raw text kept in content, error recorded". Nothing here evaluates code:
+Python-literal payloads are read with ``ast`` and a whitelist of literal nodes.
+Arguments are always a JSON object (``dict``); names are always bare (no
+``functions.`` prefix, no ``:N`` suffix).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mp13_toolbox import ToolCall
+
+
+class PayloadError(Exception):
+    """A tool-call payload is malformed; the message says how (internal, never escapes)."""
+
+
+_INDEX_SUFFIX = re.compile(r":\d+$")
+
+
+def bare_name(name: str) -> str:
+    """Strip the ``functions.`` namespace and a ``:N`` index suffix from a tool name."""
+    name = name.strip()
+    name = _INDEX_SUFFIX.sub("", name)
+    if name.startswith("functions."):
+        name = name[len("functions.") :]
+    return name
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` that raises ``PayloadError`` (with the position) instead."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise PayloadError(f"invalid JSON ({exc})") from exc
+
+
+def arguments_object(value: Any) -> dict[str, Any]:
+    """Normalise an ``arguments`` value: dict as is, JSON string decoded, missing -> ``{}``."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        value = loads(value)
+    if not isinstance(value, dict):
+        raise PayloadError(f"arguments must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def call_from_obj(
+    obj: Any, *, args_keys: tuple[str, ...] = ("arguments", "parameters")
+) -> ToolCall:
+    """A ``{"name": ..., "arguments": ...}`` object (OpenAI nesting accepted) as a ``ToolCall``."""
+    if not isinstance(obj, dict):
+        raise PayloadError(f"a tool call must be a JSON object, got {type(obj).__name__}")
+    if isinstance(obj.get("function"), dict):
+        inner = dict(obj["function"])
+        inner.setdefault("id", obj.get("id"))
+        obj = inner
+    name = obj.get("name")
+    if not isinstance(name, str) or not bare_name(name):
+        raise PayloadError("a tool call needs a non-empty string 'name'")
+    args: Any = None
+    for key in args_keys:
+        if key in obj:
+            args = obj[key]
+            break
+    call_id = obj.get("id")
+    return ToolCall(
+        name=bare_name(name),
+        arguments=arguments_object(args),
+        id=str(call_id) if isinstance(call_id, (str, int)) and str(call_id) else None,
+    )
+
+
+def calls_from_json(text: str, *, args_keys: tuple[str, ...] = ("arguments", "parameters")):
+    """One JSON object or a JSON array of objects, as a list of ``ToolCall``."""
+    value = loads(text)
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise PayloadError("empty list of tool calls")
+    return [call_from_obj(item, args_keys=args_keys) for item in items]
+
+
+# --- schema-based conversion of raw-text parameter values -------------------------------------
+
+
+def tool_schemas(tools: Iterable[Any] | None) -> dict[str, dict[str, Any]]:
+    """Map tool name -> JSON-schema ``parameters`` from OpenAI-style specs (or ``ToolSpec``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools or ():
+        spec = tool.to_openai() if hasattr(tool, "to_openai") else tool
+        if not isinstance(spec, Mapping):
+            continue
+        fn = spec.get("function", spec)
+        if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters")
+            out[fn["name"]] = dict(params) if isinstance(params, Mapping) else {}
+    return out
+
+
+def param_schema(schemas: Mapping[str, Mapping[str, Any]], tool: str, param: str) -> Any:
+    """The JSON schema of one parameter, or ``None`` when the tool or parameter is unknown."""
+    props = (schemas.get(tool) or {}).get("properties")
+    if isinstance(props, Mapping):
+        return props.get(param)
+    return None
+
+
+def param_order(schemas: Mapping[str, Mapping[str, Any]], tool: str) -> list[str]:
+    """Parameter names of a tool in schema order (for positional arguments)."""
+    props = (schemas.get(tool) or {}).get("properties")
+    return list(props) if isinstance(props, Mapping) else []
+
+
+_PY_WORDS = {"True": True, "False": False, "None": None, "true": True, "false": False}
+_PY_WORDS["null"] = None
+
+
+def _schema_types(schema: Any) -> list[str]:
+    if not isinstance(schema, Mapping):
+        return []
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return [kind]
+    if isinstance(kind, list):
+        return [k for k in kind if isinstance(k, str)]
+    types: list[str] = []
+    for key in ("anyOf", "oneOf"):
+        for sub in schema.get(key) or ():
+            types.extend(_schema_types(sub))
+    if not types and "enum" in schema:
+        types = sorted({_json_type(v) for v in schema["enum"]})
+    return types
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if value is None:
+        return "null"
+    return "string"
+
+
+def _as_type(raw: str, kind: str) -> Any:
+    """Convert ``raw`` to JSON type ``kind`` or raise ``ValueError``."""
+    text = raw.strip()
+    if kind == "string":
+        return raw
+    if kind == "integer":
+        value = guess_value(text)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(raw)
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(raw)
+        return int(value)
+    if kind == "number":
+        value = guess_value(text)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(raw)
+        return value
+    if kind == "boolean":
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise ValueError(raw)
+    if kind == "null":
+        if text.lower() in ("null", "none", ""):
+            return None
+        raise ValueError(raw)
+    if kind in ("object", "array"):
+        value = guess_value(text)
+        if (kind == "object") != isinstance(value, dict) or (
+            kind == "array" and not isinstance(value, list)
+        ):
+            raise ValueError(raw)
+        return value
+    raise ValueError(kind)
+
+
+def convert_value(raw: str, schema: Any) -> Any:
+    """A raw-text parameter value as JSON, following its schema when one is known.
+
+    A ``string`` parameter stays the exact text even if it looks numeric; other
+    types are converted when the text fits, trying a union's types with
+    ``string`` last; otherwise (or without a schema) a best-effort literal guess.
+    """
+    types = _schema_types(schema)
+    if not types:
+        return guess_value(raw)
+    for kind in sorted(types, key=lambda k: k == "string"):
+        try:
+            return _as_type(raw, kind)
+        except (ValueError, PayloadError):
+            continue
+    return guess_value(raw)
+
+
+def guess_value(raw: str) -> Any:
+    """Best-effort JSON value of a raw text: numbers, booleans, null, objects, arrays.
+
+    Quoted strings are kept as written (a model may quote on purpose); anything
+    that is not a literal stays a string.
+    """
+    text = raw.strip()
+    if not text:
+        return raw
+    if text in _PY_WORDS:
+        return _PY_WORDS[text]
+    if text[0] in "-0123456789[{":
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            value = None
+            if text[0] in "[{":
+                try:
+                    value = literal_value(ast.parse(text, mode="eval").body)
+                except (SyntaxError, ValueError, PayloadError, RecursionError, MemoryError):
+                    return raw
+            else:
+                return raw
+        if isinstance(value, float) and not math.isfinite(value):
+            return raw
+        return value
+    return raw
+
+
+# --- Python-literal calls (pythonic formats, gemma tool_code) ---------------------------------
+
+
+def literal_value(node: ast.AST) -> Any:
+    """A JSON value from a whitelisted literal AST node; raises ``PayloadError`` otherwise."""
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, (str, int, float, bool)) or node.value is None:
+            return node.value
+        raise PayloadError(f"unsupported literal {node.value!r}")
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [literal_value(item) for item in node.elts]
+    if isinstance(node, ast.Dict):
+        out = {}
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:
+                raise PayloadError("'**' is not allowed in a tool call")
+            k = literal_value(key)
+            out[k if isinstance(k, str) else json.dumps(k)] = literal_value(value)
+        return out
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = literal_value(node.operand)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PayloadError("a sign applies to numbers only")
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.Name) and node.id in _PY_WORDS:
+        return _PY_WORDS[node.id]
+    raise PayloadError(f"not a literal: {type(node).__name__}")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    raise PayloadError("a call must name a function")
+
+
+def python_call(node: ast.AST, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall:
+    """One ``f(a=1, ...)`` AST call as a ``ToolCall``; positional args mapped by schema order."""
+    if not isinstance(node, ast.Call):
+        raise PayloadError("expected a function call")
+    name = bare_name(_dotted(node.func))
+    args: dict[str, Any] = {}
+    if node.args:
+        order = param_order(schemas, name)
+        for i, arg in enumerate(node.args):
+            if isinstance(arg, ast.Starred):
+                raise PayloadError("'*' is not allowed in a tool call")
+            key = order[i] if i < len(order) else f"arg{i}"
+            args[key] = literal_value(arg)
+    for kw in node.keywords:
+        if kw.arg is None:
+            raise PayloadError("'**' is not allowed in a tool call")
+        args[kw.arg] = literal_value(kw.value)
+    return ToolCall(name=name, arguments=args)
+
+
+def parse_python(src: str) -> ast.AST:
+    """``ast.parse(src, mode="eval").body`` raising ``PayloadError`` on any failure."""
+    try:
+        return ast.parse(src.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise PayloadError(f"not a Python expression ({exc.__class__.__name__})") from exc
+
+
+def python_call_list(src: str, schemas: Mapping[str, Mapping[str, Any]]) -> list[ToolCall]:
+    """``[f(a=1), g()]`` (or a single call) as a list of ``ToolCall``."""
+    node = parse_python(src)
+    items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+    if not items:
+        raise PayloadError("empty list of tool calls")
+    return [python_call(item, schemas) for item in items]
+
+
+def py_repr(value: Any) -> str:
+    """A JSON value written as a Python literal (for rendering pythonic calls)."""
+    if value is True:
+        return "True"
+    if value is False:
+        return "False"
+    if value is None:
+        return "None"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(py_repr(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {py_repr(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def dumps(value: Any) -> str:
+    """Compact-ish JSON as models write it (``", "`` and ``": "`` separators, unicode kept)."""
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``xlam``: Salesforce xLAM, a JSON list of ``{"name": ..., "arguments": {...}}``.
+
+xLAM writes the list bare, or after ``[TOOL_CALLS]``, or inside ``<tool_call>``
+tags or a ```` ```json ```` block; all four are accepted (as vLLM's xLAM parser
+does). A bare list is recognised by its ``[{"name"`` start.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from types import MappingProxyType
+
+from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import calls_from_json
+from mp13_toolbox import ToolCall
+
+
+def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    return calls_from_json(payload.strip())
+
+
+def _render(calls: Sequence[ToolCall]) -> str:
+    return json.dumps(
+        [{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False
+    )
+
+
+PROFILES = MappingProxyType(
+    {
+        "xlam": Profile(
+            name="xlam",
+            openers=(
+                Opener("<tool_call>", ends=("</tool_call>",)),
+                Opener("```json", ends=("```",)),
+                Opener("[TOOL_CALLS]"),
+                Opener(
+                    r'\[\s*\{\s*"name"',
+                    regex=True,
+                    partial=r'\[\s*(?:\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?)?)?$',
+                    keep_from="[",
+                ),
+            ),
+            decode=_decode,
+            render=_render,
+            reasoning=(("<think>", "</think>"),),
+            messages=MessageStyle(arguments="string"),
+        )
+    }
+)
