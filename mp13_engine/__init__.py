@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from mp13_engine._adapters import AdapterInfo
 from mp13_engine._errors import (
     AdapterError,
     ChatTemplateError,
@@ -26,6 +27,7 @@ from mp13_engine._errors import (
     ToolFormatError,
     TrainingError,
 )
+from mp13_engine._training._config import TrainingConfig, TrainingEvent, TrainingResult
 from mp13_engine._types import (
     BASE_ADAPTER,
     Chunk,
@@ -37,10 +39,12 @@ from mp13_engine._types import (
 from mp13_toolbox._errors import Mp13Error
 
 # Public names whose modules import torch: name -> module. Immutable mapping.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "TrainingJob": "mp13_engine._training._job",
+}
 
 if TYPE_CHECKING:  # pragma: no cover
-    pass
+    from mp13_engine._training._job import TrainingJob
 
 
 def __getattr__(name: str) -> Any:
@@ -53,6 +57,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BASE_ADAPTER",
     "AdapterError",
+    "AdapterInfo",
     "ChatTemplateError",
     "Chunk",
     "ConfigError",
@@ -69,5 +74,9 @@ __all__ = [
     "RequestMetrics",
     "Response",
     "ToolFormatError",
+    "TrainingConfig",
     "TrainingError",
+    "TrainingEvent",
+    "TrainingJob",
+    "TrainingResult",
 ]

@@ -8,3 +8,14 @@ lists → validated examples), ``_render`` (example → token ids + loss mask),
 torch). This ``__init__`` imports nothing so that importing the torch-free
 modules does not pull in torch.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def start_training(engine: Any, config: Any) -> Any:
+    """``engine.train(config)``: prepare, set up on the worker and submit a ``TrainingJob``."""
+    from mp13_engine._training._job import start_training as start
+
+    return start(engine, config)
