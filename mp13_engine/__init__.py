@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from mp13_engine._adapters import AdapterInfo
+from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     AdapterError,
     ChatTemplateError,
@@ -27,6 +28,8 @@ from mp13_engine._errors import (
     ToolFormatError,
     TrainingError,
 )
+from mp13_engine._metrics import EngineMetrics
+from mp13_engine._streams import AsyncRequestStream, RequestStream
 from mp13_engine._training._config import TrainingConfig, TrainingEvent, TrainingResult
 from mp13_engine._types import (
     BASE_ADAPTER,
@@ -41,9 +44,11 @@ from mp13_toolbox._errors import Mp13Error
 # Public names whose modules import torch: name -> module. Immutable mapping.
 _LAZY: dict[str, str] = {
     "TrainingJob": "mp13_engine._training._job",
+    "Engine": "mp13_engine._engine",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mp13_engine._engine import Engine
     from mp13_engine._training._job import TrainingJob
 
 
@@ -58,12 +63,16 @@ __all__ = [
     "BASE_ADAPTER",
     "AdapterError",
     "AdapterInfo",
+    "AsyncRequestStream",
     "ChatTemplateError",
     "Chunk",
     "ConfigError",
     "DatasetError",
+    "Engine",
     "EngineClosedError",
+    "EngineConfig",
     "EngineError",
+    "EngineMetrics",
     "FinishReason",
     "ModelLoadError",
     "ModelNotFoundError",
@@ -72,6 +81,7 @@ __all__ = [
     "Request",
     "RequestError",
     "RequestMetrics",
+    "RequestStream",
     "Response",
     "ToolFormatError",
     "TrainingConfig",

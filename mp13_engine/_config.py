@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``EngineConfig``: everything needed to load a model and run an engine.
+
+A frozen attrs value. Every field is validated on construction; an invalid
+value raises ``ConfigError`` naming the field and the allowed values, so a bad
+JSON file or keyword argument fails before any model is loaded. The config
+round-trips through JSON (``to_json`` / ``from_json``) via the engine's one
+cattrs converter; unknown keys are an error, not silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mp13_engine._errors import ConfigError
+
+DEVICES_HELP = "'auto', 'cpu', 'cuda' or 'cuda:N', 'mps'"
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZATIONS = (None, "4bit", "8bit")
+ATTN_IMPLEMENTATIONS = (None, "eager", "sdpa", "flash_attention_2", "flex_attention")
+
+
+def _choice(allowed: tuple[Any, ...]):
+    def check(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value not in allowed:
+            raise ConfigError(
+                f"EngineConfig.{attribute.name}={value!r} is not allowed; "
+                f"use one of {', '.join(repr(a) for a in allowed)}"
+            )
+
+    return check
+
+
+def _device(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    ok = isinstance(value, str) and (
+        value in ("auto", "cpu", "cuda", "mps")
+        or (value.startswith("cuda:") and value[5:].isdigit())
+    )
+    if not ok:
+        raise ConfigError(
+            f"EngineConfig.device={value!r} is not allowed; use one of {DEVICES_HELP}"
+        )
+
+
+def _positive_int(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(
+            f"EngineConfig.{attribute.name}={value!r} is not allowed; use an integer >= 1"
+        )
+
+
+def _non_negative(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise ConfigError(
+            f"EngineConfig.{attribute.name}={value!r} is not allowed; use a number >= 0"
+        )
+
+
+def _model(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(
+            f"EngineConfig.model={value!r} is not allowed; use a local directory path "
+            "or a hub id that is already in the local Hugging Face cache"
+        )
+
+
+def _path_str(value: Any) -> Any:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _opt_path_str(value: Any) -> Any:
+    return None if value is None else _path_str(value)
+
+
+@attrs.frozen(kw_only=True)
+class EngineConfig:
+    """How to load and run one engine.
+
+    ``model``: a local directory or a hub id already in the local cache (nothing
+    is ever downloaded while ``local_files_only`` is true, the default).
+    ``device``: ``auto`` picks CUDA when present, else CPU. ``dtype``: ``auto``
+    uses float32 on CPU and the checkpoint's dtype on accelerators.
+    ``quantization``: ``None``, ``"4bit"`` or ``"8bit"`` (bitsandbytes).
+    ``max_batch_size``: most requests in one wave (one ``generate`` call).
+    ``batch_wait_ms``: how long the worker waits after the first queued request
+    for others to join its wave. ``metrics_window``: how many recent requests
+    ``engine.metrics()`` aggregates. ``max_queue``: most queued requests before
+    new ones are refused. ``tool_format``: tool-call wire format, ``None`` =
+    detect from the chat template. ``default_max_new_tokens``: used when a
+    request leaves ``max_new_tokens`` unset.
+    """
+
+    model: str = attrs.field(converter=_path_str, validator=_model)
+    device: str = attrs.field(default="auto", validator=_device)
+    dtype: str = attrs.field(default="auto", validator=_choice(DTYPES))
+    quantization: str | None = attrs.field(default=None, validator=_choice(QUANTIZATIONS))
+    attn_implementation: str | None = attrs.field(
+        default=None, validator=_choice(ATTN_IMPLEMENTATIONS)
+    )
+    max_batch_size: int = attrs.field(default=8, validator=_positive_int)
+    batch_wait_ms: float = attrs.field(default=2.0, validator=_non_negative)
+    metrics_window: int = attrs.field(default=256, validator=_positive_int)
+    max_queue: int = attrs.field(default=4096, validator=_positive_int)
+    default_max_new_tokens: int = attrs.field(default=256, validator=_positive_int)
+    tool_format: str | None = None
+    adapters_dir: str | None = attrs.field(default=None, converter=_opt_path_str)
+    trust_remote_code: bool = False
+    local_files_only: bool = True
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(a.name for a in attrs.fields(cls))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
+        """Build from a plain dict; unknown keys raise ``ConfigError`` listing the known ones."""
+        unknown = sorted(set(data) - set(cls.field_names()))
+        if unknown:
+            raise ConfigError(
+                f"unknown EngineConfig field(s) {', '.join(unknown)}; "
+                f"known fields: {', '.join(cls.field_names())}"
+            )
+        if "model" not in data:
+            raise ConfigError("EngineConfig.model is required: a model directory or hub id")
+        from mp13_engine._convert import converter
+
+        return converter.structure(dict(data), cls)
+
+    def to_dict(self) -> dict[str, Any]:
+        from mp13_engine._convert import converter
+
+        return converter.unstructure(self)
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> EngineConfig:
+        """Load from a JSON file holding one object of config fields."""
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {p} does not exist; check the path") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config file {p} is not valid JSON: {exc}; fix the file") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {p} must hold a JSON object of EngineConfig fields")
+        return cls.from_dict(data)
+
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The JSON text of this config; also written to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=2, sort_keys=True)
+        if path is not None:
+            Path(path).write_text(text + "\n", encoding="utf-8")
+        return text
+
+    def replace(self, **changes: Any) -> EngineConfig:
+        unknown = sorted(set(changes) - set(self.field_names()))
+        if unknown:
+            raise ConfigError(
+                f"unknown EngineConfig field(s) {', '.join(unknown)}; "
+                f"known fields: {', '.join(self.field_names())}"
+            )
+        return attrs.evolve(self, **changes)

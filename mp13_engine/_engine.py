@@ -1,0 +1,443 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``Engine``: the public facade over one loaded model and its worker thread.
+
+Sync and async methods are twins over one private base (``_EngineBase``):
+both build the same ``RequestState`` and differ only in how they wait
+(blocking on a ``concurrent.futures.Future`` vs awaiting a loop future fed by
+``call_soon_threadsafe``). So sync calls work from any thread and async calls
+work inside any running loop (notebooks), and they return identical results.
+
+Invariants: every request resolves exactly once (STOP / LENGTH / CANCELLED /
+ERROR); a failing request never raises from ``generate`` — its ``Response``
+carries ``finish_reason=ERROR`` and ``error``; only engine-level misuse
+(closed engine, bad argument types) raises.
+
+Seams for other engine parts:
+
+- ``engine.adapters`` is ``AdapterManager(engine)`` (``mp13_engine._adapters``);
+  it reads ``engine.config``, reads/replaces ``engine._state.model`` (only
+  through ``_run_on_worker``) and is asked ``_resolve_for_wave(adapters)`` for
+  each row of a wave on the worker.
+- ``engine._run_on_worker(fn, *a, **kw)`` / ``await engine._arun_on_worker(...)``
+  run ``fn`` on the worker between waves and return its result (or raise).
+- ``engine._submit_job(job)`` queues stepwise work (see ``_scheduler.Job``);
+  ``engine._cancel_job(job)`` drops a job that has not finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import attrs
+
+from mp13_engine._config import EngineConfig
+from mp13_engine._errors import (
+    AdapterError,
+    ConfigError,
+    EngineClosedError,
+    EngineError,
+    RequestError,
+)
+from mp13_engine._loading import Loaded, load_model
+from mp13_engine._metrics import EngineMetrics, MetricsRecorder
+from mp13_engine._prompt import PromptFormatter
+from mp13_engine._runner import ResponseBuilder, WaveRunner
+from mp13_engine._scheduler import Job, Scheduler
+from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
+from mp13_engine._streams import AsyncRequestStream, ChunkMaker, RequestState, RequestStream
+from mp13_engine._toolwire import ToolWire
+from mp13_engine._types import BASE_ADAPTER, FinishReason, Request, Response
+
+RequestLike = Request | str | Sequence[dict[str, Any]]
+
+
+class _NoAdapters:
+    """Stand-in for ``engine.adapters`` while ``mp13_engine._adapters`` is absent."""
+
+    def _resolve_for_wave(self, adapters: Sequence[str] | None) -> str:
+        names = [n for n in (adapters or ()) if n != BASE_ADAPTER]
+        if names:
+            raise AdapterError(
+                f"adapter {names[0]!r} is not loaded and this build has no adapter support; "
+                "send the request without adapters"
+            )
+        return BASE_ADAPTER
+
+
+def _make_adapters(engine: Any) -> Any:
+    try:
+        from mp13_engine._adapters import AdapterManager
+    except ModuleNotFoundError as exc:
+        if exc.name != "mp13_engine._adapters":
+            raise
+        return _NoAdapters()
+    return AdapterManager(engine)
+
+
+class _EngineBase:
+    """Shared core of the sync and async API (not public)."""
+
+    config: EngineConfig
+
+    def __init__(self, config: EngineConfig, loaded: Loaded):
+        self.config = config
+        tok = loaded.tokenizer
+        toolwire = ToolWire.for_tokenizer(tok, config.tool_format)
+        formatter = PromptFormatter(tok, toolwire.format, toolwire.module)
+        self._state = EngineState(
+            config=config,
+            model=loaded.model,
+            tokenizer=tok,
+            tokens=TokenizerGuard(tok),
+            formatter=formatter,
+            device=loaded.device,
+            dtype=loaded.dtype,
+            pad_id=int(tok.pad_token_id if tok.pad_token_id is not None else 0),
+            eos_ids=eos_ids_of(loaded.model, tok),
+            context_len=context_len_of(loaded.model),
+            tool_format=toolwire.format,
+            toolcalls=toolwire.module,
+            source=loaded.source,
+        )
+        self._toolwire = toolwire
+        self._metrics = MetricsRecorder(config.metrics_window)
+        self._builder = ResponseBuilder(self._state, self._metrics, toolwire)
+        self._inflight: dict[str, RequestState] = {}
+        self._inflight_lock = threading.Lock()
+        self.adapters = _make_adapters(self)
+        runner = WaveRunner(self._state, self._builder, lambda: self.adapters)
+        self._worker = _start_worker(config, runner, self._cancelled_while_queued)
+
+    # ----- properties
+    @property
+    def model(self) -> Any:
+        """The model object (a PeftModel once adapters are loaded). Touch it only on the worker."""
+        return self._state.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._state.tokenizer
+
+    @property
+    def tool_format(self) -> str | None:
+        """The tool-call wire format in use (configured or detected), or None."""
+        return self._state.tool_format
+
+    @property
+    def closed(self) -> bool:
+        return self._worker.closed
+
+    # ----- request preparation (caller thread)
+    def _coerce(self, request: RequestLike, overrides: dict[str, Any]) -> Request:
+        if isinstance(request, Request):
+            req = request
+            if overrides:
+                req = _evolve(req, overrides)
+            return req
+        if isinstance(request, str):
+            if self._state.formatter.chat_template is not None:
+                return _build(messages=[{"role": "user", "content": request}], **overrides)
+            return _build(prompt=request, **overrides)
+        if isinstance(request, Sequence) and all(isinstance(m, dict) for m in request):
+            return _build(messages=list(request), **overrides)
+        raise TypeError(
+            "a request must be a Request, a prompt string or a list of message dicts, "
+            f"not {type(request).__name__}"
+        )
+
+    def _prepare(self, request: RequestLike, overrides: dict[str, Any]) -> RequestState:
+        req = self._coerce(request, overrides)
+        st = RequestState(req, None, None)
+        try:
+            st.prompt_text = self._state.formatter.render(req)
+            st.prompt_ids = self._state.tokens.encode(st.prompt_text)
+            st.max_new_tokens = self._validate(req, len(st.prompt_ids))
+        except EngineError as exc:
+            self._builder.finish(st, FinishReason.ERROR, error=str(exc))
+        return st
+
+    def _validate(self, req: Request, prompt_len: int) -> int:
+        max_new = req.max_new_tokens
+        if max_new is None:
+            max_new = self.config.default_max_new_tokens
+        checks = [
+            (isinstance(max_new, int) and max_new >= 1, "max_new_tokens must be an integer >= 1"),
+            (req.min_new_tokens >= 0, "min_new_tokens must be >= 0"),
+            (0.0 < req.top_p <= 1.0, "top_p must be in (0, 1]"),
+            (req.top_k >= 0, "top_k must be >= 0 (0 turns it off)"),
+            (req.temperature > 0.0, "temperature must be > 0 (use do_sample=False for greedy)"),
+            (req.repetition_penalty > 0.0, "repetition_penalty must be > 0 (1.0 turns it off)"),
+            (prompt_len > 0, "the prompt is empty; give some text"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise RequestError(f"invalid request {req.id}: {message}")
+        ctx = self._state.context_len
+        if ctx is not None:
+            if prompt_len >= ctx:
+                raise RequestError(
+                    f"the prompt has {prompt_len} tokens but the model's context window is "
+                    f"{ctx}; shorten the prompt or the conversation"
+                )
+            max_new = min(max_new, ctx - prompt_len)
+        return max_new
+
+    def _submit(self, states: list[RequestState]) -> None:
+        """Queue the prepared states that did not already fail (one lock → one wave)."""
+        runnable = [s for s in states if not s.done]
+        if not runnable:
+            return
+        with self._inflight_lock:
+            for st in runnable:
+                if st.id in self._inflight:
+                    self._builder.finish(
+                        st,
+                        FinishReason.ERROR,
+                        error=f"a request with id {st.id!r} is already in flight; use a new id",
+                    )
+                    continue
+                self._inflight[st.id] = st
+                st.future.add_done_callback(lambda _f, rid=st.id, s=st: self._forget(rid, s))
+        runnable = [s for s in runnable if not s.done]
+        if runnable:
+            queued, _ = self._worker.depth()
+            if queued + len(runnable) > self.config.max_queue:
+                for st in runnable:
+                    self._builder.finish(
+                        st,
+                        FinishReason.ERROR,
+                        error=f"the queue is full ({self.config.max_queue} requests); retry "
+                        "later or raise EngineConfig.max_queue",
+                    )
+                return
+            self._worker.submit_requests(runnable)
+
+    def _forget(self, rid: str, st: RequestState) -> None:
+        with self._inflight_lock:
+            if self._inflight.get(rid) is st:
+                del self._inflight[rid]
+
+    def _cancelled_while_queued(self, st: RequestState) -> None:
+        self._builder.finish(st, FinishReason.CANCELLED)
+
+    def _start(self, request: RequestLike, overrides: dict[str, Any]) -> RequestState:
+        self._check_open()
+        st = self._prepare(request, overrides)
+        self._submit([st])
+        return st
+
+    def _check_open(self) -> None:
+        if self._worker.closed:
+            raise EngineClosedError("the engine is closed; create a new one with Engine.load(...)")
+
+    def _maker(self, st: RequestState) -> ChunkMaker:
+        return ChunkMaker(st, self._state.tokens.decode, self._toolwire.stream_events(st))
+
+    # ----- public, thread-agnostic
+    def cancel(self, request_id: str) -> bool:
+        """Cancel a request by id; True if it was queued or running.
+
+        A queued request is removed and never runs; a running one stops at its
+        next decode step, keeping its partial text. Either way its response has
+        ``finish_reason=CANCELLED``.
+        """
+        with self._inflight_lock:
+            st = self._inflight.get(request_id)
+        if st is None or st.done:
+            return False
+        return self._worker.cancel(st) in ("queued", "running")
+
+    def format_prompt(self, request: RequestLike, **overrides: Any) -> str:
+        """Exactly the prompt text ``generate`` would feed for ``request``."""
+        return self._state.formatter.render(self._coerce(request, overrides))
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` as the engine tokenizes prompts (no special tokens added)."""
+        return len(self._state.tokens.encode(text))
+
+    def metrics(self) -> EngineMetrics:
+        """Rolling aggregates over the last ``config.metrics_window`` requests."""
+        queued, running = self._worker.depth()
+        return self._metrics.snapshot(queued, running)
+
+    def _run_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` on the worker thread between waves; return its result or raise."""
+        return self._worker.call(fn, *args, **kwargs).result()
+
+    async def _arun_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.wrap_future(self._worker.call(fn, *args, **kwargs))
+
+    def _submit_job(self, job: Job) -> None:
+        """Queue stepwise work (training); the scheduler interleaves its steps with waves."""
+        self._worker.submit_job(job)
+
+    def _cancel_job(self, job: Job) -> bool:
+        return self._worker.cancel_job(job)
+
+
+def _start_worker(config: EngineConfig, runner: WaveRunner, on_cancel: Any) -> Any:
+    from mp13_engine._worker import Worker
+
+    scheduler = Scheduler(config.max_batch_size, config.batch_wait_ms / 1000.0)
+    return Worker(scheduler, runner.run, on_cancel, name=f"mp13-engine-{id(runner):x}")
+
+
+def _build(**fields: Any) -> Request:
+    try:
+        return Request(**fields)
+    except TypeError as exc:
+        raise RequestError(
+            f"{exc}; valid request fields: {', '.join(a.name for a in attrs.fields(Request))}"
+        ) from exc
+
+
+def _evolve(req: Request, overrides: dict[str, Any]) -> Request:
+    try:
+        return attrs.evolve(req, **overrides)
+    except TypeError as exc:
+        raise RequestError(
+            f"{exc}; valid request fields: {', '.join(a.name for a in attrs.fields(Request))}"
+        ) from exc
+
+
+async def _await_state(st: RequestState, cancel: Any) -> Response:
+    """Await a request's response; cancelling the awaiting task cancels the request."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Response] = loop.create_future()
+
+    def relay(cf: Future[Response]) -> None:
+        def set_result() -> None:
+            if not fut.done():
+                fut.set_result(cf.result())
+
+        loop.call_soon_threadsafe(set_result)
+
+    st.future.add_done_callback(relay)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        cancel(st.id)
+        raise
+
+
+class Engine(_EngineBase):
+    """One model, one worker thread, many concurrent requests (see the module docstring).
+
+    Create with ``Engine.load(EngineConfig(...))`` or ``Engine.load(path, **fields)``;
+    use as a context manager or call ``close()``.
+    """
+
+    @classmethod
+    def load(cls, model: EngineConfig | str | Any = None, /, **fields: Any) -> Engine:
+        """Load a model and start the engine. ``fields`` are ``EngineConfig`` fields."""
+        config = _config_from(model, fields)
+        return cls(config, load_model(config))
+
+    @classmethod
+    async def aload(cls, model: EngineConfig | str | Any = None, /, **fields: Any) -> Engine:
+        """``load`` in a thread, so the running loop stays responsive."""
+        config = _config_from(model, fields)
+        loaded = await asyncio.to_thread(load_model, config)
+        return cls(config, loaded)
+
+    # ----- sync API
+    def generate(self, request: RequestLike, **overrides: Any) -> Response:
+        """Run one request to completion. ``overrides`` set Request fields."""
+        st = self._start(request, overrides)
+        try:
+            return st.future.result()
+        except BaseException:
+            self.cancel(st.id)  # KeyboardInterrupt etc.: don't leave it running
+            raise
+
+    def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
+        """Submit all requests together (they share waves) and return responses in order."""
+        states = self._start_many(requests, overrides)
+        try:
+            return [st.future.result() for st in states]
+        except BaseException:
+            for st in states:
+                self.cancel(st.id)
+            raise
+
+    def stream(self, request: RequestLike, **overrides: Any) -> RequestStream:
+        """Iterate ``Chunk`` deltas; the last chunk has ``done=True`` and the response."""
+        st = self._start(request, overrides)
+        return RequestStream(st, self._maker(st), self.cancel)
+
+    def submit(self, request: RequestLike, **overrides: Any) -> Future[Response]:
+        """Queue a request and return a ``concurrent.futures.Future`` of its response."""
+        return self._start(request, overrides).future
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the worker: queued requests end CANCELLED, running rows stop at their next step."""
+        self._worker.close(timeout)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ----- async twins
+    async def agenerate(self, request: RequestLike, **overrides: Any) -> Response:
+        st = self._start(request, overrides)
+        return await _await_state(st, self.cancel)
+
+    async def agenerate_many(
+        self, requests: Iterable[RequestLike], **overrides: Any
+    ) -> list[Response]:
+        states = self._start_many(requests, overrides)
+        try:
+            return [await _await_state(st, self.cancel) for st in states]
+        except asyncio.CancelledError:
+            for st in states:
+                self.cancel(st.id)
+            raise
+
+    def astream(self, request: RequestLike, **overrides: Any) -> AsyncRequestStream:
+        """Async iterator of ``Chunk``; call from inside a running event loop."""
+        st = self._start(request, overrides)
+        return AsyncRequestStream(st, self._maker(st), self.cancel)
+
+    async def aclose(self, timeout: float | None = None) -> None:
+        await asyncio.to_thread(self._worker.close, timeout)
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    # ----- training (delegates to mp13_engine._training)
+    def train(self, config: Any) -> Any:
+        """Start a LoRA training job on this engine's model; returns a ``TrainingJob``."""
+        from mp13_engine import _training
+
+        return _training.start_training(self, config)
+
+    def _start_many(self, requests: Iterable[RequestLike], overrides: dict[str, Any]) -> list:
+        self._check_open()
+        states = [self._prepare(r, overrides) for r in requests]
+        self._submit(states)
+        return states
+
+
+def _config_from(model: Any, fields: dict[str, Any]) -> EngineConfig:
+    if isinstance(model, EngineConfig):
+        return model.replace(**fields) if fields else model
+    if model is None:
+        if "model" not in fields:
+            raise ConfigError("Engine.load needs a model: a path, a hub id or an EngineConfig")
+        return EngineConfig.from_dict(fields)
+    import os
+
+    if isinstance(model, (str, os.PathLike)):
+        return EngineConfig.from_dict({"model": os.fspath(model), **fields})
+    raise ConfigError(
+        f"Engine.load got {type(model).__name__}; give an EngineConfig, a model path or a hub id"
+    )

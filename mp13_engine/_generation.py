@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One wave: a single HF ``generate`` call over a left-padded batch of requests.
+
+``generate`` runs in greedy mode. Each row's own parameters are applied by two
+hooks that HF calls every decode step:
+
+- ``RowSampler`` (a LogitsProcessor) applies per-row repetition penalty,
+  temperature, top-k, top-p and samples with the row's own seeded
+  ``torch.Generator``, then leaves only the chosen token finite, so the greedy
+  argmax picks it; it also suppresses EOS for rows below ``min_new_tokens``.
+  Greedy rows are untouched, and the processor is not installed at all when no
+  row needs it.
+- ``RowController`` (a StoppingCriteria returning a per-row bool tensor) pushes
+  each row's new token to its ``RequestState`` and decides per row: cancelled
+  (checked every step; the row's future is resolved at once with its partial
+  text), EOS, stop string (decoded incrementally only for rows that have stop
+  strings), or its own ``max_new_tokens``. HF ANDs those flags into its
+  ``unfinished_sequences`` and ends ``generate`` when every row is done.
+
+Invariant: a request's greedy tokens are the same alone or in a wave (left
+padding plus attention mask; HF derives position ids from the mask), and a
+seeded sampled request draws the same tokens alone or in a wave (its generator
+is private to its row).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, LogitsProcessor, StoppingCriteria
+
+from mp13_engine._streams import RequestState
+from mp13_engine._types import FinishReason
+
+_NEG_INF = float("-inf")
+
+
+class Row:
+    """Per-row decoding parameters and progress inside one wave."""
+
+    __slots__ = (
+        "do_sample",
+        "done",
+        "generator",
+        "max_new",
+        "min_new",
+        "n",
+        "pad",
+        "penalty",
+        "state",
+        "stop_tail",
+        "stops",
+        "temperature",
+        "top_k",
+        "top_p",
+    )
+
+    def __init__(self, state: RequestState, pad: int, device: torch.device):
+        req = state.request
+        self.state = state
+        self.pad = pad
+        self.n = 0
+        self.done = False
+        self.max_new = state.max_new_tokens
+        self.min_new = min(req.min_new_tokens, self.max_new)
+        self.stops = tuple(s for s in req.stop if s)
+        # Tokens to re-decode when checking stop strings: a token yields >= 1 byte
+        # and a char needs <= 4 bytes, so this window always covers the longest stop.
+        self.stop_tail = max((len(s) for s in self.stops), default=0) * 4 + 4
+        self.do_sample = req.do_sample
+        self.temperature = req.temperature
+        self.top_k = req.top_k
+        self.top_p = req.top_p
+        self.penalty = req.repetition_penalty
+        self.generator: torch.Generator | None = None
+        if req.do_sample:
+            seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(8), "little")
+            self.generator = torch.Generator(device=device)
+            self.generator.manual_seed(seed)
+
+    @property
+    def needs_processing(self) -> bool:
+        return self.do_sample or self.penalty != 1.0 or self.min_new > 0
+
+
+class RowSampler(LogitsProcessor):
+    """Per-row sampling and EOS suppression (see module docstring)."""
+
+    def __init__(self, rows: list[Row], eos_ids: list[int], device: torch.device):
+        self.rows = rows
+        self.eos = torch.tensor(eos_ids, dtype=torch.long, device=device)
+        self.device = device
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        suppress = [i for i, r in enumerate(self.rows) if not r.done and r.n < r.min_new]
+        if suppress and self.eos.numel():
+            idx = torch.tensor(suppress, dtype=torch.long, device=scores.device)
+            scores[idx.unsqueeze(1), self.eos.unsqueeze(0)] = _NEG_INF
+        for i, row in enumerate(self.rows):
+            if row.done or not (row.do_sample or row.penalty != 1.0):
+                continue
+            logits = scores[i]
+            if row.penalty != 1.0:
+                seen = input_ids[i, row.pad :]
+                vals = logits.gather(0, seen)
+                vals = torch.where(vals < 0, vals * row.penalty, vals / row.penalty)
+                logits = logits.scatter(0, seen, vals)
+            if not row.do_sample:
+                scores[i] = logits
+                continue
+            logits = logits / max(row.temperature, 1e-5)
+            if row.top_k and row.top_k < logits.numel():
+                kth = torch.topk(logits, row.top_k).values[-1]
+                logits = logits.masked_fill(logits < kth, _NEG_INF)
+            if row.top_p < 1.0:
+                sorted_logits, order = torch.sort(logits, descending=True)
+                cum = sorted_logits.softmax(-1).cumsum(-1)
+                drop = cum - sorted_logits.softmax(-1) >= row.top_p  # keep the token crossing top_p
+                logits = logits.scatter(0, order, sorted_logits.masked_fill(drop, _NEG_INF))
+            probs = logits.softmax(-1)
+            token = torch.multinomial(probs, 1, generator=row.generator)
+            scores[i] = _NEG_INF
+            scores[i, token] = 0.0
+        return scores
+
+
+class RowController(StoppingCriteria):
+    """Per-step hook: push tokens, decide per-row stops, resolve finished rows at once."""
+
+    def __init__(
+        self,
+        rows: list[Row],
+        eos_ids: set[int],
+        finish_row: Callable[[Row, FinishReason], None],
+        decode: Callable[[list[int]], str],
+        device: torch.device,
+        clock: Callable[[], float],
+    ):
+        self.rows = rows
+        self.eos_ids = eos_ids
+        self.finish_row = finish_row
+        self.decode = decode
+        self.device = device
+        self.clock = clock
+        self._flags = torch.zeros(len(rows), dtype=torch.bool, device=device)
+        self.any_active = True
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        last = input_ids[:, -1].tolist()
+        changed = False
+        now = self.clock()
+        for i, row in enumerate(self.rows):
+            if row.done:
+                continue
+            st = row.state
+            if st.cancel_requested:
+                self._end(row, FinishReason.CANCELLED)
+                changed = True
+                continue
+            tok = last[i]
+            if tok in self.eos_ids:
+                self._end(row, FinishReason.STOP)
+                changed = True
+                continue
+            if row.n == 0:
+                st.first_token_t = now
+            row.n += 1
+            st.push(tok)
+            if row.stops and self._hit_stop(row):
+                self._end(row, FinishReason.STOP)
+                changed = True
+            elif row.n >= row.max_new:
+                self._end(row, FinishReason.LENGTH)
+                changed = True
+        if changed:
+            self._flags = torch.tensor([r.done for r in self.rows], device=self.device)
+            self.any_active = not all(r.done for r in self.rows)
+        return self._flags
+
+    def _hit_stop(self, row: Row) -> bool:
+        tail = self.decode(row.state.tokens[-row.stop_tail :])
+        return any(s in tail for s in row.stops)
+
+    def _end(self, row: Row, reason: FinishReason) -> None:
+        row.done = True
+        self.finish_row(row, reason)
+
+
+def left_pad(
+    prompts: list[list[int]], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Left-padded ``input_ids``, ``attention_mask`` and each row's pad length."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    pads = []
+    for i, p in enumerate(prompts):
+        pad = width - len(p)
+        pads.append(pad)
+        if p:
+            ids[i, pad:] = torch.tensor(p, dtype=torch.long)
+            mask[i, pad:] = 1
+    return ids.to(device), mask.to(device), pads
+
+
+def greedy_config(max_new_tokens: int, pad_id: int, eos_ids: list[int]) -> GenerationConfig:
+    """A greedy config that overrides every sampling default the checkpoint may ship.
+
+    HF fills ``None`` fields from ``model.generation_config``; setting them
+    explicitly keeps a checkpoint's ``do_sample=True`` / ``repetition_penalty``
+    from leaking into the engine's per-row control.
+    """
+    return GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        do_sample=False,
+        num_beams=1,
+        temperature=1.0,
+        top_k=50,
+        top_p=1.0,
+        repetition_penalty=1.0,
+        no_repeat_ngram_size=0,
+        pad_token_id=pad_id,
+        eos_token_id=eos_ids or None,
+        use_cache=True,
+    )

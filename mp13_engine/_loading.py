@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Load a causal LM and its tokenizer for an ``EngineConfig``.
+
+Invariants: nothing is downloaded while ``config.local_files_only`` is true;
+third-party load failures are mapped to ``ModelLoadError`` subclasses
+(``ModelNotFoundError``, ``NotCausalLMError``) with a message that says what to
+do; the returned model is in eval mode on the resolved device, unwrapped (the
+adapter manager wraps it as a PEFT model later, if ever).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from mp13_engine._config import EngineConfig
+from mp13_engine._errors import ConfigError, ModelLoadError, ModelNotFoundError, NotCausalLMError
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# Architecture name suffixes of decoder-only LM heads. A checkpoint whose
+# config lists architectures but none of these is not a causal LM (e.g. a BERT
+# encoder saved as BertModel, which AutoModelForCausalLM would otherwise accept).
+_CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+
+
+@attrs.define
+class Loaded:
+    """What ``load_model`` returns: the model, its tokenizer and the resolved placement."""
+
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    source: str
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            f"EngineConfig.device={name!r} but CUDA is not available here; use device='cpu' "
+            "or 'auto'"
+        )
+    return torch.device(name)
+
+
+def _looks_like_path(model: str) -> bool:
+    # Hub ids are "name" or "org/name"; anything else is meant as a filesystem path.
+    return model.startswith((".", "/", "~")) or "\\" in model or model.count("/") > 1
+
+
+def _resolve_source(config: EngineConfig) -> str:
+    model = os.path.expanduser(config.model)
+    if Path(model).is_dir():
+        return model
+    if _looks_like_path(config.model) or Path(model).exists():
+        raise ModelNotFoundError(
+            f"model path {config.model!r} does not exist or is not a directory; "
+            "give the directory that holds config.json and the weights"
+        )
+    # A hub id: only usable when already in the local cache.
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(config.model, local_files_only=config.local_files_only)
+    except Exception as exc:
+        raise ModelNotFoundError(
+            f"model {config.model!r} is neither a local directory nor a hub id in the local "
+            f"cache; download it first (e.g. `hf download {config.model}`) or give a path"
+        ) from exc
+
+
+def _check_causal(hf_config: Any, source: str) -> None:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_type = getattr(hf_config, "model_type", None)
+    archs = list(getattr(hf_config, "architectures", None) or [])
+    causal_arch = any(a.endswith(_CAUSAL_SUFFIXES) for a in archs)
+    if (
+        model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        or getattr(hf_config, "is_encoder_decoder", False)
+        or (archs and not causal_arch)
+    ):
+        raise NotCausalLMError(
+            f"{source} holds a {model_type!r} model ({', '.join(archs) or 'no architectures'}), "
+            "which is not a causal (decoder-only) language model; mp13 needs one such as "
+            "Llama, Qwen2, Mistral or Granite"
+        )
+
+
+def _quantization_config(config: EngineConfig, dtype: torch.dtype) -> Any:
+    if config.quantization is None:
+        return None
+    from transformers import BitsAndBytesConfig
+
+    if config.quantization == "4bit":
+        return BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type="nf4"
+        )
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def load_model(config: EngineConfig) -> Loaded:
+    """Load model + tokenizer for ``config`` (runs on the caller's thread, before the worker)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    source = _resolve_source(config)
+    device = resolve_device(config.device)
+    common = {
+        "local_files_only": config.local_files_only,
+        "trust_remote_code": config.trust_remote_code,
+    }
+    try:
+        hf_config = AutoConfig.from_pretrained(source, **common)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"cannot read the model config in {source}: {exc}; check that it holds a "
+            "Hugging Face checkpoint (config.json)"
+        ) from exc
+    _check_causal(hf_config, source)
+
+    if config.dtype == "auto":
+        dtype = torch.float32 if device.type == "cpu" else _checkpoint_dtype(hf_config)
+    else:
+        dtype = _DTYPES[config.dtype]
+    kwargs: dict[str, Any] = {"dtype": dtype, **common}
+    if config.attn_implementation is not None:
+        kwargs["attn_implementation"] = config.attn_implementation
+    quant = _quantization_config(config, dtype)
+    if quant is not None:
+        kwargs["quantization_config"] = quant
+        kwargs["device_map"] = {"": device}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    except ValueError as exc:
+        if "Unrecognized configuration class" in str(exc):
+            raise NotCausalLMError(
+                f"{source} is not a causal language model: {exc}; use a decoder-only LM"
+            ) from exc
+        raise ModelLoadError(f"cannot load the model in {source}: {exc}") from exc
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"loading {source} needs a missing package: {exc}; install it and retry"
+        ) from exc
+    except OSError as exc:
+        raise ModelNotFoundError(
+            f"cannot read the weights in {source}: {exc}; check the directory is complete"
+        ) from exc
+    if quant is None:
+        model = model.to(device)
+    model.eval()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"cannot load the tokenizer in {source}: {exc}; the directory needs tokenizer files"
+        ) from exc
+    if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:
+        # Left padding is masked out, so any valid id works; eos is the usual choice.
+        tokenizer.pad_token = tokenizer.eos_token
+    return Loaded(model=model, tokenizer=tokenizer, device=device, dtype=dtype, source=source)
+
+
+def _checkpoint_dtype(hf_config: Any) -> torch.dtype:
+    value = getattr(hf_config, "dtype", None) or getattr(hf_config, "torch_dtype", None)
+    if isinstance(value, torch.dtype):
+        return value
+    if isinstance(value, str) and value in _DTYPES:
+        return _DTYPES[value]
+    return torch.bfloat16

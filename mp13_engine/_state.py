@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``EngineState``: the loaded model and everything derived from it, for one engine.
+
+The adapter manager may replace ``model`` (wrapping the base model as a
+``PeftModel`` when the first adapter loads); it does so only through
+``engine._run_on_worker``, i.e. between waves. ``TokenizerGuard`` serialises
+tokenizer calls: HF fast tokenizers raise "Already borrowed" when one thread
+encodes while another changes padding/truncation state.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import attrs
+import torch
+
+from mp13_engine._config import EngineConfig
+from mp13_engine._prompt import PromptFormatter
+
+
+class TokenizerGuard:
+    """Thread-safe encode/decode on one tokenizer."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self._lock = threading.Lock()
+
+    def encode(self, text: str) -> list[int]:
+        with self._lock:
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        with self._lock:
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+@attrs.define
+class EngineState:
+    """Runtime state of one engine (mutable; owned by the engine, model touched on the worker)."""
+
+    config: EngineConfig
+    model: Any
+    tokenizer: Any
+    tokens: TokenizerGuard
+    formatter: PromptFormatter
+    device: torch.device
+    dtype: torch.dtype
+    pad_id: int
+    eos_ids: list[int]
+    context_len: int | None
+    tool_format: str | None = None
+    toolcalls: Any = None
+    source: str = ""
+
+
+def eos_ids_of(model: Any, tokenizer: Any) -> list[int]:
+    """End-of-sequence ids from the generation config and the tokenizer (deduplicated)."""
+    ids: list[int] = []
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (gen_eos, tokenizer.eos_token_id):
+        if value is None:
+            continue
+        for i in value if isinstance(value, (list, tuple)) else [value]:
+            if i is not None and int(i) not in ids:
+                ids.append(int(i))
+    return ids
+
+
+def context_len_of(model: Any) -> int | None:
+    cfg = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
