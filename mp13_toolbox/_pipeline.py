@@ -59,10 +59,10 @@ def prepare(
     view = tb.view() if view is None else view
     tool = tb._registry.get(call.name)
     refusal = None
-    if tool is None or view.mode(call.name) is None:
-        refusal = f"Unknown tool {call.name!r}."
-    elif not tool.resolved:
+    if tool is not None and not tool.resolved:
         refusal = f"Tool {call.name!r} is not available in this session (not loaded)."
+    elif tool is None or view.mode(call.name) is None:
+        refusal = f"Unknown tool {call.name!r}."
     elif not view.callable(call.name):
         refusal = f"Tool {call.name!r} is disabled here."
     if refusal is not None:

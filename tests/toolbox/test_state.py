@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: MIT
+"""Toolbox state: cattrs round trips, relinking by name, unresolved tools never run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mp13_toolbox import (
+    Approval,
+    ApprovalAnswer,
+    Risk,
+    Toolbox,
+    ToolboxState,
+    ToolCall,
+    ToolKind,
+    ToolMode,
+    ToolRecord,
+    ToolSpec,
+    ToolStateError,
+)
+
+names = st.text("abcdefghij_", min_size=1, max_size=8)
+records = st.builds(
+    ToolRecord,
+    spec=st.builds(
+        ToolSpec,
+        name=names,
+        description=st.text(max_size=20),
+        parameters=st.fixed_dictionaries(
+            {"type": st.just("object")},
+            optional={"properties": st.dictionaries(names, st.just({"type": "string"}))},
+        ),
+    ),
+    mode=st.sampled_from(list(ToolMode)),
+    risk=st.sampled_from(list(Risk)),
+    approval=st.none() | st.sampled_from(list(Approval)),
+    timeout_s=st.none() | st.floats(0.1, 100),
+    kind=st.sampled_from(list(ToolKind)),
+)
+remembered_answers = st.sampled_from([ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER])
+risks = st.sampled_from(list(Risk))
+approvals = st.sampled_from(list(Approval))
+states = st.builds(
+    ToolboxState,
+    tools=st.lists(records, max_size=4, unique_by=lambda r: r.spec.name).map(tuple),
+    remembered=st.dictionaries(
+        names, st.sampled_from([ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER])
+    ),
+    approval_defaults=st.dictionaries(st.sampled_from(list(Risk)), st.sampled_from(list(Approval))),
+    max_output_chars=st.none() | st.integers(1, 10**6),
+    default_timeout_s=st.none() | st.floats(0.1, 100),
+)
+
+
+@given(states)
+def test_state_round_trips_through_dicts_and_json(state):
+    assert ToolboxState.from_dict(state.to_dict()) == state
+    assert ToolboxState.from_json(state.to_json()) == state
+    json.dumps(state.to_dict())  # plain JSON data
+
+
+def weather(city: str, days: int = 1) -> str:
+    """Forecast.
+
+    Args:
+        city: Where.
+        days: How many days.
+    """
+    return f"{city}:{days}"
+
+
+def test_toolbox_round_trip_relinks_functions_builtins_and_handlers():
+    tb = Toolbox(builtins=["calculator"], max_output_chars=500, default_timeout_s=3.0)
+    tb.register(weather, risk="medium", mode="silent", description="Custom text")
+    tb.register_external({"name": "ext", "parameters": {"type": "object"}}, lambda c: "e")
+    tb.remember("weather", "always")
+    tb.set_approval("calculator", "ask")
+    state = tb.state()
+
+    restored = Toolbox.from_state(
+        ToolboxState.from_json(state.to_json()),
+        functions=[weather],
+        handlers={"ext": lambda c: "e2"},
+    )
+    assert restored.state() == state
+    assert restored.unresolved() == []
+    assert restored.get("weather").description == "Custom text"
+    # the remembered "always" still holds, so no approver is needed for a medium-risk tool
+    assert restored.execute(ToolCall("weather", {"city": "Oslo"})).content == "Oslo:1"
+    assert restored.execute(ToolCall("ext")).content == "e2"
+    r = restored.execute(ToolCall("calculator", {"expression": "1+1"}), approval=lambda q: True)
+    assert r.content == "2"
+
+
+def test_tools_that_cannot_be_relinked_are_listed_and_never_run():
+    tb = Toolbox()
+    tb.register(weather)
+    tb.register_external({"name": "ext", "parameters": {"type": "object"}}, lambda c: "e")
+    state = tb.state()
+
+    restored = Toolbox.from_state(state)  # no callables given
+    assert restored.unresolved() == ["weather", "ext"]
+    assert [t.resolved for t in restored.list()] == [False, False]
+    assert restored.specs() == []  # never advertised
+    r = restored.execute(ToolCall("weather", {"city": "x"}))
+    assert r.is_error and "not available in this session" in r.content
+    # saving again keeps them, so nothing is lost until they can be relinked
+    assert restored.state() == state
+    # relinking later: register the function, then load the state again
+    restored.register(weather)
+    assert restored.load_state(state) == ["ext"]
+    assert restored.execute(ToolCall("weather", {"city": "y"})).content == "y:1"
+
+
+def test_load_state_keeps_tools_absent_from_the_state_and_saved_settings_win():
+    tb = Toolbox()
+    tb.register(weather)
+    state = tb.state()
+    other = Toolbox()
+    other.register(weather, mode="disabled")
+    other.register(lambda: "k", name="kept")
+    assert other.load_state(state) == []
+    assert other.get("weather").mode is ToolMode.ADVERTISED
+    assert "kept" in other
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"tools": [{"spec": {"name": "x"}, "mode": "sideways"}]},
+        {"tools": "nope"},
+        {"version": 99},
+    ],
+)
+def test_malformed_state_raises_a_readable_error(data):
+    with pytest.raises(ToolStateError, match="toolbox state"):
+        ToolboxState.from_dict(data)
+    with pytest.raises(ToolStateError, match="not valid JSON"):
+        ToolboxState.from_json("{")
