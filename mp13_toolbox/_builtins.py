@@ -137,7 +137,7 @@ def _format_number(value: Any) -> str:
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression exactly and safely.
 
-    Supports numbers, + - * / // % ** (bounded exponents), parentheses, the
+    Supports numbers, + - * / // % ** (or ^; bounded exponents), parentheses, the
     constants pi, e, tau and the functions abs, round, min, max, sqrt, exp,
     log, log10, log2, sin, cos, tan, asin, acos, atan, floor, ceil, factorial.
 
