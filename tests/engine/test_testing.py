@@ -17,13 +17,23 @@ import copy
 import hashlib
 import json
 import pathlib
+import time
+import unicodedata
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from mp13_engine import ConfigError
-from mp13_engine.testing import TINY_FAMILIES, build_tiny_model, build_tokenizer
+from mp13_engine.testing import (
+    FAMILIES,
+    TINY_FAMILIES,
+    build_tiny_encoder,
+    build_tiny_model,
+    build_tokenizer,
+)
 
 
 def _digests(path: pathlib.Path) -> dict[str, str]:
@@ -68,6 +78,136 @@ def test_family_loads_offline_and_generates(tiny_model_factory, family: str) -> 
     out = model.generate(ids, max_new_tokens=5, min_new_tokens=5, do_sample=False)
     assert out.shape == (1, ids.shape[1] + 5)
     assert model.config.vocab_size == len(tok)
+
+
+@pytest.fixture(scope="module")
+def tokenizers() -> dict:
+    return {family: build_tokenizer(family) for family in TINY_FAMILIES}
+
+
+@pytest.mark.parametrize("family", TINY_FAMILIES)
+def test_special_and_markup_tokens_are_single_ids(tokenizers, family: str) -> None:
+    spec = FAMILIES[family]
+    tok = tokenizers[family]
+    for token in (*spec.control_tokens, *spec.markup_tokens):
+        ids = tok(token, add_special_tokens=False).input_ids
+        assert len(ids) == 1, token
+        assert tok.convert_ids_to_tokens(ids) == [token]
+    # Control tokens vanish with skip_special_tokens; tool markup stays for the parsers.
+    text = "".join(spec.markup_tokens) + "x" + spec.eos_token
+    ids = tok(text, add_special_tokens=False).input_ids
+    assert tok.decode(ids, skip_special_tokens=True) == "".join(spec.markup_tokens) + "x"
+
+
+@pytest.mark.parametrize("family", TINY_FAMILIES)
+def test_saved_model_knows_its_end_of_turn_and_bos(tiny_model_factory, family: str) -> None:
+    spec = FAMILIES[family]
+    path = tiny_model_factory(family)
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    gen = GenerationConfig.from_pretrained(path, local_files_only=True)
+    assert tok.eos_token == spec.eos_token
+    assert tok.pad_token == spec.pad_token
+    assert set(gen.eos_token_id) == {tok.convert_tokens_to_ids(t) for t in spec.end_of_turn}
+    assert tok.eos_token_id in gen.eos_token_id
+    with_bos = tok("hi").input_ids
+    without = tok("hi", add_special_tokens=False).input_ids
+    if spec.add_bos:
+        assert with_bos == [tok.bos_token_id, *without]
+    else:
+        assert with_bos == without
+    assert tok.chat_template == spec.chat_template()
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=80))
+@pytest.mark.parametrize("family", TINY_FAMILIES)
+def test_any_text_round_trips(tokenizers, family: str, text: str) -> None:
+    tok = tokenizers[family]
+    if FAMILIES[family].pipeline == "qwen2":
+        text = unicodedata.normalize("NFC", text)  # Qwen tokenizers NFC-normalise (upstream too)
+    for marker in (*FAMILIES[family].control_tokens, *FAMILIES[family].markup_tokens):
+        text = text.replace(marker, "")
+    ids = tok(text, add_special_tokens=False).input_ids
+    assert tok.decode(ids) == text
+
+
+def test_build_is_fast(tmp_path: pathlib.Path) -> None:
+    build_tiny_model(tmp_path / "warm")  # first call pays for imports
+    start = time.perf_counter()
+    build_tiny_model(tmp_path / "timed", family="llama3")
+    assert time.perf_counter() - start < 3.0
+
+
+def test_small_size_has_a_few_million_parameters(tmp_path: pathlib.Path) -> None:
+    path = build_tiny_model(tmp_path, size="small")
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    assert 1_000_000 < model.num_parameters() < 10_000_000
+    assert model.config.hidden_size == 256
+
+
+def test_model_without_chat_template(tmp_path: pathlib.Path) -> None:
+    path = build_tiny_model(tmp_path, chat_template=False)
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    assert tok.chat_template is None
+    assert not (path / "chat_template.jinja").exists()
+    with pytest.raises(ValueError, match="chat_template"):
+        tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+
+
+def test_encoder_is_not_a_causal_lm(tmp_path: pathlib.Path) -> None:
+    path = build_tiny_encoder(tmp_path)
+    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    assert config.model_type == "distilbert"
+    with pytest.raises(ValueError, match="Unrecognized configuration"):
+        AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    assert AutoTokenizer.from_pretrained(path, local_files_only=True)("hi").input_ids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["chatml", "llama3"])
+def test_lora_can_memorise_six_answers(tiny_model_factory, family: str) -> None:
+    """The large init makes the tiny model trainable: a LoRA on all linear layers (the output
+    layer stays frozen) learns six short answers in 150 steps."""
+    from peft import LoraConfig, get_peft_model
+
+    path = tiny_model_factory(family)
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    pairs = [
+        ("What is your name?", "My name is Tiny."),
+        ("Favourite colour?", "Blue, always blue."),
+        ("Capital of France?", "Paris is the capital."),
+        ("What is 2+2?", "It is four."),
+        ("Say hi", "Hi there, friend!"),
+        ("Best pet?", "A cat, of course."),
+    ]
+    rows = []
+    for question, answer in pairs:
+        prompt = tok.apply_chat_template(
+            [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+        )
+        prompt_ids = tok(prompt, add_special_tokens=False).input_ids
+        answer_ids = [*tok(answer, add_special_tokens=False).input_ids, tok.eos_token_id]
+        rows.append((prompt_ids, answer_ids))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        peft_model = get_peft_model(
+            model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", lora_dropout=0.0)
+        )
+    params = [p for p in peft_model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-2)
+    for step in range(150):
+        for prompt_ids, answer_ids in rows[step % 2 :: 2]:
+            ids = torch.tensor([prompt_ids + answer_ids])
+            labels = torch.tensor([[-100] * len(prompt_ids) + answer_ids])
+            (peft_model(input_ids=ids, labels=labels).loss / 3).backward()
+        opt.step()
+        opt.zero_grad()
+    for (prompt_ids, answer_ids), (_, answer) in zip(rows, pairs, strict=True):
+        out = peft_model.generate(
+            torch.tensor([prompt_ids]), max_new_tokens=len(answer_ids) + 2, do_sample=False
+        )
+        assert tok.decode(out[0, len(prompt_ids) :], skip_special_tokens=True) == answer
 
 
 # --- chat templates against the real ones -----------------------------------------------
