@@ -27,6 +27,7 @@ from mp13_context._errors import (
     StoreError,
 )
 from mp13_context._events import Event, EventCallback, EventKind
+from mp13_context._export import ConversationData, SessionData
 from mp13_context._model import (
     Command,
     CommandKind,
@@ -38,17 +39,18 @@ from mp13_context._model import (
     Turn,
 )
 from mp13_context._protocol import EngineClient
+from mp13_context._replay import ReplayReport, ReplayTurn, areplay, replay
 from mp13_context._session import Session
-from mp13_context._state import PARAMS, EffectiveState, SystemMode, SystemPrompt
+from mp13_context._state import EffectiveState, SystemMode, SystemPrompt
 
 __all__ = [
-    "PARAMS",
     "AdapterCommands",
     "ChatContext",
     "Command",
     "CommandError",
     "CommandKind",
     "ContextError",
+    "ConversationData",
     "ConversationInfo",
     "Cursor",
     "CursorError",
@@ -61,11 +63,14 @@ __all__ = [
     "NodeKind",
     "NotFoundError",
     "ParamCommands",
+    "ReplayReport",
+    "ReplayTurn",
     "Role",
     "SchemaError",
     "SearchHit",
     "SerializationError",
     "Session",
+    "SessionData",
     "StoreError",
     "SystemCommands",
     "SystemMode",
@@ -73,4 +78,6 @@ __all__ = [
     "ToolCommands",
     "TryOut",
     "Turn",
+    "areplay",
+    "replay",
 ]

@@ -318,9 +318,9 @@ class Cursor:
         """Record a note (for people; never sent to a model, never replayed)."""
         self._record(Command(kind=CommandKind.LOG, text=text))
 
-    def record_call(self, name: str, **data: Any) -> None:
+    def record_call(self, call: str, /, **data: Any) -> None:
         """Record that an API call was made here (e.g. ``engine.adapters.load``); not replayed."""
-        self._record(Command(kind=CommandKind.API_CALL, text=name, data=data))
+        self._record(Command(kind=CommandKind.API_CALL, text=call, data=data))
 
     def with_params(self, **overrides: Any) -> Cursor:
         """A new cursor here whose requests use these parameters (not recorded)."""

@@ -17,7 +17,7 @@ Behaviour that tests can rely on:
   propagates ``CancelledError`` as a real engine's would.
 - Requests in flight at the same time count as one wave: ``max_in_flight`` is
   the most seen at once and ``metrics.batch_size`` the number in flight when a
-  request started (plus later joiners in the same event-loop tick).
+  most in flight at once during the request's life.
 - A ``FakeReply(error=...)`` resolves with ``finish_reason=ERROR``;
   ``FakeReply(raise_exc=...)`` raises from ``agenerate``/``astream``.
 """
@@ -91,6 +91,7 @@ class FakeEngine:
         self.max_in_flight = 0
         self._cancel_flags: set[str] = set()
         self._running: set[str] = set()
+        self._peaks: dict[str, int] = {}
 
     def script(self, *replies: FakeReply | str) -> FakeEngine:
         """Queue replies (a ``str`` is a plain text reply); returns the engine."""
@@ -154,8 +155,9 @@ class FakeEngine:
         self._running.add(request.id)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        for rid in self._running:  # a request's wave: the most in flight during its life
+            self._peaks[rid] = max(self._peaks.get(rid, 0), self.in_flight)
         await asyncio.sleep(0)  # let requests gathered with this one join the wave
-        batch = self.in_flight
         delay = self.delay_s if reply.delay_s is None else reply.delay_s
         text = ""
         finish = reply.finish_reason
@@ -196,12 +198,16 @@ class FakeEngine:
                     ttft_s=ttft,
                     total_s=total,
                     tokens_per_s=completion / total if total > 0 else 0.0,
-                    batch_size=batch,
+                    batch_size=self._peaks.get(request.id, 1),
                     adapters=request.adapters or (),
                 ),
             )
             yield Chunk(id=request.id, done=True, response=response)
+        except asyncio.CancelledError:  # task cancelled or stream closed: a real engine stops too
+            self.cancelled.append(request.id)
+            raise
         finally:
             self.in_flight -= 1
             self._running.discard(request.id)
             self._cancel_flags.discard(request.id)
+            self._peaks.pop(request.id, None)

@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: MIT
+"""Replay: re-run a saved conversation on another engine or configuration, and compare.
+
+``replay(source, into=..., engine=..., toolbox=...)`` walks the path of the
+source (a cursor's branch, or a conversation's main line) and rebuilds it in a
+NEW conversation of ``into``:
+
+- replayable commands (system, adapters, tools scope, parameters) are recorded
+  again, in order, where they were on the path; commands recorded after a reply
+  but before the next user turn stay there;
+- each user turn is asked again; everything the runner made by itself (replies
+  after tool rounds, tool results, automatic continuations) is *regenerated*,
+  not copied; a continuation the user asked for is asked for again when the new
+  reply is truncated too;
+- log notes and recorded API calls are not replayed, and no permission comes
+  from the source: tools run under ``toolbox`` with its own approval state and
+  the ``approval`` callback given here, so a foreign session cannot widen what
+  tools may do.
+
+The ``ReplayReport`` has one ``ReplayTurn`` per user turn: the final reply text
+of both runs, whether they are equal and how similar (``difflib`` ratio), the
+tool calls of both (compared by name and arguments; ids differ by design) and
+the metrics side by side.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import attrs
+
+from mp13_context._context import ChatContext
+from mp13_context._cursor import Cursor
+from mp13_context._errors import ContextError
+from mp13_context._events import EventCallback
+from mp13_context._model import Command, ConversationInfo, Node, Role, Turn
+from mp13_context._runner import stitched
+from mp13_context._session import Session
+from mp13_context._sync import run_sync
+from mp13_engine import RequestMetrics
+from mp13_toolbox import ToolCall
+
+
+@attrs.frozen(kw_only=True)
+class ReplayTurn:
+    """The comparison for one user turn."""
+
+    index: int
+    user_text: str
+    original_text: str
+    replayed_text: str
+    similarity: float
+    original_tool_calls: tuple[ToolCall, ...] = ()
+    replayed_tool_calls: tuple[ToolCall, ...] = ()
+    original_metrics: RequestMetrics | None = None
+    replayed_metrics: RequestMetrics | None = None
+    original_node_id: str | None = None
+    replayed_node_id: str | None = None
+    error: str | None = None
+
+    @property
+    def text_equal(self) -> bool:
+        return self.original_text == self.replayed_text
+
+    @property
+    def tool_calls_equal(self) -> bool:
+        return _call_keys(self.original_tool_calls) == _call_keys(self.replayed_tool_calls)
+
+
+@attrs.frozen(kw_only=True)
+class ReplayReport:
+    """What ``replay`` did: where the new conversation is and the per-turn comparison."""
+
+    source_conversation_id: str
+    conversation_id: str
+    leaf_node_id: str
+    turns: tuple[ReplayTurn, ...] = ()
+
+    @property
+    def all_equal(self) -> bool:
+        """Every reply text and every tool call reproduced exactly."""
+        return all(t.text_equal and t.tool_calls_equal for t in self.turns)
+
+    @property
+    def equal_count(self) -> int:
+        return sum(t.text_equal for t in self.turns)
+
+    @property
+    def mean_similarity(self) -> float:
+        return sum(t.similarity for t in self.turns) / len(self.turns) if self.turns else 1.0
+
+
+def _call_keys(calls: tuple[ToolCall, ...]) -> list[tuple[str, Any]]:
+    return [(c.name, c.arguments) for c in calls]
+
+
+def similarity(a: str, b: str) -> float:
+    """How alike two texts are, 0..1 (``difflib.SequenceMatcher.ratio``)."""
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def _replayable(node: Node) -> list[Command]:
+    return [attrs.evolve(c) for c in node.commands if c.kind.replayable]
+
+
+def _split(path: list[Node]) -> list[tuple[list[Command], Node | None, list[Node]]]:
+    """``(commands before, user node, the nodes of its exchange)`` per user turn; a last
+    entry with user ``None`` holds the commands after the last exchange."""
+    out: list[tuple[list[Command], Node | None, list[Node]]] = []
+    pending: list[Command] = []
+    i = 0
+    while i < len(path):
+        node = path[i]
+        if node.turn is None or node.turn.role is not Role.USER:
+            pending += _replayable(node)
+            i += 1
+            continue
+        j = i + 1
+        while j < len(path) and not (path[j].turn and path[j].turn.role is Role.USER):
+            j += 1
+        out.append((pending, node, path[i + 1 : j]))
+        pending = []
+        i = j
+    out.append((pending, None, []))
+    return out
+
+
+def _calls(turns: list[Turn]) -> tuple[ToolCall, ...]:
+    return tuple(c for t in turns if t.role is Role.ASSISTANT for c in t.tool_calls)
+
+
+async def areplay(
+    source: Cursor | ConversationInfo | str,
+    into: Session | None = None,
+    engine: Any = None,
+    toolbox: Any = None,
+    *,
+    session: Session | None = None,
+    title: str | None = None,
+    approval: Any = None,
+    on_event: EventCallback | None = None,
+) -> ReplayReport:
+    """Async ``replay`` (see the module docstring)."""
+    if isinstance(source, Cursor):
+        src, leaf = source.session, source.node_id
+        engine = engine if engine is not None else source.context.engine
+        toolbox = toolbox if toolbox is not None else source.context.toolbox
+    else:
+        if session is None:
+            raise ContextError(
+                "replay of a conversation id needs its session: replay(conv, session=..., ...)"
+            )
+        src = session
+        info = src.conversation(source if isinstance(source, str) else source.id)
+        leaf = src.leaf(info.root_id).id
+    if engine is None:
+        raise ContextError("replay needs an engine: replay(source, engine=...)")
+    into = into if into is not None else src
+    path = src.path(leaf)
+    src_info = src.conversation(path[0].conversation_id)
+    ctx = ChatContext(into, engine, toolbox, scope="replay", approval=approval, on_event=on_event)
+    cur = ctx.cursor(
+        title=title if title is not None else f"replay of {src_info.title or src_info.id}"
+    )
+    rows: list[ReplayTurn] = []
+    for before, user, segment in _split(path):
+        pre: list[Command] = []
+        post: list[Command] = []
+        replied = False
+        for node in segment:
+            if node.turn is not None and node.turn.role is Role.ASSISTANT:
+                replied = True
+            elif node.turn is None:
+                (post if replied else pre).extend(_replayable(node))
+        for cmd in before + pre:
+            cur._record(cmd)
+        if user is None:
+            break
+        assert user.turn is not None
+        final = await cur.aask(user.turn.text)
+        asked = [n for n in segment if n.turn and n.turn.continuation and not n.turn.auto]
+        for _ in asked:
+            if not final.truncated:
+                break
+            final = await cur.acontinue()
+        original = [n for n in segment if n.turn and n.turn.role is Role.ASSISTANT]
+        orig_final = stitched(src, original[-1].id) if original else None
+        orig_text = orig_final.text if orig_final else ""
+        new_turns = cur.exchange()
+        rows.append(
+            ReplayTurn(
+                index=len(rows),
+                user_text=user.turn.text,
+                original_text=orig_text,
+                replayed_text=final.text,
+                similarity=similarity(orig_text, final.text),
+                original_tool_calls=_calls([n.turn for n in segment if n.turn]),
+                replayed_tool_calls=_calls(new_turns),
+                original_metrics=orig_final.metrics if orig_final else None,
+                replayed_metrics=final.metrics,
+                original_node_id=orig_final.node_id if orig_final else None,
+                replayed_node_id=final.node_id,
+                error=final.error,
+            )
+        )
+        for cmd in post:
+            cur._record(cmd)
+    return ReplayReport(
+        source_conversation_id=src_info.id,
+        conversation_id=cur.conversation_id,
+        leaf_node_id=cur.node_id,
+        turns=tuple(rows),
+    )
+
+
+def replay(
+    source: Cursor | ConversationInfo | str,
+    into: Session | None = None,
+    engine: Any = None,
+    toolbox: Any = None,
+    **kwargs: Any,
+) -> ReplayReport:
+    """Re-run ``source`` into a new conversation of ``into`` and compare (module docstring).
+
+    ``source``: a ``Cursor`` (its branch up to the cursor; its context's engine and
+    toolbox are the defaults) or a conversation (``ConversationInfo`` or id, with
+    ``session=``; its main line). ``into`` defaults to the source's session.
+    """
+    return run_sync(areplay(source, into, engine, toolbox, **kwargs))

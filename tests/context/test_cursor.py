@@ -1,0 +1,370 @@
+# SPDX-License-Identifier: MIT
+"""Cursors: asking, navigation, forks, batches, try-outs, retry, continue, trim, scopes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mp13_context import (
+    ChatContext,
+    CommandError,
+    ContextError,
+    CursorError,
+    NodeKind,
+    Role,
+    SystemMode,
+)
+from mp13_context.testing import FakeEngine, FakeReply
+from mp13_engine import FinishReason
+
+
+def contents(cur):
+    return [(m["role"], m["content"]) for m in cur.messages()]
+
+
+def test_ask_records_user_and_reply_and_moves_cursor(ctx):
+    cur = ctx.cursor(title="t")
+    turn = cur.ask("Hi")
+    assert turn.role is Role.ASSISTANT and turn.text == "echo: Hi"
+    assert turn.node_id == cur.node_id
+    assert cur.node.turn.text == "echo: Hi"
+    assert contents(cur) == [("user", "Hi"), ("assistant", "echo: Hi")]
+    assert turn.metrics is not None and turn.finish_reason is FinishReason.STOP
+
+
+def test_messages_are_exactly_what_the_engine_receives(ctx, engine):
+    cur = ctx.cursor()
+    cur.system.set("be brief")
+    cur.ask("one")
+    expected = [*cur.messages(), {"role": "user", "content": "two"}]
+    cur.ask("two")
+    assert list(engine.requests[-1].messages) == expected
+
+
+def test_system_commands_set_add_pop_none_default(ctx, engine):
+    cur = ctx.cursor()
+    cur.system.set("A")
+    cur.system.add("B")
+    assert cur.system.show().text == "A\n\nB"
+    cur.system.pop()
+    assert cur.system.show().text == "A"
+    cur.system.none()
+    assert cur.messages()[0] == {"role": "system", "content": ""}
+    cur.system.default()
+    assert cur.system.show().mode is SystemMode.DEFAULT
+    assert cur.messages() == []
+    cur.system.pop()  # undo default -> none
+    assert cur.system.show().mode is SystemMode.NONE
+
+
+def test_pop_with_nothing_to_pop_is_refused(ctx):
+    cur = ctx.cursor()
+    with pytest.raises(CommandError, match="nothing to pop"):
+        cur.system.pop()
+    with pytest.raises(CommandError):
+        cur.adapters.pop()
+    with pytest.raises(CommandError):
+        cur.tools.pop()
+
+
+def test_unknown_or_bad_params_are_refused_with_the_known_names(ctx):
+    cur = ctx.cursor()
+    with pytest.raises(CommandError, match="known parameters"):
+        cur.params.set(temprature=0.1)
+    with pytest.raises(CommandError, match="top_p"):
+        cur.params.set(top_p=0)
+
+
+def test_params_and_adapters_reach_the_request(ctx, engine):
+    cur = ctx.cursor()
+    cur.params.set(temperature=0.3, max_new_tokens=7, stop=["END"])
+    cur.adapters.set(["a"])
+    cur.adapters.add("b")
+    cur.ask("x")
+    req = engine.requests[-1]
+    assert (req.temperature, req.max_new_tokens, req.stop) == (0.3, 7, ("END",))
+    assert req.adapters == ("a", "b")
+    cur.params.set(temperature=None)
+    cur.adapters.set([])
+    cur.ask("y", top_k=3)
+    req = engine.requests[-1]
+    assert req.temperature == 1.0 and req.adapters == () and req.top_k == 3
+
+
+def test_commands_after_a_turn_go_on_a_placeholder_not_the_turn(ctx):
+    cur = ctx.cursor()
+    cur.ask("x")
+    reply = cur.node_id
+    cur.system.set("S")
+    cur.params.set(seed=1)
+    assert cur.node.kind is NodeKind.PLACEHOLDER
+    assert cur.node.parent_id == reply
+    assert len(cur.node.commands) == 2  # both on the same placeholder
+    assert ctx.session.node(reply).commands == ()
+
+
+def test_fork_leaves_the_original_cursor_and_does_not_leak(ctx):
+    cur = ctx.cursor()
+    cur.ask("base")
+    alt = cur.fork()
+    alt.system.set("alt only")
+    alt.ask("alt question")
+    assert cur.system.show().mode is SystemMode.DEFAULT
+    cur.ask("main question")
+    assert contents(cur)[-2:] == [("user", "main question"), ("assistant", "echo: main question")]
+    assert ("user", "alt question") not in contents(cur)
+    assert contents(alt)[0] == ("system", "alt only")
+
+
+def test_navigation(ctx):
+    cur = ctx.cursor()
+    cur.ask("a")
+    first = cur.node_id
+    cur.ask("b")
+    cur.parent().parent()
+    assert cur.node_id == first
+    cur.leaf()
+    assert cur.node.turn.text == "echo: b"
+    cur.goto(first)
+    other = cur.clone()
+    other.ask("c")
+    cur.child(0)
+    user_b = cur.node_id
+    cur.next_sibling()
+    assert cur.node.turn.text == "c"
+    cur.prev_sibling()
+    assert cur.node_id == user_b
+    with pytest.raises(CursorError):
+        cur.root().parent()
+
+
+def test_batch_runs_as_one_wave_and_returns_one_cursor_per_prompt(ctx, engine):
+    cur = ctx.cursor()
+    cur.ask("start")
+    before = cur.node_id
+    kids = cur.batch(["p1", "p2", "p3"])
+    assert cur.node_id == before
+    assert [k.turn.text for k in kids] == ["echo: p1", "echo: p2", "echo: p3"]
+    assert engine.max_in_flight == 3
+    assert {k.turn.metrics.batch_size for k in kids} == {3}
+    hub = ctx.session.node(kids[0].path()[-3].id)
+    assert hub.kind is NodeKind.BATCH_HUB
+    assert all(k.path()[-3].id == hub.id for k in kids)
+
+
+def test_try_out_promote_moves_origin_and_marks_main_line(ctx):
+    cur = ctx.cursor()
+    cur.ask("q")
+    t = cur.try_out()
+    assert ctx.tryouts() == [t]
+    t.ask("try this")
+    cur.ask("meanwhile")
+    origin = t.promote()
+    assert origin is cur and cur.node_id == t.node_id
+    assert ctx.tryouts() == []
+    assert ctx.session.node(t.hub_id).main_line
+    cur.parent().parent().parent()  # back above the hub
+    assert cur.leaf().node_id == t.node_id  # leaf follows the main line
+    with pytest.raises(CursorError, match="closed"):
+        t.ask("again")
+
+
+def test_try_out_close_archives(ctx):
+    cur = ctx.cursor()
+    cur.ask("q")
+    start = cur.node_id
+    t = cur.try_out()
+    t.ask("bad idea")
+    t.close()
+    assert ctx.session.node(t.hub_id).archived
+    assert cur.node_id == start
+    assert cur.leaf().node_id == start  # archived branches are off the main line
+
+
+def test_scopes_do_not_touch_each_others_tryouts_or_positions(ctx):
+    other = ctx.with_scope("plugin")
+    a = ctx.cursor()
+    a.ask("shared")
+    b = other.cursor(a.conversation_id)
+    assert b.node_id == a.node_id  # no position in scope "plugin" yet: the newest node
+    ta = a.try_out()
+    tb = b.try_out()
+    assert ctx.tryouts() == [ta] and other.tryouts() == [tb]
+    assert ctx.close_tryouts() == 1
+    assert other.tryouts() == [tb] and not tb.closed
+    tb.ask("plugin work")
+    assert ctx.cursor(a.conversation_id).node_id == a.node_id
+    assert other.cursor(a.conversation_id).node_id == tb.node_id
+
+
+def test_retry_makes_a_sibling_reply_with_later_commands(ctx, engine):
+    cur = ctx.cursor()
+    engine.script("first answer")
+    cur.ask("q")
+    old = cur.node_id
+    cur.params.set(temperature=0.9)
+    engine.script("second answer")
+    turn = cur.retry()
+    assert turn.text == "second answer"
+    assert engine.requests[-1].temperature == 0.9
+    assert [m["content"] for m in engine.requests[-1].messages] == ["q"]
+    user = ctx.session.node(old).parent_id
+    assert ctx.session.path(cur.node_id)[-3].id == user
+    assert {n.kind for n in ctx.session.children(user)} == {NodeKind.TURN, NodeKind.PLACEHOLDER}
+
+
+def test_retry_without_user_turn_is_an_error(ctx):
+    with pytest.raises(CursorError, match="nothing to retry"):
+        ctx.cursor().retry()
+
+
+def test_continue_stitches_a_truncated_reply(ctx, engine):
+    cur = ctx.cursor()
+    engine.script(FakeReply(text="Once upon", finish_reason=FinishReason.LENGTH))
+    turn = cur.ask("story")
+    assert turn.truncated
+    engine.script(" a time.")
+    turn = cur.continue_()
+    assert turn.text == "Once upon a time." and not turn.truncated
+    assert engine.requests[-1].continue_final
+    assert engine.requests[-1].messages[-1] == {"role": "assistant", "content": "Once upon"}
+    assert contents(cur) == [("user", "story"), ("assistant", "Once upon a time.")]
+
+
+def test_automatic_continuations_up_to_the_limit(ctx, engine):
+    cur = ctx.cursor()
+    cur.params.set(max_continuations=2)
+    cut = FinishReason.LENGTH
+    engine.script(
+        FakeReply(text="a", finish_reason=cut),
+        FakeReply(text="b", finish_reason=cut),
+        FakeReply(text="c", finish_reason=cut),
+    )
+    turn = cur.ask("go")
+    assert turn.text == "abc" and turn.truncated  # limit reached, still truncated
+    assert len(engine.requests) == 3
+    kinds = [(n.turn.continuation, n.turn.auto) for n in cur.path() if n.turn][1:]
+    assert kinds == [(False, False), (True, True), (True, True)]
+
+
+def test_continue_needs_an_assistant_reply(ctx):
+    cur = ctx.cursor()
+    with pytest.raises(CursorError, match="nothing to continue"):
+        cur.continue_()
+
+
+def test_trim_drops_user_turns_but_keeps_their_state(ctx):
+    cur = ctx.cursor()
+    cur.ask("one")
+    cur.system.set("S")
+    cur.ask("two")
+    cur.params.set(seed=5)
+    cur.ask("three")
+    cur.trim(2)
+    assert contents(cur) == [("system", "S"), ("user", "one"), ("assistant", "echo: one")]
+    assert cur.params.show() == {"seed": 5}
+    with pytest.raises(CursorError):
+        cur.trim(5)
+
+
+def test_engine_errors_are_recorded_not_raised(ctx, engine):
+    cur = ctx.cursor()
+    engine.script(FakeReply(error="CUDA out of memory"))
+    turn = cur.ask("x")
+    assert turn.error == "CUDA out of memory" and turn.finish_reason is FinishReason.ERROR
+    engine.script(FakeReply(raise_exc=RuntimeError("boom")))
+    turn = cur.ask("y")
+    assert "boom" in turn.error
+    assert cur.ask("z").text == "echo: z"  # the context goes on
+    # failed replies are not sent to the model again
+    assert ("assistant", "") not in contents(cur)
+
+
+def test_no_engine_is_a_clear_error(session):
+    cur = ChatContext(session).cursor()
+    with pytest.raises(ContextError, match="no engine"):
+        cur.ask("x")
+
+
+def test_cancel_by_id_keeps_partial_text(ctx, engine):
+    engine.delay_s = 0.01
+    engine.chunk_size = 1
+    cur = ctx.cursor()
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("x" * 10))
+        while engine.in_flight == 0 or not cur.running:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.03)
+        assert cur.cancel()
+        return await task
+
+    turn = asyncio.run(main())
+    assert turn.cancelled and turn.finish_reason is FinishReason.CANCELLED
+    assert 0 < len(turn.text) < len("echo: " + "x" * 10)
+    assert cur.node.turn.cancelled and cur.node.turn.text == turn.text
+    assert not cur.running
+
+
+def test_task_cancellation_records_a_cancelled_turn(ctx, engine):
+    engine.delay_s = 0.01
+    engine.chunk_size = 1
+    cur = ctx.cursor()
+    seen = []
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("hello there", on_event=seen.append))
+        while not any(e.text for e in seen):
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    node = cur.node
+    assert node.turn.role is Role.ASSISTANT and node.turn.cancelled
+    assert node.turn.text and "echo: hello there".startswith(node.turn.text)
+    assert engine.cancelled  # the engine was told
+    assert cur.ask("next").text == "echo: next"  # consistent tree, usable cursor
+
+
+def test_cursor_runs_one_exchange_at_a_time(ctx, engine):
+    engine.delay_s = 0.01
+    cur = ctx.cursor()
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("slow"))
+        await asyncio.sleep(0)
+        with pytest.raises(CursorError, match="running"):
+            await cur.aask("again")
+        await task
+
+    asyncio.run(main())
+
+
+def test_sync_ask_inside_a_running_loop_does_not_deadlock(ctx):
+    async def main():
+        return ctx.cursor().ask("from a loop")
+
+    assert asyncio.run(main()).text == "echo: from a loop"
+
+
+def test_prompt_and_token_count_use_the_engine(ctx):
+    cur = ctx.cursor()
+    cur.system.set("S")
+    cur.ask("hi")
+    assert cur.prompt().startswith("<|im_start|>system\nS")
+    assert cur.count_tokens() == FakeEngine().count_tokens(cur.prompt())
+
+
+def test_log_and_api_calls_are_recorded_but_change_nothing(ctx):
+    cur = ctx.cursor()
+    state = cur.state
+    cur.log("tried something")
+    cur.record_call("engine.adapters.load", path="/x", name="a")
+    assert cur.state == state
+    kinds = [c.kind.value for c in cur.node.commands]
+    assert kinds == ["log", "api_call"]
+    assert cur.node.commands[1].data == {"path": "/x", "name": "a"}

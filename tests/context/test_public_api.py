@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+"""The public surface of mp13_context is pinned."""
+
+import mp13_context
+from mp13_context import EngineClient
+from mp13_context.testing import FakeEngine
+
+
+def test_all_is_sorted_and_resolves():
+    assert mp13_context.__all__ == sorted(mp13_context.__all__)
+    for name in mp13_context.__all__:
+        assert getattr(mp13_context, name) is not None
+
+
+def test_api_md_names_exist():
+    for name in (
+        "Session",
+        "ChatContext",
+        "Cursor",
+        "Turn",
+        "replay",
+        "ReplayReport",
+        "SearchHit",
+        "EngineClient",
+        "ContextError",
+    ):
+        assert name in mp13_context.__all__
+
+
+def test_fake_engine_satisfies_the_protocol():
+    assert isinstance(FakeEngine(), EngineClient)
+
+
+def test_context_errors_are_mp13_errors():
+    from mp13_toolbox import Mp13Error
+
+    assert issubclass(mp13_context.ContextError, Mp13Error)
+    for name in (
+        "CursorError",
+        "CommandError",
+        "StoreError",
+        "SchemaError",
+        "NotFoundError",
+        "SerializationError",
+    ):
+        assert issubclass(getattr(mp13_context, name), mp13_context.ContextError)
