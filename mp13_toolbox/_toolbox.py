@@ -24,6 +24,7 @@ Steps of one call: look up (view + registry) -> budget -> validate arguments
 
 from __future__ import annotations
 
+import copy
 import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -273,7 +274,8 @@ class Toolbox:
 
     def specs(self, view: ToolsView | None = None) -> list[dict[str, Any]]:
         """OpenAI-style specs of the ADVERTISED tools: what ``Request.tools`` gets."""
-        return [s.to_openai() for s in self.tool_specs(view)]
+        # Deep copies: a consumer that edits a request's schema must not edit ours.
+        return [copy.deepcopy(s.to_openai()) for s in self.tool_specs(view)]
 
     # execution ----------------------------------------------------------------------------
 

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import threading
 import time
+from typing import TypedDict
 
 import attrs
 import pytest
@@ -295,3 +297,48 @@ def test_threads_and_tasks_share_one_toolbox(tb):
         return await tb.aexecute_many([ToolCall("add", {"a": i}) for i in range(20)])
 
     assert [r.content for r in asyncio.run(many())] == [str(i + 1) for i in range(20)]
+
+
+@attrs.define
+class Point:
+    x: float
+    y: float = 0.0
+
+
+@dataclasses.dataclass
+class Shape:
+    corners: list[Point]
+    name: str = "shape"
+
+
+class Person(TypedDict):
+    name: str
+    age: int
+
+
+def test_typed_arguments_are_built_from_json():
+    box = Toolbox()
+    seen = {}
+
+    @box.register
+    def describe(shape: Shape, size: tuple[int, int], tags: frozenset[str], who: Person) -> str:
+        seen.update(shape=shape, size=size, tags=tags, who=who)
+        return "ok"
+
+    args = {
+        "shape": {"corners": [{"x": 1}, {"x": 2, "y": 3.5}]},
+        "size": [3, 4],
+        "tags": ["a", "b"],
+        "who": {"name": "Ada", "age": 36},
+    }
+    assert box.execute(ToolCall("describe", args)).content == "ok"
+    assert seen["shape"] == Shape([Point(1, 0.0), Point(2, 3.5)])
+    assert seen["size"] == (3, 4) and seen["tags"] == frozenset({"a", "b"})
+    assert seen["who"] == {"name": "Ada", "age": 36}
+    r = box.execute(ToolCall("describe", {**args, "tags": ["a", "a"]}))
+    assert r.is_error and "unique" in r.content
+
+
+def test_specs_are_copies(tb):
+    tb.specs()[0]["function"]["parameters"]["properties"].clear()
+    assert tb.specs()[0]["function"]["parameters"]["properties"]
