@@ -55,7 +55,7 @@ class TagScan:
 
 
 class BracketScan:
-    """The payload is one balanced bracket value, optionally after an ``after`` literal."""
+    """The payload is one balanced bracket value (or one string), optionally after ``after``."""
 
     def __init__(
         self, start: int, stops: Sequence[str], *, after: str | None = None, quotes: str = '"'
@@ -108,8 +108,8 @@ class BracketScan:
             if m is None:
                 self._i = max(self._i, limit)
                 return None
-            if m.group() not in _OPEN:
-                return -1
+            if m.group() not in _OPEN and m.group() not in self._quotes:
+                return -1  # a JSON-string value (quoted) is accepted: it may encode the arguments
             self._phase = 2
             self._i = m.start()
         i, depth, quote, tok = self._i, self._depth, self._quote, self._tok
@@ -130,6 +130,9 @@ class BracketScan:
                         continue
                     if ch == quote:
                         quote = None
+                        if depth == 0:
+                            i = j + 1
+                            return j + 1
                 elif ch in self._quotes:
                     quote = ch
                 elif ch in _OPEN:
