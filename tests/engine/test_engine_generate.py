@@ -1,0 +1,285 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Generation behaviour: waves, per-row parameters, finish reasons, prompts, failures.
+
+Outputs of a random tiny model are meaningless; these tests compare the
+engine with itself (alone vs in a wave, sync vs async) and check ids,
+lengths, finish reasons and errors, never the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import threading
+
+import pytest
+
+from mp13_engine import Engine, FinishReason, Request
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=8) as eng:
+        yield eng
+
+
+def _prompts(n: int) -> list[Request]:
+    words = ["apple", "river", "cloud nine", "x", "seven seas sail", "mp13", "é ü 世界", "ok ok"]
+    return [
+        Request(messages=[{"role": "user", "content": words[i % len(words)] * (i + 1)}])
+        for i in range(n)
+    ]
+
+
+def _fresh(req: Request, **changes) -> Request:
+    return Request(
+        messages=req.messages,
+        **{k: getattr(req, k) for k in ("max_new_tokens", "do_sample", "seed", "top_k", "top_p")}
+        | changes,
+    )
+
+
+def test_greedy_alone_equals_in_a_wave_of_8(engine):
+    reqs = [_fresh(r, max_new_tokens=6 + 2 * i) for i, r in enumerate(_prompts(8))]
+    solo = [engine.generate(_fresh(r)) for r in reqs]
+    wave = engine.generate_many([_fresh(r) for r in reqs])
+    assert [w.metrics.batch_size for w in wave] == [8] * 8
+    assert [s.metrics.batch_size for s in solo] == [1] * 8
+    for s, w, r in zip(solo, wave, reqs, strict=True):
+        assert w.raw_text == s.raw_text
+        assert w.metrics.completion_tokens == s.metrics.completion_tokens == r.max_new_tokens
+        assert w.finish_reason is FinishReason.LENGTH
+
+
+def test_seeded_sampling_reproducible_alone_and_in_a_wave(engine):
+    reqs = [
+        _fresh(r, max_new_tokens=12, do_sample=True, seed=100 + i, top_k=40, top_p=0.9)
+        for i, r in enumerate(_prompts(4))
+    ]
+    solo_a = [engine.generate(_fresh(r)) for r in reqs]
+    solo_b = [engine.generate(_fresh(r)) for r in reqs]
+    # a wave mixing greedy and sampled rows
+    mixed = [_fresh(r) for r in reqs] + [_fresh(r, max_new_tokens=12) for r in _prompts(4)]
+    wave = engine.generate_many(mixed)
+    assert [a.raw_text for a in solo_a] == [b.raw_text for b in solo_b]
+    assert [w.raw_text for w in wave[:4]] == [a.raw_text for a in solo_a]
+    # different seeds give different samples (overwhelmingly likely over 12 tokens)
+    other = engine.generate(_fresh(reqs[0], seed=999))
+    assert other.raw_text != solo_a[0].raw_text
+
+
+def test_sync_async_parity_including_inside_a_running_loop(engine):
+    reqs = _prompts(3)
+    sync = [engine.generate(_fresh(r, max_new_tokens=7)) for r in reqs]
+
+    async def main():
+        one = [await engine.agenerate(_fresh(r, max_new_tokens=7)) for r in reqs]
+        many = await engine.agenerate_many([_fresh(r, max_new_tokens=7) for r in reqs])
+        # a blocking call from inside a running loop (notebook style) also works
+        blocking = engine.generate(_fresh(reqs[0], max_new_tokens=7))
+        return one, many, blocking
+
+    one, many, blocking = asyncio.run(main())
+    for group in (one, many):
+        assert [r.raw_text for r in group] == [r.raw_text for r in sync]
+        assert [r.finish_reason for r in group] == [r.finish_reason for r in sync]
+    assert blocking.raw_text == sync[0].raw_text
+
+
+def test_sync_calls_from_many_threads_share_waves(engine):
+    reqs = _prompts(8)
+    expected = [engine.generate(_fresh(r, max_new_tokens=5)).raw_text for r in reqs]
+    results: dict[int, object] = {}
+    barrier = threading.Barrier(8)
+
+    def worker(i):
+        barrier.wait()
+        results[i] = engine.generate(_fresh(reqs[i], max_new_tokens=5))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [results[i].raw_text for i in range(8)] == expected
+    assert max(results[i].metrics.batch_size for i in range(8)) > 1
+
+
+def test_length_and_min_new_tokens(engine):
+    r = engine.generate("count", max_new_tokens=5, min_new_tokens=5)
+    assert r.finish_reason is FinishReason.LENGTH
+    assert r.metrics.completion_tokens == 5
+
+
+def test_stop_string_is_removed_and_finishes_stop(engine):
+    base = engine.generate(Request(prompt="stop test", max_new_tokens=24))
+    text = base.raw_text
+    # pick a stop string from the model's own greedy output, at its first occurrence
+    cut = next(
+        i
+        for i in range(2, len(text) - 2)
+        if "\ufffd" not in text[i : i + 2] and text.find(text[i : i + 2]) == i
+    )
+    stop = text[cut : cut + 2]
+    r = engine.generate(Request(prompt="stop test", max_new_tokens=24, stop=[stop, "never§"]))
+    assert r.finish_reason is FinishReason.STOP
+    assert r.raw_text == text[:cut]
+    assert stop not in r.text
+    chunks = list(engine.stream(Request(prompt="stop test", max_new_tokens=24, stop=[stop])))
+    assert "".join(c.text for c in chunks) == r.text
+
+
+@pytest.fixture(scope="module")
+def eos_model(tiny_model_path, tmp_path_factory):
+    """A copy of the tiny model whose EOS set includes the first greedy token of 'eos test'."""
+    import torch
+
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        prompt = eng.format_prompt(Request(prompt="eos test"))
+        ids = eng.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            first = int(eng.model(ids).logits[0, -1].argmax())
+    dest = tmp_path_factory.mktemp("eos") / "model"
+    shutil.copytree(tiny_model_path, dest)
+    gen_path = dest / "generation_config.json"
+    gen = json.loads(gen_path.read_text())
+    eos = gen.get("eos_token_id")
+    eos = eos if isinstance(eos, list) else [eos]
+    gen["eos_token_id"] = [*eos, first]
+    gen_path.write_text(json.dumps(gen))
+    return dest
+
+
+def test_eos_finishes_stop_and_min_new_tokens_suppresses_it(eos_model):
+    path = eos_model
+    with Engine.load(str(path), device="cpu") as eng:
+        r = eng.generate(Request(prompt="eos test", max_new_tokens=10))
+        assert r.finish_reason is FinishReason.STOP
+        assert r.metrics.completion_tokens == 0
+        forced = eng.generate(Request(prompt="eos test", max_new_tokens=6, min_new_tokens=6))
+        assert forced.finish_reason is FinishReason.LENGTH
+        assert forced.metrics.completion_tokens == 6
+        # in a wave: the EOS row stops, the forced row goes on
+        a, b = eng.generate_many(
+            [
+                Request(prompt="eos test", max_new_tokens=6),
+                Request(prompt="eos test", max_new_tokens=6, min_new_tokens=6),
+            ]
+        )
+        assert (a.finish_reason, b.finish_reason) == (FinishReason.STOP, FinishReason.LENGTH)
+        assert b.raw_text == forced.raw_text
+
+
+def test_return_prompt_format_prompt_and_count_tokens_agree(engine):
+    req = Request(
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        max_new_tokens=2,
+        return_prompt=True,
+    )
+    r = engine.generate(req)
+    assert r.prompt == engine.format_prompt(req)
+    assert r.metrics.prompt_tokens == engine.count_tokens(r.prompt)
+    plain = engine.generate(Request(messages=req.messages, max_new_tokens=2))
+    assert plain.prompt is None
+
+
+def test_continue_final_continues_the_assistant_message(engine):
+    msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello the"}]
+    prompt = engine.format_prompt(Request(messages=msgs, continue_final=True))
+    assert prompt.endswith("Hello the")
+    open_prompt = engine.format_prompt(Request(messages=msgs[:1]))
+    assert prompt.startswith(open_prompt)
+    r = engine.generate(Request(messages=msgs, continue_final=True, max_new_tokens=3))
+    assert r.ok and r.metrics.completion_tokens == 3
+    bad = engine.generate(Request(messages=msgs[:1], continue_final=True, max_new_tokens=3))
+    assert bad.finish_reason is FinishReason.ERROR and "assistant" in bad.error
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"top_p": 0.0, "do_sample": True}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"top_k": -1}, "top_k"),
+        ({"adapters": ["no-such-adapter"]}, "no-such-adapter"),
+    ],
+)
+def test_bad_requests_resolve_error_and_engine_keeps_serving(engine, fields, needle):
+    r = engine.generate(Request(prompt="hi", **fields))
+    assert r.finish_reason is FinishReason.ERROR
+    assert needle in r.error
+    assert engine.generate("still fine?", max_new_tokens=2).ok
+
+
+def test_prompt_longer_than_context_window_errors(engine):
+    ctx = engine.model.config.max_position_embeddings
+    r = engine.generate(Request(prompt="word " * (ctx + 10), max_new_tokens=2))
+    assert r.finish_reason is FinishReason.ERROR
+    assert "context window" in r.error
+
+
+class _Exploding:
+    """Wraps a model; generate raises when a batch contains the marker token."""
+
+    def __init__(self, model, marker):
+        self._model = model
+        self._marker = marker
+        self.calls = 0
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def generate(self, **kwargs):
+        self.calls += 1
+        if (kwargs["input_ids"] == self._marker).any():
+            raise RuntimeError("boom inside generate")
+        return self._model.generate(**kwargs)
+
+
+def test_exception_in_generate_fails_only_the_bad_row(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        marker = eng.tokenizer("zzqx", add_special_tokens=False)["input_ids"][0]
+        good = [Request(prompt=f"good {i}", max_new_tokens=4) for i in range(3)]
+        expected = [eng.generate(Request(prompt=r.prompt, max_new_tokens=4)) for r in good]
+        real = eng.model
+
+        def install():
+            eng._state.model = _Exploding(real, marker)
+
+        eng._run_on_worker(install)
+        out = eng.generate_many([Request(prompt="zzqx bad", max_new_tokens=4), *good])
+        assert out[0].finish_reason is FinishReason.ERROR
+        assert "boom inside generate" in out[0].error
+        assert [o.raw_text for o in out[1:]] == [e.raw_text for e in expected]
+        assert all(o.finish_reason is FinishReason.LENGTH for o in out[1:])
+        assert eng.generate(Request(prompt="after", max_new_tokens=2)).ok
+
+
+def test_duplicate_in_flight_id_is_rejected(engine):
+    first = engine.stream(Request(id="dup", prompt="a", max_new_tokens=200))
+    second = engine.generate(Request(id="dup", prompt="b", max_new_tokens=2))
+    assert second.finish_reason is FinishReason.ERROR and "already in flight" in second.error
+    first.close()
+
+
+def test_two_engines_are_independent(tiny_model_factory):
+    a_path = tiny_model_factory("chatml")
+    b_path = tiny_model_factory("llama3")
+    with (
+        Engine.load(str(a_path), device="cpu") as a,
+        Engine.load(str(b_path), device="cpu") as b,
+    ):
+        exp_a = [a.generate(f"q{i}", max_new_tokens=5).raw_text for i in range(3)]
+        exp_b = [b.generate(f"q{i}", max_new_tokens=5).raw_text for i in range(3)]
+        futs = []
+        for i in range(3):
+            futs.append(a.submit(f"q{i}", max_new_tokens=5))
+            futs.append(b.submit(f"q{i}", max_new_tokens=5))
+        got = [f.result(timeout=60).raw_text for f in futs]
+        assert got[0::2] == exp_a
+        assert got[1::2] == exp_b
+        a.close()
+        assert b.generate("q0", max_new_tokens=5).raw_text == exp_b[0]

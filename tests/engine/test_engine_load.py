@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Loading and configuration: typed errors, JSON round trip, placement options."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from mp13_engine import (
+    ChatTemplateError,
+    ConfigError,
+    Engine,
+    EngineConfig,
+    FinishReason,
+    ModelNotFoundError,
+    NotCausalLMError,
+    Request,
+)
+
+
+def test_missing_path_raises_model_not_found(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        Engine.load(str(tmp_path / "nope"), device="cpu")
+
+
+def test_uncached_hub_id_says_download_first():
+    with pytest.raises(ModelNotFoundError, match="download it first"):
+        Engine.load("mp13-test-org/definitely-not-cached-model", device="cpu")
+
+
+def test_encoder_is_not_a_causal_lm(tmp_path):
+    from mp13_engine.testing import build_tiny_encoder
+
+    path = build_tiny_encoder(tmp_path / "enc")
+    with pytest.raises(NotCausalLMError, match="not a causal"):
+        Engine.load(str(path), device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        ("dtype", "float64", "'bfloat16'"),
+        ("quantization", "3bit", "'4bit'"),
+        ("device", "tpu", "'cuda:N'"),
+        ("max_batch_size", 0, ">= 1"),
+        ("attn_implementation", "magic", "'sdpa'"),
+    ],
+)
+def test_bad_config_field_names_field_and_allowed_values(field, value, allowed):
+    with pytest.raises(ConfigError) as info:
+        EngineConfig(model="x", **{field: value})
+    assert field in str(info.value)
+    assert allowed in str(info.value)
+
+
+def test_unknown_config_field_lists_known_fields(tiny_model_path):
+    with pytest.raises(ConfigError, match="max_batch_size"):
+        Engine.load(str(tiny_model_path), max_batchsize=4)
+
+
+def test_config_json_round_trip(tmp_path):
+    cfg = EngineConfig(
+        model=str(tmp_path), device="cpu", dtype="float32", max_batch_size=3, batch_wait_ms=0.5
+    )
+    path = tmp_path / "engine.json"
+    cfg.to_json(path)
+    assert EngineConfig.from_json(path) == cfg
+    assert json.loads(path.read_text())["max_batch_size"] == 3
+
+
+def test_config_json_errors_name_the_problem(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"model": "m", "dtype": "int3"}))
+    with pytest.raises(ConfigError, match="dtype"):
+        EngineConfig.from_json(bad)
+    bad.write_text(json.dumps({"model": "m", "colour": "red"}))
+    with pytest.raises(ConfigError, match="colour"):
+        EngineConfig.from_json(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        EngineConfig.from_json(tmp_path / "missing.json")
+
+
+def test_load_from_config_object_and_kwargs_agree(tiny_model_path):
+    cfg = EngineConfig(model=str(tiny_model_path), device="cpu", max_batch_size=2)
+    with Engine.load(cfg) as a, Engine.load(str(tiny_model_path), device="cpu") as b:
+        assert a.config.max_batch_size == 2
+        assert b.config.max_batch_size == 8
+        ra = a.generate("hi", max_new_tokens=4)
+        rb = b.generate("hi", max_new_tokens=4)
+        assert ra.raw_text == rb.raw_text
+    assert a.closed and b.closed
+
+
+def test_messages_without_chat_template(tmp_path):
+    from mp13_engine.testing import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "nt", chat_template=False)
+    with Engine.load(str(path), device="cpu") as engine:
+        with pytest.raises(ChatTemplateError, match="no chat template"):
+            engine.format_prompt([{"role": "user", "content": "hi"}])
+        resp = engine.generate([{"role": "user", "content": "hi"}], max_new_tokens=3)
+        assert resp.finish_reason is FinishReason.ERROR
+        assert "chat template" in resp.error
+        # raw prompts still work, and a plain string is a raw prompt here
+        ok = engine.generate(Request(prompt="hello", max_new_tokens=3))
+        assert ok.finish_reason is FinishReason.LENGTH
+        assert engine.format_prompt("hello").endswith("hello")
+
+
+def test_aload_inside_running_loop(tiny_model_path):
+    async def main():
+        engine = await Engine.aload(str(tiny_model_path), device="cpu")
+        try:
+            resp = await engine.agenerate("hi", max_new_tokens=3)
+            assert resp.metrics.completion_tokens == 3
+        finally:
+            await engine.aclose()
+        return engine
+
+    assert asyncio.run(main()).closed
