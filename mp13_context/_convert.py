@@ -22,12 +22,7 @@ from mp13_context._errors import SerializationError
 from mp13_context._model import Command, CommandKind, Node, Turn
 from mp13_context._state import EffectiveState, SystemPrompt
 from mp13_engine import RequestMetrics
-from mp13_toolbox import ToolCall, ToolResult
-
-try:
-    from mp13_toolbox import ToolsScope
-except ImportError:  # pragma: no cover - until the toolbox package re-exports it
-    from mp13_toolbox._scopes import ToolsScope
+from mp13_toolbox import ToolCall, ToolResult, ToolsScope
 
 T = TypeVar("T")
 

@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-import mp13_toolbox
 from mp13_context._events import Event, EventCallback, EventKind, deliver
 from mp13_context._model import NodeKind, Role, Turn, new_id
 from mp13_context._state import REQUEST_PARAMS, RUNNER_DEFAULTS, EffectiveState
 from mp13_engine import FinishReason, Request, Response
-from mp13_toolbox import ToolCall, ToolResult
+from mp13_toolbox import BudgetState, ToolBudget, ToolCall, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_context._cursor import Cursor
@@ -195,17 +194,14 @@ class Exchange:
         )
 
     async def run_tools(
-        self, calls: tuple[ToolCall, ...], at: str, budget: Any
+        self, calls: tuple[ToolCall, ...], at: str, budget: BudgetState
     ) -> list[ToolResult]:
         tb = self.ctx.toolbox
         view = self.view(self.session.state_at(at))
         results = []
         for call in calls:
             try:
-                kwargs: dict[str, Any] = {"approval": self.ctx.approval}
-                if budget is not None:
-                    kwargs["budget"] = budget
-                result = await tb.aexecute(call, view, **kwargs)
+                result = await tb.aexecute(call, view, approval=self.ctx.approval, budget=budget)
             except Exception as exc:  # the toolbox should not raise; never lose a call if it does
                 result = ToolResult(
                     name=call.name,
@@ -224,13 +220,11 @@ class Exchange:
         self.cur._move(node.id)
         return node.id
 
-    def _budget(self, params: dict[str, Any]) -> Any:
-        budget_cls = getattr(mp13_toolbox, "ToolBudget", None)
-        if budget_cls is None:
-            return None
-        return budget_cls(
+    def _budget(self, params: dict[str, Any]) -> BudgetState:
+        budget = ToolBudget(
             max_calls=params["max_tool_calls"], max_rounds=params["max_tool_rounds"]
-        ).start()
+        )
+        return budget.start()
 
     async def run(self, at: str, *, continue_first: bool = False, first_auto: bool = False) -> Turn:
         """The reply loop from node ``at``; returns the final assistant turn (stitched)."""
@@ -269,7 +263,12 @@ class Exchange:
         return final
 
     async def tool_round(
-        self, calls: tuple[ToolCall, ...], at: str, budget: Any, rounds: int, params: dict[str, Any]
+        self,
+        calls: tuple[ToolCall, ...],
+        at: str,
+        budget: BudgetState,
+        rounds: int,
+        params: dict[str, Any],
     ) -> tuple[list[ToolResult], bool]:
         """Execute one round; return the results and whether to generate again."""
         limit = params["max_tool_rounds"]
@@ -290,6 +289,5 @@ class Exchange:
             for r in results:
                 await self.emit(EventKind.TOOL_RESULT, tool_result=r)
             return results, False
-        if budget is not None:
-            budget.start_round()
+        budget.start_round()
         return await self.run_tools(calls, at, budget), True

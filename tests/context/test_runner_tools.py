@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: MIT
+"""The runner with the real toolbox: tool rounds, views per node, approval, budgets, events."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mp13_context import ChatContext, EventKind, Role
+from mp13_context.testing import FakeEngine, FakeReply
+from mp13_toolbox import Toolbox, ToolCall, ToolsScope
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: first addend
+        b: second addend
+    """
+    return a + b
+
+
+def wipe_disk(path: str) -> str:
+    """Delete everything under a path.
+
+    Args:
+        path: where
+    """
+    return f"wiped {path}"
+
+
+@pytest.fixture
+def toolbox():
+    tb = Toolbox()
+    tb.register(add)
+    tb.register(wipe_disk, risk="high")
+    return tb
+
+
+@pytest.fixture
+def tctx(session, engine, toolbox):
+    return ChatContext(session, engine=engine, toolbox=toolbox)
+
+
+def call(name, **args):
+    return ToolCall(name, args)
+
+
+def test_one_tool_round_then_answer(tctx, engine):
+    engine.script(FakeReply(tool_calls=[call("add", a=2, b=3)]), "The sum is 5.")
+    cur = tctx.cursor()
+    turn = cur.ask("what is 2+3?")
+    assert turn.text == "The sum is 5." and turn.auto
+    roles = [n.turn.role for n in cur.path() if n.turn]
+    assert roles == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    tool_msg = cur.messages()[2]
+    call_id = cur.messages()[1]["tool_calls"][0]["id"]
+    assert tool_msg == {"role": "tool", "tool_call_id": call_id, "name": "add", "content": "5"}
+    # the second request saw the tool result, the first advertised the tools
+    assert engine.requests[1].messages[-1]["content"] == "5"
+    assert {t["function"]["name"] for t in engine.requests[0].tools} == {"add", "wipe_disk"}
+    assert [t.role for t in cur.exchange()] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+    ]
+
+
+def test_tools_scope_of_the_node_decides_specs_and_execution(tctx, engine):
+    cur = tctx.cursor()
+    cur.tools.add(ToolsScope({"*": "disabled"}))
+    cur.tools.add(ToolsScope({"add": "silent"}))
+    engine.script(FakeReply(tool_calls=[call("add", a=1, b=1), call("wipe_disk", path="/")]), "ok")
+    cur.ask("go")
+    assert engine.requests[0].tools is None  # silent and disabled tools are not advertised
+    results = next(n.turn for n in cur.path() if n.turn and n.turn.role is Role.TOOL).tool_results
+    assert results[0].content == "2" and not results[0].is_error
+    assert results[1].is_error  # disabled: never executed
+    alt = cur.fork()
+    alt.tools.reset()
+    engine.script("plain")
+    alt.ask("again")
+    assert {t["function"]["name"] for t in engine.requests[-1].tools} == {"add", "wipe_disk"}
+    cur.tools.pop()
+    assert len(cur.tools.show()) == 1
+
+
+def test_approval_callback_decides_high_risk_tools(session, engine, toolbox):
+    asked = []
+
+    def approve(req):
+        asked.append(req.call.name)
+        return "no"
+
+    ctx = ChatContext(session, engine=engine, toolbox=toolbox, approval=approve)
+    engine.script(FakeReply(tool_calls=[call("wipe_disk", path="/")]), "fine, I won't")
+    cur = ctx.cursor()
+    cur.ask("clean up")
+    assert asked == ["wipe_disk"]
+    result = cur.exchange()[2].tool_results[0]
+    assert result.is_error and "wiped" not in result.content
+
+
+def test_tool_round_limit_gives_every_call_a_result_and_stops(tctx, engine):
+    cur = tctx.cursor()
+    cur.params.set(max_tool_rounds=2)
+    loop = FakeReply(tool_calls=[call("add", a=1, b=2)])
+    engine.script(loop, loop, loop, "never reached")
+    turn = cur.ask("loop forever")
+    assert len(engine.requests) == 3
+    tools = [t for t in cur.exchange() if t.role is Role.TOOL]
+    assert len(tools) == 3
+    assert tools[-1].tool_results[0].is_error
+    assert "limit of 2 tool rounds" in tools[-1].tool_results[0].content
+    assert turn.tool_calls  # the final reply is the one whose calls were refused
+    assert engine.pending == 1
+
+
+def test_per_turn_call_budget(tctx, engine):
+    cur = tctx.cursor()
+    cur.params.set(max_tool_calls=1)
+    engine.script(FakeReply(tool_calls=[call("add", a=1, b=2), call("add", a=3, b=4)]), "done")
+    cur.ask("two calls")
+    results = cur.exchange()[2].tool_results
+    assert [r.is_error for r in results] == [False, True]
+
+
+def test_tool_exceptions_become_error_results_and_the_turn_goes_on(tctx, engine, toolbox):
+    def broken() -> str:
+        """Always fails."""
+        raise ValueError("no luck")
+
+    toolbox.register(broken)
+    engine.script(FakeReply(tool_calls=[call("broken")]), "sorry")
+    cur = tctx.cursor()
+    assert cur.ask("try").text == "sorry"
+    result = cur.exchange()[2].tool_results[0]
+    assert result.is_error and "no luck" in result.content
+
+
+def test_events_mirror_the_recorded_tree(tctx, engine):
+    engine.chunk_size = 2
+    engine.script(FakeReply(tool_calls=[call("add", a=2, b=2)]), "four")
+    events = []
+    cur = tctx.cursor()
+    turn = cur.ask("2+2", on_event=events.append)
+    kinds = [e.kind for e in events]
+    assert kinds[0] is EventKind.USER and kinds[-1] is EventKind.DONE
+    assert EventKind.TOOL_CALL in kinds and EventKind.TOOL_RESULT in kinds
+    assert "".join(e.text for e in events if e.kind is EventKind.TEXT) == "four"
+    recorded = [e.node_id for e in events if e.kind in (EventKind.USER, EventKind.TURN)]
+    assert recorded == [n.id for n in cur.path() if n.turn]
+    assert events[-1].turn == turn
+
+
+def test_astream_yields_events_and_records(tctx):
+    cur = tctx.cursor()
+
+    async def main():
+        return [e async for e in cur.astream("hi")]
+
+    events = asyncio.run(main())
+    assert events[-1].kind is EventKind.DONE and events[-1].turn.text == "echo: hi"
+    assert cur.node.turn.text == "echo: hi"
+
+
+def test_async_approval_in_a_batch(session, toolbox):
+    engine = FakeEngine()
+
+    async def approve(req):
+        await asyncio.sleep(0)
+        return "yes"
+
+    ctx = ChatContext(session, engine=engine, toolbox=toolbox, approval=approve)
+    engine.script(
+        FakeReply(tool_calls=[call("wipe_disk", path="/a")]),
+        FakeReply(tool_calls=[call("wipe_disk", path="/b")]),
+        "done",
+        "done",
+    )
+    kids = ctx.cursor().batch(["a", "b"])
+    contents = sorted(k.exchange()[2].tool_results[0].content for k in kids)
+    assert contents == ["wiped /a", "wiped /b"]
