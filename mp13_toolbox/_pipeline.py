@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mp13_toolbox import _execute as ex
+from mp13_toolbox._approval import Approval, ApprovalRequest
 from mp13_toolbox._budget import BudgetState
 from mp13_toolbox._context import ToolContext
 from mp13_toolbox._convert import converter, error_text
@@ -155,3 +156,27 @@ def timed(result: ToolResult, start: float) -> ToolResult:
 def internal_error(call: ToolCall, exc: Exception) -> ToolResult:
     text = f"Tool {call.name!r} could not be run because of an internal error ({exc!r})."
     return error_result(call, text)
+
+
+def settled(plan: Plan, policy: Approval) -> ToolResult | None:
+    """The approval outcome when nobody needs to be asked (``None``: allowed)."""
+    name = plan.tool.name
+    if policy is Approval.ALLOW:
+        return None
+    if policy is Approval.DENY:
+        return error_result(plan.call, f"Tool {name!r} is not allowed; do not call it again.")
+    return error_result(
+        plan.call,
+        f"Tool {name!r} needs the user's approval and nobody can approve it now; "
+        "it was not run. Continue without it.",
+    )
+
+
+def approval_request(plan: Plan) -> ApprovalRequest:
+    tool = plan.tool
+    return ApprovalRequest(call=plan.call, risk=tool.risk, description=tool.spec.description)
+
+
+def approval_failed(plan: Plan, exc: Exception) -> ToolResult:
+    text = f"Approving the call of {plan.tool.name!r} failed ({exc!r}); it was not run."
+    return error_result(plan.call, text)

@@ -24,9 +24,12 @@ Steps of one call: look up (view + registry) -> budget -> validate arguments
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
@@ -36,7 +39,6 @@ from mp13_toolbox._approval import (
     DEFAULT_APPROVALS,
     Approval,
     ApprovalAnswer,
-    ApprovalRequest,
     Approver,
     Risk,
     as_answer,
@@ -72,6 +74,12 @@ class Toolbox:
         for risk, policy in (approval_defaults or {}).items():
             defaults[as_risk(risk)] = as_approval(policy) or DEFAULT_APPROVALS[as_risk(risk)]
         self._approval_defaults = defaults
+        # One approval question at a time (per thread group / per event loop), so
+        # parallel calls of one tool do not ask twice when the first answer is "always".
+        self._ask_lock = threading.RLock()
+        self._ask_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         if builtins:
             self.add_builtins(None if builtins is True else list(builtins))
 
@@ -305,7 +313,7 @@ class Toolbox:
         plan = pl.prepare(self, call, view, budget)
         if isinstance(plan, ToolResult):
             return pl.timed(plan, start)
-        denial = self._check_approval(plan, approval, asynchronous=False)
+        denial = self._approve(plan, approval)
         if isinstance(denial, ToolResult):
             return pl.timed(denial, start)
         try:
@@ -345,9 +353,7 @@ class Toolbox:
         plan = pl.prepare(self, call, view, budget)
         if isinstance(plan, ToolResult):
             return pl.timed(plan, start)
-        denial = self._check_approval(plan, approval, asynchronous=True)
-        if inspect.isawaitable(denial):
-            denial = await denial
+        denial = await self._aapprove(plan, approval)
         if isinstance(denial, ToolResult):
             return pl.timed(denial, start)
         try:
@@ -364,58 +370,58 @@ class Toolbox:
         budget: BudgetState | None = None,
     ) -> list[ToolResult]:
         """Run one round's calls concurrently; results in the order of ``calls``."""
-        import asyncio
-
         return list(
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )
 
-    def _check_approval(
-        self, plan: pl.Plan, approver: Approver | None, asynchronous: bool
-    ) -> Any:  # ToolResult (refused), None (allowed) or an awaitable of those
-        tool = plan.tool
+    def _policy(self, tool: RegisteredTool) -> Approval:
         with self._registry.lock:
             remembered = self._remembered.get(tool.name)
             defaults = self._approval_defaults
-        policy = decide(remembered, tool.approval, tool.risk, defaults)
-        if policy is Approval.ALLOW:
-            return None
-        if policy is Approval.DENY:
-            return pl.error_result(
-                plan.call, f"Tool {tool.name!r} is not allowed; do not call it again."
-            )
-        if approver is None:
-            return pl.error_result(
-                plan.call,
-                f"Tool {tool.name!r} needs the user's approval and nobody can approve it now; "
-                "it was not run. Continue without it.",
-            )
-        request = ApprovalRequest(call=plan.call, risk=tool.risk, description=tool.spec.description)
-        try:
-            answer = approver(request)
-        except Exception as exc:
-            return pl.error_result(
-                plan.call, f"Approval of {tool.name!r} failed ({exc!r}); it was not run."
-            )
-        if inspect.isawaitable(answer):
-            if asynchronous:
-                return self._await_answer(plan, answer)
-            try:
-                answer = ex.call_blocking(lambda: answer, True, None)
-            except Exception as exc:
-                return pl.error_result(
-                    plan.call, f"Approval of {tool.name!r} failed ({exc!r}); not run."
-                )
-        return self._apply_answer(plan, answer)
+        return decide(remembered, tool.approval, tool.risk, defaults)
 
-    async def _await_answer(self, plan: pl.Plan, pending: Any) -> ToolResult | None:
-        try:
-            answer = await pending
-        except Exception as exc:
-            return pl.error_result(
-                plan.call, f"Approval of {plan.tool.name!r} failed ({exc!r}); not run."
-            )
-        return self._apply_answer(plan, answer)
+    def _approve(self, plan: pl.Plan, approver: Approver | None) -> ToolResult | None:
+        """Sync approval; questions are asked one at a time across threads."""
+        policy = self._policy(plan.tool)
+        if policy is not Approval.ASK or approver is None:
+            return pl.settled(plan, policy)
+        with self._ask_lock:
+            policy = self._policy(plan.tool)  # an answer given meanwhile may now be remembered
+            if policy is not Approval.ASK:
+                return pl.settled(plan, policy)
+            try:
+                answer = approver(pl.approval_request(plan))
+                if inspect.isawaitable(answer):
+                    pending = answer
+                    answer = ex.call_blocking(lambda: pending, True, None)
+            except Exception as exc:
+                return pl.approval_failed(plan, exc)
+            return self._apply_answer(plan, answer)
+
+    async def _aapprove(self, plan: pl.Plan, approver: Approver | None) -> ToolResult | None:
+        """Async approval; questions are asked one at a time per event loop."""
+        policy = self._policy(plan.tool)
+        if policy is not Approval.ASK or approver is None:
+            return pl.settled(plan, policy)
+        async with self._loop_ask_lock():
+            policy = self._policy(plan.tool)
+            if policy is not Approval.ASK:
+                return pl.settled(plan, policy)
+            try:
+                answer = approver(pl.approval_request(plan))
+                if inspect.isawaitable(answer):
+                    answer = await answer
+            except Exception as exc:
+                return pl.approval_failed(plan, exc)
+            return self._apply_answer(plan, answer)
+
+    def _loop_ask_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        with self._registry.lock:
+            lock = self._ask_locks.get(loop)
+            if lock is None:
+                lock = self._ask_locks[loop] = asyncio.Lock()
+            return lock
 
     def _apply_answer(self, plan: pl.Plan, raw: Any) -> ToolResult | None:
         answer = as_answer(raw)

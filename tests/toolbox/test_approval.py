@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 
@@ -111,3 +113,36 @@ def test_toolbox_level_defaults():
     tb.register(lambda: "x", name="f")
     assert tb.execute(ToolCall("f")).is_error
     assert tb.approval_defaults[Risk.HIGH] is Approval.ASK
+
+
+def test_parallel_calls_ask_once_when_the_answer_is_always():
+    tb, ran = make()
+    asked = []
+
+    async def approver(req):
+        asked.append(req.call.id)
+        await asyncio.sleep(0.01)  # let the other calls queue up behind this question
+        return "always"
+
+    calls = [ToolCall("medium", id=str(i)) for i in range(5)]
+    results = asyncio.run(tb.aexecute_many(calls, approval=approver))
+    assert [r.is_error for r in results] == [False] * 5
+    assert len(asked) == 1 and ran == ["medium"] * 5
+
+    tb2, _ = make()
+    asked.clear()
+
+    def sync_approver(req):
+        asked.append(req.call.id)
+        time.sleep(0.01)
+        return "always"
+
+    threads = [
+        threading.Thread(target=tb2.execute, args=(c,), kwargs={"approval": sync_approver})
+        for c in calls
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(asked) == 1
