@@ -234,6 +234,10 @@ class RequestStream:
         """The final response once the request finished, else None."""
         return self._state.response
 
+    def result(self, timeout: float | None = None) -> Response:
+        """Block until the request ends (e.g. after ``close``) and return its response."""
+        return self._state.future.result(timeout)
+
     def __iter__(self) -> RequestStream:
         return self
 
@@ -308,6 +312,10 @@ class AsyncRequestStream:
     @property
     def response(self) -> Response | None:
         return self._state.response
+
+    async def result(self) -> Response:
+        """Wait until the request ends (e.g. after ``aclose``) and return its response."""
+        return await asyncio.wrap_future(self._state.future)
 
     def __aiter__(self) -> AsyncRequestStream:
         return self

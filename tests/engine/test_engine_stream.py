@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Streaming and cancellation: deltas, last chunk, cancel by id / task / close, queued cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mp13_engine import Chunk, Engine, FinishReason, Request
+from mp13_engine._streams import IncrementalDecoder
+
+LONG = 1500  # tokens: far more than any test waits for
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=8) as eng:
+        yield eng
+
+
+def _wait_tokens(engine, rid: str, n: int, timeout: float = 30.0) -> int:
+    """Wait until request ``rid`` produced ``n`` tokens (engine internals: the test needs steps)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = engine._inflight.get(rid)
+        if st is not None and len(st.tokens) >= n:
+            return len(st.tokens)
+        time.sleep(0.0005)
+    raise AssertionError(f"request {rid} did not reach {n} tokens")
+
+
+def _cancel_counting(engine, rid: str) -> int:
+    st = engine._inflight[rid]
+    n = len(st.tokens)
+    assert engine.cancel(rid) is True
+    return n
+
+
+def test_stream_deltas_concatenate_to_final_text(engine):
+    req = Request(messages=[{"role": "user", "content": "stream me"}], max_new_tokens=30)
+    chunks = list(engine.stream(req))
+    assert all(isinstance(c, Chunk) and c.id == req.id for c in chunks)
+    assert [c.done for c in chunks].count(True) == 1 and chunks[-1].done
+    final = chunks[-1].response
+    assert final.finish_reason is FinishReason.LENGTH
+    assert "".join(c.text for c in chunks) == final.text
+    assert (
+        final.raw_text
+        == engine.generate(Request(messages=req.messages, max_new_tokens=30)).raw_text
+    )
+
+
+def test_async_stream_matches_sync_stream(engine):
+    req = Request(prompt="stream async", max_new_tokens=20)
+    sync = list(engine.stream(req))
+
+    async def main():
+        return [c async for c in engine.astream(Request(prompt="stream async", max_new_tokens=20))]
+
+    chunks = asyncio.run(main())
+    assert "".join(c.text for c in chunks) == "".join(c.text for c in sync)
+    assert chunks[-1].response.raw_text == sync[-1].response.raw_text
+
+
+def test_streams_inside_a_wave_are_demultiplexed(engine):
+    reqs = [Request(prompt=f"row {i} " * (i + 1), max_new_tokens=8 + i) for i in range(4)]
+    solo = [
+        engine.generate(Request(prompt=r.prompt, max_new_tokens=r.max_new_tokens)) for r in reqs
+    ]
+    streams = [engine.stream(r) for r in reqs]
+    finals = []
+    for s in streams:
+        chunks = list(s)
+        finals.append(chunks[-1].response)
+        assert "".join(c.text for c in chunks) == chunks[-1].response.text
+    assert [f.raw_text for f in finals] == [s.raw_text for s in solo]
+    assert max(f.metrics.batch_size for f in finals) > 1
+
+
+def test_cancel_by_id_within_one_step_others_unaffected(engine):
+    others = [Request(prompt=f"keep {i}", max_new_tokens=40) for i in range(2)]
+    expected = [engine.generate(Request(prompt=r.prompt, max_new_tokens=40)) for r in others]
+    victim = Request(prompt="victim", max_new_tokens=LONG)
+    futs = [engine.submit(r) for r in (others[0], victim, others[1])]
+    _wait_tokens(engine, victim.id, 5)
+    n = _cancel_counting(engine, victim.id)
+    resp = futs[1].result(timeout=30)
+    assert resp.finish_reason is FinishReason.CANCELLED
+    assert resp.metrics.completion_tokens - n <= 1
+    assert resp.raw_text  # partial text kept
+    assert engine.cancel(victim.id) is False  # already finished
+    kept = [futs[0].result(timeout=60), futs[2].result(timeout=60)]
+    assert [k.raw_text for k in kept] == [e.raw_text for e in expected]
+    assert all(k.finish_reason is FinishReason.LENGTH for k in kept)
+    assert kept[0].metrics.batch_size == 3
+
+
+def test_queued_cancel_never_runs(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1) as eng:
+        running = Request(prompt="busy", max_new_tokens=LONG)
+        queued = Request(prompt="waiting", max_new_tokens=5)
+        f_run = eng.submit(running)
+        _wait_tokens(eng, running.id, 2)
+        f_q = eng.submit(queued)
+        assert eng.cancel(queued.id) is True
+        r = f_q.result(timeout=5)
+        assert r.finish_reason is FinishReason.CANCELLED
+        assert r.metrics.batch_size == 0 and r.metrics.completion_tokens == 0
+        assert r.metrics.ttft_s is None
+        eng.cancel(running.id)
+        assert f_run.result(timeout=30).finish_reason is FinishReason.CANCELLED
+
+
+def test_closing_or_abandoning_a_stream_cancels(engine):
+    before = engine.metrics().finish_reasons["cancelled"]
+    stream = engine.stream(Request(prompt="closing", max_new_tokens=LONG))
+    for _ in stream:
+        break
+    stream.close()
+    resp = stream.result(timeout=30)
+    assert resp.finish_reason is FinishReason.CANCELLED
+    assert resp.metrics.completion_tokens < LONG
+
+    abandoned = engine.stream(Request(prompt="abandoned", max_new_tokens=LONG))
+    rid = abandoned.id
+    next(abandoned)
+    del abandoned
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while rid in engine._inflight and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert rid not in engine._inflight
+    assert engine.metrics().finish_reasons["cancelled"] == before + 2
+
+
+def test_with_block_cancels_unfinished_stream(engine):
+    with engine.stream(Request(prompt="ctx", max_new_tokens=LONG)) as s:
+        first = next(s)
+        assert first.id == s.id
+    assert s.result(timeout=30).finish_reason is FinishReason.CANCELLED
+
+
+def test_asyncio_task_cancel_cancels_agenerate_and_astream(engine):
+    async def main():
+        req = Request(prompt="task", max_new_tokens=LONG)
+        task = asyncio.create_task(engine.agenerate(req))
+        while len(getattr(engine._inflight.get(req.id), "tokens", ())) < 3:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+        req2 = Request(prompt="task stream", max_new_tokens=LONG)
+        seen = []
+
+        async def consume():
+            async for c in engine.astream(req2):
+                seen.append(c)
+
+        t2 = asyncio.create_task(consume())
+        while not seen:
+            await asyncio.sleep(0.001)
+        t2.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t2
+        after = await engine.agenerate("still serving", max_new_tokens=3)
+        return req.id, req2.id, after
+
+    before = engine.metrics().finish_reasons["cancelled"]
+    id1, id2, after = asyncio.run(main())
+    assert after.ok
+    deadline = time.monotonic() + 30
+    while (id1 in engine._inflight or id2 in engine._inflight) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert engine.metrics().finish_reasons["cancelled"] == before + 2
+
+
+def test_cancel_unknown_id_is_false(engine):
+    assert engine.cancel("no-such-request") is False
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(min_size=1, max_size=40))
+def test_incremental_decoder_never_emits_partial_characters(tiny_tokenizer, text):
+    ids = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(x):
+        return tiny_tokenizer.decode(x, skip_special_tokens=True)
+
+    dec = IncrementalDecoder(decode)
+    deltas = [dec.feed(ids[: i + 1]) for i in range(len(ids))]
+    whole = decode(ids)
+    assert "".join(deltas) == whole
+    if "\ufffd" not in text:
+        assert all("\ufffd" not in d for d in deltas)
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tiny_model_path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_model_path))
