@@ -37,7 +37,7 @@ from mp13chat import _render as render
 from mp13chat._cli import CliOptions, parse_cli
 from mp13chat._completer import CommandCompleter
 from mp13chat._config import ChatConfig, default_config_path, load_config
-from mp13chat._errors import ChatError
+from mp13chat._errors import ChatError, UsageError
 from mp13chat._history import make_history
 from mp13chat._keys import make_key_bindings
 from mp13chat._registry import Command, CommandRegistry
@@ -84,6 +84,7 @@ class ChatApp:
         self.commands = CommandRegistry(_builtin_commands() if commands is None else commands)
         self.last_traceback: str | None = None
         self.model_label = ""
+        self.training_job: Any = None  # the last LoRA job started with /train
         self._tools: list[ToolRegistration] = [as_registration(t) for t in tools]
         self._input = input
         self._output = output
@@ -156,6 +157,13 @@ class ChatApp:
     def own(self, closer: Callable[[], Awaitable[None] | None]) -> None:
         """Run ``closer`` on ``aclose`` (things the app created, closed in reverse order)."""
         self._owned.append(closer)
+
+    def release(self, resource: Any) -> None:
+        """Close ``resource`` now if the app opened it (its ``close`` was ``own``-ed)."""
+        closer = getattr(resource, "close", None)
+        if closer is not None and closer in self._owned:
+            self._owned.remove(closer)
+            closer()
 
     async def aclose(self) -> None:
         while self._owned:
@@ -234,7 +242,10 @@ class ChatApp:
         stripped = text.strip()
         if stripped.startswith("/") and not stripped.startswith("//"):
             invocation = self.commands.parse(stripped)
-            await invocation.command.run(self, invocation.line)
+            try:
+                await invocation.command.run(self, invocation.line)
+            except UsageError as exc:
+                raise UsageError(f"{exc}; usage: {invocation.command.usage}") from exc
             return
         # "//text" sends a message that starts with "/".
         message = stripped[1:] if stripped.startswith("//") else text

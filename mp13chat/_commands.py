@@ -12,7 +12,15 @@ from mp13chat._registry import Command
 
 def builtin_commands() -> list[Command]:
     """A new list of every built-in command (the registry checks names are unique)."""
-    from mp13chat import _cmd_app
+    from mp13chat import (
+        _cmd_app,
+        _cmd_chat,
+        _cmd_engine,
+        _cmd_replay,
+        _cmd_session,
+        _cmd_state,
+        _cmd_tools,
+    )
 
-    modules = (_cmd_app,)
+    modules = (_cmd_chat, _cmd_session, _cmd_replay, _cmd_state, _cmd_tools, _cmd_engine, _cmd_app)
     return [cmd for module in modules for cmd in module.COMMANDS]

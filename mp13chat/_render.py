@@ -90,12 +90,29 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     for col in columns:
         out.add_column(col)
     for row in rows:
-        out.add_row(
-            *(
-                "-" if cell is None else cell if isinstance(cell, Text) else str(cell)
-                for cell in row
-            )
-        )
+        out.add_row(*(_cell(cell) for cell in row))
+    return out
+
+
+def _cell(cell: Any) -> Any:
+    # Plain values become Text so that brackets in data are never read as rich markup.
+    if cell is None:
+        return Text("-")
+    if isinstance(cell, (Text, Table, Panel)):
+        return cell
+    return Text(str(cell))
+
+
+def highlight_snippet(snippet: str) -> Text:
+    """A search snippet with its ``[match]`` marks shown bold instead of as brackets."""
+    out = Text()
+    rest = snippet
+    while "[" in rest and "]" in rest[rest.index("[") :]:
+        before, _, tail = rest.partition("[")
+        match, _, rest = tail.partition("]")
+        out.append(before)
+        out.append(match, style="bold reverse")
+    out.append(rest)
     return out
 
 

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.text import Text
 
 from mp13chat import _render as render
+from mp13chat._convo import make_context
 from mp13chat._model import ModelChoice, is_builtin, resolve_model
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +58,7 @@ def session_path(app: ChatApp) -> str:
 
 
 async def start(app: ChatApp) -> None:
-    from mp13_context import ChatContext, Session
+    from mp13_context import Session
     from mp13_toolbox import Toolbox
 
     banner = Text("mp13chat", style="mp13.banner")
@@ -81,5 +82,5 @@ async def start(app: ChatApp) -> None:
         app.own(app.session.close)
         if path != ":memory:":
             render.print_info(app.console, f"session: {Path(path)}")
-    app.context = ChatContext(app.session, engine=app.engine, toolbox=app.toolbox)
+    app.context = make_context(app)
     app.new_conversation()

@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: MIT
+"""Moving around the tree and branching: tree, goto, up/down/next/prev, fork, batch,
+try/promote/close, retry, continue, trim, and showing the current exchange.
+
+Each command is one cursor call (``mp13_context.Cursor``) plus rendering. Branching
+leaves the old branch intact: ``/fork`` and ``/try`` move the REPL to a new cursor on a
+new branch; ``/retry`` adds a sibling reply; ``/trim`` archives the dropped part.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.panel import Panel
+from rich.text import Text
+
+from mp13chat import _convo as convo
+from mp13chat import _render as render
+from mp13chat._errors import UsageError
+from mp13chat._registry import Command, CommandLine, command, parse_int
+from mp13chat._reply import footer, run_exchange
+from mp13chat._tree import conversation_tree, node_label, short
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mp13chat._app import ChatApp
+
+
+def _complete_nodes(app: ChatApp, index: int, words: list[str]) -> list[str]:
+    if index != 0 or app.cursor is None:
+        return []
+    return [short(n.id) for n in app.session.conversation_nodes(convo.conversation_id(app))]
+
+
+def show_here(app: ChatApp) -> None:
+    """One line for where the cursor is now (and the reply there, if any)."""
+    convo.refresh_prompt(app)
+    cur = app.cursor
+    label = node_label(cur.node)
+    label.stylize("bold")
+    app.console.print(label)
+    turn = cur.turn
+    if turn is not None and turn.role.value == "assistant" and turn.text.strip():
+        render.print_reply(app.console, turn.text, markdown=app.config.markdown)
+
+
+@command("tree", group="navigation")
+def tree(app: ChatApp, line: CommandLine) -> None:
+    """Show this conversation as a tree; ◀ marks where you are, ★ the main line."""
+    cur = app.cursor
+    info = app.session.conversation(cur.conversation_id)
+    nodes = app.session.conversation_nodes(info.id)
+    title = f"{info.title or 'conversation'} {short(info.id)}"
+    path = [n.id for n in cur.path()]
+    app.console.print(conversation_tree(title, nodes, cur.node_id, path))
+
+
+@command("goto", group="navigation", usage="/goto NODE", complete=_complete_nodes)
+def goto(app: ChatApp, line: CommandLine) -> None:
+    """Go to a node by id (or its first letters; /tree and /search show ids)."""
+    node_id = convo.find_node(app, line.require_text("a node id"))
+    app.cursor.goto(node_id)
+    show_here(app)
+
+
+@command("up", group="navigation", usage="/up [N]")
+def up(app: ChatApp, line: CommandLine) -> None:
+    """Go up N nodes (default 1) towards the root."""
+    steps = parse_int(line.text or "1", "N", minimum=1)
+    for _ in range(steps):
+        app.cursor.parent()
+    show_here(app)
+
+
+@command("down", group="navigation", usage="/down [I]")
+def down(app: ChatApp, line: CommandLine) -> None:
+    """Go down to child I (1 = oldest; default the newest)."""
+    index = parse_int(line.text, "I", minimum=1) - 1 if line.text else -1
+    app.cursor.child(index)
+    show_here(app)
+
+
+@command("next", group="navigation")
+def next_(app: ChatApp, line: CommandLine) -> None:
+    """Go to the next sibling (e.g. the next retry of a reply)."""
+    app.cursor.next_sibling()
+    show_here(app)
+
+
+@command("prev", group="navigation")
+def prev(app: ChatApp, line: CommandLine) -> None:
+    """Go to the previous sibling."""
+    app.cursor.prev_sibling()
+    show_here(app)
+
+
+@command("leaf", group="navigation", aliases=("bottom",))
+def leaf(app: ChatApp, line: CommandLine) -> None:
+    """Go down the main line to its last node."""
+    app.cursor.leaf()
+    show_here(app)
+
+
+@command("history", group="navigation", aliases=("show",))
+def history(app: ChatApp, line: CommandLine) -> None:
+    """Show the conversation on this branch, from the root to here."""
+    for node in app.cursor.path():
+        turn = node.turn
+        if turn is None:
+            continue
+        role = turn.role.value
+        if role == "user":
+            app.console.print(Text("you: ", style="bold cyan") + Text(turn.text))
+        elif role == "tool":
+            for result in turn.tool_results:
+                app.console.print(render.tool_result_panel(result))
+        else:
+            if app.config.show_reasoning:
+                render.print_reasoning(app.console, turn.reasoning)
+            render.print_reply(app.console, turn.text, markdown=app.config.markdown)
+            for call in turn.tool_calls:
+                app.console.print(render.tool_call_panel(call))
+            app.console.print(footer(turn))
+
+
+@command("fork", group="branching", usage="/fork [LABEL]")
+def fork(app: ChatApp, line: CommandLine) -> None:
+    """Start a new branch here and move to it; the old branch stays as it is."""
+    app.cursor = app.cursor.fork(line.text)
+    convo.refresh_prompt(app)
+    render.print_ok(app.console, f"on a new branch {short(app.cursor.node_id)}; ask away")
+
+
+@command("batch", group="branching", usage="/batch PROMPT | PROMPT | ...")
+async def batch(app: ChatApp, line: CommandLine) -> None:
+    """Ask several prompts at once, one branch each, generated as one engine batch."""
+    prompts = [p.strip() for p in line.require_text("prompts separated by |").split("|")]
+    prompts = [p for p in prompts if p]
+    if len(prompts) < 2:
+        raise UsageError("give at least two prompts separated by |")
+    kids = await app.cursor.abatch(prompts)
+    rows: list[Any] = []
+    for i, (prompt, kid) in enumerate(zip(prompts, kids, strict=True), start=1):
+        turn = kid.turn
+        rows.append((i, short(kid.node_id), prompt, turn.text if turn else "", footer(turn)))
+    app.console.print(render.table("batch", ("#", "node", "prompt", "reply", ""), rows))
+    render.print_info(app.console, "/goto NODE to continue one of them")
+
+
+@command("try", group="branching", usage="/try [LABEL]")
+def try_(app: ChatApp, line: CommandLine) -> None:
+    """Open a try-out branch; /promote makes it the main line, /close drops it."""
+    app.cursor = app.cursor.try_out(line.text or "try-out")
+    convo.refresh_prompt(app)
+    render.print_ok(app.console, "in a try-out: /promote keeps it, /close drops it")
+
+
+@command("promote", group="branching")
+def promote(app: ChatApp, line: CommandLine) -> None:
+    """Make the current try-out the main line and continue from its end."""
+    app.cursor = convo.require_tryout(app).promote()
+    show_here(app)
+
+
+@command("close", group="branching")
+def close(app: ChatApp, line: CommandLine) -> None:
+    """Drop the current try-out (archived, still in /tree) and go back where it started."""
+    tryout = convo.require_tryout(app)
+    tryout.close()
+    app.cursor = tryout.origin
+    show_here(app)
+
+
+@command("retry", group="branching")
+async def retry(app: ChatApp, line: CommandLine) -> None:
+    """Generate a new reply to the last message, as a sibling of the old reply."""
+    await run_exchange(app, lambda view: app.cursor.aretry(on_event=view))
+
+
+@command("continue", group="branching", aliases=("cont",))
+async def continue_(app: ChatApp, line: CommandLine) -> None:
+    """Continue the last reply (e.g. one cut at max_new_tokens) in the same message."""
+    await run_exchange(app, lambda view: app.cursor.acontinue(on_event=view))
+
+
+@command("trim", group="branching", usage="/trim [N]")
+def trim(app: ChatApp, line: CommandLine) -> None:
+    """Drop the last N exchanges (default 1) from this branch; settings stay."""
+    n = parse_int(line.text or "1", "N", minimum=1)
+    app.cursor.trim(n)
+    show_here(app)
+
+
+@command("messages", group="branching")
+def messages(app: ChatApp, line: CommandLine) -> None:
+    """Show exactly the messages the model will see next (JSON)."""
+    import json
+
+    text = json.dumps(app.cursor.messages(), indent=2, ensure_ascii=False, default=str)
+    app.console.print(Panel(Text(text), title="messages", title_align="left"))
+
+
+COMMANDS: tuple[Command, ...] = (
+    tree,
+    goto,
+    up,
+    down,
+    next_,
+    prev,
+    leaf,
+    history,
+    fork,
+    batch,
+    try_,
+    promote,
+    close,
+    retry,
+    continue_,
+    trim,
+    messages,
+)

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: MIT
+"""``/replay``: re-run a conversation on the loaded model into a new conversation and
+compare the replies turn by turn (``mp13_context.areplay``).
+
+The replay's approvals go through the same inline prompt as chatting (a foreign
+session never brings its own permissions); Ctrl+C stops it, keeping the turns replayed
+so far in the new conversation. Afterwards the REPL moves to the new conversation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+
+from mp13chat import _convo as convo
+from mp13chat import _render as render
+from mp13chat._registry import Command, CommandLine, command
+from mp13chat._tree import short
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mp13chat._app import ChatApp
+
+SNIP = 50
+
+
+def _snip(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SNIP else flat[: SNIP - 1] + "…"
+
+
+def _calls(calls: Any) -> str:
+    return ", ".join(c.name for c in calls) or "-"
+
+
+def _tokens_per_s(metrics: Any) -> str:
+    return f"{metrics.tokens_per_s:.1f}" if metrics is not None and metrics.tokens_per_s else "-"
+
+
+def report_table(report: Any) -> Any:
+    """The per-turn comparison of a ``ReplayReport``."""
+    rows = []
+    for t in report.turns:
+        same = Text("same", style="mp13.ok") if t.text_equal else Text("differs", style="mp13.warn")
+        calls_same = "=" if t.tool_calls_equal else "≠"
+        rows.append(
+            (
+                t.index + 1,
+                _snip(t.user_text),
+                _snip(t.original_text),
+                _snip(t.replayed_text),
+                same,
+                f"{t.similarity:.2f}",
+                f"{_calls(t.original_tool_calls)} {calls_same} {_calls(t.replayed_tool_calls)}",
+                f"{_tokens_per_s(t.original_metrics)} / {_tokens_per_s(t.replayed_metrics)}",
+            )
+        )
+    return render.table(
+        f"replay: {report.equal_count}/{len(report.turns)} replies identical, "
+        f"mean similarity {report.mean_similarity:.2f}",
+        ("#", "user", "original", "replayed", "text", "sim", "tool calls", "tok/s"),
+        rows,
+    )
+
+
+def _complete_conversations(app: ChatApp, index: int, words: list[str]) -> list[str]:
+    if index != 0 or app.session is None:
+        return []
+    return [short(c.id) for c in app.session.conversations()]
+
+
+@command("replay", group="session", usage="/replay ID|TITLE", complete=_complete_conversations)
+async def replay(app: ChatApp, line: CommandLine) -> None:
+    """Replay a conversation's main line on the loaded model into a new conversation
+    and show a comparison table (text, similarity, tool calls, speed)."""
+    from mp13_context import areplay
+
+    source = convo.find_conversation(app, line.require_text("a conversation id or title"))
+    render.print_info(app.console, f"replaying {short(source)} …")
+    report = await areplay(
+        source,
+        into=app.session,
+        engine=app.engine,
+        toolbox=app.toolbox,
+        session=app.session,
+        approval=app.context.approval,
+    )
+    app.console.print(report_table(report))
+    app.cursor = app.context.cursor(at=report.leaf_node_id)
+    convo.refresh_prompt(app)
+    render.print_ok(
+        app.console, f"now in the replayed conversation {short(report.conversation_id)}"
+    )
+
+
+COMMANDS: tuple[Command, ...] = (replay,)

@@ -1,0 +1,290 @@
+# SPDX-License-Identifier: MIT
+"""Branch state and settings: system message, parameters, display settings, adapters.
+
+System message, adapters-in-use and parameters are *recorded on this branch* through
+the cursor (``cur.system``, ``cur.adapters``, ``cur.params``): other branches are not
+affected and replay repeats them. Display settings (``stream``, ``markdown``,
+``show_reasoning``) belong to this REPL run only. Loading, unloading and saving
+adapters act on the engine (every branch sees a loaded adapter; a branch *uses* one
+with ``/adapters use``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from rich.panel import Panel
+from rich.text import Text
+
+from mp13chat import _render as render
+from mp13chat._completer import complete_paths
+from mp13chat._errors import UsageError
+from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mp13chat._app import ChatApp
+
+#: REPL display settings handled by /set next to the branch parameters.
+DISPLAY_SETTINGS = ("stream", "markdown", "show_reasoning")
+
+
+def param_names() -> list[str]:
+    """Parameter names the context layer accepts (for completion and help)."""
+    try:
+        from mp13_context import PARAMS
+    except ImportError:  # older context layer: its private table
+        from mp13_context._state import PARAMS
+    return sorted(PARAMS)
+
+
+# --- system message ------------------------------------------------------------------
+
+
+@command("show", group="system", usage="/system show")
+def system_show(app: ChatApp, line: CommandLine) -> None:
+    """Show the system message in effect on this branch."""
+    prompt = app.cursor.system.show()
+    mode = prompt.mode.value
+    if mode == "default":
+        render.print_info(app.console, "no system message set: the chat template's default applies")
+    elif mode == "none":
+        render.print_info(app.console, "system message: none (an empty one is sent)")
+    else:
+        app.console.print(Panel(Text(prompt.text), title="system", title_align="left"))
+
+
+@command("set", group="system", usage="/system set TEXT")
+def system_set(app: ChatApp, line: CommandLine) -> None:
+    """Replace the system message on this branch."""
+    app.cursor.system.set(line.require_text("the system message"))
+    render.print_ok(app.console, "system message set")
+
+
+@command("add", group="system", usage="/system add TEXT")
+def system_add(app: ChatApp, line: CommandLine) -> None:
+    """Append a paragraph to the system message on this branch."""
+    app.cursor.system.add(line.require_text("the text to add"))
+    system_show.func(app, CommandLine())
+
+
+@command("pop", group="system", usage="/system pop")
+def system_pop(app: ChatApp, line: CommandLine) -> None:
+    """Undo the last system-message change on this branch."""
+    app.cursor.system.pop()
+    system_show.func(app, CommandLine())
+
+
+@command("none", group="system", usage="/system none")
+def system_none(app: ChatApp, line: CommandLine) -> None:
+    """Send no system message at all (not even the template's default)."""
+    app.cursor.system.none()
+    system_show.func(app, CommandLine())
+
+
+@command("default", group="system", usage="/system default")
+def system_default(app: ChatApp, line: CommandLine) -> None:
+    """Back to the chat template's default system message."""
+    app.cursor.system.default()
+    system_show.func(app, CommandLine())
+
+
+SYSTEM = group_command(
+    "system",
+    system_show,
+    system_set,
+    system_add,
+    system_pop,
+    system_none,
+    system_default,
+    group="state",
+    doc="The system message on this branch: set, add, pop, none, default, show.",
+    default="show",
+)
+
+# --- parameters and display settings ---------------------------------------------------
+
+
+def _complete_settings(app: ChatApp, index: int, words: list[str]) -> list[str]:
+    if index == 0:
+        return [*param_names(), *DISPLAY_SETTINGS]
+    if index == 1 and words and words[0] in (*DISPLAY_SETTINGS, "do_sample"):
+        return ["on", "off"]
+    return []
+
+
+@command("params", group="state", aliases=("settings",))
+def params(app: ChatApp, line: CommandLine) -> None:
+    """Show the parameters set on this branch and the display settings."""
+    rows: list[tuple[str, Any, str]] = [
+        (name, value, "branch") for name, value in sorted(app.cursor.params.show().items())
+    ]
+    rows += [(name, getattr(app.config, name), "display") for name in DISPLAY_SETTINGS]
+    app.console.print(render.table("settings", ("name", "value", "where"), rows))
+    render.print_info(
+        app.console, "unset parameters use the engine's defaults; /set NAME VALUE changes one"
+    )
+
+
+@command("set", group="state", usage="/set NAME VALUE", complete=_complete_settings)
+def set_(app: ChatApp, line: CommandLine) -> None:
+    """Set a parameter on this branch (max_new_tokens, temperature, do_sample, top_p,
+    seed, stop, max_tool_rounds, ...) or a display setting (stream, markdown,
+    show_reasoning). Values are JSON (true, 0.7, ["a", "b"]) or on/off."""
+    name, _, raw = line.text.partition(" ")
+    if not name or not raw.strip():
+        raise UsageError("give a name and a value")
+    value = parse_value(raw)
+    if name in DISPLAY_SETTINGS:
+        if not isinstance(value, bool):
+            raise UsageError(f"{name} is on or off, got {raw.strip()!r}")
+        app.config = attrs.evolve(app.config, **{name: value})
+    else:
+        app.cursor.params.set(**{name: value})
+    render.print_ok(app.console, f"{name} = {value!r}")
+
+
+@command("unset", group="state", usage="/unset NAME", complete=_complete_settings)
+def unset(app: ChatApp, line: CommandLine) -> None:
+    """Restore a parameter's default on this branch."""
+    name = line.require_text("a parameter name")
+    app.cursor.params.set(**{name: None})
+    render.print_ok(app.console, f"{name} back to its default")
+
+
+# --- adapters --------------------------------------------------------------------------
+
+
+def _adapter_names(app: ChatApp, index: int, words: list[str]) -> list[str]:
+    adapters = getattr(app.engine, "adapters", None)
+    return [a.name for a in adapters.list()] if adapters is not None else []
+
+
+def _manager(app: ChatApp) -> Any:
+    return app.require_engine("adapters", "adapters").adapters
+
+
+@command("list", group="adapters", usage="/adapters list")
+def adapters_list(app: ChatApp, line: CommandLine) -> None:
+    """List the loaded adapters; marks those used on this branch and the engine default."""
+    manager = _manager(app)
+    here = app.cursor.adapters.show()
+    defaults = tuple(manager.defaults)
+    in_use = defaults if here is None else here
+    rows = []
+    for info in manager.list():
+        marks = []
+        if info.name in in_use:
+            marks.append("here")
+        if info.name in defaults:
+            marks.append("default")
+        rows.append(
+            (
+                info.name,
+                ", ".join(marks),
+                info.rank,
+                info.source,
+                ", ".join(info.targets),
+                info.path,
+            )
+        )
+    app.console.print(
+        render.table("adapters", ("name", "used", "rank", "source", "targets", "path"), rows)
+    )
+    what = "engine default" if here is None else (", ".join(here) or "base model")
+    render.print_info(app.console, f"this branch uses: {what}")
+
+
+@command("load", group="adapters", usage="/adapters load PATH [NAME]", complete=complete_paths)
+async def adapters_load(app: ChatApp, line: CommandLine) -> None:
+    """Load a PEFT LoRA adapter directory into the engine (name: the folder's name)."""
+    words = line.words
+    if len(words) not in (1, 2):
+        raise UsageError("give the adapter folder and optionally a name")
+    info = await asyncio.to_thread(
+        _manager(app).load, words[0], words[1] if len(words) > 1 else None
+    )
+    render.print_ok(
+        app.console, f"loaded {info.name} (rank {info.rank}); /adapters use {info.name}"
+    )
+
+
+@command("unload", group="adapters", usage="/adapters unload NAME", complete=_adapter_names)
+async def adapters_unload(app: ChatApp, line: CommandLine) -> None:
+    """Remove an adapter from the engine (queued requests naming it fail)."""
+    name = line.require_text("an adapter name")
+    await asyncio.to_thread(_manager(app).unload, name)
+    render.print_ok(app.console, f"unloaded {name}")
+
+
+@command("save", group="adapters", usage="/adapters save NAME PATH", complete=_adapter_names)
+async def adapters_save(app: ChatApp, line: CommandLine) -> None:
+    """Save an adapter in plain PEFT format."""
+    words = line.words
+    if len(words) != 2:
+        raise UsageError("give the adapter name and a folder")
+    path = await asyncio.to_thread(_manager(app).save, words[0], words[1])
+    render.print_ok(app.console, f"saved {words[0]} to {path}")
+
+
+@command("use", group="adapters", usage="/adapters use NAME ...", complete=_adapter_names)
+def adapters_use(app: ChatApp, line: CommandLine) -> None:
+    """Use exactly these adapters on this branch (several are combined)."""
+    names = line.words
+    if not names:
+        raise UsageError("give adapter names (/adapters base for none)")
+    app.cursor.adapters.set(names)
+    render.print_ok(app.console, f"this branch uses {', '.join(names)}")
+
+
+@command("add", group="adapters", usage="/adapters add NAME ...", complete=_adapter_names)
+def adapters_add(app: ChatApp, line: CommandLine) -> None:
+    """Add adapters to those used on this branch."""
+    names = line.words
+    if not names:
+        raise UsageError("give adapter names")
+    app.cursor.adapters.add(names)
+    render.print_ok(app.console, f"this branch uses {', '.join(app.cursor.adapters.show() or ())}")
+
+
+@command("base", group="adapters", usage="/adapters base")
+def adapters_base(app: ChatApp, line: CommandLine) -> None:
+    """Use the base model (no adapter) on this branch."""
+    app.cursor.adapters.set([])
+    render.print_ok(app.console, "this branch uses the base model")
+
+
+@command("default", group="adapters", usage="/adapters default")
+def adapters_default(app: ChatApp, line: CommandLine) -> None:
+    """Use the engine's default adapters on this branch."""
+    app.cursor.adapters.default()
+    render.print_ok(app.console, "this branch uses the engine's default adapters")
+
+
+@command("pop", group="adapters", usage="/adapters pop")
+def adapters_pop(app: ChatApp, line: CommandLine) -> None:
+    """Undo the last adapter change on this branch."""
+    app.cursor.adapters.pop()
+    here = app.cursor.adapters.show()
+    what = "engine default" if here is None else (", ".join(here) or "base model")
+    render.print_ok(app.console, f"this branch uses: {what}")
+
+
+ADAPTERS = group_command(
+    "adapters",
+    adapters_list,
+    adapters_load,
+    adapters_unload,
+    adapters_save,
+    adapters_use,
+    adapters_add,
+    adapters_base,
+    adapters_default,
+    adapters_pop,
+    group="adapters",
+    doc="LoRA adapters: load/unload/save in the engine; use/add/base/default/pop on this branch.",
+    default="list",
+)
+
+COMMANDS: tuple[Command, ...] = (SYSTEM, params, set_, unset, ADAPTERS)
