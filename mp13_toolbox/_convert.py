@@ -3,15 +3,73 @@
 
 Used to (un)structure toolbox state, to turn tool return values into JSON, and
 to build a tool's typed arguments (enums, attrs classes, dataclasses, tuples)
-from the validated JSON the model sent. Enums travel as their values; dicts
-whose values are enums (tool modes, approval defaults) as plain strings.
+from the validated JSON the model sent. Enums travel as their values.
+
+cattrs cannot structure unions of plain types (``int | str``) on its own; the
+hook below picks the first member whose JSON shape fits the value. The value
+was already validated against the tool's schema, so "fits" only has to choose,
+not to check.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import types
+import typing
+from typing import Any
+
+import attrs
 import cattrs
 
 converter = cattrs.Converter(forbid_extra_keys=False)
+
+_SCALAR_FITS: dict[Any, Any] = {
+    str: lambda v: isinstance(v, str),
+    bool: lambda v: isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    type(None): lambda v: v is None,
+}
+_SEQUENCE_ORIGINS = (list, tuple, set, frozenset)
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    if tp is Any:
+        return True
+    if tp in _SCALAR_FITS:
+        return _SCALAR_FITS[tp](value)
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _fits(value, typing.get_args(tp)[0])
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return value in {m.value for m in tp}
+    kind = origin or tp
+    if isinstance(kind, type) and issubclass(kind, _SEQUENCE_ORIGINS):
+        return isinstance(value, (list, tuple))
+    if isinstance(value, dict):
+        return True  # dict, Mapping, attrs class, dataclass, TypedDict: let cattrs decide
+    return not (attrs.has(tp) or (isinstance(tp, type) and dataclasses.is_dataclass(tp)))
+
+
+def _structure_union(value: Any, tp: Any) -> Any:
+    members = typing.get_args(tp)
+    for member in members:
+        if _fits(value, member):
+            try:
+                return converter.structure(value, member)
+            except Exception:  # try the next member; the last resort is the raw value
+                continue
+    return value
+
+
+converter.register_structure_hook_func(_is_union, _structure_union)
 
 
 def error_text(exc: BaseException) -> str:

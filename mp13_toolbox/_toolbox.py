@@ -208,6 +208,9 @@ class Toolbox:
     def __contains__(self, name: object) -> bool:
         return name in self._registry
 
+    def __repr__(self) -> str:
+        return f"Toolbox(tools={self.names()!r})"
+
     def __len__(self) -> int:
         return len(self._registry)
 

@@ -342,3 +342,15 @@ def test_typed_arguments_are_built_from_json():
 def test_specs_are_copies(tb):
     tb.specs()[0]["function"]["parameters"]["properties"].clear()
     assert tb.specs()[0]["function"]["parameters"]["properties"]
+
+
+def test_union_arguments_pick_the_member_that_fits():
+    box = Toolbox()
+
+    @box.register
+    def pick(v: int | str, opt: Unit | Reading | None = None) -> str:
+        return f"{type(v).__name__}:{type(opt).__name__}"
+
+    assert box.execute(ToolCall("pick", {"v": 2.0})).content == "int:NoneType"
+    assert box.execute(ToolCall("pick", {"v": "2", "opt": "c"})).content == "str:Unit"
+    assert box.execute(ToolCall("pick", {"v": 1, "opt": {"value": 3}})).content == "int:Reading"
