@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Scheduler: waves, round-robin fairness across groups, jobs, worker calls, close."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from mp13_engine import EngineClosedError, FinishReason, Request
+from mp13_engine._engine import Engine
+from mp13_engine._scheduler import INFERENCE_GROUP, Call, JobStep, Scheduler, Wave
+from mp13_engine._streams import RequestState
+
+
+class FakeJob:
+    def __init__(self, key, steps, log, delay=0.0):
+        self.group_key = key
+        self.left = steps
+        self.log = log
+        self.delay = delay
+        self.failed = None
+
+    def step(self):
+        if self.delay:
+            time.sleep(self.delay)
+        self.log.append(self.group_key)
+        self.left -= 1
+        return self.left > 0
+
+    def fail(self, exc):
+        self.failed = exc
+
+
+def _state(i: int) -> RequestState:
+    return RequestState(Request(prompt=f"p{i}"), f"p{i}", [1])
+
+
+def test_waves_take_up_to_max_batch_size_in_fifo_order():
+    s = Scheduler(max_batch_size=3, batch_wait_s=0)
+    states = [_state(i) for i in range(7)]
+    for x in states:
+        s.add_request(x)
+    sizes = []
+    order = []
+    while (w := s.next_work()) is not None:
+        assert isinstance(w, Wave)
+        sizes.append(len(w.states))
+        order.extend(w.states)
+    assert sizes == [3, 3, 1]
+    assert order == states
+    assert s.queued == 0
+
+
+def test_round_robin_no_group_starves():
+    s = Scheduler(max_batch_size=2, batch_wait_s=0)
+    log: list = []
+    a, b = FakeJob("A", 100, log), FakeJob("B", 100, log)
+    s.add_job(a)
+    for i in range(6):
+        s.add_request(_state(i))
+    s.add_job(b)
+    turns = []
+    for _ in range(9):
+        w = s.next_work()
+        turns.append("wave" if isinstance(w, Wave) else w.job.group_key)
+    # every group gets a turn in each round: A, inference, B, A, inference, B, ...
+    assert turns[:6] == ["A", "wave", "B", "A", "wave", "B"]
+    assert turns.count("wave") == 3
+
+
+def test_calls_run_before_other_work_and_queued_cancel_removes():
+    s = Scheduler(max_batch_size=4, batch_wait_s=0)
+    x = _state(0)
+    s.add_request(x)
+    s.add_call(Call(print, (), {}, None))
+    assert isinstance(s.next_work(), Call)
+    assert s.remove_request(x) is True
+    assert s.remove_request(x) is False
+    assert s.next_work() is None
+
+
+def test_collect_wait_only_for_a_fresh_partial_wave():
+    s = Scheduler(max_batch_size=2, batch_wait_s=0.05)
+    x = _state(0)
+    s.add_request(x)
+    assert 0 < s.collect_wait(now=x.submit_t) <= 0.05
+    assert s.collect_wait(now=x.submit_t + 1) == 0
+    s.add_request(_state(1))
+    assert s.collect_wait(now=x.submit_t) == 0  # full wave: go now
+    s2 = Scheduler(max_batch_size=2, batch_wait_s=0.05)
+    s2.add_job(FakeJob("J", 1, []))
+    assert s2.collect_wait() == 0
+    assert isinstance(s2.next_work(), JobStep)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=4) as eng:
+        yield eng
+
+
+def test_requests_are_served_while_a_job_runs(engine):
+    log: list = []
+    job = FakeJob(("train", "x"), 400, log, delay=0.002)
+    engine._submit_job(job)
+    time.sleep(0.01)
+    r = engine.generate(Request(prompt="during job", max_new_tokens=3))
+    steps_when_served = len(log)
+    assert r.ok
+    assert steps_when_served < 400, "the request waited for the whole job"
+    while job.left > 0:
+        time.sleep(0.01)
+    assert job.failed is None
+
+
+def test_two_jobs_interleave_and_failures_are_reported(engine):
+    log: list = []
+    a, b = FakeJob("ja", 5, log), FakeJob("jb", 5, log)
+
+    class Boom(FakeJob):
+        def step(self):
+            raise ValueError("bad step")
+
+    class Last(FakeJob):
+        def step(self):
+            done.set()
+            return False
+
+    boom = Boom("jc", 5, log)
+    done = threading.Event()
+
+    def submit_all():  # on the worker, so all three are queued before any step runs
+        for job in (a, b, boom, Last("end", 1, log)):
+            engine._submit_job(job)
+
+    engine._run_on_worker(submit_all)
+    assert done.wait(10)
+    assert log[:4] == ["ja", "jb", "ja", "jb"]
+    assert isinstance(boom.failed, ValueError)
+    assert engine.generate(Request(prompt="ok", max_new_tokens=2)).ok
+
+
+def test_run_on_worker_runs_on_the_worker_and_reraises(engine):
+    name = engine._run_on_worker(lambda: threading.current_thread().name)
+    assert name.startswith("mp13-engine")
+    with pytest.raises(ZeroDivisionError):
+        engine._run_on_worker(lambda: 1 / 0)
+
+
+def test_close_cancels_queued_and_running_and_fails_jobs(tiny_model_path):
+    eng = Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1)
+    running = eng.submit(Request(prompt="long", max_new_tokens=1500))
+    queued = eng.submit(Request(prompt="queued", max_new_tokens=5))
+    job = FakeJob("late", 1000, [], delay=0.001)
+    eng._submit_job(job)
+    time.sleep(0.05)
+    eng.close()
+    assert running.result(5).finish_reason is FinishReason.CANCELLED
+    assert queued.result(5).finish_reason is FinishReason.CANCELLED
+    assert isinstance(job.failed, EngineClosedError)
+    with pytest.raises(EngineClosedError):
+        eng.generate("after close")
+    with pytest.raises(EngineClosedError):
+        eng._run_on_worker(lambda: None)
+    assert INFERENCE_GROUP == ("generate",)
