@@ -49,7 +49,7 @@ def _fits(value: Any, tp: Any) -> bool:
     if origin is typing.Annotated:
         return _fits(value, typing.get_args(tp)[0])
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return value in {m.value for m in tp}
+        return any(value == m.value for m in tp)
     kind = origin or tp
     if isinstance(kind, type) and issubclass(kind, _SEQUENCE_ORIGINS):
         return isinstance(value, (list, tuple))
