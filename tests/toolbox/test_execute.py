@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import subprocess
+import sys
 import threading
 import time
 from typing import TypedDict
@@ -354,3 +356,20 @@ def test_union_arguments_pick_the_member_that_fits():
     assert box.execute(ToolCall("pick", {"v": 2.0})).content == "int:NoneType"
     assert box.execute(ToolCall("pick", {"v": "2", "opt": "c"})).content == "str:Unit"
     assert box.execute(ToolCall("pick", {"v": 1, "opt": {"value": 3}})).content == "int:Reading"
+
+
+def test_an_abandoned_tool_thread_never_blocks_process_exit():
+    code = (
+        "import asyncio, time\n"
+        "from mp13_toolbox import Toolbox, ToolCall\n"
+        "tb = Toolbox()\n"
+        "tb.register(lambda: time.sleep(60), name='hang', description='', timeout_s=0.1)\n"
+        "assert tb.execute(ToolCall('hang')).is_error\n"
+        "assert asyncio.run(tb.aexecute(ToolCall('hang'))).is_error\n"
+        "print('exited')\n"
+    )
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "exited"
+    assert time.perf_counter() - t0 < 20  # not the 60 s the tool sleeps
