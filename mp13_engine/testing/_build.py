@@ -133,14 +133,28 @@ def build_tiny_model(
     ``chat_template=False`` leaves the tokenizer without a chat template (for error tests).
     ``init_std`` overrides the size's weight init std. Unknown family or size -> ``ConfigError``.
     """
-    spec, shape = _family(family), _size(size)
+    return build_with_shape(
+        dest_dir, _family(family), _size(size), seed, chat_template=chat_template, init_std=init_std
+    )
+
+
+def build_with_shape(
+    dest_dir: str | pathlib.Path,
+    spec: FamilySpec,
+    shape: SizeSpec,
+    seed: int = 0,
+    *,
+    chat_template: bool = True,
+    init_std: float | None = None,
+) -> pathlib.Path:
+    """``build_tiny_model`` with an explicit family spec and shape (the demo model's seam)."""
     std = shape.init_std if init_std is None else float(init_std)
     if not std > 0:
         raise ConfigError(f"init_std must be a positive float, got {init_std!r}")
     dest = pathlib.Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
 
-    tok = build_tokenizer(family, chat_template=chat_template)
+    tok = build_tokenizer(spec.name, chat_template=chat_template)
     tok.model_max_length = shape.max_position_embeddings
     ids = {t: tok.convert_tokens_to_ids(t) for t in spec.control_tokens}
     config = AutoConfig.for_model(
