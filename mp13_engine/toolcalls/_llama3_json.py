@@ -42,7 +42,7 @@ PROFILES = MappingProxyType(
             ),
             decode=_decode,
             render=_render,
-            detect=(r"<\|python_tag\|>",),
+            detect=(r"<\|python_tag\|>", r"\"parameters\": dictionary of argument name"),
             messages=MessageStyle(arguments="object"),
         )
     }

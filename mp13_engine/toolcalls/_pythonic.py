@@ -52,7 +52,9 @@ PROFILES = MappingProxyType(
             decode=_decode,
             render=_render,
             detect=(r"func_name1\(",),
-            messages=MessageStyle(arguments="object"),
+            # Calls go back as content in our own syntax: the vLLM Gemma 3 pythonic template
+            # drops the commas between keyword arguments when it renders tool_calls itself.
+            messages=MessageStyle(calls_in_content=True),
         ),
         "llama4_pythonic": Profile(
             name="llama4_pythonic",

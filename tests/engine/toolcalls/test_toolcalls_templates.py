@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Real chat templates: format detection, and calls surviving a trip through the template.
+
+Round trip: a call parsed from model output -> ``prepare_messages`` -> rendered
+by the real template (transformers' jinja renderer, imported lazily) -> the
+assistant part cut out -> parsed again -> the same call (name, arguments, and
+id where the format carries ids). Templates are read from /work/shared/templates
+(skipped when absent) and from the tiny test families in mp13_engine.testing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+
+import pytest
+from _toolcalls_cases import TOOLS
+
+from mp13_engine import toolcalls
+from mp13_toolbox import ToolCall
+
+SHARED = pathlib.Path(os.environ.get("MP13_SHARED_TEMPLATES", "/work/shared/templates"))
+# Located without importing mp13_engine.testing (which imports torch).
+TINY = pathlib.Path(importlib.util.find_spec("mp13_engine.testing").origin).parent / "_templates"
+
+EXPECTED = {
+    "deepseek_v3": "deepseek_v3",
+    "deepseek_v31": "deepseek_v31",
+    "gemma3_pythonic": "pythonic",
+    "glm45": "glm45",
+    "granite": "granite",
+    "hermes": "hermes",
+    "llama3_json": "llama3_json",
+    "mistral": "mistral",
+    "phi4_mini": "phi4_mini",
+    "qwen3": "hermes",
+    "qwen3_coder": "qwen3_coder",
+}
+TINY_EXPECTED = {
+    "chatml": "hermes",
+    "granite": "granite",
+    "llama3": "llama3_json",
+    "mistral": "mistral",
+    "qwen3": "hermes",
+}
+
+
+def _templates() -> list[tuple[pathlib.Path, str]]:
+    out = [(TINY / f"{stem}.jinja", fmt) for stem, fmt in TINY_EXPECTED.items()]
+    out += [(SHARED / f"{stem}.jinja", fmt) for stem, fmt in EXPECTED.items()]
+    return out
+
+
+def _read(path: pathlib.Path) -> str:
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    return path.read_text()
+
+
+@pytest.mark.parametrize(("path", "fmt"), _templates(), ids=lambda v: getattr(v, "stem", v))
+def test_detect_format(path, fmt):
+    assert toolcalls.detect_format(_read(path)) == fmt
+
+
+def test_detect_format_without_tool_support():
+    assert toolcalls.detect_format("{% for m in messages %}{{ m.content }}{% endfor %}") is None
+    assert toolcalls.detect_format(None) is None
+
+
+def _render(template: str, messages: list[dict], add_generation_prompt: bool) -> str:
+    chat_utils = pytest.importorskip("transformers.utils.chat_template_utils")
+    rendered, _ = chat_utils.render_jinja_template(
+        conversations=[messages],
+        tools=TOOLS,
+        chat_template=template,
+        add_generation_prompt=add_generation_prompt,
+        bos_token="<s>",
+        eos_token="</s>",
+    )
+    return rendered[0]
+
+
+def _assistant_part(template: str, messages: list[dict]) -> str:
+    prefix = _render(template, messages[:-1], True)
+    full = _render(template, messages, False)
+    n = 0
+    while n < min(len(prefix), len(full)) and prefix[n] == full[n]:
+        n += 1
+    return full[n:]
+
+
+CALL = ToolCall(
+    "get_weather",
+    {"city": "São Paulo", "days": 3, "zip": "007", "metric": True, "extra": {"a": [1, "b"]}},
+    "a1B2c3D4e",
+)
+
+
+@pytest.mark.parametrize(("path", "fmt"), _templates(), ids=lambda v: getattr(v, "stem", v))
+def test_call_round_trips_through_the_real_template(path, fmt):
+    template = _read(path)
+    output = "Checking. " + toolcalls.render_calls([CALL], fmt)
+    first = toolcalls.parse(output, fmt, TOOLS)
+    assert [(c.name, c.arguments) for c in first.tool_calls] == [(CALL.name, CALL.arguments)]
+    canonical = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": c.id or "call_1", "type": "function", "function": c.to_openai()["function"]}
+            for c in first.tool_calls
+        ],
+    }
+    messages = [{"role": "user", "content": "Weather in São Paulo?"}, canonical]
+    prepared = toolcalls.prepare_messages(messages, fmt)
+    part = _assistant_part(template, prepared)
+    again = toolcalls.parse(part, fmt, TOOLS)
+    assert [(c.name, c.arguments) for c in again.tool_calls] == [(CALL.name, CALL.arguments)]
+    assert again.errors == ()
+    if first.tool_calls[0].id is not None:
+        assert again.tool_calls[0].id == first.tool_calls[0].id
+
+
+@pytest.mark.parametrize(("path", "fmt"), _templates(), ids=lambda v: getattr(v, "stem", v))
+def test_tool_results_render_after_calls(path, fmt):
+    template = _read(path)
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_abc",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_abc", "name": "get_weather", "content": "RAIN-42"},
+    ]
+    rendered = _render(template, toolcalls.prepare_messages(messages, fmt), True)
+    assert "RAIN-42" in rendered
+    assert "Oslo" in rendered
