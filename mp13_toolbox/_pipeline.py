@@ -116,8 +116,7 @@ def failure(tb: Toolbox, plan: Plan, exc: BaseException) -> ToolResult:
         )
     else:
         text = f"Tool {plan.tool.name!r} failed: {type(exc).__name__}: {exc}"
-    text, truncated = ex.cap(text, tb.max_output_chars)
-    return attrs.evolve(error_result(plan.call, text), truncated=truncated)
+    return error_result(plan.call, text)
 
 
 def finish(
@@ -180,3 +179,11 @@ def approval_request(plan: Plan) -> ApprovalRequest:
 def approval_failed(plan: Plan, exc: Exception) -> ToolResult:
     text = f"Approving the call of {plan.tool.name!r} failed ({exc!r}); it was not run."
     return error_result(plan.call, text)
+
+
+def capped(result: ToolResult, max_chars: int | None) -> ToolResult:
+    """Every result, errors included, respects the output cap (once)."""
+    if result.truncated:
+        return result
+    text, truncated = ex.cap(result.content, max_chars)
+    return attrs.evolve(result, content=text, truncated=True) if truncated else result

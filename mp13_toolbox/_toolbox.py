@@ -301,9 +301,10 @@ class Toolbox:
         start = time.perf_counter()
         pl.check_budget(budget)
         try:
-            return self._execute(call, view, approval, budget, start)
+            result = self._execute(call, view, approval, budget, start)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
-            return pl.timed(pl.internal_error(call, exc), start)
+            result = pl.timed(pl.internal_error(call, exc), start)
+        return pl.capped(result, self.max_output_chars)
 
     def _execute(
         self,
@@ -341,9 +342,10 @@ class Toolbox:
         start = time.perf_counter()
         pl.check_budget(budget)
         try:
-            return await self._aexecute(call, view, approval, budget, start)
+            result = await self._aexecute(call, view, approval, budget, start)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
-            return pl.timed(pl.internal_error(call, exc), start)
+            result = pl.timed(pl.internal_error(call, exc), start)
+        return pl.capped(result, self.max_output_chars)
 
     async def _aexecute(
         self,
