@@ -38,7 +38,7 @@ def help_(app: ChatApp, line: CommandLine) -> None:
         app.console.print(render.help_overview(app.commands))
         render.print_info(app.console, "/help COMMAND for details; Tab completes.")
         return
-    invocation = app.commands.parse("/" + " ".join(words))
+    invocation = app.commands.parse("/" + " ".join(words), defaults=False)
     app.console.print(render.command_help(invocation.command, invocation.display_name))
 
 

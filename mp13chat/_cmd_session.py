@@ -102,7 +102,7 @@ def save(app: ChatApp, line: CommandLine) -> None:
     """Without FILE: say where the session is saved (it saves as you go).
     With FILE: write a copy of the whole session into FILE (a new SQLite file)."""
     if not line.text:
-        where = app.session.path
+        where = app.session.filename
         if where == ":memory:":
             render.print_warning(app.console, "this session is in memory only: /save FILE keeps it")
         else:

@@ -209,8 +209,11 @@ class CommandRegistry:
         """The command named by ``word`` (exact name, alias, or unique prefix)."""
         return _resolve(self._commands.values(), word.lstrip("/"), "/")
 
-    def parse(self, text: str) -> Invocation:
-        """Split ``/name [sub] args`` into the command chain and its argument text."""
+    def parse(self, text: str, *, defaults: bool = True) -> Invocation:
+        """Split ``/name [sub] args`` into the command chain and its argument text.
+
+        ``defaults=False`` stops at a group instead of running its default subcommand
+        (``/help tools`` explains the group)."""
         body = text.strip()
         if not body.startswith("/") or body == "/":
             raise UsageError("a command starts with / followed by its name; try /help")
@@ -220,7 +223,7 @@ class CommandRegistry:
         while cmd.subcommands:
             sub_word, _, sub_rest = rest.strip().partition(" ")
             if not sub_word:
-                if cmd.default is None:
+                if cmd.default is None or not defaults:
                     break
                 cmd = cmd.subcommand(cmd.default)
             else:

@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: MIT
+"""A harness that drives ``mp13chat.ChatApp`` with prompt-toolkit pipe input.
+
+``ChatHarness.run(*lines)`` types the lines (each followed by Enter) plus ``/quit``
+into the app's prompt and runs the loop on one ``asyncio.Runner`` that lives for the
+whole test, so the app's state (cursor, session, toolbox) persists between calls and
+can be inspected. Output goes to a rich ``Console`` writing to a ``StringIO``;
+``run`` returns what that call printed. Config, history and session live in
+``tmp_path`` (``MP13_CONFIG_DIR``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from mp13chat import ChatApp, ChatConfig
+from mp13chat._style import make_theme
+
+
+class ChatHarness:
+    def __init__(self, tmp_path: Path, engine: Any, config: ChatConfig, **app_kwargs: Any) -> None:
+        self.tmp_path = tmp_path
+        self.out = io.StringIO()
+        self.console = Console(file=self.out, theme=make_theme(), width=140, color_system=None)
+        self._pipe_cm = create_pipe_input()
+        self.input = self._pipe_cm.__enter__()
+        self.runner = asyncio.Runner()
+        self.app = ChatApp(
+            config,
+            config_path=tmp_path / "config.json",
+            engine=engine,
+            console=self.console,
+            input=self.input,
+            output=DummyOutput(),
+            **app_kwargs,
+        )
+        self.runner.run(self.app.start())
+
+    def run(self, *lines: str, timeout: float = 30.0, quit: bool = True) -> str:
+        """Type ``lines`` (and /quit), run the loop until it ends; return the new output."""
+        start = len(self.out.getvalue())
+        text = "".join(line + "\r" for line in (*lines, *(["/quit"] if quit else [])))
+        self.input.send_text(text)
+        self.runner.run(asyncio.wait_for(self.app.loop(), timeout))
+        return self.out.getvalue()[start:]
+
+    def call(self, coro: Any) -> Any:
+        return self.runner.run(coro)
+
+    def close(self) -> None:
+        try:
+            self.runner.run(self.app.aclose())
+        finally:
+            self.runner.close()
+            self._pipe_cm.__exit__(None, None, None)
+
+
+@pytest.fixture
+def make_chat(tmp_path, monkeypatch):
+    """``make_chat(engine, **config_fields) -> ChatHarness`` (closed after the test)."""
+    monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path))
+    made: list[ChatHarness] = []
+
+    def make(engine: Any, app_kwargs: dict[str, Any] | None = None, **fields: Any) -> ChatHarness:
+        fields.setdefault("session", str(tmp_path / f"chats{len(made)}.db"))
+        harness = ChatHarness(tmp_path, engine, ChatConfig(**fields), **(app_kwargs or {}))
+        made.append(harness)
+        return harness
+
+    yield make
+    for harness in made:
+        harness.close()

@@ -1,0 +1,306 @@
+# SPDX-License-Identifier: MIT
+"""The REPL against the scripted FakeEngine: chat, branching, tools, sessions, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from mp13_context.testing import FakeEngine, FakeReply
+from mp13_engine import FinishReason
+from mp13_toolbox import ToolCall
+
+
+def turns(app):
+    """(role, text) of the turns on the current branch."""
+    return [(n.turn.role.value, n.turn.text) for n in app.cursor.path() if n.turn is not None]
+
+
+def test_a_chat_streams_the_reply_and_records_the_turns(make_chat):
+    h = make_chat(FakeEngine())
+    out = h.run("hello there")
+    assert "echo: hello there" in out
+    assert turns(h.app) == [("user", "hello there"), ("assistant", "echo: hello there")]
+    # the reply footer reports how it ended
+    assert "stop" in out
+
+
+def test_non_streaming_reply_prints_once(make_chat):
+    h = make_chat(FakeEngine(), stream=False)
+    out = h.run("hi")
+    assert out.count("echo: hi") == 1
+
+
+def test_config_system_message_and_params_apply_to_new_conversations(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine, system="Be terse.", params={"max_new_tokens": 7})
+    h.run("hi")
+    request = engine.requests[-1]
+    assert request.messages[0] == {"role": "system", "content": "Be terse."}
+    assert request.max_new_tokens == 7
+
+
+def test_fork_leaves_the_old_branch_alone(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("first")
+    before = h.app.cursor
+    h.run("/fork alt", "second")
+    assert turns(h.app)[-2:] == [("user", "second"), ("assistant", "echo: second")]
+    assert [t for t in turns(h.app) if t[0] == "user"] == [("user", "first"), ("user", "second")]
+    # the cursor we left still ends at the first reply
+    assert before.turn.text == "echo: first"
+    assert len(h.app.session.children(before.node_id)) == 1  # the fork hub
+    out = h.run("/tree")
+    assert "fork_hub" in out and "you are here" in out
+
+
+def test_retry_adds_a_sibling_reply_and_prev_next_move_between_them(make_chat):
+    engine = FakeEngine()
+    engine.script("one", "two")
+    h = make_chat(engine)
+    h.run("q", "/retry")
+    assert h.app.cursor.turn.text == "two"
+    siblings = h.app.cursor.siblings()
+    assert [s.turn.text for s in siblings] == ["one", "two"]
+    h.run("/prev")
+    assert h.app.cursor.turn.text == "one"
+    h.run("/next")
+    assert h.app.cursor.turn.text == "two"
+
+
+def test_try_out_close_and_promote(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("base")
+    origin = h.app.cursor.node_id
+    h.run("/try", "experiment", "/close")
+    assert h.app.cursor.node_id == origin
+    h.run("/try", "keeper", "/promote")
+    assert turns(h.app)[-1] == ("assistant", "echo: keeper")
+    out = h.run("/promote")
+    assert "not in a try-out" in out
+
+
+def test_batch_makes_one_branch_per_prompt_in_one_wave(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine)
+    out = h.run("/batch red | green | blue")
+    assert "echo: red" in out and "echo: blue" in out
+    assert engine.max_in_flight == 3
+    hub = h.app.session.children(h.app.cursor.node_id)
+    assert len(hub) == 1 and len(h.app.session.children(hub[0].id)) == 3
+
+
+def test_trim_and_continue(make_chat):
+    engine = FakeEngine()
+    engine.script(FakeReply(text="cut", finish_reason=FinishReason.LENGTH))
+    h = make_chat(engine)
+    out = h.run("long one")
+    assert "truncated" in out
+    h.run("/continue")
+    assert h.app.cursor.turn.text == "cut (more)"
+    h.run("/trim")
+    assert turns(h.app) == []
+
+
+def test_system_commands_are_recorded_on_the_branch(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine)
+    out = h.run("/system set You are a pirate.", "/system", "ahoy")
+    assert "You are a pirate." in out
+    assert engine.requests[-1].messages[0]["content"] == "You are a pirate."
+    h.run("/system pop", "again")
+    assert engine.requests[-1].messages[0]["role"] == "user"
+
+
+def test_set_changes_branch_params_and_display_settings(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine)
+    h.run("/set temperature 0.25", "/set do_sample on", "/set stream off", "go")
+    assert engine.requests[-1].temperature == 0.25
+    assert engine.requests[-1].do_sample is True
+    assert h.app.config.stream is False
+    out = h.run("/set temperature hot")
+    assert "error:" in out and "temperature" in out
+
+
+def test_tool_round_with_inline_approval(make_chat):
+    engine = FakeEngine()
+    call = ToolCall("calculator", {"expression": "17*23"}, id="c1")
+    engine.script(FakeReply(text="", tool_calls=[call]), "It is 391.")
+    h = make_chat(engine)
+    h.app.toolbox.set_approval("calculator", "ask")
+    out = h.run("what is 17*23?", "y")
+    assert "calculator" in out and "391" in out
+    tool_turns = [n.turn for n in h.app.cursor.path() if n.turn and n.turn.role.value == "tool"]
+    assert tool_turns[0].tool_results[0].content == "391"
+    assert not tool_turns[0].tool_results[0].is_error
+    assert engine.requests[-1].messages[-1]["role"] == "tool"
+
+
+def test_denied_and_always_answers(make_chat):
+    engine = FakeEngine()
+    call = ToolCall("calculator", {"expression": "1+1"}, id="c1")
+    engine.script(FakeReply(tool_calls=[call]), "denied", FakeReply(tool_calls=[call]), "ok")
+    h = make_chat(engine)
+    h.app.toolbox.set_approval("calculator", "ask")
+    h.run("add", "n")
+    results = [n.turn for n in h.app.cursor.path() if n.turn and n.turn.role.value == "tool"]
+    assert results[-1].tool_results[0].is_error
+    h.run("add again", "a")
+    assert h.app.toolbox.remembered()["calculator"].value == "always"
+    out = h.run("/tools")
+    assert "always remembered" in out
+
+
+def test_tools_commands(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine)
+    out = h.run("/tools list")
+    assert "calculator" in out and "current_time" in out
+    # later layers win (within one layer, disabled beats advertised)
+    h.run("/tools scope add *=disabled", "/tools scope add calculator=advertised", "go")
+    names = [t["function"]["name"] for t in engine.requests[-1].tools]
+    assert names == ["calculator"]
+    h.run("/tools scope reset", "/tools mode current_time silent", "go")
+    names = [t["function"]["name"] for t in engine.requests[-1].tools]
+    assert "current_time" not in names and "calculator" in names
+    out = h.run("/tools scope add nonsense")
+    assert "NAME=MODE" in out
+
+
+def test_search_then_goto_a_hit(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("the quick brown fox", "/new", "something else")
+    hits = h.app.session.search("fox")
+    assert hits
+    out = h.run("/search fox")
+    assert hits[0].node_id[:6] in out
+    h.run(f"/goto {hits[0].node_id[:8]}")
+    assert h.app.cursor.node_id == hits[0].node_id
+
+
+def test_save_copy_and_reopen(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    h.run("/title first chat", "remember me")
+    cid = h.app.cursor.conversation_id
+    copy = tmp_path / "copy.db"
+    h.run(f"/save {copy}")
+    assert copy.exists()
+    out = h.run(f"/save {copy}")
+    assert "exists" in out
+    # a second REPL on the same session file sees the conversation, where it was
+    again = make_chat(FakeEngine(), session=str(h.app.session.filename))
+    out = again.run("/list", "/switch first chat")
+    assert "first chat" in out
+    assert again.app.cursor.conversation_id == cid
+    assert turns(again.app)[-1] == ("assistant", "echo: remember me")
+    # and /open switches this REPL to the copy
+    h.run(f"/open {copy}")
+    assert h.app.session.filename == str(copy)
+    assert any(c.id == cid for c in h.app.session.conversations())
+
+
+def test_export_and_import(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    h.run("exported words")
+    dump = tmp_path / "dump.json"
+    h.run(f"/export {dump}")
+    other = make_chat(FakeEngine())
+    other.run(f"/import {dump}")
+    assert other.app.session.search("exported")
+
+
+def test_replay_into_a_new_conversation_with_a_comparison(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("/title source", "one", "two")
+    source = h.app.cursor.conversation_id
+    out = h.run("/replay source")
+    assert "2/2 replies identical" in out
+    assert h.app.cursor.conversation_id != source
+    assert turns(h.app) == [
+        ("user", "one"),
+        ("assistant", "echo: one"),
+        ("user", "two"),
+        ("assistant", "echo: two"),
+    ]
+
+
+def test_conversations_new_switch_title_list(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("/title alpha", "a")
+    first = h.app.cursor.conversation_id
+    h.run("/new beta", "b")
+    assert h.app.cursor.conversation_id != first
+    out = h.run("/list")
+    assert "alpha" in out and "beta" in out
+    h.run(f"/switch {first[:6]}")
+    assert h.app.cursor.conversation_id == first
+    assert "[alpha" in h.app.prompt_text()[0][1]
+
+
+def test_errors_print_one_line_and_the_loop_goes_on(make_chat):
+    h = make_chat(FakeEngine())
+    out = h.run("/frobnicate", "/up", "/goto zzzz", "still here")
+    assert "unknown command /frobnicate" in out
+    assert "error:" in out
+    assert "Traceback" not in out
+    assert "echo: still here" in out
+    out = h.run("/error")
+    assert "Traceback" in out
+
+
+def test_ambiguous_prefix_and_usage_errors(make_chat):
+    h = make_chat(FakeEngine())
+    out = h.run("/s")
+    assert "ambiguous" in out
+    out = h.run("/tools mode calculator")
+    assert "usage: /tools mode" in out
+
+
+def test_help_lists_commands_and_explains_one(make_chat):
+    h = make_chat(FakeEngine())
+    out = h.run("/help")
+    for name in ("/fork", "/retry", "/replay", "/train", "/adapters", "/tools", "/quit"):
+        assert name in out
+    out = h.run("/help fork")
+    assert "usage: /fork" in out and "new branch" in out
+    out = h.run("/help tools scope")
+    assert "add" in out and "pop" in out
+
+
+def test_slash_slash_sends_a_message_starting_with_slash(make_chat):
+    h = make_chat(FakeEngine())
+    out = h.run("//etc/hosts is a file")
+    assert "echo: /etc/hosts is a file" in out
+
+
+def test_engine_commands_on_an_engine_without_them_fail_clearly(make_chat):
+    h = make_chat(FakeEngine())
+    out = h.run("/train start a data.jsonl", "/adapters", "/metrics")
+    assert out.count("does not support") == 3
+
+
+def test_prompt_preview_and_token_count(make_chat):
+    h = make_chat(FakeEngine())
+    out = h.run("/system set Be brief.", "/prompt", "/tokens", "/tokens four words right here")
+    assert "Be brief." in out
+    assert "tokens" in out
+
+
+def test_quit_and_eof_end_the_loop(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("/exit", quit=False)
+    h.input.send_text("\x04")  # Ctrl+D on an empty line
+    h.call(h.app.loop())
+
+
+@pytest.mark.parametrize("alias", ["/bottom", "/leaf"])
+def test_navigation_up_down_leaf(make_chat, alias):
+    h = make_chat(FakeEngine())
+    h.run("one", "two")
+    leaf = h.app.cursor.node_id
+    h.run("/up 2")
+    assert h.app.cursor.turn.text == "echo: one"
+    h.run(alias)
+    assert h.app.cursor.node_id == leaf
+    h.run("/up", "/down")
+    assert h.app.cursor.node_id == leaf
