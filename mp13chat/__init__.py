@@ -26,7 +26,7 @@ from mp13chat._app import ChatApp
 from mp13chat._config import ChatConfig, default_config_path, load_config
 from mp13chat._errors import ChatConfigError, ChatError, UnknownCommandError, UsageError
 from mp13chat._registry import Command, CommandLine, CommandRegistry, command, group_command
-from mp13chat._tools import ToolRegistration, marked_tools, register_tool
+from mp13chat._tools import ToolRegistration, collect_tools, register_tool
 
 
 def main(argv: Sequence[str] | None = None, *, tools: Iterable[Any] = ()) -> int:
@@ -38,10 +38,7 @@ def main(argv: Sequence[str] | None = None, *, tools: Iterable[Any] = ()) -> int
     caller = sys._getframe(1).f_globals
     main_module = sys.modules.get("__main__")
     namespaces = [caller] + ([vars(main_module)] if main_module is not None else [])
-    explicit = list(tools)
-    given = {id(getattr(t, "func", t)) for t in explicit}
-    found = [r for r in marked_tools(namespaces) if id(r.func) not in given]
-    app = ChatApp(tools=[*explicit, *found])
+    app = ChatApp(tools=collect_tools(tools, namespaces))
     return app.main(argv)
 
 

@@ -85,3 +85,11 @@ def marked_tools(namespaces: Iterable[Mapping[str, Any]]) -> list[ToolRegistrati
                 seen.add(id(mark.func))
                 out.append(mark)
     return out
+
+
+def collect_tools(tools: Iterable[Any], namespaces: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """``tools`` plus the marked functions of ``namespaces`` that are not among them."""
+    explicit = list(tools)
+    given = {id(getattr(t, "func", t)) for t in explicit}
+    found = [r for r in marked_tools(namespaces) if id(r.func) not in given]
+    return [*explicit, *found]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +46,29 @@ class ChatHarness:
         )
         self.runner.run(self.app.start())
 
-    def run(self, *lines: str, timeout: float = 30.0, quit: bool = True) -> str:
-        """Type ``lines`` (and /quit), run the loop until it ends; return the new output."""
+    def run(
+        self,
+        *lines: str,
+        timeout: float = 30.0,
+        quit: bool = True,
+        interrupt_after: float | None = None,
+    ) -> str:
+        """Type ``lines`` (and /quit), run the loop until it ends; return the new output.
+
+        ``interrupt_after``: send this process a real SIGINT (what Ctrl+C does in a
+        terminal while a reply runs) that many seconds after the loop starts.
+        """
         start = len(self.out.getvalue())
         text = "".join(line + "\r" for line in (*lines, *(["/quit"] if quit else [])))
         self.input.send_text(text)
-        self.runner.run(asyncio.wait_for(self.app.loop(), timeout))
+
+        async def drive() -> None:
+            if interrupt_after is not None:
+                loop = asyncio.get_running_loop()
+                loop.call_later(interrupt_after, os.kill, os.getpid(), signal.SIGINT)
+            await asyncio.wait_for(self.app.loop(), timeout)
+
+        self.runner.run(drive())
         return self.out.getvalue()[start:]
 
     def call(self, coro: Any) -> Any:

@@ -304,3 +304,39 @@ def test_navigation_up_down_leaf(make_chat, alias):
     assert h.app.cursor.node_id == leaf
     h.run("/up", "/down")
     assert h.app.cursor.node_id == leaf
+
+
+def test_ctrl_c_cancels_the_running_reply_and_the_repl_stays(make_chat):
+    engine = FakeEngine(chunk_size=2)
+    engine.script(FakeReply(text="x" * 2000, delay_s=0.01), "next one")
+    h = make_chat(engine)
+    out = h.run("talk a lot", "after", interrupt_after=0.5)
+    assert "cancelled" in out
+    assert "next one" in out  # the loop went on with the next line
+    path = [n.turn for n in h.app.cursor.path() if n.turn is not None]
+    cancelled = [t for t in path if t.role.value == "assistant" and t.cancelled]
+    assert len(cancelled) == 1
+    assert 0 < len(cancelled[0].text) < 2000  # the partial reply is kept
+
+
+def test_completion_of_commands_subcommands_and_arguments(make_chat):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from mp13chat._completer import CommandCompleter
+
+    h = make_chat(FakeEngine())
+    completer = CommandCompleter(h.app)
+
+    def complete(text):
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
+
+    assert "/fork" in complete("/fo")
+    assert set(complete("/tools ")) >= {"list", "mode", "scope", "approval"}
+    assert complete("/tools mode calc") == ["calculator"]
+    assert complete("/tools mode calculator s") == ["silent"]
+    assert "add" in complete("/tools scope a")
+    assert complete("/set temp") == ["temperature"]
+    assert complete("/help tr") == ["train", "tree", "trim", "try"]
+    assert complete("hello /fo") == []  # only lines that start with a command
+    assert complete("/nosuch arg") == []
