@@ -12,8 +12,6 @@ events carry exactly the final ``tool_calls``, in order.
 
 from __future__ import annotations
 
-from typing import Union
-
 import attrs
 
 from mp13_toolbox import ToolCall
@@ -55,4 +53,4 @@ class ToolCallCompleted:
     index: int
 
 
-StreamEvent = Union[ContentDelta, ReasoningDelta, ToolCallCompleted]  # noqa: UP007 (runtime alias on 3.10)
+StreamEvent = ContentDelta | ReasoningDelta | ToolCallCompleted

@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Public surface, registry errors, torch-freedom, messages going back, value conversion."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+from _toolcalls_cases import FORMATS, TOOLS
+
+from mp13_engine import ToolFormatError, toolcalls
+from mp13_engine.toolcalls import _values
+from mp13_toolbox import ToolCall, ToolSpec
+
+
+def test_public_names_are_pinned_and_sorted():
+    assert toolcalls.__all__ == sorted(toolcalls.__all__)
+    assert set(toolcalls.__all__) == {
+        "ContentDelta",
+        "ParsedOutput",
+        "Profile",
+        "ReasoningDelta",
+        "StreamEvent",
+        "StreamParser",
+        "ToolCallCompleted",
+        "detect_format",
+        "formats",
+        "get_profile",
+        "parse",
+        "prepare_messages",
+        "prompt_opens_reasoning",
+        "render_calls",
+        "tools_system_prompt",
+    }
+
+
+def test_importing_every_format_needs_no_torch():
+    code = (
+        "import sys\n"
+        "from mp13_engine import toolcalls\n"
+        "for f in toolcalls.formats(): toolcalls.parse('x', f)\n"
+        "bad = [m for m in ('torch', 'transformers', 'peft') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_unknown_format_lists_the_known_ones():
+    with pytest.raises(ToolFormatError) as info:
+        toolcalls.get_profile("nope")
+    assert "hermes" in str(info.value) and "qwen3_coder" in str(info.value)
+    with pytest.raises(ToolFormatError):
+        toolcalls.StreamParser("nope")
+    with pytest.raises(ToolFormatError):
+        toolcalls.parse("x", "nope")
+
+
+def test_names_are_bare_and_ids_kept():
+    out = toolcalls.parse(
+        '<tool_call>{"name": "functions.get_weather:1", "arguments": {}, "id": "c1"}</tool_call>',
+        "hermes",
+    )
+    assert out.tool_calls == (ToolCall("get_weather", {}, "c1"),)
+
+
+def test_hermes_accepts_complete_json_without_closing_tag_only():
+    ok = toolcalls.parse('<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n', "hermes")
+    assert ok.tool_calls == (ToolCall("f", {"a": 1}),) and ok.errors == ()
+    cut = toolcalls.parse('<tool_call>\n{"name": "f", "arguments": {"a": 1', "hermes")
+    assert cut.tool_calls == () and len(cut.errors) == 1
+
+
+def test_raw_text_values_follow_the_schema():
+    text = (
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\n1234\n</parameter>\n"
+        "<parameter=zip>\n007\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+        '<parameter=metric>\nTrue\n</parameter>\n<parameter=extra>\n{"a": [1]}\n</parameter>\n'
+        "</function>\n</tool_call>"
+    )
+    typed = toolcalls.parse(text, "qwen3_coder", TOOLS).tool_calls[0].arguments
+    assert typed == {"city": "1234", "zip": "007", "days": 3, "metric": True, "extra": {"a": [1]}}
+    guessed = toolcalls.parse(text, "qwen3_coder").tool_calls[0].arguments
+    assert guessed == {"city": 1234, "zip": "007", "days": 3, "metric": True, "extra": {"a": [1]}}
+
+
+@pytest.mark.parametrize(
+    ("raw", "schema", "value"),
+    [
+        ("42", {"type": "string"}, "42"),
+        ("42", {"type": "integer"}, 42),
+        ("4.0", {"type": "integer"}, 4),
+        ("4.5", {"type": "number"}, 4.5),
+        ("abc", {"type": "integer"}, "abc"),
+        ("false", {"type": "boolean"}, False),
+        ("null", {"type": ["integer", "null"]}, None),
+        ("7", {"anyOf": [{"type": "string"}, {"type": "integer"}]}, 7),
+        ("[1, 2]", {"type": "array"}, [1, 2]),
+        ("{'a': True}", {"type": "object"}, {"a": True}),
+        (" text ", None, " text "),
+        ('"quoted"', None, '"quoted"'),
+        ("1e400", None, "1e400"),
+    ],
+)
+def test_convert_value(raw, schema, value):
+    assert _values.convert_value(raw, schema) == value
+
+
+def test_python_literals_never_evaluate_code():
+    out = toolcalls.parse("[f(a=__import__('os').getcwd())]", "pythonic")
+    assert out.tool_calls == () and len(out.errors) == 1
+    ok = toolcalls.parse("[f(a=(1, 2), b={'k': None}, c=-1.5, d=null)]", "pythonic")
+    assert ok.tool_calls[0].arguments == {"a": [1, 2], "b": {"k": None}, "c": -1.5, "d": None}
+
+
+def test_gemma_positional_arguments_use_schema_order():
+    text = "```tool_code\nprint(get_weather('Paris', 2))\n```"
+    out = toolcalls.parse(text, "gemma_tool_code", TOOLS)
+    assert out.tool_calls[0].arguments == {"city": "Paris", "days": 2}
+    assert toolcalls.parse(text, "gemma_tool_code").tool_calls[0].arguments == {
+        "arg0": "Paris",
+        "arg1": 2,
+    }
+
+
+def test_tools_accept_toolspec_values():
+    spec = ToolSpec("get_weather", "w", TOOLS[0]["function"]["parameters"])
+    text = "<tool_call>get_weather\n<arg_key>zip</arg_key>\n<arg_value>01</arg_value>\n</tool_call>"
+    assert toolcalls.parse(text, "glm45", [spec]).tool_calls[0].arguments == {"zip": "01"}
+
+
+_CANONICAL = [
+    {"role": "user", "content": "hi"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_0001",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_0001", "name": "get_weather", "content": "rain"},
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_prepare_messages_does_not_touch_its_input(fmt):
+
+    before = copy.deepcopy(_CANONICAL)
+    out = toolcalls.prepare_messages(_CANONICAL, fmt)
+    assert before == _CANONICAL
+    assert len(out) == 3 and out[0] == _CANONICAL[0]
+    assert isinstance(out[1]["content"], str)
+
+
+def test_prepare_messages_mistral_ids_are_nine_alphanumerics_and_consistent():
+    out = toolcalls.prepare_messages(_CANONICAL, "mistral")
+    call_id = out[1]["tool_calls"][0]["id"]
+    assert len(call_id) == 9 and call_id.isalnum()
+    assert out[2]["tool_call_id"] == call_id
+
+
+def test_prepare_messages_argument_shapes():
+    v31 = toolcalls.prepare_messages(_CANONICAL, "deepseek_v31")[1]["tool_calls"][0]
+    assert v31["function"]["arguments"] == '{"city": "Oslo"}'
+    v3 = toolcalls.prepare_messages(_CANONICAL, "deepseek_v3")[1]["tool_calls"][0]
+    assert v3["function"]["arguments"] == {"city": "Oslo"}
+    granite = toolcalls.prepare_messages(_CANONICAL, "granite")[1]
+    assert "tool_calls" not in granite
+    assert toolcalls.parse(granite["content"], "granite").tool_calls[0].name == "get_weather"
+    kimi = toolcalls.prepare_messages(_CANONICAL, "kimi_k2")
+    assert kimi[1]["tool_calls"][0]["id"] == "functions.get_weather:0"
+    assert kimi[2]["tool_call_id"] == "functions.get_weather:0"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_tools_system_prompt_shows_specs_and_a_parsable_example(fmt):
+    text = toolcalls.tools_system_prompt(TOOLS, fmt)
+    assert text.startswith("# Tools") and '"get_weather"' in text
+    example = text.split("(several calls may follow each other):\n", 1)[1]
+    calls = toolcalls.parse(example, fmt).tool_calls
+    assert [(c.name, c.arguments) for c in calls] == [("function_name", {"argument": "value"})]
