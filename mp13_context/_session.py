@@ -430,27 +430,26 @@ class Session:
                     f"conversation {info.id} already exists in this session; "
                     "import into a new session (Session.import_json(path))"
                 )
-            by_parent: dict[str | None, list[Node]] = {}
-            for n in nodes:
-                by_parent.setdefault(n.parent_id, []).append(n)
-            roots = by_parent.get(None, [])
-            if len(roots) != 1:
-                raise StoreError(f"conversation {info.id} must have exactly one root node")
+            ordered = sorted(nodes, key=lambda n: n.seq)  # parents were created first
+            roots = [n for n in ordered if n.parent_id is None]
+            if len(roots) != 1 or ordered[0] is not roots[0]:
+                raise StoreError(f"conversation {info.id} must have exactly one root node, first")
             root = roots[0]
             sid = self._fold(self._initial_state_id, root.commands)
-            self._store.insert_conversation(
+            seq = self._store.insert_conversation(
                 info.id, info.title, self._row(root, sid), info.created_at
             )
-            self._cache(root, sid)
-            stack = [root]
-            while stack:
-                parent = stack.pop()
-                for child in sorted(by_parent.get(parent.id, []), key=lambda n: n.seq):
-                    csid = self._fold(self._state_of[parent.id], child.commands)
-                    child = attrs.evolve(child, depth=parent.depth + 1)
-                    seq = self._store.insert_node(self._row(child, csid))
-                    self._cache(attrs.evolve(child, seq=seq), csid)
-                    stack.append(child)
+            self._cache(attrs.evolve(root, seq=seq), sid)
+            for child in ordered[1:]:
+                parent = self._nodes.get(child.parent_id or "")
+                if parent is None:
+                    raise StoreError(
+                        f"node {child.id} of conversation {info.id} has a missing parent"
+                    )
+                csid = self._fold(self._state_of[parent.id], child.commands)
+                child = attrs.evolve(child, depth=parent.depth + 1)
+                seq = self._store.insert_node(self._row(child, csid))
+                self._cache(attrs.evolve(child, seq=seq), csid)
             if info.head_id:
                 self._store.set_title(info.id, info.title)
                 with self._store.tx() as conn:

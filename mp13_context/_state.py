@@ -45,7 +45,7 @@ class SystemMode(str, enum.Enum):
 class SystemPrompt:
     """The effective system message."""
 
-    mode: SystemMode = SystemMode.DEFAULT
+    mode: SystemMode = attrs.field(default=SystemMode.DEFAULT, converter=SystemMode)
     text: str = ""
 
     def message(self) -> dict[str, Any] | None:

@@ -1,0 +1,272 @@
+# SPDX-License-Identifier: MIT
+"""The SQLite store: migrations, WAL, incremental saves, reopen, readers, search, JSON."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import sqlean
+
+from mp13_context import (
+    ChatContext,
+    NodeKind,
+    NotFoundError,
+    Role,
+    SchemaError,
+    SerializationError,
+    Session,
+    StoreError,
+    Turn,
+)
+from mp13_context._export import session_data
+from mp13_context._store import MIGRATIONS, migrate
+from mp13_context.testing import FakeEngine, FakeReply
+from mp13_toolbox import ToolCall, ToolsScope
+
+NAMES = [name for name, _ in MIGRATIONS]
+
+
+def build_tree(session):
+    """A conversation with commands, a fork, a try-out, a batch and a tool round."""
+    engine = FakeEngine()
+    ctx = ChatContext(session, engine=engine)
+    cur = ctx.cursor(title="tree")
+    cur.system.set("sys")
+    cur.tools.add(ToolsScope({"*": "silent"}))
+    cur.params.set(temperature=0.5, stop=["X"])
+    cur.ask("alpha question")
+    alt = cur.fork("alt")
+    alt.adapters.set(["lora"])
+    alt.ask("beta question")
+    t = cur.try_out()
+    t.ask("gamma question")
+    t.close()
+    cur.batch(["delta", "epsilon"])
+    engine.script(FakeReply(tool_calls=[ToolCall("add", {"a": 1})], reasoning="think"), "done")
+    cur.ask("use a tool")
+    cur.log("a note")
+    return ctx, cur
+
+
+def test_blank_file_gets_every_migration_and_wal(tmp_path):
+    path = tmp_path / "s.db"
+    Session.open(path).close()
+    conn = sqlean.connect(str(path))
+    assert [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")] == NAMES
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+@pytest.mark.parametrize("upto", range(1, len(MIGRATIONS)))
+def test_every_older_schema_migrates_and_keeps_its_data(tmp_path, upto):
+    path = tmp_path / "old.db"
+    conn = sqlean.connect(str(path), isolation_level=None)
+    migrate(conn, upto=upto)
+    # Data as the first schema stored it (written by hand, not by today's code).
+    state = (
+        '{"system":["text","old sys"],"adapters":null,"tools":[],"params":{},"prev":[1,null,null]}'
+    )
+    conn.execute("INSERT INTO states (id, data) VALUES (1, ?)", ('{"system":["default",""]}',))
+    conn.execute("INSERT INTO states (id, data) VALUES (2, ?)", (state,))
+    conn.execute(
+        "INSERT INTO conversations (id, title, root_id, head_id, created_at) "
+        "VALUES ('c1', 'old', 'r1', 'u1', 1.0)"
+    )
+    cmds = '[{"kind":"system.set","at":1.0,"text":"old sys"}]'
+    conn.execute(
+        "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
+        "created_at, state_id) VALUES ('r1', 'c1', NULL, 'root', 0, NULL, ?, 1.0, 2)",
+        (cmds,),
+    )
+    conn.execute(
+        "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
+        "created_at, state_id) VALUES ('u1', 'c1', 'r1', 'turn', 1, ?, NULL, 2.0, 2)",
+        ('{"role":"user","text":"remember the walrus"}',),
+    )
+    if "0002_search" in NAMES[:upto]:  # that version indexed turns as it saved them
+        conn.execute(
+            "INSERT INTO search (text, role, conversation_id, node_id) "
+            "VALUES ('remember the walrus', 'user', 'c1', 'u1')"
+        )
+    conn.close()
+    session = Session.open(path)
+    conn = sqlean.connect(str(path))
+    assert [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")] == NAMES
+    conn.close()
+    assert session.messages("u1") == [
+        {"role": "system", "content": "old sys"},
+        {"role": "user", "content": "remember the walrus"},
+    ]
+    assert [h.node_id for h in session.search("walrus")] == ["u1"]  # backfilled index
+    cur = ChatContext(session, engine=FakeEngine()).cursor("c1")
+    assert cur.ask("and now?").text == "echo: and now?"
+    session.close()
+
+
+def test_unknown_migration_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    Session.open(path).close()
+    conn = sqlean.connect(str(path), isolation_level=None)
+    conn.execute("INSERT INTO migrations VALUES ('9999_future', 0)")
+    conn.close()
+    with pytest.raises(SchemaError, match="newer mp13"):
+        Session.open(path)
+
+
+def test_foreign_files_are_refused(tmp_path):
+    other = tmp_path / "other.db"
+    conn = sqlean.connect(str(other))
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not an mp13 session"):
+        Session.open(other)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError):
+        Session.open(junk)
+
+
+def test_reopen_gives_identical_trees(tmp_path):
+    path = tmp_path / "s.db"
+    session = Session.open(path)
+    _, cur = build_tree(session)
+    before = session_data(session)
+    leaf, state, messages = cur.node_id, session.state_at(cur.node_id), cur.messages()
+    session.close()
+    again = Session.open(path)
+    assert session_data(again) == before
+    assert again.state_at(leaf) == state
+    assert again.messages(leaf) == messages
+    ctx = ChatContext(again, engine=FakeEngine())
+    assert ctx.cursor(before.conversations[0].info.id).node_id == leaf  # saved position
+    again.close()
+
+
+def test_each_mutation_is_its_own_small_transaction(tmp_path):
+    path = tmp_path / "s.db"
+    session = Session.open(path)
+    _ctx, cur = build_tree(session)
+    reader = sqlean.connect(str(path))
+    count = lambda: reader.execute("SELECT count(*) FROM nodes").fetchone()[0]  # noqa: E731
+    n = count()
+    conn = session._store.conn
+    changes = conn.total_changes
+    turn = Turn(role=Role.USER, text="more text")
+    node = session.append(cur.node_id, NodeKind.TURN, turn)
+    small = conn.total_changes - changes
+    assert count() == n + 1  # committed at once, visible to another connection
+    for _ in range(50):
+        node = session.append(node.id, NodeKind.TURN, turn)
+    changes = conn.total_changes
+    session.append(node.id, NodeKind.TURN, turn)
+    assert conn.total_changes - changes == small  # cost does not grow with the session
+    changes = conn.total_changes
+    session.set_archived(node.id)
+    assert conn.total_changes - changes == 1
+    reader.close()
+    session.close()
+
+
+def test_several_readers_at_once_while_writing(tmp_path):
+    path = tmp_path / "s.db"
+    writer = Session.open(path)
+    _, cur = build_tree(writer)
+    readers = [Session.open(path), Session.open(path)]
+    errors = []
+    stop = threading.Event()
+
+    def read(session):
+        try:
+            while not stop.is_set():
+                session.refresh()
+                assert session.messages(cur.node_id)[0]["content"] == "sys"
+                session.search("alpha")
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read, args=(r,)) for r in readers]
+    for t in threads:
+        t.start()
+    ctx = ChatContext(writer, engine=FakeEngine())
+    c = ctx.cursor(cur.conversation_id)
+    for i in range(20):
+        c.ask(f"write {i}")
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors
+    readers[0].refresh()
+    assert readers[0].messages(c.node_id)[-1]["content"] == "echo: write 19"
+    for s in [writer, *readers]:
+        s.close()
+
+
+def test_search_across_conversations(session):
+    engine = FakeEngine()
+    ctx = ChatContext(session, engine=engine)
+    a = ctx.cursor(title="first")
+    a.ask("the quick brown fox")
+    b = ctx.cursor(title="second")
+    b.ask("a lazy brown dog")
+    hits = session.search("brown")
+    assert {h.conversation_id for h in hits} == {a.conversation_id, b.conversation_id}
+    assert all("[brown]" in h.snippet for h in hits)
+    hit = session.search("fox", conversation_id=a.conversation_id)[0]
+    assert hit.role is Role.USER and hit.title == "first"
+    assert session.node(hit.node_id).turn.text == "the quick brown fox"
+    assert session.search("brown dog")[0].conversation_id == b.conversation_id
+    assert session.search('fox" OR "') == []  # FTS syntax in plain text is harmless
+    assert session.search("") == []
+    assert len(session.search("brown OR fox", raw=True)) >= 2
+    with pytest.raises(StoreError, match="FTS5"):
+        session.search('"unbalanced', raw=True)
+
+
+def test_search_finds_tool_results_and_replies(session):
+    engine = FakeEngine()
+    engine.script(FakeReply(tool_calls=[ToolCall("x", {})]))
+    cur = ChatContext(session, engine=engine).cursor()
+    cur.ask("question")
+    roles = {h.role for h in session.search("toolbox")}  # the "no toolbox" error result
+    assert roles == {Role.TOOL}
+    cur.ask("next")
+    assert [h.role for h in session.search("echo")] == [Role.ASSISTANT]
+
+
+def test_json_export_import_round_trip(tmp_path, session):
+    build_tree(session)
+    out = tmp_path / "export.json"
+    session.export_json(out)
+    data = json.loads(out.read_text())
+    assert data["format"] == "mp13.session" and data["version"] == 1
+    copy = Session.import_json(out)
+    assert session_data(copy) == session_data(session)
+    conv = session.conversations()[0]
+    leaf = session.leaf(conv.root_id).id
+    assert copy.messages(leaf) == session.messages(leaf)
+    assert copy.state_at(leaf) == session.state_at(leaf)
+    with pytest.raises(StoreError, match="already exists"):
+        Session.import_json(out, into=copy)
+    into_file = Session.import_json(out, into=tmp_path / "imported.db")
+    assert session_data(into_file) == session_data(session)
+    into_file.close()
+
+
+def test_import_rejects_foreign_json(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}')
+    with pytest.raises(SerializationError, match="not an mp13 session export"):
+        Session.import_json(bad)
+    bad.write_text('{"format": "mp13.session", "version": 1, "conversations": [{"info": 3}]}')
+    with pytest.raises(SerializationError):
+        Session.import_json(bad)
+
+
+def test_unknown_ids_raise_not_found(session):
+    with pytest.raises(NotFoundError, match="no node"):
+        session.node("nope")
+    with pytest.raises(NotFoundError, match="no conversation"):
+        session.conversation("nope")
