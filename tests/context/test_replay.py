@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: MIT
+"""Replay: user turns and replayable commands re-run; automatic turns regenerated; report."""
+
+from __future__ import annotations
+
+import pytest
+
+from mp13_context import ChatContext, CommandKind, ContextError, Role, Session, replay
+from mp13_context.testing import FakeEngine, FakeReply, echo
+from mp13_engine import FinishReason
+from mp13_toolbox import Toolbox, ToolCall
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: first
+        b: second
+    """
+    return a + b
+
+
+def wipe_disk(path: str) -> str:
+    """Delete everything under a path.
+
+    Args:
+        path: where
+    """
+    return f"wiped {path}"
+
+
+def responder(request):
+    """Deterministic: 'calc' asks for a tool, a tool result is reported, long replies cut."""
+    last = request.messages[-1]
+    if request.continue_final:
+        return FakeReply(text=" and the end.")
+    if last["role"] == "tool":
+        return FakeReply(text=f"the tool said {last['content']}")
+    if last["content"].startswith("calc"):
+        return FakeReply(tool_calls=[ToolCall("add", {"a": 2, "b": 3})])
+    if last["content"].startswith("wipe"):
+        return FakeReply(tool_calls=[ToolCall("wipe_disk", {"path": "/tmp"})])
+    if last["content"].startswith("long"):
+        return FakeReply(text="a long story", finish_reason=FinishReason.LENGTH)
+    return echo(request)
+
+
+def toolbox():
+    tb = Toolbox()
+    tb.register(add)
+    tb.register(wipe_disk, risk="high")
+    return tb
+
+
+def source_conversation(session, tb=None):
+    ctx = ChatContext(session, engine=FakeEngine(responder=responder), toolbox=tb or toolbox())
+    cur = ctx.cursor(title="source")
+    cur.system.set("be exact")
+    cur.params.set(temperature=0.0)
+    cur.ask("hello")
+    cur.log("a note for people")
+    cur.record_call("engine.adapters.load", path="/a")
+    cur.adapters.set(["lora"])
+    cur.ask("calc 2+3")
+    cur.ask("long tale")
+    cur.continue_()
+    cur.system.add("second paragraph")
+    return cur
+
+
+def test_replay_into_the_same_engine_reproduces_everything(session):
+    cur = source_conversation(session)
+    report = replay(cur, engine=FakeEngine(responder=responder), toolbox=toolbox())
+    assert report.all_equal and report.mean_similarity == 1.0
+    assert [t.user_text for t in report.turns] == ["hello", "calc 2+3", "long tale"]
+    assert report.turns[1].original_tool_calls[0].name == "add"
+    assert report.turns[2].replayed_text == "a long story and the end."
+    assert report.conversation_id != cur.conversation_id
+    new = ChatContext(session).cursor(at=report.leaf_node_id)
+
+    def shape(messages):
+        return [(m["role"], m["content"]) for m in messages]
+
+    assert shape(new.messages()) == shape(cur.messages())
+    assert new.state.adapters == ("lora",) and new.state.params == {"temperature": 0.0}
+    assert new.state.system.text == "be exact\n\nsecond paragraph"
+
+
+def test_log_notes_and_api_calls_are_not_replayed(session):
+    cur = source_conversation(session)
+    report = replay(cur, engine=FakeEngine(responder=responder), toolbox=toolbox())
+    kinds = {c.kind for n in session.path(report.leaf_node_id) for c in n.commands}
+    assert CommandKind.LOG not in kinds and CommandKind.API_CALL not in kinds
+    assert CommandKind.SYSTEM_ADD in kinds and CommandKind.ADAPTERS_SET in kinds
+
+
+def test_automatic_turns_are_regenerated_not_copied(session):
+    cur = source_conversation(session)
+    other = Toolbox()
+
+    def add_wrong(a: int, b: int) -> int:
+        """Add, badly.
+
+        Args:
+            a: first
+            b: second
+        """
+        return a + b + 1
+
+    other.register(add_wrong, name="add")
+    report = replay(cur, engine=FakeEngine(responder=responder), toolbox=other)
+    calc = report.turns[1]
+    assert calc.tool_calls_equal  # the model asked for the same call
+    assert calc.original_text == "the tool said 5" and calc.replayed_text == "the tool said 6"
+    assert not calc.text_equal and 0.5 < calc.similarity < 1.0
+    assert not report.all_equal and report.equal_count == 2
+
+
+def test_a_different_engine_is_compared_turn_by_turn(tmp_path):
+    src = Session.open(tmp_path / "a.db")
+    cur = source_conversation(src)
+    dst = Session.open(tmp_path / "b.db")
+
+    def shouty(request):
+        reply = responder(request)
+        return FakeReply(
+            text=reply.text.upper(), tool_calls=reply.tool_calls, finish_reason=reply.finish_reason
+        )
+
+    report = replay(cur, into=dst, engine=FakeEngine(responder=shouty), toolbox=toolbox())
+    assert [t.text_equal for t in report.turns] == [False, False, False]
+    assert all(t.original_metrics and t.replayed_metrics for t in report.turns)
+    assert dst.conversation(report.conversation_id).title == "replay of source"
+    assert src.conversations()[0].id == cur.conversation_id and len(src.conversations()) == 1
+
+
+def test_permissions_are_not_replayed(session):
+    tb = toolbox()
+    tb.remember("wipe_disk", "always")  # the source run was allowed to wipe
+    ctx = ChatContext(session, engine=FakeEngine(responder=responder), toolbox=tb)
+    cur = ctx.cursor()
+    cur.ask("wipe it")
+    assert cur.exchange()[2].tool_results[0].content == "wiped /tmp"
+    report = replay(cur, engine=FakeEngine(responder=responder), toolbox=toolbox())
+    new = ChatContext(session).cursor(at=report.leaf_node_id)
+    result = next(t for t in new.exchange() if t.role is Role.TOOL).tool_results[0]
+    assert result.is_error and "wiped" not in result.content
+
+
+def test_replay_a_conversation_by_id_follows_the_main_line(session):
+    cur = source_conversation(session)
+    side = cur.fork()
+    side.ask("a side branch")
+    report = replay(
+        cur.conversation_id,
+        session=session,
+        engine=FakeEngine(responder=responder),
+        toolbox=toolbox(),
+    )
+    assert "a side branch" in [t.user_text for t in report.turns]  # newest branch = main line
+    with pytest.raises(ContextError, match="needs its session"):
+        replay(cur.conversation_id, engine=FakeEngine())
