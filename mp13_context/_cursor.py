@@ -29,7 +29,7 @@ import attrs
 from mp13_context._errors import ContextError, CursorError
 from mp13_context._events import Event, EventCallback, EventKind, deliver
 from mp13_context._model import Command, CommandKind, Node, NodeKind, Role, Turn
-from mp13_context._runner import Exchange, stitched
+from mp13_context._runner import Exchange, Gate, stitched
 from mp13_context._state import (
     EffectiveState,
     SystemPrompt,
@@ -364,8 +364,10 @@ class Cursor:
             self.context._register(Cursor(self.context, hub.id, overrides=self.overrides))
             for _ in prompts
         ]
+        params = validate_params(overrides)
+        gate = Gate(len(kids), self._engine())
         await asyncio.gather(
-            *(k.aask(p, on_event=on_event, **overrides) for k, p in zip(kids, prompts, strict=True))
+            *(k._ask(p, on_event, params, gate) for k, p in zip(kids, prompts, strict=True))
         )
         return kids
 
@@ -411,14 +413,19 @@ class Cursor:
             )
 
     async def _run(
-        self, at: str, on_event: EventCallback | None, overrides: dict[str, Any], **kw: Any
+        self,
+        at: str,
+        on_event: EventCallback | None,
+        overrides: dict[str, Any],
+        gate: Gate | None = None,
+        **kw: Any,
     ) -> Turn:
         self._engine()
         self._check_idle()
         self._busy = True
         try:
             self._move(at)
-            return await Exchange(self, on_event, overrides).run(at, **kw)
+            return await Exchange(self, on_event, overrides, gate).run(at, **kw)
         finally:
             self._busy = False
             self._own_tip = None
@@ -429,16 +436,24 @@ class Cursor:
     ) -> Turn:
         """Append a user turn and run the reply loop (tool rounds included); the cursor
         moves to the last recorded turn. Returns the final assistant turn."""
+        return await self._ask(text, on_event, validate_params(overrides))
+
+    async def _ask(
+        self,
+        text: str,
+        on_event: EventCallback | None,
+        params: dict[str, Any],
+        gate: Gate | None = None,
+    ) -> Turn:
         self._engine()
         self._check_idle()
-        params = validate_params(overrides)
         user = self.session.append(self.node_id, NodeKind.TURN, Turn(role=Role.USER, text=text))
         self._move(user.id)
         await deliver(
             on_event or self.context.on_event,
             Event(kind=EventKind.USER, node_id=user.id, turn=user.turn),
         )
-        return await self._run(user.id, on_event, params)
+        return await self._run(user.id, on_event, params, gate)
 
     def ask(self, text: str, **kwargs: Any) -> Turn:
         """Sync ``aask`` (works with or without a running event loop; see ``_sync``)."""

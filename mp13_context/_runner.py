@@ -68,12 +68,83 @@ def stitched(session: Any, node_id: str) -> Turn:
     )
 
 
+class Gate:
+    """Submits the first requests of ``n`` exchanges (a batch) to the engine together.
+
+    Each exchange hands its first request to ``generate`` (or, when streaming,
+    waits in ``arrive``); once all ``n`` are there, the requests go to the engine
+    in one call of ``agenerate_many`` when the engine has it (one wave for sure),
+    else as ``agenerate`` calls issued in the same loop tick. Preparing a turn can
+    take longer than the engine's wait for joiners, so without the gate a batch
+    could be split across waves.
+    """
+
+    def __init__(self, n: int, engine: Any) -> None:
+        self.n = n
+        self.engine = engine
+        self.requests: dict[str, Request] = {}
+        self.streaming = 0
+        self.event = asyncio.Event()
+        self.task: asyncio.Future[dict[str, Any]] | None = None
+
+    def _check(self) -> None:
+        if len(self.requests) + self.streaming >= self.n:
+            self.event.set()
+
+    async def arrive(self) -> None:
+        """For a streaming exchange: wait until the whole batch is ready."""
+        self.streaming += 1
+        self._check()
+        await self.event.wait()
+
+    async def generate(self, request: Request) -> Response:
+        """The response to ``request``, generated together with the rest of the batch."""
+        self.requests[request.id] = request
+        self._check()
+        try:
+            await self.event.wait()
+        except asyncio.CancelledError:
+            self.requests.pop(request.id, None)
+            self.n -= 1
+            self._check()
+            raise
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._run_all(list(self.requests.values())))
+        result = (await asyncio.shield(self.task))[request.id]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def _run_all(self, requests: list[Request]) -> dict[str, Any]:
+        many = getattr(self.engine, "agenerate_many", None)
+        try:
+            if many is not None:
+                results: list[Any] = list(await many(requests))
+            else:
+                results = await asyncio.gather(
+                    *(self.engine.agenerate(r) for r in requests), return_exceptions=True
+                )
+        except Exception as exc:  # each exchange records the failure on its turn
+            results = [exc] * len(requests)
+        return {r.id: res for r, res in zip(requests, results, strict=True)}
+
+    def leave(self) -> None:
+        """An exchange that ends without reaching the engine must not hold the others."""
+        self.n -= 1
+        self._check()
+
+
 class Exchange:
     """One run of the reply loop for one cursor (see the module docstring)."""
 
     def __init__(
-        self, cursor: Cursor, on_event: EventCallback | None, overrides: dict[str, Any]
+        self,
+        cursor: Cursor,
+        on_event: EventCallback | None,
+        overrides: dict[str, Any],
+        gate: Gate | None = None,
     ) -> None:
+        self.gate = gate
         self.cur = cursor
         self.ctx = cursor.context
         self.session = self.ctx.session
@@ -129,7 +200,12 @@ class Exchange:
             role=Role.ASSISTANT, continuation=continuation, auto=auto, request_id=request.id
         )
         try:
-            if self.stream:
+            gate, self.gate = self.gate, None
+            if gate is not None and not self.stream:
+                response = await gate.generate(request)
+            elif self.stream:
+                if gate is not None:
+                    await gate.arrive()
                 response = None
                 async for chunk in engine.astream(request):
                     if chunk.reasoning:
@@ -228,6 +304,13 @@ class Exchange:
 
     async def run(self, at: str, *, continue_first: bool = False, first_auto: bool = False) -> Turn:
         """The reply loop from node ``at``; returns the final assistant turn (stitched)."""
+        try:
+            return await self._loop(at, continue_first=continue_first, first_auto=first_auto)
+        finally:
+            if self.gate is not None:
+                self.gate.leave()
+
+    async def _loop(self, at: str, *, continue_first: bool, first_auto: bool) -> Turn:
         params = self.params(self.session.state_at(at))
         budget = self._budget(params)
         rounds = continuations = 0
