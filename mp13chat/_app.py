@@ -91,6 +91,7 @@ class ChatApp:
         self._owned: list[Callable[[], Awaitable[None] | None]] = []
         self._prompt: PromptSession[str] | None = None
         self._foreground: asyncio.Task[Any] | None = None
+        self._interrupted = False  # the foreground task was cancelled by Ctrl+C
         self._prompt_label = ""
 
     # -- wrapper-app API --------------------------------------------------------------
@@ -261,6 +262,7 @@ class ChatApp:
         """
         task = asyncio.ensure_future(work)
         self._foreground = task
+        self._interrupted = False
         loop = asyncio.get_running_loop()
         installed = False
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -271,7 +273,7 @@ class ChatApp:
         except QuitRequested:
             raise
         except asyncio.CancelledError:
-            if not task.cancelled():  # we were cancelled from outside: propagate
+            if not self._interrupted:  # cancelled from outside, not by Ctrl+C: propagate
                 raise
             render.print_warning(self.console, "cancelled")
             return None
@@ -290,6 +292,7 @@ class ChatApp:
         task = self._foreground
         if task is None or task.done():
             return False
+        self._interrupted = True
         task.cancel()
         return True
 

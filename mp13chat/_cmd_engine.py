@@ -165,7 +165,14 @@ async def train_start(app: ChatApp, line: CommandLine) -> None:
     if job is not None and not job.done():
         raise ChatError(f"a job ({job.adapter}) is running; /train cancel it or wait")
     config = _training_config(line.words)
-    app.training_job = await asyncio.to_thread(eng.train, config)
+    starting = asyncio.ensure_future(asyncio.to_thread(eng.train, config))
+    try:
+        app.training_job = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # Ctrl+C while the job is being set up: it starts anyway, so keep hold of it.
+        app.training_job = await starting
+        render.print_info(app.console, "training started; /train watch, /train cancel")
+        raise
     await watch(app, app.training_job)
 
 

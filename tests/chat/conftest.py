@@ -52,11 +52,13 @@ class ChatHarness:
         timeout: float = 30.0,
         quit: bool = True,
         interrupt_after: float | None = None,
+        interrupt_when: Any = None,
     ) -> str:
         """Type ``lines`` (and /quit), run the loop until it ends; return the new output.
 
         ``interrupt_after``: send this process a real SIGINT (what Ctrl+C does in a
-        terminal while a reply runs) that many seconds after the loop starts.
+        terminal while a reply runs) that many seconds after the loop starts, or after
+        ``interrupt_when()`` first returns true (polled every 50 ms).
         """
         start = len(self.out.getvalue())
         text = "".join(line + "\r" for line in (*lines, *(["/quit"] if quit else [])))
@@ -66,7 +68,20 @@ class ChatHarness:
             if interrupt_after is not None:
                 loop = asyncio.get_running_loop()
                 loop.call_later(interrupt_after, os.kill, os.getpid(), signal.SIGINT)
-            await asyncio.wait_for(self.app.loop(), timeout)
+            poller = None
+            if interrupt_when is not None:
+
+                async def poll() -> None:
+                    while not interrupt_when():
+                        await asyncio.sleep(0.05)
+                    os.kill(os.getpid(), signal.SIGINT)
+
+                poller = asyncio.ensure_future(poll())
+            try:
+                await asyncio.wait_for(self.app.loop(), timeout)
+            finally:
+                if poller is not None:
+                    poller.cancel()
 
         self.runner.run(drive())
         return self.out.getvalue()[start:]
