@@ -100,8 +100,8 @@ def footer(turn: Any) -> Text:
             parts.append(f"{metrics.tokens_per_s:.1f} tok/s")
         if metrics.adapters:
             parts.append("adapters " + ",".join(metrics.adapters))
-    if turn.finish_reason is not None:
-        parts.append(turn.finish_reason.value)
+    if turn.finish_reason is not None and not turn.cancelled:
+        parts.append(getattr(turn.finish_reason, "value", str(turn.finish_reason)))
     text = Text(" · ".join(parts), style="mp13.info")
     if turn.truncated:
         text.append("  truncated: /continue goes on", style="mp13.warn")

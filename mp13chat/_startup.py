@@ -36,6 +36,8 @@ async def load_engine(app: ChatApp, model: str | None) -> ModelChoice:
     """Resolve ``model`` (building a built-in one if needed) and load it as the engine."""
     from mp13_engine import Engine  # imports torch: only when a real engine is needed
 
+    _quiet_transformers()
+
     label = "building the built-in model (first run only)" if is_builtin(model) else "resolving"
     choice: ModelChoice = await with_progress(app, label, resolve_model, model)
     engine = await with_progress(
@@ -44,6 +46,17 @@ async def load_engine(app: ChatApp, model: str | None) -> ModelChoice:
     app.engine = engine
     app.own(engine.aclose)
     return choice
+
+
+def _quiet_transformers() -> None:
+    # transformers' tqdm bars (weight loading, shard writing) would fight with our own
+    # progress display on the terminal the REPL owns; this is a process-wide switch,
+    # flipped only when the REPL itself loads a model.
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover
+        return
+    hf_logging.disable_progress_bar()
 
 
 def session_path(app: ChatApp) -> str:
