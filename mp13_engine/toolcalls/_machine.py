@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mp13_engine.toolcalls._profile import DecodeContext, Opener, Profile, Switch
-from mp13_engine.toolcalls._scan import BracketScan, TagScan, alternation
+from mp13_engine.toolcalls._scan import BracketScan, TagScan, alternation, compile_stops
 from mp13_engine.toolcalls._types import (
     ContentDelta,
     ParsedOutput,
@@ -120,6 +120,10 @@ class StreamMachine:
             "span": self._span_step,
             "undecided": self._undecided,
         }
+        # Span and reasoning patterns, compiled once per parser, not once per span.
+        self._tag_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], int]] = {}
+        self._reason_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], _Literals]] = {}
+        self._stop_pattern = compile_stops(p.stops)
         self._reason_re: re.Pattern[str] | None = None
         self._reason_lits = _Literals(())
         if in_reasoning is None:
@@ -225,13 +229,20 @@ class StreamMachine:
         return True
 
     def _enter_reasoning(self, closes: Sequence[str]) -> None:
-        stops = [s for s in self._p.stops if s not in closes]
-        parts = [f"(?P<c>{alternation(closes)})"]
-        if stops:
-            parts.append(f"(?P<s>{alternation(stops)})")
-        self._reason_re = re.compile("|".join(parts))
-        self._reason_lits = _Literals([*closes, *stops])
+        key = tuple(closes)
+        if key not in self._reason_patterns:
+            stops = [s for s in self._p.stops if s not in closes]
+            parts = [f"(?P<c>{alternation(closes)})"]
+            if stops:
+                parts.append(f"(?P<s>{alternation(stops)})")
+            self._reason_patterns[key] = (re.compile("|".join(parts)), _Literals([*closes, *stops]))
+        self._reason_re, self._reason_lits = self._reason_patterns[key]
         self._mode = "reasoning"
+
+    def _tag_pattern(self, ends: tuple[str, ...]) -> tuple[re.Pattern[str], int]:
+        if ends not in self._tag_patterns:
+            self._tag_patterns[ends] = TagScan.compile(ends, self._p.stops)
+        return self._tag_patterns[ends]
 
     def _reasoning(self, final: bool) -> bool:
         buf, pos = self._buf, self._pos
@@ -275,9 +286,11 @@ class StreamMachine:
         if opener.keep_from is not None and opener.keep_from in text:
             start = m.start() + text.index(opener.keep_from)
         if opener.ends:
-            scanner: Any = TagScan(m.end(), opener.ends, self._p.stops)
+            scanner: Any = TagScan(m.end(), self._tag_pattern(opener.ends))
         else:
-            scanner = BracketScan(start, self._p.stops, after=opener.after, quotes=opener.quotes)
+            scanner = BracketScan(
+                start, self._stop_pattern, after=opener.after, quotes=opener.quotes
+            )
         self._span = _Span(opener, text, m.start(), start, scanner, self._p.decode)
         self._pos = m.start()
         self._mode = "span"
@@ -333,7 +346,7 @@ class StreamMachine:
         if switch.mode == "reasoning":
             self._enter_reasoning(switch.closes)
         elif switch.mode == "span":
-            scanner = TagScan(consume_end, switch.closes, self._p.stops)
+            scanner = TagScan(consume_end, self._tag_pattern(switch.closes))
             opener = Opener("", ends=switch.closes)
             self._span = _Span(opener, "", raw_start, consume_end, scanner, switch.decode)
             self._pos = raw_start

@@ -31,14 +31,18 @@ def alternation(tags: Sequence[str]) -> str:
 class TagScan:
     """The payload ends at the first closing tag; a stop marker first means it was cut."""
 
-    def __init__(self, start: int, ends: Sequence[str], stops: Sequence[str]) -> None:
+    def __init__(self, start: int, pattern: tuple[re.Pattern[str], int]) -> None:
+        self._re, self._keep = pattern
+        self._from = start
+
+    @staticmethod
+    def compile(ends: Sequence[str], stops: Sequence[str]) -> tuple[re.Pattern[str], int]:
+        """The (regex, longest marker - 1) pair a ``TagScan`` needs; build once per parser."""
         stops = [s for s in stops if s not in ends]
         parts = [f"(?P<e>{alternation(ends)})"]
         if stops:
             parts.append(f"(?P<s>{alternation(stops)})")
-        self._re = re.compile("|".join(parts))
-        self._keep = max(len(t) for t in (*ends, *stops)) - 1
-        self._from = start
+        return re.compile("|".join(parts)), max(len(t) for t in (*ends, *stops)) - 1
 
     def shift(self, n: int) -> None:
         """The buffer lost its first ``n`` characters."""
@@ -54,11 +58,23 @@ class TagScan:
         return None
 
 
+def compile_stops(stops: Sequence[str]) -> tuple[re.Pattern[str] | None, int]:
+    """The (regex, longest marker - 1) pair of stop markers a ``BracketScan`` needs."""
+    if not stops:
+        return None, 0
+    return re.compile(alternation(stops)), max(len(s) for s in stops) - 1
+
+
 class BracketScan:
     """The payload is one balanced bracket value (or one string), optionally after ``after``."""
 
     def __init__(
-        self, start: int, stops: Sequence[str], *, after: str | None = None, quotes: str = '"'
+        self,
+        start: int,
+        stops: tuple[re.Pattern[str] | None, int],
+        *,
+        after: str | None = None,
+        quotes: str = '"',
     ) -> None:
         self._i = start
         self._after = after
@@ -67,8 +83,7 @@ class BracketScan:
         self._quote: str | None = None
         self._quotes = quotes
         self._tok = re.compile("[" + re.escape(_OPEN + _CLOSE + quotes + "\\") + "]")
-        self._stop_re = re.compile(alternation(stops)) if stops else None
-        self._stop_keep = max((len(s) for s in stops), default=1) - 1
+        self._stop_re, self._stop_keep = stops
         self._stop_from = start
 
     def shift(self, n: int) -> None:
