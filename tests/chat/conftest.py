@@ -34,7 +34,7 @@ class ChatHarness:
         self.console = Console(file=self.out, theme=make_theme(), width=140, color_system=None)
         self._pipe_cm = create_pipe_input()
         self.input = self._pipe_cm.__enter__()
-        self.runner = asyncio.Runner()
+        self.runner: asyncio.Runner | None = asyncio.Runner()
         self.app = ChatApp(
             config,
             config_path=tmp_path / "config.json",
@@ -90,10 +90,13 @@ class ChatHarness:
         return self.runner.run(coro)
 
     def close(self) -> None:
+        if self.runner is None:
+            return
         try:
             self.runner.run(self.app.aclose())
         finally:
             self.runner.close()
+            self.runner = None
             self._pipe_cm.__exit__(None, None, None)
 
 

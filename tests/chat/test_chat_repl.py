@@ -340,3 +340,42 @@ def test_completion_of_commands_subcommands_and_arguments(make_chat):
     assert complete("/help tr") == ["train", "tree", "trim", "try"]
     assert complete("hello /fo") == []  # only lines that start with a command
     assert complete("/nosuch arg") == []
+
+
+def test_alt_enter_makes_a_multi_line_message(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine)
+    h.run("first line\x1b\rsecond line")  # Esc+Enter is what Alt+Enter sends
+    assert turns(h.app)[0] == ("user", "first line\nsecond line")
+
+
+def test_history_is_kept_in_a_file_next_to_the_config(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    h.run("something to remember")
+    assert "something to remember" in (tmp_path / "history").read_text()
+
+
+def test_replay_flag_runs_at_start(make_chat, tmp_path):
+    import asyncio
+
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from mp13chat import ChatApp, ChatConfig
+
+    h = make_chat(FakeEngine())
+    h.run("/title original", "one")
+    db = h.app.session.filename
+    h.close()
+    with create_pipe_input() as inp:
+        app = ChatApp(
+            ChatConfig(session=db),
+            config_path=tmp_path / "config.json",
+            engine=FakeEngine(),
+            console=h.console,
+            input=inp,
+            output=DummyOutput(),
+        )
+        inp.send_text("/quit\r")
+        assert asyncio.run(asyncio.wait_for(app.run_async(replay="original"), 30)) == 0
+    assert "1/1 replies identical" in h.out.getvalue()
