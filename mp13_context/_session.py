@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from mp13_context._convert import dumps, loads, structure, unstructure
-from mp13_context._errors import CursorError, NotFoundError, StoreError
+from mp13_context._errors import ContextError, CursorError, NotFoundError, StoreError
 from mp13_context._messages import render
 from mp13_context._model import (
     Command,
@@ -39,6 +39,15 @@ from mp13_context._model import (
 )
 from mp13_context._state import EffectiveState, apply, changes_state, check_command
 from mp13_context._store import NodeRow, Store
+
+
+def _search(turn: Turn | None) -> tuple[str, str] | None:
+    """``(role, text)`` to index for a turn (text, reasoning, tool results)."""
+    if turn is None:
+        return None
+    parts = [turn.text, turn.reasoning, *(r.content for r in turn.tool_results)]
+    text = "\n".join(p for p in parts if p)
+    return (turn.role.value, text) if text else None
 
 
 def _fts_query(text: str) -> str:
@@ -296,7 +305,7 @@ class Session:
                 commands=commands,
                 label=label,
             )
-            seq = self._store.insert_node(self._row(node, sid))
+            seq = self._store.insert_node(self._row(node, sid), _search(node.turn))
             node = attrs.evolve(node, seq=seq)
             self._cache(node, sid)
         return node
@@ -368,17 +377,22 @@ class Session:
         limit: int = 20,
         conversation_id: str | None = None,
         raw: bool = False,
+        order: str = "recent",
     ) -> list[SearchHit]:
-        """Full-text search over all message text, best matches first.
+        """Full-text search over all message text (user, assistant, tool results).
 
         ``text`` is plain words (all must match); ``raw=True`` passes FTS5 query
-        syntax through (``"exact phrase"``, ``a OR b``, ``pre*``).
+        syntax through (``"exact phrase"``, ``a OR b``, ``pre*``). ``order``:
+        ``"recent"`` (newest first, fast at any size) or ``"rank"`` (best match
+        first, bm25; scores every match, so slower for common words).
         """
+        if order not in ("recent", "rank"):
+            raise ContextError(f"search order must be 'recent' or 'rank', got {order!r}")
         query = text if raw else _fts_query(text)
         if not query.strip():
             return []
         try:
-            rows = self._store.search(query, limit, conversation_id)
+            rows = self._store.search(query, limit, conversation_id, order == "rank")
         except StoreError as exc:
             raise StoreError(
                 f"search query {text!r} is not valid FTS5 syntax ({exc.__cause__}); "
@@ -448,11 +462,5 @@ class Session:
                     )
                 csid = self._fold(self._state_of[parent.id], child.commands)
                 child = attrs.evolve(child, depth=parent.depth + 1)
-                seq = self._store.insert_node(self._row(child, csid))
+                seq = self._store.insert_node(self._row(child, csid), _search(child.turn))
                 self._cache(attrs.evolve(child, seq=seq), csid)
-            if info.head_id:
-                self._store.set_title(info.id, info.title)
-                with self._store.tx() as conn:
-                    conn.execute(
-                        "UPDATE conversations SET head_id = ? WHERE id = ?", (info.head_id, info.id)
-                    )

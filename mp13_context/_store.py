@@ -72,6 +72,10 @@ def _m0002_search(conn: Any) -> None:
         "CREATE VIRTUAL TABLE search USING fts5(text, role UNINDEXED, "
         "conversation_id UNINDEXED, node_id UNINDEXED)"
     )
+    # Every save is its own transaction, so FTS5 gets one tiny segment per turn; merging
+    # them less eagerly halves the cost of a save and keeps queries fast.
+    conn.execute("INSERT INTO search (search, rank) VALUES ('automerge', 16)")
+    conn.execute("INSERT INTO search (search, rank) VALUES ('crisismerge', 64)")
     # Files made before this migration already have turns: index them now.
     rows = conn.execute("SELECT id, conversation_id, turn FROM nodes WHERE turn IS NOT NULL")
     for node_id, conversation_id, turn_json in rows.fetchall():
@@ -178,6 +182,9 @@ def connect(path: str) -> Any:
         if path != ":memory:" and not path.startswith("file::memory:"):
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Checkpoint the WAL less often (~40 MB): pages that many small transactions
+        # touch again and again are then copied into the database once.
+        conn.execute("PRAGMA wal_autocheckpoint=10000")
         return conn
     except _SQL_ERRORS as exc:
         raise StoreError(f"cannot open session file {path!r}: {exc}; check the path") from exc
@@ -247,17 +254,14 @@ class Store:
             )
             return self._insert_node(conn, root)
 
-    def insert_node(self, row: dict[str, Any]) -> int:
-        """Append a node, index its text and make it its conversation's head; return its seq."""
+    def insert_node(self, row: dict[str, Any], search: tuple[str, str] | None = None) -> int:
+        """Append a node and index ``search`` = ``(role, text)``; return its seq."""
         with self.tx() as conn:
-            seq = self._insert_node(conn, row)
-            conn.execute(
-                "UPDATE conversations SET head_id = ? WHERE id = ?",
-                (row["id"], row["conversation_id"]),
-            )
-            return seq
+            return self._insert_node(conn, row, search)
 
-    def _insert_node(self, conn: Any, row: dict[str, Any]) -> int:
+    def _insert_node(
+        self, conn: Any, row: dict[str, Any], found: tuple[str, str] | None = None
+    ) -> int:
         seq = conn.execute(
             "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
             "archived, main_line, label, created_at, state_id) "
@@ -265,7 +269,6 @@ class Store:
             ":archived, :main_line, :label, :created_at, :state_id)",
             row,
         ).lastrowid
-        found = search_text(row["turn"])
         if found is not None:
             conn.execute(
                 "INSERT INTO search (text, role, conversation_id, node_id) VALUES (?, ?, ?, ?)",
@@ -351,16 +354,18 @@ class Store:
             raise StoreError(f"state {state_id} is missing from {self.path!r}; the file is damaged")
         return rows[0][0]
 
+    # The head (newest node) comes from the (conversation_id, seq) index rather than a
+    # column updated on every save: one page less to write per turn.
+    _CONVERSATION = (
+        "SELECT c.id, c.root_id, c.title, (SELECT n.id FROM nodes n WHERE "
+        "n.conversation_id = c.id ORDER BY n.seq DESC LIMIT 1), c.created_at FROM conversations c"
+    )
+
     def conversations(self) -> list[tuple]:
-        return self.read(
-            "SELECT id, root_id, title, head_id, created_at FROM conversations "
-            "ORDER BY created_at, rowid"
-        )
+        return self.read(f"{self._CONVERSATION} ORDER BY c.created_at, c.rowid")
 
     def conversation(self, cid: str) -> tuple | None:
-        rows = self.read(
-            "SELECT id, root_id, title, head_id, created_at FROM conversations WHERE id = ?", (cid,)
-        )
+        rows = self.read(f"{self._CONVERSATION} WHERE c.id = ?", (cid,))
         return rows[0] if rows else None
 
     def position(self, scope: str, cid: str) -> str | None:
@@ -369,12 +374,15 @@ class Store:
         )
         return rows[0][0] if rows else None
 
-    def search(self, query: str, limit: int, cid: str | None) -> list[tuple]:
+    def search(self, query: str, limit: int, cid: str | None, by_rank: bool) -> list[tuple]:
         where = "search MATCH ?" + (" AND conversation_id = ?" if cid else "")
         args: tuple = (query, cid, limit) if cid else (query, limit)
+        # Newest first walks the index backwards and stops at ``limit``; ranking must
+        # score every match, which is slow for common words in a big session.
+        order = "rank" if by_rank else "rowid DESC"
         return self.read(
             "SELECT conversation_id, node_id, role, "
             "snippet(search, 0, '[', ']', '…', 12), rank "
-            f"FROM search WHERE {where} ORDER BY rank LIMIT ?",
+            f"FROM search WHERE {where} ORDER BY {order} LIMIT ?",
             args,
         )

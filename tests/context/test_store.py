@@ -214,9 +214,12 @@ def test_search_across_conversations(session):
     hits = session.search("brown")
     assert {h.conversation_id for h in hits} == {a.conversation_id, b.conversation_id}
     assert all("[brown]" in h.snippet for h in hits)
-    hit = session.search("fox", conversation_id=a.conversation_id)[0]
-    assert hit.role is Role.USER and hit.title == "first"
-    assert session.node(hit.node_id).turn.text == "the quick brown fox"
+    hits = session.search("fox", conversation_id=a.conversation_id)
+    assert [h.role for h in hits] == [Role.ASSISTANT, Role.USER]  # newest first
+    assert hits[1].title == "first"
+    assert session.node(hits[1].node_id).turn.text == "the quick brown fox"
+    ranked = session.search("quick fox", order="rank")
+    assert ranked[0].role is Role.USER  # the shorter match ranks first
     assert session.search("brown dog")[0].conversation_id == b.conversation_id
     assert session.search('fox" OR "') == []  # FTS syntax in plain text is harmless
     assert session.search("") == []
