@@ -33,14 +33,17 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
+from mp13chat import _convo, _startup
 from mp13chat import _render as render
 from mp13chat._cli import CliOptions, parse_cli
+from mp13chat._commands import builtin_commands
 from mp13chat._completer import CommandCompleter
 from mp13chat._config import ChatConfig, default_config_path, load_config
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._history import make_history
 from mp13chat._keys import make_key_bindings
 from mp13chat._registry import Command, CommandRegistry
+from mp13chat._reply import ask
 from mp13chat._style import make_prompt_style, make_theme
 from mp13chat._tools import ToolRegistration, as_registration
 
@@ -81,7 +84,7 @@ class ChatApp:
         self.context: Any = None
         self.cursor: Any = None
         self.console = console or Console(theme=make_theme(), highlight=False)
-        self.commands = CommandRegistry(_builtin_commands() if commands is None else commands)
+        self.commands = CommandRegistry(builtin_commands() if commands is None else commands)
         self.last_traceback: str | None = None
         self.model_label = ""
         self.training_job: Any = None  # the last LoRA job started with /train
@@ -117,7 +120,11 @@ class ChatApp:
         except ChatError as exc:
             print(f"mp13chat: {exc}", file=sys.stderr)
             return 2
-        return asyncio.run(self.run_async(replay=options.replay))
+        try:
+            return asyncio.run(self.run_async(replay=options.replay))
+        except KeyboardInterrupt:  # Ctrl+C while starting (e.g. building the model)
+            print("mp13chat: interrupted", file=sys.stderr)
+            return 130
 
     def apply_options(self, options: CliOptions) -> None:
         """Load the config file named by the flags (or the default) and apply the flags."""
@@ -151,8 +158,6 @@ class ChatApp:
 
     async def start(self) -> None:
         """Create what was not given: engine, session, toolbox, context, first cursor."""
-        from mp13chat import _startup
-
         await _startup.start(self)
 
     def own(self, closer: Callable[[], Awaitable[None] | None]) -> None:
@@ -183,9 +188,7 @@ class ChatApp:
 
     def new_conversation(self) -> Any:
         """Open a new conversation with the config's system message and parameters."""
-        from mp13chat._convo import new_conversation
-
-        return new_conversation(self)
+        return _convo.new_conversation(self)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -250,8 +253,6 @@ class ChatApp:
             return
         # "//text" sends a message that starts with "/".
         message = stripped[1:] if stripped.startswith("//") else text
-        from mp13chat._reply import ask
-
         await ask(self, message)
 
     async def run_foreground(self, work: Awaitable[T]) -> T | None:
@@ -311,9 +312,3 @@ class ChatApp:
                 "start mp13chat on a real model for it"
             )
         return self.engine
-
-
-def _builtin_commands() -> list[Command]:
-    from mp13chat._commands import builtin_commands
-
-    return builtin_commands()

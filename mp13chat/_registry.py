@@ -16,6 +16,7 @@ commands without touching anyone else's.
 from __future__ import annotations
 
 import inspect
+import json
 import shlex
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -253,8 +254,6 @@ def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
 
 def parse_value(text: str) -> Any:
     """A parameter value typed by the user: JSON literal if it is one, else the text."""
-    import json
-
     lowered = text.strip()
     if lowered in ("on", "yes"):
         return True
