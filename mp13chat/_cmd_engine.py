@@ -37,7 +37,7 @@ def _fmt(value: Any) -> str:
 def engine(app: ChatApp, line: CommandLine) -> None:
     """Show the model, the engine's configuration and whether training runs."""
     eng = app.require_engine("engine status")
-    rows: list[tuple[str, Any]] = [("model", app.model_label or "-")]
+    rows: list[tuple[str, Any]] = [("loaded", app.model_label or "-")]
     config = getattr(eng, "config", None)
     if config is not None:
         for name in ("model", "device", "dtype", "quantization", "max_batch_size", "tool_format"):

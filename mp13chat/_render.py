@@ -117,8 +117,13 @@ def highlight_snippet(snippet: str) -> Text:
 
 
 def key_values(title: str | None, items: Iterable[tuple[str, Any]]) -> Table:
-    """A two-column table of names and values."""
-    return table(title, ("", ""), items)
+    """A two-column table of names and values (no header row)."""
+    out = Table(title=title, title_justify="left", show_header=False, show_edge=False)
+    out.add_column(style="bold")
+    out.add_column()
+    for name, value in items:
+        out.add_row(_cell(name), _cell(value))
+    return out
 
 
 def help_overview(registry: CommandRegistry) -> Table:
