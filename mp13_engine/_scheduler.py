@@ -80,9 +80,11 @@ Work = Call | Wave | JobStep
 class Scheduler:
     """Queues and the round-robin order of groups (see the module docstring for threading)."""
 
-    def __init__(self, max_batch_size: int, batch_wait_s: float):
+    def __init__(self, max_batch_size: int, batch_wait_s: float, max_wait_factor: float = 5.0):
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
+        self.max_wait_s = batch_wait_s * max_wait_factor
+        self._last_enqueue: dict[Hashable, float] = {}
         self._calls: collections.deque[Call] = collections.deque()
         self._requests: dict[Hashable, collections.deque[RequestState]] = {}
         self._jobs: dict[Hashable, collections.deque[Job]] = {}
@@ -92,6 +94,7 @@ class Scheduler:
     # ----- API threads
     def add_request(self, state: RequestState, group: Hashable = INFERENCE_GROUP) -> None:
         self._requests.setdefault(group, collections.deque()).append(state)
+        self._last_enqueue[group] = time.perf_counter()
         self._enlist(("req", group))
         self.queued += 1
 
@@ -128,7 +131,10 @@ class Scheduler:
         """Seconds the worker should still wait for more requests to join the next wave.
 
         Non-zero only when the next turn is an inference wave that is not full
-        and its oldest request arrived less than ``batch_wait_s`` ago.
+        and a request joined it less than ``batch_wait_s`` ago: the window
+        restarts with each arrival (threads that submit "at once" still arrive
+        spread out, each rendering its prompt first), but never extends past
+        ``max_wait_s`` after the oldest request was submitted.
         """
         if self._calls or self.batch_wait_s <= 0:
             return 0.0
@@ -139,7 +145,8 @@ class Scheduler:
         if len(q) >= self.max_batch_size:
             return 0.0
         now = time.perf_counter() if now is None else now
-        return max(0.0, q[0].submit_t + self.batch_wait_s - now)
+        quiet_at = self._last_enqueue.get(turn[1], 0.0) + self.batch_wait_s
+        return max(0.0, min(quiet_at, q[0].submit_t + self.max_wait_s) - now)
 
     def next_work(self) -> Work | None:
         if self._calls:

@@ -85,10 +85,19 @@ def test_collect_wait_only_for_a_fresh_partial_wave():
     s = Scheduler(max_batch_size=2, batch_wait_s=0.05)
     x = _state(0)
     s.add_request(x)
-    assert 0 < s.collect_wait(now=x.submit_t) <= 0.05
-    assert s.collect_wait(now=x.submit_t + 1) == 0
+    now = time.perf_counter()
+    assert 0 < s.collect_wait(now=now) <= 0.05
+    assert s.collect_wait(now=now + 1) == 0
     s.add_request(_state(1))
-    assert s.collect_wait(now=x.submit_t) == 0  # full wave: go now
+    assert s.collect_wait(now=now) == 0  # full wave: go now
+    s3 = Scheduler(max_batch_size=8, batch_wait_s=0.05)
+    first = _state(0)
+    s3.add_request(first)
+    s3.add_request(_state(1))  # a later arrival restarts the window ...
+    later = time.perf_counter()
+    assert s3.collect_wait(now=later + 0.04) > 0
+    # ... but never past max_wait_s (5 x batch_wait_s) after the oldest submission
+    assert s3.collect_wait(now=first.submit_t + 0.26) == 0
     s2 = Scheduler(max_batch_size=2, batch_wait_s=0.05)
     s2.add_job(FakeJob("J", 1, []))
     assert s2.collect_wait() == 0
