@@ -57,6 +57,11 @@ FIELD_HELP: dict[str, str] = {
     "show_reasoning": "Show the model's reasoning (dimmed) when it produces any.",
     "builtin_tools": "Offer the toolbox's builtin tools (calculator, current_time, ...).",
     "history": "Keep the prompt history in a file next to this config file.",
+    "tool_approvals": (
+        "Approval policy per tool: allow / deny / ask, e.g. "
+        '{"calculator": "ask"}. Unlisted tools follow their risk level (low: allow, '
+        "medium and high: ask). The demo model asks for every builtin unless set here."
+    ),
 }
 
 
@@ -80,6 +85,7 @@ class ChatConfig:
     show_reasoning: bool = True
     builtin_tools: bool = True
     history: bool = True
+    tool_approvals: dict[str, str] = attrs.field(factory=dict, converter=_dict, hash=False)
 
 
 def default_config_path(environ: dict[str, str] | None = None) -> Path:

@@ -29,6 +29,7 @@ class ModelChoice:
     path: str
     label: str
     note: str | None = None  # shown in the banner (e.g. "random weights")
+    demo: bool = False  # the built-in demo model (trained to show a tool round)
 
 
 def cache_dir() -> Path:
@@ -54,6 +55,7 @@ def resolve_model(model: str | None) -> ModelChoice:
             return ModelChoice(
                 path=str(demo()),
                 label="built-in demo model",
+                demo=True,
                 note="a tiny model trained on a few prompts: try 'hello', 'what is mp13?', "
                 "'what is 17*23?'",
             )

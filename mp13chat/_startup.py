@@ -77,8 +77,10 @@ async def start(app: ChatApp) -> None:
     banner = Text("mp13chat", style="mp13.banner")
     banner.append("  /help for commands, Ctrl+D to quit", style="mp13.info")
     app.console.print(banner)
+    demo = False
     if app.engine is None:
         choice = await load_engine(app, app.config.model)
+        demo = choice.demo
         app.model_label = choice.label
         render.print_info(app.console, f"model: {choice.label} ({choice.path})")
         if choice.note:
@@ -89,6 +91,16 @@ async def start(app: ChatApp) -> None:
         app.toolbox = Toolbox(builtins=app.config.builtin_tools)
     for registration in app.take_pending_tools():
         app.toolbox.register(registration.func, **registration.options)
+    approvals = dict(app.config.tool_approvals)
+    if not approvals and demo:
+        # The demo exists to show the whole loop, approval included.
+        approvals = dict.fromkeys(app.toolbox.names(), "ask")
+        render.print_info(
+            app.console,
+            "the demo asks before running a tool; /tools approval NAME allow stops that",
+        )
+    for name, policy in approvals.items():
+        app.toolbox.set_approval(name, policy)
     if app.session is None:
         path = session_path(app)
         app.session = await asyncio.to_thread(Session.open, path)

@@ -379,3 +379,8 @@ def test_replay_flag_runs_at_start(make_chat, tmp_path):
         inp.send_text("/quit\r")
         assert asyncio.run(asyncio.wait_for(app.run_async(replay="original"), 30)) == 0
     assert "1/1 replies identical" in h.out.getvalue()
+
+
+def test_tool_approvals_from_the_config(make_chat):
+    h = make_chat(FakeEngine(), tool_approvals={"calculator": "deny"})
+    assert h.app.toolbox.get("calculator").approval.value == "deny"
