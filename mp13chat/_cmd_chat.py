@@ -43,13 +43,24 @@ def show_here(app: ChatApp) -> None:
         render.print_reply(app.console, turn.text, markdown=app.config.markdown)
 
 
-@command("tree", group="navigation")
+@command("tree", group="navigation", usage="/tree [DEPTH|all]")
 def tree(app: ChatApp, line: CommandLine) -> None:
-    """Show this conversation as a tree; ◀ marks where you are, ★ the main line."""
+    """Show this conversation as a tree; ◀ marks where you are, ★ the main line.
+
+    Long conversations show the last DEPTH levels above you (default 30) and
+    everything below; /tree all shows every node.
+    """
     cur = app.cursor
     info = app.session.conversation(cur.conversation_id)
     nodes = app.session.conversation_nodes(info.id)
     title = f"{info.title or 'conversation'} {short(info.id)}"
+    depth = None if line.text == "all" else parse_int(line.text or "30", "DEPTH", minimum=1)
+    if depth is not None:
+        cutoff = cur.node.depth - depth
+        hidden = sum(1 for n in nodes if n.depth < cutoff)
+        if hidden:
+            nodes = [n for n in nodes if n.depth >= cutoff]
+            title += f"  ({hidden} nodes above not shown: /tree all)"
     path = [n.id for n in cur.path()]
     app.console.print(conversation_tree(title, nodes, cur.node_id, path))
 

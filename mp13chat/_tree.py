@@ -87,9 +87,12 @@ def conversation_tree(
     title: str, nodes: Sequence[Any], current_id: str | None, path_ids: Iterable[str] = ()
 ) -> Tree:
     """A ``rich.Tree`` of ``nodes`` (one conversation, any order)."""
+    ids = {n.id for n in nodes}
     by_parent: dict[str | None, list[Any]] = {}
     for node in sorted(nodes, key=lambda n: n.seq):
-        by_parent.setdefault(node.parent_id, []).append(node)
+        # a node whose parent is not shown (cut by the caller) is drawn as a top node
+        parent = node.parent_id if node.parent_id in ids else None
+        by_parent.setdefault(parent, []).append(node)
     on_path = set(path_ids)
     tree = Tree(Text(title, style="mp13.banner"))
     # (container, node, head): a head starts its own branch and holds its chain.
@@ -98,7 +101,7 @@ def conversation_tree(
     ]
     while stack:
         container, node, head = stack.pop()
-        if node.parent_id is None and node.turn is None and not node.commands:
+        if node.parent_id is None and node.turn is None and not node.commands and head:
             here = container  # the bare root: the title stands for it
         else:
             label = node_label(node)

@@ -384,3 +384,13 @@ def test_replay_flag_runs_at_start(make_chat, tmp_path):
 def test_tool_approvals_from_the_config(make_chat):
     h = make_chat(FakeEngine(), tool_approvals={"calculator": "deny"})
     assert h.app.toolbox.get("calculator").approval.value == "deny"
+
+
+def test_tree_of_a_long_conversation_is_cut_above_the_cursor(make_chat):
+    h = make_chat(FakeEngine())
+    h.run(*[f"message {i}" for i in range(6)])
+    out = h.run("/tree 3")
+    assert "nodes above not shown" in out
+    assert "message 5" in out and "message 0" not in out
+    out = h.run("/tree all")
+    assert "message 0" in out and "you are here" in out
