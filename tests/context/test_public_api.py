@@ -6,10 +6,19 @@ from mp13_context import EngineClient
 from mp13_context.testing import FakeEngine
 
 
+def _isort_key(name):
+    # ruff's RUF022 order (as in the other packages): CONSTANTS, Classes, functions
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+
 def test_all_is_sorted_and_resolves():
-    assert mp13_context.__all__ == sorted(mp13_context.__all__)
+    assert mp13_context.__all__ == sorted(mp13_context.__all__, key=_isort_key)
     for name in mp13_context.__all__:
         assert getattr(mp13_context, name) is not None
+
+
+def test_parameter_names_are_public():
+    assert {"temperature", "max_new_tokens", "max_tool_rounds"} <= set(mp13_context.PARAMS)
 
 
 def test_api_md_names_exist():
