@@ -241,15 +241,21 @@ class _EngineBase:
     def cancel(self, request_id: str) -> bool:
         """Cancel a request by id; True if it was queued or running.
 
-        A queued request is removed and never runs; a running one stops at its
-        next decode step, keeping its partial text. Either way its response has
-        ``finish_reason=CANCELLED``.
+        A queued request is removed and never runs; a running one resolves at
+        once with the text produced so far and its row stops at the next decode
+        step. Either way its response has ``finish_reason=CANCELLED``.
         """
         with self._inflight_lock:
             st = self._inflight.get(request_id)
         if st is None or st.done:
             return False
-        return self._worker.cancel(st) in ("queued", "running")
+        outcome = self._worker.cancel(st)
+        if outcome == "running":
+            # Resolve now with the tokens so far; the worker drops the row at its
+            # next step (its own finish is then a no-op). The caller never waits
+            # for the model.
+            self._builder.finish(st, FinishReason.CANCELLED)
+        return outcome in ("queued", "running")
 
     def format_prompt(self, request: RequestLike, **overrides: Any) -> str:
         """Exactly the prompt text ``generate`` would feed for ``request``."""

@@ -156,7 +156,7 @@ class RowController(StoppingCriteria):
             if row.done:
                 continue
             st = row.state
-            if st.cancel_requested:
+            if st.cancel_requested or st.done:  # done: resolved by the canceller
                 self._end(row, FinishReason.CANCELLED)
                 changed = True
                 continue

@@ -34,8 +34,8 @@ class ResponseBuilder:
         self._metrics = metrics
         self._toolwire = toolwire
 
-    def text_of(self, st: RequestState) -> str:
-        text = self._state.tokens.decode(st.tokens)
+    def text_of(self, st: RequestState, tokens: list[int]) -> str:
+        text = self._state.tokens.decode(tokens)
         stops = [s for s in st.request.stop if s]
         if stops:
             cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
@@ -50,7 +50,8 @@ class ResponseBuilder:
         if st.done:
             return None
         now = time.perf_counter()
-        raw = self.text_of(st) if st.tokens else ""
+        tokens = st.seal()  # no pushes after this: response and streams agree
+        raw = self.text_of(st, tokens) if tokens else ""
         text, reasoning, calls, parse_errors = raw, "", (), ()
         if raw:
             parsed = self._toolwire.parse(raw, st.request, st.prompt_text)
@@ -59,7 +60,7 @@ class ResponseBuilder:
                 calls, parse_errors = parsed.tool_calls, parsed.errors
         start = st.start_t if st.start_t is not None else now
         gen_s = now - start
-        n = len(st.tokens)
+        n = len(tokens)
         metrics = RequestMetrics(
             prompt_tokens=len(st.prompt_ids or ()),
             completion_tokens=n,

@@ -50,6 +50,7 @@ class RequestState:
         "prompt_text",
         "request",
         "response",
+        "sealed",
         "start_t",
         "submit_t",
         "tokens",
@@ -71,6 +72,7 @@ class RequestState:
         self.response: Response | None = None
         self.cancel_requested = False
         self.done = False
+        self.sealed = False
         self.batch_size = 0
         self.adapter: str | None = None
         self.watched = False
@@ -80,9 +82,23 @@ class RequestState:
 
     # ----- worker side (hot path: keep cheap)
     def push(self, token: int) -> None:
-        self.tokens.append(token)
-        if self.watched:
-            self._wake()
+        with self._lock:
+            if self.sealed:  # the response was already built (e.g. cancelled): drop it
+                return
+            self.tokens.append(token)
+            if not self.watched:
+                return
+            self._cond.notify_all()
+            listeners = self._listeners
+        for cb in listeners:
+            cb()
+
+    def seal(self) -> list[int]:
+        """Freeze the token list (no more pushes) and return it; called before building
+        the response so that the response and the streams agree on the tokens."""
+        with self._lock:
+            self.sealed = True
+            return list(self.tokens)
 
     def finish(self, response: Response) -> bool:
         """Resolve the request once; returns False when it was already resolved."""
@@ -93,24 +109,18 @@ class RequestState:
             self.response = response
             self.finish_t = time.perf_counter()
             self._cond.notify_all()
-            listeners = list(self._listeners)
+            listeners = self._listeners
         self.future.set_result(response)
         for cb in listeners:
             cb()
         return True
 
-    def _wake(self) -> None:
-        with self._lock:
-            self._cond.notify_all()
-            listeners = list(self._listeners)
-        for cb in listeners:
-            cb()
-
     # ----- consumer side
     def watch(self, listener: Callable[[], None] | None = None) -> None:
         with self._lock:
             if listener is not None:
-                self._listeners.append(listener)
+                # copy-on-write: push() iterates the list outside the lock
+                self._listeners = [*self._listeners, listener]
             self.watched = True
 
     def wait_progress(self, seen: int) -> tuple[int, bool]:
