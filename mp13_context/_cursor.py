@@ -324,6 +324,7 @@ class Cursor:
 
     def with_params(self, **overrides: Any) -> Cursor:
         """A new cursor here whose requests use these parameters (not recorded)."""
+        self._own_tip = None  # two cursors on one node: neither may add commands to it
         return self.context._register(
             Cursor(self.context, self.node_id, overrides={**self.overrides, **overrides})
         )
@@ -332,6 +333,7 @@ class Cursor:
 
     def clone(self) -> Cursor:
         """A new cursor at the same node (appending from either makes siblings)."""
+        self._own_tip = None  # two cursors on one node: neither may add commands to it
         return self.context._register(Cursor(self.context, self.node_id, overrides=self.overrides))
 
     def fork(self, label: str = "") -> Cursor:

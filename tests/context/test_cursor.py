@@ -368,3 +368,15 @@ def test_log_and_api_calls_are_recorded_but_change_nothing(ctx):
     kinds = [c.kind.value for c in cur.node.commands]
     assert kinds == ["log", "api_call"]
     assert cur.node.commands[1].data == {"path": "/x", "name": "a"}
+
+
+def test_a_clone_does_not_see_commands_given_after_cloning(ctx):
+    a = ctx.cursor()
+    a.system.set("before")
+    b = a.clone()
+    a.system.set("after")
+    c = a.with_params(temperature=0.2)
+    a.params.set(seed=3)
+    assert b.system.show().text == "before"
+    assert a.system.show().text == "after"
+    assert c.params.show() == {} and a.params.show() == {"seed": 3}

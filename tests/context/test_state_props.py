@@ -52,6 +52,7 @@ OPS = st.one_of(
     st.tuples(st.just("params"), PARAM),
     st.tuples(st.just("ask"), TEXT),
     st.tuples(st.just("fork"), st.none()),
+    st.tuples(st.just("clone"), st.none()),
     st.tuples(st.just("trim"), st.none()),
 )
 
@@ -151,8 +152,8 @@ def test_random_commands_on_random_branches_match_the_reference(tmp_path_factory
         if op == "ask":
             cur.ask(arg)
             ref.users.append((arg, None))
-        elif op == "fork":
-            branches.append((cur.fork(), copy.deepcopy(ref)))
+        elif op in ("fork", "clone"):
+            branches.append((getattr(cur, op)(), copy.deepcopy(ref)))
         elif op == "trim":
             if not ref.users:
                 continue
