@@ -145,6 +145,7 @@ class Exchange:
         gate: Gate | None = None,
     ) -> None:
         self.gate = gate
+        self.round_results: list[ToolResult] = []
         self.cur = cursor
         self.ctx = cursor.context
         self.session = self.ctx.session
@@ -274,7 +275,7 @@ class Exchange:
     ) -> list[ToolResult]:
         tb = self.ctx.toolbox
         view = self.view(self.session.state_at(at))
-        results = []
+        results = self.round_results = []
         for call in calls:
             try:
                 result = await tb.aexecute(call, view, approval=self.ctx.approval, budget=budget)
@@ -334,7 +335,18 @@ class Exchange:
             continuing = False
             if not calls:
                 break
-            results, go_on = await self.tool_round(calls, at, budget, rounds, params)
+            self.round_results = []
+            try:
+                results, go_on = await self.tool_round(calls, at, budget, rounds, params)
+            except asyncio.CancelledError:
+                # Keep the tree well formed: every call gets a result, done or cancelled.
+                done = list(self.round_results)
+                done += [
+                    ToolResult(name=c.name, content="cancelled", call_id=c.id, is_error=True)
+                    for c in calls[len(done) :]
+                ]
+                self.record(at, Turn(role=Role.TOOL, tool_results=tuple(done), auto=True))
+                raise
             rounds += 1
             tool_turn = Turn(role=Role.TOOL, tool_results=tuple(results), auto=True)
             at = self.record(at, tool_turn)

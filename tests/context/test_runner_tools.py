@@ -184,3 +184,33 @@ def test_async_approval_in_a_batch(session, toolbox):
     kids = ctx.cursor().batch(["a", "b"])
     contents = sorted(k.exchange()[2].tool_results[0].content for k in kids)
     assert contents == ["wiped /a", "wiped /b"]
+
+
+def test_cancelling_during_a_tool_round_gives_every_call_a_result(tctx, engine, toolbox):
+    started = asyncio.Event()
+
+    async def slow() -> str:
+        """Takes its time."""
+        started.set()
+        await asyncio.sleep(10)
+        return "late"
+
+    toolbox.register(slow)
+    engine.script(
+        FakeReply(tool_calls=[call("add", a=1, b=1), call("slow"), call("add", a=2, b=2)])
+    )
+    cur = tctx.cursor()
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("go"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    results = cur.node.turn.tool_results
+    assert [r.content for r in results] == ["2", "cancelled", "cancelled"]
+    assert [m["role"] for m in cur.messages()] == ["user", "assistant", "tool", "tool", "tool"]
+    engine.script("fine")
+    assert cur.ask("next").text == "fine"
