@@ -123,6 +123,11 @@ class _EngineBase:
         return self._state.tokenizer
 
     @property
+    def device(self) -> str:
+        """The device the model runs on (``config.device`` resolved, e.g. ``"cpu"``)."""
+        return str(self._state.device)
+
+    @property
     def tool_format(self) -> str | None:
         """The tool-call wire format in use (configured or detected), or None."""
         return self._state.tool_format
