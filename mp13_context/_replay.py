@@ -126,6 +126,14 @@ def _split(path: list[Node]) -> list[tuple[list[Command], Node | None, list[Node
     return out
 
 
+def _has(session: Session, cid: str) -> bool:
+    try:
+        session.conversation(cid)
+    except ContextError:
+        return False
+    return True
+
+
 def _calls(turns: list[Turn]) -> tuple[ToolCall, ...]:
     return tuple(c for t in turns if t.role is Role.ASSISTANT for c in t.tool_calls)
 
@@ -147,9 +155,13 @@ async def areplay(
         engine = engine if engine is not None else source.context.engine
         toolbox = toolbox if toolbox is not None else source.context.toolbox
     else:
+        cid = source if isinstance(source, str) else source.id
+        if session is None and into is not None and _has(into, cid):
+            session = into  # replaying within one session
         if session is None:
             raise ContextError(
-                "replay of a conversation id needs its session: replay(conv, session=..., ...)"
+                f"replay of conversation {cid} needs the session it is in: "
+                "replay(conv, session=source_session, into=..., engine=...)"
             )
         src = session
         info = src.conversation(source if isinstance(source, str) else source.id)
@@ -224,7 +236,8 @@ def replay(
     """Re-run ``source`` into a new conversation of ``into`` and compare (module docstring).
 
     ``source``: a ``Cursor`` (its branch up to the cursor; its context's engine and
-    toolbox are the defaults) or a conversation (``ConversationInfo`` or id, with
-    ``session=``; its main line). ``into`` defaults to the source's session.
+    toolbox are the defaults) or a conversation (``ConversationInfo`` or id; its main
+    line), found in ``session=`` or else in ``into``. ``into`` defaults to the
+    source's session.
     """
     return run_sync(areplay(source, into, engine, toolbox, **kwargs))

@@ -159,5 +159,8 @@ def test_replay_a_conversation_by_id_follows_the_main_line(session):
         toolbox=toolbox(),
     )
     assert "a side branch" in [t.user_text for t in report.turns]  # newest branch = main line
-    with pytest.raises(ContextError, match="needs its session"):
+    info = session.conversation(cur.conversation_id)
+    again = replay(info, into=session, engine=FakeEngine(responder=responder), toolbox=toolbox())
+    assert [t.user_text for t in again.turns] == [t.user_text for t in report.turns]
+    with pytest.raises(ContextError, match="needs the session"):
         replay(cur.conversation_id, engine=FakeEngine())
