@@ -9,14 +9,7 @@ the differences. This package never imports torch.
 """
 
 from mp13_context._context import ChatContext
-from mp13_context._cursor import (
-    AdapterCommands,
-    Cursor,
-    ParamCommands,
-    SystemCommands,
-    ToolCommands,
-    TryOut,
-)
+from mp13_context._cursor import Cursor, TryOut
 from mp13_context._errors import (
     CommandError,
     ContextError,
@@ -28,6 +21,7 @@ from mp13_context._errors import (
 )
 from mp13_context._events import Event, EventCallback, EventKind
 from mp13_context._export import ConversationData, SessionData
+from mp13_context._handles import AdapterCommands, ParamCommands, SystemCommands, ToolCommands
 from mp13_context._model import (
     Command,
     CommandKind,

@@ -28,11 +28,11 @@ import attrs
 
 from mp13_context._errors import ContextError, CursorError
 from mp13_context._events import Event, EventCallback, EventKind, deliver
+from mp13_context._handles import AdapterCommands, ParamCommands, SystemCommands, ToolCommands
 from mp13_context._model import Command, CommandKind, Node, NodeKind, Role, Turn
 from mp13_context._runner import Exchange, Gate, stitched
 from mp13_context._state import (
     EffectiveState,
-    SystemPrompt,
     changes_state,
     check_command,
     validate_params,
@@ -41,111 +41,6 @@ from mp13_context._sync import run_sync
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_context._context import ChatContext
-
-
-class _Handle:
-    def __init__(self, cursor: Cursor) -> None:
-        self._cur = cursor
-
-    def _names(self, names: str | Sequence[str] | None) -> tuple[str, ...]:
-        if names is None:
-            return ()
-        return (names,) if isinstance(names, str) else tuple(names)
-
-
-class SystemCommands(_Handle):
-    """``cur.system``: the system message on this branch."""
-
-    def set(self, text: str) -> None:
-        """Replace the system message."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_SET, text=text))
-
-    def add(self, text: str) -> None:
-        """Append a paragraph to the system message."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_ADD, text=text))
-
-    def none(self) -> None:
-        """Send no system message (an empty one, so no template default is injected)."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_NONE))
-
-    def default(self) -> None:
-        """Back to the chat template's default (no system message is sent)."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_DEFAULT))
-
-    def pop(self) -> None:
-        """Undo the last system command on this branch."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_POP))
-
-    def show(self) -> SystemPrompt:
-        """The effective system message here (``mode`` and ``text``)."""
-        return self._cur.state.system
-
-
-class AdapterCommands(_Handle):
-    """``cur.adapters``: the LoRA adapters requests on this branch use."""
-
-    def set(self, names: str | Sequence[str]) -> None:
-        """Use exactly these adapters (``[]`` = the base model)."""
-        self._cur._record(Command(kind=CommandKind.ADAPTERS_SET, names=self._names(names)))
-
-    def add(self, names: str | Sequence[str]) -> None:
-        """Add adapters to the current set."""
-        self._cur._record(Command(kind=CommandKind.ADAPTERS_ADD, names=self._names(names)))
-
-    def default(self) -> None:
-        """Back to the engine's default adapters."""
-        self._cur._record(Command(kind=CommandKind.ADAPTERS_DEFAULT))
-
-    def pop(self) -> None:
-        """Undo the last adapters command on this branch."""
-        self._cur._record(Command(kind=CommandKind.ADAPTERS_POP))
-
-    def show(self) -> tuple[str, ...] | None:
-        """The adapters here: ``None`` = engine default, ``()`` = base model."""
-        return self._cur.state.adapters
-
-
-class ToolCommands(_Handle):
-    """``cur.tools``: tool scope layers (``mp13_toolbox.ToolsScope``) on this branch."""
-
-    def set(self, scope: Any) -> None:
-        """Replace all layers with ``scope``."""
-        self._cur._record(Command(kind=CommandKind.TOOLS_SET, scope=scope))
-
-    def add(self, scope: Any) -> None:
-        """Put one more layer on top."""
-        self._cur._record(Command(kind=CommandKind.TOOLS_ADD, scope=scope))
-
-    def reset(self) -> None:
-        """No layers: every tool in its global (registered) mode."""
-        self._cur._record(Command(kind=CommandKind.TOOLS_RESET))
-
-    def pop(self) -> None:
-        """Undo the last tools command on this branch."""
-        self._cur._record(Command(kind=CommandKind.TOOLS_POP))
-
-    def show(self) -> tuple[Any, ...]:
-        """The scope layers here, bottom first."""
-        return self._cur.state.tool_scopes
-
-    def view(self) -> Any:
-        """The resolved ``ToolsView`` here (needs a toolbox on the context)."""
-        tb = self._cur.context.toolbox
-        if tb is None:
-            raise ContextError("no toolbox on this context; pass ChatContext(..., toolbox=tb)")
-        return tb.view(list(self.show()))
-
-
-class ParamCommands(_Handle):
-    """``cur.params``: generation and runner parameters on this branch."""
-
-    def set(self, **params: Any) -> None:
-        """Set parameters (``name=None`` restores a default). Names: ``_state.PARAMS``."""
-        self._cur._record(Command(kind=CommandKind.PARAMS_SET, params=validate_params(params)))
-
-    def show(self) -> dict[str, Any]:
-        """The parameters set on this branch (without defaults or cursor overrides)."""
-        return dict(self._cur.state.params)
 
 
 class Cursor:
