@@ -41,6 +41,8 @@ from mp13_context._sync import run_sync
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_context._context import ChatContext
+    from mp13_context._session import Session
+    from mp13_engine import Request
 
 
 class Cursor:
@@ -72,7 +74,7 @@ class Cursor:
     # --- reading -----------------------------------------------------------------------
 
     @property
-    def session(self) -> Any:
+    def session(self) -> Session:
         return self.context.session
 
     @property
@@ -117,7 +119,7 @@ class Cursor:
         """Exactly the messages the next request from here sends."""
         return self.session.messages(self.node_id)
 
-    def request(self, **overrides: Any):
+    def request(self, **overrides: Any) -> Request:
         """The engine ``Request`` the next reply from here would send."""
         return Exchange(self, None, validate_params(overrides)).request(self.node_id)
 
