@@ -88,6 +88,7 @@ class ChatApp:
         self.last_traceback: str | None = None
         self.model_label = ""
         self.training_job: Any = None  # the last LoRA job started with /train
+        self.training_announcer: asyncio.Task[Any] | None = None  # says when it ends
         self._tools: list[ToolRegistration] = [as_registration(t) for t in tools]
         self._input = input
         self._output = output
@@ -95,6 +96,7 @@ class ChatApp:
         self._prompt: PromptSession[str] | None = None
         self._foreground: asyncio.Task[Any] | None = None
         self._interrupted = False  # the foreground task was cancelled by Ctrl+C
+        self._background: set[asyncio.Task[Any]] = set()
         self._prompt_label = ""
 
     # -- wrapper-app API --------------------------------------------------------------
@@ -164,6 +166,14 @@ class ChatApp:
         """Run ``closer`` on ``aclose`` (things the app created, closed in reverse order)."""
         self._owned.append(closer)
 
+    def background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
+        """Run ``work`` beside the loop (e.g. announcing a finished training job); its
+        output appears above the prompt. Cancelled on ``aclose``."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
     def release(self, resource: Any) -> None:
         """Close ``resource`` now if the app opened it (its ``close`` was ``own``-ed)."""
         closer = getattr(resource, "close", None)
@@ -172,6 +182,9 @@ class ChatApp:
             closer()
 
     async def aclose(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         while self._owned:
             closer = self._owned.pop()
             try:

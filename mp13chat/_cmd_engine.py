@@ -118,6 +118,9 @@ def _training_config(words: list[str]) -> Any:
 
 async def watch(app: ChatApp, job: Any) -> None:
     """A progress bar over ``job``'s events until it ends (Ctrl+C stops watching only)."""
+    if app.training_announcer is not None:  # we watch it now; no second announcement
+        app.training_announcer.cancel()
+        app.training_announcer = None
     columns = (
         TextColumn("[bold]{task.fields[adapter]}"),
         BarColumn(),
@@ -139,8 +142,23 @@ async def watch(app: ChatApp, job: Any) -> None:
         render.print_info(
             app.console, "stopped watching; training goes on (/train cancel stops it)"
         )
+        # Say so when it ends: printed above the prompt (patch_stdout) while you chat.
+        app.training_announcer = app.background(announce(app, job))
         raise
-    result = await job.aresult()
+    await announce(app, job)
+
+
+async def announce(app: ChatApp, job: Any) -> None:
+    """Print how ``job`` ended (waits for it)."""
+    # Poll instead of awaiting job.aresult(): cancelling a task that awaits a wrapped
+    # concurrent future cancels that future too, i.e. the job's own result.
+    while not job.done():
+        await asyncio.sleep(0.2)
+    try:
+        result = job.result()
+    except Exception as exc:
+        render.print_error(app.console, exc)
+        return
     state = "cancelled" if result.cancelled else "done"
     render.print_ok(
         app.console,
