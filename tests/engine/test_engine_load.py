@@ -104,7 +104,7 @@ def test_messages_without_chat_template(tmp_path):
         assert resp.finish_reason is FinishReason.ERROR
         assert "chat template" in resp.error
         # raw prompts still work, and a plain string is a raw prompt here
-        ok = engine.generate(Request(prompt="hello", max_new_tokens=3))
+        ok = engine.generate(Request(prompt="hello", max_new_tokens=3, min_new_tokens=3))
         assert ok.finish_reason is FinishReason.LENGTH
         assert engine.format_prompt("hello").endswith("hello")
 
@@ -113,7 +113,7 @@ def test_aload_inside_running_loop(tiny_model_path):
     async def main():
         engine = await Engine.aload(str(tiny_model_path), device="cpu")
         try:
-            resp = await engine.agenerate("hi", max_new_tokens=3)
+            resp = await engine.agenerate("hi", max_new_tokens=3, min_new_tokens=3)
             assert resp.metrics.completion_tokens == 3
         finally:
             await engine.aclose()

@@ -160,7 +160,7 @@ def test_run_on_worker_runs_on_the_worker_and_reraises(engine):
 
 def test_close_cancels_queued_and_running_and_fails_jobs(tiny_model_path):
     eng = Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1)
-    running = eng.submit(Request(prompt="long", max_new_tokens=1500))
+    running = eng.submit(Request(prompt="long", max_new_tokens=1500, min_new_tokens=1500))
     queued = eng.submit(Request(prompt="queued", max_new_tokens=5))
     job = FakeJob("late", 1000, [], delay=0.001)
     eng._submit_job(job)

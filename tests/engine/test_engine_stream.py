@@ -42,7 +42,9 @@ def _cancel_counting(engine, rid: str) -> int:
 
 
 def test_stream_deltas_concatenate_to_final_text(engine):
-    req = Request(messages=[{"role": "user", "content": "stream me"}], max_new_tokens=30)
+    req = Request(
+        messages=[{"role": "user", "content": "stream me"}], max_new_tokens=30, min_new_tokens=30
+    )
     chunks = list(engine.stream(req))
     assert all(isinstance(c, Chunk) and c.id == req.id for c in chunks)
     assert [c.done for c in chunks].count(True) == 1 and chunks[-1].done
@@ -83,9 +85,12 @@ def test_streams_inside_a_wave_are_demultiplexed(engine):
 
 
 def test_cancel_by_id_within_one_step_others_unaffected(engine):
-    others = [Request(prompt=f"keep {i}", max_new_tokens=40) for i in range(2)]
-    expected = [engine.generate(Request(prompt=r.prompt, max_new_tokens=40)) for r in others]
-    victim = Request(prompt="victim", max_new_tokens=LONG)
+    others = [Request(prompt=f"keep {i}", max_new_tokens=40, min_new_tokens=40) for i in range(2)]
+    expected = [
+        engine.generate(Request(prompt=r.prompt, max_new_tokens=40, min_new_tokens=40))
+        for r in others
+    ]
+    victim = Request(prompt="victim", max_new_tokens=LONG, min_new_tokens=LONG)
     futs = [engine.submit(r) for r in (others[0], victim, others[1])]
     _wait_tokens(engine, victim.id, 5)
     n = _cancel_counting(engine, victim.id)
@@ -102,7 +107,7 @@ def test_cancel_by_id_within_one_step_others_unaffected(engine):
 
 def test_queued_cancel_never_runs(tiny_model_path):
     with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1) as eng:
-        running = Request(prompt="busy", max_new_tokens=LONG)
+        running = Request(prompt="busy", max_new_tokens=LONG, min_new_tokens=LONG)
         queued = Request(prompt="waiting", max_new_tokens=5)
         f_run = eng.submit(running)
         _wait_tokens(eng, running.id, 2)
@@ -118,7 +123,7 @@ def test_queued_cancel_never_runs(tiny_model_path):
 
 def test_closing_or_abandoning_a_stream_cancels(engine):
     before = engine.metrics().finish_reasons["cancelled"]
-    stream = engine.stream(Request(prompt="closing", max_new_tokens=LONG))
+    stream = engine.stream(Request(prompt="closing", max_new_tokens=LONG, min_new_tokens=LONG))
     for _ in stream:
         break
     stream.close()
@@ -126,7 +131,7 @@ def test_closing_or_abandoning_a_stream_cancels(engine):
     assert resp.finish_reason is FinishReason.CANCELLED
     assert resp.metrics.completion_tokens < LONG
 
-    abandoned = engine.stream(Request(prompt="abandoned", max_new_tokens=LONG))
+    abandoned = engine.stream(Request(prompt="abandoned", max_new_tokens=LONG, min_new_tokens=LONG))
     rid = abandoned.id
     next(abandoned)
     del abandoned
@@ -139,7 +144,7 @@ def test_closing_or_abandoning_a_stream_cancels(engine):
 
 
 def test_with_block_cancels_unfinished_stream(engine):
-    with engine.stream(Request(prompt="ctx", max_new_tokens=LONG)) as s:
+    with engine.stream(Request(prompt="ctx", max_new_tokens=LONG, min_new_tokens=LONG)) as s:
         first = next(s)
         assert first.id == s.id
     assert s.result(timeout=30).finish_reason is FinishReason.CANCELLED
@@ -147,7 +152,7 @@ def test_with_block_cancels_unfinished_stream(engine):
 
 def test_asyncio_task_cancel_cancels_agenerate_and_astream(engine):
     async def main():
-        req = Request(prompt="task", max_new_tokens=LONG)
+        req = Request(prompt="task", max_new_tokens=LONG, min_new_tokens=LONG)
         task = asyncio.create_task(engine.agenerate(req))
         while len(getattr(engine._inflight.get(req.id), "tokens", ())) < 3:
             await asyncio.sleep(0.001)
@@ -155,7 +160,7 @@ def test_asyncio_task_cancel_cancels_agenerate_and_astream(engine):
         with pytest.raises(asyncio.CancelledError):
             await task
 
-        req2 = Request(prompt="task stream", max_new_tokens=LONG)
+        req2 = Request(prompt="task stream", max_new_tokens=LONG, min_new_tokens=LONG)
         seen = []
 
         async def consume():

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Per-request metrics, rolling aggregates, tool-call parsing wiring, the public surface."""
+
+from __future__ import annotations
+
+import pytest
+
+import mp13_engine
+from mp13_engine import Engine, EngineMetrics, FinishReason, Request
+from mp13_engine._metrics import MetricsRecorder, _percentile
+from mp13_engine._types import RequestMetrics, Response
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", metrics_window=5) as eng:
+        yield eng
+
+
+def test_request_metrics_are_consistent(engine):
+    r = engine.generate(Request(prompt="metrics", max_new_tokens=6, min_new_tokens=6))
+    m = r.metrics
+    assert m.completion_tokens == 6
+    assert m.prompt_tokens == engine.count_tokens(engine.format_prompt(Request(prompt="metrics")))
+    assert 0 <= m.queue_s <= m.ttft_s <= m.total_s
+    assert m.tokens_per_s > 0
+    assert m.batch_size == 1
+    assert m.adapters == ()
+
+
+def test_aggregates_over_the_last_n_requests(engine):
+    for i in range(7):
+        engine.generate(Request(prompt=f"agg {i}", max_new_tokens=3, min_new_tokens=3))
+    engine.generate(Request(prompt="bad", max_new_tokens=0))
+    agg = engine.metrics()
+    assert isinstance(agg, EngineMetrics)
+    assert agg.window == 5 and agg.requests == 5
+    assert agg.total_requests >= 8
+    assert agg.finish_reasons["error"] == 1 and agg.finish_reasons["length"] == 4
+    assert agg.completion_tokens == 12
+    assert agg.throughput_tokens_per_s > 0
+    assert agg.latency_p50_s <= agg.latency_p95_s
+    assert agg.ttft_p50_s <= agg.ttft_p95_s
+    assert agg.queue_depth == 0 and agg.running == 0
+
+
+def test_recorder_percentiles_and_counts():
+    rec = MetricsRecorder(window=100)
+    for i in range(20):
+        resp = Response(
+            id=str(i),
+            finish_reason=FinishReason.STOP if i % 2 else FinishReason.LENGTH,
+            metrics=RequestMetrics(completion_tokens=10, total_s=float(i + 1), ttft_s=0.1 * i),
+        )
+        rec.record(0.0, float(i + 1), resp)
+    snap = rec.snapshot(queue_depth=3, running=2)
+    assert snap.latency_p50_s == 10.0 or snap.latency_p50_s == 11.0
+    assert snap.latency_p95_s == 19.0
+    assert snap.finish_reasons == {"stop": 10, "length": 10, "cancelled": 0, "error": 0}
+    assert snap.throughput_tokens_per_s == pytest.approx(200 / 20)
+    assert (snap.queue_depth, snap.running) == (3, 2)
+    assert _percentile([], 0.5) is None
+
+
+def test_tool_calls_are_parsed_into_the_response_and_stream(engine):
+    if engine.tool_format is None:
+        pytest.skip("tool-call parsing not available")
+    from mp13_engine._streams import ChunkMaker, RequestState
+
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather for a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+    req = Request(messages=[{"role": "user", "content": "weather?"}], tools=tools)
+    prompt = engine.format_prompt(req)
+    assert "get_weather" in prompt
+    call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    text = f"Let me check.<tool_call>\n{call}\n</tool_call>"
+    st = RequestState(req, prompt, engine._state.tokens.encode(prompt))
+    maker = ChunkMaker(st, engine._state.tokens.decode, engine._toolwire.stream_events(st))
+    chunks = []
+    for tok in engine._state.tokens.encode(text):
+        st.push(tok)
+        chunks += maker.make(len(st.tokens), False)
+    resp = engine._builder.finish(st, FinishReason.STOP)
+    chunks += maker.make(len(st.tokens), True)
+    assert resp.raw_text == text
+    assert resp.text == "Let me check."
+    assert [c.name for c in resp.tool_calls] == ["get_weather"]
+    assert resp.tool_calls[0].arguments == {"city": "Paris"}
+    assert "".join(c.text for c in chunks) == resp.text
+    assert [c.tool_call.name for c in chunks if c.tool_call] == ["get_weather"]
+    raw = Request(messages=req.messages, tools=tools, parse_tools=False)
+    st2 = RequestState(raw, prompt, [])
+    for tok in engine._state.tokens.encode(text):
+        st2.push(tok)
+    assert engine._builder.finish(st2, FinishReason.STOP).text == text
+
+
+def test_public_surface_is_sorted_and_importable():
+    names = mp13_engine.__all__
+    for name in ("Engine", "EngineConfig", "EngineMetrics", "Request", "Response", "Chunk"):
+        assert name in names
+    for name in names:
+        assert getattr(mp13_engine, name) is not None
