@@ -130,7 +130,8 @@ class Turn:
     never raises.
 
     ``node_id`` is filled in on the values the cursor API returns (where the turn
-    was recorded) and is not stored.
+    was recorded) and is not stored. ``parse_errors`` keeps what the engine's
+    tool-call parser could not read (the text is kept as content).
     """
 
     role: Role
@@ -145,6 +146,7 @@ class Turn:
     continuation: bool = False
     auto: bool = False
     error: str | None = None
+    parse_errors: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
     request_id: str | None = None
     node_id: str | None = attrs.field(default=None, eq=False)
 

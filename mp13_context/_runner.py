@@ -268,6 +268,7 @@ class Exchange:
             truncated=resp.finish_reason is FinishReason.LENGTH,
             cancelled=resp.finish_reason is FinishReason.CANCELLED,
             error=error,
+            parse_errors=resp.parse_errors,
         )
 
     async def run_tools(

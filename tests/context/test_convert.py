@@ -54,6 +54,7 @@ TURNS = st.builds(
     continuation=st.booleans(),
     auto=st.booleans(),
     error=st.none() | TEXT,
+    parse_errors=st.lists(TEXT, max_size=2),
 )
 SCOPES = st.builds(
     ToolsScope,

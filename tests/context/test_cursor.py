@@ -380,3 +380,18 @@ def test_a_clone_does_not_see_commands_given_after_cloning(ctx):
     assert b.system.show().text == "before"
     assert a.system.show().text == "after"
     assert c.params.show() == {} and a.params.show() == {"seed": 3}
+
+
+def test_parse_errors_of_the_engine_are_kept_on_the_turn(session):
+    from mp13_engine import Response
+
+    class Parsing(FakeEngine):
+        async def agenerate(self, request):
+            resp = await super().agenerate(request)
+            return Response(id=resp.id, text=resp.text, parse_errors=["bad <tool_call> json"])
+
+    cur = ChatContext(session, engine=Parsing()).cursor()
+    turn = cur.ask("x")
+    assert turn.parse_errors == ("bad <tool_call> json",)
+    session.refresh()
+    assert session.node(turn.node_id).turn.parse_errors == ("bad <tool_call> json",)
