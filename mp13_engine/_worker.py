@@ -107,7 +107,8 @@ class Worker:
 
     def depth(self) -> tuple[int, int]:
         with self._cond:
-            return self._sched.queued, len(self._running)
+            # rows resolve inside the wave (at their last step): count the unresolved ones
+            return self._sched.queued, sum(not s.done for s in self._running)
 
     def set_running(self, states: list[RequestState]) -> None:
         self._running = states
