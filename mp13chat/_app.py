@@ -97,7 +97,6 @@ class ChatApp:
         self._foreground: asyncio.Task[Any] | None = None
         self._interrupted = False  # the foreground task was cancelled by Ctrl+C
         self._background: set[asyncio.Task[Any]] = set()
-        self._prompt_label = ""
 
     # -- wrapper-app API --------------------------------------------------------------
 
@@ -221,12 +220,12 @@ class ChatApp:
         return self._prompt
 
     def prompt_text(self) -> list[tuple[str, str]]:
-        """The prompt: conversation title (or id) and the cursor's depth."""
-        label = self._prompt_label
+        """The prompt: conversation title (or id), try-out marker, the cursor's node."""
+        try:
+            label = _convo.prompt_label(self)
+        except Exception:  # a prompt must always render, whatever state the session is in
+            label = ""
         return [("class:prompt.branch", f"{label} " if label else ""), ("class:prompt", "> ")]
-
-    def set_prompt_label(self, label: str) -> None:
-        self._prompt_label = label
 
     async def loop(self) -> None:
         """Read and run lines until ``/quit`` or Ctrl+D."""

@@ -33,7 +33,6 @@ def _complete_nodes(app: ChatApp, index: int, words: list[str]) -> list[str]:
 
 def show_here(app: ChatApp) -> None:
     """One line for where the cursor is now (and the reply there, if any)."""
-    convo.refresh_prompt(app)
     cur = app.cursor
     label = node_label(cur.node)
     label.stylize("bold")
@@ -137,7 +136,6 @@ def history(app: ChatApp, line: CommandLine) -> None:
 def fork(app: ChatApp, line: CommandLine) -> None:
     """Start a new branch here and move to it; the old branch stays as it is."""
     app.cursor = app.cursor.fork(line.text)
-    convo.refresh_prompt(app)
     render.print_ok(app.console, f"on a new branch {short(app.cursor.node_id)}; ask away")
 
 
@@ -161,7 +159,6 @@ async def batch(app: ChatApp, line: CommandLine) -> None:
 def try_(app: ChatApp, line: CommandLine) -> None:
     """Open a try-out branch; /promote makes it the main line, /close drops it."""
     app.cursor = app.cursor.try_out(line.text or "try-out")
-    convo.refresh_prompt(app)
     render.print_ok(app.console, "in a try-out: /promote keeps it, /close drops it")
 
 

@@ -87,7 +87,6 @@ async def replay(app: ChatApp, line: CommandLine) -> None:
     )
     app.console.print(report_table(report))
     app.cursor = app.context.cursor(at=report.leaf_node_id)
-    convo.refresh_prompt(app)
     render.print_ok(
         app.console, f"now in the replayed conversation {short(report.conversation_id)}"
     )

@@ -54,7 +54,6 @@ def new(app: ChatApp, line: CommandLine) -> None:
     app.new_conversation()
     if line.text:
         app.session.set_title(convo.conversation_id(app), line.text)
-    convo.refresh_prompt(app)
     render.print_ok(app.console, f"new conversation {short(convo.conversation_id(app))}")
 
 
@@ -72,7 +71,6 @@ def switch(app: ChatApp, line: CommandLine) -> None:
 def title(app: ChatApp, line: CommandLine) -> None:
     """Set the title of the current conversation."""
     app.session.set_title(convo.conversation_id(app), line.require_text("a title"))
-    convo.refresh_prompt(app)
 
 
 @command("search", group="session", usage="/search WORDS")

@@ -35,18 +35,17 @@ def tool_scopes(app: ChatApp) -> tuple[Any, ...]:
     return tuple(app.cursor.tools.show())
 
 
-def refresh_prompt(app: ChatApp) -> None:
-    """Prompt label: conversation title (or short id), try-out marker, node depth."""
+def prompt_label(app: ChatApp) -> str:
+    """``[title-or-id @node]`` (``try`` inside a try-out), computed for every prompt."""
     cur = app.cursor
-    if cur is None:
-        app.set_prompt_label("")
-        return
+    if cur is None or app.session is None:
+        return ""
     info = app.session.conversation(cur.conversation_id)
     name = info.title or short(info.id)
     if len(name) > 24:
         name = name[:23] + "…"
     extra = " try" if hasattr(cur, "promote") else ""
-    app.set_prompt_label(f"[{name}{extra} @{short(cur.node_id)}]")
+    return f"[{name}{extra} @{short(cur.node_id)}]"
 
 
 def make_context(app: ChatApp) -> Any:
@@ -68,7 +67,6 @@ def new_conversation(app: ChatApp) -> Any:
     if app.config.params:
         cur.params.set(**app.config.params)
     app.cursor = cur
-    refresh_prompt(app)
     return cur
 
 
@@ -83,7 +81,6 @@ def find_conversation(app: ChatApp, key: str) -> str:
 
 def switch_to(app: ChatApp, conversation: str) -> None:
     app.cursor = app.context.cursor(conversation)
-    refresh_prompt(app)
 
 
 def find_node(app: ChatApp, key: str) -> str:

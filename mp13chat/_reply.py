@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from mp13chat import _render as render
-from mp13chat._convo import refresh_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13chat._app import ChatApp
@@ -113,13 +112,12 @@ def footer(turn: Any) -> Text:
 
 
 async def run_exchange(app: ChatApp, start: Callable[[ReplyView], Awaitable[Any]]) -> Any:
-    """Run one exchange with a ``ReplyView``; the prompt label follows the cursor."""
+    """Run one exchange with a ``ReplyView`` (ending its last line however it ends)."""
     view = ReplyView(app)
     try:
         return await start(view)
     finally:
         view.finish()
-        refresh_prompt(app)
 
 
 async def ask(app: ChatApp, text: str) -> Any:
