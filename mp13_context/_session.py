@@ -238,12 +238,8 @@ class Session:
     def children(self, node_id: str, *, archived: bool = True) -> list[Node]:
         """The children in creation order (without archived ones if ``archived=False``)."""
         out = []
-        for cid in self._store.child_ids(node_id):
-            node = self._nodes.get(cid)
-            if node is None:
-                row = self._store.node(cid)
-                assert row is not None
-                node = self._from_row(row)
+        for row in self._store.children(node_id):
+            node = self._nodes.get(row.id) or self._from_row(row)
             if archived or not node.archived:
                 out.append(node)
         return out
@@ -271,13 +267,8 @@ class Session:
     def leaf(self, node_id: str) -> Node:
         """Follow the main line down from ``node_id``: at each step the main-line child,
         else the newest child that is not archived."""
-        node = self.node(node_id)
-        while True:
-            kids = self.children(node.id, archived=False)
-            if not kids:
-                return node
-            main = [k for k in kids if k.main_line]
-            node = main[-1] if main else kids[-1]
+        self.node(node_id)
+        return self.node(self._store.leaf(node_id))
 
     def append(
         self,

@@ -321,6 +321,19 @@ class Store:
         )
         return [NodeRow(*r) for r in rows]
 
+    def leaf(self, node_id: str) -> str:
+        """Down the main line from ``node_id``: at each step the main-line child, else the
+        newest child that is not archived (one recursive query, any depth)."""
+        rows = self.read(
+            "WITH RECURSIVE walk(id, d) AS (SELECT ?, 0 UNION ALL "
+            "SELECT (SELECT c.id FROM nodes c WHERE c.parent_id = walk.id AND c.archived = 0 "
+            "ORDER BY c.main_line DESC, c.seq DESC LIMIT 1), d + 1 "
+            "FROM walk WHERE walk.id IS NOT NULL) "
+            "SELECT id FROM walk WHERE id IS NOT NULL ORDER BY d DESC LIMIT 1",
+            (node_id,),
+        )
+        return rows[0][0]
+
     def child_ids(self, node_id: str) -> list[str]:
         return [
             r[0]
