@@ -62,16 +62,23 @@ def token_deltas(tok, text: str) -> list[str]:
     return out
 
 
-def decode_step_s(model, steps: int) -> float:
-    ids = torch.arange(5, 37).unsqueeze(0)
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def decode_step_s(model, steps: int, device: str) -> float:
+    ids = torch.arange(5, 37, device=device).unsqueeze(0)
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=True)
         past = out.past_key_values
         nxt = out.logits[:, -1:].argmax(-1)
         times = []
         for _ in range(steps):
+            _sync(device)
             t0 = time.perf_counter()
             out = model(input_ids=nxt, past_key_values=past, use_cache=True)
+            _sync(device)
             times.append(time.perf_counter() - t0)
             past = out.past_key_values
             nxt = out.logits[:, -1:].argmax(-1)
@@ -114,17 +121,19 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=64, help="decode steps per measurement")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--calls", type=int, default=200, help="call groups in the throughput text")
+    ap.add_argument("--device", default="cpu", help="where the decode step runs (cpu, cuda)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = build_tiny_model(tmp, family="chatml", size="small")
         tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = model.to(args.device).eval()
         rows = []
         for fmt in toolcalls.formats():
             deltas = token_deltas(tok, reply(fmt))
-            step = decode_step_s(model, args.steps)  # interleaved: same machine state
+            step = decode_step_s(model, args.steps, args.device)  # interleaved: same machine state
             per_tok = stream_per_token_s(fmt, deltas, args.repeats)
-            step = (step + decode_step_s(model, args.steps)) / 2
+            step = (step + decode_step_s(model, args.steps, args.device)) / 2
             mbs, cps, vs_json = throughput(fmt, args.calls, max(3, args.repeats // 4))
             rows.append(
                 (fmt, len(deltas), per_tok * 1e6, step * 1e3, per_tok / step, mbs, cps, vs_json)

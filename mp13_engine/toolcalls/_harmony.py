@@ -39,12 +39,16 @@ _CHANNEL = re.compile(r"<\|channel\|>\s*([A-Za-z_]+)")
 def _tool_body(name: str):
     def decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
         text = payload.strip()
+        if ctx.truncated and not text:
+            raise PayloadError("the call's body never came")
         return [ToolCall(name=name, arguments=arguments_object(loads(text) if text else None))]
 
     return decode
 
 
 def _decode_header(payload: str, ctx: DecodeContext) -> Switch:
+    if ctx.truncated:
+        raise PayloadError("message header without <|message|>")
     header = ctx.opener_text + payload
     recipient = _RECIPIENT.search(header)
     channel = _CHANNEL.search(header)
@@ -77,6 +81,8 @@ PROFILES = MappingProxyType(
             decode=_decode_header,
             render=_render,
             stops=("<|end|>", "<|return|>", "<|call|>", "<|endoftext|>"),
+            # Engines usually cut the stop token <|call|> from the text: accept a complete body.
+            lenient_eof=True,
             detect=(r"<\|channel\|>",),
             messages=MessageStyle(arguments="object"),
         )

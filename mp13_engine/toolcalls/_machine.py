@@ -21,11 +21,17 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mp13_engine.toolcalls._profile import DecodeContext, Opener, Profile, Switch
-from mp13_engine.toolcalls._scan import BracketScan, TagScan, alternation, compile_stops
+from mp13_engine.toolcalls._scan import (
+    BracketScan,
+    Literals,
+    TagScan,
+    alternation,
+    compile_stops,
+)
 from mp13_engine.toolcalls._types import (
     ContentDelta,
     ParsedOutput,
@@ -37,34 +43,6 @@ from mp13_engine.toolcalls._values import PayloadError, tool_schemas
 from mp13_toolbox import ToolCall
 
 _CONTENT, _REASONING = 0, 1
-
-
-class _Literals:
-    """Literal markers indexed by first character, for the "could this tail start one?" check."""
-
-    def __init__(self, literals: Iterable[str], partials: Sequence[str] = ()) -> None:
-        self.by_first: dict[str, list[str]] = {}
-        for lit in set(literals):
-            self.by_first.setdefault(lit[0], []).append(lit)
-        self.keep = max((len(lit) for lit in literals), default=1) - 1
-        self.partials = [re.compile(p) for p in partials]
-
-    def hold(self, buf: str, pos: int) -> int:
-        """The earliest index >= pos from which ``buf`` may be the start of a marker."""
-        n = len(buf)
-        best = n
-        for i in range(max(pos, n - self.keep), n):
-            cands = self.by_first.get(buf[i])
-            if cands:
-                tail = buf[i:]
-                if any(lit.startswith(tail) for lit in cands):
-                    best = i
-                    break
-        for p in self.partials:
-            m = p.search(buf, pos)
-            if m is not None and m.start() < best:
-                best = m.start()
-        return best
 
 
 class _Span:
@@ -110,7 +88,7 @@ class StreamMachine:
             alts.append(f"(?P<s>{alternation(drops)})")
         alts += [f"(?P<o{i}>{o.source()})" for i, o in enumerate(p.openers) if o.regex]
         self._text_re = re.compile("|".join(alts)) if alts else None
-        self._text_lits = _Literals(
+        self._text_lits = Literals(
             [*opens, *drops, *(o.pattern for o in p.openers if not o.regex)],
             [o.partial for o in p.openers if o.regex and o.partial],
         )
@@ -122,10 +100,10 @@ class StreamMachine:
         }
         # Span and reasoning patterns, compiled once per parser, not once per span.
         self._tag_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], int]] = {}
-        self._reason_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], _Literals]] = {}
+        self._reason_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], Literals]] = {}
         self._stop_pattern = compile_stops(p.stops)
         self._reason_re: re.Pattern[str] | None = None
-        self._reason_lits = _Literals(())
+        self._reason_lits = Literals(())
         if in_reasoning is None:
             self._mode = "undecided" if p.close_only_reasoning and p.reasoning else "text"
         elif in_reasoning and p.reasoning:
@@ -235,7 +213,7 @@ class StreamMachine:
             parts = [f"(?P<c>{alternation(closes)})"]
             if stops:
                 parts.append(f"(?P<s>{alternation(stops)})")
-            self._reason_patterns[key] = (re.compile("|".join(parts)), _Literals([*closes, *stops]))
+            self._reason_patterns[key] = (re.compile("|".join(parts)), Literals([*closes, *stops]))
         self._reason_re, self._reason_lits = self._reason_patterns[key]
         self._mode = "reasoning"
 
@@ -318,16 +296,16 @@ class StreamMachine:
             self._emit(_CONTENT, buf[raw_start:raw_end])
             return True
         payload = buf[span.payload_start : payload_end]
-        ctx = DecodeContext(self._schemas, span.opener, span.opener_text, self._scratch)
+        ctx = DecodeContext(
+            self._schemas, span.opener, span.opener_text, self._scratch, how == "cut"
+        )
         try:
             result = span.decode(payload, ctx)
             if not isinstance(result, Switch) and not result:
                 raise PayloadError("no tool call in the markup")
         except PayloadError as exc:
-            reason = str(exc)
-            if how == "cut":
-                reason = f"truncated tool call ({reason})"
-            self._error(raw_start, f"malformed tool call: {reason}")
+            kind = "truncated" if how == "cut" else "malformed"
+            self._error(raw_start, f"{kind} tool call: {exc}")
             self._emit(_CONTENT, buf[raw_start:raw_end])
             return True
         except Exception as exc:  # a decoder bug must not break the stream: report it instead

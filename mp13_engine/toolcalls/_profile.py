@@ -74,7 +74,8 @@ class DecodeContext:
     schemas: Mapping[str, Mapping[str, Any]]
     opener: Opener
     opener_text: str
-    state: dict[str, Any]  # per-parser scratch space (harmony keeps its last header here)
+    state: dict[str, Any]  # per-parser scratch space
+    truncated: bool = False  # the closing marker never came (only with ``lenient_eof``)
 
 
 @attrs.frozen

@@ -15,7 +15,9 @@ seed_oss is the same inside ``<seed:tool_call>...</seed:tool_call>`` with
 ``<seed:think>`` reasoning. A bare ``<function=...>...</function>`` (no
 wrapper) is accepted, as the reference parser does. One newline right after
 the opening and right before the closing parameter tag is layout, not value.
-Values are converted with the tool's JSON schema when known.
+Values are converted with the tool's JSON schema when known. As in the
+reference parser, a missing ``</tool_call>`` at the end is tolerated, but only
+when every ``<function=...>`` block is closed (never a partial call).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from mp13_engine.toolcalls._values import (
 )
 from mp13_toolbox import ToolCall
 
-_FUNC = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|$)", re.S)
+_FUNC = re.compile(r"<function=([^>\n]*)>(.*?)(</function>|$)", re.S)
 _PARAM = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.S)
 
 
@@ -60,6 +62,8 @@ def _calls(body: str, ctx: DecodeContext) -> list[ToolCall]:
         name = bare_name(fm.group(1))
         if not name:
             raise PayloadError("<function=...> has no name")
+        if ctx.truncated and not fm.group(3):
+            raise PayloadError("<function=...> is not closed")
         args: dict[str, Any] = {}
         for pm in _PARAM.finditer(fm.group(2)):
             key = pm.group(1).strip()
@@ -108,6 +112,7 @@ PROFILES = MappingProxyType(
             render=_render_qwen,
             reasoning=THINK,
             close_only_reasoning=True,
+            lenient_eof=True,
             wrappers=("</tool_call>",),
             detect=(r"<function=", r"<parameter="),
             messages=MessageStyle(arguments="object"),
@@ -123,6 +128,7 @@ PROFILES = MappingProxyType(
             reasoning=(("<seed:think>", "</seed:think>"),),
             close_only_reasoning=True,
             stops=(*COMMON_STOPS, "<seed:eos>"),
+            lenient_eof=True,
             wrappers=("</seed:tool_call>", "<seed:bos>"),
             detect=(r"<seed:tool_call>", r"seed:think"),
             messages=MessageStyle(arguments="object"),

@@ -16,7 +16,7 @@ that were safe to skip (a partial marker at the tail is looked at again).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 _OPEN = "([{"
 _CLOSE = ")]}"
@@ -26,6 +26,35 @@ _NONSPACE = re.compile(r"\S")
 def alternation(tags: Sequence[str]) -> str:
     """A regex matching any of the literal ``tags`` (longest first)."""
     return "|".join(re.escape(t) for t in sorted(set(tags), key=len, reverse=True))
+
+
+class Literals:
+    """Literal markers indexed by first character, for the "could this tail start one?" check."""
+
+    def __init__(self, literals: Iterable[str], partials: Sequence[str] = ()) -> None:
+        literals = sorted(set(literals))
+        self.by_first: dict[str, list[str]] = {}
+        for lit in literals:
+            self.by_first.setdefault(lit[0], []).append(lit)
+        self.keep = max((len(lit) for lit in literals), default=1) - 1
+        self.partials = [re.compile(p) for p in partials]
+
+    def hold(self, buf: str, pos: int) -> int:
+        """The earliest index >= pos from which ``buf`` may be the start of a marker."""
+        n = len(buf)
+        best = n
+        for i in range(max(pos, n - self.keep), n):
+            cands = self.by_first.get(buf[i])
+            if cands:
+                tail = buf[i:]
+                if any(lit.startswith(tail) for lit in cands):
+                    best = i
+                    break
+        for p in self.partials:
+            m = p.search(buf, pos)
+            if m is not None and m.start() < best:
+                best = m.start()
+        return best
 
 
 class TagScan:
@@ -58,11 +87,9 @@ class TagScan:
         return None
 
 
-def compile_stops(stops: Sequence[str]) -> tuple[re.Pattern[str] | None, int]:
-    """The (regex, longest marker - 1) pair of stop markers a ``BracketScan`` needs."""
-    if not stops:
-        return None, 0
-    return re.compile(alternation(stops)), max(len(s) for s in stops) - 1
+def compile_stops(stops: Sequence[str]) -> tuple[re.Pattern[str] | None, Literals]:
+    """The stop-marker regex and prefix table a ``BracketScan`` needs; build once per parser."""
+    return (re.compile(alternation(stops)) if stops else None), Literals(stops)
 
 
 class BracketScan:
@@ -71,7 +98,7 @@ class BracketScan:
     def __init__(
         self,
         start: int,
-        stops: tuple[re.Pattern[str] | None, int],
+        stops: tuple[re.Pattern[str] | None, Literals],
         *,
         after: str | None = None,
         quotes: str = '"',
@@ -83,7 +110,8 @@ class BracketScan:
         self._quote: str | None = None
         self._quotes = quotes
         self._tok = re.compile("[" + re.escape(_OPEN + _CLOSE + quotes + "\\") + "]")
-        self._stop_re, self._stop_keep = stops
+        self._stop_re, self._stop_lits = stops
+        self._stop_keep = self._stop_lits.keep
         self._stop_from = start
 
     def shift(self, n: int) -> None:
@@ -98,6 +126,9 @@ class BracketScan:
             if stop is None:
                 self._stop_from = max(self._stop_from, len(buf) - self._stop_keep)
         limit = stop.start() if stop else len(buf)
+        if stop is None and not final:
+            # Never decide on characters that may begin a stop marker still arriving.
+            limit = self._stop_lits.hold(buf, self._i)
         end = self._advance(buf, limit)
         if end == -1:
             return ("reject", 0, 0)

@@ -68,6 +68,21 @@ def test_char_by_char_stream_emits_calls_before_the_end(fmt):
     assert parser.finish() == toolcalls.parse(text, fmt, in_reasoning=False)
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_marker_is_a_prefix_of_another_in_the_same_mode(fmt):
+    # A complete short marker must never be a prefix of a longer one scanned at the same
+    # time: the short one would win on a cut text and lose on the whole text.
+    p = toolcalls.get_profile(fmt)
+    closes = [c for _, c in p.reasoning]
+    text_mode = [o for o, _ in p.reasoning] + [o.pattern for o in p.openers if not o.regex]
+    text_mode += list(p.stops) + list(p.wrappers) + closes
+    span_modes = [[*o.ends, *p.stops] for o in p.openers] + [[*closes, *p.stops]]
+    for markers in [text_mode, *span_modes]:
+        for a in set(markers):
+            for b in set(markers):
+                assert a == b or not b.startswith(a), (fmt, a, b)
+
+
 def test_content_streams_before_the_end():
     parser = toolcalls.StreamParser("hermes", in_reasoning=False)
     events = parser.feed("Hello there, this is plain text <tool")
@@ -119,7 +134,13 @@ def _all_markup() -> list[str]:
     return sorted(out)
 
 
-_PIECES = st.one_of(st.sampled_from(_all_markup()), st.text(max_size=6))
+_MARKUP = _all_markup()
+# Marker prefixes too: a marker cut short, then something else, is where splits go wrong.
+_PIECES = st.one_of(
+    st.sampled_from(_MARKUP),
+    st.sampled_from(sorted({m[:k] for m in _MARKUP for k in range(1, len(m))})),
+    st.text(max_size=6),
+)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
