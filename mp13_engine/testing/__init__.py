@@ -4,8 +4,9 @@
 ``build_tiny_model(dest, family="chatml", seed=0, size="tiny")`` writes a small causal LM with
 a byte-level BPE tokenizer and a tool-capable chat template reproducing a real model family's
 prompt format (see ``TINY_FAMILIES``), deterministically and without any download. Tests,
-examples and benchmarks use these. This package imports torch; ``mp13_engine/__init__`` does
-not import it.
+examples and benchmarks use these. ``demo_model_path()`` returns mp13chat's built-in demo
+model (a tiny chatml model trained offline on a few prompts and tool calls), building it once.
+This package imports torch; ``mp13_engine/__init__`` does not import it.
 """
 
 from __future__ import annotations
@@ -17,17 +18,31 @@ from mp13_engine.testing._build import (
     build_tiny_model,
     build_tokenizer,
 )
+from mp13_engine.testing._demo import (
+    DEMO_VERSION,
+    DemoRecipe,
+    build_demo_model,
+    demo_model_path,
+    demo_tools,
+)
+from mp13_engine.testing._demo_data import TRAINED_PROMPTS as DEMO_PROMPTS
 from mp13_engine.testing._families import FAMILIES, TINY_FAMILIES, FamilySpec
 
 TINY_SIZES: tuple[str, ...] = tuple(SIZES)
 
 __all__ = [
     "BUILD_VERSION",
+    "DEMO_PROMPTS",
+    "DEMO_VERSION",
     "FAMILIES",
     "TINY_FAMILIES",
     "TINY_SIZES",
+    "DemoRecipe",
     "FamilySpec",
+    "build_demo_model",
     "build_tiny_encoder",
     "build_tiny_model",
     "build_tokenizer",
+    "demo_model_path",
+    "demo_tools",
 ]

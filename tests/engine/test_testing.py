@@ -17,6 +17,7 @@ import copy
 import hashlib
 import json
 import pathlib
+import re
 import time
 import unicodedata
 
@@ -28,11 +29,16 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Genera
 
 from mp13_engine import ConfigError
 from mp13_engine.testing import (
+    DEMO_PROMPTS,
+    DEMO_VERSION,
     FAMILIES,
     TINY_FAMILIES,
+    build_demo_model,
     build_tiny_encoder,
     build_tiny_model,
     build_tokenizer,
+    demo_model_path,
+    demo_tools,
 )
 
 
@@ -371,3 +377,72 @@ def test_llama3_tools_in_system_message_matches_the_real_one() -> None:
     ours = _render(tok, TOOL_ROUND, [WEATHER], **kwargs)
     assert ours == _render(tok, TOOL_ROUND, [WEATHER], template=real_text, **kwargs)
     assert "Today Date: 01 Jan 2025" in ours
+
+
+def test_chatml_template_renders_nullable_types(tokenizers) -> None:
+    """Upstream Hermes recurses forever on ``["string", "null"]``; ours renders it."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "current_time",
+            "description": "Now.",
+            "parameters": {
+                "type": "object",
+                "properties": {"tz": {"type": ["string", "null"], "description": "zone"}},
+            },
+        },
+    }
+    text = _render(tokenizers["chatml"], USER_ONLY, [tool])
+    assert "current_time(tz: Union[str,None])" in text
+
+
+# --- the demo model -----------------------------------------------------------------------
+
+
+def test_demo_model_path_reuses_a_built_model(tmp_path: pathlib.Path, monkeypatch) -> None:
+    cached = tmp_path / f"demo-{DEMO_VERSION}"
+    cached.mkdir()
+    (cached / "model.safetensors").write_bytes(b"")
+    assert demo_model_path(tmp_path) == cached
+    monkeypatch.setenv("MP13_CACHE_DIR", str(tmp_path))
+    assert demo_model_path() == cached
+
+
+def _greedy(tok, model, messages: list[dict]) -> str:
+    prompt = tok.apply_chat_template(
+        messages, tools=demo_tools(), tokenize=False, add_generation_prompt=True
+    )
+    ids = tok(prompt, add_special_tokens=False, return_tensors="pt").input_ids
+    out = model.generate(ids, max_new_tokens=60, do_sample=False)
+    return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory):
+    path = build_demo_model(tmp_path_factory.mktemp("demo"))
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return tok, AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+
+
+@pytest.mark.slow
+def test_demo_model_answers_its_trained_prompts(demo_model) -> None:
+    tok, model = demo_model
+    replies = {p: _greedy(tok, model, [{"role": "user", "content": p}]) for p, _ in DEMO_PROMPTS}
+    assert replies == dict(DEMO_PROMPTS)
+
+
+@pytest.mark.slow
+def test_demo_model_calls_the_calculator_and_quotes_the_result(demo_model) -> None:
+    tok, model = demo_model
+    reply = _greedy(tok, model, [{"role": "user", "content": "what is 17*23?"}])
+    match = re.fullmatch(r"\s*<tool_call>\s*(.*?)\s*</tool_call>\s*", reply, flags=re.S)
+    assert match is not None, reply
+    call = json.loads(match.group(1))
+    assert call == {"name": "calculator", "arguments": {"expression": "17*23"}}
+    function = {"name": "calculator", "arguments": call["arguments"]}
+    messages = [
+        {"role": "user", "content": "what is 17*23?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": function}]},
+        {"role": "tool", "content": "391"},
+    ]
+    assert "391" in _greedy(tok, model, messages)

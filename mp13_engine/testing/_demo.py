@@ -1,0 +1,225 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The built-in demo model: a tiny chatml model fully fine-tuned, offline, on a synthetic chat set.
+
+Concept: ``build_demo_model(dest)`` builds a random tiny chatml model (``build_with_shape``) and
+trains all its weights with a plain AdamW loop on ``_demo_data.demo_examples`` so that greedy
+decoding answers a handful of prompts, emits a Hermes ``<tool_call>`` for arithmetic and time
+questions (builtins ``calculator`` and ``current_time``), and quotes a tool's result after a
+``<tool_response>``. ``demo_model_path()`` builds it once into a cache folder and reuses it.
+
+Invariants:
+- Real training, no hard-coded outputs: the loss is on the assistant's tokens only (the
+  target turn, ending with ``<|im_end|>``); nothing else is written into the weights.
+- Deterministic given the seed on one machine: all randomness comes from a local
+  ``random.Random`` and ``torch.Generator``; the global RNGs are untouched. (Float reductions
+  may differ across CPUs/thread counts, so weights are not promised byte-identical everywhere.)
+- The long tool-listing system header is identical for every row of a step, so it is run once
+  without gradient and its KV cache is shared by the batch; the rest gets full backprop.
+- A cached model is only used when complete: it is built aside and renamed into place.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pathlib
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+
+import attrs
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from mp13_engine.testing._build import SizeSpec, build_with_shape
+from mp13_engine.testing._demo_data import DemoExample, demo_examples
+from mp13_engine.testing._families import FAMILIES
+
+# Bump when the data, shape or training recipe changes: it names the cache folder.
+DEMO_VERSION = "1"
+
+DEMO_SHAPE = SizeSpec(96, 2, 4, 2, 192, init_std=0.02, max_position_embeddings=4096)
+
+_FALLBACK_TOOLS: tuple[dict, ...] = (
+    {
+        "type": "function",
+        "function": {
+            "name": "calculator",
+            "description": "Evaluate an arithmetic expression exactly and safely.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "expression": {"type": "string", "description": 'The expression, e.g. "2*3".'}
+                },
+                "required": ["expression"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "current_time",
+            "description": "The current date and time as ISO 8601 text.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+)
+
+
+@attrs.frozen
+class DemoRecipe:
+    """How the demo model is trained (defaults are what ``demo_model_path`` builds)."""
+
+    seed: int = 0
+    steps: int = 400
+    batch_size: int = 16
+    learning_rate: float = 1e-2
+    rounds: int = 4  # passes over the paraphrases when generating the data
+
+
+def demo_tools() -> list[dict]:
+    """The tool specs the demo model is mainly trained with: the toolbox's builtins, as the REPL
+    advertises them by default (a built-in copy if the toolbox cannot provide them)."""
+    try:
+        from mp13_toolbox import Toolbox
+
+        return Toolbox(builtins=True).specs()
+    except Exception:  # the toolbox's builtins are optional for the engine; use our copy
+        return copy.deepcopy(list(_FALLBACK_TOOLS))
+
+
+def _tool_variants() -> list[list[dict] | None]:
+    """Tool lists the model sees in training: the REPL's builtins, a subset, and none."""
+    builtins = demo_tools()
+    calculator_only = [s for s in builtins if s["function"]["name"] == "calculator"]
+    return [builtins, calculator_only or None, None]
+
+
+def _target(example: DemoExample) -> str:
+    if example.tool_call is not None:
+        name, args = example.tool_call
+        return f'<tool_call>\n{{"name": "{name}", "arguments": {args}}}\n</tool_call><|im_end|>'
+    return f"{example.answer}<|im_end|>"
+
+
+@attrs.frozen
+class _Variant:
+    """One tool list: its header ids and every example's (suffix ids, labels)."""
+
+    header: list[int]
+    rows: list[tuple[list[int], list[int]]]
+
+
+def _encode(tok, examples: list[DemoExample], tools: list[dict] | None, rng) -> _Variant:
+    def render(messages: list[dict], gen: bool) -> str:
+        return tok.apply_chat_template(
+            messages, tools=tools, tokenize=False, add_generation_prompt=gen
+        )
+
+    # The header is everything before the first user turn (Hermes always lists the tools).
+    probe = render([{"role": "user", "content": "x"}], gen=False)
+    header = probe[: probe.index("<|im_start|>user")]
+    rows = []
+    for example in examples:
+        messages = list(example.messages)
+        if rng.random() < 0.25:
+            messages.insert(0, {"role": "system", "content": "You are a helpful assistant."})
+        prompt = render(messages, gen=True)
+        if not prompt.startswith(header):
+            raise AssertionError("the chat template's tool header is not a prefix of the prompt")
+        context = tok(prompt[len(header) :], add_special_tokens=False).input_ids
+        target = tok(_target(example), add_special_tokens=False).input_ids
+        rows.append((context + target, [-100] * len(context) + target))
+    return _Variant(tok(header, add_special_tokens=False).input_ids, rows)
+
+
+def _train(
+    model,
+    variants: list[_Variant],
+    recipe: DemoRecipe,
+    pad_id: int,
+    progress: Callable[[int, float], None] | None,
+) -> float:
+    gen = torch.Generator().manual_seed(recipe.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / recipe.steps)
+    )
+    model.train()
+    loss_value = float("nan")
+    for step in range(recipe.steps):
+        variant = variants[step % len(variants)]
+        picks = torch.randint(len(variant.rows), (recipe.batch_size,), generator=gen).tolist()
+        rows = [variant.rows[i] for i in picks]
+        width = max(len(ids) for ids, _ in rows)
+        ids = torch.full((len(rows), width), pad_id)
+        labels = torch.full((len(rows), width), -100)
+        mask = torch.zeros((len(rows), len(variant.header) + width), dtype=torch.long)
+        mask[:, : len(variant.header)] = 1
+        for i, (row_ids, row_labels) in enumerate(rows):
+            ids[i, : len(row_ids)] = torch.tensor(row_ids)
+            labels[i, : len(row_labels)] = torch.tensor(row_labels)
+            mask[i, len(variant.header) : len(variant.header) + len(row_ids)] = 1
+        with torch.no_grad():
+            cache = model(torch.tensor([variant.header]), use_cache=True).past_key_values
+        cache.batch_repeat_interleave(len(rows))
+        out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, labels=labels)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss_value = float(out.loss.detach())
+        if progress is not None:
+            progress(step + 1, loss_value)
+    model.eval()
+    return loss_value
+
+
+def build_demo_model(
+    dest_dir: str | pathlib.Path,
+    recipe: DemoRecipe | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> pathlib.Path:
+    """Build and train the demo model into ``dest_dir`` (about a minute on 2 idle CPU cores).
+
+    ``progress(step, loss)`` is called after every training step.
+    """
+    recipe = recipe or DemoRecipe()
+    dest = pathlib.Path(dest_dir)
+    build_with_shape(dest, FAMILIES["chatml"], DEMO_SHAPE, seed=recipe.seed)
+    tok = AutoTokenizer.from_pretrained(dest, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(dest, local_files_only=True)
+    rng = random.Random(recipe.seed)
+    examples = demo_examples(rng, rounds=recipe.rounds)
+    variants = [_encode(tok, examples, tools, rng) for tools in _tool_variants()]
+    with torch.random.fork_rng(devices=[]):  # dropout-free, but keep the global RNG untouched
+        _train(model, variants, recipe, tok.pad_token_id, progress)
+    model.save_pretrained(dest)
+    return dest
+
+
+def demo_model_path(cache_dir: str | pathlib.Path | None = None) -> pathlib.Path:
+    """The demo model's folder, built on first use (then reused) under the cache folder.
+
+    The cache folder is ``cache_dir``, else ``$MP13_CACHE_DIR``, else ``~/.cache/mp13``; the
+    model lives in ``demo-<DEMO_VERSION>`` inside it.
+    """
+    root = cache_dir or os.environ.get("MP13_CACHE_DIR") or pathlib.Path.home() / ".cache" / "mp13"
+    dest = pathlib.Path(root).expanduser() / f"demo-{DEMO_VERSION}"
+    if (dest / "model.safetensors").exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Build aside and rename, so a concurrent or interrupted build never leaves half a model.
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        build_demo_model(tmp)
+        try:
+            os.replace(tmp, dest)
+        except OSError:  # another process finished first; its model is as good as ours
+            if not (dest / "model.safetensors").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
