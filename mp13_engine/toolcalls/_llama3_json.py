@@ -20,7 +20,8 @@ _ARGS_KEYS = ("parameters", "arguments")
 
 
 def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    return calls_from_json(payload.strip(), args_keys=_ARGS_KEYS)
+    # Without <|python_tag|> a {"name": ...} may be JSON in the prose: require the arguments.
+    return calls_from_json(payload.strip(), args_keys=_ARGS_KEYS, require_args=ctx.opener.regex)
 
 
 def _render(calls: Sequence[ToolCall]) -> str:

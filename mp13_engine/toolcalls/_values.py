@@ -59,9 +59,16 @@ def arguments_object(value: Any) -> dict[str, Any]:
 
 
 def call_from_obj(
-    obj: Any, *, args_keys: tuple[str, ...] = ("arguments", "parameters")
+    obj: Any,
+    *,
+    args_keys: tuple[str, ...] = ("arguments", "parameters"),
+    require_args: bool = False,
 ) -> ToolCall:
-    """A ``{"name": ..., "arguments": ...}`` object (OpenAI nesting accepted) as a ``ToolCall``."""
+    """A ``{"name": ..., "arguments": ...}`` object (OpenAI nesting accepted) as a ``ToolCall``.
+
+    ``require_args``: the arguments key must be present (formats without a call
+    marker, where a bare ``{"name": ...}`` may just be JSON in the prose).
+    """
     if not isinstance(obj, dict):
         raise PayloadError(f"a tool call must be a JSON object, got {type(obj).__name__}")
     if isinstance(obj.get("function"), dict):
@@ -76,6 +83,9 @@ def call_from_obj(
         if key in obj:
             args = obj[key]
             break
+    else:
+        if require_args:
+            raise PayloadError(f"a call needs one of {', '.join(args_keys)}")
     call_id = obj.get("id")
     return ToolCall(
         name=bare_name(name),
@@ -84,13 +94,18 @@ def call_from_obj(
     )
 
 
-def calls_from_json(text: str, *, args_keys: tuple[str, ...] = ("arguments", "parameters")):
+def calls_from_json(
+    text: str,
+    *,
+    args_keys: tuple[str, ...] = ("arguments", "parameters"),
+    require_args: bool = False,
+) -> list[ToolCall]:
     """One JSON object or a JSON array of objects, as a list of ``ToolCall``."""
     value = loads(text)
     items = value if isinstance(value, list) else [value]
     if not items:
         raise PayloadError("empty list of tool calls")
-    return [call_from_obj(item, args_keys=args_keys) for item in items]
+    return [call_from_obj(i, args_keys=args_keys, require_args=require_args) for i in items]
 
 
 # --- schema-based conversion of raw-text parameter values -------------------------------------

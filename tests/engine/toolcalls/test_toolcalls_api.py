@@ -184,3 +184,24 @@ def test_tools_system_prompt_shows_specs_and_a_parsable_example(fmt):
     example = text.split("(several calls may follow each other):\n", 1)[1]
     calls = toolcalls.parse(example, fmt).tool_calls
     assert [(c.name, c.arguments) for c in calls] == [("function_name", {"argument": "value"})]
+
+
+def test_llama3_json_in_prose_needs_parameters_to_be_a_call():
+    prose = toolcalls.parse('Use {"name": "x"} as the format.', "llama3_json")
+    assert prose.tool_calls == () and prose.content == 'Use {"name": "x"} as the format.'
+    tagged = toolcalls.parse('<|python_tag|>{"name": "x"}', "llama3_json")
+    assert tagged.tool_calls == (ToolCall("x", {}),)
+
+
+def test_qwen3_coder_tolerates_only_a_missing_outer_closing_tag():
+    whole = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>"
+    assert toolcalls.parse(whole, "qwen3_coder").tool_calls == (ToolCall("f", {"a": 1}),)
+    cut = toolcalls.parse(whole[: -len("\n</function>")], "qwen3_coder")
+    assert cut.tool_calls == () and "truncated" in cut.errors[0]
+
+
+def test_harmony_accepts_a_body_whose_call_token_was_cut_by_the_engine():
+    text = '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}'
+    assert toolcalls.parse(text, "harmony").tool_calls == (ToolCall("f", {"a": 1}),)
+    empty = toolcalls.parse("<|channel|>commentary to=functions.f <|message|>", "harmony")
+    assert empty.tool_calls == () and len(empty.errors) == 1
