@@ -6,7 +6,7 @@ with all its nodes (turns, commands, flags, ids). Effective states are not
 exported; import recomputes them by folding the commands, so an export stays
 valid whatever the state encoding. Import keeps ids, so an exported and
 re-imported session has identical trees; importing a conversation id that
-already exists is refused.
+already exists is refused, unless ``new_ids=True`` asks for copies under fresh ids.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import attrs
 
 from mp13_context._convert import structure, unstructure
 from mp13_context._errors import SerializationError
-from mp13_context._model import ConversationInfo, Node
+from mp13_context._model import ConversationInfo, Node, new_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_context._session import Session
@@ -77,10 +77,35 @@ def load_data(path: str | os.PathLike[str]) -> SessionData:
     return structure(raw, SessionData)
 
 
-def import_data(session: Session, data: SessionData) -> None:
+def _with_new_ids(conv: ConversationData) -> ConversationData:
+    """A copy of ``conv`` under fresh conversation and node ids (same shape)."""
+    ids = {n.id: new_id() for n in conv.nodes}
+    cid = new_id()
+    nodes = tuple(
+        attrs.evolve(
+            n,
+            id=ids[n.id],
+            conversation_id=cid,
+            parent_id=ids.get(n.parent_id) if n.parent_id is not None else None,
+        )
+        for n in conv.nodes
+    )
+    info = attrs.evolve(conv.info, id=cid, root_id=ids[conv.info.root_id], head_id=None)
+    return ConversationData(info=info, nodes=nodes)
+
+
+def import_data(session: Session, data: SessionData, *, new_ids: bool = False) -> list[str]:
+    """Insert every conversation of ``data``; return their ids in ``session``."""
+    out = []
     for conv in data.conversations:
+        if new_ids:
+            conv = _with_new_ids(conv)
         session._insert_imported(conv.info, list(conv.nodes))
+        out.append(conv.info.id)
+    return out
 
 
-def import_session(session: Session, path: str | os.PathLike[str]) -> None:
-    import_data(session, load_data(path))
+def import_session(
+    session: Session, path: str | os.PathLike[str], *, new_ids: bool = False
+) -> list[str]:
+    return import_data(session, load_data(path), new_ids=new_ids)

@@ -417,14 +417,19 @@ class Session:
 
     @classmethod
     def import_json(
-        cls, path: str | os.PathLike[str], into: Session | str | os.PathLike[str] | None = None
+        cls,
+        path: str | os.PathLike[str],
+        into: Session | str | os.PathLike[str] | None = None,
+        *,
+        new_ids: bool = False,
     ) -> Session:
         """Read an export into ``into`` (a session, a file path, or a new in-memory
-        session when ``None``) and return that session."""
+        session when ``None``) and return that session. Conversations keep their ids;
+        ``new_ids=True`` imports copies under fresh ids (e.g. a session's own export)."""
         from mp13_context._export import import_session
 
         session = into if isinstance(into, Session) else cls.open(into or ":memory:")
-        import_session(session, path)
+        import_session(session, path, new_ids=new_ids)
         return session
 
     def _insert_imported(self, info: ConversationInfo, nodes: list[Node]) -> None:
@@ -432,8 +437,8 @@ class Session:
         with self._store.lock:
             if self._store.conversation(info.id) is not None:
                 raise StoreError(
-                    f"conversation {info.id} already exists in this session; "
-                    "import into a new session (Session.import_json(path))"
+                    f"conversation {info.id} already exists in this session; import into "
+                    "a new session, or pass new_ids=True to import copies"
                 )
             ordered = sorted(nodes, key=lambda n: n.seq)  # parents were created first
             roots = [n for n in ordered if n.parent_id is None]

@@ -253,6 +253,11 @@ def test_json_export_import_round_trip(tmp_path, session):
     assert copy.state_at(leaf) == session.state_at(leaf)
     with pytest.raises(StoreError, match="already exists"):
         Session.import_json(out, into=copy)
+    Session.import_json(out, into=copy, new_ids=True)
+    convs = copy.conversations()
+    assert len(convs) == 2 and convs[0].id != convs[1].id
+    copied = copy.leaf(convs[1].root_id).id
+    assert copy.messages(copied) == session.messages(leaf)
     into_file = Session.import_json(out, into=tmp_path / "imported.db")
     assert session_data(into_file) == session_data(session)
     into_file.close()
