@@ -53,6 +53,8 @@ OPS = st.one_of(
     st.tuples(st.just("ask"), TEXT),
     st.tuples(st.just("fork"), st.none()),
     st.tuples(st.just("clone"), st.none()),
+    st.tuples(st.just("try_out"), st.none()),
+    st.tuples(st.just("retry"), st.none()),
     st.tuples(st.just("trim"), st.none()),
 )
 
@@ -139,7 +141,7 @@ def check(cur, ref, session):
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=st.lists(st.tuples(st.integers(0, 7), OPS), min_size=5, max_size=30))
 def test_random_commands_on_random_branches_match_the_reference(tmp_path_factory, steps):
@@ -152,7 +154,11 @@ def test_random_commands_on_random_branches_match_the_reference(tmp_path_factory
         if op == "ask":
             cur.ask(arg)
             ref.users.append((arg, None))
-        elif op in ("fork", "clone"):
+        elif op == "retry":
+            if not ref.users:
+                continue
+            cur.retry()  # a new reply: same user turns, commands given since still apply
+        elif op in ("fork", "clone", "try_out"):
             branches.append((getattr(cur, op)(), copy.deepcopy(ref)))
         elif op == "trim":
             if not ref.users:
