@@ -38,13 +38,14 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     name = bare_name(head)
     if not name or "\n" in name or "<" in name:
         raise PayloadError("expected the function name right after <tool_call>")
-    args: dict[str, Any] = {}
     rest = payload[len(head) :]
-    for m in _PAIR.finditer(rest):
-        key = m.group(1).strip()
-        args[key] = convert_value(m.group(2), param_schema(ctx.schemas, name, key))
-    if rest.count("<arg_key>") != len(args) and rest.count("<arg_key>") != len(_PAIR.findall(rest)):
-        raise PayloadError("an <arg_key> has no matching <arg_value>")
+    pairs = _PAIR.findall(rest)
+    if rest.count("<arg_key>") != len(pairs) or rest.count("<arg_value>") != len(pairs):
+        raise PayloadError("every <arg_key> needs exactly one <arg_value> after it")
+    args: dict[str, Any] = {}
+    for key, raw in pairs:
+        key = key.strip()
+        args[key] = convert_value(raw, param_schema(ctx.schemas, name, key))
     return [ToolCall(name=name, arguments=args)]
 
 

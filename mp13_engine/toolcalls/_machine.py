@@ -66,7 +66,6 @@ class StreamMachine:
         p = profile
         self._p = p
         self._schemas = tool_schemas(tools)
-        self._scratch: dict[str, Any] = {}
         self._buf = ""
         self._pos = 0
         self._base = 0  # absolute offset of self._buf[0], for error messages
@@ -296,9 +295,7 @@ class StreamMachine:
             self._emit(_CONTENT, buf[raw_start:raw_end])
             return True
         payload = buf[span.payload_start : payload_end]
-        ctx = DecodeContext(
-            self._schemas, span.opener, span.opener_text, self._scratch, how == "cut"
-        )
+        ctx = DecodeContext(self._schemas, span.opener, span.opener_text, truncated=how == "cut")
         try:
             result = span.decode(payload, ctx)
             if not isinstance(result, Switch) and not result:

@@ -74,7 +74,6 @@ class DecodeContext:
     schemas: Mapping[str, Mapping[str, Any]]
     opener: Opener
     opener_text: str
-    state: dict[str, Any]  # per-parser scratch space
     truncated: bool = False  # the closing marker never came (only with ``lenient_eof``)
 
 
@@ -122,4 +121,3 @@ class Profile:
     lenient_eof: bool = False  # accept a complete payload that misses its closing tag
     detect: tuple[str, ...] = ()  # regexes: a template matching any of them uses this format
     messages: MessageStyle = MessageStyle()
-    doc: str = ""
