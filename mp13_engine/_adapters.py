@@ -71,7 +71,8 @@ class _AdaptersState:
     defaults: tuple[str, ...] = ()
     weights: dict[frozenset[str], dict[str, float]] = attrs.field(factory=dict)
     combos: dict[frozenset[str], str] = attrs.field(factory=dict)
-    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    # Re-entrant: error helpers read the registry while a caller holds the lock.
+    lock: threading.RLock = attrs.field(factory=threading.RLock)
 
 
 def _targets_of(config: Any) -> tuple[str, ...]:

@@ -196,4 +196,4 @@ def config_to_dict(config: TrainingConfig) -> dict[str, Any]:
     for key in ("dataset", "validation"):
         value = getattr(config, key)
         out[key] = f"<{len(value)} rows>" if isinstance(value, (list, tuple)) else value
-    return out
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}

@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Adapters through the engine: PEFT format both ways, mixed waves, combinations, errors."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+import torch
+
+from mp13_engine import AdapterError, AdapterInfo, Engine, FinishReason, Request
+from mp13_engine._adapters import METADATA_FILE
+
+PROMPTS = ["Hello there", "What is a cat?", "Tell me a story", "Count to three", "Why?"]
+
+
+def _peft_adapter(base_path: pathlib.Path, dest: pathlib.Path, seed: int, r: int = 4) -> None:
+    """A plain-PEFT LoRA adapter with random (non-zero) weights, saved the PEFT way."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(base_path)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = get_peft_model(
+            base,
+            LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear", init_lora_weights=False),
+        )
+    model.save_pretrained(dest)
+
+
+@pytest.fixture(scope="module")
+def adapter_dirs(tiny_model_path, tmp_path_factory) -> pathlib.Path:
+    root = tmp_path_factory.mktemp("adapters")
+    _peft_adapter(tiny_model_path, root / "a", seed=1)
+    _peft_adapter(tiny_model_path, root / "b", seed=2, r=2)
+    return root
+
+
+@pytest.fixture
+def engine(tiny_model_path, adapter_dirs):
+    with Engine.load(str(tiny_model_path), device="cpu", adapters_dir=str(adapter_dirs)) as eng:
+        yield eng
+
+
+def _req(prompt: str, adapters=None, n: int = 8) -> Request:
+    return Request(
+        messages=[{"role": "user", "content": prompt}], adapters=adapters, max_new_tokens=n
+    )
+
+
+def test_load_short_name_and_list(engine, adapter_dirs):
+    info = engine.adapters.load("a")  # short name under adapters_dir
+    assert isinstance(info, AdapterInfo)
+    assert info.name == "a" and info.rank == 4 and info.alpha == 8.0
+    assert pathlib.Path(info.path) == (adapter_dirs / "a").resolve()
+    assert {"q_proj", "down_proj"} <= set(info.targets)
+    engine.adapters.load(adapter_dirs / "b", name="other")
+    assert [i.name for i in engine.adapters.list()] == ["a", "other"]
+
+
+def test_adapter_changes_output_and_base_is_untouched(engine):
+    base_before = engine.generate(_req(PROMPTS[0], adapters=[])).raw_text
+    engine.adapters.load("a")
+    with_a = engine.generate(_req(PROMPTS[0], adapters=["a"]))
+    assert with_a.metrics.adapters == ("a",)
+    assert with_a.raw_text != base_before
+    assert engine.generate(_req(PROMPTS[0], adapters=["__base__"])).raw_text == base_before
+    assert engine.generate(_req(PROMPTS[0])).raw_text == base_before  # no default set
+
+
+def test_mixed_wave_equals_each_adapter_alone(engine):
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    plan = [[], ["a"], ["b"], ["a"], ["b"], ["__base__"], ["a"], ["b"]]
+    requests = [_req(PROMPTS[i % len(PROMPTS)], adapters=ad, n=10) for i, ad in enumerate(plan)]
+    together = engine.generate_many(requests)
+    assert max(r.metrics.batch_size for r in together) > 1  # they really shared waves
+    alone = [engine.generate(r) for r in requests]
+    for t, s in zip(together, alone, strict=True):
+        assert t.finish_reason is s.finish_reason
+        assert t.raw_text == s.raw_text
+
+
+def test_engine_saved_adapter_loads_in_plain_peft(engine, tiny_model_path, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    engine.adapters.load("a")
+    out = engine.adapters.save("a", tmp_path / "saved")
+    assert (out / "adapter_config.json").is_file()
+    assert (out / "adapter_model.safetensors").is_file()
+    meta = json.loads((out / METADATA_FILE).read_text())
+    assert meta["model_type"] == engine.model.get_base_model().config.model_type
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    peft_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_model_path), out
+    )
+    request = _req(PROMPTS[1], adapters=["a"], n=10)
+    ids = tok(engine.format_prompt(request), add_special_tokens=False, return_tensors="pt")
+    with torch.inference_mode():
+        gen = peft_model.generate(**ids, max_new_tokens=10, do_sample=False)
+    expected = gen[0, ids["input_ids"].shape[1] :].tolist()
+    got = engine.generate(request)
+    assert got.raw_text == tok.decode(expected, skip_special_tokens=True)
+
+
+def test_several_adapters_add_their_deltas(engine, tiny_model_path, adapter_dirs):
+    """["a", "b"] == PEFT with both adapters active (their deltas add)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    request = _req(PROMPTS[2], adapters=["b", "a"], n=10)
+    combined = engine.generate(request)
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    ref = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    ref = PeftModel.from_pretrained(ref, adapter_dirs / "a", adapter_name="a")
+    ref.load_adapter(adapter_dirs / "b", adapter_name="b")
+    ref.base_model.set_adapter(["a", "b"])
+    ids = tok(engine.format_prompt(request), add_special_tokens=False, return_tensors="pt")
+    with torch.inference_mode():
+        gen = ref.generate(**ids, max_new_tokens=10, do_sample=False)
+    assert combined.raw_text == tok.decode(
+        gen[0, ids["input_ids"].shape[1] :], skip_special_tokens=True
+    )
+    # Order does not matter and the combination is cached.
+    assert (
+        engine.generate(_req(PROMPTS[2], adapters=["a", "b"], n=10)).raw_text == combined.raw_text
+    )
+
+
+def test_set_default_applies_when_request_names_none(engine):
+    engine.adapters.load("a")
+    with_a = engine.generate(_req(PROMPTS[3], adapters=["a"])).raw_text
+    base = engine.generate(_req(PROMPTS[3], adapters=[])).raw_text
+    engine.adapters.set_default("a")
+    assert engine.adapters.defaults == ("a",)
+    assert engine.generate(_req(PROMPTS[3])).raw_text == with_a
+    assert engine.generate(_req(PROMPTS[3], adapters=[])).raw_text == base
+    with pytest.raises(AdapterError, match="nope"):
+        engine.adapters.set_default(["nope"])
+
+
+def test_unknown_adapter_fails_only_that_request(engine):
+    bad, good = engine.generate_many([_req(PROMPTS[0], adapters=["nope"]), _req(PROMPTS[1])])
+    assert bad.finish_reason is FinishReason.ERROR
+    assert "nope" in bad.error and "load" in bad.error
+    assert good.ok
+
+
+def test_unload_while_requests_queued(engine):
+    engine.adapters.load("a")
+    futures = [engine.submit(_req(PROMPTS[i % 5], adapters=["a"], n=30)) for i in range(12)]
+    engine.adapters.unload("a")
+    responses = [f.result(timeout=120) for f in futures]
+    for r in responses:  # ran before the unload, or failed clearly after it
+        assert r.ok or ("'a'" in r.error and r.finish_reason is FinishReason.ERROR)
+    assert any(r.finish_reason is FinishReason.ERROR for r in responses)
+    assert engine.adapters.list() == []
+    assert engine.generate(_req(PROMPTS[0])).ok  # still serving
+    with pytest.raises(AdapterError):
+        engine.adapters.unload("a")
+
+
+def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
+    with pytest.raises(AdapterError, match="No PEFT adapter directory"):
+        engine.adapters.load(tmp_path / "missing")
+    engine.adapters.load("a")
+    with pytest.raises(AdapterError, match="already loaded"):
+        engine.adapters.load("a")
+    engine.adapters.load("b", name="a", replace=True)
+    assert engine.adapters.get("a").rank == 2
+    with pytest.raises(AdapterError, match="Invalid adapter name"):
+        engine.adapters.load("b", name="__base__")
+
+
+def test_incompatible_adapter_is_refused_with_reason(engine, tmp_path):
+    """An adapter made for another architecture (other hidden size) fails before any change."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    other = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=300,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    )
+    get_peft_model(other, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(
+        tmp_path / "x"
+    )
+    with pytest.raises(AdapterError, match=r"does not fit .*q_proj.*input size 32"):
+        engine.adapters.load(tmp_path / "x")
+    assert engine.adapters.list() == []
+    assert engine.generate(_req(PROMPTS[0])).ok
+
+
+def test_adapter_on_module_the_base_lacks(engine, tmp_path, tiny_model_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(tmp_path / "y")
+    weights = tmp_path / "y" / "adapter_model.safetensors"
+    from safetensors.torch import load_file, save_file
+
+    renamed = {
+        k.replace("self_attn.q_proj", "self_attn.qkv_fused"): v
+        for k, v in load_file(weights).items()
+    }
+    save_file(renamed, weights)
+    with pytest.raises(AdapterError, match=r"qkv_fused.*does not have"):
+        engine.adapters.load(tmp_path / "y")

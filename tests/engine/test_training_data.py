@@ -1,0 +1,235 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Training data without a model: config validation, dataset shapes, loss masks per template."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mp13_engine import ConfigError, DatasetError, TrainingConfig
+from mp13_engine._training._config import config_to_dict
+from mp13_engine._training._data import load_examples, split, to_example
+from mp13_engine._training._render import render_example
+
+TEMPLATES = pathlib.Path("/work/shared/templates")
+
+CHAT = {
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2+2?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call00001", "function": {"name": "calc", "arguments": '{"x": "2+2"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call00001", "content": "4"},
+        {"role": "assistant", "content": "It is 4."},
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": "You are welcome."},
+    ],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "calc",
+                "description": "Evaluate arithmetic.",
+                "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
+            },
+        }
+    ],
+}
+
+
+HERMES_CALL = '<tool_call>\n{"name": "calc", "arguments": {"x": "2+2"}}\n</tool_call><|im_end|>\n'
+
+
+def _runs(tok, rendered) -> list[str]:
+    """Decoded maximal runs of masked tokens, in order."""
+    runs, cur = [], []
+    for token, keep in zip(rendered.ids, rendered.mask, strict=True):
+        if keep:
+            cur.append(token)
+        elif cur:
+            runs.append(tok.decode(cur))
+            cur = []
+    if cur:
+        runs.append(tok.decode(cur))
+    return runs
+
+
+# ----- config
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("lora_r", 0, "lora_r=0"),
+        ("lora_alpha", -1.0, "lora_alpha"),
+        ("lora_dropout", 1.0, "lora_dropout"),
+        ("max_steps", 0, "max_steps"),
+        ("scheduler", "warp", "allowed values are constant"),
+        ("precision", "int3", "allowed values are auto"),
+        ("overflow", "wrap", "truncate, drop"),
+        ("target_modules", [], "target_modules"),
+        ("batch_size", 0, "batch_size"),
+        ("adapter", "__base__", "adapter"),
+        ("learning_rate", float("nan"), "learning_rate"),
+    ],
+)
+def test_bad_config_fields_name_the_field(field, value, needle):
+    kwargs = {"adapter": "x", "dataset": [{"text": "hi"}], field: value}
+    with pytest.raises(ConfigError, match=needle):
+        TrainingConfig(**kwargs)
+
+
+def test_config_to_dict_is_json(tmp_path):
+    cfg = TrainingConfig(adapter="x", dataset=[{"text": "a"}] * 3, target_modules=["q_proj"])
+    out = config_to_dict(cfg)
+    assert out["dataset"] == "<3 rows>" and out["target_modules"] == ["q_proj"]
+    json.dumps(out)
+    assert config_to_dict(TrainingConfig(adapter="x", dataset=tmp_path))["dataset"] == str(tmp_path)
+
+
+# ----- datasets
+def test_missing_file_and_bad_json(tmp_path):
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_examples(tmp_path / "nope.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok"}\n{not json\n')
+    with pytest.raises(DatasetError, match="line 2"):
+        load_examples(bad)
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    with pytest.raises(DatasetError, match="empty"):
+        load_examples(empty)
+
+
+@pytest.mark.parametrize(
+    ("row", "needle"),
+    [
+        ("just text", "not an object"),
+        ({"foo": 1}, "unrecognised keys"),
+        ({"messages": []}, "non-empty list"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, "at least one assistant"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, "needs a role"),
+        ({"messages": [{"role": "assistant", "content": 3}]}, "content must be a string"),
+        ({"prompt": "a"}, "completion"),
+        ({"text": ""}, "non-empty"),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": {}}}]}]},
+            "tool call needs",
+        ),
+    ],
+)
+def test_wrong_shaped_rows(row, needle):
+    with pytest.raises(DatasetError, match=needle):
+        load_examples([{"text": "fine"}, row])
+    with pytest.raises(DatasetError, match="row 1"):
+        load_examples([{"text": "fine"}, row])
+
+
+def test_json_and_jsonl_files(tmp_path):
+    rows = [{"text": "a"}, {"prompt": "p", "completion": "c"}, CHAT]
+    (tmp_path / "d.json").write_text(json.dumps({"rows": rows}))
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    a, b = load_examples(tmp_path / "d.json"), load_examples(tmp_path / "d.jsonl")
+    assert a == b
+    assert [e.kind for e in a] == ["text", "completion", "messages"]
+    # Tool-call arguments given as a JSON string become a dict for the template.
+    call = a[2].messages[2]["tool_calls"][0]
+    assert call["function"]["arguments"] == {"x": "2+2"}
+
+
+@given(n=st.integers(2, 40), fraction=st.floats(0.01, 0.5), seed=st.integers(0, 5))
+@settings(max_examples=30, deadline=None)
+def test_split_partitions_rows(n, fraction, seed):
+    examples = [to_example(f"r{i}", {"text": f"row {i}"}) for i in range(n)]
+    train, val = split(examples, fraction, seed)
+    assert len(train) + len(val) == n and val and train
+    assert sorted(e.text for e in train + val) == sorted(e.text for e in examples)
+    assert split(examples, fraction, seed) == (train, val)
+
+
+# ----- loss masks, token by token
+@pytest.mark.parametrize(
+    ("family", "ends"),
+    [("chatml", "<|im_end|>\n"), ("llama3", "<|eot_id|>"), ("granite", "<|end_of_text|>\n")],
+)
+def test_assistant_mask_on_tiny_families(tiny_model_factory, family, ends):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_factory(family))
+    simple = {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi there"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "And now?"},
+            {"role": "assistant", "content": "Goodbye."},
+        ]
+    }
+    rendered = render_example(tok, to_example("r", simple))
+    assert len(rendered.ids) == len(rendered.mask)
+    assert _runs(tok, rendered) == [f"Hello!{ends}", f"Goodbye.{ends}"]
+    everything = render_example(tok, to_example("r", simple), loss_on="all")
+    assert all(everything.mask) and everything.ids == rendered.ids
+
+
+@pytest.mark.skipif(not TEMPLATES.is_dir(), reason="real templates not available")
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        (
+            "hermes",
+            [
+                HERMES_CALL,
+                "It is 4.<|im_end|>\n",
+                "You are welcome.<|im_end|>\n",
+            ],
+        ),
+        (
+            "llama3_json",
+            [
+                '{"name": "calc", "parameters": {"x": "2+2"}}<|eot_id|>',
+                "It is 4.<|eot_id|>",
+                "You are welcome.<|eot_id|>",
+            ],
+        ),
+        (
+            # Qwen3 renders earlier assistant turns without the empty think block: the mask
+            # still covers exactly each assistant turn as it appears in the full chat.
+            "qwen3",
+            [
+                HERMES_CALL,
+                "It is 4.<|im_end|>\n",
+                "<think>\n\n</think>\n\nYou are welcome.<|im_end|>\n",
+            ],
+        ),
+    ],
+)
+def test_assistant_mask_with_tool_calls_on_real_templates(tiny_model_path, template, expected):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    tok.chat_template = (TEMPLATES / f"{template}.jinja").read_text()
+    rendered = render_example(tok, to_example("r", CHAT))
+    assert _runs(tok, rendered) == expected
+    # Nothing outside the assistant turns is learned: user/tool/system text is unmasked.
+    learned = "".join(_runs(tok, rendered))
+    for text in ("What is 2+2?", "thanks", "Be brief.", "Evaluate arithmetic."):
+        assert text not in learned
+
+
+def test_prompt_completion_and_text_masks(tiny_model_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    rendered = render_example(tok, to_example("r", {"prompt": "Q: 2+2?\nA:", "completion": " 4"}))
+    assert tok.decode(rendered.ids) == f"Q: 2+2?\nA: 4{tok.eos_token}"
+    assert _runs(tok, rendered) == [f" 4{tok.eos_token}"]
+    text = render_example(tok, to_example("r", {"text": "plain words"}))
+    assert all(text.mask) and tok.decode(text.ids) == f"plain words{tok.eos_token}"
