@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: MIT
+"""The REPL on the built-in demo model: the whole loop a newcomer sees.
+
+The demo model is trained to answer a few prompts and to call the calculator for
+arithmetic; this drives stream → tool call → inline approval → result → answer.
+Building the model takes a minute or more, so it is cached in pytest's cache folder
+(``.pytest_cache``) and the test is marked slow.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def demo_engine(request):
+    from mp13_engine import Engine
+    from mp13_engine.testing import demo_model_path
+
+    path = demo_model_path(request.config.cache.mkdir("mp13_demo"))
+    engine = Engine.load(str(path), device="cpu")
+    yield engine
+    engine.close()
+
+
+@pytest.mark.slow
+def test_demo_answers_and_runs_a_tool_round_with_approval(make_chat, demo_engine):
+    from mp13_engine.testing import DEMO_PROMPTS
+
+    h = make_chat(demo_engine)
+    prompt, answer = DEMO_PROMPTS[0]
+    out = h.run(prompt)
+    assert answer in out
+    h.app.toolbox.set_approval("calculator", "ask")
+    out = h.run("what is 17*23?", "y")
+    assert "calculator" in out and "391" in out
+    path = [n.turn for n in h.app.cursor.path() if n.turn is not None]
+    tool_turn = next(t for t in path if t.role.value == "tool")
+    assert tool_turn.tool_results[0].content == "391"
+    assert "391" in path[-1].text  # the answer quotes the result
