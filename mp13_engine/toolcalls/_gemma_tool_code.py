@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
-from types import MappingProxyType
 
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import PayloadError, py_repr, python_call
@@ -55,19 +54,15 @@ def _render(calls: Sequence[ToolCall]) -> str:
     return f"```tool_code\n{lines}\n```"
 
 
-PROFILES = MappingProxyType(
-    {
-        "gemma_tool_code": Profile(
-            name="gemma_tool_code",
-            openers=(Opener("```tool_code", ends=("```",)),),
-            decode=_decode,
-            render=_render,
-            detect=(r"tool_code",),
-            messages=MessageStyle(
-                calls_in_content=True,
-                tool_role="user",
-                tool_content="```tool_output\n{content}\n```",
-            ),
-        )
-    }
+PROFILE = Profile(
+    name="gemma_tool_code",
+    openers=(Opener("```tool_code", ends=("```",)),),
+    decode=_decode,
+    render=_render,
+    detect=(r"tool_code",),
+    messages=MessageStyle(
+        calls_in_content=True,
+        tool_role="user",
+        tool_content="```tool_output\n{content}\n```",
+    ),
 )

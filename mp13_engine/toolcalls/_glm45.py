@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from types import MappingProxyType
 from typing import Any
 
 from mp13_engine.toolcalls._profile import (
@@ -61,18 +60,14 @@ def _render(calls: Sequence[ToolCall]) -> str:
     return "\n".join(out)
 
 
-PROFILES = MappingProxyType(
-    {
-        "glm45": Profile(
-            name="glm45",
-            openers=(Opener("<tool_call>", ends=("</tool_call>",)),),
-            decode=_decode,
-            render=_render,
-            reasoning=THINK,
-            close_only_reasoning=True,
-            stops=(*COMMON_STOPS, "<|user|>", "<|observation|>"),
-            detect=(r"<arg_key>",),
-            messages=MessageStyle(arguments="object"),
-        )
-    }
+PROFILE = Profile(
+    name="glm45",
+    openers=(Opener("<tool_call>", ends=("</tool_call>",)),),
+    decode=_decode,
+    render=_render,
+    reasoning=THINK,
+    close_only_reasoning=True,
+    stops=(*COMMON_STOPS, "<|user|>", "<|observation|>"),
+    detect=(r"<arg_key>",),
+    messages=MessageStyle(arguments="object"),
 )

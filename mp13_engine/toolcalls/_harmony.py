@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from types import MappingProxyType
 
 from mp13_engine.toolcalls._profile import (
     DecodeContext,
@@ -70,21 +69,17 @@ def _render(calls: Sequence[ToolCall]) -> str:
     )
 
 
-PROFILES = MappingProxyType(
-    {
-        "harmony": Profile(
-            name="harmony",
-            openers=(
-                Opener("<|start|>", ends=("<|message|>",)),
-                Opener("<|channel|>", ends=("<|message|>",)),
-            ),
-            decode=_decode_header,
-            render=_render,
-            stops=("<|end|>", "<|return|>", "<|call|>", "<|endoftext|>"),
-            # Engines usually cut the stop token <|call|> from the text: accept a complete body.
-            lenient_eof=True,
-            detect=(r"<\|channel\|>",),
-            messages=MessageStyle(arguments="object"),
-        )
-    }
+PROFILE = Profile(
+    name="harmony",
+    openers=(
+        Opener("<|start|>", ends=("<|message|>",)),
+        Opener("<|channel|>", ends=("<|message|>",)),
+    ),
+    decode=_decode_header,
+    render=_render,
+    stops=("<|end|>", "<|return|>", "<|call|>", "<|endoftext|>"),
+    # Engines usually cut the stop token <|call|> from the text: accept a complete body.
+    lenient_eof=True,
+    detect=(r"<\|channel\|>",),
+    messages=MessageStyle(arguments="object"),
 )

@@ -9,7 +9,6 @@ the end of the output is accepted without its closing tag.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import MappingProxyType
 
 from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import calls_from_json, dumps
@@ -27,18 +26,14 @@ def _render(calls: Sequence[ToolCall]) -> str:
     )
 
 
-PROFILES = MappingProxyType(
-    {
-        "hermes": Profile(
-            name="hermes",
-            openers=(Opener("<tool_call>", ends=("</tool_call>",)),),
-            decode=_decode,
-            render=_render,
-            reasoning=THINK,
-            close_only_reasoning=True,
-            lenient_eof=True,
-            detect=(r"<tool_call>",),
-            messages=MessageStyle(arguments="object"),
-        )
-    }
+PROFILE = Profile(
+    name="hermes",
+    openers=(Opener("<tool_call>", ends=("</tool_call>",)),),
+    decode=_decode,
+    render=_render,
+    reasoning=THINK,
+    close_only_reasoning=True,
+    lenient_eof=True,
+    detect=(r"<tool_call>",),
+    messages=MessageStyle(arguments="object"),
 )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from types import MappingProxyType
 
 from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import (
@@ -50,18 +49,14 @@ def _render(calls: Sequence[ToolCall]) -> str:
     return f"{_SECTION[0]}{body}{_SECTION[1]}"
 
 
-PROFILES = MappingProxyType(
-    {
-        "kimi_k2": Profile(
-            name="kimi_k2",
-            openers=(Opener("<|tool_call_begin|>", ends=("<|tool_call_end|>",)),),
-            decode=_decode,
-            render=_render,
-            reasoning=THINK,
-            close_only_reasoning=True,
-            wrappers=_SECTION,
-            detect=(r"<\|tool_call_begin\|>", r"<\|tool_calls_section_begin\|>"),
-            messages=MessageStyle(arguments="object", ids="kimi"),
-        )
-    }
+PROFILE = Profile(
+    name="kimi_k2",
+    openers=(Opener("<|tool_call_begin|>", ends=("<|tool_call_end|>",)),),
+    decode=_decode,
+    render=_render,
+    reasoning=THINK,
+    close_only_reasoning=True,
+    wrappers=_SECTION,
+    detect=(r"<\|tool_call_begin\|>", r"<\|tool_calls_section_begin\|>"),
+    messages=MessageStyle(arguments="object", ids="kimi"),
 )

@@ -10,7 +10,6 @@ balance, so a call is emitted the moment its last ``}`` arrives.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import MappingProxyType
 
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import calls_from_json, dumps
@@ -28,23 +27,19 @@ def _render(calls: Sequence[ToolCall]) -> str:
     return "; ".join(dumps({"name": c.name, "parameters": c.arguments}) for c in calls)
 
 
-PROFILES = MappingProxyType(
-    {
-        "llama3_json": Profile(
-            name="llama3_json",
-            openers=(
-                Opener("<|python_tag|>"),
-                Opener(
-                    r'(?:;\s*)?\{\s*"name"',
-                    regex=True,
-                    partial=r';\s*$|(?:;\s*)?\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?)?$',
-                    keep_from="{",
-                ),
-            ),
-            decode=_decode,
-            render=_render,
-            detect=(r"<\|python_tag\|>", r"\"parameters\": dictionary of argument name"),
-            messages=MessageStyle(arguments="object"),
-        )
-    }
+PROFILE = Profile(
+    name="llama3_json",
+    openers=(
+        Opener("<|python_tag|>"),
+        Opener(
+            r'(?:;\s*)?\{\s*"name"',
+            regex=True,
+            partial=r';\s*$|(?:;\s*)?\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?)?$',
+            keep_from="{",
+        ),
+    ),
+    decode=_decode,
+    render=_render,
+    detect=(r"<\|python_tag\|>", r"\"parameters\": dictionary of argument name"),
+    messages=MessageStyle(arguments="object"),
 )

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``qwen3_coder`` and ``seed_oss``: XML calls with raw-text parameter values.
+"""``qwen3_coder``: Qwen3-Coder XML calls with raw-text parameter values.
 
-qwen3_coder::
+::
 
     <tool_call>
     <function=NAME>
@@ -11,8 +11,7 @@ qwen3_coder::
     </function>
     </tool_call>
 
-seed_oss is the same inside ``<seed:tool_call>...</seed:tool_call>`` with
-``<seed:think>`` reasoning. A bare ``<function=...>...</function>`` (no
+A bare ``<function=...>...</function>`` (no
 wrapper) is accepted, as the reference parser does. One newline right after
 the opening and right before the closing parameter tag is layout, not value.
 Values are converted with the tool's JSON schema when known. As in the
@@ -24,11 +23,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from types import MappingProxyType
 from typing import Any
 
 from mp13_engine.toolcalls._profile import (
-    COMMON_STOPS,
     THINK,
     DecodeContext,
     MessageStyle,
@@ -44,6 +41,7 @@ from mp13_engine.toolcalls._values import (
 )
 from mp13_toolbox import ToolCall
 
+FUNCTION_OPENER = Opener("<function=", ends=("</function>",))
 _FUNC = re.compile(r"<function=([^>\n]*)>(.*?)(</function>|$)", re.S)
 _PARAM = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.S)
 
@@ -75,9 +73,11 @@ def _calls(body: str, ctx: DecodeContext) -> list[ToolCall]:
     return calls
 
 
-def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    if ctx.opener.kind == "function":
-        return _calls("<function=" + payload + "</function>", ctx)
+def decode_functions(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    """Decoder for a wrapper's body, or for a bare ``<function=`` span (``FUNCTION_OPENER``)."""
+    if ctx.opener is FUNCTION_OPENER:
+        closing = "" if ctx.truncated else "</function>"
+        return _calls("<function=" + payload + closing, ctx)
     return _calls(payload, ctx)
 
 
@@ -85,53 +85,27 @@ def _value(v: Any) -> str:
     return v if isinstance(v, str) else dumps(v)
 
 
-def _function(c: ToolCall, sep: str) -> str:
+def render_function(c: ToolCall, sep: str) -> str:
+    """One ``<function=...>`` block; ``sep`` is the layout around each value."""
     params = "".join(
         f"<parameter={k}>{sep}{_value(v)}{sep}</parameter>\n" for k, v in c.arguments.items()
     )
     return f"<function={c.name}>\n{params}</function>"
 
 
-def _render_qwen(calls: Sequence[ToolCall]) -> str:
-    return "\n".join(f"<tool_call>\n{_function(c, chr(10))}\n</tool_call>" for c in calls)
+def _render(calls: Sequence[ToolCall]) -> str:
+    return "\n".join(f"<tool_call>\n{render_function(c, chr(10))}\n</tool_call>" for c in calls)
 
 
-def _render_seed(calls: Sequence[ToolCall]) -> str:
-    return "\n".join(f"<seed:tool_call>\n{_function(c, '')}\n</seed:tool_call>" for c in calls)
-
-
-PROFILES = MappingProxyType(
-    {
-        "qwen3_coder": Profile(
-            name="qwen3_coder",
-            openers=(
-                Opener("<tool_call>", ends=("</tool_call>",)),
-                Opener("<function=", ends=("</function>",), kind="function"),
-            ),
-            decode=_decode,
-            render=_render_qwen,
-            reasoning=THINK,
-            close_only_reasoning=True,
-            lenient_eof=True,
-            wrappers=("</tool_call>",),
-            detect=(r"<function=", r"<parameter="),
-            messages=MessageStyle(arguments="object"),
-        ),
-        "seed_oss": Profile(
-            name="seed_oss",
-            openers=(
-                Opener("<seed:tool_call>", ends=("</seed:tool_call>",)),
-                Opener("<function=", ends=("</function>",), kind="function"),
-            ),
-            decode=_decode,
-            render=_render_seed,
-            reasoning=(("<seed:think>", "</seed:think>"),),
-            close_only_reasoning=True,
-            stops=(*COMMON_STOPS, "<seed:eos>"),
-            lenient_eof=True,
-            wrappers=("</seed:tool_call>", "<seed:bos>"),
-            detect=(r"<seed:tool_call>", r"seed:think"),
-            messages=MessageStyle(arguments="object"),
-        ),
-    }
+PROFILE = Profile(
+    name="qwen3_coder",
+    openers=(Opener("<tool_call>", ends=("</tool_call>",)), FUNCTION_OPENER),
+    decode=decode_functions,
+    render=_render,
+    reasoning=THINK,
+    close_only_reasoning=True,
+    lenient_eof=True,
+    wrappers=("</tool_call>",),
+    detect=(r"<function=", r"<parameter="),
+    messages=MessageStyle(arguments="object"),
 )

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The format registry: format name -> the private module that defines its ``PROFILE``.
+"""The format registry: format name -> the private module (one per format) holding its ``PROFILE``.
 
 The map is an immutable constant and modules are imported on first use, so
 importing the package has no side effects and loads no format it does not
@@ -25,23 +25,23 @@ _MODULES = MappingProxyType(
         "qwen3_coder": "_qwen3_coder",
         "llama3_json": "_llama3_json",
         "pythonic": "_pythonic",
-        "llama4_pythonic": "_pythonic",
+        "llama4_pythonic": "_llama4_pythonic",
         "mistral": "_mistral",
-        "mistral_v11": "_mistral",
-        "granite": "_json_list",
-        "phi4_mini": "_json_list",
-        "deepseek_v3": "_deepseek",
-        "deepseek_v31": "_deepseek",
+        "mistral_v11": "_mistral_v11",
+        "granite": "_granite",
+        "phi4_mini": "_phi4_mini",
+        "deepseek_v3": "_deepseek_v3",
+        "deepseek_v31": "_deepseek_v31",
         "glm45": "_glm45",
         "kimi_k2": "_kimi_k2",
         "harmony": "_harmony",
         "gemma_tool_code": "_gemma_tool_code",
-        "internlm": "_json_list",
-        "jamba": "_json_list",
+        "internlm": "_internlm",
+        "jamba": "_jamba",
         "xlam": "_xlam",
         "minimax": "_minimax",
-        "minimax_m2": "_minimax",
-        "seed_oss": "_qwen3_coder",
+        "minimax_m2": "_minimax_m2",
+        "seed_oss": "_seed_oss",
     }
 )
 
@@ -63,8 +63,8 @@ _DETECT_ORDER: tuple[str, ...] = (
     "jamba",
     "gemma_tool_code",
     "llama4_pythonic",
-    "llama3_json",
     "pythonic",
+    "llama3_json",
     "hermes",
 )
 
@@ -82,8 +82,7 @@ def get_profile(name: str) -> Profile:
             f"unknown tool-call format {name!r}; use one of: {', '.join(formats())} "
             "(or leave tool_format unset to detect it from the chat template)"
         )
-    profiles = importlib.import_module(f"mp13_engine.toolcalls.{module}").PROFILES
-    return profiles[name]
+    return importlib.import_module(f"mp13_engine.toolcalls.{module}").PROFILE
 
 
 def detect_format(chat_template: str | None) -> str | None:

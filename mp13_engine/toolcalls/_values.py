@@ -108,6 +108,18 @@ def calls_from_json(
     return [call_from_obj(i, args_keys=args_keys, require_args=require_args) for i in items]
 
 
+def decode_json_calls(payload: str, ctx: Any) -> list[ToolCall]:
+    """Decoder for payloads that are one call object or a list of them (most JSON formats)."""
+    return calls_from_json(payload.strip())
+
+
+def calls_json(calls: Iterable[ToolCall]) -> str:
+    """Calls as the JSON list ``[{"name": ..., "arguments": {...}}, ...]``."""
+    return json.dumps(
+        [{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False
+    )
+
+
 # --- schema-based conversion of raw-text parameter values -------------------------------------
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from types import MappingProxyType
 
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import calls_from_json
@@ -27,25 +26,21 @@ def _render(calls: Sequence[ToolCall]) -> str:
     )
 
 
-PROFILES = MappingProxyType(
-    {
-        "xlam": Profile(
-            name="xlam",
-            openers=(
-                Opener("<tool_call>", ends=("</tool_call>",)),
-                Opener("```json", ends=("```",)),
-                Opener("[TOOL_CALLS]"),
-                Opener(
-                    r'\[\s*\{\s*"name"',
-                    regex=True,
-                    partial=r'\[\s*(?:\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?)?)?$',
-                    keep_from="[",
-                ),
-            ),
-            decode=_decode,
-            render=_render,
-            reasoning=(("<think>", "</think>"),),
-            messages=MessageStyle(arguments="string"),
-        )
-    }
+PROFILE = Profile(
+    name="xlam",
+    openers=(
+        Opener("<tool_call>", ends=("</tool_call>",)),
+        Opener("```json", ends=("```",)),
+        Opener("[TOOL_CALLS]"),
+        Opener(
+            r'\[\s*\{\s*"name"',
+            regex=True,
+            partial=r'\[\s*(?:\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?)?)?$',
+            keep_from="[",
+        ),
+    ),
+    decode=_decode,
+    render=_render,
+    reasoning=(("<think>", "</think>"),),
+    messages=MessageStyle(arguments="string"),
 )

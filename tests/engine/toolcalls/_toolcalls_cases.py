@@ -72,6 +72,11 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             [("get_weather", {"city": "Paris", "days": 3}, None)],
             "Let me look.",
         ),
+        (
+            "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>",
+            [("get_weather", {"city": "Paris"}, None)],
+            "",
+        ),
     ],
     "llama3_json": [
         (

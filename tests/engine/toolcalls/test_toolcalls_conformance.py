@@ -163,6 +163,14 @@ def test_every_prefix_gives_whole_calls_only(fmt):
         assert got == expected[: len(got)], (cut, text[:cut])
 
 
+@pytest.mark.parametrize(("fmt", "index"), [(f, i) for f in FORMATS for i in range(len(REAL[f]))])
+def test_every_prefix_of_a_real_output_gives_whole_calls_only(fmt, index):
+    text, calls, _ = REAL[fmt][index]
+    for cut in range(len(text) + 1):
+        got = calls_tuple(toolcalls.parse(text[:cut], fmt).tool_calls)
+        assert got == calls[: len(got)], (cut, text[:cut])
+
+
 @pytest.mark.parametrize("fmt", [f for f in FORMATS if toolcalls.get_profile(f).reasoning])
 def test_markup_inside_reasoning_is_a_draft(fmt):
     open_tag, close_tag = toolcalls.get_profile(fmt).reasoning[0]

@@ -1,14 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``deepseek_v3`` and ``deepseek_v31``: DeepSeek's full-width special tokens.
+"""``deepseek_v3``: DeepSeek V3 / R1 full-width special tokens with a ```` ```json ```` block.
 
-deepseek_v3 (V3 / R1)::
+::
 
     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
     ```json
     {...}
     ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 
-deepseek_v31 (V3.1): ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``.
 Each ``tool▁call`` block is one span; the ``tool▁calls`` section tokens are
 wrappers. ``<think>`` reasoning, which R1/V3.1 templates may open in the prompt.
 """
@@ -16,7 +15,6 @@ wrappers. ``<think>`` reasoning, which R1/V3.1 templates may open in the prompt.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import MappingProxyType
 
 from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import (
@@ -35,7 +33,7 @@ CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
 
 
-def _json_args(text: str) -> dict:
+def json_args(text: str) -> dict:
     text = text.strip()
     if text.startswith("```"):
         text = text[3:]
@@ -55,15 +53,7 @@ def _decode_v3(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     name = bare_name(name)
     if not name:
         raise PayloadError("missing function name")
-    return [ToolCall(name=name, arguments=_json_args(args))]
-
-
-def _decode_v31(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    name, sep, args = payload.partition(SEP)
-    name = bare_name(name)
-    if not sep or not name:
-        raise PayloadError("expected NAME<｜tool▁sep｜>{arguments}")
-    return [ToolCall(name=name, arguments=_json_args(args))]
+    return [ToolCall(name=name, arguments=json_args(args))]
 
 
 def _render_v3(calls: Sequence[ToolCall]) -> str:
@@ -74,36 +64,16 @@ def _render_v3(calls: Sequence[ToolCall]) -> str:
     return f"{CALLS_BEGIN}{body}{CALLS_END}"
 
 
-def _render_v31(calls: Sequence[ToolCall]) -> str:
-    body = "".join(f"{CALL_BEGIN}{c.name}{SEP}{dumps(c.arguments)}{CALL_END}" for c in calls)
-    return f"{CALLS_BEGIN}{body}{CALLS_END}"
+OPENER = Opener(CALL_BEGIN, ends=(CALL_END,))
 
-
-_OPENER = Opener(CALL_BEGIN, ends=(CALL_END,))
-
-PROFILES = MappingProxyType(
-    {
-        "deepseek_v3": Profile(
-            name="deepseek_v3",
-            openers=(_OPENER,),
-            decode=_decode_v3,
-            render=_render_v3,
-            reasoning=THINK,
-            close_only_reasoning=True,
-            wrappers=(CALLS_BEGIN, CALLS_END),
-            detect=(r"<｜tool▁calls▁begin｜>", r"tool▁sep"),
-            messages=MessageStyle(arguments="object"),
-        ),
-        "deepseek_v31": Profile(
-            name="deepseek_v31",
-            openers=(_OPENER,),
-            decode=_decode_v31,
-            render=_render_v31,
-            reasoning=THINK,
-            close_only_reasoning=True,
-            wrappers=(CALLS_BEGIN, CALLS_END),
-            detect=(r"\['name'\]\s*\+\s*'<｜tool▁sep｜>'",),
-            messages=MessageStyle(arguments="string"),
-        ),
-    }
+PROFILE = Profile(
+    name="deepseek_v3",
+    openers=(OPENER,),
+    decode=_decode_v3,
+    render=_render_v3,
+    reasoning=THINK,
+    close_only_reasoning=True,
+    wrappers=(CALLS_BEGIN, CALLS_END),
+    detect=(r"<｜tool▁calls▁begin｜>", r"tool▁sep"),
+    messages=MessageStyle(arguments="object"),
 )

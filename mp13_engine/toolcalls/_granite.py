@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``granite``: IBM Granite 3.x, ``<|tool_call|>[{"name": ..., "arguments": {...}}]``.
+
+The JSON list follows the marker with no closing tag: the payload ends where
+its brackets balance. ``<think>`` reasoning and ``<response>`` wrappers
+(Granite 3.2+ thinking mode). Granite's template does not render
+``tool_calls``, so calls go back to the model in the assistant content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mp13_engine.toolcalls._profile import THINK, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import calls_json, decode_json_calls
+from mp13_toolbox import ToolCall
+
+
+def _render(calls: Sequence[ToolCall]) -> str:
+    return "<|tool_call|>" + calls_json(calls)
+
+
+PROFILE = Profile(
+    name="granite",
+    openers=(Opener("<|tool_call|>"),),
+    decode=decode_json_calls,
+    render=_render,
+    reasoning=THINK,
+    wrappers=("<response>", "</response>"),
+    detect=(r"<\|tool_call\|>",),
+    messages=MessageStyle(calls_in_content=True),
+)

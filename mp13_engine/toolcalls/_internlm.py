@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``internlm``: InternLM2 / 2.5 plugin calls.
+
+``<|action_start|><|plugin|>{"name": ..., "parameters": {...}}<|action_end|>``;
+a complete JSON payload whose ``<|action_end|>`` was cut is accepted, as the
+reference parser does. The ChatML template does not render ``tool_calls``, so
+calls go back in the content and results in an ``environment`` turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mp13_engine.toolcalls._profile import MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import decode_json_calls, dumps
+from mp13_toolbox import ToolCall
+
+
+def _render(calls: Sequence[ToolCall]) -> str:
+    return "\n".join(
+        "<|action_start|><|plugin|>\n"
+        + dumps({"name": c.name, "parameters": c.arguments})
+        + "<|action_end|>"
+        for c in calls
+    )
+
+
+PROFILE = Profile(
+    name="internlm",
+    openers=(Opener("<|action_start|><|plugin|>", ends=("<|action_end|>",)),),
+    decode=decode_json_calls,
+    render=_render,
+    lenient_eof=True,
+    detect=(r"<\|action_start\|>", r"<\|plugin\|>"),
+    messages=MessageStyle(calls_in_content=True, tool_role="environment"),
+)

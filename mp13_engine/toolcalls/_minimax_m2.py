@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``minimax_m2``: MiniMax-M2 XML invocations with raw-text parameter values.
+
+::
+
+    <minimax:tool_call>
+    <invoke name="get_weather">
+    <parameter name="city">Paris</parameter>
+    </invoke>
+    </minimax:tool_call>
+
+Values are converted with the tool's JSON schema when known (best-effort
+literal guess otherwise). ``<think>`` reasoning (interleaved thinking).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from mp13_engine.toolcalls._minimax import STOPS
+from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import (
+    PayloadError,
+    bare_name,
+    convert_value,
+    dumps,
+    param_schema,
+)
+from mp13_toolbox import ToolCall
+
+_INVOKE = re.compile(r"<invoke\s+name=\"?([^\">]*)\"?\s*>(.*?)</invoke>", re.S)
+_PARAM = re.compile(r"<parameter\s+name=\"?([^\">]*)\"?\s*>(.*?)</parameter>", re.S)
+
+
+def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    calls = []
+    for m in _INVOKE.finditer(payload):
+        name = bare_name(m.group(1))
+        if not name:
+            raise PayloadError("<invoke> has no name")
+        args: dict[str, Any] = {}
+        for pm in _PARAM.finditer(m.group(2)):
+            key = pm.group(1).strip()
+            raw = pm.group(2)
+            raw = raw[1:] if raw.startswith("\n") else raw
+            raw = raw[:-1] if raw.endswith("\n") else raw
+            args[key] = convert_value(raw, param_schema(ctx.schemas, name, key))
+        calls.append(ToolCall(name=name, arguments=args))
+    if payload.count("<invoke") != len(calls):
+        raise PayloadError("an <invoke> block is not closed")
+    return calls
+
+
+def _render(calls: Sequence[ToolCall]) -> str:
+    body = "".join(
+        f'<invoke name="{c.name}">\n'
+        + "".join(
+            f'<parameter name="{k}">{v if isinstance(v, str) else dumps(v)}</parameter>\n'
+            for k, v in c.arguments.items()
+        )
+        + "</invoke>\n"
+        for c in calls
+    )
+    return f"<minimax:tool_call>\n{body}</minimax:tool_call>"
+
+
+PROFILE = Profile(
+    name="minimax_m2",
+    openers=(Opener("<minimax:tool_call>", ends=("</minimax:tool_call>",)),),
+    decode=_decode,
+    render=_render,
+    reasoning=THINK,
+    close_only_reasoning=True,
+    stops=STOPS,
+    detect=(r"<minimax:tool_call>",),
+    messages=MessageStyle(arguments="object"),
+)
