@@ -52,12 +52,13 @@ def resolve_model(model: str | None) -> ModelChoice:
     if model != TINY_MODEL:
         demo = getattr(testing, "demo_model_path", None)
         if demo is not None:
+            prompts = [p for p, _ in getattr(testing, "DEMO_PROMPTS", ())][:3]
+            tries = ", ".join(repr(p) for p in [*prompts, "what is 17*23?"])
             return ModelChoice(
                 path=str(demo()),
                 label="built-in demo model",
                 demo=True,
-                note="a tiny model trained on a few prompts: try 'hello', 'what is mp13?', "
-                "'what is 17*23?'",
+                note=f"a tiny model trained on a few prompts; try {tries}",
             )
     dest = cache_dir() / f"tiny-chatml-{getattr(testing, 'BUILD_VERSION', 0)}"
     if not (dest / "config.json").exists():
