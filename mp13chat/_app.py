@@ -181,6 +181,8 @@ class ChatApp:
             closer()
 
     async def aclose(self) -> None:
+        """Stop background work and close what the app opened (engine, session), newest
+        first; a failing close is reported and the others still run."""
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

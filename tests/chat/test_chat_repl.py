@@ -394,3 +394,13 @@ def test_tree_of_a_long_conversation_is_cut_above_the_cursor(make_chat):
     assert "message 5" in out and "message 0" not in out
     out = h.run("/tree all")
     assert "message 0" in out and "you are here" in out
+
+
+def test_ctrl_c_stops_a_replay(make_chat):
+    engine = FakeEngine(chunk_size=2)
+    h = make_chat(engine)
+    h.run("/title slow", "one", "two")
+    engine.responder = lambda request: FakeReply(text="y" * 2000, delay_s=0.01)
+    out = h.run("/replay slow", "/list", interrupt_after=0.5)
+    assert "cancelled" in out
+    assert "replay of" in out  # the loop went on: /list shows the partial replay
