@@ -339,8 +339,18 @@ class AdapterManager:
         model = self._model()
         with self._state.lock:
             registered = name in self._state.infos
-        if not registered and self._is_peft(model) and name in model.peft_config:
-            model.delete_adapter(name)
+        if not registered and self._is_peft(model):
+            self._delete_on_worker(name)
+
+    def _delete_on_worker(self, name: str) -> None:
+        model = self._model()
+        if not self._is_peft(model) or name not in model.peft_config:
+            return
+        model.delete_adapter(name)
+        if not model.peft_config:
+            # A PeftModel without adapters cannot generate (it looks up its active adapter's
+            # config); give the engine back the plain base model, unwrapped.
+            self._set_model(model.unload())
 
     def _register_on_worker(self, info: AdapterInfo) -> None:
         with self._state.lock:
@@ -397,9 +407,7 @@ class AdapterManager:
             if name not in self._state.infos:
                 raise self._unknown(name)
         self._invalidate_on_worker(name)
-        model = self._model()
-        if self._is_peft(model) and name in model.peft_config:
-            model.delete_adapter(name)
+        self._delete_on_worker(name)
         with self._state.lock:
             del self._state.infos[name]
             self._state.defaults = tuple(n for n in self._state.defaults if n != name)
