@@ -162,3 +162,18 @@ def test_fuzz_random_cuts_of_real_outputs(fmt, data):
     b = data.draw(st.integers(a, len(source)))
     text = source[a:b] + data.draw(st.sampled_from(["", source[:a]]))
     _check(text, fmt, data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(fmt=st.sampled_from(FORMATS), data=st.data())
+def test_fuzz_long_run_all_formats(fmt, data):
+    text = "".join(data.draw(st.lists(_PIECES, max_size=30)))
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=10))
+    _check(
+        text,
+        fmt,
+        cuts,
+        tools=data.draw(st.sampled_from([None, TOOLS])),
+        in_reasoning=data.draw(st.sampled_from([None, True, False])),
+    )

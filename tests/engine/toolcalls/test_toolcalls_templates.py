@@ -63,6 +63,12 @@ def test_detect_format(path, fmt):
     assert toolcalls.detect_format(_read(path)) == fmt
 
 
+def test_every_shared_template_has_an_expected_format():
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is not available")
+    assert sorted(p.stem for p in SHARED.glob("*.jinja")) == sorted(EXPECTED)
+
+
 def test_detect_format_without_tool_support():
     assert toolcalls.detect_format("{% for m in messages %}{{ m.content }}{% endfor %}") is None
     assert toolcalls.detect_format(None) is None
