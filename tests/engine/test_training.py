@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Training through the engine: it learns, it interleaves with serving, it is reproducible."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from mp13_engine import (
+    ConfigError,
+    DatasetError,
+    Engine,
+    Request,
+    TrainingConfig,
+    TrainingError,
+    TrainingResult,
+)
+from mp13_engine._adapters import METADATA_FILE
+
+SYSTEM = {"role": "system", "content": "Answer."}
+QA = [
+    ("Capital of Zorbia?", "Flumptown."),
+    ("Who paints blue cats?", "Mira Okonkwo."),
+    ("Favourite number of Qi?", "Forty-one."),
+    ("Colour of moonfruit?", "Silver green."),
+]
+ROWS = [
+    {"messages": [SYSTEM, {"role": "user", "content": q}, {"role": "assistant", "content": a}]}
+    for q, a in QA
+]
+
+
+def _ask(engine, question: str, adapters) -> str:
+    request = Request(
+        messages=[SYSTEM, {"role": "user", "content": question}],
+        adapters=adapters,
+        max_new_tokens=12,
+    )
+    return engine.generate(request).text.strip()
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        yield eng
+
+
+def _cfg(tmp_path, adapter: str, **kw) -> TrainingConfig:
+    base = {
+        "adapter": adapter,
+        "dataset": ROWS,
+        "max_steps": 4,
+        "batch_size": 4,
+        "learning_rate": 5e-3,
+        "output_dir": str(tmp_path / adapter),
+    }
+    return TrainingConfig(**{**base, **kw})
+
+
+def test_trained_adapter_reproduces_its_answers(engine, tmp_path):
+    before = [_ask(engine, q, []) for q, _ in QA]
+    job = engine.train(_cfg(tmp_path, "qa", max_steps=60))
+    result = job.result(timeout=300)
+    assert isinstance(result, TrainingResult) and not result.cancelled
+    assert result.steps == 60 and result.final_loss < 0.3
+    # Usable at once, without a reload; the base model is unchanged.
+    after = [_ask(engine, q, ["qa"]) for q, _ in QA]
+    assert after == [a for _, a in QA]
+    assert all(b != a for b, (_, a) in zip(before, QA, strict=True))
+    assert [_ask(engine, q, []) for q, _ in QA] == before
+    assert "qa" in [i.name for i in engine.adapters.list()]
+
+
+def test_events_and_saved_adapter(engine, tmp_path):
+    from peft import PeftConfig
+
+    job = engine.train(_cfg(tmp_path, "ev", max_steps=3))
+    events = list(job.events(timeout=120))
+    result = job.result(timeout=60)
+    steps = [e for e in events if e.kind == "step"]
+    assert [e.step for e in steps] == [1, 2, 3]
+    for e in steps:
+        assert e.loss > 0 and e.learning_rate > 0 and e.tokens_per_s > 0 and e.max_steps == 3
+        assert e.eta_s is not None and e.eta_s >= 0
+    assert events[-1].kind == "done" and events[-1].path == result.path
+    meta = json.loads((tmp_path / "ev" / METADATA_FILE).read_text())
+    assert meta["training"]["final_loss"] == result.final_loss
+    assert meta["training"]["config"]["dataset"] == "<4 rows>"
+    assert meta["base_model"] and meta["model_type"]
+    assert PeftConfig.from_pretrained(str(tmp_path / "ev")).r == 8
+    assert list(job.events()) == events  # a late consumer sees the same history
+
+
+def test_same_seed_same_loss(engine, tmp_path):
+    losses = [
+        engine.train(_cfg(tmp_path, name, lora_dropout=0.1, seed=seed)).result(60).final_loss
+        for name, seed in (("s1", 3), ("s2", 3), ("s3", 4))
+    ]
+    assert losses[0] == losses[1]
+    assert losses[0] != losses[2]
+
+
+def test_bad_input_fails_before_any_step(engine, tmp_path):
+    cases = [
+        (DatasetError, "does not exist", {"dataset": str(tmp_path / "missing.jsonl")}),
+        (DatasetError, "row 1", {"dataset": [ROWS[0], {"question": "?"}]}),
+        (ConfigError, "qkv_proj", {"target_modules": ["q_proj", "qkv_proj"]}),
+        (TrainingError, "max_seq_len", {"max_seq_len": 8, "overflow": "drop"}),
+    ]
+    for error, needle, fields in cases:
+        with pytest.raises(error, match=needle):
+            engine.train(_cfg(tmp_path, "bad", **fields))
+        assert "bad" not in engine.adapters
+        model = engine.model
+        assert "bad" not in getattr(model, "peft_config", {})
+    with pytest.raises(ConfigError, match="lora_r"):
+        _cfg(tmp_path, "bad", lora_r=0)
+    assert engine.generate("hello", max_new_tokens=3).ok
+
+
+def test_request_completes_while_job_runs_and_cancel(engine, tmp_path):
+    job = engine.train(_cfg(tmp_path, "long", max_steps=100_000))
+    first = next(iter(job.events(timeout=60)))
+    assert first.kind == "step"
+    response = engine.generate("Hello", max_new_tokens=4)
+    assert response.ok and not job.done()
+    job.cancel()
+    result = job.result(timeout=60)
+    assert result.cancelled and 1 <= result.steps < 100_000
+    assert "long" in engine.adapters  # what was trained is kept and usable
+    assert engine.generate(Request(prompt="Hi", adapters=["long"], max_new_tokens=3)).ok
+
+
+def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
+    straight = engine.train(_cfg(tmp_path, "r1", max_steps=6, checkpoint_every=3)).result(120)
+    checkpoint = tmp_path / "r1" / "checkpoints" / "step-3"
+    assert (checkpoint / "adapter_model.safetensors").is_file()
+    resumed = engine.train(_cfg(tmp_path, "r2", max_steps=6, resume_from=str(checkpoint)))
+    result = resumed.result(120)
+    assert result.steps == 6
+    assert result.final_loss == pytest.approx(straight.final_loss, rel=1e-5)
+    with pytest.raises(TrainingError, match="not a training checkpoint"):
+        engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path)))
+    assert "r3" not in engine.adapters
+
+
+def test_validation_split_and_overflow_counts(engine, tmp_path):
+    rows = [*ROWS, {"text": " ".join(str(i) for i in range(200))}]  # ~700 tokens; chats ~290
+    cfg = _cfg(
+        tmp_path, "val", dataset=rows, validation_split=0.2, max_seq_len=320, eval_every=2, seed=1
+    )
+    job = engine.train(cfg)
+    result = job.result(120)
+    assert result.eval_loss is not None and result.eval_loss > 0
+    assert result.train_rows == len(rows) - 1  # one held out
+    assert [e.step for e in job.events() if e.kind == "eval"][:2] == [2, 4]
+    dropped = engine.train(
+        _cfg(tmp_path, "drop", dataset=rows, max_seq_len=320, overflow="drop")
+    ).result(120)
+    truncated = engine.train(_cfg(tmp_path, "trunc", dataset=rows, max_seq_len=320)).result(120)
+    assert dropped.dropped_rows == 1 and dropped.train_rows == len(ROWS)
+    assert truncated.truncated_rows >= 1 and truncated.train_rows == len(rows)
+
+
+def test_continue_training_an_adapter(engine, tmp_path):
+    first = engine.train(_cfg(tmp_path, "cont", max_steps=3)).result(60)
+    with pytest.raises(TrainingError, match="continue_training"):
+        engine.train(_cfg(tmp_path, "cont"))
+    more = engine.train(_cfg(tmp_path, "cont", max_steps=3, continue_training=True)).result(60)
+    assert more.final_loss < first.final_loss
+    with pytest.raises(TrainingError, match="load it"):
+        engine.train(_cfg(tmp_path, "ghost", continue_training=True))
+
+
+def test_async_events_and_result(engine, tmp_path):
+    async def main():
+        job = engine.train(_cfg(tmp_path, "aio", max_steps=2))
+        kinds = [e.kind async for e in job.aevents()]
+        return kinds, await job.aresult()
+
+    kinds, result = asyncio.run(main())
+    assert kinds == ["step", "step", "done"] and result.steps == 2
