@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Adapters on a bitsandbytes 4-bit / 8-bit base (CPU backend): load, serve, train (QLoRA)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from mp13_engine import Engine, Request, TrainingConfig
+
+pytestmark = pytest.mark.slow
+
+SYSTEM = {"role": "system", "content": "Answer."}
+QA = [("Capital of Zorbia?", "Flumptown."), ("Who paints blue cats?", "Mira Okonkwo.")]
+ROWS = [
+    {"messages": [SYSTEM, {"role": "user", "content": q}, {"role": "assistant", "content": a}]}
+    for q, a in QA
+]
+
+
+@pytest.fixture(scope="module")
+def plain_adapter(tiny_model_path, tmp_path_factory):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    dest = tmp_path_factory.mktemp("qadapter") / "a"
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        model = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(tiny_model_path),
+            LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False),
+        )
+    model.save_pretrained(dest)
+    return dest
+
+
+@pytest.mark.parametrize("quantization", ["4bit", "8bit"])
+def test_quantized_base_serves_mixed_adapters_and_trains(
+    tiny_model_path, plain_adapter, tmp_path, quantization
+):
+    warnings.filterwarnings("ignore", message="MatMul8bitLt")
+    with Engine.load(str(tiny_model_path), device="cpu", quantization=quantization) as engine:
+        engine.adapters.load(plain_adapter, name="a")
+        plan = [["a"], [], ["a"], []]
+        wave = engine.generate_many(
+            [Request(prompt="Hello", adapters=ad, max_new_tokens=6) for ad in plan]
+        )
+        assert all(r.ok for r in wave)
+        assert wave[0].raw_text == wave[2].raw_text and wave[1].raw_text == wave[3].raw_text
+        assert wave[0].raw_text != wave[1].raw_text
+        alone = engine.generate(Request(prompt="Hello", adapters=["a"], max_new_tokens=6))
+        assert alone.raw_text == wave[0].raw_text
+
+        job = engine.train(
+            TrainingConfig(
+                adapter="q",
+                dataset=ROWS,
+                max_steps=50,
+                batch_size=2,
+                learning_rate=5e-3,
+                output_dir=str(tmp_path / "q"),
+            )
+        )
+        result = job.result(timeout=300)
+        assert result.final_loss < 0.5
+        for question, answer in QA:
+            request = Request(
+                messages=[SYSTEM, {"role": "user", "content": question}],
+                adapters=["q"],
+                max_new_tokens=12,
+            )
+            assert engine.generate(request).text.strip() == answer
