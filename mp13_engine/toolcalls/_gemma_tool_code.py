@@ -64,5 +64,6 @@ PROFILE = Profile(
         calls_in_content=True,
         tool_role="user",
         tool_content="```tool_output\n{content}\n```",
+        merge_tool_results=True,
     ),
 )

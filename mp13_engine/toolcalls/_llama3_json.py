@@ -41,5 +41,6 @@ PROFILE = Profile(
     decode=_decode,
     render=_render,
     detect=(r"<\|python_tag\|>", r"\"parameters\": dictionary of argument name"),
-    messages=MessageStyle(arguments="object"),
+    # The template raises on several calls in one message: those go back as content.
+    messages=MessageStyle(arguments="object", max_calls=1),
 )

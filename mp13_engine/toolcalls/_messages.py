@@ -7,9 +7,11 @@ tool results ``{"role": "tool", "tool_call_id", "name", "content"}``.
 ``prepare_messages`` adapts them per the profile's ``MessageStyle``: arguments
 as a JSON object or JSON text, call ids rewritten to what the template accepts
 (Mistral: 9 alphanumerics, the same mapping for the call and its result),
-calls written into the content for templates that ignore ``tool_calls``, and
-the tool role renamed where the template wants another name. The input is
-never modified. ``tools_system_prompt`` is the documented block that carries
+calls written into the content for templates that ignore ``tool_calls`` (or
+take fewer calls per message than given), the tool role renamed where the
+template wants another name, and consecutive results merged into one message
+where the template demands strictly alternating turns. The input is never
+modified. ``tools_system_prompt`` is the documented block that carries
 tool specs in a system message for templates without tool support.
 """
 
@@ -75,6 +77,7 @@ def prepare_messages(messages: Iterable[Mapping[str, Any]], format: str) -> list
     unanswered: list[str] = []
     counter = 0
     out: list[dict[str, Any]] = []
+    merged: dict[str, Any] | None = None  # the results message later results join
     for message in messages:
         msg = dict(message)
         role = msg.get("role")
@@ -91,7 +94,8 @@ def prepare_messages(messages: Iterable[Mapping[str, Any]], format: str) -> list
                     fixed.append(ToolCall(call.name, call.arguments, new))
                 calls = fixed
             unanswered = [c.id for c in calls if c.id]
-            if style.calls_in_content:
+            too_many = 0 < style.max_calls < len(calls)
+            if style.calls_in_content or too_many:
                 text = (msg.get("content") or "").strip()
                 rendered = profile.render(calls)
                 msg["content"] = f"{text}\n{rendered}" if text else rendered
@@ -117,6 +121,13 @@ def prepare_messages(messages: Iterable[Mapping[str, Any]], format: str) -> list
                 msg["tool_call_id"] = unanswered[0]
             if msg.get("tool_call_id") in unanswered:
                 unanswered.remove(msg["tool_call_id"])
+            if merged is not None:
+                merged["content"] += "\n" + msg["content"]
+                continue
+            out.append(msg)
+            merged = msg if style.merge_tool_results else None
+            continue
+        merged = None
         out.append(msg)
     return out
 

@@ -99,6 +99,8 @@ class MessageStyle:
     calls_in_content: bool = False  # the template ignores tool_calls: write them into content
     tool_role: str = "tool"
     tool_content: str = "{content}"  # str.format template for a tool result's content
+    max_calls: int = 0  # >0: a message with more calls than the template takes -> content
+    merge_tool_results: bool = False  # consecutive results become one message (strict turns)
     content_none: str = ""  # what a missing assistant content becomes
 
 

@@ -205,3 +205,15 @@ def test_harmony_accepts_a_body_whose_call_token_was_cut_by_the_engine():
     assert toolcalls.parse(text, "harmony").tool_calls == (ToolCall("f", {"a": 1}),)
     empty = toolcalls.parse("<|channel|>commentary to=functions.f <|message|>", "harmony")
     assert empty.tool_calls == () and len(empty.errors) == 1
+
+
+def test_gemma_results_merge_into_one_user_turn():
+    messages = [
+        *_CANONICAL[:2],
+        {"role": "tool", "tool_call_id": "call_0001", "name": "get_weather", "content": "rain"},
+        {"role": "tool", "tool_call_id": "call_0002", "name": "get_weather", "content": "sun"},
+        {"role": "user", "content": "thanks"},
+    ]
+    out = toolcalls.prepare_messages(messages, "gemma_tool_code")
+    assert [m["role"] for m in out] == ["user", "assistant", "user", "user"]
+    assert out[2]["content"] == "```tool_output\nrain\n```\n```tool_output\nsun\n```"

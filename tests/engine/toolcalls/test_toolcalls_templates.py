@@ -148,3 +148,19 @@ def test_tool_results_render_after_calls(path, fmt):
     rendered = _render(template, toolcalls.prepare_messages(messages, fmt), True)
     assert "RAIN-42" in rendered
     assert "Oslo" in rendered
+
+
+def test_parallel_calls_survive_a_template_that_takes_one_call_per_message():
+    template = _read(SHARED / "llama3_json.jinja")
+    calls = [ToolCall("get_weather", {"city": "Oslo"}), ToolCall("get_weather", {"city": "Rome"})]
+    canonical = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": f"c{i}", **c.to_openai()} for i, c in enumerate(calls)],
+    }
+    messages = [{"role": "user", "content": "Weather?"}, canonical]
+    part = _assistant_part(template, toolcalls.prepare_messages(messages, "llama3_json"))
+    again = toolcalls.parse(part, "llama3_json", TOOLS)
+    assert [(c.name, c.arguments) for c in again.tool_calls] == [
+        (c.name, c.arguments) for c in calls
+    ]
