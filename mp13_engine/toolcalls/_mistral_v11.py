@@ -2,8 +2,10 @@
 """``mistral_v11``: Mistral tokenizers v11+, ``[TOOL_CALLS]name[ARGS]{...}`` per call.
 
 An optional ``[CALL_ID]id`` sits before ``[ARGS]`` (v13); the arguments are
-one JSON value ending where its brackets balance. ``[THINK]...[/THINK]`` is
-reasoning; ids are made 9 alphanumerics on the way back.
+one JSON value ending where its brackets balance. The pre-v11 list
+(``[TOOL_CALLS][{...}]``), which some v11-era models still write, is accepted
+too. ``[THINK]...[/THINK]`` is reasoning; ids are made 9 alphanumerics on the
+way back.
 """
 
 from __future__ import annotations
@@ -12,11 +14,20 @@ from collections.abc import Sequence
 
 from mp13_engine.toolcalls._mistral import THINK_TAGS
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import PayloadError, arguments_object, bare_name, dumps, loads
+from mp13_engine.toolcalls._values import (
+    PayloadError,
+    arguments_object,
+    bare_name,
+    decode_json_calls,
+    dumps,
+    loads,
+)
 from mp13_toolbox import ToolCall
 
 
 def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    if payload.lstrip()[:1] in ("[", "{"):  # the pre-v11 list, still written by some models
+        return decode_json_calls(payload, ctx)
     head, _, args = payload.partition("[ARGS]")
     name, _, call_id = head.partition("[CALL_ID]")
     name = bare_name(name)

@@ -93,7 +93,11 @@ def compile_stops(stops: Sequence[str]) -> tuple[re.Pattern[str] | None, Literal
 
 
 class BracketScan:
-    """The payload is one balanced bracket value (or one string), optionally after ``after``."""
+    """The payload is one balanced bracket value (or one string), optionally after ``after``.
+
+    With ``after``, a payload that starts with a bracket right away is taken as
+    is (so ``[TOOL_CALLS][{...}]`` and ``[TOOL_CALLS]name[ARGS]{...}`` both scan).
+    """
 
     def __init__(
         self,
@@ -105,7 +109,9 @@ class BracketScan:
     ) -> None:
         self._i = start
         self._after = after
-        self._phase = 0 if after else 1  # 0: find `after`; 1: find the bracket; 2: in the value
+        # -1: a bracket right away, or else find `after`; 0: find `after`; 1: find the
+        # bracket; 2: in the value.
+        self._phase = -1 if after else 1
         self._depth = 0
         self._quote: str | None = None
         self._quotes = quotes
@@ -141,6 +147,12 @@ class BracketScan:
         return None
 
     def _advance(self, buf: str, limit: int) -> int | None:
+        if self._phase == -1:
+            m = _NONSPACE.search(buf, self._i, limit)
+            if m is None:
+                self._i = max(self._i, limit)
+                return None
+            self._phase = 1 if m.group() in _OPEN else 0
         if self._phase == 0:
             assert self._after is not None
             idx = buf.find(self._after, self._i, limit)

@@ -131,6 +131,11 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             [("get_weather", {"city": "Paris"}, "x9Y8z7W6v")],
             "",
         ),
+        (
+            '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}]</s>',
+            [("get_weather", {"city": "Paris"}, None)],
+            "",
+        ),
     ],
     "granite": [
         (
