@@ -7,6 +7,21 @@ templates (``detect_format``). ``parse`` reads a whole output, ``StreamParser``
 the same output as deltas; both give a ``ParsedOutput`` (content, reasoning,
 tool calls, errors) and never raise on model output. ``prepare_messages`` and
 ``tools_system_prompt`` build what goes back to the model.
+
+Formats (``formats()``), by wire syntax:
+
+- tags around JSON: ``hermes`` (``<tool_call>``), ``jamba``, ``minimax``, ``internlm``,
+  ``kimi_k2``, ``deepseek_v3``, ``deepseek_v31``, ``xlam``;
+- marker then a JSON value: ``mistral``, ``mistral_v11``, ``granite``, ``phi4_mini``,
+  ``llama3_json`` (bare ``{"name": ..., "parameters": ...}``);
+- raw-text parameters converted with the tool schema: ``qwen3_coder``, ``seed_oss``,
+  ``glm45``, ``minimax_m2``;
+- Python calls read with ``ast``: ``pythonic``, ``llama4_pythonic``, ``gemma_tool_code``;
+- channels: ``harmony`` (gpt-oss).
+
+Streaming callers should pass ``in_reasoning=prompt_opens_reasoning(prompt, fmt)``:
+left at ``None``, formats whose templates may open ``<think>`` in the prompt hold
+the leading text until a reasoning tag or the end decides what it was.
 """
 
 from mp13_engine.toolcalls._messages import prepare_messages, tools_system_prompt
