@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Training throughput: mp13 ``engine.train`` vs TRL ``SFTTrainer``, side by side in one run.
+
+Same tiny/small model, same prompt/completion data (loss on the completion),
+same LoRA config (all linear layers), batch size, steps, learning rate,
+scheduler and seed, fp32 on CPU, no gradient checkpointing. Both process the
+same tokens, so the tokens/s ratio is TRL's wall time over mp13's. mp13's time
+runs from ``engine.train(...)`` to its result (data prep, worker hand-off and
+saving included); TRL's is ``trainer.train()`` alone (tokenization excluded).
+
+    python benchmarks/bench_training.py [--size small] [--steps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+STEPS_DEFAULT = 30
+
+
+def make_rows(n: int, seed: int = 0) -> list[dict]:
+    rnd = random.Random(seed)
+    words = "alpha beta gamma delta river stone cloud maple ember quartz violet lantern".split()
+    rows = []
+    for i in range(n):
+        question = " ".join(rnd.choice(words) for _ in range(rnd.randint(20, 40)))
+        answer = " ".join(rnd.choice(words) for _ in range(rnd.randint(20, 40)))
+        rows.append({"prompt": f"Question {i}: {question}\nAnswer:", "completion": f" {answer}"})
+    return rows
+
+
+def run_mp13(model_path: Path, rows: list[dict], args, out: Path) -> dict:
+    from mp13_engine import Engine, TrainingConfig
+
+    with Engine.load(str(model_path), device="cpu", dtype="float32") as engine:
+        cfg = TrainingConfig(
+            adapter="bench",
+            dataset=rows,
+            max_steps=args.steps,
+            batch_size=args.batch,
+            learning_rate=args.lr,
+            lora_r=8,
+            lora_alpha=16,
+            max_seq_len=512,
+            seed=0,
+            output_dir=str(out / "mp13"),
+        )
+        t0 = time.perf_counter()
+        job = engine.train(cfg)
+        result = job.result()
+        wall = time.perf_counter() - t0
+        losses = [e.loss for e in job.events() if e.kind == "step"]
+    return {"wall": wall, "tokens": result.train_tokens, "losses": losses}
+
+
+def run_trl(model_path: Path, rows: list[dict], args, out: Path) -> dict:
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    tok = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
+    config = SFTConfig(
+        output_dir=str(out / "trl"),
+        max_steps=args.steps,
+        per_device_train_batch_size=args.batch,
+        learning_rate=args.lr,
+        lr_scheduler_type="linear",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        optim="adamw_torch",
+        seed=0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        gradient_checkpointing=False,
+        max_length=512,
+        completion_only_loss=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"),
+    )
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)  # keep the table readable
+    trainer.remove_callback(ProgressCallback)
+    tokens = 0
+
+    def count(batch):
+        nonlocal tokens
+        tokens += int(batch["attention_mask"].sum())
+
+    original = trainer.training_step
+
+    def step(model, inputs, *a, **kw):
+        count(inputs)
+        return original(model, inputs, *a, **kw)
+
+    trainer.training_step = step  # instance attribute on our own object, counting tokens
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return {"wall": wall, "tokens": tokens, "losses": losses}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="small", choices=["tiny", "small"])
+    parser.add_argument("--steps", type=int, default=STEPS_DEFAULT)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+
+    from mp13_engine.testing import build_tiny_model
+
+    rows = make_rows(64)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        model_path = build_tiny_model(tmpdir / "model", family="chatml", size=args.size, seed=0)
+        mp13_runs, trl_runs = [], []
+        for i in range(args.repeats):  # alternate so machine noise hits both alike
+            mp13_runs.append(run_mp13(model_path, rows, args, tmpdir / f"r{i}"))
+            trl_runs.append(run_trl(model_path, rows, args, tmpdir / f"r{i}"))
+    m_wall = statistics.median(r["wall"] for r in mp13_runs)
+    t_wall = statistics.median(r["wall"] for r in trl_runs)
+    m_tps = mp13_runs[0]["tokens"] / m_wall
+    t_tps = trl_runs[0]["tokens"] / t_wall
+    m_loss = statistics.fmean(mp13_runs[0]["losses"][-5:])
+    t_loss = statistics.fmean(trl_runs[0]["losses"][-5:])
+    print(
+        f"model={args.size} steps={args.steps} batch={args.batch} lr={args.lr} (median of "
+        f"{args.repeats})"
+    )
+    print(f"{'':24}{'mp13':>12}{'TRL SFT':>12}{'ratio':>10}")
+    print(
+        f"{'tokens per run':24}{mp13_runs[0]['tokens']:>12}{trl_runs[0]['tokens']:>12}"
+        f"{mp13_runs[0]['tokens'] / max(trl_runs[0]['tokens'], 1):>10.3f}"
+    )
+    print(f"{'tokens/s':24}{m_tps:>12.0f}{t_tps:>12.0f}{m_tps / t_tps:>10.2f}  (goal >= 1.0)")
+    print(
+        f"{'loss, mean of last 5':24}{m_loss:>12.4f}{t_loss:>12.4f}{m_loss / t_loss:>10.3f}"
+        "  (goal within 5%)"
+    )
+    print(f"{'first loss':24}{mp13_runs[0]['losses'][0]:>12.4f}{trl_runs[0]['losses'][0]:>12.4f}")
+
+
+if __name__ == "__main__":
+    main()
