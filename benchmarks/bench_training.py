@@ -27,7 +27,8 @@ STEPS_DEFAULT = 30
 
 def make_rows(n: int, seed: int = 0) -> list[dict]:
     rnd = random.Random(seed)
-    words = "alpha beta gamma delta river stone cloud maple ember quartz violet lantern".split()
+    words = ["alpha", "beta", "gamma", "delta", "river", "stone"]
+    words += ["cloud", "maple", "ember", "quartz", "violet", "lantern"]
     rows = []
     for i in range(n):
         question = " ".join(rnd.choice(words) for _ in range(rnd.randint(20, 40)))
