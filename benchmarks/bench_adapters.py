@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Multi-adapter serving, measured side by side in one run (ratios, medians of repeats).
+
+1. one wave of 8 rows over 4 adapters vs one wave of 8 rows on a single adapter
+   (throughput ratio; goal >= 0.7), and vs serving each adapter's 2 rows as its own
+   batch, one batch after another;
+2. time from a finished training job to the first token of a request that uses the
+   new adapter, vs the time to first token of the same request on an adapter that was
+   already loaded.
+
+Every request is forced to the same length (min_new_tokens = max_new_tokens).
+
+    python benchmarks/bench_adapters.py [--size tiny|small] [--tokens 32] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+PROMPTS = [
+    "Tell me about rivers.",
+    "What is a lantern?",
+    "Describe a quiet morning.",
+    "Why is the sky blue?",
+    "Name three colours.",
+    "How do bees talk?",
+    "What is mp13?",
+    "Write a short line.",
+]
+
+
+def make_adapters(model_path: Path, root: Path, n: int) -> list[Path]:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    out = []
+    for i in range(n):
+        with torch.random.fork_rng():
+            torch.manual_seed(100 + i)
+            model = get_peft_model(
+                AutoModelForCausalLM.from_pretrained(model_path),
+                LoraConfig(r=8, target_modules="all-linear", init_lora_weights=False),
+            )
+        model.save_pretrained(root / f"a{i}")
+        out.append(root / f"a{i}")
+    return out
+
+
+def timed(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="tiny", choices=["tiny", "small"])
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+
+    from mp13_engine import Engine, Request, TrainingConfig
+    from mp13_engine.testing import build_tiny_model
+
+    def req(i: int, adapters) -> Request:
+        return Request(
+            messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+            adapters=adapters,
+            max_new_tokens=args.tokens,
+            min_new_tokens=args.tokens,
+        )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        model_path = build_tiny_model(root / "model", family="chatml", size=args.size, seed=0)
+        dirs = make_adapters(model_path, root, 4)
+        with Engine.load(str(model_path), device="cpu", max_batch_size=8) as engine:
+            names = [engine.adapters.load(d).name for d in dirs]
+            mixed = [req(i, [names[i % 4]]) for i in range(8)]
+            single = [req(i, [names[0]]) for i in range(8)]
+            per_adapter = [[r for r in mixed if r.adapters == (n,)] for n in names]
+
+            def run_mixed():
+                out = engine.generate_many(mixed)
+                assert all(r.metrics.batch_size == 8 for r in out), "wave did not batch"
+
+            t_single = timed(lambda: engine.generate_many(single), args.repeats)
+            t_mixed = timed(run_mixed, args.repeats)
+            t_seq = timed(
+                lambda: [engine.generate_many(group) for group in per_adapter], args.repeats
+            )
+
+            rows = [
+                {
+                    "messages": [
+                        {"role": "user", "content": p},
+                        {"role": "assistant", "content": "ok"},
+                    ]
+                }
+                for p in PROMPTS
+            ]
+            ttft_new, ttft_old = [], []
+            for i in range(args.repeats):
+                job = engine.train(
+                    TrainingConfig(
+                        adapter=f"fresh{i}",
+                        dataset=rows,
+                        max_steps=2,
+                        output_dir=str(root / f"fresh{i}"),
+                    )
+                )
+                job.result()
+                t_done = time.perf_counter()
+                stream = engine.stream(req(0, [f"fresh{i}"]))
+                next(iter(stream))
+                ttft_new.append(time.perf_counter() - t_done)
+                for _ in stream:
+                    pass
+                t0 = time.perf_counter()
+                stream = engine.stream(req(0, [names[1]]))
+                next(iter(stream))
+                ttft_old.append(time.perf_counter() - t0)
+                for _ in stream:
+                    pass
+
+    new, old = statistics.median(ttft_new), statistics.median(ttft_old)
+    print(f"model={args.size} tokens/row={args.tokens} repeats={args.repeats} (medians)")
+    print(f"{'case':46}{'seconds':>10}{'ratio':>10}")
+    print(f"{'8 rows, 1 adapter, one wave':46}{t_single:>10.3f}{1.0:>10.2f}")
+    print(
+        f"{'8 rows, 4 adapters, one wave (mixed batch)':46}{t_mixed:>10.3f}"
+        f"{t_single / t_mixed:>10.2f}  throughput vs 1 adapter (goal >= 0.7)"
+    )
+    print(
+        f"{'8 rows, 4 adapters, 4 batches one by one':46}{t_seq:>10.3f}"
+        f"{t_single / t_seq:>10.2f}  throughput vs 1 adapter"
+    )
+    print(f"{'mixed wave speed-up over batch per adapter':46}{'':>10}{t_seq / t_mixed:>10.2f}")
+    print(
+        f"{'job finished -> first token, new adapter':46}{new:>10.4f}"
+        f"{new / old:>10.2f}  vs first token on an already loaded adapter ({old:.4f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
