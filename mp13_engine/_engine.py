@@ -107,7 +107,8 @@ class _EngineBase:
         self._metrics = MetricsRecorder(config.metrics_window)
         self._builder = ResponseBuilder(self._state, self._metrics, toolwire)
         self._inflight: dict[str, RequestState] = {}
-        self._inflight_lock = threading.Lock()
+        # Re-entrant: a future's done-callback (_forget) may run on a thread that holds it.
+        self._inflight_lock = threading.RLock()
         self.adapters = _make_adapters(self)
         runner = WaveRunner(self._state, self._builder, lambda: self.adapters)
         self._worker = _start_worker(config, runner, self._cancelled_while_queued)
@@ -238,6 +239,12 @@ class _EngineBase:
     def _check_open(self) -> None:
         if self._worker.closed:
             raise EngineClosedError("the engine is closed; create a new one with Engine.load(...)")
+        if self._worker.on_worker_thread():
+            # Waiting for a request on the thread that must run it would hang forever.
+            raise EngineError(
+                "generate/stream were called on the engine's worker thread (inside a job step "
+                "or a _run_on_worker function); call them from another thread"
+            )
 
     def _maker(self, st: RequestState) -> ChunkMaker:
         return ChunkMaker(st, self._state.tokens.decode, self._toolwire.stream_events(st))
