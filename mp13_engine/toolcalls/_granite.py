@@ -26,7 +26,7 @@ PROFILE = Profile(
     decode=decode_json_calls,
     render=_render,
     reasoning=THINK,
-    wrappers=("<response>", "</response>"),
+    wrappers=("<|tool_call|>", "<response>", "</response>"),
     detect=(r"<\|tool_call\|>",),
     messages=MessageStyle(calls_in_content=True),
 )

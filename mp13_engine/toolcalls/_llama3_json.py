@@ -40,6 +40,7 @@ PROFILE = Profile(
     ),
     decode=_decode,
     render=_render,
+    wrappers=("<|python_tag|>",),
     detect=(r"<\|python_tag\|>", r"\"parameters\": dictionary of argument name"),
     # The template raises on several calls in one message: those go back as content.
     messages=MessageStyle(arguments="object", max_calls=1),

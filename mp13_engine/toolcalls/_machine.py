@@ -284,8 +284,12 @@ class StreamMachine:
         self._mode = "text"
         raw_start = span.raw_start
         if how == "reject":
+            # Not a call after all: a plain-word opener is content, a special token is dropped.
             opener_end = raw_start + len(span.opener_text)
-            self._emit(_CONTENT, buf[raw_start:opener_end])
+            if span.opener_text not in self._p.wrappers:
+                self._emit(_CONTENT, buf[raw_start:opener_end])
+            else:
+                self._error(raw_start, f"{span.opener_text} is not followed by a payload")
             self._pos = opener_end
             return True
         self._pos = consume_end

@@ -35,6 +35,7 @@ PROFILE = Profile(
     decode=decode_json_calls,
     render=_render,
     reasoning=THINK_TAGS,
+    wrappers=("[TOOL_CALLS]",),
     detect=(r"\[TOOL_CALLS\]",),
     messages=MessageStyle(arguments="object", ids="mistral9"),
 )

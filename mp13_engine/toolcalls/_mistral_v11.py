@@ -47,6 +47,7 @@ PROFILE = Profile(
     decode=_decode,
     render=_render,
     reasoning=THINK_TAGS,
+    wrappers=("[TOOL_CALLS]",),
     detect=(r"\[ARGS\]", r"\[CALL_ID\]"),
     messages=MessageStyle(arguments="object", ids="mistral9"),
 )

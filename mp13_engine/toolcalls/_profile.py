@@ -119,7 +119,9 @@ class Profile:
     reasoning: tuple[tuple[str, str], ...] = ()
     close_only_reasoning: bool = False  # "...</think>" when the prompt opened the block
     stops: tuple[str, ...] = COMMON_STOPS
-    wrappers: tuple[str, ...] = ()  # format tokens dropped wherever they appear
+    # Format tokens dropped wherever they appear (an opener listed here is dropped when
+    # what follows it is not a payload).
+    wrappers: tuple[str, ...] = ()
     lenient_eof: bool = False  # accept a complete payload that misses its closing tag
     detect: tuple[str, ...] = ()  # regexes: a template matching any of them uses this format
     messages: MessageStyle = MessageStyle()

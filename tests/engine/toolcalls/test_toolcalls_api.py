@@ -217,3 +217,11 @@ def test_gemma_results_merge_into_one_user_turn():
     out = toolcalls.prepare_messages(messages, "gemma_tool_code")
     assert [m["role"] for m in out] == ["user", "assistant", "user", "user"]
     assert out[2]["content"] == "```tool_output\nrain\n```\n```tool_output\nsun\n```"
+
+
+def test_a_call_token_without_payload_is_dropped_and_reported():
+    out = toolcalls.parse("[TOOL_CALLS] sorry, no tool fits.", "mistral")
+    assert out.content == "sorry, no tool fits." and out.tool_calls == ()
+    assert len(out.errors) == 1 and "[TOOL_CALLS]" in out.errors[0]
+    word = toolcalls.parse("functools is a module.", "phi4_mini")
+    assert word == toolcalls.ParsedOutput(content="functools is a module.")
