@@ -174,8 +174,17 @@ class WaveRunner:
             kwargs["logits_processor"] = [RowSampler(rows, es.eos_ids, es.device)]
         if hasattr(model, "peft_config") and hasattr(model, "base_model"):
             kwargs["adapter_names"] = [s.adapter or BASE_ADAPTER for s in states]
-        with torch.inference_mode():
-            model.generate(**kwargs)
+        # A training job may leave the model in train mode between its steps;
+        # inference must not see dropout, so waves always run in eval mode.
+        was_training = bool(getattr(model, "training", False))
+        if was_training:
+            model.eval()
+        try:
+            with torch.inference_mode():
+                model.generate(**kwargs)
+        finally:
+            if was_training:
+                model.train()
         # generate can end without our controller finishing a row (e.g. the model's
         # own length limit): those rows ran out of room.
         for row in rows:
