@@ -23,6 +23,7 @@ import collections
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -298,7 +299,15 @@ class AsyncRequestStream:
         self._event = asyncio.Event()
         self._scheduled = False
         self._sched_lock = threading.Lock()
-        state.watch(self._notify)
+        # The state must not keep this stream alive (abandoning it cancels via __del__).
+        ref = weakref.ref(self)
+
+        def listener() -> None:
+            stream = ref()
+            if stream is not None:
+                stream._notify()
+
+        state.watch(listener)
 
     def _notify(self) -> None:
         # Called from the worker thread: coalesce wake-ups into one loop callback.

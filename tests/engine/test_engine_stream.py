@@ -143,6 +143,27 @@ def test_closing_or_abandoning_a_stream_cancels(engine):
     assert engine.metrics().finish_reasons["cancelled"] == before + 2
 
 
+def test_breaking_out_of_async_for_cancels(engine):
+    async def main():
+        stream = engine.astream(
+            Request(prompt="abandon async", max_new_tokens=LONG, min_new_tokens=LONG)
+        )
+        rid = stream.id
+        async for _ in stream:
+            break
+        del stream
+        gc.collect()
+        return rid
+
+    before = engine.metrics().finish_reasons["cancelled"]
+    rid = asyncio.run(main())
+    deadline = time.monotonic() + 30
+    while rid in engine._inflight and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert rid not in engine._inflight
+    assert engine.metrics().finish_reasons["cancelled"] == before + 1
+
+
 def test_with_block_cancels_unfinished_stream(engine):
     with engine.stream(Request(prompt="ctx", max_new_tokens=LONG, min_new_tokens=LONG)) as s:
         first = next(s)
