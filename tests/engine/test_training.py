@@ -12,6 +12,7 @@ from mp13_engine import (
     ConfigError,
     DatasetError,
     Engine,
+    EngineClosedError,
     Request,
     TrainingConfig,
     TrainingError,
@@ -182,3 +183,22 @@ def test_async_events_and_result(engine, tmp_path):
 
     kinds, result = asyncio.run(main())
     assert kinds == ["step", "step", "done"] and result.steps == 2
+
+
+def test_gradient_checkpointing_and_precision_options(engine, tmp_path):
+    plain = engine.train(_cfg(tmp_path, "gc0", max_steps=2)).result(60)
+    ckpt = engine.train(_cfg(tmp_path, "gc1", max_steps=2, gradient_checkpointing=True)).result(60)
+    assert ckpt.final_loss == pytest.approx(plain.final_loss, rel=1e-4)
+    assert not engine.model.get_base_model().is_gradient_checkpointing  # serving as before
+    bf16 = engine.train(_cfg(tmp_path, "bf", max_steps=2, precision="bfloat16")).result(60)
+    assert bf16.final_loss == pytest.approx(plain.final_loss, rel=0.05)
+
+
+def test_closing_the_engine_fails_a_running_job(tiny_model_path, tmp_path):
+    eng = Engine.load(str(tiny_model_path), device="cpu")
+    job = eng.train(_cfg(tmp_path, "closing", max_steps=100_000))
+    next(iter(job.events(timeout=60)))
+    eng.close()
+    with pytest.raises(Exception) as info:
+        job.result(timeout=60)
+    assert isinstance(info.value, (TrainingError, EngineClosedError))
