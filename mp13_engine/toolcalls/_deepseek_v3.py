@@ -75,5 +75,6 @@ PROFILE = Profile(
     close_only_reasoning=True,
     wrappers=(CALLS_BEGIN, CALLS_END),
     detect=(r"<｜tool▁calls▁begin｜>", r"tool▁sep"),
-    messages=MessageStyle(arguments="object"),
+    # DeepSeek's own R1 template renders tool calls only when the content is None.
+    messages=MessageStyle(arguments="object", content_none=None),
 )

@@ -47,5 +47,6 @@ PROFILE = Profile(
     close_only_reasoning=True,
     wrappers=(CALLS_BEGIN, CALLS_END),
     detect=(r"\['name'\]\s*\+\s*'<｜tool▁sep｜>'",),
-    messages=MessageStyle(arguments="string"),
+    # DeepSeek's own templates render tool calls only when the content is None.
+    messages=MessageStyle(arguments="string", content_none=None),
 )

@@ -74,6 +74,9 @@ PROFILE = Profile(
     openers=(
         Opener("<|start|>", ends=("<|message|>",)),
         Opener("<|channel|>", ends=("<|message|>",)),
+        # The prompt ends with "<|start|>assistant", so a call's role header may begin
+        # the output: " to=functions.NAME<|channel|>commentary json<|message|>{...}".
+        Opener("to=functions.", ends=("<|message|>",)),
     ),
     decode=_decode_header,
     render=_render,

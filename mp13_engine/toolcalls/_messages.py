@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import string
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -69,10 +70,36 @@ def _call(entry: Mapping[str, Any]) -> ToolCall:
     return ToolCall(name=str(fn.get("name", "")), arguments=args, id=entry.get("id"))
 
 
-def prepare_messages(messages: Iterable[Mapping[str, Any]], format: str) -> list[dict[str, Any]]:
-    """Canonical OpenAI-shaped messages adapted to ``format``'s chat template (new dicts)."""
+# A template that concatenates ``arguments`` into a string needs JSON text; one that
+# pipes it through ``tojson`` needs an object. Templates of one format differ here
+# (DeepSeek's own V3/R1 templates concatenate, vLLM's pipe through tojson).
+_CONCAT_ARGS = re.compile(
+    r"""arguments['"]?\]?\s*\+|\+\s*[\w.\[\]'"]*arguments['"]?\]?\s*(?:\+|-?\}\})"""
+)
+_TOJSON_ARGS = re.compile(r"arguments['\"]?\]?\s*\|\s*tojson")
+
+
+def _arguments_style(chat_template: str | None, default: str) -> str:
+    if not chat_template:
+        return default
+    concat = _CONCAT_ARGS.search(chat_template) is not None
+    tojson = _TOJSON_ARGS.search(chat_template) is not None
+    if concat != tojson:
+        return "string" if concat else "object"
+    return default
+
+
+def prepare_messages(
+    messages: Iterable[Mapping[str, Any]], format: str, chat_template: str | None = None
+) -> list[dict[str, Any]]:
+    """Canonical OpenAI-shaped messages adapted to ``format``'s chat template (new dicts).
+
+    Pass the ``chat_template`` when known: whether it wants the arguments as an
+    object or as JSON text is then read from it (templates of one format differ).
+    """
     profile = get_profile(format)
     style = profile.messages
+    arguments = _arguments_style(chat_template, style.arguments)
     ids: dict[str, str] = {}
     unanswered: list[str] = []
     counter = 0
@@ -101,9 +128,11 @@ def prepare_messages(messages: Iterable[Mapping[str, Any]], format: str) -> list
                 msg["content"] = f"{text}\n{rendered}" if text else rendered
                 msg.pop("tool_calls")
             else:
-                msg["tool_calls"] = [_wire(call, style.arguments, style.ids) for call in calls]
+                msg["tool_calls"] = [_wire(call, arguments, style.ids) for call in calls]
                 if msg.get("content") is None:
                     msg["content"] = style.content_none
+                elif style.content_none is None and not str(msg["content"]).strip():
+                    msg["content"] = None
         elif role == "tool":
             msg["role"] = style.tool_role
             content = msg.get("content")

@@ -101,7 +101,7 @@ class MessageStyle:
     tool_content: str = "{content}"  # str.format template for a tool result's content
     max_calls: int = 0  # >0: a message with more calls than the template takes -> content
     merge_tool_results: bool = False  # consecutive results become one message (strict turns)
-    content_none: str = ""  # what a missing assistant content becomes
+    content_none: str | None = ""  # what a missing assistant content becomes
 
 
 Decoder = Callable[[str, DecodeContext], "list[ToolCall] | Switch"]

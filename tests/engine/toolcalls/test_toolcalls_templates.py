@@ -37,6 +37,23 @@ EXPECTED = {
     "qwen3": "hermes",
     "qwen3_coder": "qwen3_coder",
 }
+# Real templates that trl ships (tool-capable ones), when trl is installed.
+_TRL_SPEC = importlib.util.find_spec("trl")
+TRL = pathlib.Path(_TRL_SPEC.origin).parent / "chat_templates" if _TRL_SPEC else None
+TRL_EXPECTED = {
+    "deepseek_r1_distill": "deepseek_v3",
+    "deepseekv3": "deepseek_v3",
+    "glm4moe": "glm45",
+    "gptoss": "harmony",
+    "llama3_1": "llama3_json",
+    "llama3_2": "llama3_json",
+    "nemotron_3_nano": "qwen3_coder",
+    "qwen2_5": "hermes",
+    "qwen3": "hermes",
+    "qwen3_5_think": "qwen3_coder",
+    "qwen3_instruct_2507": "hermes",
+    "qwen3_vl": "hermes",
+}
 TINY_EXPECTED = {
     "chatml": "hermes",
     "granite": "granite",
@@ -49,6 +66,8 @@ TINY_EXPECTED = {
 def _templates() -> list[tuple[pathlib.Path, str]]:
     out = [(TINY / f"{stem}.jinja", fmt) for stem, fmt in TINY_EXPECTED.items()]
     out += [(SHARED / f"{stem}.jinja", fmt) for stem, fmt in EXPECTED.items()]
+    if TRL is not None:
+        out += [(TRL / f"{stem}.jinja", fmt) for stem, fmt in TRL_EXPECTED.items()]
     return out
 
 
@@ -118,7 +137,7 @@ def test_call_round_trips_through_the_real_template(path, fmt):
         ],
     }
     messages = [{"role": "user", "content": "Weather in São Paulo?"}, canonical]
-    prepared = toolcalls.prepare_messages(messages, fmt)
+    prepared = toolcalls.prepare_messages(messages, fmt, chat_template=template)
     part = _assistant_part(template, prepared)
     again = toolcalls.parse(part, fmt, TOOLS)
     assert [(c.name, c.arguments) for c in again.tool_calls] == [(CALL.name, CALL.arguments)]
@@ -145,7 +164,7 @@ def test_tool_results_render_after_calls(path, fmt):
         },
         {"role": "tool", "tool_call_id": "call_abc", "name": "get_weather", "content": "RAIN-42"},
     ]
-    rendered = _render(template, toolcalls.prepare_messages(messages, fmt), True)
+    rendered = _render(template, toolcalls.prepare_messages(messages, fmt, template), True)
     assert "RAIN-42" in rendered
     assert "Oslo" in rendered
 
