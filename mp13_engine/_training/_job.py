@@ -52,12 +52,30 @@ def _engine_tokenizer(engine: Any) -> Any:
 
 
 def _engine_prepare(engine: Any) -> Any:
-    """The engine's message adapter for its tool-call format, so training renders as serving."""
-    toolcalls = getattr(engine._state, "toolcalls", None)
-    fmt = getattr(engine._state, "tool_format", None)
+    """Adapt chats as the engine's prompt formatter does, so training renders as serving."""
+    from mp13_engine._prompt import _inject_system
+
+    state = engine._state
+    toolcalls, fmt = getattr(state, "toolcalls", None), getattr(state, "tool_format", None)
     if toolcalls is None or fmt is None:
         return None
-    return lambda messages: toolcalls.prepare_messages(messages, fmt)
+    uses_tools = getattr(state.formatter, "template_uses_tools", True)
+
+    def prepare(messages: list, tools: Any) -> tuple[list, Any]:
+        messages = toolcalls.prepare_messages(messages, fmt)
+        if tools and not uses_tools:
+            messages = _inject_system(messages, toolcalls.tools_system_prompt(tools, fmt))
+            tools = None
+        return messages, tools
+
+    return prepare
+
+
+def _tokenizer_lock(engine: Any) -> Any:
+    # HF fast tokenizers raise "Already borrowed" when two threads use one at once; the
+    # engine serialises its own calls with this lock, so rendering here takes it too.
+    lock = getattr(getattr(engine._state, "tokens", None), "_lock", None)
+    return lock if lock is not None else contextlib.nullcontext()
 
 
 class TrainingJob:
@@ -154,8 +172,14 @@ class TrainingJob:
             val = load_examples(cfg.validation, "validation set")
         else:
             train, val = split(train, cfg.validation_split, cfg.seed)
-        self._train = self._fit([render_example(tokenizer, e, cfg.loss_on, prepare) for e in train])
-        self._val = self._fit([render_example(tokenizer, e, cfg.loss_on, prepare) for e in val])
+        lock = _tokenizer_lock(self._engine)
+
+        def render(example: Any) -> Rendered:
+            with lock:  # per row, so waves are never held up for a whole dataset
+                return render_example(tokenizer, example, cfg.loss_on, prepare)
+
+        self._train = self._fit([render(e) for e in train])
+        self._val = self._fit([render(e) for e in val])
         if not self._train:
             raise TrainingError(
                 f"No training row fits max_seq_len={cfg.max_seq_len} with tokens to learn "

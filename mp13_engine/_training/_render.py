@@ -5,13 +5,15 @@ Chats are rendered with the tokenizer's own chat template, so training sees
 exactly the prompt format the engine serves. The assistant-only mask does not
 need ``{% generation %}`` markers in the template: for each assistant message
 ``i`` we render the conversation up to it with the generation prompt
-(``pre``) and up to and including it (``upto``); the assistant's span in the
-full rendering is ``[common_prefix(pre, full), common_prefix(upto, full))``.
-For templates whose rendering of a prefix is a prefix of the full rendering
-(ChatML, Llama 3, Mistral, Granite, ...) this is exact: the span is the
-assistant's content, tool-call markup and end-of-turn token; for a template that
-renders earlier turns differently (e.g. dropping old reasoning) the span only
-shrinks, never grows into non-assistant text.
+(``pre``) and up to and including it (``upto``); the text ``upto`` adds after
+``pre`` is the turn's *body* (content, tool-call markup, end-of-turn token).
+Its span in the full rendering is found, in order: right after ``pre`` when
+the template is prefix-stable (ChatML, Llama 3, Granite: exact); else the
+body's next occurrence after the previous turn (templates that re-render
+earlier context, e.g. Mistral's ``[AVAILABLE_TOOLS]`` before the last user
+turn); else, when the template rewrites the turn itself (e.g. Qwen3 dropping
+an old empty think block), the longest tail of the body that occurs there, so
+the span shrinks but never grows into non-assistant text.
 
 Invariants: ``len(ids) == len(mask)``; a token is in the mask iff its first
 character lies in an assistant span (chats), in the completion or the final
@@ -20,6 +22,7 @@ EOS (prompt/completion), or anywhere (text, or ``loss_on="all"``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +30,9 @@ import attrs
 
 from mp13_engine._errors import ChatTemplateError, DatasetError
 from mp13_engine._training._data import Example
+
+#: ``(messages, tools) -> (messages, tools)``: the serving-side adaptation of a chat.
+Prepare = Callable[[list, Any], tuple[list, Any]]
 
 
 @attrs.frozen
@@ -69,50 +75,79 @@ def _render(tokenizer: Any, messages: Any, tools: Any, add_generation_prompt: bo
 
 
 def assistant_spans(
-    tokenizer: Any, example: Example, prepare: Callable[[list], list] | None = None
+    tokenizer: Any, example: Example, prepare: Prepare | None = None
 ) -> tuple[str, list[tuple[int, int]]]:
     """The full rendered chat and the character spans of its assistant messages.
 
-    ``prepare`` adapts canonical messages to the template (the engine passes
-    its tool-call format's ``prepare_messages``), exactly as serving does.
+    ``prepare(messages, tools) -> (messages, tools)`` adapts canonical messages
+    to the template exactly as serving does (the engine's tool-call format:
+    ``prepare_messages``, tool specs in the system message when the template
+    has no ``tools`` support).
     """
     if not getattr(tokenizer, "chat_template", None):
         raise ChatTemplateError(
             "The tokenizer has no chat template, so chat ('messages') rows cannot be rendered. "
             "Use prompt/completion or text rows, or load a model with a chat template."
         )
-    tools = example.tools
 
     def render(upto: int, gen: bool) -> str:
         if upto == 0:
             return ""
-        messages = [dict(m) for m in example.messages[:upto]]
+        messages, tools = [dict(m) for m in example.messages[:upto]], example.tools
         if prepare is not None:
-            messages = prepare(messages)
+            messages, tools = prepare(messages, tools)
         return _render(tokenizer, messages, tools, add_generation_prompt=gen)
 
     full = render(len(example.messages), gen=False)
-    spans = []
+    spans: list[tuple[int, int]] = []
+    cursor = 0
     for i, message in enumerate(example.messages):
         if message["role"] != "assistant":
             continue
         pre, upto = render(i, gen=True), render(i + 1, gen=False)
+        body = _body(pre, upto, functools.partial(render, i, gen=False))
+        if not body:
+            continue
         start = _common_prefix(pre, full)
-        if start < len(pre):
-            # The template renders the turn before differently when it is last (e.g. a
-            # trailing newline); the assistant text starts after the generation prompt.
-            header = pre[_common_prefix(render(i, gen=False), pre) :]
-            found = full.find(header, start) if header else -1
-            if found < 0:
-                continue
-            start = found + len(header)
-        body = upto[_common_prefix(pre, upto) :]
-        end = start + len(body)
-        if full[start:end] != body:
+        if start == len(pre) and full.startswith(body, start):
+            end = start + len(body)  # prefix-stable template: exact
+        elif (found := full.find(body, cursor)) >= 0:
+            # Earlier context renders differently once more messages follow (e.g. Mistral
+            # moves [AVAILABLE_TOOLS], Hermes closes tool results differently), but the
+            # turn itself is unchanged: find it after the previous one.
+            start, end = found, found + len(body)
+        else:
+            if start < len(pre):
+                header = pre[_common_prefix(render(i, gen=False), pre) :]
+                found = full.find(header, max(start, cursor)) if header else -1
+                if found < 0:
+                    continue
+                start = found + len(header)
+            start = max(start, cursor)
             end = _find_tail(full, start, body)
         if end > start:
             spans.append((start, end))
+            cursor = end
     return full, spans
+
+
+def _body(pre: str, upto: str, context: Callable[[], str]) -> str:
+    """This assistant turn as rendered when it is the last message (content ... end of turn)."""
+    k = _common_prefix(pre, upto)
+    body = upto[k:]
+    if k == len(pre):
+        return body
+    # The template renders the context differently once the turn follows it (e.g. Hermes
+    # closes a tool result with an extra newline; Mistral moves the system prompt). The
+    # turn starts after the generation prompt, or, for templates without one, after the
+    # longest stretch of `body` that merely repeats the end of the context.
+    header = pre[_common_prefix(context(), pre) :]
+    if header and (h := body.find(header)) >= 0:
+        return body[h + len(header) :]
+    for size in range(min(len(pre), len(body) - 1), 0, -1):
+        if pre.endswith(body[:size]):
+            return body[size:]
+    return body
 
 
 def _find_tail(full: str, start: int, body: str) -> int:
@@ -150,7 +185,7 @@ def render_example(
     tokenizer: Any,
     example: Example,
     loss_on: str = "assistant",
-    prepare: Callable[[list], list] | None = None,
+    prepare: Prepare | None = None,
 ) -> Rendered:
     """Token ids and loss mask of ``example`` (see the module docstring)."""
     if example.kind == "messages":

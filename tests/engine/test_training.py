@@ -202,3 +202,21 @@ def test_closing_the_engine_fails_a_running_job(tiny_model_path, tmp_path):
     with pytest.raises(Exception) as info:
         job.result(timeout=60)
     assert isinstance(info.value, (TrainingError, EngineClosedError))
+
+
+@pytest.mark.parametrize("family", ["chatml", "llama3", "mistral", "granite"])
+def test_tool_call_chats_train_on_every_family(tiny_model_factory, tmp_path, family):
+    """Chats with tool calls and results render as the engine serves them, per family."""
+    from test_training_data import CHAT
+
+    with Engine.load(str(tiny_model_factory(family)), device="cpu") as eng:
+        job = eng.train(_cfg(tmp_path, "tools", dataset=[CHAT], max_steps=1, batch_size=1))
+        assert job.result(60).steps == 1
+        rendered = job._train[0]
+        learned = eng.tokenizer.decode(
+            [t for t, m in zip(rendered.ids, rendered.mask, strict=True) if m]
+        )
+        whole = eng.tokenizer.decode(list(rendered.ids))
+    assert "calc" in learned and "It is 4." in learned and "You are welcome." in learned
+    assert "What is 2+2?" not in learned and "thanks" not in learned
+    assert "What is 2+2?" in whole and "Evaluate arithmetic." in whole
