@@ -123,7 +123,7 @@ def prepare_messages(
             unanswered = [c.id for c in calls if c.id]
             too_many = 0 < style.max_calls < len(calls)
             if style.calls_in_content or too_many:
-                text = (msg.get("content") or "").strip()
+                text = _text(msg.get("content"))
                 rendered = profile.render(calls)
                 msg["content"] = f"{text}\n{rendered}" if text else rendered
                 msg.pop("tool_calls")
@@ -159,6 +159,14 @@ def prepare_messages(
         merged = None
         out.append(msg)
     return out
+
+
+def _text(content: Any) -> str:
+    """Message content as plain text (OpenAI content parts joined)."""
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content]
+        return "".join(parts).strip()
+    return str(content or "").strip()
 
 
 def _wire(call: ToolCall, arguments: str, ids: str) -> dict[str, Any]:
