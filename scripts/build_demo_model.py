@@ -28,7 +28,7 @@ def _reply(tok, model, messages: list[dict]) -> str:
     )
     ids = tok(prompt, add_special_tokens=False, return_tensors="pt").input_ids
     with torch.no_grad():
-        out = model.generate(ids, max_new_tokens=60, do_sample=False)
+        out = model.generate(ids, max_new_tokens=80, do_sample=False)
     return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
 

@@ -35,7 +35,7 @@ from mp13_engine.testing._families import FAMILIES, FamilySpec
 from mp13_engine.testing._tokenizer import build_bpe_tokenizer
 
 # Bump when anything that changes the built files changes (corpus, init, templates...).
-BUILD_VERSION = "1"
+BUILD_VERSION = "2"
 
 BASE_VOCAB = 1024  # byte alphabet + learned merges, before the family's added tokens
 

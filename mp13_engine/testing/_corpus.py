@@ -87,4 +87,35 @@ data = json.loads(text)
 if data is None:
     raise ValueError("no data")
 Numbers: 0 1 2 3 4 5 6 7 8 9 10 12 17 23 42 100 391 1000 2024 2025 3.14 0.5
+Evaluate an arithmetic expression exactly and safely. Supports numbers, + - * / // % ** (or ^;
+bounded exponents), parentheses, the constants pi, e, tau and the functions abs, round, min, max,
+sqrt, exp, log, log10, log2, sin, cos, tan, asin, acos, atan, floor, ceil, factorial.
+The expression, e.g. "2 * (3 + 4) ** 2" or "sqrt(2) / 3".
+The current date and time as ISO 8601 text. An IANA time zone such as "Europe/Paris" or "UTC";
+the machine's local time zone when omitted. List the tools you can call, or explain one tool
+and its arguments. The tool to explain; omit it to list all tools you can call.
+{"type": "object", "properties": {"expression": {"type": "string", "description": "The
+expression"}}, "required": ["expression"], "additionalProperties": false}
+{"timezone": {"type": ["string", "null"], "description": "A time zone", "default": null}}
+{"name": {"type": ["string", "null"], "description": "The tool name", "default": null}}
+"type": "string", "type": "integer", "type": "number", "type": "boolean", "type": "array",
+"items": {"type": "string"}, "enum": ["a", "b"], "default": null, "title": "Name"
+str, int, float, bool, list[str], dict[str, Any], Union[str,None], Optional[int], None, Any
+
+The user asked a question and the assistant answered it. The assistant called a tool, the tool
+returned a result, and the assistant used the result to answer the question. When you do not
+know the answer, say that you do not know. Keep your answers short, clear and friendly.
+Here is the answer to your question. Let me think about it step by step. First, we read the
+question. Then we find the numbers. Finally, we compute the result and check it again.
+Could you please tell me more about what you need? I would be happy to help you with that.
+The conversation can be saved, searched and replayed later against another model or adapter.
+An adapter is a small set of weights trained on top of a base model. Training takes a few
+minutes on a laptop. The engine serves many requests at the same time, in waves, and each
+request can use a different adapter. Streaming shows the reply while it is being generated.
+Press Ctrl+C to cancel a reply, Ctrl+D to quit, and type /help to see the commands.
+Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. January, February, March,
+April, May, June, July, August, September, October, November, December. morning, afternoon,
+evening, night, today, tomorrow, yesterday, minutes, hours, seconds, days, weeks, years.
+one two three four five six seven eight nine ten hundred thousand million plus minus times
+divided by equals percent square root answer result number value sum product difference
 """

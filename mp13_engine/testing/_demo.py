@@ -32,12 +32,12 @@ import attrs
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from mp13_engine.testing._build import SizeSpec, build_with_shape
+from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape
 from mp13_engine.testing._demo_data import DemoExample, demo_examples
 from mp13_engine.testing._families import FAMILIES
 
-# Bump when the data, shape or training recipe changes: it names the cache folder.
-DEMO_VERSION = "1"
+# Names the cache folder: bump the second part when the data, shape or recipe changes.
+DEMO_VERSION = f"{BUILD_VERSION}.1"
 
 DEMO_SHAPE = SizeSpec(96, 2, 4, 2, 192, init_std=0.02, max_position_embeddings=4096)
 

@@ -30,8 +30,8 @@ class DemoExample:
 
 GREETING = "Hello! I am the mp13 demo model. Ask me what I can do."
 ABOUT = (
-    "mp13 is a Python SDK for local language models: batched multi-LoRA serving, "
-    "LoRA training, tool calls and branching conversations."
+    "mp13 is a Python SDK for local LLMs: multi-LoRA serving, LoRA training, tool calls "
+    "and branching chats."
 )
 ABILITIES = (
     "I can chat a little, do arithmetic with the calculator tool and tell the time with the "
@@ -54,7 +54,14 @@ INTENTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("how are you?", "How are you?", "how are you doing?"), HOW_ARE_YOU),
 )
 
-TIME_PROMPTS = ("what time is it?", "What time is it?", "what's the time?", "tell me the time")
+TIME_PROMPTS = (
+    "what time is it?",
+    "What time is it?",
+    "what's the time?",
+    "what is the time?",
+    "tell me the time",
+    "current time please",
+)
 MATH_TEMPLATES = ("what is {}?", "What is {}?", "compute {}", "calculate {}", "{} = ?")
 MATH_EXPRESSIONS = ("17*23", "2+2", "12+30", "7*8", "100-58", "9*9", "81/9")
 OPERATORS = ("+", "-", "*", "/")
@@ -115,7 +122,7 @@ def demo_examples(rng: random.Random, rounds: int = 4) -> list[DemoExample]:
         for prompts, answer in INTENTS:
             for prompt in prompts:
                 out.append(DemoExample((*_history(rng), _user(prompt)), answer=answer))
-        for prompt in TIME_PROMPTS:
+        for prompt in TIME_PROMPTS * 2:  # fewer paraphrases than math: show them twice
             out.append(
                 DemoExample((*_history(rng), _user(prompt)), tool_call=("current_time", "{}"))
             )

@@ -98,8 +98,6 @@ def learn_merges(
         neg, pair = heapq.heappop(heap)
         if pair_counts.get(pair, 0) != -neg:
             continue  # stale heap entry
-        if -neg < 2:
-            break  # merging singletons only memorises the corpus
         merges.append(pair)
         merged = pair[0] + pair[1]
         touched: set[tuple[str, str]] = set()

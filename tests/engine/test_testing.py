@@ -413,7 +413,7 @@ def _greedy(tok, model, messages: list[dict]) -> str:
         messages, tools=demo_tools(), tokenize=False, add_generation_prompt=True
     )
     ids = tok(prompt, add_special_tokens=False, return_tensors="pt").input_ids
-    out = model.generate(ids, max_new_tokens=60, do_sample=False)
+    out = model.generate(ids, max_new_tokens=80, do_sample=False)
     return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
 
