@@ -16,6 +16,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from mp13_toolbox import ToolCall
@@ -151,8 +152,10 @@ def param_order(schemas: Mapping[str, Mapping[str, Any]], tool: str) -> list[str
     return list(props) if isinstance(props, Mapping) else []
 
 
-_PY_WORDS = {"True": True, "False": False, "None": None, "true": True, "false": False}
-_PY_WORDS["null"] = None
+# Python and JSON spellings of the literal words a model may write.
+_PY_WORDS = MappingProxyType(
+    {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+)
 
 
 def _schema_types(schema: Any) -> list[str]:
