@@ -27,6 +27,7 @@ Seams for other engine parts:
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
@@ -51,6 +52,7 @@ from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_
 from mp13_engine._streams import AsyncRequestStream, ChunkMaker, RequestState, RequestStream
 from mp13_engine._toolwire import ToolWire
 from mp13_engine._types import BASE_ADAPTER, FinishReason, Request, Response
+from mp13_engine._worker import Worker
 
 RequestLike = Request | str | Sequence[dict[str, Any]]
 
@@ -297,9 +299,7 @@ class _EngineBase:
         return self._worker.cancel_job(job)
 
 
-def _start_worker(config: EngineConfig, runner: WaveRunner, on_cancel: Any) -> Any:
-    from mp13_engine._worker import Worker
-
+def _start_worker(config: EngineConfig, runner: WaveRunner, on_cancel: Any) -> Worker:
     scheduler = Scheduler(config.max_batch_size, config.batch_wait_ms / 1000.0)
     return Worker(scheduler, runner.run, on_cancel, name=f"mp13-engine-{id(runner):x}")
 
@@ -452,8 +452,6 @@ def _config_from(model: Any, fields: dict[str, Any]) -> EngineConfig:
         if "model" not in fields:
             raise ConfigError("Engine.load needs a model: a path, a hub id or an EngineConfig")
         return EngineConfig.from_dict(fields)
-    import os
-
     if isinstance(model, (str, os.PathLike)):
         return EngineConfig.from_dict({"model": os.fspath(model), **fields})
     raise ConfigError(
