@@ -219,3 +219,14 @@ def test_adapter_on_module_the_base_lacks(engine, tmp_path, tiny_model_path):
     save_file(renamed, weights)
     with pytest.raises(AdapterError, match=r"qkv_fused.*does not have"):
         engine.adapters.load(tmp_path / "y")
+
+
+def test_adapter_recorded_for_another_model_family_is_refused(engine, tmp_path):
+    engine.adapters.load("a")
+    saved = engine.adapters.save("a", tmp_path / "mine")
+    meta_file = saved / METADATA_FILE
+    meta = json.loads(meta_file.read_text())
+    meta.update(model_type="llama", base_model="meta-llama/Llama-3.2-1B")
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(AdapterError, match=r"trained on a 'llama' model.*Llama-3\.2-1B"):
+        engine.adapters.load(saved, name="again")
