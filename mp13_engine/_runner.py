@@ -11,6 +11,7 @@ row cannot fail its neighbours; rows that had already streamed tokens end with
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,8 @@ from mp13_engine._state import EngineState
 from mp13_engine._streams import RequestState
 from mp13_engine._toolwire import ToolWire
 from mp13_engine._types import BASE_ADAPTER, FinishReason, RequestMetrics, Response
+
+_log = logging.getLogger(__name__)
 
 
 class ResponseBuilder:
@@ -103,6 +106,22 @@ class WaveRunner:
         self._adapters = adapters
 
     def run(self, states: list[RequestState]) -> None:
+        """Run one wave; never raises (a bug here must not kill the worker thread)."""
+        try:
+            self._run(states)
+        except Exception as exc:
+            _log.exception("wave failed outside generate; failing its unresolved rows")
+            for st in states:
+                if st.done:
+                    continue
+                try:
+                    self._builder.finish(st, FinishReason.ERROR, error=_message(exc))
+                except Exception:
+                    st.finish(
+                        Response(id=st.id, finish_reason=FinishReason.ERROR, error=_message(exc))
+                    )
+
+    def _run(self, states: list[RequestState]) -> None:
         live = []
         for st in states:
             if st.done:
