@@ -3,10 +3,11 @@
 
 It loops: wait for work, let the ``Scheduler`` pick the next unit (a call, a
 wave or a job step), run it outside the lock, repeat. Public API threads hand
-it work through ``submit_request`` / ``submit_job`` / ``call`` and get results
+it work through ``submit_requests`` / ``submit_job`` / ``call`` and get results
 back through futures. ``close`` drains the queues: queued requests resolve
-``CANCELLED``, running rows are cancelled at their next step, jobs get
-``fail(EngineClosedError)``, pending calls raise ``EngineClosedError``.
+``CANCELLED``, running rows are cancelled at their next step, pending calls
+raise ``EngineClosedError``, and once the current wave or job step has ended
+every unfinished job gets ``fail(EngineClosedError)`` (never racing its step).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ class Worker:
         self._cond = threading.Condition()
         self._closed = False
         self._running: list[RequestState] = []
-        self._current_job: Job | None = None
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -126,19 +126,16 @@ class Worker:
         states, jobs, calls = pending
         for st in states:
             self._on_cancel_queued(st)
-        for job in jobs:
-            _fail_job(job, EngineClosedError("the engine was closed while this job was queued"))
         for call in calls:
             call.future.set_exception(
                 EngineClosedError("the engine was closed before this call ran")
             )
-        current = self._current_job
-        if current is not None:
-            cancel = getattr(current, "cancel", None)
-            if callable(cancel):
-                cancel()
+        # Let a running wave stop (its rows are flagged) and a running job step end
+        # before failing jobs, so fail() never races the job's own step().
         if not self.on_worker_thread():
             self._thread.join(timeout)
+        for job in jobs:
+            _fail_job(job, EngineClosedError("the engine was closed before this job finished"))
 
     # ----- worker thread
     def _loop(self) -> None:
@@ -159,8 +156,6 @@ class Worker:
                         break
                 if isinstance(work, Wave):
                     self._running = work.states
-                elif isinstance(work, JobStep):
-                    self._current_job = work.job
             self._run(work)
 
     def _run(self, work: Call | Wave | JobStep) -> None:
@@ -183,8 +178,6 @@ class Worker:
             except BaseException as exc:
                 more = False
                 _fail_job(job, exc)
-            finally:
-                self._current_job = None
             if not more:
                 with self._cond:
                     self._sched.job_finished(job)
