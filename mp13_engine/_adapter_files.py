@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Adapter directories on disk: writing them (PEFT files + mp13 metadata) and checking fit.
+
+Invariant: a directory written here is plain PEFT format (``adapter_config.json``
++ ``adapter_model.safetensors``) that ``PeftModel.from_pretrained`` loads; mp13
+adds only ``mp13_adapter.json``. ``check_compatible`` reads shapes without
+loading tensors and never touches the model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mp13_engine._errors import AdapterError
+
+#: File mp13 writes next to PEFT's files in an adapter directory.
+METADATA_FILE = "mp13_adapter.json"
+
+
+def write_adapter_dir(
+    model: Any, name: str, path: Path, metadata: dict[str, Any] | None = None
+) -> None:
+    """Write adapter ``name`` of PeftModel ``model`` to ``path`` (PEFT files + mp13 metadata)."""
+    path.mkdir(parents=True, exist_ok=True)
+    base = model.get_base_model()
+    # PEFT writes a non-"default" adapter into a subfolder named after it; save into a
+    # scratch dir next to the target and move the files so `path` itself is the adapter dir.
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".mp13-save-") as tmp:
+        try:
+            model.save_pretrained(tmp, selected_adapters=[name])
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise AdapterError(
+                f"Saving adapter {name!r} to {str(path)!r} failed: {exc}. Check the path."
+            ) from exc
+        produced = Path(tmp) / name if (Path(tmp) / name).is_dir() else Path(tmp)
+        for item in produced.iterdir():
+            if item.is_file():
+                shutil.move(str(item), str(path / item.name))
+    meta = {
+        "name": name,
+        "base_model": _base_name(base),
+        "model_type": getattr(base.config, "model_type", None),
+        "architectures": list(getattr(base.config, "architectures", None) or []),
+    }
+    old = path / METADATA_FILE
+    if metadata is None and old.is_file():
+        # Re-saving keeps what training recorded (data, config, loss).
+        meta = {**json.loads(old.read_text()), **meta}
+    meta.update(metadata or {})
+    old.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+
+
+def _base_name(model: Any) -> str | None:
+    return getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", None)
+
+
+def _module_sizes(module: Any) -> tuple[int, int] | None:
+    if hasattr(module, "in_features") and hasattr(module, "out_features"):
+        return int(module.in_features), int(module.out_features)
+    if hasattr(module, "num_embeddings") and hasattr(module, "embedding_dim"):
+        return int(module.num_embeddings), int(module.embedding_dim)
+    return None
+
+
+def _adapter_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
+    file = directory / "adapter_model.safetensors"
+    if file.is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as handle:
+            return {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}  # noqa: SIM118
+    file = directory / "adapter_model.bin"
+    if file.is_file():
+        import torch
+
+        state = torch.load(str(file), map_location="cpu", weights_only=True)
+        return {k: tuple(v.shape) for k, v in state.items()}
+    raise AdapterError(
+        f"Adapter directory {str(directory)!r} has no adapter_model.safetensors or "
+        "adapter_model.bin. Save it again with PEFT save_pretrained or engine.adapters.save."
+    )
+
+
+def check_compatible(base: Any, directory: Path, config: Any) -> None:
+    """Raise AdapterError unless the adapter in ``directory`` fits ``base`` module by module.
+
+    Checks, in order: the model family recorded by mp13 (if any), that every
+    module the adapter's weights target exists in the base model, and that the
+    LoRA matrices' shapes match that module's input/output sizes.
+    """
+    meta_file = directory / METADATA_FILE
+    model_type = getattr(base.config, "model_type", None)
+    if meta_file.is_file():
+        try:
+            meta = json.loads(meta_file.read_text())
+        except ValueError:
+            meta = {}
+        theirs = meta.get("model_type")
+        if theirs and model_type and theirs != model_type:
+            raise AdapterError(
+                f"Adapter {str(directory)!r} was trained on a {theirs!r} model "
+                f"({meta.get('base_model')}), but the engine's base model is a {model_type!r} "
+                f"model ({_base_name(base)}). Load it on the base model it was trained for."
+            )
+    modules = dict(base.named_modules())
+    problems: list[str] = []
+    for key, shape in _adapter_shapes(directory).items():
+        parsed = _parse_key(key)
+        if parsed is None:
+            continue
+        module_name, kind = parsed
+        module = modules.get(module_name)
+        if module is None:
+            problems.append(f"targets module {module_name!r}, which the base model does not have")
+            continue
+        sizes = _module_sizes(module)
+        if sizes is None:
+            continue
+        n_in, n_out = sizes
+        if kind == "A" and shape[-1] != n_in:
+            problems.append(
+                f"{module_name}: lora_A expects input size {shape[-1]}, module has {n_in}"
+            )
+        elif kind == "B" and shape[0] != n_out:
+            problems.append(
+                f"{module_name}: lora_B gives output size {shape[0]}, module has {n_out}"
+            )
+        elif kind == "embA" and shape[-1] != n_in:
+            problems.append(
+                f"{module_name}: embedding LoRA for {shape[-1]} tokens, model has {n_in}"
+            )
+    if problems:
+        shown = "; ".join(problems[:5]) + (
+            f"; ... ({len(problems)} problems)" if len(problems) > 5 else ""
+        )
+        raise AdapterError(
+            f"Adapter {str(directory)!r} does not fit the engine's base model "
+            f"({_base_name(base)}, {model_type}); it was made for "
+            f"{config.base_model_name_or_path!r}: {shown}. Load it on that base model, or "
+            "retrain it for this one."
+        )
+
+
+_KINDS = {
+    ".lora_A.weight": "A",
+    ".lora_B.weight": "B",
+    ".lora_embedding_A": "embA",
+    ".lora_embedding_B": "embB",
+}
+
+
+def _parse_key(key: str) -> tuple[str, str] | None:
+    """``base_model.model.<module>.lora_A.weight`` → (``<module>``, "A"); None for other keys."""
+    for suffix, kind in _KINDS.items():
+        if key.endswith(suffix):
+            module = key[: -len(suffix)]
+            module = module.removeprefix("base_model.model.")
+            return module, kind
+    return None
