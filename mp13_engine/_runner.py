@@ -72,7 +72,7 @@ class ResponseBuilder:
             total_s=now - st.submit_t,
             tokens_per_s=n / gen_s if gen_s > 0 and n else 0.0,
             batch_size=st.batch_size,
-            adapters=() if st.adapter in (None, BASE_ADAPTER) else (st.adapter,),
+            adapters=st.adapter_names,
         )
         response = Response(
             id=st.id,
@@ -130,7 +130,9 @@ class WaveRunner:
                 self._builder.finish(st, FinishReason.CANCELLED)
                 continue
             try:
-                st.adapter = self._adapters()._resolve_for_wave(st.request.adapters)
+                manager = self._adapters()
+                st.adapter = manager._resolve_for_wave(st.request.adapters)
+                st.adapter_names = _requested_names(manager, st.request.adapters)
             except AdapterError as exc:
                 self._builder.finish(st, FinishReason.ERROR, error=str(exc))
                 continue
@@ -210,6 +212,13 @@ class WaveRunner:
             if not row.done:
                 row.done = True
                 self._builder.finish(row.state, FinishReason.LENGTH)
+
+
+def _requested_names(manager: Any, adapters: Any) -> tuple[str, ...]:
+    """The adapter names a row runs with (the defaults when the request left it unset)."""
+    if adapters is None:
+        adapters = getattr(manager, "defaults", ())
+    return tuple(dict.fromkeys(n for n in adapters if n != BASE_ADAPTER))
 
 
 def _is_oom(exc: BaseException) -> bool:

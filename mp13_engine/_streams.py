@@ -39,6 +39,7 @@ class RequestState:
         "_listeners",
         "_lock",
         "adapter",
+        "adapter_names",
         "batch_size",
         "cancel_requested",
         "done",
@@ -75,7 +76,8 @@ class RequestState:
         self.done = False
         self.sealed = False
         self.batch_size = 0
-        self.adapter: str | None = None
+        self.adapter: str | None = None  # the PEFT adapter name the row ran with
+        self.adapter_names: tuple[str, ...] = ()  # the adapters it asked for (resolved)
         self.watched = False
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
