@@ -300,6 +300,10 @@ class TrainingJob:
             model = self._manager._model()
             if model.active_adapters != [self.config.adapter]:
                 model.base_model.set_adapter(self.config.adapter)
+            # Loading or combining other adapters between steps may refreeze parameters.
+            for param in state.params:
+                if not param.requires_grad:
+                    param.requires_grad_(True)
             model.train()
             try:
                 stepped = state.micro_step(model)

@@ -220,3 +220,15 @@ def test_tool_call_chats_train_on_every_family(tiny_model_factory, tmp_path, fam
     assert "calc" in learned and "It is 4." in learned and "You are welcome." in learned
     assert "What is 2+2?" not in learned and "thanks" not in learned
     assert "What is 2+2?" in whole and "Evaluate arithmetic." in whole
+
+
+def test_adapter_work_between_steps_does_not_stall_training(engine, tmp_path):
+    """Loading and combining adapters while a job runs leaves its parameters trainable."""
+    engine.train(_cfg(tmp_path, "other", max_steps=1)).result(60)
+    job = engine.train(_cfg(tmp_path, "busy", max_steps=8))
+    next(iter(job.events(timeout=60)))
+    engine.adapters.load(tmp_path / "other", name="other2")
+    engine.generate(Request(prompt="Hi", adapters=["other", "other2"], max_new_tokens=2))
+    losses = [e.loss for e in job.events() if e.kind == "step"]
+    assert job.result(60).steps == 8
+    assert losses[-1] < losses[0]
