@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -120,3 +121,30 @@ def test_aload_inside_running_loop(tiny_model_path):
         return engine
 
     assert asyncio.run(main()).closed
+
+
+def test_unknown_tool_format_and_missing_cuda_are_config_errors(tiny_model_path):
+    import torch
+
+    from mp13_engine import ToolFormatError
+
+    with pytest.raises(ToolFormatError, match="hermes"):
+        Engine.load(str(tiny_model_path), device="cpu", tool_format="smoke-signals")
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="CUDA is not available"):
+            Engine.load(str(tiny_model_path), device="cuda")
+
+
+def test_full_queue_rejects_with_error(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1, max_queue=2) as eng:
+        busy = eng.submit(Request(prompt="busy", max_new_tokens=1500, min_new_tokens=1500))
+        deadline = time.monotonic() + 30
+        while eng.metrics().running == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        queued = [eng.submit(Request(prompt=f"q{i}", max_new_tokens=2)) for i in range(2)]
+        over = eng.generate(Request(prompt="one too many", max_new_tokens=2))
+        assert over.finish_reason is FinishReason.ERROR and "queue is full" in over.error
+        eng.close()
+        assert busy.result(10).finish_reason is FinishReason.CANCELLED
+        assert all(q.result(10).finish_reason is FinishReason.CANCELLED for q in queued)
