@@ -353,12 +353,14 @@ class Engine(_EngineBase):
     def load(cls, model: EngineConfig | str | Any = None, /, **fields: Any) -> Engine:
         """Load a model and start the engine. ``fields`` are ``EngineConfig`` fields."""
         config = _config_from(model, fields)
+        ToolWire.check(config.tool_format)  # fail before loading any weights
         return cls(config, load_model(config))
 
     @classmethod
     async def aload(cls, model: EngineConfig | str | Any = None, /, **fields: Any) -> Engine:
         """``load`` in a thread, so the running loop stays responsive."""
         config = _config_from(model, fields)
+        ToolWire.check(config.tool_format)
         loaded = await asyncio.to_thread(load_model, config)
         return cls(config, loaded)
 

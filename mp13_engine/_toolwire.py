@@ -35,23 +35,31 @@ class ToolWire:
         self.module = module
         self.format = format
 
+    @staticmethod
+    def check(configured: str | None) -> Any:
+        """Validate a configured format name (before any model loads); returns the module."""
+        module = _import_toolcalls()
+        if configured is None:
+            return module
+        if module is None:
+            raise ToolFormatError(
+                f"tool_format={configured!r} was set but tool-call parsing is not available "
+                "in this build; leave tool_format unset"
+            )
+        known = list(module.formats())
+        if configured not in known:
+            raise ToolFormatError(
+                f"unknown tool_format {configured!r}; use one of {', '.join(known)} "
+                "or None to detect it from the chat template"
+            )
+        return module
+
     @classmethod
     def for_tokenizer(cls, tokenizer: Any, configured: str | None) -> ToolWire:
-        module = _import_toolcalls()
+        module = cls.check(configured)
         if module is None:
-            if configured is not None:
-                raise ToolFormatError(
-                    f"tool_format={configured!r} was set but tool-call parsing is not available "
-                    "in this build; leave tool_format unset"
-                )
             return cls(None, None)
         if configured is not None:
-            known = list(module.formats())
-            if configured not in known:
-                raise ToolFormatError(
-                    f"unknown tool_format {configured!r}; use one of {', '.join(known)} "
-                    "or None to detect it from the chat template"
-                )
             return cls(module, configured)
         template = getattr(tokenizer, "chat_template", None)
         detected = module.detect_format(template) if isinstance(template, str) else None
