@@ -168,11 +168,16 @@ class RowController(StoppingCriteria):
             if row.n == 0:
                 st.first_token_t = now
             row.n += 1
-            st.push(tok)
-            if row.stops and self._hit_stop(row):
-                self._end(row, FinishReason.STOP)
-                changed = True
-            elif row.n >= row.max_new:
+            if row.stops:
+                st.push(tok, commit=False)
+                if self._hit_stop(row):
+                    self._end(row, FinishReason.STOP)
+                    changed = True
+                    continue
+                st.commit()
+            else:
+                st.push(tok)
+            if row.n >= row.max_new:
                 self._end(row, FinishReason.LENGTH)
                 changed = True
         if changed:

@@ -177,6 +177,7 @@ class WaveRunner:
             st.start_t = now
             st.batch_size = len(states)
             st.tokens.clear()
+            st.visible = 0
             st.first_token_t = None
 
         def finish_row(row: Row, reason: FinishReason) -> None:

@@ -56,6 +56,7 @@ class RequestState:
         "start_t",
         "submit_t",
         "tokens",
+        "visible",
         "watched",
     )
 
@@ -70,6 +71,7 @@ class RequestState:
         self.first_token_t: float | None = None
         self.finish_t: float | None = None
         self.tokens: list[int] = []
+        self.visible = 0  # how many of ``tokens`` streams may read (see push/commit)
         self.future: Future[Response] = Future()
         self.response: Response | None = None
         self.cancel_requested = False
@@ -84,11 +86,30 @@ class RequestState:
         self._listeners: list[Callable[[], None]] = []
 
     # ----- worker side (hot path: keep cheap)
-    def push(self, token: int) -> None:
+    def push(self, token: int, commit: bool = True) -> None:
+        """Append a token; ``commit=False`` keeps it invisible to streams until ``commit()``
+        (used while checking stop strings, so a stream never shows text that the
+        final response then cuts away)."""
         with self._lock:
             if self.sealed:  # the response was already built (e.g. cancelled): drop it
                 return
             self.tokens.append(token)
+            if not commit:
+                return
+            self.visible = len(self.tokens)
+            if not self.watched:
+                return
+            self._cond.notify_all()
+            listeners = self._listeners
+        for cb in listeners:
+            cb()
+
+    def commit(self) -> None:
+        """Make every pushed token visible to streams."""
+        with self._lock:
+            if self.sealed:
+                return
+            self.visible = len(self.tokens)
             if not self.watched:
                 return
             self._cond.notify_all()
@@ -127,15 +148,19 @@ class RequestState:
             self.watched = True
 
     def wait_progress(self, seen: int) -> tuple[int, bool]:
-        """Block until more than ``seen`` tokens exist or the request is done."""
+        """Block until more than ``seen`` tokens are visible or the request is done.
+
+        Returns (tokens a stream may read, done); once done that is every token
+        of the final response (the list is sealed then).
+        """
         with self._cond:
-            while len(self.tokens) <= seen and not self.done:
+            while self.visible <= seen and not self.done:
                 self._cond.wait()
-            return len(self.tokens), self.done
+            return (len(self.tokens) if self.done else self.visible), self.done
 
     def progress(self) -> tuple[int, bool]:
         with self._lock:
-            return len(self.tokens), self.done
+            return (len(self.tokens) if self.done else self.visible), self.done
 
 
 class IncrementalDecoder:

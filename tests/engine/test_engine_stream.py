@@ -231,3 +231,24 @@ def tiny_tokenizer(tiny_model_path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(tiny_model_path))
+
+
+def test_streams_with_stop_strings_never_show_cut_text(engine):
+    prompts = [f"stop stream {i}" for i in range(6)]
+    bases = engine.generate_many([Request(prompt=p, max_new_tokens=20) for p in prompts])
+    reqs = []
+    for p, base in zip(prompts, bases, strict=True):
+        text = base.raw_text
+        cuts = [i for i in range(1, len(text) - 1) if text.find(text[i : i + 2]) == i]
+        stop = text[cuts[len(cuts) // 2] : cuts[len(cuts) // 2] + 2] if cuts else "§§"
+        reqs.append(Request(prompt=p, max_new_tokens=20, stop=[stop]))
+    streams = [engine.stream(r) for r in reqs]
+    for s in streams:
+        chunks = list(s)
+        final = chunks[-1].response
+        assert "".join(c.text for c in chunks) == final.text
+        assert not any(stop in final.text for stop in final_stops(reqs, final.id))
+
+
+def final_stops(reqs, rid):
+    return next(r.stop for r in reqs if r.id == rid)
