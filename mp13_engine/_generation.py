@@ -100,31 +100,48 @@ class RowSampler(LogitsProcessor):
             idx = torch.tensor(suppress, dtype=torch.long, device=scores.device)
             scores[idx.unsqueeze(1), self.eos.unsqueeze(0)] = _NEG_INF
         for i, row in enumerate(self.rows):
-            if row.done or not (row.do_sample or row.penalty != 1.0):
+            if row.done or row.penalty == 1.0:
                 continue
-            logits = scores[i]
-            if row.penalty != 1.0:
-                seen = input_ids[i, row.pad :]
-                vals = logits.gather(0, seen)
-                vals = torch.where(vals < 0, vals * row.penalty, vals / row.penalty)
-                logits = logits.scatter(0, seen, vals)
-            if not row.do_sample:
-                scores[i] = logits
-                continue
-            logits = logits / max(row.temperature, 1e-5)
-            if row.top_k and row.top_k < logits.numel():
-                kth = torch.topk(logits, row.top_k).values[-1]
-                logits = logits.masked_fill(logits < kth, _NEG_INF)
-            if row.top_p < 1.0:
-                sorted_logits, order = torch.sort(logits, descending=True)
-                cum = sorted_logits.softmax(-1).cumsum(-1)
-                drop = cum - sorted_logits.softmax(-1) >= row.top_p  # keep the token crossing top_p
-                logits = logits.scatter(0, order, sorted_logits.masked_fill(drop, _NEG_INF))
-            probs = logits.softmax(-1)
-            token = torch.multinomial(probs, 1, generator=row.generator)
-            scores[i] = _NEG_INF
-            scores[i, token] = 0.0
+            # repetition penalty over the row's own tokens (never its left padding)
+            seen = input_ids[i, row.pad :]
+            vals = scores[i].gather(0, seen)
+            vals = torch.where(vals < 0, vals * row.penalty, vals / row.penalty)
+            scores[i] = scores[i].scatter(0, seen, vals)
+        sampled = [i for i, r in enumerate(self.rows) if not r.done and r.do_sample]
+        if sampled:
+            self._sample(scores, sampled)
         return scores
+
+    def _sample(self, scores: torch.FloatTensor, sampled: list[int]) -> None:
+        """Sample the ``sampled`` rows at once; each row draws from its own generator.
+
+        All ops are row-wise, so a row's draw does not depend on its neighbours:
+        the same seed gives the same token alone or in a wave.
+        """
+        rows = [self.rows[i] for i in sampled]
+        dev = scores.device
+        idx = torch.tensor(sampled, dtype=torch.long, device=dev)
+        temps = torch.tensor([max(r.temperature, 1e-5) for r in rows], device=dev)
+        logits = scores.index_select(0, idx) / temps.unsqueeze(1)
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        vocab = sorted_logits.shape[-1]
+        if any(r.top_k and r.top_k < vocab for r in rows):
+            ks = torch.tensor([r.top_k if r.top_k else vocab for r in rows], device=dev)
+            ranks = torch.arange(vocab, device=dev).unsqueeze(0)
+            sorted_logits = sorted_logits.masked_fill(ranks >= ks.unsqueeze(1), _NEG_INF)
+        if any(r.top_p < 1.0 for r in rows):
+            ps = torch.tensor([r.top_p for r in rows], device=dev).unsqueeze(1)
+            probs = sorted_logits.softmax(-1)
+            # keep the smallest prefix whose mass reaches top_p (the crossing token stays)
+            drop = (probs.cumsum(-1) - probs) >= ps
+            sorted_logits = sorted_logits.masked_fill(drop, _NEG_INF)
+        cdf = sorted_logits.softmax(-1).cumsum(-1)
+        draws = torch.cat([torch.rand(1, generator=r.generator, device=dev) for r in rows])
+        pick = torch.searchsorted(cdf, (draws * cdf[:, -1]).unsqueeze(1)).clamp_(max=vocab - 1)
+        tokens = order.gather(1, pick)
+        chosen = torch.full((len(rows), scores.shape[-1]), _NEG_INF, device=dev)
+        chosen.scatter_(1, tokens, 0.0)
+        scores.index_copy_(0, idx, chosen.to(scores.dtype))
 
 
 class RowController(StoppingCriteria):

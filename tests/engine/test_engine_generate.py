@@ -285,3 +285,13 @@ def test_two_engines_are_independent(tiny_model_factory):
         assert got[1::2] == exp_b
         a.close()
         assert b.generate("q0", max_new_tokens=5).raw_text == exp_b[0]
+
+
+@pytest.mark.parametrize("fields", [{"top_k": 1}, {"top_p": 1e-6}, {"temperature": 1e-4}])
+def test_degenerate_sampling_equals_greedy(engine, fields):
+    reqs = _prompts(3)
+    greedy = engine.generate_many([_fresh(r, max_new_tokens=10) for r in reqs])
+    sampled = engine.generate_many(
+        [_fresh(r, max_new_tokens=10, do_sample=True, seed=i, **fields) for i, r in enumerate(reqs)]
+    )
+    assert [s.raw_text for s in sampled] == [g.raw_text for g in greedy]
