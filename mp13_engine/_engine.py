@@ -234,8 +234,14 @@ class _EngineBase:
 
     def _start(self, request: RequestLike, overrides: dict[str, Any]) -> RequestState:
         self._check_open()
-        st = self._prepare(request, overrides)
-        self._submit([st])
+        # Announce the request while its prompt renders, so a wave that is
+        # collecting waits for it (concurrent callers then share one wave).
+        self._worker.preparing(1)
+        try:
+            st = self._prepare(request, overrides)
+            self._submit([st])
+        finally:
+            self._worker.preparing(-1)
         return st
 
     def _check_open(self) -> None:
@@ -442,8 +448,12 @@ class Engine(_EngineBase):
 
     def _start_many(self, requests: Iterable[RequestLike], overrides: dict[str, Any]) -> list:
         self._check_open()
-        states = [self._prepare(r, overrides) for r in requests]
-        self._submit(states)
+        self._worker.preparing(1)
+        try:
+            states = [self._prepare(r, overrides) for r in requests]
+            self._submit(states)
+        finally:
+            self._worker.preparing(-1)
         return states
 
 

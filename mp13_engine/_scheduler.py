@@ -85,6 +85,7 @@ class Scheduler:
         self.batch_wait_s = batch_wait_s
         self.max_wait_s = batch_wait_s * max_wait_factor
         self._last_enqueue: dict[Hashable, float] = {}
+        self.preparing = 0  # requests being prepared by API threads (see collect_wait)
         self._calls: collections.deque[Call] = collections.deque()
         self._requests: dict[Hashable, collections.deque[RequestState]] = {}
         self._jobs: dict[Hashable, collections.deque[Job]] = {}
@@ -134,7 +135,10 @@ class Scheduler:
         and a request joined it less than ``batch_wait_s`` ago: the window
         restarts with each arrival (threads that submit "at once" still arrive
         spread out, each rendering its prompt first), but never extends past
-        ``max_wait_s`` after the oldest request was submitted.
+        ``max_wait_s`` after the oldest request was submitted. While API
+        threads are still preparing requests (``preparing`` > 0: rendering
+        prompts that are on their way), the worker waits for them too, up to
+        the same cap.
         """
         if self._calls or self.batch_wait_s <= 0:
             return 0.0
@@ -145,8 +149,11 @@ class Scheduler:
         if len(q) >= self.max_batch_size:
             return 0.0
         now = time.perf_counter() if now is None else now
+        cap = q[0].submit_t + self.max_wait_s
+        if self.preparing > 0:
+            return max(0.0, cap - now)
         quiet_at = self._last_enqueue.get(turn[1], 0.0) + self.batch_wait_s
-        return max(0.0, min(quiet_at, q[0].submit_t + self.max_wait_s) - now)
+        return max(0.0, min(quiet_at, cap) - now)
 
     def next_work(self) -> Work | None:
         if self._calls:

@@ -50,6 +50,13 @@ class Worker:
     def on_worker_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
+    def preparing(self, delta: int) -> None:
+        """API threads announce requests they are preparing (+n) and drop them (-n)."""
+        with self._cond:
+            self._sched.preparing += delta
+            if delta < 0:
+                self._cond.notify()
+
     def submit_requests(self, states: list[RequestState]) -> None:
         with self._cond:
             if self._closed:

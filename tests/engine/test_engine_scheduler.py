@@ -98,6 +98,15 @@ def test_collect_wait_only_for_a_fresh_partial_wave():
     assert s3.collect_wait(now=later + 0.04) > 0
     # ... but never past max_wait_s (5 x batch_wait_s) after the oldest submission
     assert s3.collect_wait(now=first.submit_t + 0.26) == 0
+    # requests still being prepared by API threads hold the wave, up to the cap
+    s4 = Scheduler(max_batch_size=8, batch_wait_s=0.01)
+    y = _state(0)
+    s4.add_request(y)
+    s4.preparing = 1
+    assert s4.collect_wait(now=y.submit_t + 0.03) > 0
+    assert s4.collect_wait(now=y.submit_t + 0.06) == 0
+    s4.preparing = 0
+    assert s4.collect_wait(now=y.submit_t + 0.03) == 0
     s2 = Scheduler(max_batch_size=2, batch_wait_s=0.05)
     s2.add_job(FakeJob("J", 1, []))
     assert s2.collect_wait() == 0
