@@ -84,6 +84,8 @@ def run_trl(model_path: Path, rows: list[dict], args, out: Path) -> dict:
         save_strategy="no",
         report_to="none",
         use_cpu=True,
+        bf16=False,  # the default resolves to bf16 autocast where supported; compare fp32
+        fp16=False,
         gradient_checkpointing=False,
         max_length=512,
         completion_only_loss=True,
