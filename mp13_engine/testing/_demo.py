@@ -72,7 +72,7 @@ class DemoRecipe:
     """How the demo model is trained (defaults are what ``demo_model_path`` builds)."""
 
     seed: int = 0
-    steps: int = 400
+    steps: int = 700
     batch_size: int = 16
     learning_rate: float = 1e-2
     rounds: int = 4  # passes over the paraphrases when generating the data

@@ -120,9 +120,10 @@ def demo_examples(rng: random.Random, rounds: int = 4) -> list[DemoExample]:
     out: list[DemoExample] = []
     for _ in range(rounds):
         for prompts, answer in INTENTS:
-            for prompt in prompts:
+            # Twice: plain answers must outweigh the tool rows, or every reply becomes a call.
+            for prompt in prompts * 2:
                 out.append(DemoExample((*_history(rng), _user(prompt)), answer=answer))
-        for prompt in TIME_PROMPTS * 2:  # fewer paraphrases than math: show them twice
+        for prompt in TIME_PROMPTS:
             out.append(
                 DemoExample((*_history(rng), _user(prompt)), tool_call=("current_time", "{}"))
             )
@@ -130,7 +131,13 @@ def demo_examples(rng: random.Random, rounds: int = 4) -> list[DemoExample]:
             convo = (*_history(rng), _user(prompt), _call_message("current_time", {}))
             tool = {"role": "tool", "content": stamp}
             out.append(DemoExample((*convo, tool), answer=f"It is {stamp}."))
-        expressions = [*MATH_EXPRESSIONS, *(_expression(rng) for _ in range(12))]
+        # The banner's example ("what is 17*23?") is shown 4x so it works even where copying
+        # arbitrary numbers has not been learned yet.
+        expressions = [
+            *MATH_EXPRESSIONS,
+            *[MATH_EXPRESSIONS[0]] * 3,
+            *(_expression(rng) for _ in range(12)),
+        ]
         for expression in expressions:
             prompt = rng.choice(MATH_TEMPLATES).format(expression)
             args = '{"expression": "' + expression + '"}'
