@@ -446,3 +446,12 @@ def test_demo_model_calls_the_calculator_and_quotes_the_result(demo_model) -> No
         {"role": "tool", "content": "391"},
     ]
     assert "391" in _greedy(tok, model, messages)
+
+
+@pytest.mark.slow
+def test_demo_model_calls_current_time(demo_model) -> None:
+    tok, model = demo_model
+    reply = _greedy(tok, model, [{"role": "user", "content": "what time is it?"}])
+    match = re.fullmatch(r"\s*<tool_call>\s*(.*?)\s*</tool_call>\s*", reply, flags=re.S)
+    assert match is not None, reply
+    assert json.loads(match.group(1)) == {"name": "current_time", "arguments": {}}
