@@ -208,7 +208,7 @@ def test_closing_the_engine_fails_a_running_job(tiny_model_path, tmp_path):
 @pytest.mark.parametrize("family", ["chatml", "llama3", "mistral", "granite"])
 def test_tool_call_chats_train_on_every_family(tiny_model_factory, tmp_path, family):
     """Chats with tool calls and results render as the engine serves them, per family."""
-    from test_training_data import CHAT
+    from tests.engine.test_training_data import CHAT
 
     with Engine.load(str(tiny_model_factory(family)), device="cpu") as eng:
         job = eng.train(_cfg(tmp_path, "tools", dataset=[CHAT], max_steps=1, batch_size=1))

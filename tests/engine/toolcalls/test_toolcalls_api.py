@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from _toolcalls_cases import FORMATS, TOOLS
 
 from mp13_engine import ToolFormatError, toolcalls
 from mp13_engine.toolcalls import _values
 from mp13_toolbox import ToolCall, ToolSpec
+from tests.engine.toolcalls._toolcalls_cases import FORMATS, TOOLS
 
 
 def test_public_names_are_pinned_and_sorted():

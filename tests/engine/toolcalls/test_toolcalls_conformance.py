@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from _toolcalls_cases import (
+
+from mp13_engine import toolcalls
+from mp13_toolbox import ToolCall
+from tests.engine.toolcalls._toolcalls_cases import (
     EMPTY,
     FORMATS,
     NESTED,
@@ -16,9 +19,6 @@ from _toolcalls_cases import (
     calls_tuple,
     render,
 )
-
-from mp13_engine import toolcalls
-from mp13_toolbox import ToolCall
 
 
 def _names_args(calls):

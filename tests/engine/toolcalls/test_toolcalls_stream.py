@@ -11,11 +11,11 @@ on random mixtures of every format's markup and on random cuts of real outputs.
 from __future__ import annotations
 
 import pytest
-from _toolcalls_cases import FORMATS, REAL, TOOLS, samples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mp13_engine import toolcalls
+from tests.engine.toolcalls._toolcalls_cases import FORMATS, REAL, TOOLS, samples
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -15,10 +15,10 @@ import os
 import pathlib
 
 import pytest
-from _toolcalls_cases import TOOLS
 
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
+from tests.engine.toolcalls._toolcalls_cases import TOOLS
 
 SHARED = pathlib.Path(os.environ.get("MP13_SHARED_TEMPLATES", "/work/shared/templates"))
 # Located without importing mp13_engine.testing (which imports torch).
