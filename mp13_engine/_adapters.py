@@ -245,7 +245,9 @@ class AdapterManager:
 
     def _base_model(self) -> Any:
         model = self._model()
-        return model.get_base_model() if self._is_peft(model) else model
+        # LoRA only: the wrapped model is ``base_model.model``. Not ``get_base_model()``, which
+        # looks up the active adapter's config and so fails whenever that name is stale.
+        return model.base_model.model if self._is_peft(model) else model
 
     def _resolve_for_wave(self, adapters: Sequence[str] | None) -> str:
         """PEFT adapter name for a row whose request asked for ``adapters``. Worker only.
@@ -351,6 +353,12 @@ class AdapterManager:
             # A PeftModel without adapters cannot generate (it looks up its active adapter's
             # config); give the engine back the plain base model, unwrapped.
             self._set_model(model.unload())
+        elif model.active_adapter not in model.peft_config:
+            # PEFT re-points its own ``active_adapter`` only when exactly one layer-level adapter
+            # stays active; otherwise it keeps the deleted name and every later config lookup
+            # (generate, get_base_model) raises KeyError. Requests pass adapter_names per row, so
+            # which remaining adapter is "active" does not change any output.
+            model.active_adapter = next(iter(model.peft_config))
 
     def _register_on_worker(self, info: AdapterInfo) -> None:
         with self._state.lock:

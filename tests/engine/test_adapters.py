@@ -230,3 +230,40 @@ def test_adapter_recorded_for_another_model_family_is_refused(engine, tmp_path):
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(AdapterError, match=r"trained on a 'llama' model.*Llama-3\.2-1B"):
         engine.adapters.load(saved, name="again")
+
+
+TRAIN_ROWS = [
+    {"messages": [{"role": "user", "content": p}, {"role": "assistant", "content": "Yes."}]}
+    for p in PROMPTS[:4]
+]
+
+
+@pytest.mark.parametrize("other", ["none", "before", "after"])
+def test_unload_trained_adapter_keeps_serving_and_loading(engine, tmp_path, other):
+    """Regression: unloading a trained adapter left PEFT pointing at the deleted name.
+
+    The next ``adapters.load`` failed with ``KeyError: 'ad1'`` and so did every generation.
+    """
+    from mp13_engine import TrainingConfig
+
+    if other == "before":
+        engine.adapters.load("a")
+    config = TrainingConfig(
+        adapter="ad1", dataset=TRAIN_ROWS, max_steps=2, batch_size=4, output_dir=str(tmp_path)
+    )
+    engine.train(config).result(timeout=300)
+    if other == "after":
+        engine.adapters.load("a")
+    engine.adapters.save("ad1", tmp_path / "saved")
+    engine.adapters.unload("ad1")
+    assert engine.generate(_req(PROMPTS[0])).ok
+    engine.adapters.load(tmp_path / "saved", "ad2")
+    engine.adapters.load("b")
+    expected = ["ad2", "b"] if other == "none" else ["a", "ad2", "b"]
+    assert [i.name for i in engine.adapters.list()] == expected
+    for adapters in (["ad2"], ["ad2", "b"], [], ["b"]):
+        assert engine.generate(_req(PROMPTS[1], adapters=adapters)).ok
+    for name in expected:
+        engine.adapters.unload(name)
+        assert engine.generate(_req(PROMPTS[1])).ok
+    assert engine.adapters.list() == []
