@@ -120,9 +120,34 @@ class TrainingJob:
         return self._future.result(timeout)
 
     async def aresult(self) -> TrainingResult:
+        """Async twin of :meth:`result`; cancelling the awaiting task leaves the job running.
+
+        Each awaiter gets its own loop future fed one way from the job's future
+        (``asyncio.wrap_future`` chains both ways: cancelling the awaiter would
+        cancel the job's result for everyone).
+        """
         import asyncio
 
-        return await asyncio.wrap_future(self._future)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[TrainingResult] = loop.create_future()
+
+        def copy(source: Future[TrainingResult]) -> None:
+            if waiter.done():  # the awaiter was cancelled; nobody wants this copy
+                return
+            if source.cancelled():
+                waiter.cancel()
+            elif (exc := source.exception()) is not None:
+                waiter.set_exception(exc)
+            else:
+                waiter.set_result(source.result())
+
+        def on_done(source: Future[TrainingResult]) -> None:
+            # RuntimeError: the awaiting loop closed meanwhile, so there is nobody to tell.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(copy, source)
+
+        self._future.add_done_callback(on_done)
+        return await waiter
 
     def events(self, timeout: float | None = None) -> Iterator[TrainingEvent]:
         """Progress events from the first one; ends after the "done" event (or failure)."""

@@ -186,6 +186,30 @@ def test_async_events_and_result(engine, tmp_path):
     assert kinds == ["step", "step", "done"] and result.steps == 2
 
 
+def test_cancelling_an_awaiter_never_cancels_the_job(engine, tmp_path):
+    """Regression: a cancelled ``await job.aresult()`` cancelled the job's own result future."""
+    job = engine.train(_cfg(tmp_path, "awaited", max_steps=100_000))
+
+    async def main():
+        waiters = [asyncio.ensure_future(job.aresult()) for _ in range(2)]
+        stream = job.aevents()
+        first = await asyncio.wait_for(anext(stream), 60)
+        waiters[0].cancel()  # one awaiter gives up; the other and the job must not notice
+        reader = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)
+        reader.cancel()  # same for an event reader
+        await asyncio.gather(waiters[0], reader, return_exceptions=True)
+        assert not job.done()  # still training
+        job.cancel()
+        return first, await asyncio.wait_for(waiters[1], 60)
+
+    first, result = asyncio.run(main())
+    assert first.kind == "step"
+    assert result.cancelled and job.result(timeout=60) is result
+    kinds = [e.kind for e in job.events(timeout=60)]
+    assert kinds[-1] == "done"
+
+
 def test_gradient_checkpointing_and_precision_options(engine, tmp_path):
     plain = engine.train(_cfg(tmp_path, "gc0", max_steps=2)).result(60)
     ckpt = engine.train(_cfg(tmp_path, "gc1", max_steps=2, gradient_checkpointing=True)).result(60)
