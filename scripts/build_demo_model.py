@@ -3,6 +3,7 @@
 
     python scripts/build_demo_model.py            # build into the cache (as mp13chat does)
     python scripts/build_demo_model.py DEST       # build into DEST (rebuilds every time)
+    python scripts/build_demo_model.py --ship     # build afresh and ship it in the package
 
 Prints the build time and the greedy replies to the trained prompts, the tool-call prompt, and
 a tool round, so a change to the recipe can be judged at a glance.
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import tempfile
 import time
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mp13_engine.testing import DemoRecipe, build_demo_model, demo_model_path
-from mp13_engine.testing._demo import demo_tools
+from mp13_engine.testing._demo import demo_tools, ship_demo_model
 from mp13_engine.testing._demo_data import TRAINED_PROMPTS
 
 
@@ -41,10 +43,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dest", nargs="?", type=pathlib.Path, help="folder to build into")
     parser.add_argument("--steps", type=int, default=DemoRecipe().steps)
+    parser.add_argument(
+        "--ship", action="store_true", help="build afresh and copy into the package as shipped"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
-    if args.dest is None:
-        path = demo_model_path()
+    if args.ship:
+        with tempfile.TemporaryDirectory() as tmp:
+            built = build_demo_model(
+                pathlib.Path(tmp), DemoRecipe(steps=args.steps), progress=_progress
+            )
+            path = ship_demo_model(built)
+    elif args.dest is None:
+        path = demo_model_path(use_shipped=False)
     else:
         path = build_demo_model(args.dest, DemoRecipe(steps=args.steps), progress=_progress)
     print(f"demo model at {path} ({time.perf_counter() - start:.1f} s)")

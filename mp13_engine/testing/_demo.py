@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import copy
+import json
 import os
 import pathlib
 import random
@@ -200,16 +201,59 @@ def build_demo_model(
     return dest
 
 
-def demo_model_path(cache_dir: str | pathlib.Path | None = None) -> pathlib.Path:
-    """The demo model's folder, built on first use (then reused) under the cache folder.
+#: The demo model as shipped in the package (1.5 MB), built by ``scripts/build_demo_model.py
+#: --ship``. Shipping it lets ``mp13chat`` start in seconds on a fresh machine; building it
+#: takes one to two minutes of CPU, so that only happens when no matching copy is shipped.
+SHIPPED_DEMO_DIR = pathlib.Path(__file__).with_name("_demo_model")
+_SHIPPED_MARKER = "mp13_demo.json"
 
-    The cache folder is ``cache_dir``, else ``$MP13_CACHE_DIR``, else ``~/.cache/mp13``; the
-    model lives in ``demo-<DEMO_VERSION>`` inside it.
+
+def shipped_demo_model() -> pathlib.Path | None:
+    """The shipped demo model's folder if it was built for this ``DEMO_VERSION``, else None."""
+    marker = SHIPPED_DEMO_DIR / _SHIPPED_MARKER
+    try:
+        meta = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if meta.get("version") != DEMO_VERSION:
+        return None  # a recipe change outdated it: build instead of serving a stale model
+    if not (SHIPPED_DEMO_DIR / "model.safetensors").exists():
+        return None
+    return SHIPPED_DEMO_DIR
+
+
+def ship_demo_model(src: str | pathlib.Path) -> pathlib.Path:
+    """Copy a built demo model into the package as the shipped copy for ``DEMO_VERSION``."""
+    SHIPPED_DEMO_DIR.mkdir(exist_ok=True)
+    for f in pathlib.Path(src).iterdir():
+        if f.is_file() and f.name != _SHIPPED_MARKER:
+            shutil.copyfile(f, SHIPPED_DEMO_DIR / f.name)
+    (SHIPPED_DEMO_DIR / _SHIPPED_MARKER).write_text(
+        json.dumps({"version": DEMO_VERSION, "built_by": "scripts/build_demo_model.py --ship"})
+        + "\n",
+        encoding="utf-8",
+    )
+    return SHIPPED_DEMO_DIR
+
+
+def demo_model_path(
+    cache_dir: str | pathlib.Path | None = None, *, use_shipped: bool = True
+) -> pathlib.Path:
+    """The demo model's folder: a copy built in the cache, else the shipped one, else a new build.
+
+    The cache folder is ``cache_dir``, else ``$MP13_CACHE_DIR``, else ``~/.cache/mp13``; a built
+    model lives in ``demo-<DEMO_VERSION>`` inside it. A model already built there wins (so a
+    user can rebuild and use their own); otherwise the copy shipped in the package is used when
+    it matches ``DEMO_VERSION`` (``use_shipped=False`` skips it); otherwise the model is built
+    there on first use (one to two minutes on CPU) and reused afterwards.
     """
     root = cache_dir or os.environ.get("MP13_CACHE_DIR") or pathlib.Path.home() / ".cache" / "mp13"
     dest = pathlib.Path(root).expanduser() / f"demo-{DEMO_VERSION}"
     if (dest / "model.safetensors").exists():
         return dest
+    shipped = shipped_demo_model() if use_shipped else None
+    if shipped is not None:
+        return shipped
     dest.parent.mkdir(parents=True, exist_ok=True)
     # Build aside and rename, so a concurrent or interrupted build never leaves half a model.
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))

@@ -3,8 +3,8 @@
 
 The demo model is trained to answer a few prompts and to call the calculator for
 arithmetic; this drives stream → tool call → inline approval → result → answer.
-Building the model takes a minute or more, so it is cached in pytest's cache folder
-(``.pytest_cache``) and the test is marked slow.
+The model ships with the package (``mp13_engine/testing/_demo_model``), so this runs
+on the very copy a newcomer gets, in seconds.
 """
 
 from __future__ import annotations
@@ -15,17 +15,16 @@ pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def demo_engine(request):
+def demo_engine(tmp_path_factory):
     from mp13_engine import Engine
     from mp13_engine.testing import demo_model_path
 
-    path = demo_model_path(request.config.cache.mkdir("mp13_demo"))
+    path = demo_model_path(tmp_path_factory.mktemp("cache"))  # empty cache: the shipped copy
     engine = Engine.load(str(path), device="cpu")
     yield engine
     engine.close()
 
 
-@pytest.mark.slow
 def test_demo_answers_and_runs_a_tool_round_with_approval(make_chat, demo_engine):
     from mp13_engine.testing import DEMO_PROMPTS
 

@@ -40,6 +40,7 @@ from mp13_engine.testing import (
     demo_model_path,
     demo_tools,
 )
+from mp13_engine.testing._demo import shipped_demo_model
 
 
 def _digests(path: pathlib.Path) -> dict[str, str]:
@@ -406,6 +407,33 @@ def test_demo_model_path_reuses_a_built_model(tmp_path: pathlib.Path, monkeypatc
     assert demo_model_path(tmp_path) == cached
     monkeypatch.setenv("MP13_CACHE_DIR", str(tmp_path))
     assert demo_model_path() == cached
+
+
+def test_shipped_demo_model_is_current_and_used_when_nothing_is_cached(
+    tmp_path: pathlib.Path,
+) -> None:
+    # mp13chat starts in seconds only because the demo model ships; a recipe change
+    # (DEMO_VERSION) without re-shipping (scripts/build_demo_model.py --ship) fails here.
+    shipped = shipped_demo_model()
+    assert shipped is not None, "run: python scripts/build_demo_model.py --ship"
+    assert demo_model_path(tmp_path) == shipped
+    cached = tmp_path / f"demo-{DEMO_VERSION}"
+    cached.mkdir()
+    (cached / "model.safetensors").write_bytes(b"")
+    assert demo_model_path(tmp_path) == cached  # a user's own build wins over the shipped one
+
+
+def test_shipped_demo_model_answers_its_trained_prompts() -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mp13_engine.testing._demo_data import TRAINED_PROMPTS
+
+    path = shipped_demo_model()
+    assert path is not None
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    for prompt, expected in TRAINED_PROMPTS[:2]:
+        assert _greedy(tok, model, [{"role": "user", "content": prompt}]) == expected
 
 
 def _greedy(tok, model, messages: list[dict]) -> str:
