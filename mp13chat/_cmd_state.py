@@ -18,6 +18,7 @@ import attrs
 from rich.panel import Panel
 from rich.text import Text
 
+from mp13_context import PARAMS
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
 from mp13chat._errors import UsageError
@@ -32,10 +33,6 @@ DISPLAY_SETTINGS = ("stream", "markdown", "show_reasoning")
 
 def param_names() -> list[str]:
     """Parameter names the context layer accepts (for completion and help)."""
-    try:
-        from mp13_context import PARAMS
-    except ImportError:  # older context layer: its private table
-        from mp13_context._state import PARAMS
     return sorted(PARAMS)
 
 
