@@ -11,10 +11,13 @@ Messages are rendered with the tokenizer's chat template; ``continue_final``
 renders without a generation prompt and continues the last assistant message.
 Tools go to the template's ``tools=`` argument when the template uses them,
 otherwise (when a tool-call format is known) into the system message.
+``prepare`` is that adaptation alone; training renders its chats through it
+too, so training and serving cannot drift apart.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mp13_engine._errors import ChatTemplateError, RequestError
@@ -68,13 +71,7 @@ class PromptFormatter:
                 "continue_final=True needs the last message to be an assistant message to "
                 "continue; append one or drop continue_final"
             )
-        tools = [dict(t) for t in request.tools] if request.tools else None
-        tc = self._toolcalls
-        if tc is not None and self.tool_format is not None:
-            messages = tc.prepare_messages(messages, self.tool_format)
-            if tools and not self.template_uses_tools:
-                messages = _inject_system(messages, tc.tools_system_prompt(tools, self.tool_format))
-                tools = None
+        messages, tools = self.prepare(messages, request.tools)
         kwargs: dict[str, Any] = dict(request.chat_template_kwargs or {})
         if tools:
             kwargs["tools"] = tools
@@ -91,6 +88,27 @@ class PromptFormatter:
                 f"the chat template could not render these messages: {exc}; check the roles "
                 "and message shapes this model's template accepts"
             ) from exc
+
+    def prepare(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        """Canonical chat and tool specs adapted to this template (new dicts).
+
+        The ONE adaptation serving (:meth:`render`) and training share, so a
+        trained chat renders exactly as the same chat is served: tool calls in
+        the shape this template reads (``prepare_messages`` with the template,
+        e.g. JSON-text arguments for DeepSeek's), tool specs in the system
+        message when the template ignores ``tools=``.
+        """
+        out = [dict(m) for m in messages]
+        specs = [dict(t) for t in tools] if tools else None
+        tc, fmt = self._toolcalls, self.tool_format
+        if tc is None or fmt is None:
+            return out, specs
+        out = tc.prepare_messages(out, fmt, chat_template=self.chat_template)
+        if specs and not self.template_uses_tools:
+            return _inject_system(out, tc.tools_system_prompt(specs, fmt)), None
+        return out, specs
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok(text, add_special_tokens=False)["input_ids"])

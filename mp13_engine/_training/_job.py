@@ -52,23 +52,8 @@ def _engine_tokenizer(engine: Any) -> Any:
 
 
 def _engine_prepare(engine: Any) -> Any:
-    """Adapt chats as the engine's prompt formatter does, so training renders as serving."""
-    from mp13_engine._prompt import _inject_system
-
-    state = engine._state
-    toolcalls, fmt = getattr(state, "toolcalls", None), getattr(state, "tool_format", None)
-    if toolcalls is None or fmt is None:
-        return None
-    uses_tools = getattr(state.formatter, "template_uses_tools", True)
-
-    def prepare(messages: list, tools: Any) -> tuple[list, Any]:
-        messages = toolcalls.prepare_messages(messages, fmt)
-        if tools and not uses_tools:
-            messages = _inject_system(messages, toolcalls.tools_system_prompt(tools, fmt))
-            tools = None
-        return messages, tools
-
-    return prepare
+    """The serving formatter's own ``prepare``: training renders chats exactly as serving."""
+    return engine._state.formatter.prepare
 
 
 def _tokenizer_lock(engine: Any) -> Any:

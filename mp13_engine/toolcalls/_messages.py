@@ -79,6 +79,21 @@ _CONCAT_ARGS = re.compile(
 _TOJSON_ARGS = re.compile(r"arguments['\"]?\]?\s*\|\s*tojson")
 
 
+# transformers >= 5 drops None-valued message keys before rendering, so a template that
+# writes ``message['content'] + ...`` next to its ``is none`` test fails on the missing
+# key; "" renders the same calls there. Only a template that renders calls solely when an
+# assistant's content is None (DeepSeek's R1-distill) keeps the profile's None.
+_CALLS_ONLY_WHEN_NONE = re.compile(
+    r"""['"]assistant['"]\s+and\s+message\[['"]content['"]\]\s+is\s+none"""
+)
+
+
+def _content_none(chat_template: str | None, default: str | None) -> str | None:
+    if default is None and chat_template and not _CALLS_ONLY_WHEN_NONE.search(chat_template):
+        return ""
+    return default
+
+
 def _arguments_style(chat_template: str | None, default: str) -> str:
     if not chat_template:
         return default
@@ -95,11 +110,13 @@ def prepare_messages(
     """Canonical OpenAI-shaped messages adapted to ``format``'s chat template (new dicts).
 
     Pass the ``chat_template`` when known: whether it wants the arguments as an
-    object or as JSON text is then read from it (templates of one format differ).
+    object or as JSON text, and whether an empty content must stay None, is then
+    read from it (templates of one format differ).
     """
     profile = get_profile(format)
     style = profile.messages
     arguments = _arguments_style(chat_template, style.arguments)
+    content_none = _content_none(chat_template, style.content_none)
     ids: dict[str, str] = {}
     unanswered: list[str] = []
     counter = 0
@@ -130,8 +147,8 @@ def prepare_messages(
             else:
                 msg["tool_calls"] = [_wire(call, arguments, style.ids) for call in calls]
                 if msg.get("content") is None:
-                    msg["content"] = style.content_none
-                elif style.content_none is None and not str(msg["content"]).strip():
+                    msg["content"] = content_none
+                elif content_none is None and not str(msg["content"]).strip():
                     msg["content"] = None
         elif role == "tool":
             msg["role"] = style.tool_role

@@ -257,3 +257,43 @@ def test_adapter_work_between_steps_does_not_stall_training(engine, tmp_path):
     losses = [e.loss for e in job.events() if e.kind == "step"]
     assert job.result(60).steps == 8
     assert losses[-1] < losses[0]
+
+
+def _real_templates() -> list:
+    import importlib.util
+    import pathlib
+
+    shared = pathlib.Path("/work/shared/templates")
+    out = [shared / f"{stem}.jinja" for stem in ("deepseek_v3", "deepseek_v31", "hermes")]
+    spec = importlib.util.find_spec("trl")
+    if spec is not None and spec.origin:
+        # DeepSeek's own V3 template: concatenates the arguments, so it needs JSON text.
+        out.append(pathlib.Path(spec.origin).parent / "chat_templates" / "deepseekv3.jinja")
+    return [pytest.param(p, id=p.stem) for p in out]
+
+
+@pytest.mark.parametrize("template", _real_templates())
+def test_training_renders_tool_chats_exactly_as_serving(tmp_path, template):
+    """Training and serving adapt a chat through ONE function, with the chat template."""
+    from mp13_engine._training._data import to_example
+    from mp13_engine._training._job import _engine_prepare
+    from mp13_engine._training._render import _render, assistant_spans
+    from mp13_engine.testing import build_tiny_model
+    from tests.engine.test_training_data import CHAT
+
+    if not template.is_file():
+        pytest.skip(f"{template} is not available")
+    path = build_tiny_model(tmp_path / "m")
+    (path / "chat_template.jinja").write_text(template.read_text())
+    messages, tools = CHAT["messages"], CHAT["tools"]
+    with Engine.load(str(path), device="cpu") as eng:
+        assert eng.tool_format is not None
+        prepare, tok = _engine_prepare(eng), eng.tokenizer
+        for i, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            served = eng.format_prompt(Request(messages=messages[:i], tools=tools))
+            trained = _render(tok, *prepare([dict(m) for m in messages[:i]], tools), True)
+            assert trained == served
+        full, _ = assistant_spans(tok, to_example("row", CHAT), prepare)
+    assert '{"x": "2+2"}' in full  # the call's arguments, written as JSON by every template
