@@ -21,6 +21,7 @@ import torch
 from mp13_engine._errors import AdapterError
 from mp13_engine._generation import Row, RowController, RowSampler, greedy_config, left_pad
 from mp13_engine._metrics import MetricsRecorder
+from mp13_engine._quiet import quiet_int8_casts
 from mp13_engine._state import EngineState
 from mp13_engine._streams import RequestState
 from mp13_engine._toolwire import ToolWire
@@ -202,7 +203,7 @@ class WaveRunner:
         if was_training:
             model.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), quiet_int8_casts():
                 model.generate(**kwargs)
         finally:
             if was_training:

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from mp13_engine._errors import ConfigError, Mp13Error, TrainingError
+from mp13_engine._quiet import quiet_int8_casts
 from mp13_engine._training._config import TrainingConfig, TrainingEvent, TrainingResult
 from mp13_engine._training._data import load_examples, split
 from mp13_engine._training._render import Rendered, render_example
@@ -316,7 +317,8 @@ class TrainingJob:
                     param.requires_grad_(True)
             model.train()
             try:
-                stepped = state.micro_step(model)
+                with quiet_int8_casts():  # 8-bit bases: one notice per layer per call otherwise
+                    stepped = state.micro_step(model)
             finally:
                 model.eval()
             if stepped:
@@ -358,7 +360,8 @@ class TrainingJob:
     def _evaluate(self, model: Any) -> float | None:
         if not self._val or self._state is None:
             return None
-        loss = self._state.evaluate(model, self._val)
+        with quiet_int8_casts():
+            loss = self._state.evaluate(model, self._val)
         self._emit(self._event("eval", eval_loss=loss))
         return loss
 
