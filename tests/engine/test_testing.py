@@ -41,6 +41,7 @@ from mp13_engine.testing import (
     demo_tools,
 )
 from mp13_engine.testing._demo import shipped_demo_model
+from tests._shared import SHARED_TEMPLATES
 
 
 def _digests(path: pathlib.Path) -> dict[str, str]:
@@ -219,9 +220,7 @@ def test_lora_can_memorise_six_answers(tiny_model_factory, family: str) -> None:
 
 # --- chat templates against the real ones -----------------------------------------------
 
-REAL_DIR = pathlib.Path(__file__).resolve().parents[3] / "shared" / "templates"
-if not REAL_DIR.is_dir():  # the checkout may sit elsewhere; the shared folder is at /work
-    REAL_DIR = pathlib.Path("/work/shared/templates")
+REAL_DIR = SHARED_TEMPLATES
 
 REAL = {
     "chatml": "hermes.jinja",

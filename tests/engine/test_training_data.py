@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pytest
 from hypothesis import given, settings
@@ -14,8 +13,9 @@ from mp13_engine import ConfigError, DatasetError, TrainingConfig
 from mp13_engine._training._config import config_to_dict
 from mp13_engine._training._data import load_examples, split, to_example
 from mp13_engine._training._render import render_example
+from tests._shared import SHARED_TEMPLATES
 
-TEMPLATES = pathlib.Path("/work/shared/templates")
+TEMPLATES = SHARED_TEMPLATES
 
 CHAT = {
     "messages": [

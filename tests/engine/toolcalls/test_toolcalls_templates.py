@@ -11,16 +11,16 @@ id where the format carries ids). Templates are read from /work/shared/templates
 from __future__ import annotations
 
 import importlib.util
-import os
 import pathlib
 
 import pytest
 
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
+from tests._shared import SHARED_TEMPLATES
 from tests.engine.toolcalls._toolcalls_cases import TOOLS
 
-SHARED = pathlib.Path(os.environ.get("MP13_SHARED_TEMPLATES", "/work/shared/templates"))
+SHARED = SHARED_TEMPLATES
 # Located without importing mp13_engine.testing (which imports torch).
 TINY = pathlib.Path(importlib.util.find_spec("mp13_engine.testing").origin).parent / "_templates"
 
