@@ -267,3 +267,15 @@ def test_unload_trained_adapter_keeps_serving_and_loading(engine, tmp_path, othe
         engine.adapters.unload(name)
         assert engine.generate(_req(PROMPTS[1])).ok
     assert engine.adapters.list() == []
+
+
+def test_unload_repoints_peft_when_no_layer_adapter_stays_active(engine):
+    """PEFT keeps a deleted ``active_adapter`` when no layer-level adapter remains active."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    engine._run_on_worker(lambda: engine.model.base_model.set_adapter([]))
+    engine.adapters.unload("a")
+    assert engine.model.active_adapter == "b"
+    engine.adapters.load("a", name="again")
+    assert engine.generate(_req(PROMPTS[0], adapters=["again"])).ok
+    assert engine.generate(_req(PROMPTS[0])).ok
