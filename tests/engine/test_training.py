@@ -263,8 +263,10 @@ def _real_templates() -> list:
     import importlib.util
     import pathlib
 
-    shared = pathlib.Path("/work/shared/templates")
-    out = [shared / f"{stem}.jinja" for stem in ("deepseek_v3", "deepseek_v31", "hermes")]
+    from tests._shared import SHARED_TEMPLATES
+
+    stems = ("deepseek_v3", "deepseek_v31", "hermes")
+    out = [SHARED_TEMPLATES / f"{stem}.jinja" for stem in stems]
     spec = importlib.util.find_spec("trl")
     if spec is not None and spec.origin:
         # DeepSeek's own V3 template: concatenates the arguments, so it needs JSON text.
