@@ -148,3 +148,23 @@ def test_full_queue_rejects_with_error(tiny_model_path):
         eng.close()
         assert busy.result(10).finish_reason is FinishReason.CANCELLED
         assert all(q.result(10).finish_reason is FinishReason.CANCELLED for q in queued)
+
+
+def test_hub_id_in_the_local_cache_loads_offline(tmp_path, monkeypatch, tiny_model_path):
+    # Lay the tiny model out exactly as huggingface_hub caches a download
+    # (models--org--name/{refs/main, snapshots/<commit>/...}) and load it by hub id.
+    import shutil
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--mp13-test--tiny-chatml"
+    shutil.copytree(tiny_model_path, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    # HF_HUB_CACHE is read when huggingface_hub is imported; point the live constant instead.
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with Engine.load("mp13-test/tiny-chatml", device="cpu") as engine:
+        resp = engine.generate(Request(prompt="hello", max_new_tokens=3))
+    assert resp.finish_reason is FinishReason.LENGTH
+    assert resp.metrics.completion_tokens == 3
