@@ -65,13 +65,21 @@ def timed(fn, repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="tiny", choices=["tiny", "small"])
+    parser.add_argument("--size", default="both", choices=["tiny", "small", "both"])
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
+    sizes = ["tiny", "small"] if args.size == "both" else [args.size]
+    for i, size in enumerate(sizes):
+        if i:
+            print()
+        run(size, args.tokens, args.repeats)
 
+
+def run(size: str, tokens: int, repeats: int) -> None:
+    """Measure one model size and print its table."""
     from mp13_engine import Engine, Request, TrainingConfig
     from mp13_engine.testing import build_tiny_model
 
@@ -79,13 +87,13 @@ def main() -> None:
         return Request(
             messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
             adapters=adapters,
-            max_new_tokens=args.tokens,
-            min_new_tokens=args.tokens,
+            max_new_tokens=tokens,
+            min_new_tokens=tokens,
         )
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model_path = build_tiny_model(root / "model", family="chatml", size=args.size, seed=0)
+        model_path = build_tiny_model(root / "model", family="chatml", size=size, seed=0)
         dirs = make_adapters(model_path, root, 4)
         with Engine.load(str(model_path), device="cpu", max_batch_size=8) as engine:
             names = [engine.adapters.load(d).name for d in dirs]
@@ -97,11 +105,9 @@ def main() -> None:
                 out = engine.generate_many(mixed)
                 assert all(r.metrics.batch_size == 8 for r in out), "wave did not batch"
 
-            t_single = timed(lambda: engine.generate_many(single), args.repeats)
-            t_mixed = timed(run_mixed, args.repeats)
-            t_seq = timed(
-                lambda: [engine.generate_many(group) for group in per_adapter], args.repeats
-            )
+            t_single = timed(lambda: engine.generate_many(single), repeats)
+            t_mixed = timed(run_mixed, repeats)
+            t_seq = timed(lambda: [engine.generate_many(group) for group in per_adapter], repeats)
 
             rows = [
                 {
@@ -113,7 +119,7 @@ def main() -> None:
                 for p in PROMPTS
             ]
             ttft_new, ttft_old = [], []
-            for i in range(args.repeats):
+            for i in range(repeats):
                 job = engine.train(
                     TrainingConfig(
                         adapter=f"fresh{i}",
@@ -137,7 +143,7 @@ def main() -> None:
                     pass
 
     new, old = statistics.median(ttft_new), statistics.median(ttft_old)
-    print(f"model={args.size} tokens/row={args.tokens} repeats={args.repeats} (medians)")
+    print(f"model={size} tokens/row={tokens} repeats={repeats} (medians)")
     print(f"{'case':46}{'seconds':>10}{'ratio':>10}")
     print(f"{'8 rows, 1 adapter, one wave':46}{t_single:>10.3f}{1.0:>10.2f}")
     print(
