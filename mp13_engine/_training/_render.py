@@ -13,10 +13,14 @@ body's next occurrence after the previous turn (templates that re-render
 earlier context, e.g. Mistral's ``[AVAILABLE_TOOLS]`` before the last user
 turn); else, when the template rewrites the turn itself (e.g. Qwen3 dropping
 an old empty think block), the longest tail of the body that occurs there, so
-the span shrinks but never grows into non-assistant text.
+the span shrinks but never grows into non-assistant text. Templates that indent
+their output (DeepSeek V3) emit different layout whitespace around a turn, and a
+trailing newline after the last message only: the context is then matched
+ignoring whitespace, and the body is found without that trailing whitespace.
 
 Invariants: ``len(ids) == len(mask)``; a token is in the mask iff its first
-character lies in an assistant span (chats), in the completion or the final
+non-whitespace character lies in an assistant span (chats: BPE merges layout
+whitespace into the next word), in the completion or the final
 EOS (prompt/completion), or anywhere (text, or ``loss_on="all"``).
 """
 
@@ -111,10 +115,16 @@ def assistant_spans(
         start = _common_prefix(pre, full)
         if start == len(pre) and full.startswith(body, start):
             end = start + len(body)  # prefix-stable template: exact
-        elif (found := full.find(body, cursor)) >= 0:
+        elif (found := full.find(body, cursor)) >= 0 or (
+            # Whitespace a template writes only after the last message (DeepSeek's trailing
+            # newline) is not part of the turn once more messages follow it.
+            body.rstrip() != body and (found := full.find(body.rstrip(), cursor)) >= 0
+        ):
             # Earlier context renders differently once more messages follow (e.g. Mistral
             # moves [AVAILABLE_TOOLS], Hermes closes tool results differently), but the
             # turn itself is unchanged: find it after the previous one.
+            if not full.startswith(body, found):
+                body = body.rstrip()
             start, end = found, found + len(body)
         else:
             if start < len(pre):
@@ -137,6 +147,11 @@ def _body(pre: str, upto: str, context: Callable[[], str]) -> str:
     body = upto[k:]
     if k == len(pre):
         return body
+    # Templates that indent their output (DeepSeek) emit different whitespace around the
+    # same markup depending on what follows: when the context still matches once
+    # whitespace is ignored, the turn is what follows it, without that layout whitespace.
+    if (w := _skip_layout(pre, upto)) is not None and (tail := upto[w:].lstrip()):
+        return tail
     # The template renders the context differently once the turn follows it (e.g. Hermes
     # closes a tool result with an extra newline; Mistral moves the system prompt). The
     # turn starts after the generation prompt, or, for templates without one, after the
@@ -148,6 +163,20 @@ def _body(pre: str, upto: str, context: Callable[[], str]) -> str:
         if pre.endswith(body[:size]):
             return body[size:]
     return body
+
+
+def _skip_layout(pre: str, upto: str) -> int | None:
+    """Index in ``upto`` right after ``pre`` when they match ignoring whitespace, else None."""
+    j = 0
+    for ch in pre:
+        if ch.isspace():
+            continue
+        while j < len(upto) and upto[j].isspace():
+            j += 1
+        if j >= len(upto) or upto[j] != ch:
+            return None
+        j += 1
+    return j
 
 
 def _find_tail(full: str, start: int, body: str) -> int:
@@ -181,6 +210,17 @@ def _encode(tokenizer: Any, text: str, special: bool) -> tuple[list[int], list[t
     return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
 
+def _anchor(full: str, offset: tuple[int, int]) -> int:
+    """The character that decides a token's mask: its first non-whitespace one.
+
+    BPE merges a template's layout whitespace into the next word or marker (``"   <"``),
+    so a token that starts with whitespace outside a turn can still carry the turn's text.
+    """
+    start, end = offset
+    stripped = len(full[start:end]) - len(full[start:end].lstrip())
+    return start + stripped if stripped < end - start else start
+
+
 def render_example(
     tokenizer: Any,
     example: Example,
@@ -195,7 +235,7 @@ def render_example(
         if loss_on == "all":
             mask = [1] * len(ids)
         else:
-            mask = [int(any(s <= off[0] < e for s, e in spans)) for off in offsets]
+            mask = [int(any(s <= _anchor(full, off) < e for s, e in spans)) for off in offsets]
         return Rendered(tuple(ids), tuple(mask))
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     if example.kind == "completion":

@@ -224,6 +224,56 @@ def test_assistant_mask_with_tool_calls_on_real_templates(tiny_model_path, templ
         assert text not in learned
 
 
+DS_END = "<｜end▁of▁sentence｜>"
+
+
+@pytest.mark.skipif(not TEMPLATES.is_dir(), reason="real templates not available")
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        (
+            # DeepSeek V3 indents its output and ends the document with a newline, so the
+            # turns render with different whitespace once more messages follow: every turn
+            # is still learned, not only the last. (The tiny tokenizer merges the layout
+            # space before "<" and "You" into one token, which the turn owns.)
+            "deepseek_v3",
+            [
+                " <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>calc\n"
+                '```json\n{"x": "2+2"}\n```<｜tool▁call▁end｜>        <｜tool▁calls▁end｜>'
+                + DS_END,
+                "It is 4." + DS_END,
+                " You are welcome." + DS_END + "\n",
+            ],
+        ),
+        (
+            "deepseek_v31",
+            [
+                '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>calc<｜tool▁sep｜>{"x": "2+2"}'
+                "<｜tool▁call▁end｜><｜tool▁calls▁end｜>" + DS_END,
+                "It is 4." + DS_END,
+                "You are welcome." + DS_END,
+            ],
+        ),
+    ],
+)
+def test_assistant_mask_on_deepseek_templates(tiny_model_path, template, expected):
+    from transformers import AutoTokenizer
+
+    from mp13_engine.toolcalls._messages import prepare_messages
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    tok.chat_template = (TEMPLATES / f"{template}.jinja").read_text()
+
+    def prepare(messages, tools):  # as serving adapts the calls (V3.1 wants JSON text)
+        return prepare_messages(messages, template, tok.chat_template), tools
+
+    rendered = render_example(tok, to_example("r", CHAT), prepare=prepare)
+    assert _runs(tok, rendered) == expected
+    learned = "".join(_runs(tok, rendered))
+    for text in ("What is 2+2?", "thanks", "Be brief.", "Evaluate arithmetic.", "tool▁output"):
+        assert text not in learned
+
+
 def test_prompt_completion_and_text_masks(tiny_model_path):
     from transformers import AutoTokenizer
 
