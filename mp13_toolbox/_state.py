@@ -86,15 +86,8 @@ class ToolboxState:
 
 
 def record_of(tool: RegisteredTool) -> ToolRecord:
-    """The saved form of a registered tool."""
-    return ToolRecord(
-        spec=tool.spec,
-        mode=tool.mode,
-        risk=tool.risk,
-        approval=tool.approval,
-        timeout_s=tool.timeout_s,
-        kind=tool.kind,
-    )
+    """The saved form of a registered tool: its ``ToolRecord`` fields, without the callable."""
+    return ToolRecord(**{f.name: getattr(tool, f.name) for f in attrs.fields(ToolRecord)})
 
 
 def relink(
@@ -118,13 +111,4 @@ def relink(
         handler = BUILTINS.get(name)
     if handler is not None and signature is None and rec.kind is ToolKind.FUNCTION:
         signature = function_spec(handler, name=name)[1]
-    return RegisteredTool(
-        spec=rec.spec,
-        mode=rec.mode,
-        risk=rec.risk,
-        approval=rec.approval,
-        timeout_s=rec.timeout_s,
-        kind=rec.kind,
-        handler=handler,
-        signature=signature,
-    )
+    return RegisteredTool(**attrs.asdict(rec, recurse=False), handler=handler, signature=signature)
