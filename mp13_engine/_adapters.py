@@ -4,9 +4,11 @@
 Concept
     The engine's base model is wrapped **once** as a PEFT ``PeftModel`` when the
     first adapter is loaded (or trained). Every adapter then lives side by side
-    inside that wrapper under its own PEFT name; a wave of requests passes one
-    adapter name per row (``generate(..., adapter_names=[...])``) so rows with
-    different adapters share ONE forward pass. Global adapter state
+    inside that wrapper under its own PEFT name, and rows with different
+    adapters share ONE forward pass: by default through the fused path of
+    :mod:`mp13_engine._fused_lora` (the wave's adapters concatenated per layer,
+    :meth:`AdapterManager._fused_plan_on_worker`), else through PEFT's own
+    per-row ``generate(..., adapter_names=[...])``. Global adapter state
     (``set_adapter``) is never switched to serve a request.
 
 Semantics of several adapters on one request (``Request.adapters=["a", "b"]``)
@@ -35,7 +37,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -46,6 +48,9 @@ from mp13_engine._adapter_files import (
 )
 from mp13_engine._errors import AdapterError
 from mp13_engine._types import BASE_ADAPTER
+
+if TYPE_CHECKING:  # torch-free import of the package: _fused_lora needs torch
+    from mp13_engine._fused_lora import FusedLora, FusedPlan
 
 _COMBO_PREFIX = "__combo__"
 
@@ -116,6 +121,7 @@ class AdapterManager:
     def __init__(self, engine: Any) -> None:
         self._engine = engine
         self._state = _AdaptersState()
+        self._fused: FusedLora | None = None  # made on the first wave that uses an adapter
 
     # ----- engine access (the one place that knows the engine's attribute names)
     def _model(self) -> Any:
@@ -270,6 +276,20 @@ class AdapterManager:
             return names[0]
         return self._combination_on_worker(frozenset(names))
 
+    def _fused_plan_on_worker(self, row_names: Sequence[str]) -> FusedPlan | None:
+        """The fused LoRA plan of a wave (one PEFT name per row); None = use PEFT's loop."""
+        config = getattr(self._engine, "config", None)
+        if getattr(config, "mixed_lora", "fused") != "fused":
+            return None
+        model = self._model()
+        if not self._is_peft(model):
+            return None
+        if self._fused is None:
+            from mp13_engine._fused_lora import FusedLora
+
+            self._fused = FusedLora()
+        return self._fused.plan(model, row_names)
+
     def _combination_on_worker(self, key: frozenset[str]) -> str:
         existing = self._state.combos.get(key)
         if existing is not None:
@@ -348,6 +368,8 @@ class AdapterManager:
         model = self._model()
         if not self._is_peft(model) or name not in model.peft_config:
             return
+        if self._fused is not None:
+            self._fused.invalidate()  # frees cached copies of the adapter's weights
         model.delete_adapter(name)
         if not model.peft_config:
             # A PeftModel without adapters cannot generate (it looks up its active adapter's

@@ -23,6 +23,7 @@ DEVICES_HELP = "'auto', 'cpu', 'cuda' or 'cuda:N', 'mps'"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = (None, "4bit", "8bit")
 ATTN_IMPLEMENTATIONS = (None, "eager", "sdpa", "flash_attention_2", "flex_attention")
+MIXED_LORA = ("fused", "peft")
 
 
 def _choice(allowed: tuple[Any, ...]):
@@ -92,7 +93,11 @@ class EngineConfig:
     ``engine.metrics()`` aggregates. ``max_queue``: most queued requests before
     new ones are refused. ``tool_format``: tool-call wire format, ``None`` =
     detect from the chat template. ``default_max_new_tokens``: used when a
-    request leaves ``max_new_tokens`` unset.
+    request leaves ``max_new_tokens`` unset. ``mixed_lora``: how a wave applies
+    its rows' LoRA adapters: ``"fused"`` (default) concatenates the wave's
+    adapters per layer and applies them in two matmuls (``_fused_lora``),
+    falling back to PEFT where it cannot; ``"peft"`` always uses PEFT's
+    per-adapter loop.
     """
 
     model: str = attrs.field(converter=_path_str, validator=_model)
@@ -109,6 +114,7 @@ class EngineConfig:
     default_max_new_tokens: int = attrs.field(default=256, validator=_positive_int)
     tool_format: str | None = None
     adapters_dir: str | None = attrs.field(default=None, converter=_opt_path_str)
+    mixed_lora: str = attrs.field(default="fused", validator=_choice(MIXED_LORA))
     trust_remote_code: bool = False
     local_files_only: bool = True
 

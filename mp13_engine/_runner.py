@@ -11,6 +11,7 @@ row cannot fail its neighbours; rows that had already streamed tokens end with
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -195,15 +196,23 @@ class WaveRunner:
         }
         if any(r.needs_processing for r in rows):
             kwargs["logits_processor"] = [RowSampler(rows, es.eos_ids, es.device)]
+        fused = None
         if hasattr(model, "peft_config") and hasattr(model, "base_model"):
-            kwargs["adapter_names"] = [s.adapter or BASE_ADAPTER for s in states]
+            names = [s.adapter or BASE_ADAPTER for s in states]
+            fused = self._adapters()._fused_plan_on_worker(names)
+            # Fused: PEFT adds nothing (every row on the base) and the plan's hooks add the deltas.
+            kwargs["adapter_names"] = [BASE_ADAPTER] * len(names) if fused else names
         # A training job may leave the model in train mode between its steps;
         # inference must not see dropout, so waves always run in eval mode.
         was_training = bool(getattr(model, "training", False))
         if was_training:
             model.eval()
         try:
-            with torch.inference_mode(), quiet_int8_casts():
+            with (
+                torch.inference_mode(),
+                quiet_int8_casts(),
+                fused.installed() if fused else contextlib.nullcontext(),
+            ):
                 model.generate(**kwargs)
         finally:
             if was_training:
