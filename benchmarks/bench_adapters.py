@@ -3,14 +3,18 @@
 
 1. one wave of 8 rows over 4 adapters vs one wave of 8 rows on a single adapter
    (throughput ratio; goal >= 0.7), and vs serving each adapter's 2 rows as its own
-   batch, one batch after another;
-2. time from a finished training job to the first token of a request that uses the
+   batch, one batch after another; the base model's wave is shown for reference;
+2. the same two waves on an engine with ``mixed_lora="peft"`` (PEFT's per-adapter
+   loop instead of the fused path), so the fused path's gain is seen in the same run;
+3. time from a finished training job to the first token of a request that uses the
    new adapter, vs the time to first token of the same request on an adapter that was
    already loaded.
 
-Every request is forced to the same length (min_new_tokens = max_new_tokens).
+Every request is forced to the same length (min_new_tokens = max_new_tokens). The
+cases are timed in interleaved rounds (one of each per round), so a change in machine
+load hits all of them alike.
 
-    python benchmarks/bench_adapters.py [--size tiny|small] [--tokens 32] [--repeats 5]
+    python benchmarks/bench_adapters.py [--size tiny|small|both] [--tokens 32] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -53,14 +57,17 @@ def make_adapters(model_path: Path, root: Path, n: int) -> list[Path]:
     return out
 
 
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+def timed_rounds(cases: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each case, running one of each per round after a warm-up round."""
+    for fn in cases.values():
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
@@ -95,19 +102,36 @@ def run(size: str, tokens: int, repeats: int) -> None:
         root = Path(tmp)
         model_path = build_tiny_model(root / "model", family="chatml", size=size, seed=0)
         dirs = make_adapters(model_path, root, 4)
-        with Engine.load(str(model_path), device="cpu", max_batch_size=8) as engine:
+        with (
+            Engine.load(str(model_path), device="cpu", max_batch_size=8) as engine,
+            Engine.load(str(model_path), device="cpu", max_batch_size=8, mixed_lora="peft") as peft,
+        ):
             names = [engine.adapters.load(d).name for d in dirs]
+            for d in dirs:
+                peft.adapters.load(d)
             mixed = [req(i, [names[i % 4]]) for i in range(8)]
             single = [req(i, [names[0]]) for i in range(8)]
+            base = [req(i, []) for i in range(8)]
             per_adapter = [[r for r in mixed if r.adapters == (n,)] for n in names]
 
-            def run_mixed():
-                out = engine.generate_many(mixed)
-                assert all(r.metrics.batch_size == 8 for r in out), "wave did not batch"
+            def wave(on, requests):
+                def run_wave():
+                    out = on.generate_many(requests)
+                    assert all(r.metrics.batch_size == len(requests) for r in out), "no batch"
 
-            t_single = timed(lambda: engine.generate_many(single), repeats)
-            t_mixed = timed(run_mixed, repeats)
-            t_seq = timed(lambda: [engine.generate_many(group) for group in per_adapter], repeats)
+                return run_wave
+
+            t = timed_rounds(
+                {
+                    "base": wave(engine, base),
+                    "single": wave(engine, single),
+                    "mixed": wave(engine, mixed),
+                    "seq": lambda: [engine.generate_many(group) for group in per_adapter],
+                    "peft_single": wave(peft, single),
+                    "peft_mixed": wave(peft, mixed),
+                },
+                repeats,
+            )
 
             rows = [
                 {
@@ -145,6 +169,11 @@ def run(size: str, tokens: int, repeats: int) -> None:
     new, old = statistics.median(ttft_new), statistics.median(ttft_old)
     print(f"model={size} tokens/row={tokens} repeats={repeats} (medians)")
     print(f"{'case':46}{'seconds':>10}{'ratio':>10}")
+    t_single, t_mixed, t_seq = t["single"], t["mixed"], t["seq"]
+    print(
+        f"{'8 rows, base model only, one wave':46}{t['base']:>10.3f}"
+        f"{t_single / t['base']:>10.2f}  (reference)"
+    )
     print(f"{'8 rows, 1 adapter, one wave':46}{t_single:>10.3f}{1.0:>10.2f}")
     print(
         f"{'8 rows, 4 adapters, one wave (mixed batch)':46}{t_mixed:>10.3f}"
@@ -153,6 +182,18 @@ def run(size: str, tokens: int, repeats: int) -> None:
     print(
         f"{'8 rows, 4 adapters, 4 batches one by one':46}{t_seq:>10.3f}"
         f"{t_single / t_seq:>10.2f}  throughput vs 1 adapter"
+    )
+    print(
+        f"{'PEFT loop: 8 rows, 1 adapter, one wave':46}{t['peft_single']:>10.3f}"
+        f"{t_single / t['peft_single']:>10.2f}"
+    )
+    print(
+        f"{'PEFT loop: 8 rows, 4 adapters, one wave':46}{t['peft_mixed']:>10.3f}"
+        f"{t_single / t['peft_mixed']:>10.2f}  ({t['peft_single'] / t['peft_mixed']:.2f} vs its "
+        "own 1-adapter wave)"
+    )
+    print(
+        f"{'fused mixed wave speed-up over PEFT loop':46}{'':>10}{t['peft_mixed'] / t_mixed:>10.2f}"
     )
     print(f"{'mixed wave speed-up over batch per adapter':46}{'':>10}{t_seq / t_mixed:>10.2f}")
     print(
