@@ -99,6 +99,17 @@ class ChatContext:
             t.close()
         return len(open_)
 
+    def cancel(self, request_id: str) -> bool:
+        """Cancel a request by the id its ``REQUEST`` event carried; True if it was running.
+
+        Prefer this to ``engine.cancel(id)`` for requests of this context: a batch
+        member that still waits for the rest of its batch is not in the engine yet.
+        """
+        for cursor in self.cursors():
+            if cursor._request_id == request_id:
+                return cursor.cancel()
+        return bool(self.engine is not None and self.engine.cancel(request_id))
+
     def cancel_all(self) -> int:
         """Cancel the running request of every cursor of this scope; returns how many."""
         return sum(c.cancel() for c in self.cursors())

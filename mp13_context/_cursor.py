@@ -61,6 +61,7 @@ class Cursor:
         self.overrides: dict[str, Any] = validate_params(overrides or {})
         self._own_tip = own_tip
         self._request_id: str | None = None
+        self._gate: Any = None  # the batch gate the running request waits at, if any
         self._busy = False
         self._closed = False
         self.system = SystemCommands(self)
@@ -408,10 +409,19 @@ class Cursor:
         return run_sync(self.acontinue(**kwargs))
 
     def cancel(self) -> bool:
-        """Cancel the running request of this cursor; True if there was one."""
+        """Cancel the running request of this cursor; True if there was one.
+
+        A batch member still waiting for the rest of its batch is cancelled before
+        it reaches the engine; one already there is cancelled in the engine.
+        """
         rid = self._request_id
+        if not rid:
+            return False
+        gate = self._gate
+        if gate is not None and gate.cancel(rid):
+            return True
         engine = self.context.engine
-        return bool(rid and engine is not None and engine.cancel(rid))
+        return bool(engine is not None and engine.cancel(rid))
 
 
 class TryOut(Cursor):

@@ -77,25 +77,50 @@ class Gate:
     else as ``agenerate`` calls issued in the same loop tick. Preparing a turn can
     take longer than the engine's wait for joiners, so without the gate a batch
     could be split across waves.
+
+    A request cancelled while it waits here (``cancel``) never reaches the
+    engine; it resolves as ``CANCELLED`` with no text.
     """
 
     def __init__(self, n: int, engine: Any) -> None:
         self.n = n
         self.engine = engine
         self.requests: dict[str, Request] = {}
-        self.streaming = 0
+        self.streaming: set[str] = set()
+        self.cancelled: set[str] = set()
+        self.submitted = False
         self.event = asyncio.Event()
         self.task: asyncio.Future[dict[str, Any]] | None = None
 
     def _check(self) -> None:
-        if len(self.requests) + self.streaming >= self.n:
+        if len(self.requests) + len(self.streaming) >= self.n:
             self.event.set()
 
-    async def arrive(self) -> None:
-        """For a streaming exchange: wait until the whole batch is ready."""
-        self.streaming += 1
+    def cancel(self, request_id: str) -> bool:
+        """Cancel a request still waiting here; False once it went to the engine."""
+        waiting = request_id in self.streaming or (
+            request_id in self.requests and not self.submitted
+        )
+        if waiting:
+            self.cancelled.add(request_id)
+        return waiting
+
+    async def arrive(self, request_id: str) -> bool:
+        """For a streaming exchange: wait until the whole batch is ready.
+
+        Returns True when the request was cancelled while it waited (do not send it).
+        """
+        self.streaming.add(request_id)
         self._check()
-        await self.event.wait()
+        try:
+            await self.event.wait()
+        except asyncio.CancelledError:
+            self.streaming.discard(request_id)
+            self.n -= 1
+            self._check()
+            raise
+        self.streaming.discard(request_id)  # on its way to the engine: no longer cancellable here
+        return request_id in self.cancelled
 
     async def generate(self, request: Request) -> Response:
         """The response to ``request``, generated together with the rest of the batch."""
@@ -116,17 +141,27 @@ class Gate:
         return result
 
     async def _run_all(self, requests: list[Request]) -> dict[str, Any]:
+        self.submitted = True
+        results: dict[str, Any] = {
+            r.id: Response(id=r.id, finish_reason=FinishReason.CANCELLED)
+            for r in requests
+            if r.id in self.cancelled
+        }
+        requests = [r for r in requests if r.id not in results]
+        if not requests:
+            return results
         many = getattr(self.engine, "agenerate_many", None)
         try:
             if many is not None:
-                results: list[Any] = list(await many(requests))
+                answers: list[Any] = list(await many(requests))
             else:
-                results = await asyncio.gather(
+                answers = await asyncio.gather(
                     *(self.engine.agenerate(r) for r in requests), return_exceptions=True
                 )
         except Exception as exc:  # each exchange records the failure on its turn
-            results = [exc] * len(requests)
-        return {r.id: res for r, res in zip(requests, results, strict=True)}
+            answers = [exc] * len(requests)
+        results.update({r.id: res for r, res in zip(requests, answers, strict=True)})
+        return results
 
     def leave(self) -> None:
         """An exchange that ends without reaching the engine must not hold the others."""
@@ -197,16 +232,17 @@ class Exchange:
         reasoning: list[str] = []
         self.cur._request_id = request.id
         await self.emit(EventKind.REQUEST, request_id=request.id)
+        gate, self.gate = self.gate, None
+        self.cur._gate = gate
         base = Turn(
             role=Role.ASSISTANT, continuation=continuation, auto=auto, request_id=request.id
         )
         try:
-            gate, self.gate = self.gate, None
             if gate is not None and not self.stream:
                 response = await gate.generate(request)
+            elif self.stream and gate is not None and await gate.arrive(request.id):
+                response = Response(id=request.id, finish_reason=FinishReason.CANCELLED)
             elif self.stream:
-                if gate is not None:
-                    await gate.arrive()
                 response = None
                 async for chunk in engine.astream(request):
                     if chunk.reasoning:
@@ -248,6 +284,7 @@ class Exchange:
             return turn, False
         finally:
             self.cur._request_id = None
+            self.cur._gate = None
         return self.from_response(base, response), False
 
     @staticmethod

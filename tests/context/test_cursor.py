@@ -154,6 +154,61 @@ def test_batch_runs_as_one_wave_and_returns_one_cursor_per_prompt(ctx, engine):
     assert all(k.path()[-3].id == hub.id for k in kids)
 
 
+def test_batch_member_cancelled_by_id_at_the_gate_never_reaches_the_engine(ctx, engine):
+    """Streaming batch: one member is held before the gate while another waits there."""
+    cur = ctx.cursor()
+    release = asyncio.Event()
+    request_ids: list[str] = []
+
+    async def on_event(event):
+        if event.kind.value == "request":
+            request_ids.append(event.request_id)
+            if len(request_ids) == 2:  # the second member arrives late
+                await release.wait()
+
+    async def main():
+        task = asyncio.ensure_future(cur.abatch(["p1", "p2"], on_event=on_event))
+        while len(request_ids) < 2:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.01)  # the first member now waits at the gate
+        assert ctx.cancel(request_ids[0])
+        assert not ctx.cancel("no-such-request")
+        release.set()
+        return await task
+
+    kids = asyncio.run(main())
+    first, second = sorted(kids, key=lambda k: k.turn.request_id != request_ids[0])
+    assert first.turn.cancelled and first.turn.finish_reason is FinishReason.CANCELLED
+    assert first.turn.text == ""
+    assert second.turn.text in ("echo: p1", "echo: p2") and not second.turn.cancelled
+    assert [r.id for r in engine.requests] == [request_ids[1]]
+    assert not any(k.running for k in kids)
+
+
+def test_gate_cancel_holds_back_only_the_cancelled_request(engine):
+    from mp13_context._runner import Gate
+    from mp13_engine import Request
+
+    def request(text):
+        return Request(messages=[{"role": "user", "content": text}], max_new_tokens=8)
+
+    async def main():
+        gate = Gate(2, engine)
+        one, two = request("one"), request("two")
+        first = asyncio.ensure_future(gate.generate(one))
+        await asyncio.sleep(0)
+        assert gate.cancel(one.id)
+        second = asyncio.ensure_future(gate.generate(two))
+        results = await asyncio.gather(first, second)
+        assert not gate.cancel(two.id)  # it went to the engine: cancel it there
+        return results
+
+    cancelled, answered = asyncio.run(main())
+    assert cancelled.finish_reason is FinishReason.CANCELLED and cancelled.text == ""
+    assert answered.text == "echo: two"
+    assert [r.messages[0]["content"] for r in engine.requests] == ["two"]
+
+
 def test_try_out_promote_moves_origin_and_marks_main_line(ctx):
     cur = ctx.cursor()
     cur.ask("q")
