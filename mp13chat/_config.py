@@ -53,7 +53,7 @@ FIELD_HELP: dict[str, str] = {
         '{"max_new_tokens": 256, "temperature": 0.7, "do_sample": true}.'
     ),
     "stream": "Print replies token by token as they are generated.",
-    "markdown": "Render finished replies as markdown (when not streaming).",
+    "markdown": "Render replies as markdown (streamed ones too, when on a terminal).",
     "show_reasoning": "Show the model's reasoning (dimmed) when it produces any.",
     "builtin_tools": "Offer the toolbox's builtin tools (calculator, current_time, ...).",
     "history": "Keep the prompt history in a file next to this config file.",

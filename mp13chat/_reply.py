@@ -2,10 +2,12 @@
 """Showing a reply as it happens, and asking for tool approval inline.
 
 ``ReplyView`` is the runner's event callback (``mp13_context`` events): with streaming
-on, text deltas print as they arrive (reasoning dimmed); with it off, the finished
-reply prints as markdown. Tool calls and results print as panels between rounds; a
-footer line gives tokens, speed and how the reply ended. The view keeps only what it
-needs to end lines cleanly; everything else is in the recorded turns.
+on, text deltas show as they arrive (reasoning dimmed): on a terminal, with markdown
+on, as markdown re-rendered while it grows (``_live``), elsewhere as plain text; with
+streaming off, the finished reply prints as markdown. Tool calls and results print as
+panels between rounds; a footer line gives tokens, speed and how the reply ended. The
+view keeps only what it needs to end lines cleanly; everything else is in the recorded
+turns.
 
 ``approve`` is the toolbox approver of the app's context: it shows the call and asks
 ``[y]es / [n]o / [a]lways / ne[v]er`` on the prompt line; Ctrl+C or Ctrl+D there
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from mp13chat import _render as render
+from mp13chat._live import LiveMarkdown
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13chat._app import ChatApp
@@ -36,6 +39,8 @@ class ReplyView:
         self._open_line = False  # a streamed line is waiting for its newline
         self._mode = ""  # "text" / "reasoning": what the open line holds
         self.turns: list[Any] = []
+        live = self.stream and app.config.markdown and self.console.is_terminal
+        self._live = LiveMarkdown(self.console) if live else None
 
     def _write(self, text: str, style: str, mode: str) -> None:
         if self._open_line and self._mode != mode:
@@ -45,6 +50,8 @@ class ReplyView:
         self._mode = mode
 
     def _end_line(self) -> None:
+        if self._live is not None:
+            self._live.close()
         if self._open_line:
             self.console.print()
             self._open_line = False
@@ -56,8 +63,14 @@ class ReplyView:
             handler(event)
 
     def _on_text(self, event: Any) -> None:
-        if self.stream and event.text:
+        if not (self.stream and event.text):
+            return
+        if self._live is None:
             self._write(event.text, "mp13.reply", "text")
+            return
+        if self._open_line:  # streamed reasoning before the reply: end its line first
+            self._end_line()
+        self._live.append(event.text)
 
     def _on_reasoning(self, event: Any) -> None:
         if self.stream and self.show_reasoning and event.text:
