@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: MIT
+"""The examples run as a newcomer runs them (a fresh process, a scratch folder) and
+print what their docstrings promise."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def _run(name: str, tmp_path: pathlib.Path, stdin: str = "", timeout: float = 300) -> str:
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)],
+        cwd=tmp_path,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
+
+
+def test_quickstart(tmp_path):
+    out = _run("quickstart.py", tmp_path)
+    assert "wave sizes     : [8]" in out
+    assert "finish reason  : cancelled" in out
+    assert "engine.metrics()" in out
+
+
+def test_tools_basics(tmp_path):
+    out = _run("tools_basics.py", tmp_path)
+    assert "Unknown tool 'web_search'" in out  # an error result the model can act on
+    assert "budgeted round: ['0', '1', '4', 'refused']" in out
+
+
+def test_branching(tmp_path):
+    out = _run("branching.py", tmp_path)
+    assert "--- pirate branch" in out
+    assert "replay: 2/2 replies identical" in out
+
+
+def test_wrapper_app_lists_its_own_tools(tmp_path):
+    out = _run("wrapper_app.py", tmp_path, stdin="/tools\n/quit\n")
+    assert "word_count" in out and "remember" in out and "calculator" in out
+
+
+@pytest.mark.slow
+def test_train_adapter_reproduces_every_trained_answer(tmp_path):
+    out = _run("train_adapter.py", tmp_path, timeout=600)
+    assert "6/6 trained answers reproduced greedily with the adapter." in out
