@@ -17,9 +17,18 @@ from mp13_toolbox import ToolCall
 
 _ARGS_KEYS = ("parameters", "arguments")
 
+#: A bare ``{"name"`` object (optionally after a ``;`` separator); shared with Llama 4.
+JSON_OPENER = Opener(
+    r'(?:;\s*)?\{\s*"name"',
+    regex=True,
+    partial=r';\s*$|(?:;\s*)?\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?)?$',
+    keep_from="{",
+)
 
-def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    # Without <|python_tag|> a {"name": ...} may be JSON in the prose: require the arguments.
+
+def decode_json_call(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    """A ``{"name": ..., "parameters": {...}}`` payload (``arguments`` accepted too)."""
+    # Without a call token a {"name": ...} may be JSON in the prose: require the arguments.
     return calls_from_json(payload.strip(), args_keys=_ARGS_KEYS, require_args=ctx.opener.regex)
 
 
@@ -29,16 +38,8 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="llama3_json",
-    openers=(
-        Opener("<|python_tag|>"),
-        Opener(
-            r'(?:;\s*)?\{\s*"name"',
-            regex=True,
-            partial=r';\s*$|(?:;\s*)?\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?)?$',
-            keep_from="{",
-        ),
-    ),
-    decode=_decode,
+    openers=(Opener("<|python_tag|>"), JSON_OPENER),
+    decode=decode_json_call,
     render=_render,
     wrappers=("<|python_tag|>",),
     detect=(r"<\|python_tag\|>", r"\"parameters\": dictionary of argument name"),

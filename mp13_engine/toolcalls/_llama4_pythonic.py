@@ -1,23 +1,44 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``llama4_pythonic``: Llama 4, pythonic calls optionally in ``<|python_start|>...<|python_end|>``.
+"""``llama4_pythonic``: Llama 4, pythonic call lists or JSON call objects.
 
-Same list syntax and decoding as ``pythonic``; a complete list whose
-``<|python_end|>`` was cut is accepted. ``<|eot|>`` / ``<|eom|>`` end the turn.
+Llama 4's templates disagree on the call syntax. vLLM's Llama 4 template asks
+for a pythonic list, ``[get_weather(city="Paris"), ping()]`` (same syntax and
+decoding as ``pythonic``); Meta's own template asks for JSON,
+``{"name": "get_weather", "parameters": {"city": "Paris"}}`` (one object per
+call, ``;`` between calls accepted as in Llama 3), and renders past calls
+after a ``<|python_start|>...<|python_end|>`` pair. Both are accepted, so the
+format fits either template. ``<|python_start|>`` / ``<|python_end|>`` are
+dropped wherever they appear: a call inside them is decoded like a bare one,
+and text inside them is content. ``<|eot|>`` / ``<|eom|>`` end the turn.
+Calls are rendered as the pythonic list.
 """
 
 from __future__ import annotations
 
-from mp13_engine.toolcalls._profile import COMMON_STOPS, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._llama3_json import JSON_OPENER, decode_json_call
+from mp13_engine.toolcalls._profile import (
+    COMMON_STOPS,
+    DecodeContext,
+    MessageStyle,
+    Profile,
+)
 from mp13_engine.toolcalls._pythonic import LIST_OPENER, decode_python_list, render_python_list
+from mp13_toolbox import ToolCall
+
+
+def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    if ctx.opener is JSON_OPENER:
+        return decode_json_call(payload, ctx)
+    return decode_python_list(payload, ctx)
+
 
 PROFILE = Profile(
     name="llama4_pythonic",
-    openers=(Opener("<|python_start|>", ends=("<|python_end|>",)), LIST_OPENER),
-    decode=decode_python_list,
+    openers=(LIST_OPENER, JSON_OPENER),
+    decode=_decode,
     render=render_python_list,
     stops=(*COMMON_STOPS, "<|eot|>", "<|eom|>"),
-    wrappers=("<|python_end|>",),
-    lenient_eof=True,
+    wrappers=("<|python_start|>", "<|python_end|>"),
     detect=(r"<\|python_start\|>", r"<\|header_start\|>"),
     messages=MessageStyle(arguments="object"),
 )
