@@ -61,6 +61,7 @@ _DETECT_ORDER: tuple[str, ...] = (
     "internlm",
     "minimax",
     "jamba",
+    "xlam",
     "gemma_tool_code",
     "llama4_pythonic",
     "pythonic",

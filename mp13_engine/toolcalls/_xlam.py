@@ -3,7 +3,11 @@
 
 xLAM writes the list bare, or after ``[TOOL_CALLS]``, or inside ``<tool_call>``
 tags or a ```` ```json ```` block; all four are accepted (as vLLM's xLAM parser
-does). A bare list is recognised by its ``[{"name"`` start.
+does). A bare list is recognised by its ``[{"name"`` start. Past calls go back
+with their arguments as objects: xLAM's templates write each call's
+``function`` (or its ``arguments``) through ``tojson``, and the model's own
+list has objects there. Its templates carry no special token; the system
+prompt's "Salesforce xLAM" / "single JSON array" wording identifies them.
 """
 
 from __future__ import annotations
@@ -42,5 +46,6 @@ PROFILE = Profile(
     decode=_decode,
     render=_render,
     reasoning=(("<think>", "</think>"),),
-    messages=MessageStyle(arguments="string"),
+    detect=(r"Salesforce xLAM", r"make calls in a single JSON array"),
+    messages=MessageStyle(arguments="object"),
 )
