@@ -3,8 +3,11 @@
 
 ``<|action_start|><|plugin|>{"name": ..., "parameters": {...}}<|action_end|>``;
 a complete JSON payload whose ``<|action_end|>`` was cut is accepted, as the
-reference parser does. The ChatML template does not render ``tool_calls``, so
-calls go back in the content and results in an ``environment`` turn.
+reference parser does. InternLM's plain ChatML template does not render
+``tool_calls``, so calls go back in the content and results in an
+``environment`` turn (InternLM's documented role for plugin results). A
+tool-aware template that maps role ``tool`` to that turn itself (vLLM's, which
+rejects any other role) gets results under role ``tool``.
 """
 
 from __future__ import annotations
@@ -32,5 +35,9 @@ PROFILE = Profile(
     render=_render,
     lenient_eof=True,
     detect=(r"<\|action_start\|>", r"<\|plugin\|>"),
-    messages=MessageStyle(calls_in_content=True, tool_role="environment"),
+    messages=MessageStyle(
+        calls_in_content=True,
+        tool_role="environment",
+        native_tool_role=r"""\[?['"]?role['"]?\]?\s*==\s*['"]tool['"]""",
+    ),
 )

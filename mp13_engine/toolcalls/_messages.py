@@ -9,8 +9,9 @@ as a JSON object or JSON text, call ids rewritten to what the template accepts
 (Mistral: 9 alphanumerics, the same mapping for the call and its result),
 calls written into the content for templates that ignore ``tool_calls`` (or
 take fewer calls per message than given), the tool role renamed where the
-template wants another name, and consecutive results merged into one message
-where the template demands strictly alternating turns. The input is never
+template wants another name (unless the given template maps role "tool"
+itself), and consecutive results merged into one message where the template
+demands strictly alternating turns. The input is never
 modified. ``tools_system_prompt`` is the documented block that carries
 tool specs in a system message for templates without tool support.
 """
@@ -117,6 +118,13 @@ def prepare_messages(
     style = profile.messages
     arguments = _arguments_style(chat_template, style.arguments)
     content_none = _content_none(chat_template, style.content_none)
+    tool_role = style.tool_role
+    if (
+        style.native_tool_role
+        and chat_template
+        and re.search(style.native_tool_role, chat_template)
+    ):
+        tool_role = "tool"
     ids: dict[str, str] = {}
     unanswered: list[str] = []
     counter = 0
@@ -151,7 +159,7 @@ def prepare_messages(
                 elif content_none is None and not str(msg["content"]).strip():
                     msg["content"] = None
         elif role == "tool":
-            msg["role"] = style.tool_role
+            msg["role"] = tool_role
             content = msg.get("content")
             if not isinstance(content, str):
                 content = json.dumps(content, ensure_ascii=False)

@@ -98,6 +98,9 @@ class MessageStyle:
     ids: str = "keep"  # "keep", "none", or a key of _messages.ID_STYLES ("mistral9", "kimi")
     calls_in_content: bool = False  # the template ignores tool_calls: write them into content
     tool_role: str = "tool"
+    # A regex: a chat template matching it renders role "tool" itself (under its own
+    # header), so results keep role "tool" there instead of becoming ``tool_role``.
+    native_tool_role: str = ""
     tool_content: str = "{content}"  # str.format template for a tool result's content
     max_calls: int = 0  # >0: a message with more calls than the template takes -> content
     merge_tool_results: bool = False  # consecutive results become one message (strict turns)
