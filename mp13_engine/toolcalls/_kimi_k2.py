@@ -6,7 +6,13 @@
     <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0
     <|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>
 
-The id (``functions.get_weather:0``) is kept as the call id; the name is bare.
+(one line in real output: no separators between the tokens, though whitespace
+around the id is tolerated). The
+id (``functions.get_weather:0``, the index counting calls across the whole
+conversation) is kept as the call id; the name is bare. The template writes
+each past call's id back verbatim and a result as ``## Return of <id>``, so the
+ids must survive the round trip. Kimi-K2's first published template declared
+tools (``tool_declare``) but rendered no calls; it is detected too.
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ PROFILE = Profile(
     reasoning=THINK,
     close_only_reasoning=True,
     wrappers=_SECTION,
-    detect=(r"<\|tool_call_begin\|>", r"<\|tool_calls_section_begin\|>"),
+    detect=(
+        r"<\|tool_call_begin\|>",
+        r"<\|tool_calls_section_begin\|>",
+        r"<\|im_system\|>tool_declare<\|im_middle\|>",
+    ),
     messages=MessageStyle(arguments="object", ids="kimi"),
 )

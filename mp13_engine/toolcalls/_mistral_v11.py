@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """``mistral_v11``: Mistral tokenizers v11+, ``[TOOL_CALLS]name[ARGS]{...}`` per call.
 
-An optional ``[CALL_ID]id`` sits before ``[ARGS]`` (v13); the arguments are
-one JSON value ending where its brackets balance. The pre-v11 list
+Tokenizer v11 puts ``[CALL_ID]id`` between the name and ``[ARGS]`` when the
+call has an id; v13 dropped it again (both are accepted). The arguments are
+one JSON value (``json.dumps`` spacing) ending where its brackets balance. The pre-v11 list
 (``[TOOL_CALLS][{...}]``), which some v11-era models still write, is accepted
 too. ``[THINK]...[/THINK]`` is reasoning; ids are made 9 alphanumerics on the
 way back.
