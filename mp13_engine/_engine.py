@@ -27,8 +27,10 @@ Seams for other engine parts:
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -112,8 +114,15 @@ class _EngineBase:
         # Re-entrant: a future's done-callback (_forget) may run on a thread that holds it.
         self._inflight_lock = threading.RLock()
         self.adapters = _make_adapters(self)
-        runner = WaveRunner(self._state, self._builder, lambda: self.adapters)
-        self._worker = _start_worker(config, runner, self._cancelled_while_queued)
+        # The worker thread must not reach the engine: an engine nobody holds any more is
+        # collected, and its finalizer stops the worker, which frees the model.
+        me = weakref.ref(self)
+        runner = WaveRunner(self._state, self._builder, lambda: _adapters_of(me))
+        builder = self._builder
+        self._worker = _start_worker(
+            config, runner, lambda st: builder.finish(st, FinishReason.CANCELLED)
+        )
+        self._finalizer = weakref.finalize(self, _stop_worker, self._worker)
 
     # ----- properties
     @property
@@ -209,7 +218,11 @@ class _EngineBase:
                     )
                     continue
                 self._inflight[st.id] = st
-                st.future.add_done_callback(lambda _f, rid=st.id, s=st: self._forget(rid, s))
+                # Not a bound method: the worker may keep finished states a while, and
+                # they must not keep the engine alive (see _stop_worker).
+                st.future.add_done_callback(
+                    functools.partial(_forget, self._inflight, self._inflight_lock, st.id, st)
+                )
         runnable = [s for s in runnable if not s.done]
         if runnable:
             queued, _ = self._worker.depth()
@@ -223,14 +236,6 @@ class _EngineBase:
                     )
                 return
             self._worker.submit_requests(runnable)
-
-    def _forget(self, rid: str, st: RequestState) -> None:
-        with self._inflight_lock:
-            if self._inflight.get(rid) is st:
-                del self._inflight[rid]
-
-    def _cancelled_while_queued(self, st: RequestState) -> None:
-        self._builder.finish(st, FinishReason.CANCELLED)
 
     def _start(self, request: RequestLike, overrides: dict[str, Any]) -> RequestState:
         self._check_open()
@@ -303,6 +308,24 @@ class _EngineBase:
 
     def _cancel_job(self, job: Job) -> bool:
         return self._worker.cancel_job(job)
+
+
+def _forget(
+    inflight: dict[str, RequestState], lock: Any, rid: str, st: RequestState, _future: Any
+) -> None:
+    with lock:
+        if inflight.get(rid) is st:
+            del inflight[rid]
+
+
+def _adapters_of(engine_ref: weakref.ref[Any]) -> Any:
+    engine = engine_ref()
+    return engine.adapters if engine is not None else _NoAdapters()
+
+
+def _stop_worker(worker: Worker) -> None:
+    """Finalizer of an engine that was never closed (and of any engine at exit)."""
+    worker.close(timeout=1.0)
 
 
 def _start_worker(config: EngineConfig, runner: WaveRunner, on_cancel: Any) -> Worker:
@@ -400,7 +423,12 @@ class Engine(_EngineBase):
         return self._start(request, overrides).future
 
     def close(self, timeout: float | None = None) -> None:
-        """Stop the worker: queued requests end CANCELLED, running rows stop at their next step."""
+        """Stop the worker: queued requests end CANCELLED, running rows stop at their next step.
+
+        An engine that is never closed is stopped when it is garbage-collected (or at
+        interpreter exit), which frees its model; closing it is still the clean way.
+        """
+        self._finalizer.detach()
         self._worker.close(timeout)
 
     def __enter__(self) -> Engine:

@@ -168,3 +168,39 @@ def test_hub_id_in_the_local_cache_loads_offline(tmp_path, monkeypatch, tiny_mod
         resp = engine.generate(Request(prompt="hello", max_new_tokens=3))
     assert resp.finish_reason is FinishReason.LENGTH
     assert resp.metrics.completion_tokens == 3
+
+
+def _abandon(engine_path, adapter_dir=None):
+    """Use an engine the way a notebook cell does, never close it; return its worker thread
+    and a weak reference to its model."""
+    import weakref
+
+    engine = Engine.load(str(engine_path), device="cpu")
+    if adapter_dir is not None:
+        engine.adapters.load(adapter_dir, name="a")
+        engine.generate(Request(prompt="hi", adapters=["a"], max_new_tokens=2))
+    engine.generate_many([Request(prompt="hi", max_new_tokens=2)] * 2)
+    for _ in engine.stream(Request(prompt="hi", max_new_tokens=2)):
+        pass
+    return engine._worker._thread, weakref.ref(engine.model)
+
+
+@pytest.mark.parametrize("with_adapter", [False, True], ids=["plain", "adapter"])
+def test_an_engine_nobody_holds_stops_its_worker_and_frees_its_model(
+    tiny_model_path, tmp_path, with_adapter
+):
+    import gc
+
+    adapter_dir = None
+    if with_adapter:
+        from tests.engine.test_adapters import _peft_adapter
+
+        adapter_dir = tmp_path / "a"
+        _peft_adapter(tiny_model_path, adapter_dir, seed=1)
+    thread, model = _abandon(tiny_model_path, adapter_dir)
+    deadline = time.monotonic() + 10
+    while (thread.is_alive() or model() is not None) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert not thread.is_alive()
+    assert model() is None
