@@ -11,7 +11,7 @@ callables by tool name (see ``Toolbox.from_state`` / ``Toolbox.load_state``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -112,3 +112,12 @@ def relink(
     if handler is not None and signature is None and rec.kind is ToolKind.FUNCTION:
         signature = function_spec(handler, name=name)[1]
     return RegisteredTool(**attrs.asdict(rec, recurse=False), handler=handler, signature=signature)
+
+
+def by_name(
+    functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
+) -> dict[str, Callable[..., Any]]:
+    """Callables keyed by name: a mapping as given, a list by each function's ``__name__``."""
+    if isinstance(functions, Mapping):
+        return dict(functions)
+    return {f.__name__: f for f in functions}

@@ -51,7 +51,7 @@ from mp13_toolbox._errors import ToolRegistrationError
 from mp13_toolbox._registry import RegisteredTool, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, _as_mode
-from mp13_toolbox._state import ToolboxState, record_of, relink
+from mp13_toolbox._state import ToolboxState, by_name, record_of, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 
 
@@ -470,7 +470,7 @@ class Toolbox:
         are kept. Saved tools with nothing to relink stay listed as unresolved
         and are never executed.
         """
-        funcs = _by_name(functions)
+        funcs = by_name(functions)
         handlers = dict(handlers or {})
         with self._registry.lock:
             for rec in state.tools:
@@ -493,14 +493,6 @@ class Toolbox:
         tb = cls()
         tb.load_state(state, functions=functions, handlers=handlers)
         return tb
-
-
-def _by_name(
-    functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
-) -> dict[str, Callable[..., Any]]:
-    if isinstance(functions, Mapping):
-        return dict(functions)
-    return {f.__name__: f for f in functions}
 
 
 def _as_timeout(value: float | None) -> float | None:

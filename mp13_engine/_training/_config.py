@@ -197,3 +197,22 @@ def config_to_dict(config: TrainingConfig) -> dict[str, Any]:
         value = getattr(config, key)
         out[key] = f"<{len(value)} rows>" if isinstance(value, (list, tuple)) else value
     return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+def check_targets_exist(base: Any, targets: str | tuple[str, ...]) -> None:
+    """ConfigError unless every target module name is a module (or leaf name) of ``base``."""
+    if isinstance(targets, str):
+        if targets == "all-linear":
+            return
+        targets = (targets,)
+    names = {n for n, _ in base.named_modules()}
+    leaves = {n.rsplit(".", 1)[-1] for n in names}
+    unknown = [t for t in targets if t not in leaves and t not in names]
+    if unknown:
+        linear = sorted(
+            {n.rsplit(".", 1)[-1] for n, m in base.named_modules() if hasattr(m, "in_features")}
+        )
+        raise ConfigError(
+            f"TrainingConfig.target_modules names {unknown}, which this model does not have. "
+            f'Use "all-linear" or some of its linear modules: {linear}.'
+        )

@@ -36,14 +36,22 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from mp13_engine._errors import ConfigError, Mp13Error, TrainingError
 from mp13_engine._quiet import quiet_int8_casts
-from mp13_engine._training._config import TrainingConfig, TrainingEvent, TrainingResult
+from mp13_engine._training._config import (
+    TrainingConfig,
+    TrainingEvent,
+    TrainingResult,
+    check_targets_exist,
+)
 from mp13_engine._training._data import load_examples, split
 from mp13_engine._training._render import Rendered, render_example
-from mp13_engine._training._state import TrainerState, load_checkpoint, save_checkpoint
+from mp13_engine._training._state import (
+    TrainerState,
+    load_checkpoint,
+    save_checkpoint,
+    seeded,
+)
 
 TRAINING_GROUP = ("train",)
 
@@ -241,7 +249,7 @@ class TrainingJob:
                     f"continue_training=True but no adapter {cfg.adapter!r} is loaded; load it "
                     "first with engine.adapters.load(path, name=...)."
                 )
-            _check_targets(manager._base_model(), cfg.target_modules)
+            check_targets_exist(manager._base_model(), cfg.target_modules)
             lora = LoraConfig(
                 r=cfg.lora_r,
                 lora_alpha=cfg.lora_alpha,
@@ -252,7 +260,7 @@ class TrainingJob:
                 bias="none",
                 task_type="CAUSAL_LM",
             )
-            with _seeded(cfg.seed, manager._model()):
+            with seeded(cfg.seed, manager._model()):
                 model = manager._add_for_training_on_worker(cfg.adapter, lora)
         try:
             model.base_model.set_adapter(cfg.adapter)  # also makes only this adapter trainable
@@ -461,37 +469,6 @@ class TrainingJob:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-
-
-def _check_targets(base: Any, targets: str | tuple[str, ...]) -> None:
-    if isinstance(targets, str):
-        if targets == "all-linear":
-            return
-        targets = (targets,)
-    names = {n for n, _ in base.named_modules()}
-    leaves = {n.rsplit(".", 1)[-1] for n in names}
-    unknown = [t for t in targets if t not in leaves and t not in names]
-    if unknown:
-        linear = sorted(
-            {n.rsplit(".", 1)[-1] for n, m in base.named_modules() if hasattr(m, "in_features")}
-        )
-        raise ConfigError(
-            f"TrainingConfig.target_modules names {unknown}, which this model does not have. "
-            f'Use "all-linear" or some of its linear modules: {linear}.'
-        )
-
-
-@contextlib.contextmanager
-def _seeded(seed: int, model: Any) -> Iterator[None]:
-    """Run with the global torch RNG seeded to ``seed`` and restore it afterwards."""
-    devices = []
-    with contextlib.suppress(StopIteration):
-        device = next(model.parameters()).device
-        if device.type == "cuda":
-            devices = [device.index or 0]
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
 
 
 def start_training(engine: Any, config: TrainingConfig) -> TrainingJob:

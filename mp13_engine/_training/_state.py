@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +265,16 @@ def load_checkpoint(state: TrainerState, path: Path, model: Any, adapter: str) -
     state.first_step = state.step
     state.tokens_seen = int(saved["tokens_seen"])
     state.last_loss = saved["last_loss"]
+
+
+@contextlib.contextmanager
+def seeded(seed: int, model: Any) -> Iterator[None]:
+    """Run with the global torch RNG seeded to ``seed`` and restore it afterwards."""
+    devices = []
+    with contextlib.suppress(StopIteration):
+        device = next(model.parameters()).device
+        if device.type == "cuda":
+            devices = [device.index or 0]
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
