@@ -2,9 +2,10 @@
 """A streamed reply shown as markdown while it grows.
 
 ``LiveMarkdown`` collects a reply's text deltas and keeps a transient ``rich`` live
-area that re-renders the text as markdown (at most ``fps`` times a second). The area
-shows only the reply's last screenful, so it never grows past the terminal, where a
-live area can no longer be redrawn and would leave copies behind. ``close`` removes
+area that re-renders the text as markdown (at most ``fps`` times a second, and less
+often when a long reply takes a while to render). The area shows only the reply's
+last screenful, so it never grows past the terminal, where a live area can no
+longer be redrawn and would leave copies behind. ``close`` removes
 the area and prints the whole reply once as markdown, so the scrollback holds it
 exactly as a non-streamed reply.
 
@@ -42,7 +43,7 @@ class LiveMarkdown:
 
     def __init__(self, console: Console, *, fps: float = 12.0) -> None:
         self.console = console
-        self._interval = 1.0 / fps
+        self._min_interval = self._interval = 1.0 / fps
         self._parts: list[str] = []
         self._live: Live | None = None
         self._shown = 0.0
@@ -76,7 +77,10 @@ class LiveMarkdown:
         now = time.monotonic()
         if now - self._shown >= self._interval:
             self._live.update(self._frame(), refresh=True)
-            self._shown = now
+            self._shown = time.monotonic()
+            # A long reply takes longer to render: redraw less often so rendering never
+            # takes more than about a third of the time (the loop must keep up with tokens).
+            self._interval = max(self._min_interval, 3 * (self._shown - now))
 
     def close(self) -> str:
         """Remove the live area and print the whole reply as markdown; return its text."""

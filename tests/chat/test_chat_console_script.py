@@ -20,6 +20,17 @@ def _command() -> tuple[str, list[str]]:
     return sys.executable, ["-c", "import sys, mp13chat; sys.exit(mp13chat.main())"]
 
 
+def _expect(child, pattern, timeout=-1):
+    """``child.expect`` that, when it fails, shows what the terminal printed."""
+    try:
+        child.expect(pattern, timeout=timeout)
+    except (pexpect.TIMEOUT, pexpect.EOF) as exc:
+        pytest.fail(
+            f"expected {pattern!r} ({type(exc).__name__}); the terminal showed: "
+            f"{(child.before or '')[-3000:]!r}"
+        )
+
+
 @pytest.mark.slow
 def test_start_ask_interrupt_a_long_reply_and_quit(tmp_path):
     program, prefix = _command()
@@ -39,24 +50,24 @@ def test_start_ask_interrupt_a_long_reply_and_quit(tmp_path):
         dimensions=(40, 120),
     )
     try:
-        child.expect("random weights")  # the banner says what the tiny model is
-        child.expect("> ")
+        _expect(child, "random weights")  # the banner says what the tiny model is
+        _expect(child, "> ")
         # a reply that cannot end by itself for a long while
         child.sendline("/set min_new_tokens 1500")
-        child.expect("min_new_tokens = 1500")
+        _expect(child, "min_new_tokens = 1500")
         child.sendline("/set max_new_tokens 1600")
-        child.expect("max_new_tokens = 1600")
+        _expect(child, "max_new_tokens = 1600")
         child.sendline("hello")
-        child.expect("hello")
+        _expect(child, "hello")
         time.sleep(1.5)  # the reply is streaming now (1500 tokens take far longer)
         child.sendintr()  # Ctrl+C
-        child.expect("cancelled", timeout=30)
-        child.expect("> ")
+        _expect(child, "cancelled", timeout=30)
+        _expect(child, "> ")
         # the REPL is still there and answers commands
         child.sendline("/help quit")
-        child.expect("usage: /quit")
+        _expect(child, "usage: /quit")
         child.sendline("/quit")
-        child.expect(pexpect.EOF, timeout=60)
+        _expect(child, pexpect.EOF, timeout=60)
     finally:
         child.close()
     assert child.exitstatus == 0
