@@ -4,7 +4,8 @@
 Invariant: a directory written here is plain PEFT format (``adapter_config.json``
 + ``adapter_model.safetensors``) that ``PeftModel.from_pretrained`` loads; mp13
 adds only ``mp13_adapter.json``. ``check_compatible`` reads shapes without
-loading tensors and never touches the model.
+loading tensors and never touches the model; ``check_not_offloaded`` refuses a
+base model that a device map partly offloaded.
 """
 
 from __future__ import annotations
@@ -83,6 +84,21 @@ def _adapter_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
         f"Adapter directory {str(directory)!r} has no adapter_model.safetensors or "
         "adapter_model.bin. Save it again with PEFT save_pretrained or engine.adapters.save."
     )
+
+
+def check_not_offloaded(base: Any, what: str) -> None:
+    """AdapterError when part of ``base`` is offloaded by a device map (meta weights).
+
+    PEFT cannot put adapters on layers whose weights accelerate keeps on the
+    ``meta`` device, and a failed attempt would leave half-wrapped layers behind,
+    so this is checked before the model is touched.
+    """
+    if any(p.device.type == "meta" for p in base.parameters()):
+        raise AdapterError(
+            f"Cannot {what}: part of the base model is offloaded by its device_map (its "
+            "weights are on the meta device), and PEFT cannot add adapters there. Give the "
+            "engine enough GPU/CPU memory (EngineConfig.max_memory) that no layer is offloaded."
+        )
 
 
 def check_compatible(base: Any, directory: Path, config: Any) -> None:

@@ -44,6 +44,7 @@ import attrs
 from mp13_engine._adapter_files import (
     METADATA_FILE,
     check_compatible,
+    check_not_offloaded,
     write_adapter_dir,
 )
 from mp13_engine._errors import AdapterError
@@ -345,6 +346,7 @@ class AdapterManager:
         """
         from peft import get_peft_model
 
+        check_not_offloaded(self._base_model(), "train an adapter")
         model = self._model()
         try:
             if self._is_peft(model):
@@ -409,9 +411,12 @@ class AdapterManager:
                 "name, or pass replace=True."
             )
         check_compatible(self._base_model(), directory, config)
+        check_not_offloaded(self._base_model(), f"load adapter {str(directory)!r}")
         if exists:
             self._unload_on_worker(name)
         model = self._model()
+        # What wrapping a plain model changes in place, to undo it if the load fails.
+        grads = None if self._is_peft(model) else [p.requires_grad for p in model.parameters()]
         try:
             if self._is_peft(model):
                 model.load_adapter(str(directory), adapter_name=name, is_trainable=False)
@@ -423,6 +428,7 @@ class AdapterManager:
                 )
                 self._set_model(model)
         except (ValueError, RuntimeError, KeyError, OSError) as exc:
+            self._undo_partial_load(model, name, grads)
             raise AdapterError(
                 f"PEFT could not load adapter {str(directory)!r} onto the base model: {exc}. "
                 "Check that it was trained for this base model."
@@ -431,6 +437,27 @@ class AdapterManager:
         info = _info_from_config(name, str(directory), model.peft_config[name], "loaded")
         self._register_on_worker(info)
         return info
+
+    def _undo_partial_load(self, model: Any, name: str, grads: list[bool] | None) -> None:
+        """Remove what a failed PEFT load left behind, so the engine serves as before.
+
+        Wrapping a plain model changes it in place before the weights load: LoRA
+        layers injected, a ``peft_config`` attribute, frozen parameters. ``grads``
+        holds the parameters' ``requires_grad`` from before (None: it was wrapped).
+        """
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        if grads is None:
+            if name in model.peft_config:
+                self._delete_on_worker(name)
+            return
+        for path, module in list(model.named_modules()):
+            if isinstance(module, BaseTunerLayer):
+                parent, _, child = path.rpartition(".")
+                setattr(model.get_submodule(parent), child, module.get_base_layer())
+        model.__dict__.pop("peft_config", None)
+        for param, grad in zip(model.parameters(), grads, strict=False):
+            param.requires_grad_(grad)
 
     def _unload_on_worker(self, name: str) -> None:
         with self._state.lock:

@@ -24,6 +24,9 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = (None, "4bit", "8bit")
 ATTN_IMPLEMENTATIONS = (None, "eager", "sdpa", "flash_attention_2", "flex_attention")
 MIXED_LORA = ("fused", "peft")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+DeviceMap = str | dict[str, str | int] | None
+MaxMemory = dict[str, str | int] | None
 
 
 def _choice(allowed: tuple[Any, ...]):
@@ -59,6 +62,49 @@ def _non_negative(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
         raise ConfigError(
             f"EngineConfig.{attribute.name}={value!r} is not allowed; use a number >= 0"
+        )
+
+
+def _device_map(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None or value in DEVICE_MAPS:
+        return
+    if isinstance(value, dict) and value:
+        bad = {
+            k: v
+            for k, v in value.items()
+            if not isinstance(k, str)
+            or not (
+                (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+                or (isinstance(v, str) and (v in ("cpu", "disk") or _is_cuda(v)))
+            )
+        }
+        if not bad:
+            return
+        raise ConfigError(
+            f"EngineConfig.device_map entries {bad} are not allowed; map module names "
+            "(\"\" for the whole model) to a GPU index, 'cuda:N', 'cpu' or 'disk'"
+        )
+    raise ConfigError(
+        f"EngineConfig.device_map={value!r} is not allowed; use None, one of "
+        f"{', '.join(repr(d) for d in DEVICE_MAPS)}, or a dict of module name -> device"
+    )
+
+
+def _is_cuda(value: str) -> bool:
+    return value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())
+
+
+def _max_memory(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, dict) and all(
+        isinstance(k, str) and (k.isdigit() or k == "cpu") and isinstance(v, (str, int))
+        for k, v in value.items()
+    )
+    if not ok:
+        raise ConfigError(
+            f"EngineConfig.max_memory={value!r} is not allowed; use a dict of GPU index "
+            '(as a string) or \'cpu\' -> size, e.g. {"0": "20GiB", "cpu": "64GiB"}'
         )
 
 
@@ -98,6 +144,14 @@ class EngineConfig:
     adapters per layer and applies them in two matmuls (``_fused_lora``),
     falling back to PEFT where it cannot; ``"peft"`` always uses PEFT's
     per-adapter loop.
+
+    ``device_map``: spread the model over several devices (or offload part of
+    it to the CPU) with accelerate: ``"auto"``, ``"balanced"``,
+    ``"balanced_low_0"``, ``"sequential"`` or a dict of module name -> GPU
+    index / ``"cuda:N"`` / ``"cpu"`` / ``"disk"``; ``max_memory`` caps what a
+    named map puts on each device (``{"0": "20GiB", "cpu": "64GiB"}``). With a
+    device map, ``device`` stays ``"auto"`` and requests go to the device of
+    the model's input embeddings.
     """
 
     model: str = attrs.field(converter=_path_str, validator=_model)
@@ -114,9 +168,24 @@ class EngineConfig:
     default_max_new_tokens: int = attrs.field(default=256, validator=_positive_int)
     tool_format: str | None = None
     adapters_dir: str | None = attrs.field(default=None, converter=_opt_path_str)
+    device_map: DeviceMap = attrs.field(default=None, validator=_device_map)
+    max_memory: MaxMemory = attrs.field(default=None, validator=_max_memory)
     mixed_lora: str = attrs.field(default="fused", validator=_choice(MIXED_LORA))
     trust_remote_code: bool = False
     local_files_only: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.device_map is not None and self.device != "auto":
+            raise ConfigError(
+                f"EngineConfig sets both device={self.device!r} and device_map="
+                f"{self.device_map!r}; a device map places the model itself, so leave device "
+                "at 'auto' (or drop device_map to put the whole model on one device)"
+            )
+        if self.max_memory is not None and self.device_map is None:
+            raise ConfigError(
+                "EngineConfig.max_memory only applies with a device_map; set "
+                "device_map='auto' as well, or drop max_memory"
+            )
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

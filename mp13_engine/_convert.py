@@ -17,7 +17,12 @@ from mp13_engine._errors import ConfigError
 
 
 def _make_converter() -> cattrs.Converter:
+    from mp13_engine._config import DeviceMap, MaxMemory
+
     conv = cattrs.Converter(forbid_extra_keys=True)
+    # Unions of str, int and dict: passed through as is; EngineConfig's validators check them.
+    for union in (DeviceMap, MaxMemory):
+        conv.register_structure_hook(union, lambda value, _: value)
     return conv
 
 

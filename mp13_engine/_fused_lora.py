@@ -298,6 +298,7 @@ def _plain_linear(layer: Any, name: str) -> bool:
         isinstance(lora_a, torch.nn.Linear)
         and isinstance(lora_b, torch.nn.Linear)
         and lora_b.bias is None
+        and "meta" not in (lora_a.weight.device.type, lora_b.weight.device.type)  # offloaded
         and name not in getattr(layer, "lora_variant", {})
         and not getattr(layer, "merged_adapters", None)
         and not _holds(layer, name, skip=("lora_A", "lora_B"))

@@ -58,7 +58,7 @@ class Row:
         "top_p",
     )
 
-    def __init__(self, state: RequestState, pad: int, device: torch.device):
+    def __init__(self, state: RequestState, pad: int):
         req = state.request
         self.state = state
         self.pad = pad
@@ -78,7 +78,9 @@ class Row:
         self.generator: torch.Generator | None = None
         if req.do_sample:
             seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(8), "little")
-            self.generator = torch.Generator(device=device)
+            # On the CPU whatever the model's device: a seed draws the same numbers on any
+            # device, and the logits of a model spread over devices may sit anywhere.
+            self.generator = torch.Generator()
             self.generator.manual_seed(seed)
 
     @property
@@ -95,6 +97,8 @@ class RowSampler(LogitsProcessor):
         self.device = device
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.eos.device != scores.device:  # a model spread over devices: logits on its last
+            self.eos = self.eos.to(scores.device)
         suppress = [i for i, r in enumerate(self.rows) if not r.done and r.n < r.min_new]
         if suppress and self.eos.numel():
             idx = torch.tensor(suppress, dtype=torch.long, device=scores.device)
@@ -103,7 +107,7 @@ class RowSampler(LogitsProcessor):
             if row.done or row.penalty == 1.0:
                 continue
             # repetition penalty over the row's own tokens (never its left padding)
-            seen = input_ids[i, row.pad :]
+            seen = input_ids[i, row.pad :].to(scores.device)
             vals = scores[i].gather(0, seen)
             vals = torch.where(vals < 0, vals * row.penalty, vals / row.penalty)
             scores[i] = scores[i].scatter(0, seen, vals)
@@ -136,7 +140,7 @@ class RowSampler(LogitsProcessor):
             drop = (probs.cumsum(-1) - probs) >= ps
             sorted_logits = sorted_logits.masked_fill(drop, _NEG_INF)
         cdf = sorted_logits.softmax(-1).cumsum(-1)
-        draws = torch.cat([torch.rand(1, generator=r.generator, device=dev) for r in rows])
+        draws = torch.cat([torch.rand(1, generator=r.generator) for r in rows]).to(dev)
         pick = torch.searchsorted(cdf, (draws * cdf[:, -1]).unsqueeze(1)).clamp_(max=vocab - 1)
         tokens = order.gather(1, pick)
         chosen = torch.full((len(rows), scores.shape[-1]), _NEG_INF, device=dev)

@@ -50,6 +50,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def input_device(model: Any) -> torch.device:
+    """Where a dispatched model takes its inputs: the device of its input embeddings.
+
+    Weights offloaded by accelerate sit on the ``meta`` device and are brought to
+    the execution device by hooks; inputs then go to the CPU, where they start.
+    """
+    try:
+        device = model.get_input_embeddings().weight.device
+    except (AttributeError, NotImplementedError):
+        device = next(model.parameters()).device
+    return torch.device("cpu") if device.type in ("meta", "disk") else device
+
+
 def _looks_like_path(model: str) -> bool:
     # Hub ids are "name" or "org/name"; anything else is meant as a filesystem path.
     return model.startswith((".", "/", "~")) or "\\" in model or model.count("/") > 1
@@ -125,8 +138,10 @@ def load_model(config: EngineConfig) -> Loaded:
         ) from exc
     _check_causal(hf_config, source)
 
+    mapped = config.device_map is not None
+    on_cpu = not torch.cuda.is_available() if mapped else device.type == "cpu"
     if config.dtype == "auto":
-        dtype = torch.float32 if device.type == "cpu" else _checkpoint_dtype(hf_config)
+        dtype = torch.float32 if on_cpu else _checkpoint_dtype(hf_config)
     else:
         dtype = _DTYPES[config.dtype]
     kwargs: dict[str, Any] = {"dtype": dtype, **common}
@@ -135,6 +150,14 @@ def load_model(config: EngineConfig) -> Loaded:
     quant = _quantization_config(config, dtype)
     if quant is not None:
         kwargs["quantization_config"] = quant
+    if mapped:
+        kwargs["device_map"] = config.device_map
+        if config.max_memory is not None:
+            # accelerate wants GPU indices as ints; JSON keys are strings.
+            kwargs["max_memory"] = {
+                int(k) if k.isdigit() else k: v for k, v in config.max_memory.items()
+            }
+    elif quant is not None:
         kwargs["device_map"] = {"": device}
     try:
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
@@ -152,7 +175,9 @@ def load_model(config: EngineConfig) -> Loaded:
         raise ModelNotFoundError(
             f"cannot read the weights in {source}: {exc}; check the directory is complete"
         ) from exc
-    if quant is None:
+    if mapped:
+        device = input_device(model)
+    elif quant is None:
         model = model.to(device)
     model.eval()
     try:

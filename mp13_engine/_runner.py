@@ -173,7 +173,7 @@ class WaveRunner:
         es = self._state
         model = es.model
         ids, mask, pads = left_pad([s.prompt_ids or [] for s in states], es.pad_id, es.device)
-        rows = [Row(st, pad, es.device) for st, pad in zip(states, pads, strict=True)]
+        rows = [Row(st, pad) for st, pad in zip(states, pads, strict=True)]
         now = time.perf_counter()
         for st in states:
             st.start_t = now

@@ -52,7 +52,7 @@ def batches(rows: Sequence[Rendered], pad_id: int, device: Any) -> dict[str, tor
 def _loss_sum(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
     logits = out.logits[:, :-1, :].float()
-    targets = batch["labels"][:, 1:]
+    targets = batch["labels"][:, 1:].to(logits.device)  # a spread model's logits: its last device
     loss = F.cross_entropy(
         logits.reshape(-1, logits.size(-1)),
         targets.reshape(-1),
@@ -72,6 +72,7 @@ class TrainerState:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     device: Any
+    cuda_devices: list[int]  # every GPU holding part of the model (their RNGs are forked)
     pad_id: int
     autocast: Any
     grad_ckpt: bool
@@ -117,6 +118,7 @@ class TrainerState:
             optimizer=optimizer,
             scheduler=scheduler,
             device=device,
+            cuda_devices=cuda_devices(model),
             pad_id=pad_id,
             autocast=autocast,
             grad_ckpt=cfg.gradient_checkpointing,
@@ -187,8 +189,7 @@ class TrainerState:
     def _rng(self) -> Any:
         # Dropout draws from the global RNG: fork it and seed it per micro-batch, so results do
         # not depend on what else ran on this thread, and resumed runs draw the same masks.
-        devices = [self.device.index or 0] if self.device.type == "cuda" else []
-        fork = torch.random.fork_rng(devices=devices)
+        fork = torch.random.fork_rng(devices=self.cuda_devices)
 
         @contextlib.contextmanager
         def seeded() -> Any:
@@ -270,11 +271,17 @@ def load_checkpoint(state: TrainerState, path: Path, model: Any, adapter: str) -
 @contextlib.contextmanager
 def seeded(seed: int, model: Any) -> Iterator[None]:
     """Run with the global torch RNG seeded to ``seed`` and restore it afterwards."""
-    devices = []
-    with contextlib.suppress(StopIteration):
-        device = next(model.parameters()).device
-        if device.type == "cuda":
-            devices = [device.index or 0]
-    with torch.random.fork_rng(devices=devices):
+    with torch.random.fork_rng(devices=cuda_devices(model)):
         torch.manual_seed(seed)
         yield
+
+
+def cuda_devices(model: Any) -> list[int]:
+    """The GPU indices holding any parameter of ``model`` (several for a spread model)."""
+    return sorted(
+        {
+            p.device.index if p.device.index is not None else torch.cuda.current_device()
+            for p in model.parameters()
+            if p.device.type == "cuda"
+        }
+    )

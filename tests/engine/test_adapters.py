@@ -279,3 +279,32 @@ def test_unload_repoints_peft_when_no_layer_adapter_stays_active(engine):
     engine.adapters.load("a", name="again")
     assert engine.generate(_req(PROMPTS[0], adapters=["again"])).ok
     assert engine.generate(_req(PROMPTS[0])).ok
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["first-adapter", "next-adapter"])
+def test_a_load_that_fails_inside_peft_leaves_the_model_as_it_was(engine, monkeypatch, wrapped):
+    """PEFT injects LoRA layers before it loads weights; a failure there must not stay."""
+    import peft.peft_model
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    if wrapped:
+        engine.adapters.load("a")
+    request = _req(PROMPTS[1], adapters=[], n=10)
+    before = engine.generate(request).raw_text
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated failure while loading the weights")
+
+    monkeypatch.setattr(peft.peft_model, "set_peft_model_state_dict", broken)
+    with pytest.raises(AdapterError, match="simulated failure"):
+        engine.adapters.load("b")
+    monkeypatch.undo()
+
+    assert [i.name for i in engine.adapters.list()] == (["a"] if wrapped else [])
+    if not wrapped:
+        assert not any(isinstance(m, BaseTunerLayer) for m in engine.model.modules())
+    else:
+        assert "b" not in engine.model.peft_config
+    assert engine.generate(request).raw_text == before
+    engine.adapters.load("b")  # the same adapter loads fine afterwards
+    assert engine.generate(_req(PROMPTS[1], adapters=["b"], n=10)).ok

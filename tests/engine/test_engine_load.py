@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 
 import pytest
 
 from mp13_engine import (
+    AdapterError,
     ChatTemplateError,
     ConfigError,
     Engine,
@@ -204,3 +206,70 @@ def test_an_engine_nobody_holds_stops_its_worker_and_frees_its_model(
         time.sleep(0.05)
     assert not thread.is_alive()
     assert model() is None
+
+
+_DEVICE_MAP_REQUESTS = [
+    Request(messages=[{"role": "user", "content": "hi"}], max_new_tokens=8),
+    Request(
+        messages=[{"role": "user", "content": "tell me"}],
+        max_new_tokens=8,
+        min_new_tokens=4,
+        do_sample=True,
+        seed=3,
+        temperature=0.9,
+        repetition_penalty=1.2,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "placement",
+    [
+        pytest.param({"device_map": "auto"}, id="auto"),
+        pytest.param({"device_map": {"": "cpu"}}, id="whole-model"),
+        pytest.param({"device_map": "auto", "max_memory": {"cpu": "4GiB"}}, id="max-memory"),
+        # Too little memory for anything: accelerate offloads the weights to disk.
+        pytest.param({"device_map": "auto", "max_memory": {"cpu": "100KB"}}, id="disk-offload"),
+    ],
+)
+def test_a_device_mapped_model_gives_the_same_replies(tiny_model_path, placement):
+    with Engine.load(str(tiny_model_path), device="cpu") as plain:
+        expected = [r.raw_text for r in plain.generate_many(_DEVICE_MAP_REQUESTS)]
+    with Engine.load(str(tiny_model_path), **placement) as mapped:
+        assert mapped.device == "cpu"
+        got = mapped.generate_many(_DEVICE_MAP_REQUESTS)
+    assert [r.error for r in got] == [None, None]
+    assert [r.raw_text for r in got] == expected
+
+
+def test_adapters_on_disk_offloaded_layers_are_refused_clearly(tiny_model_path, tmp_path):
+    from tests.engine.test_adapters import _peft_adapter
+
+    _peft_adapter(tiny_model_path, tmp_path / "a", seed=1)
+    with Engine.load(
+        str(tiny_model_path), device_map="auto", max_memory={"cpu": "100KB"}
+    ) as engine:
+        with pytest.raises(AdapterError, match="offloaded by its device_map"):
+            engine.adapters.load(tmp_path / "a")
+        assert engine.generate("hi", max_new_tokens=2).ok  # still serving
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"device_map": "everywhere"}, "device_map='everywhere' is not allowed"),
+        ({"device_map": {"": "gpu"}}, "'cuda:N', 'cpu' or 'disk'"),
+        ({"device": "cpu", "device_map": "auto"}, "leave device at 'auto'"),
+        ({"max_memory": {"0": "1GiB"}}, "only applies with a device_map"),
+        ({"device_map": "auto", "max_memory": {"gpu0": "1GiB"}}, "GPU index"),
+    ],
+)
+def test_device_map_settings_are_checked(fields, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        EngineConfig(model="m", **fields)
+
+
+def test_device_map_round_trips_through_json(tmp_path):
+    config = EngineConfig(model="m", device_map={"": 0, "lm_head": "cpu"}, max_memory={"0": "2GiB"})
+    config.to_json(tmp_path / "c.json")
+    assert EngineConfig.from_json(tmp_path / "c.json") == config
