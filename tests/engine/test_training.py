@@ -299,3 +299,40 @@ def test_training_renders_tool_chats_exactly_as_serving(tmp_path, template):
             assert trained == served
         full, _ = assistant_spans(tok, to_example("row", CHAT), prepare)
     assert '{"x": "2+2"}' in full  # the call's arguments, written as JSON by every template
+
+
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "grad-checkpointing"])
+def test_a_job_that_fails_mid_run_leaves_the_engine_as_it_was(
+    engine, tmp_path, monkeypatch, checkpointing
+):
+    from mp13_engine._training import _state
+
+    question = QA[0][0]
+    before = _ask(engine, question, [])
+    real = _state.TrainerState.micro_step
+    calls = []
+
+    def failing(self, model):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("simulated failure in a training step")
+        return real(self, model)
+
+    monkeypatch.setattr(_state.TrainerState, "micro_step", failing)
+    name = f"broken-{checkpointing}"
+    job = engine.train(_cfg(tmp_path, name, gradient_checkpointing=checkpointing))
+    with pytest.raises(TrainingError, match="simulated failure") as info:
+        job.result(timeout=120)
+    assert "keeps serving" in str(info.value)
+    monkeypatch.undo()
+
+    assert name not in engine.adapters
+    model = engine.model
+    assert name not in getattr(model, "peft_config", {})
+    assert not model.training
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    assert not base.is_gradient_checkpointing
+    assert _ask(engine, question, []) == before
+    # and a new job on the same name trains normally
+    assert engine.train(_cfg(tmp_path, name, max_steps=2)).result(timeout=120).steps == 2
+    engine.adapters.unload(name)
