@@ -57,3 +57,10 @@ def test_wrapper_app_lists_its_own_tools(tmp_path):
 def test_train_adapter_reproduces_every_trained_answer(tmp_path):
     out = _run("train_adapter.py", tmp_path, timeout=600)
     assert "6/6 trained answers reproduced greedily with the adapter." in out
+
+
+@pytest.mark.slow
+def test_multi_adapter_rows_equal_their_solo_runs(tmp_path):
+    out = _run("multi_adapter.py", tmp_path)
+    assert out.count("same as alone") == 8 and "DIFFERENT" not in out
+    assert "asked default                ran on ['formal']" in out
