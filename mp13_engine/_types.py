@@ -105,7 +105,6 @@ class RequestMetrics:
     tokens_per_s: float = 0.0
     batch_size: int = 0
     adapters: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
-    cache: str | None = None
 
 
 @attrs.frozen(kw_only=True)
