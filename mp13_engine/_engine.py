@@ -96,7 +96,7 @@ class _EngineBase:
             config=config,
             model=loaded.model,
             tokenizer=tok,
-            tokens=TokenizerGuard(tok),
+            tokens=TokenizerGuard(tok, formatter.chat_template),
             formatter=formatter,
             device=loaded.device,
             dtype=loaded.dtype,

@@ -21,19 +21,46 @@ from mp13_engine._prompt import PromptFormatter
 
 
 class TokenizerGuard:
-    """Thread-safe encode/decode on one tokenizer."""
+    """Thread-safe encode/decode on one tokenizer.
 
-    def __init__(self, tokenizer: Any):
+    ``decode`` keeps the special tokens that the chat template itself writes
+    (``[TOOL_CALLS]``, ``<|channel|>``, ``<|python_tag|>``...: many models mark
+    their tool-call and reasoning markup as special, and the tool-call parsers
+    need it) and drops every other special token (BOS, padding, reserved ones).
+    Decoding with ``skip_special_tokens=True`` would drop the markup too.
+    """
+
+    def __init__(self, tokenizer: Any, chat_template: str | None = None):
         self.tokenizer = tokenizer
         self._lock = threading.Lock()
+        self._drop = frozenset(
+            i for i, text in _special_tokens(tokenizer).items() if text not in (chat_template or "")
+        )
 
     def encode(self, text: str) -> list[int]:
         with self._lock:
             return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def decode(self, ids: list[int]) -> str:
+        drop = self._drop
+        kept = [i for i in ids if i not in drop] if drop else ids
         with self._lock:
-            return self.tokenizer.decode(ids, skip_special_tokens=True)
+            return self.tokenizer.decode(
+                kept, skip_special_tokens=False, spaces_between_special_tokens=False
+            )
+
+
+def _special_tokens(tokenizer: Any) -> dict[int, str]:
+    """Id -> text of every special token (added tokens marked special, BOS/EOS/PAD/...)."""
+    found = {
+        int(i): str(token.content)
+        for i, token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items()
+        if getattr(token, "special", False)
+    }
+    ids = [i for i in getattr(tokenizer, "all_special_ids", ()) if i is not None]
+    for i, text in zip(ids, tokenizer.convert_ids_to_tokens(ids), strict=True):
+        found.setdefault(int(i), str(text))
+    return found
 
 
 @attrs.define

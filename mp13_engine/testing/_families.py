@@ -3,9 +3,10 @@
 
 Concept: a ``FamilySpec`` is a frozen value that says everything family-specific about a tiny
 model: which ``transformers`` architecture it uses (so adapter target-module defaults are the
-real ones), its control tokens (``special=True``), its tool markup tokens (added as single,
-non-special tokens so decoded text keeps them for the tool-call parsers), its BOS/EOS/PAD and
-end-of-turn tokens, and the name of its chat template in ``_templates/``.
+real ones), its control tokens (``special=True``, as in the real tokenizer, tool-call markup
+included where the real one marks it special), its other tool markup tokens (added as single,
+non-special tokens), its BOS/EOS/PAD and end-of-turn tokens, and the name of its chat
+template in ``_templates/``.
 
 Invariants:
 - ``FAMILIES`` is an immutable name -> spec registry; ``TINY_FAMILIES`` is its key tuple.
@@ -112,10 +113,10 @@ _MISTRAL = FamilySpec(
         "[/AVAILABLE_TOOLS]",
         "[TOOL_RESULTS]",
         "[/TOOL_RESULTS]",
+        "[TOOL_CALLS]",  # special, as in the real tokenizer: the engine's decoding keeps it
         "<pad>",
     ),
-    # Special in the real tokenizer; kept in decoded text here so parsers can see it.
-    markup_tokens=("[TOOL_CALLS]",),
+    markup_tokens=(),
     bos_token="<s>",
     add_bos=True,
     eos_token="</s>",

@@ -109,3 +109,33 @@ def test_public_surface_is_sorted_and_importable():
         assert name in names
     for name in names:
         assert getattr(mp13_engine, name) is not None
+
+
+def test_tool_markup_that_is_a_special_token_survives_decoding(tiny_model_factory):
+    """[TOOL_CALLS] is a special token in real Mistral tokenizers (and in the tiny one):
+    dropping special tokens when decoding would hide every tool call; BOS and padding
+    must still go."""
+    with Engine.load(str(tiny_model_factory("mistral")), device="cpu") as engine:
+        tokenizer = engine.tokenizer
+        markup = tokenizer.convert_tokens_to_ids("[TOOL_CALLS]")
+        assert tokenizer.added_tokens_decoder[markup].special
+        from mp13_engine._streams import ChunkMaker, RequestState
+
+        req = Request(messages=[{"role": "user", "content": "weather?"}])
+        prompt = engine.format_prompt(req)
+        st = RequestState(req, prompt, engine._state.tokens.encode(prompt))
+        maker = ChunkMaker(st, engine._state.tokens.decode, engine._toolwire.stream_events(st))
+        call = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+        encode = engine._state.tokens.encode
+        ids = [tokenizer.bos_token_id, tokenizer.pad_token_id, *encode("Sure."), markup]
+        ids += encode(call)
+        chunks = []
+        for tok in ids:
+            st.push(tok)
+            chunks += maker.make(len(st.tokens), False)
+        resp = engine._builder.finish(st, FinishReason.STOP)
+        chunks += maker.make(len(st.tokens), True)
+    assert resp.raw_text == "Sure.[TOOL_CALLS]" + call  # markup kept, BOS and padding gone
+    assert resp.text == "Sure."
+    assert [(c.name, c.arguments) for c in resp.tool_calls] == [("get_weather", {"city": "Paris"})]
+    assert [c.tool_call.name for c in chunks if c.tool_call] == ["get_weather"]
