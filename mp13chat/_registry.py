@@ -2,7 +2,7 @@
 """The slash-command registry: commands are functions registered by name, not an if-chain.
 
 A ``Command`` is a frozen value made by the ``@command(...)`` decorator from an async
-(or plain) function ``func(app, line)``; its docstring is its help text (first line =
+(or plain) function ``func(app, line)``; its docstring is its help text (first sentence =
 summary). A command may instead be a group of subcommands (``group_command``), e.g.
 ``/system set|add|pop|show``, resolved the same way one level down.
 
@@ -83,7 +83,8 @@ class Command:
 
     @property
     def summary(self) -> str:
-        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+        """The first sentence of the help text (it may wrap over several docstring lines)."""
+        return _first_sentence(" ".join(self.doc.strip().split("\n\n", 1)[0].split()))
 
     def subcommand(self, word: str) -> Command:
         """The subcommand named by ``word`` (exact, alias or unique prefix)."""
@@ -263,3 +264,16 @@ def parse_value(text: str) -> Any:
         return json.loads(lowered)
     except ValueError:
         return text
+
+
+def _first_sentence(text: str) -> str:
+    """Up to the first full stop outside parentheses (so "(e.g. ...)" does not end it)."""
+    depth = 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(0, depth - 1)
+        elif char == "." and depth == 0 and text[i + 1 : i + 2] in ("", " "):
+            return text[: i + 1]
+    return text

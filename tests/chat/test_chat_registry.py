@@ -120,3 +120,22 @@ def test_prefix_resolution_is_exact_or_unique(word):
     else:
         with pytest.raises(UnknownCommandError):
             reg.resolve(word)
+
+
+def test_summary_is_the_whole_first_sentence():
+    @command("wrapped", group="test")
+    async def wrapped(app, line):
+        """Train a thing on DATASET (.json/.jsonl: messages, prompt/completion or
+        text rows, e.g. one per line). Options follow.
+
+        More detail."""
+
+    @command("bare", group="test")
+    async def bare(app, line):
+        """No full stop here"""
+
+    assert wrapped.summary == (
+        "Train a thing on DATASET (.json/.jsonl: messages, prompt/completion or text rows, "
+        "e.g. one per line)."
+    )
+    assert bare.summary == "No full stop here"
