@@ -8,6 +8,8 @@ rest from each profile's renderer so that every format gets the same cases.
 
 from __future__ import annotations
 
+import pytest
+
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
 
@@ -290,3 +292,27 @@ def samples(fmt: str) -> list[str]:
 
 def calls_tuple(calls) -> list[tuple]:
     return [(c.name, c.arguments, c.id) for c in calls]
+
+
+def render_template(template: str, messages: list[dict], add_generation_prompt: bool) -> str:
+    """Render ``messages`` (with ``TOOLS``) through a chat template, as transformers does."""
+    chat_utils = pytest.importorskip("transformers.utils.chat_template_utils")
+    rendered, _ = chat_utils.render_jinja_template(
+        conversations=[messages],
+        tools=TOOLS,
+        chat_template=template,
+        add_generation_prompt=add_generation_prompt,
+        bos_token="<s>",
+        eos_token="</s>",
+    )
+    return rendered[0]
+
+
+def assistant_part(template: str, messages: list[dict]) -> str:
+    """What the template writes for the last (assistant) message."""
+    prefix = render_template(template, messages[:-1], True)
+    full = render_template(template, messages, False)
+    n = 0
+    while n < min(len(prefix), len(full)) and prefix[n] == full[n]:
+        n += 1
+    return full[n:]

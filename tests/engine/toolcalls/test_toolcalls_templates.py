@@ -18,7 +18,7 @@ import pytest
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
 from tests._shared import SHARED_TEMPLATES
-from tests.engine.toolcalls._toolcalls_cases import TOOLS
+from tests.engine.toolcalls._toolcalls_cases import TOOLS, assistant_part, render_template
 
 SHARED = SHARED_TEMPLATES
 # Located without importing mp13_engine.testing (which imports torch).
@@ -93,28 +93,6 @@ def test_detect_format_without_tool_support():
     assert toolcalls.detect_format(None) is None
 
 
-def _render(template: str, messages: list[dict], add_generation_prompt: bool) -> str:
-    chat_utils = pytest.importorskip("transformers.utils.chat_template_utils")
-    rendered, _ = chat_utils.render_jinja_template(
-        conversations=[messages],
-        tools=TOOLS,
-        chat_template=template,
-        add_generation_prompt=add_generation_prompt,
-        bos_token="<s>",
-        eos_token="</s>",
-    )
-    return rendered[0]
-
-
-def _assistant_part(template: str, messages: list[dict]) -> str:
-    prefix = _render(template, messages[:-1], True)
-    full = _render(template, messages, False)
-    n = 0
-    while n < min(len(prefix), len(full)) and prefix[n] == full[n]:
-        n += 1
-    return full[n:]
-
-
 CALL = ToolCall(
     "get_weather",
     {"city": "São Paulo", "days": 3, "zip": "007", "metric": True, "extra": {"a": [1, "b"]}},
@@ -138,7 +116,7 @@ def test_call_round_trips_through_the_real_template(path, fmt):
     }
     messages = [{"role": "user", "content": "Weather in São Paulo?"}, canonical]
     prepared = toolcalls.prepare_messages(messages, fmt, chat_template=template)
-    part = _assistant_part(template, prepared)
+    part = assistant_part(template, prepared)
     again = toolcalls.parse(part, fmt, TOOLS)
     assert [(c.name, c.arguments) for c in again.tool_calls] == [(CALL.name, CALL.arguments)]
     assert again.errors == ()
@@ -164,7 +142,7 @@ def test_tool_results_render_after_calls(path, fmt):
         },
         {"role": "tool", "tool_call_id": "call_abc", "name": "get_weather", "content": "RAIN-42"},
     ]
-    rendered = _render(template, toolcalls.prepare_messages(messages, fmt, template), True)
+    rendered = render_template(template, toolcalls.prepare_messages(messages, fmt, template), True)
     assert "RAIN-42" in rendered
     assert "Oslo" in rendered
 
@@ -178,7 +156,7 @@ def test_parallel_calls_survive_a_template_that_takes_one_call_per_message():
         "tool_calls": [{"id": f"c{i}", **c.to_openai()} for i, c in enumerate(calls)],
     }
     messages = [{"role": "user", "content": "Weather?"}, canonical]
-    part = _assistant_part(template, toolcalls.prepare_messages(messages, "llama3_json"))
+    part = assistant_part(template, toolcalls.prepare_messages(messages, "llama3_json"))
     again = toolcalls.parse(part, "llama3_json", TOOLS)
     assert [(c.name, c.arguments) for c in again.tool_calls] == [
         (c.name, c.arguments) for c in calls

@@ -16,35 +16,13 @@ import pytest
 
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
-from tests.engine.toolcalls._toolcalls_cases import TOOLS
+from tests.engine.toolcalls._toolcalls_cases import TOOLS, assistant_part, render_template
 
 CALL = ToolCall(
     "get_weather",
     {"city": "São Paulo", "days": 3, "zip": "007", "metric": True, "extra": {"a": [1, "b"]}},
 )
 PING = ToolCall("ping", {})
-
-
-def _render(template: str, messages: list[dict], add_generation_prompt: bool) -> str:
-    chat_utils = pytest.importorskip("transformers.utils.chat_template_utils")
-    rendered, _ = chat_utils.render_jinja_template(
-        conversations=[messages],
-        tools=TOOLS,
-        chat_template=template,
-        add_generation_prompt=add_generation_prompt,
-        bos_token="<s>",
-        eos_token="</s>",
-    )
-    return rendered[0]
-
-
-def _assistant_part(template: str, messages: list[dict]) -> str:
-    prefix = _render(template, messages[:-1], True)
-    full = _render(template, messages, False)
-    n = 0
-    while n < min(len(prefix), len(full)) and prefix[n] == full[n]:
-        n += 1
-    return full[n:]
 
 
 def _canonical(calls: list[ToolCall], ids: list[str]) -> dict:
@@ -62,7 +40,7 @@ def _round_trip(template: str, fmt: str, calls: list[ToolCall]) -> toolcalls.Par
     ids = [f"call_{n}" for n in range(len(calls))]
     messages = [{"role": "user", "content": "Weather?"}, _canonical(calls, ids)]
     prepared = toolcalls.prepare_messages(messages, fmt, chat_template=template)
-    again = toolcalls.parse(_assistant_part(template, prepared), fmt, TOOLS)
+    again = toolcalls.parse(assistant_part(template, prepared), fmt, TOOLS)
     assert [(c.name, c.arguments) for c in again.tool_calls] == [
         (c.name, c.arguments) for c in calls
     ]
@@ -78,7 +56,7 @@ def _results_turn(template: str, fmt: str) -> tuple[list[dict], str]:
         {"role": "tool", "tool_call_id": "call_abc", "name": "get_weather", "content": "RAIN-42"},
     ]
     prepared = toolcalls.prepare_messages(messages, fmt, chat_template=template)
-    return prepared, _render(template, prepared, True)
+    return prepared, render_template(template, prepared, True)
 
 
 # --- mistral_v11: mistral-common's InstructTokenizerV11 / V13 -------------------------------
@@ -149,10 +127,10 @@ def test_kimi_ids_count_calls_across_the_conversation_and_reach_the_results():
         {"role": "tool", "tool_call_id": "call_b", "content": "PONG-7"},
     ]
     prepared = toolcalls.prepare_messages(messages, "kimi_k2", chat_template=KIMI)
-    prompt = _render(KIMI, prepared, True)
+    prompt = render_template(KIMI, prepared, True)
     assert "## Return of functions.get_weather:0\nRAIN-42" in prompt
     assert "## Return of functions.ping:1\nPONG-7" in prompt
-    again = toolcalls.parse(_assistant_part(KIMI, prepared[:2]), "kimi_k2", TOOLS)
+    again = toolcalls.parse(assistant_part(KIMI, prepared[:2]), "kimi_k2", TOOLS)
     assert again.tool_calls == (ToolCall(CALL.name, CALL.arguments, "functions.get_weather:0"),)
 
 
@@ -214,7 +192,7 @@ def test_llama4_json_calls_round_trip_through_metas_template_layout():
     assert toolcalls.detect_format(LLAMA4_META) == "llama4_pythonic"
     messages = [{"role": "user", "content": "Weather?"}, _canonical([CALL, PING], ["c0", "c1"])]
     prepared = toolcalls.prepare_messages(messages, "llama4_pythonic", chat_template=LLAMA4_META)
-    part = _assistant_part(LLAMA4_META, prepared)
+    part = assistant_part(LLAMA4_META, prepared)
     assert part.count('"parameters": ') == 2
     again = toolcalls.parse(part, "llama4_pythonic", TOOLS)
     assert [(c.name, c.arguments) for c in again.tool_calls] == [
@@ -329,7 +307,7 @@ def test_xlam_past_calls_keep_object_arguments():
     again = _round_trip(XLAM, "xlam", [CALL, PING])
     assert again.content == ""
     messages = [{"role": "user", "content": "Weather?"}, _canonical([CALL], ["c0"])]
-    part = _assistant_part(XLAM, toolcalls.prepare_messages(messages, "xlam", XLAM))
+    part = assistant_part(XLAM, toolcalls.prepare_messages(messages, "xlam", XLAM))
     assert part.startswith('[{"name": "get_weather", "arguments": {"city": "São Paulo", ')
 
 
@@ -399,7 +377,7 @@ def test_gemma_calls_and_results_fit_a_strictly_alternating_template():
         {"role": "tool", "tool_call_id": "c1", "content": "PONG-7"},
     ]
     prepared = toolcalls.prepare_messages(messages, "gemma_tool_code", chat_template=GEMMA)
-    prompt = _render(GEMMA, prepared, True)
+    prompt = render_template(GEMMA, prepared, True)
     assert "```tool_output\nRAIN-42\n```\n```tool_output\nPONG-7\n```" in prompt
     calls = toolcalls.parse(prepared[1]["content"], "gemma_tool_code", TOOLS).tool_calls
     assert [(c.name, c.arguments) for c in calls] == [
