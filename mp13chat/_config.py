@@ -38,7 +38,8 @@ TINY_MODEL = "tiny"
 FIELD_HELP: dict[str, str] = {
     "model": (
         "Model to load: a local folder or a cached hub id. null or 'demo' = the built-in "
-        "demo model (built offline on first use); 'tiny' = a random tiny model (fast, gibberish)."
+        "demo model (ships with mp13, trained offline from its code); 'tiny' = a random tiny "
+        "model (fast, gibberish)."
     ),
     "engine": (
         "Extra EngineConfig fields passed to Engine.load, e.g. "
