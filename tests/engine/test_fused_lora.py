@@ -225,3 +225,16 @@ def test_only_the_most_recent_adapter_sets_are_kept(three):
     for rows in (["a", "b"], ["a", "c"], ["b", "c"]):
         fused.plan(three, rows)
     assert list(fused._sets) == [("a", "c"), ("b", "c")]
+
+
+def test_in_bfloat16_fused_is_as_close_to_float32_as_peft(tiny_model_path):
+    """Half precision rounds the two paths differently; neither may be the worse one."""
+    model = _peft_model(
+        tiny_model_path,
+        {"a": _lora(), "b": _lora(r=2, lora_alpha=3), "c": _lora(r=8, use_rslora=True)},
+    )
+    truth = _logits_peft(model, ROWS).float()
+    model = model.to(torch.bfloat16)
+    peft_error = (_logits_peft(model, ROWS).float() - truth).abs().mean()
+    fused_error = (_logits_fused(model, ROWS).float() - truth).abs().mean()
+    assert fused_error <= peft_error * 1.25
