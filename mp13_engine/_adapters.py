@@ -330,10 +330,8 @@ class AdapterManager:
             doomed = [(k, v) for k, v in self._state.combos.items() if predicate(k)]
             for k, _ in doomed:
                 del self._state.combos[k]
-        model = self._model()
         for _, combo in doomed:
-            if self._is_peft(model) and combo in model.peft_config:
-                model.delete_adapter(combo)
+            self._delete_on_worker(combo)  # the one way adapters leave (caches follow)
 
     def _invalidate_on_worker(self, name: str) -> None:
         """Forget cached combinations that include ``name`` (it was unloaded or retrained)."""

@@ -308,3 +308,22 @@ def test_a_load_that_fails_inside_peft_leaves_the_model_as_it_was(engine, monkey
     assert engine.generate(request).raw_text == before
     engine.adapters.load("b")  # the same adapter loads fine afterwards
     assert engine.generate(_req(PROMPTS[1], adapters=["b"], n=10)).ok
+
+
+def test_reweighting_a_combination_is_served_with_the_new_weights(
+    engine, tiny_model_path, adapter_dirs
+):
+    """The combination is rebuilt under the same name; nothing may serve the old one."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    request = _req(PROMPTS[2], adapters=["a", "b"], n=10)
+    engine.adapters.combine(["a", "b"], [1.0, 1.0])
+    first = engine.generate(request).raw_text
+    engine.adapters.combine(["a", "b"], [2.0, -1.0])
+    reweighted = engine.generate(request).raw_text
+    with Engine.load(str(tiny_model_path), device="cpu", adapters_dir=str(adapter_dirs)) as fresh:
+        fresh.adapters.load("a")
+        fresh.adapters.load("b")
+        fresh.adapters.combine(["a", "b"], [2.0, -1.0])
+        assert reweighted == fresh.generate(request).raw_text
+    assert reweighted != first
