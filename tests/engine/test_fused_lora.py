@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mp13_engine import ConfigError, Engine, EngineConfig, Request, _fused_lora
 from mp13_engine._fused_lora import FusedLora
@@ -238,3 +240,89 @@ def test_in_bfloat16_fused_is_as_close_to_float32_as_peft(tiny_model_path):
     peft_error = (_logits_peft(model, ROWS).float() - truth).abs().mean()
     fused_error = (_logits_fused(model, ROWS).float() - truth).abs().mean()
     assert fused_error <= peft_error * 1.25
+
+
+# --- history independence through the engine -------------------------------------------------
+#
+# Whatever was loaded, unloaded, combined and served before, a wave must give exactly what a
+# fresh engine holding the same adapters gives. Both run the fused path on the same weights, so
+# the outputs are bit-equal unless a cache serves stale weights.
+
+POOL = ("a", "b", "c")
+
+
+@pytest.fixture(scope="module")
+def pool_dirs(tiny_model_path, tmp_path_factory):
+    from tests.engine.test_adapters import _peft_adapter
+
+    root = tmp_path_factory.mktemp("pool")
+    for seed, (name, rank) in enumerate(zip(POOL, (4, 2, 8), strict=True)):
+        _peft_adapter(tiny_model_path, root / name, seed=10 + seed, r=rank)
+    return root
+
+
+@pytest.fixture(scope="module")
+def long_lived(tiny_model_path, pool_dirs):
+    with Engine.load(str(tiny_model_path), device="cpu", adapters_dir=str(pool_dirs)) as engine:
+        yield engine
+
+
+def _rows_for(loaded: list[str], choices: list[int]) -> list[Request]:
+    options = [[], *([n] for n in loaded)]
+    options += [[x, y] for i, x in enumerate(loaded) for y in loaded[i + 1 :]]
+    return [
+        Request(
+            messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+            adapters=options[c % len(options)],
+            max_new_tokens=4,
+        )
+        for i, c in enumerate(choices)
+    ]
+
+
+_OP = st.one_of(
+    st.tuples(st.just("load"), st.sampled_from(POOL)),
+    st.tuples(st.just("unload"), st.sampled_from(POOL)),
+    st.tuples(
+        st.just("combine"),
+        st.sampled_from([("a", "b"), ("a", "c"), ("b", "c")]),
+        st.sampled_from([(1.0, 1.0), (2.0, -1.0), (0.5, 0.5)]),
+    ),
+    st.tuples(st.just("wave"), st.lists(st.integers(0, 20), min_size=1, max_size=4)),
+    # every row on one choice: the wave's only adapter is served from its live weights
+    st.tuples(st.just("wave"), st.integers(0, 20).map(lambda c: [0, c, c])),
+)
+_FINAL = st.one_of(
+    st.lists(st.integers(0, 20), min_size=4, max_size=4),
+    st.integers(0, 20).map(lambda c: [0, c, c, c]),
+)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(ops=st.lists(_OP, min_size=2, max_size=8), final=_FINAL)
+def test_a_wave_does_not_depend_on_the_adapter_history(
+    tiny_model_path, pool_dirs, long_lived, ops, final
+):
+    engine = long_lived
+    for op in ops:
+        loaded = [i.name for i in engine.adapters.list()]
+        if op[0] == "load" and op[1] not in loaded:
+            engine.adapters.load(op[1])
+        elif op[0] == "unload" and op[1] in loaded:
+            engine.adapters.unload(op[1])
+        elif op[0] == "combine" and set(op[1]) <= set(loaded):
+            engine.adapters.combine(list(op[1]), list(op[2]))
+        elif op[0] == "wave" and loaded:
+            engine.generate_many(_rows_for(loaded, op[1]))
+    loaded = [i.name for i in engine.adapters.list()]
+    weights = dict(engine.adapters._state.weights)
+    wave = _rows_for(loaded, final)
+    got = [r.raw_text for r in engine.generate_many(wave)]
+    with Engine.load(str(tiny_model_path), device="cpu", adapters_dir=str(pool_dirs)) as fresh:
+        for name in loaded:
+            fresh.adapters.load(name)
+        for names, w in weights.items():
+            order = sorted(names)
+            fresh.adapters.combine(order, [w[n] for n in order])
+        expected = [r.raw_text for r in fresh.generate_many(wave)]
+    assert got == expected
