@@ -43,6 +43,8 @@ class ReplyView:
         self._live = LiveMarkdown(self.console) if live else None
 
     def _write(self, text: str, style: str, mode: str) -> None:
+        if self._live is not None and self._live.active:  # reasoning after reply text
+            self._live.close()
         if self._open_line and self._mode != mode:
             self._end_line()
         self.console.print(Text(text, style=style), end="", soft_wrap=True)

@@ -81,3 +81,16 @@ def test_reply_view_streams_plain_text_elsewhere_or_without_markdown():
         view(Event(kind=EventKind.TEXT, text="Some **bold**"))
         view.finish()
         assert "Some **bold**" in out.getvalue()
+
+
+def test_reasoning_after_reply_text_ends_the_live_area_first():
+    console, out = _terminal()
+    view = _view(console, show_reasoning=True)
+    view(Event(kind=EventKind.TEXT, text="Some **bold** words."))
+    view(Event(kind=EventKind.REASONING, text="thinking again"))
+    assert not view._live.active
+    view.finish()
+    text = out.getvalue()
+    before = text[: text.rindex("thinking again")]
+    shown = before[before.rfind("\x1b[2K") + len("\x1b[2K") :]  # after the live area went
+    assert "bold" in shown and "**" not in shown  # the reply was printed as markdown first
