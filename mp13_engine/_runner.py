@@ -199,7 +199,8 @@ class WaveRunner:
         fused = None
         if hasattr(model, "peft_config") and hasattr(model, "base_model"):
             names = [s.adapter or BASE_ADAPTER for s in states]
-            fused = self._adapters()._fused_plan_on_worker(names)
+            planner = getattr(self._adapters(), "_fused_plan_on_worker", None)
+            fused = planner(names) if planner is not None else None
             # Fused: PEFT adds nothing (every row on the base) and the plan's hooks add the deltas.
             kwargs["adapter_names"] = [BASE_ADAPTER] * len(names) if fused else names
         # A training job may leave the model in train mode between its steps;
