@@ -94,28 +94,24 @@ class RequestState:
             if self.sealed:  # the response was already built (e.g. cancelled): drop it
                 return
             self.tokens.append(token)
-            if not commit:
-                return
-            self.visible = len(self.tokens)
-            if not self.watched:
-                return
-            self._cond.notify_all()
-            listeners = self._listeners
+            listeners = self._reveal_locked() if commit else ()
         for cb in listeners:
             cb()
 
     def commit(self) -> None:
         """Make every pushed token visible to streams."""
         with self._lock:
-            if self.sealed:
-                return
-            self.visible = len(self.tokens)
-            if not self.watched:
-                return
-            self._cond.notify_all()
-            listeners = self._listeners
+            listeners = () if self.sealed else self._reveal_locked()
         for cb in listeners:
             cb()
+
+    def _reveal_locked(self) -> list[Callable[[], None]] | tuple[()]:
+        """Show every token to streams (lock held); the listeners to call after unlocking."""
+        self.visible = len(self.tokens)
+        if not self.watched:
+            return ()
+        self._cond.notify_all()
+        return self._listeners
 
     def seal(self) -> list[int]:
         """Freeze the token list (no more pushes) and return it; called before building
