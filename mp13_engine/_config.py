@@ -41,10 +41,7 @@ def _choice(allowed: tuple[Any, ...]):
 
 
 def _device(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
-    ok = isinstance(value, str) and (
-        value in ("auto", "cpu", "cuda", "mps")
-        or (value.startswith("cuda:") and value[5:].isdigit())
-    )
+    ok = isinstance(value, str) and (value in ("auto", "cpu", "mps") or _is_cuda(value))
     if not ok:
         raise ConfigError(
             f"EngineConfig.device={value!r} is not allowed; use one of {DEVICES_HELP}"
