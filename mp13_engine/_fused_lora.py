@@ -86,7 +86,6 @@ class FusedPlan:
     """The fused LoRA weights of every layer a wave's adapters touch."""
 
     layers: tuple[_LayerPlan, ...]
-    adapters: tuple[str, ...]
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -220,7 +219,7 @@ class FusedLora:
                 if key not in row_weights:
                     row_weights[key] = _row_weights(row_names, slot, cat.a_cat)
                 planned.append(_LayerPlan(slot.layer, cat.a_cat, cat.b_cat, row_weights[key]))
-        return FusedPlan(tuple(planned), wanted)
+        return FusedPlan(tuple(planned))
 
 
 def _layout(found: TunerModules, wanted: tuple[str, ...]) -> tuple[_Slot, ...] | None:
