@@ -116,8 +116,7 @@ class Gate:
             await self.event.wait()
         except asyncio.CancelledError:
             self.streaming.discard(request_id)
-            self.n -= 1
-            self._check()
+            self.leave()
             raise
         self.streaming.discard(request_id)  # on its way to the engine: no longer cancellable here
         return request_id in self.cancelled
@@ -130,8 +129,7 @@ class Gate:
             await self.event.wait()
         except asyncio.CancelledError:
             self.requests.pop(request.id, None)
-            self.n -= 1
-            self._check()
+            self.leave()
             raise
         if self.task is None:
             self.task = asyncio.ensure_future(self._run_all(list(self.requests.values())))
