@@ -215,7 +215,7 @@ class FusedLora:
         with torch.no_grad():
             for slot in cached.layout:
                 cat = _concatenated(slot, cached.concat)
-                key = (slot.names, slot.ranks, slot.scalings, cat.a_cat.device)
+                key = (slot.names, slot.ranks, slot.scalings, cat.a_cat.device, cat.a_cat.dtype)
                 if key not in row_weights:
                     row_weights[key] = _row_weights(row_names, slot, cat.a_cat)
                 planned.append(_LayerPlan(slot.layer, cat.a_cat, cat.b_cat, row_weights[key]))
