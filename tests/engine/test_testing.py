@@ -2,8 +2,8 @@
 """Tests of ``mp13_engine.testing``: offline tiny models are deterministic, loadable, usable.
 
 Templates: the tiny families' own chat templates must render exactly what the real upstream
-templates do. The real ones live in ``/work/shared/templates`` (test data outside the repo; the
-tests skip when it is absent). Both are rendered by transformers' own renderer with the same
+templates do. The real ones ship in ``tests/templates`` (public data; sources and
+licences in its README). Both are rendered by transformers' own renderer with the same
 tokenizer. Documented normalisation, for granite only: the upstream Granite 3.3 template prints
 an assistant message's ``content`` and the raw role, so before rendering with it, assistant
 ``tool_calls`` are written into ``content`` as ``<|tool_call|>[...]`` and role ``tool`` becomes
@@ -335,7 +335,6 @@ def _render(tok, messages, tools, template=None, **kwargs) -> str:
     )
 
 
-@pytest.mark.skipif(not REAL_DIR.is_dir(), reason="shared/templates (real templates) not present")
 @pytest.mark.parametrize("family", TINY_FAMILIES)
 @pytest.mark.parametrize(("case", "messages", "tools", "kwargs"), CASES, ids=[c[0] for c in CASES])
 def test_template_matches_the_real_one(family, case, messages, tools, kwargs) -> None:
@@ -351,7 +350,6 @@ def test_template_matches_the_real_one(family, case, messages, tools, kwargs) ->
     assert ours == real
 
 
-@pytest.mark.skipif(not REAL_DIR.is_dir(), reason="shared/templates (real templates) not present")
 @pytest.mark.parametrize(
     "kwargs", [{}, {"enable_thinking": False}], ids=["thinking", "no-thinking"]
 )
@@ -369,7 +367,6 @@ def test_qwen3_reasoning_matches_the_real_one(kwargs) -> None:
         assert ours == _render(tok, messages[:upto], None, template=real_text, **kwargs)
 
 
-@pytest.mark.skipif(not REAL_DIR.is_dir(), reason="shared/templates (real templates) not present")
 def test_llama3_tools_in_system_message_matches_the_real_one() -> None:
     tok = build_tokenizer("llama3")
     real_text = (REAL_DIR / "llama3_json.jinja").read_text(encoding="utf-8")

@@ -179,7 +179,6 @@ def test_assistant_mask_on_tiny_families(tiny_model_factory, family, ends):
     assert all(everything.mask) and everything.ids == rendered.ids
 
 
-@pytest.mark.skipif(not TEMPLATES.is_dir(), reason="real templates not available")
 @pytest.mark.parametrize(
     ("template", "expected"),
     [
@@ -227,7 +226,6 @@ def test_assistant_mask_with_tool_calls_on_real_templates(tiny_model_path, templ
 DS_END = "<｜end▁of▁sentence｜>"
 
 
-@pytest.mark.skipif(not TEMPLATES.is_dir(), reason="real templates not available")
 @pytest.mark.parametrize(
     ("template", "expected"),
     [
