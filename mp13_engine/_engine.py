@@ -17,11 +17,17 @@ Seams for other engine parts:
 - ``engine.adapters`` is ``AdapterManager(engine)`` (``mp13_engine._adapters``);
   it reads ``engine.config``, reads/replaces ``engine._state.model`` (only
   through ``_run_on_worker``) and is asked ``_resolve_for_wave(adapters)`` for
-  each row of a wave on the worker.
+  each row the decode loop admits, on the worker.
 - ``engine._run_on_worker(fn, *a, **kw)`` / ``await engine._arun_on_worker(...)``
-  run ``fn`` on the worker between waves and return its result (or raise).
+  run ``fn`` on the worker between two steps and return its result (or raise).
 - ``engine._submit_job(job)`` queues stepwise work (see ``_scheduler.Job``);
   ``engine._cancel_job(job)`` drops a job that has not finished.
+
+Lifecycle: the worker thread runs the step loop (``_loop.DecodeLoop``); a
+watchdog thread ends requests at their deadline. ``close(timeout)`` answers
+every request left behind, even when the worker is stuck in a model call; if
+the worker ever dies, pending requests end ``ERROR`` and later calls raise
+``EngineClosedError`` saying so (see ``_worker``).
 """
 
 from __future__ import annotations
@@ -37,49 +43,31 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._adapters import AdapterManager
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
-    AdapterError,
     ConfigError,
     EngineClosedError,
     EngineError,
     RequestError,
 )
+from mp13_engine._kv import check_supported
 from mp13_engine._loading import Loaded, load_model
+from mp13_engine._loop import DecodeLoop
 from mp13_engine._metrics import EngineMetrics, MetricsRecorder
+from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._prompt import PromptFormatter
-from mp13_engine._runner import ResponseBuilder, WaveRunner
+from mp13_engine._rowout import RowOutput
+from mp13_engine._runner import ResponseBuilder
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
 from mp13_engine._streams import AsyncRequestStream, ChunkMaker, RequestState, RequestStream
 from mp13_engine._toolwire import ToolWire
-from mp13_engine._types import BASE_ADAPTER, FinishReason, Request, Response
+from mp13_engine._types import FinishReason, Request, Response
+from mp13_engine._watchdog import StepClock
 from mp13_engine._worker import Worker
 
 RequestLike = Request | str | Sequence[dict[str, Any]]
-
-
-class _NoAdapters:
-    """Stand-in for ``engine.adapters`` while ``mp13_engine._adapters`` is absent."""
-
-    def _resolve_for_wave(self, adapters: Sequence[str] | None) -> str:
-        names = [n for n in (adapters or ()) if n != BASE_ADAPTER]
-        if names:
-            raise AdapterError(
-                f"adapter {names[0]!r} is not loaded and this build has no adapter support; "
-                "send the request without adapters"
-            )
-        return BASE_ADAPTER
-
-
-def _make_adapters(engine: Any) -> Any:
-    try:
-        from mp13_engine._adapters import AdapterManager
-    except ModuleNotFoundError as exc:
-        if exc.name != "mp13_engine._adapters":
-            raise
-        return _NoAdapters()
-    return AdapterManager(engine)
 
 
 class _EngineBase:
@@ -89,6 +77,7 @@ class _EngineBase:
 
     def __init__(self, config: EngineConfig, loaded: Loaded):
         self.config = config
+        check_supported(loaded.model.config)
         tok = loaded.tokenizer
         toolwire = ToolWire.for_tokenizer(tok, config.tool_format)
         formatter = PromptFormatter(tok, toolwire.format, toolwire.module)
@@ -113,14 +102,27 @@ class _EngineBase:
         self._inflight: dict[str, RequestState] = {}
         # Re-entrant: a future's done-callback (_forget) may run on a thread that holds it.
         self._inflight_lock = threading.RLock()
-        self.adapters = _make_adapters(self)
+        self.adapters = AdapterManager(self)
         # The worker thread must not reach the engine: an engine nobody holds any more is
         # collected, and its finalizer stops the worker, which frees the model.
         me = weakref.ref(self)
-        runner = WaveRunner(self._state, self._builder, lambda: _adapters_of(me))
-        builder = self._builder
-        self._worker = _start_worker(
-            config, runner, lambda st: builder.finish(st, FinishReason.CANCELLED)
+        output = RowOutput(self._builder, self._state.tokens.decode)
+        self._prefix = PrefixCache(int(config.prefix_cache_mb * 2**20))
+        self._loop = DecodeLoop(
+            self._state,
+            output,
+            functools.partial(_adapters_of, me),
+            self._prefix,
+            config.max_batch_size,
+            config.prefill_chunk_tokens,
+        )
+        self._worker = Worker(
+            Scheduler(config.max_batch_size, config.batch_wait_ms / 1000.0),
+            self._loop,
+            output.finish,
+            name=f"mp13-engine-{id(self):x}",
+            clock=StepClock(config.slow_step_s),
+            default_timeout_s=config.request_timeout_s,
         )
         self._finalizer = weakref.finalize(self, _stop_worker, self._worker)
 
@@ -189,6 +191,15 @@ class _EngineBase:
             (req.temperature > 0.0, "temperature must be > 0 (use do_sample=False for greedy)"),
             (req.repetition_penalty > 0.0, "repetition_penalty must be > 0 (1.0 turns it off)"),
             (prompt_len > 0, "the prompt is empty; give some text"),
+            (
+                req.timeout_s is None
+                or (
+                    isinstance(req.timeout_s, (int, float))
+                    and not isinstance(req.timeout_s, bool)
+                    and req.timeout_s > 0
+                ),
+                "timeout_s must be a number of seconds > 0, or None for the engine's default",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -204,7 +215,7 @@ class _EngineBase:
         return max_new
 
     def _submit(self, states: list[RequestState]) -> None:
-        """Queue the prepared states that did not already fail (one lock → one wave)."""
+        """Queue the prepared states that did not already fail (together, under one lock)."""
         runnable = [s for s in states if not s.done]
         if not runnable:
             return
@@ -239,8 +250,8 @@ class _EngineBase:
 
     def _start(self, request: RequestLike, overrides: dict[str, Any]) -> RequestState:
         self._check_open()
-        # Announce the request while its prompt renders, so a wave that is
-        # collecting waits for it (concurrent callers then share one wave).
+        # Announce the request while its prompt renders, so an idle engine that is
+        # collecting waits for it (concurrent callers then share their first step).
         self._worker.preparing(1)
         try:
             st = self._prepare(request, overrides)
@@ -251,7 +262,7 @@ class _EngineBase:
 
     def _check_open(self) -> None:
         if self._worker.closed:
-            raise EngineClosedError("the engine is closed; create a new one with Engine.load(...)")
+            raise self._worker.closed_error()
         if self._worker.on_worker_thread():
             # Waiting for a request on the thread that must run it would hang forever.
             raise EngineError(
@@ -291,19 +302,25 @@ class _EngineBase:
         return len(self._state.tokens.encode(text))
 
     def metrics(self) -> EngineMetrics:
-        """Rolling aggregates over the last ``config.metrics_window`` requests."""
+        """Rolling aggregates over the last ``config.metrics_window`` requests that ran."""
         queued, running = self._worker.depth()
-        return self._metrics.snapshot(queued, running)
+        return self._metrics.snapshot(
+            queued,
+            running,
+            steps=self._loop.steps,
+            slow_steps=self._worker.clock.slow_steps,
+            prefix_cache=self._prefix.stats(),
+        )
 
     def _run_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn`` on the worker thread between waves; return its result or raise."""
+        """Run ``fn`` on the worker thread between two steps; return its result or raise."""
         return self._worker.call(fn, *args, **kwargs).result()
 
     async def _arun_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.wrap_future(self._worker.call(fn, *args, **kwargs))
 
     def _submit_job(self, job: Job) -> None:
-        """Queue stepwise work (training); the scheduler interleaves its steps with waves."""
+        """Queue stepwise work (training); the scheduler interleaves its steps with decode steps."""
         self._worker.submit_job(job)
 
     def _cancel_job(self, job: Job) -> bool:
@@ -318,19 +335,16 @@ def _forget(
             del inflight[rid]
 
 
-def _adapters_of(engine_ref: weakref.ref[Any]) -> Any:
+def _adapters_of(engine_ref: weakref.ref[Any]) -> AdapterManager:
     engine = engine_ref()
-    return engine.adapters if engine is not None else _NoAdapters()
+    if engine is None:
+        raise EngineClosedError("the engine was garbage-collected while a step ran")
+    return engine.adapters
 
 
 def _stop_worker(worker: Worker) -> None:
     """Finalizer of an engine that was never closed (and of any engine at exit)."""
     worker.close(timeout=1.0)
-
-
-def _start_worker(config: EngineConfig, runner: WaveRunner, on_cancel: Any) -> Worker:
-    scheduler = Scheduler(config.max_batch_size, config.batch_wait_ms / 1000.0)
-    return Worker(scheduler, runner.run, on_cancel, name=f"mp13-engine-{id(runner):x}")
 
 
 def _build(**fields: Any) -> Request:
@@ -404,7 +418,7 @@ class Engine(_EngineBase):
             raise
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
-        """Submit all requests together (they share waves) and return responses in order."""
+        """Submit all requests together (they share steps) and return responses in order."""
         states = self._start_many(requests, overrides)
         try:
             return [st.future.result() for st in states]

@@ -41,6 +41,7 @@ class RequestState:
         "adapter",
         "adapter_names",
         "batch_size",
+        "cached_tokens",
         "cancel_requested",
         "done",
         "finish_t",
@@ -78,6 +79,7 @@ class RequestState:
         self.done = False
         self.sealed = False
         self.batch_size = 0
+        self.cached_tokens = 0  # prompt tokens whose KV came from the prefix cache
         self.adapter: str | None = None  # the PEFT adapter name the row ran with
         self.adapter_names: tuple[str, ...] = ()  # the adapters it asked for (resolved)
         self.watched = False

@@ -66,7 +66,9 @@ class Request:
     default adapters, ``[]`` or ``["__base__"]`` the base model, otherwise the
     named adapters (several are combined, see ``engine.adapters``). Sampling is
     on when ``do_sample`` is true; ``seed`` makes a sampled request
-    reproducible, also inside a batch.
+    reproducible, also inside a batch. ``timeout_s``: seconds from submission
+    after which the request ends ``ERROR`` (None: the engine's
+    ``EngineConfig.request_timeout_s``).
     """
 
     messages: tuple[dict[str, Any], ...] | None = attrs.field(
@@ -90,12 +92,18 @@ class Request:
     parse_tools: bool = True
     continue_final: bool = False
     return_prompt: bool = False
+    timeout_s: float | None = None
     chat_template_kwargs: dict[str, Any] | None = attrs.field(default=None, hash=False)
 
 
 @attrs.frozen(kw_only=True)
 class RequestMetrics:
-    """Measurements of one request. Times are seconds; ``ttft_s`` is from submission."""
+    """Measurements of one request. Times are seconds; ``ttft_s`` is from submission.
+
+    ``batch_size``: the most rows the request shared a step with (0: it never
+    ran); ``cached_tokens``: prompt tokens whose keys and values came from the
+    prefix cache instead of being computed.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -105,6 +113,7 @@ class RequestMetrics:
     tokens_per_s: float = 0.0
     batch_size: int = 0
     adapters: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    cached_tokens: int = 0
 
 
 @attrs.frozen(kw_only=True)

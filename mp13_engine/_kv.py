@@ -1,0 +1,243 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``BatchKV``: the attention KV cache of a batch of rows that join and leave.
+
+Concept
+    One ``transformers`` ``DynamicCache`` whose layers are all plain
+    ``DynamicLayer`` (keys and values of shape ``(rows, heads, columns, dim)``),
+    plus each row's length: how many of its tokens the cache holds. Rows are
+    *right-aligned*: row ``i``'s tokens fill the last ``lens[i]`` columns with no
+    gap, and the columns before them are padding that the attention mask hides.
+    So the 2D attention mask and the position ids follow from ``lens`` alone
+    (:meth:`inputs`), and the model's own attention (eager, sdpa, ...) and mask
+    functions run unchanged, as for a left-padded ``generate`` batch.
+
+    * A row *joins* (:meth:`join`) by padding the shorter of the two caches on
+      the left to the same number of columns and concatenating the batches.
+    * Rows *leave* (:meth:`select`) through ``batch_select_indices``; columns
+      that no remaining row uses any more are then cut from the left, so a
+      long row that finished stops costing memory and attention at once.
+    * A forward that fails half-way has appended KV to some layers only:
+      :meth:`lengths` / :meth:`rollback` cut every layer back (``update``
+      concatenates into new tensors, so the old columns are untouched).
+
+Why full layers for sliding-window models
+    ``DynamicSlidingWindowLayer`` drops old columns by a count shared by the
+    whole batch, which rows of different lengths cannot share. The model's
+    mask functions apply the window themselves (on column distances, which
+    equal token distances because rows have no gaps), so full layers give the
+    same attention; the price is memory beyond the window for long rows.
+    Layers that keep anything but attention KV (recurrent states, KV shared
+    between layers, indexers) cannot be padded or joined: :func:`check_supported`
+    refuses such models with a clear error.
+
+Invariants: every layer has the same number of columns ``width``; ``width ==
+max(lens)`` (0 when empty) after every operation except a forward, whose
+caller updates ``lens`` (:meth:`advance`); worker thread only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from mp13_engine._errors import ModelLoadError
+
+#: Cache layer types of ``get_layer_types_and_kwargs`` that hold plain attention KV.
+_ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention"})
+
+
+def check_supported(config: Any) -> None:
+    """Raise ``ModelLoadError`` for a model whose cache layers are not plain attention KV."""
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    try:
+        text = config.get_text_config(decoder=True)
+        types, _ = get_layer_types_and_kwargs(text)
+    except (AttributeError, TypeError, ValueError, KeyError):
+        return  # an unusual config: let the first forward show whether it works
+    odd = sorted({t for t in types if t not in _ATTENTION_LAYER_TYPES})
+    if odd:
+        raise ModelLoadError(
+            f"this model has cache layers of type {', '.join(odd)} (recurrent or shared state); "
+            "mp13's step loop batches rows by padding plain attention KV, which such layers "
+            "cannot be. Use a transformer model with only full or sliding-window attention."
+        )
+
+
+def _layer(keys: torch.Tensor, values: torch.Tensor) -> DynamicLayer:
+    layer = DynamicLayer()
+    layer.lazy_initialization(keys, values)
+    layer.keys, layer.values = keys, values
+    return layer
+
+
+def _pad_left(t: torch.Tensor, n: int) -> torch.Tensor:
+    if n == 0:
+        return t
+    shape = list(t.shape)
+    shape[2] = n
+    return torch.cat([t.new_zeros(shape), t], dim=2)
+
+
+class BatchKV:
+    """The KV cache of a batch of right-aligned rows (see the module docstring)."""
+
+    __slots__ = ("cache", "lens")
+
+    def __init__(self, cache: DynamicCache | None = None, lens: Sequence[int] = ()):
+        self.cache = cache if cache is not None else DynamicCache()
+        self.lens: list[int] = list(lens)
+
+    # ----- shape
+    @property
+    def rows(self) -> int:
+        return len(self.lens)
+
+    @property
+    def width(self) -> int:
+        """Columns in the cache (the longest row's length)."""
+        layers = self.cache.layers
+        if not layers or not layers[0].is_initialized or layers[0].keys is None:
+            return 0
+        return int(layers[0].keys.shape[2])
+
+    def nbytes(self) -> int:
+        """Bytes held by the keys and values of every layer."""
+        total = 0
+        for layer in self.cache.layers:
+            if layer.is_initialized and layer.keys is not None:
+                total += layer.keys.numel() * layer.keys.element_size()
+                total += layer.values.numel() * layer.values.element_size()
+        return total
+
+    # ----- forward inputs
+    def inputs(self, new: Sequence[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention mask and position ids for a forward adding ``new[i]`` tokens to row ``i``.
+
+        The forward's input is ``max(new)`` columns wide; row ``i``'s tokens are
+        its last ``new[i]`` columns (a row that already holds tokens must fill
+        every column, so that no gap opens between its old and new tokens).
+        """
+        width = max(new)
+        total = self.width + width
+        after = torch.tensor([n + k for n, k in zip(self.lens, new, strict=True)], device=device)
+        cols = torch.arange(total, device=device)
+        mask = (cols.unsqueeze(0) >= (total - after).unsqueeze(1)).long()
+        # Column j of the input holds token number lens[i] + new[i] - width + j of row i.
+        offset = after - width
+        pos = (torch.arange(width, device=device).unsqueeze(0) + offset.unsqueeze(1)).clamp(min=0)
+        return mask, pos
+
+    def advance(self, new: Sequence[int]) -> None:
+        """Record a successful forward that added ``new[i]`` tokens to row ``i``."""
+        self.lens = [n + k for n, k in zip(self.lens, new, strict=True)]
+        self._trim()
+
+    # ----- failure recovery
+    def lengths(self) -> list[int]:
+        return [
+            int(layer.keys.shape[2]) if layer.is_initialized and layer.keys is not None else -1
+            for layer in self.cache.layers
+        ]
+
+    def rollback(self, lengths: list[int]) -> None:
+        """Undo what a failed forward appended (layers it added, columns it added)."""
+        layers = self.cache.layers
+        del layers[len(lengths) :]
+        for layer, n in zip(layers, lengths, strict=True):
+            if n < 0:
+                layer.keys = layer.values = None
+                layer.is_initialized = False
+            elif layer.keys is not None and layer.keys.shape[2] > n:
+                layer.keys = layer.keys[:, :, :n]
+                layer.values = layer.values[:, :, :n]
+
+    # ----- rows joining and leaving
+    def join(self, other: BatchKV) -> None:
+        """Append ``other``'s rows after this batch's rows (``other`` is consumed)."""
+        if other.rows == 0:
+            return
+        if self.rows == 0:
+            self.cache, self.lens = other.cache, list(other.lens)
+            return
+        self.cache = _concat([self, other])
+        self.lens = self.lens + other.lens
+
+    def select(self, keep: Sequence[int]) -> None:
+        """Keep only rows ``keep`` (in that order) and cut columns nobody uses any more."""
+        if len(keep) == self.rows and list(keep) == list(range(self.rows)):
+            return
+        if not keep:
+            self.cache, self.lens = DynamicCache(), []
+            return
+        if self.width:
+            index = torch.tensor(list(keep), dtype=torch.long)
+            for layer in self.cache.layers:
+                if layer.is_initialized and layer.keys is not None:
+                    idx = index.to(layer.keys.device)
+                    layer.keys = layer.keys.index_select(0, idx)
+                    layer.values = layer.values.index_select(0, idx)
+        self.lens = [self.lens[i] for i in keep]
+        self._trim()
+
+    def take(self, i: int) -> BatchKV:
+        """Row ``i`` alone, as views of this cache (no copy; a forward on it copies)."""
+        n = self.lens[i]
+        start = self.width - n
+        layers = [
+            _layer(layer.keys[i : i + 1, :, start:], layer.values[i : i + 1, :, start:])
+            for layer in self.cache.layers
+        ]
+        return BatchKV(_cache(layers), [n])
+
+    def row_layers(self, i: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, row ``i``'s keys and values ``(heads, lens[i], dim)`` (views)."""
+        start = self.width - self.lens[i]
+        layers = self.cache.layers
+        return [(layer.keys[i, :, start:], layer.values[i, :, start:]) for layer in layers]
+
+    @classmethod
+    def from_layers(cls, layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> BatchKV:
+        """One row from per-layer keys and values ``(heads, n, dim)`` (a prefix-cache hit)."""
+        n = int(layers[0][0].shape[1])
+        return cls(_cache([_layer(k.unsqueeze(0), v.unsqueeze(0)) for k, v in layers]), [n])
+
+    @classmethod
+    def concat(cls, parts: Sequence[BatchKV]) -> BatchKV:
+        """The rows of ``parts`` in order, as one batch."""
+        parts = [p for p in parts if p.rows]
+        if not parts:
+            return cls()
+        if len(parts) == 1:
+            return parts[0]
+        return cls(_concat(parts), [n for p in parts for n in p.lens])
+
+    def _trim(self) -> None:
+        extra = self.width - max(self.lens, default=0)
+        if extra > 0:
+            for layer in self.cache.layers:
+                if layer.is_initialized and layer.keys is not None:
+                    layer.keys = layer.keys[:, :, extra:]
+                    layer.values = layer.values[:, :, extra:]
+
+
+def _cache(layers: list[DynamicLayer]) -> DynamicCache:
+    cache = DynamicCache()
+    cache.layers = layers
+    return cache
+
+
+def _concat(parts: Sequence[BatchKV]) -> DynamicCache:
+    width = max(p.width for p in parts)
+    layers = []
+    for per_layer in zip(*(p.cache.layers for p in parts), strict=True):
+        keys = torch.cat([_pad_left(lay.keys, width - lay.keys.shape[2]) for lay in per_layer], 0)
+        values = torch.cat(
+            [_pad_left(lay.values, width - lay.values.shape[2]) for lay in per_layer], 0
+        )
+        layers.append(_layer(keys, values))
+    return _cache(layers)
