@@ -24,8 +24,8 @@ from mp13_toolbox._context import ToolContext
 from mp13_toolbox._convert import converter, error_text
 from mp13_toolbox._errors import ToolboxError
 from mp13_toolbox._registry import RegisteredTool, ToolKind
-from mp13_toolbox._scopes import ToolsView
-from mp13_toolbox._types import ToolCall, ToolResult
+from mp13_toolbox._scopes import ToolsView, narrower
+from mp13_toolbox._types import ToolCall, ToolMode, ToolResult
 from mp13_toolbox._validate import validate
 
 if TYPE_CHECKING:
@@ -59,17 +59,19 @@ def prepare(
 ) -> Plan | ToolResult:
     view = tb.view() if view is None else view
     tool = tb._registry.get(call.name)
+    mode = view.mode(call.name)
     refusal = None
     if tool is not None and not tool.resolved:
         refusal = f"Tool {call.name!r} is not available in this session (not loaded)."
-    elif tool is None or view.mode(call.name) is None:
+    elif tool is None or mode is None:
         refusal = f"Unknown tool {call.name!r}."
-    elif not view.callable(call.name):
+    elif narrower(mode, tool.mode) is ToolMode.DISABLED:
+        # The tool's global mode caps any view, however it was made (see _scopes).
         refusal = f"Tool {call.name!r} is disabled here."
     if refusal is not None:
         if budget is not None:
             budget.admit(call)
-        names = [n for n in view.advertised() if n in tb._registry]
+        names = sorted(spec.name for spec in tb.tool_specs(view))
         listing = ", ".join(names) if names else "none"
         return error_result(call, f"{refusal} Available tools: {listing}.")
     assert tool is not None

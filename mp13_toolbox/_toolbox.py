@@ -270,17 +270,28 @@ class Toolbox:
     # views and specs ----------------------------------------------------------------------
 
     def view(self, scopes: Iterable[ToolsScope] = ()) -> ToolsView:
-        """Resolve ``scopes`` over the tools' global modes (unresolved tools are left out)."""
+        """Resolve ``scopes`` over the tools' global modes (unresolved tools are left out).
+
+        The global modes are a ceiling: ``scopes`` can hide or disable tools, never
+        enable or advertise more than this toolbox does (see ``mp13_toolbox._scopes``).
+        Pass a conversation's layers here as they are, whoever wrote them.
+        """
         base = {t.name: t.mode for t in self._registry.snapshot() if t.resolved}
         return ToolsView.resolve(base, scopes)
 
     def tool_specs(self, view: ToolsView | None = None) -> list[ToolSpec]:
-        """``ToolSpec`` of each ADVERTISED tool of ``view``, in registration order."""
+        """``ToolSpec`` of each ADVERTISED tool of ``view``, in registration order.
+
+        A tool is listed only if this toolbox advertises it too (the ceiling holds
+        for a view made by hand or before a ``set_mode``).
+        """
         view = self.view() if view is None else view
         return [
             t.spec
             for t in self._registry.snapshot()
-            if t.resolved and view.mode(t.name) is ToolMode.ADVERTISED
+            if t.resolved
+            and t.mode is ToolMode.ADVERTISED
+            and view.mode(t.name) is ToolMode.ADVERTISED
         ]
 
     def specs(self, view: ToolsView | None = None) -> list[dict[str, Any]]:
