@@ -4,12 +4,14 @@
 The sync and async twins differ only in how they wait (approver, tool); every
 other step lives here: ``prepare`` (lookup in view and registry, budget,
 argument validation, typed arguments, timeout), then, after approval and the
-run, ``finish`` (output text, cap, budget record) or ``failure`` (exception or
-timeout -> error result). Each returns a ``ToolResult`` instead of raising.
+run, ``finish`` (output text, cap, budget record; or ``failure``: whatever the
+tool raised -> error result) or ``timed_out``. Each returns a ``ToolResult``
+instead of raising.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import Callable
@@ -110,20 +112,37 @@ def _target(
     return lambda: handler(**kwargs)
 
 
-def failure(tb: Toolbox, plan: Plan, exc: BaseException) -> ToolResult:
-    if isinstance(exc, ex.ToolTimeout):
+def timed_out(tb: Toolbox, plan: Plan) -> ToolResult:
+    text = (
+        f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
+        "discarded. Try simpler arguments or another approach."
+    )
+    return error_result(plan.call, text)
+
+
+def failure(plan: Plan, exc: BaseException) -> ToolResult:
+    """The error result for whatever a tool raised (not only ``Exception``s)."""
+    name = plan.tool.name
+    if isinstance(exc, SystemExit):
+        # argparse-style tools exit on bad arguments, after printing to stderr.
         text = (
-            f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
-            "discarded. Try simpler arguments or another approach."
+            f"Tool {name!r} exited (SystemExit, status {exc.code!r}) instead of returning "
+            "a result; check the arguments and call it again."
         )
+    elif isinstance(exc, asyncio.CancelledError):
+        text = f"Tool {name!r} was cancelled before it returned a result (its own cancellation)."
     else:
-        text = f"Tool {plan.tool.name!r} failed: {type(exc).__name__}: {exc}"
+        detail = f": {exc}" if str(exc) else ""
+        text = f"Tool {name!r} failed: {type(exc).__name__}{detail}"
     return error_result(plan.call, text)
 
 
 def finish(
-    tb: Toolbox, plan: Plan, value: Any, budget: BudgetState | None, start: float
+    tb: Toolbox, plan: Plan, outcome: ex.Outcome, budget: BudgetState | None, start: float
 ) -> ToolResult:
+    if outcome.error is not None:
+        return timed(failure(plan, outcome.error), start)
+    value = outcome.value
     if isinstance(value, ToolResult):
         text, is_error = value.content, value.is_error
     else:
