@@ -3,7 +3,8 @@
 
 The sync and async twins differ only in how they wait (approver, tool); every
 other step lives here: ``prepare`` (lookup in view and registry, budget,
-argument validation, typed arguments, timeout), then, after approval and the
+argument validation (its time counted against the tool's timeout), typed
+arguments, timeout), then, after approval and the
 run, ``finish`` (output text, cap, budget record; or ``failure``: whatever the
 tool raised -> error result) or ``timed_out``. Each returns a ``ToolResult``
 instead of raising.
@@ -28,11 +29,13 @@ from mp13_toolbox._errors import ToolboxError
 from mp13_toolbox._registry import RegisteredTool, ToolKind
 from mp13_toolbox._scopes import ToolsView, narrower
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult
-from mp13_toolbox._validate import validate
+from mp13_toolbox._validate import DEFAULT_BUDGET_S, validate
 
 if TYPE_CHECKING:
     from mp13_toolbox._toolbox import Toolbox
 
+# A tool whose validation used (almost) all of its timeout still gets this long to run.
+_MIN_RUN_S = 0.01
 # Annotations whose validated JSON value is already the Python value.
 _PASSTHROUGH = (str, int, bool, Any, inspect.Parameter.empty)
 
@@ -44,7 +47,8 @@ class Plan:
     tool: RegisteredTool
     call: ToolCall
     target: Callable[[], Any]
-    timeout: float | None
+    timeout: float | None  # the tool's timeout, as configured
+    run_timeout: float | None  # what is left of it after validation: the run's limit
 
 
 def check_budget(budget: object) -> None:
@@ -81,7 +85,12 @@ def prepare(
         reason = budget.admit(call)
         if reason is not None:
             return error_result(call, reason)
-    args, problems = validate(tool.spec.parameters, call.arguments)
+    timeout = tool.timeout_s if tool.timeout_s is not None else tb.default_timeout_s
+    # Validation counts against the tool's timeout and never takes more than it.
+    checking = validate_budget(timeout)
+    started = time.monotonic()
+    args, problems = validate(tool.spec.parameters, call.arguments, budget_s=checking)
+    spent = time.monotonic() - started
     if problems:
         return error_result(call, invalid(call.name, problems))
     checked = attrs.evolve(call, arguments=args)
@@ -89,8 +98,13 @@ def prepare(
         target = _target(tb, tool, checked, view)
     except Exception as exc:
         return error_result(call, invalid(call.name, [error_text(exc)]))
-    timeout = tool.timeout_s if tool.timeout_s is not None else tb.default_timeout_s
-    return Plan(tool=tool, call=checked, target=target, timeout=timeout)
+    run_timeout = None if timeout is None else max(timeout - spent, _MIN_RUN_S)
+    return Plan(tool=tool, call=checked, target=target, timeout=timeout, run_timeout=run_timeout)
+
+
+def validate_budget(timeout: float | None) -> float:
+    """Seconds a call's argument validation may take: the default, at most the timeout."""
+    return DEFAULT_BUDGET_S if timeout is None else min(DEFAULT_BUDGET_S, timeout)
 
 
 def _target(

@@ -337,7 +337,7 @@ class Toolbox:
         if isinstance(denial, ToolResult):
             return pl.timed(denial, start)
         try:
-            outcome = ex.call_blocking(plan.target, plan.tool.is_async, plan.timeout)
+            outcome = ex.call_blocking(plan.target, plan.tool.is_async, plan.run_timeout)
         except ex.ToolTimeout:
             return pl.timed(pl.timed_out(self, plan), start)
         return pl.finish(self, plan, outcome, budget, start)
@@ -381,7 +381,7 @@ class Toolbox:
         if isinstance(denial, ToolResult):
             return pl.timed(denial, start)
         try:
-            outcome = await ex.call_async(plan.target, plan.timeout)
+            outcome = await ex.call_async(plan.target, plan.run_timeout)
         except ex.ToolTimeout:
             return pl.timed(pl.timed_out(self, plan), start)
         return pl.finish(self, plan, outcome, budget, start)
