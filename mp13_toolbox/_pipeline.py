@@ -3,11 +3,10 @@
 
 The sync and async twins differ only in how they wait (approver, tool); every
 other step lives here: ``prepare`` (lookup in view and registry, budget,
-argument validation (its time counted against the tool's timeout), typed
-arguments, timeout), then, after approval and the
-run, ``finish`` (output text, cap, budget record; or ``failure``: whatever the
-tool raised -> error result) or ``timed_out``. Each returns a ``ToolResult``
-instead of raising.
+argument validation with its time counted against the tool's timeout, typed
+arguments, the run's timeout), then, after approval and the run, ``finish``
+(output text, cap, budget record; ``failure`` for whatever the tool raised) or
+``timed_out``. Each returns a ``ToolResult`` instead of raising.
 """
 
 from __future__ import annotations
@@ -126,7 +125,7 @@ def _target(
     return lambda: handler(**kwargs)
 
 
-def timed_out(tb: Toolbox, plan: Plan) -> ToolResult:
+def timed_out(plan: Plan) -> ToolResult:
     text = (
         f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
         "discarded. Try simpler arguments or another approach."
@@ -144,7 +143,10 @@ def failure(plan: Plan, exc: BaseException) -> ToolResult:
             "a result; check the arguments and call it again."
         )
     elif isinstance(exc, asyncio.CancelledError):
-        text = f"Tool {name!r} was cancelled before it returned a result (its own cancellation)."
+        text = (
+            f"Tool {name!r} was cancelled from inside (the tool or a task it awaited) "
+            "before it returned a result."
+        )
     else:
         detail = f": {exc}" if str(exc) else ""
         text = f"Tool {name!r} failed: {type(exc).__name__}{detail}"

@@ -339,7 +339,7 @@ class Toolbox:
         try:
             outcome = ex.call_blocking(plan.target, plan.tool.is_async, plan.run_timeout)
         except ex.ToolTimeout:
-            return pl.timed(pl.timed_out(self, plan), start)
+            return pl.timed(pl.timed_out(plan), start)
         return pl.finish(self, plan, outcome, budget, start)
 
     async def aexecute(
@@ -383,7 +383,7 @@ class Toolbox:
         try:
             outcome = await ex.call_async(plan.target, plan.run_timeout)
         except ex.ToolTimeout:
-            return pl.timed(pl.timed_out(self, plan), start)
+            return pl.timed(pl.timed_out(plan), start)
         return pl.finish(self, plan, outcome, budget, start)
 
     async def aexecute_many(

@@ -60,7 +60,7 @@ def test_tools_that_raise_base_exceptions_give_results_and_the_turn_goes_on(sess
     assert len(tool_turn.tool_results) == 4
     assert "SystemExit, status 2" in results["exits"].content
     assert "GeneratorExit" in results["closes"].content
-    assert "cancelled before it returned" in results["cancels_itself"].content
+    assert "cancelled from inside" in results["cancels_itself"].content
     assert all(results[n].is_error for n in ("exits", "closes", "cancels_itself"))
     assert results["add"].content == "3" and not results["add"].is_error
     # every call id of the assistant turn has exactly one result, and the model saw them

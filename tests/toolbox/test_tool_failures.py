@@ -28,7 +28,7 @@ RAISED = {
 EXPECTED = {
     "SystemExit": "exited (SystemExit, status 2)",
     "GeneratorExit": "failed: GeneratorExit",
-    "CancelledError": "was cancelled before it returned a result",
+    "CancelledError": "was cancelled from inside",
     "KeyboardInterrupt": "failed: KeyboardInterrupt",
     "RuntimeError": "failed: RuntimeError: kaput",
 }
