@@ -11,7 +11,8 @@ model's chat template:
   "function": {"name", "arguments": <dict>}}]}`` per assistant turn; a
   *continuation* turn is stitched into the assistant message before it, so a
   truncated reply and its continuations are one message;
-- ``{"role": "tool", "tool_call_id", "name", "content"}`` per tool result.
+- ``ToolResult.to_message()`` per tool result: ``{"role": "tool", "tool_call_id",
+  "name", "content"}`` (no ``tool_call_id`` for a result without one).
 
 Structural nodes contribute nothing. An assistant turn with no text and no tool
 calls (an engine error, or cancelled before the first token) is left out, so a
@@ -62,13 +63,5 @@ def render(path: Iterable[Node], state: EffectiveState) -> list[dict[str, Any]]:
                 msg["tool_calls"] = calls
             out.append(msg)
         else:
-            for result in turn.tool_results:
-                out.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": result.call_id,
-                        "name": result.name,
-                        "content": result.content,
-                    }
-                )
+            out.extend(result.to_message() for result in turn.tool_results)
     return out
