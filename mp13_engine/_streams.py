@@ -45,7 +45,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 from mp13_engine._output import Output, OutputProcessor, OutputSetup, RequestStatus
@@ -61,7 +61,6 @@ class RequestState:
     """Mutable state of one submitted request (see the module docstring for the threads)."""
 
     __slots__ = (
-        "__weakref__",
         "_chunks",
         "_cond",
         "_listeners",
@@ -110,6 +109,8 @@ class RequestState:
         self.finish_t: float | None = None
         self.tokens: list[int] = []  # generated ids (EOS excluded)
         self.future: Future[Response] = Future()
+        # Cancelling the future cancels the request (the worker resolves it at its next step).
+        self.future.add_done_callback(self._future_done)
         self.response: Response | None = None
         self.batch_size = 0
         self.adapter: str | None = None  # the PEFT adapter name the row ran with
@@ -186,13 +187,18 @@ class RequestState:
             response = self._response(reason, error, output, now)
             self.response = response
             if self._setup is not None and self._setup.on_finish is not None:
-                self._setup.on_finish(self.submit_t, now, response)
+                try:
+                    self._setup.on_finish(self.submit_t, now, response)
+                except Exception:  # metrics must not keep a request from resolving
+                    _log.exception("on_finish failed for request %s", self.id)
             if chunks is not None:
                 chunks.append(Chunk(id=self.id, done=True, response=response))
                 self._chunks.extend(chunks)
             self._cond.notify_all()
             listeners = self._listeners
-        self.future.set_result(response)
+        # The caller may have cancelled the future (``engine.submit(...).cancel()``).
+        with contextlib.suppress(InvalidStateError):
+            self.future.set_result(response)
         for cb in listeners:
             cb()
         return True
@@ -246,6 +252,10 @@ class RequestState:
                 return False
             self.status = _CANCELLING
             return True
+
+    def _future_done(self, future: Future[Response]) -> None:
+        if future.cancelled():
+            self.cancel()
 
     # ----- stream side
     def next_chunk(self) -> Chunk:

@@ -542,3 +542,19 @@ def _wait(cond, timeout=30.0):
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.0005)
+
+
+def test_cancelling_the_future_of_submit_cancels_the_request(engine):
+    long = Request(prompt="future cancel", max_new_tokens=LONG, min_new_tokens=LONG)
+    beside = Request(prompt="beside it", max_new_tokens=30, min_new_tokens=30)
+    alone = engine.generate(Request(prompt="beside it", max_new_tokens=30, min_new_tokens=30))
+    futures = [engine.submit(long), engine.submit(beside)]
+    state = engine._inflight[long.id]
+    _wait(lambda: len(state.tokens) >= 2)
+    assert futures[0].cancel()
+    _wait(lambda: state.done)  # the worker ended the row at its next step
+    assert state.response.finish_reason is FinishReason.CANCELLED
+    assert state.response.metrics.completion_tokens < LONG
+    other = futures[1].result(timeout=60)
+    assert other.finish_reason is FinishReason.LENGTH and other.raw_text == alone.raw_text
+    assert engine.generate("still serving", max_new_tokens=2).ok
