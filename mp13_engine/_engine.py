@@ -412,7 +412,9 @@ class Engine(_EngineBase):
         return RequestStream(st, self.cancel)
 
     def submit(self, request: RequestLike, **overrides: Any) -> Future[Response]:
-        """Queue a request and return a ``concurrent.futures.Future`` of its response."""
+        """Queue a request and return a ``concurrent.futures.Future`` of its response.
+
+        Cancelling that future cancels the request (as ``cancel(id)`` does)."""
         return self._start(request, overrides).future
 
     def close(self, timeout: float | None = None) -> None:

@@ -162,13 +162,12 @@ class StopMatcher:
         """The text ``delta`` makes safe to release; sets ``hit`` when a stop string completed."""
         if self.hit or not delta:
             return ""
-        seen = len(self._tail)
+        # The held tail is shorter than any stop string, so this search is short and
+        # finds only matches that end in ``delta``.
         tail = self._tail + delta
-        # A match not found before must end in ``delta``: search only where it can start.
-        start = max(0, seen - self._longest + 1)
         cut = -1
         for stop in self._stops:
-            at = tail.find(stop, start)
+            at = tail.find(stop)
             if at >= 0 and (cut < 0 or at < cut):
                 cut = at
         if cut >= 0:

@@ -20,6 +20,13 @@ The contract with the decode loop (worker thread):
 - ``finish(reason, error=None) -> bool``: resolve once; later calls are no-ops
   returning False. Any thread may call it: the loop for rows that end, the
   canceller for a request it took out of the queue, ``close`` for leftovers.
+- ``status``: a loop that wants to drop a cancelled row before computing its
+  step (to free its cache at once) checks ``status is RequestStatus.CANCELLING``
+  and calls ``finish(FinishReason.CANCELLED)``.
+
+The loop sets ``batch_size``, ``adapter`` and ``adapter_names`` (they go into
+the metrics) and reads ``prompt_ids`` and ``max_new_tokens`` (LENGTH is the
+loop's decision, as EOS is).
 
 Other threads: ``cancel()`` asks to cancel (``CANCELLING``); a running row is
 then resolved by the worker at its next step, within one step. Every method is
