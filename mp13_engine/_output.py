@@ -41,7 +41,7 @@ from typing import TypeVar
 import attrs
 
 from mp13_engine._toolwire import ToolWire
-from mp13_engine._types import Chunk, FinishReason, Request
+from mp13_engine._types import Chunk, FinishReason, Request, Response
 from mp13_engine.toolcalls import (
     ContentDelta,
     ReasoningDelta,
@@ -274,9 +274,9 @@ class OutputProcessor:
             parser = self._parser
             if parser is not None:
                 self._events(self._safely(parser.close) or [], out)
-            if self._parser is not None:
-                parsed = self._safely(parser.finish)
-                self._errors.extend(parsed.errors if parsed is not None else ())
+                parsed = self._safely(parser.finish) if self._parser is not None else None
+                if parsed is not None:
+                    self._errors.extend(parsed.errors)
         return Output(
             text="".join(self._content),
             raw_text="".join(self._raw),
@@ -344,7 +344,7 @@ class OutputSetup:
 
     decode: Callable[[list[int]], str]
     toolwire: ToolWire
-    on_finish: Callable[..., None] | None = None
+    on_finish: Callable[[float, float, Response], None] | None = None
 
     def processor(self, request: Request, prompt_text: str | None) -> OutputProcessor:
         return OutputProcessor(
