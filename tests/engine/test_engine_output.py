@@ -25,6 +25,8 @@ from mp13_engine import FinishReason, Request, toolcalls
 from mp13_engine._output import _SLIDE, OutputSetup, RequestStatus
 from mp13_engine._streams import RequestState
 from mp13_engine._toolwire import ToolWire
+from mp13_engine.testing import TINY_FAMILIES
+from mp13_toolbox import ToolCall
 from tests.engine.toolcalls._toolcalls_cases import FORMATS, TOOLS, samples
 
 
@@ -558,3 +560,30 @@ def test_cancelling_the_future_of_submit_cancels_the_request(engine):
     other = futures[1].result(timeout=60)
     assert other.finish_reason is FinishReason.LENGTH and other.raw_text == alone.raw_text
     assert engine.generate("still serving", max_new_tokens=2).ok
+
+
+@pytest.mark.parametrize("family", TINY_FAMILIES)
+def test_real_tokenizers_stream_the_calls_the_response_holds(tiny_model_factory, family):
+    """Each family's tokenizer and format: the wire text of a call (its markup often special
+    tokens), decoded token by token, gives the call in the stream and in the response."""
+    from mp13_engine import Engine
+
+    call = ToolCall("get_weather", {"city": "Paris"})
+    with Engine.load(str(tiny_model_factory(family)), device="cpu") as eng:
+        fmt = eng.tool_format
+        wire = "Let me see. " + toolcalls.render_calls([call], fmt)
+        req = Request(messages=[{"role": "user", "content": "weather?"}], tools=TOOLS)
+        prompt = eng.format_prompt(req)
+        for stop in ((), ("<<end>>",)):
+            st_ = RequestState(
+                attrs.evolve(req, stop=stop), prompt, [1], output=eng._output, watched=True
+            )
+            _run(st_, eng._state.tokens.encode(wire + "<<end>> tail"))
+            resp = st_.response
+            _assert_chunks_match(_chunks(st_), resp)
+            expected = wire + ("" if stop else "<<end>> tail")
+            assert resp.raw_text == expected
+            in_reasoning = toolcalls.prompt_opens_reasoning(prompt, fmt)
+            whole = toolcalls.parse(expected, fmt, tools=TOOLS, in_reasoning=in_reasoning)
+            assert resp.tool_calls == whole.tool_calls
+            assert [(c.name, c.arguments) for c in resp.tool_calls] == [(call.name, call.arguments)]
