@@ -10,12 +10,13 @@ hooks that HF calls every decode step:
   argmax picks it; it also suppresses EOS for rows below ``min_new_tokens``.
   Greedy rows are untouched, and the processor is not installed at all when no
   row needs it.
-- ``RowController`` (a StoppingCriteria returning a per-row bool tensor) pushes
-  each row's new token to its ``RequestState`` and decides per row: cancelled
-  (checked every step; the row's future is resolved at once with its partial
-  text), EOS, stop string (decoded incrementally only for rows that have stop
-  strings), or its own ``max_new_tokens``. HF ANDs those flags into its
-  ``unfinished_sequences`` and ends ``generate`` when every row is done.
+- ``RowController`` (a StoppingCriteria returning a per-row bool tensor) hands
+  each row's new token to its ``RequestState`` and ends rows: EOS, the state's
+  verdict (``append`` is True on a completed stop string or a pending cancel,
+  so a cancelled row is resolved at the next step), or its own
+  ``max_new_tokens``. Each end is one ``state.finish(reason)``. HF ANDs those
+  flags into its ``unfinished_sequences`` and ends ``generate`` when every row
+  is done.
 
 Invariant: a request's greedy tokens are the same alone or in a wave (left
 padding plus attention mask; HF derives position ids from the mask), and a
@@ -26,7 +27,6 @@ is private to its row).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -51,8 +51,6 @@ class Row:
         "pad",
         "penalty",
         "state",
-        "stop_tail",
-        "stops",
         "temperature",
         "top_k",
         "top_p",
@@ -66,10 +64,6 @@ class Row:
         self.done = False
         self.max_new = state.max_new_tokens
         self.min_new = min(req.min_new_tokens, self.max_new)
-        self.stops = tuple(s for s in req.stop if s)
-        # Tokens to re-decode when checking stop strings: a token yields >= 1 byte
-        # and a char needs <= 4 bytes, so this window always covers the longest stop.
-        self.stop_tail = max((len(s) for s in self.stops), default=0) * 4 + 4
         self.do_sample = req.do_sample
         self.temperature = req.temperature
         self.top_k = req.top_k
@@ -149,70 +143,38 @@ class RowSampler(LogitsProcessor):
 
 
 class RowController(StoppingCriteria):
-    """Per-step hook: push tokens, decide per-row stops, resolve finished rows at once."""
+    """Per-step hook: hand each row its token and end the rows that are done."""
 
-    def __init__(
-        self,
-        rows: list[Row],
-        eos_ids: set[int],
-        finish_row: Callable[[Row, FinishReason], None],
-        decode: Callable[[list[int]], str],
-        device: torch.device,
-        clock: Callable[[], float],
-    ):
+    def __init__(self, rows: list[Row], eos_ids: set[int], device: torch.device):
         self.rows = rows
         self.eos_ids = eos_ids
-        self.finish_row = finish_row
-        self.decode = decode
         self.device = device
-        self.clock = clock
         self._flags = torch.zeros(len(rows), dtype=torch.bool, device=device)
-        self.any_active = True
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         last = input_ids[:, -1].tolist()
         changed = False
-        now = self.clock()
         for i, row in enumerate(self.rows):
             if row.done:
                 continue
-            st = row.state
-            if st.cancel_requested or st.done:  # done: resolved by the canceller
-                self._end(row, FinishReason.CANCELLED)
-                changed = True
-                continue
             tok = last[i]
+            st = row.state
             if tok in self.eos_ids:
-                self._end(row, FinishReason.STOP)
-                changed = True
-                continue
-            if row.n == 0:
-                st.first_token_t = now
-            row.n += 1
-            if row.stops:
-                st.push(tok, commit=False)
-                if self._hit_stop(row):
-                    self._end(row, FinishReason.STOP)
-                    changed = True
-                    continue
-                st.commit()
+                reason = FinishReason.STOP
             else:
-                st.push(tok)
-            if row.n >= row.max_new:
-                self._end(row, FinishReason.LENGTH)
-                changed = True
+                row.n += 1
+                if st.append(tok):  # a stop string completed, or a cancel is pending
+                    reason = FinishReason.STOP
+                elif row.n >= row.max_new:
+                    reason = FinishReason.LENGTH
+                else:
+                    continue
+            row.done = True
+            st.finish(reason)
+            changed = True
         if changed:
             self._flags = torch.tensor([r.done for r in self.rows], device=self.device)
-            self.any_active = not all(r.done for r in self.rows)
         return self._flags
-
-    def _hit_stop(self, row: Row) -> bool:
-        tail = self.decode(row.state.tokens[-row.stop_tail :])
-        return any(s in tail for s in row.stops)
-
-    def _end(self, row: Row, reason: FinishReason) -> None:
-        row.done = True
-        self.finish_row(row, reason)
 
 
 def left_pad(

@@ -5,9 +5,15 @@ It loops: wait for work, let the ``Scheduler`` pick the next unit (a call, a
 wave or a job step), run it outside the lock, repeat. Public API threads hand
 it work through ``submit_requests`` / ``submit_job`` / ``call`` and get results
 back through futures. ``close`` drains the queues: queued requests resolve
-``CANCELLED``, running rows are cancelled at their next step, pending calls
-raise ``EngineClosedError``, and once the current wave or job step has ended
-every unfinished job gets ``fail(EngineClosedError)`` (never racing its step).
+``CANCELLED``, running rows are cancelled at their next step (and resolved by
+``close`` itself if the worker does not get there before ``timeout``), pending
+calls raise ``EngineClosedError``, and once the current wave or job step has
+ended every unfinished job gets ``fail(EngineClosedError)`` (never racing its
+step).
+
+Cancelling a request: a queued one is taken out of the queue and resolved by
+the canceller; any other is marked (``RequestState.cancel``) and resolved by
+the worker at its next step.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 from mp13_engine._errors import EngineClosedError
 from mp13_engine._scheduler import Call, Job, JobStep, Scheduler, Wave
 from mp13_engine._streams import RequestState
+from mp13_engine._types import FinishReason
 
 _log = logging.getLogger(__name__)
 
@@ -30,12 +37,10 @@ class Worker:
         self,
         scheduler: Scheduler,
         run_wave: Callable[[list[RequestState]], None],
-        on_cancel_queued: Callable[[RequestState], None],
         name: str,
     ):
         self._sched = scheduler
         self._run_wave = run_wave
-        self._on_cancel_queued = on_cancel_queued
         self._cond = threading.Condition()
         self._closed = False
         self._running: list[RequestState] = []
@@ -94,19 +99,13 @@ class Worker:
             self._cond.notify()
         return fut
 
-    def cancel(self, state: RequestState) -> str:
-        """'queued' (removed, never runs), 'running' (flagged) or 'done'."""
+    def cancel(self, state: RequestState) -> bool:
+        """Cancel a request; False when it had already ended (see the module docstring)."""
         with self._cond:
-            if self._sched.remove_request(state):
-                queued = True
-            else:
-                queued = False
-                if not state.done:
-                    state.cancel_requested = True
-        if queued:
-            self._on_cancel_queued(state)
-            return "queued"
-        return "done" if state.done else "running"
+            queued = self._sched.remove_request(state)
+        if queued:  # never runs now: nobody else can resolve it
+            return state.finish(FinishReason.CANCELLED)
+        return state.cancel()
 
     def cancel_job(self, job: Job) -> bool:
         with self._cond:
@@ -115,7 +114,7 @@ class Worker:
     def depth(self) -> tuple[int, int]:
         with self._cond:
             # rows resolve inside the wave (at their last step): count the unresolved ones
-            return self._sched.queued, sum(not s.done for s in self._running)
+            return self._sched.queued, sum(not s.status.finished for s in self._running)
 
     def set_running(self, states: list[RequestState]) -> None:
         self._running = states
@@ -128,11 +127,12 @@ class Worker:
                 self._closed = True
                 pending = self._sched.drain()
                 for st in self._running:
-                    st.cancel_requested = True
+                    st.cancel()
                 self._cond.notify_all()
+            running = list(self._running)
         states, jobs, calls = pending
         for st in states:
-            self._on_cancel_queued(st)
+            st.finish(FinishReason.CANCELLED)
         for call in calls:
             call.future.set_exception(
                 EngineClosedError("the engine was closed before this call ran")
@@ -141,6 +141,10 @@ class Worker:
         # before failing jobs, so fail() never races the job's own step().
         if not self.on_worker_thread():
             self._thread.join(timeout)
+            # Rows the worker did not reach in time (a long step): resolve them here; the
+            # worker's later finish() of the same rows is a no-op.
+            for st in running:
+                st.finish(FinishReason.CANCELLED)
         for job in jobs:
             _fail_job(job, EngineClosedError("the engine was closed before this job finished"))
 
