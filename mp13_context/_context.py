@@ -10,8 +10,10 @@ but no scope's cursors move because of another's work.
 
 The approval callback (for tools whose policy is ``ask``) and the default event
 callback are runtime settings of a context; they are never stored in the
-session, and neither are the toolbox's remembered permissions, so replaying a
-saved session cannot widen what tools may do.
+session, and neither are the toolbox's remembered permissions. The tools
+commands a session does store are scope layers, which can only narrow the
+toolbox's own modes; so continuing or replaying saved or imported data cannot
+widen what tools may do.
 """
 
 from __future__ import annotations

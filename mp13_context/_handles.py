@@ -82,7 +82,11 @@ class AdapterCommands(_Handle):
 
 
 class ToolCommands(_Handle):
-    """``cur.tools``: tool scope layers (``mp13_toolbox.ToolsScope``) on this branch."""
+    """``cur.tools``: tool scope layers (``mp13_toolbox.ToolsScope``) on this branch.
+
+    Layers are session data, so they can only narrow the toolbox: hide or disable
+    tools, never enable or advertise more than the toolbox's global modes allow.
+    """
 
     def set(self, scope: Any) -> None:
         """Replace all layers with ``scope``."""

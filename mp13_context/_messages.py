@@ -11,7 +11,8 @@ model's chat template:
   "function": {"name", "arguments": <dict>}}]}`` per assistant turn; a
   *continuation* turn is stitched into the assistant message before it, so a
   truncated reply and its continuations are one message;
-- ``{"role": "tool", "tool_call_id", "name", "content"}`` per tool result.
+- ``ToolResult.to_message()`` per tool result: ``{"role": "tool", "tool_call_id",
+  "name", "content"}`` (no ``tool_call_id`` for a result without one).
 
 Structural nodes contribute nothing. An assistant turn with no text and no tool
 calls (an engine error, or cancelled before the first token) is left out, so a
@@ -20,10 +21,12 @@ failed turn does not confuse the next request. Reasoning is not sent back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from mp13_context._model import Node, Role
+import attrs
+
+from mp13_context._model import Node, Role, Turn
 from mp13_context._state import EffectiveState
 
 
@@ -35,40 +38,56 @@ def tool_call_message(call: Any) -> dict[str, Any]:
     }
 
 
+def joined(parts: Sequence[Turn]) -> Turn:
+    """An assistant reply and its continuations (in order) as one turn.
+
+    The last part's fields with the text, reasoning and tool calls of every
+    part joined: the one place a continued reply is put back together (the
+    rendered messages and ``stitched`` turns both come from it).
+    """
+    if len(parts) == 1:
+        return parts[0]
+    return attrs.evolve(
+        parts[-1],
+        text="".join(p.text for p in parts),
+        reasoning="".join(p.reasoning for p in parts),
+        tool_calls=tuple(c for p in parts for c in p.tool_calls),
+    )
+
+
 def render(path: Iterable[Node], state: EffectiveState) -> list[dict[str, Any]]:
     """The messages for ``path`` (root first) under the effective ``state``."""
     out: list[dict[str, Any]] = []
     system = state.system.message()
     if system is not None:
         out.append(system)
+    reply: list[Turn] = []  # an assistant turn and its continuations so far
     for node in path:
         turn = node.turn
         if turn is None:
             continue
+        if turn.role is Role.ASSISTANT and turn.continuation and reply:
+            reply.append(turn)
+            continue
+        _add_reply(out, reply)
+        reply = []
         if turn.role is Role.USER:
             out.append({"role": "user", "content": turn.text})
         elif turn.role is Role.ASSISTANT:
-            calls = [tool_call_message(c) for c in turn.tool_calls]
-            last = out[-1] if out else None
-            if turn.continuation and last is not None and last["role"] == "assistant":
-                last["content"] += turn.text
-                if calls:
-                    last.setdefault("tool_calls", []).extend(calls)
-                continue
-            if not turn.text and not calls:
-                continue
-            msg: dict[str, Any] = {"role": "assistant", "content": turn.text}
-            if calls:
-                msg["tool_calls"] = calls
-            out.append(msg)
+            reply = [turn]
         else:
-            for result in turn.tool_results:
-                out.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": result.call_id,
-                        "name": result.name,
-                        "content": result.content,
-                    }
-                )
+            out.extend(result.to_message() for result in turn.tool_results)
+    _add_reply(out, reply)
     return out
+
+
+def _add_reply(out: list[dict[str, Any]], parts: list[Turn]) -> None:
+    if not parts:
+        return
+    turn = joined(parts)
+    if not turn.text and not turn.tool_calls:
+        return
+    msg: dict[str, Any] = {"role": "assistant", "content": turn.text}
+    if turn.tool_calls:
+        msg["tool_calls"] = [tool_call_message(c) for c in turn.tool_calls]
+    out.append(msg)

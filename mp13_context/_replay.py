@@ -13,9 +13,11 @@ NEW conversation of ``into``:
   not copied; a continuation the user asked for is asked for again when the new
   reply is truncated too;
 - log notes and recorded API calls are not replayed, and no permission comes
-  from the source: tools run under ``toolbox`` with its own approval state and
-  the ``approval`` callback given here, so a foreign session cannot widen what
-  tools may do.
+  from the source: tools run under ``toolbox`` with its own modes, approval state
+  and the ``approval`` callback given here. Replayed tools commands are scope
+  layers, and layers can only narrow the toolbox's global modes (the toolbox is
+  a ceiling, see ``mp13_toolbox``), so a foreign session cannot widen what tools
+  may do.
 
 The ``ReplayReport`` has one ``ReplayTurn`` per user turn: the final reply text
 of both runs, whether they are equal and how similar (``difflib`` ratio), the

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mp13_context._events import Event, EventCallback, EventKind, deliver
+from mp13_context._messages import joined
 from mp13_context._model import NodeKind, Role, Turn, new_id
 from mp13_context._state import REQUEST_PARAMS, RUNNER_DEFAULTS, EffectiveState
 from mp13_engine import FinishReason, Request, Response
@@ -58,14 +59,7 @@ def stitched(session: Any, node_id: str) -> Turn:
         if not t.continuation:
             break
     parts.reverse()
-    calls = tuple(c for p in parts for c in p.tool_calls)
-    return attrs.evolve(
-        turn,
-        text="".join(p.text for p in parts),
-        reasoning="".join(p.reasoning for p in parts),
-        tool_calls=calls,
-        node_id=node_id,
-    )
+    return attrs.evolve(joined(parts), node_id=node_id)
 
 
 class Gate:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -304,3 +305,8 @@ def check_command(state: EffectiveState, cmd: Command) -> None:
         )
     if cmd.kind in (CommandKind.TOOLS_SET, CommandKind.TOOLS_ADD) and cmd.scope is None:
         raise CommandError("tools.set/tools.add need a ToolsScope; pass ToolsScope({...})")
+
+
+#: ``mp13_context.PARAMS``: the parameter registry as a read-only view; validators
+#: are added to ``PARAMS`` above, in code, never by callers.
+PARAMS_VIEW: Mapping[str, Callable[[str, Any], Any]] = types.MappingProxyType(PARAMS)

@@ -55,13 +55,12 @@ from mp13_engine._kv import check_supported
 from mp13_engine._loading import Loaded, load_model
 from mp13_engine._loop import DecodeLoop
 from mp13_engine._metrics import EngineMetrics, MetricsRecorder
+from mp13_engine._output import OutputSetup
 from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._prompt import PromptFormatter
-from mp13_engine._rowout import RowOutput
-from mp13_engine._runner import ResponseBuilder
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
-from mp13_engine._streams import AsyncRequestStream, ChunkMaker, RequestState, RequestStream
+from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream
 from mp13_engine._toolwire import ToolWire
 from mp13_engine._types import FinishReason, Request, Response
 from mp13_engine._watchdog import StepClock
@@ -80,7 +79,7 @@ class _EngineBase:
         check_supported(loaded.model.config)
         tok = loaded.tokenizer
         toolwire = ToolWire.for_tokenizer(tok, config.tool_format)
-        formatter = PromptFormatter(tok, toolwire.format, toolwire.module)
+        formatter = PromptFormatter(tok, toolwire.format)
         self._state = EngineState(
             config=config,
             model=loaded.model,
@@ -93,12 +92,12 @@ class _EngineBase:
             eos_ids=eos_ids_of(loaded.model, tok),
             context_len=context_len_of(loaded.model),
             tool_format=toolwire.format,
-            toolcalls=toolwire.module,
             source=loaded.source,
         )
-        self._toolwire = toolwire
         self._metrics = MetricsRecorder(config.metrics_window)
-        self._builder = ResponseBuilder(self._state, self._metrics, toolwire)
+        # What each request's output processor needs; it must not reach the engine (the
+        # worker keeps states a while, see _stop_worker).
+        self._output = OutputSetup(self._state.tokens.decode, toolwire, self._metrics.record)
         self._inflight: dict[str, RequestState] = {}
         # Re-entrant: a future's done-callback (_forget) may run on a thread that holds it.
         self._inflight_lock = threading.RLock()
@@ -106,11 +105,9 @@ class _EngineBase:
         # The worker thread must not reach the engine: an engine nobody holds any more is
         # collected, and its finalizer stops the worker, which frees the model.
         me = weakref.ref(self)
-        output = RowOutput(self._builder, self._state.tokens.decode)
         self._prefix = PrefixCache(int(config.prefix_cache_mb * 2**20))
         self._loop = DecodeLoop(
             self._state,
-            output,
             functools.partial(_adapters_of, me),
             self._prefix,
             config.max_batch_size,
@@ -119,7 +116,6 @@ class _EngineBase:
         self._worker = Worker(
             Scheduler(config.max_batch_size, config.batch_wait_ms / 1000.0),
             self._loop,
-            output.finish,
             name=f"mp13-engine-{id(self):x}",
             clock=StepClock(config.slow_step_s),
             default_timeout_s=config.request_timeout_s,
@@ -168,15 +164,17 @@ class _EngineBase:
             f"not {type(request).__name__}"
         )
 
-    def _prepare(self, request: RequestLike, overrides: dict[str, Any]) -> RequestState:
+    def _prepare(
+        self, request: RequestLike, overrides: dict[str, Any], watched: bool = False
+    ) -> RequestState:
         req = self._coerce(request, overrides)
-        st = RequestState(req, None, None)
+        st = RequestState(req, output=self._output, watched=watched)
         try:
             st.prompt_text = self._state.formatter.render(req)
             st.prompt_ids = self._state.tokens.encode(st.prompt_text)
             st.max_new_tokens = self._validate(req, len(st.prompt_ids))
         except EngineError as exc:
-            self._builder.finish(st, FinishReason.ERROR, error=str(exc))
+            st.finish(FinishReason.ERROR, error=str(exc))
         return st
 
     def _validate(self, req: Request, prompt_len: int) -> int:
@@ -222,8 +220,7 @@ class _EngineBase:
         with self._inflight_lock:
             for st in runnable:
                 if st.id in self._inflight:
-                    self._builder.finish(
-                        st,
+                    st.finish(
                         FinishReason.ERROR,
                         error=f"a request with id {st.id!r} is already in flight; use a new id",
                     )
@@ -239,8 +236,7 @@ class _EngineBase:
             queued, _ = self._worker.depth()
             if queued + len(runnable) > self.config.max_queue:
                 for st in runnable:
-                    self._builder.finish(
-                        st,
+                    st.finish(
                         FinishReason.ERROR,
                         error=f"the queue is full ({self.config.max_queue} requests); retry "
                         "later or raise EngineConfig.max_queue",
@@ -248,13 +244,16 @@ class _EngineBase:
                 return
             self._worker.submit_requests(runnable)
 
-    def _start(self, request: RequestLike, overrides: dict[str, Any]) -> RequestState:
+    def _start(
+        self, request: RequestLike, overrides: dict[str, Any], watched: bool = False
+    ) -> RequestState:
+        """Prepare and queue one request; ``watched``: a stream will read its chunks."""
         self._check_open()
         # Announce the request while its prompt renders, so an idle engine that is
         # collecting waits for it (concurrent callers then share their first step).
         self._worker.preparing(1)
         try:
-            st = self._prepare(request, overrides)
+            st = self._prepare(request, overrides, watched)
             self._submit([st])
         finally:
             self._worker.preparing(-1)
@@ -270,28 +269,21 @@ class _EngineBase:
                 "or a _run_on_worker function); call them from another thread"
             )
 
-    def _maker(self, st: RequestState) -> ChunkMaker:
-        return ChunkMaker(st, self._state.tokens.decode, self._toolwire.stream_events(st))
-
     # ----- public, thread-agnostic
     def cancel(self, request_id: str) -> bool:
         """Cancel a request by id; True if it was queued or running.
 
-        A queued request is removed and never runs; a running one resolves at
-        once with the text produced so far and its row stops at the next decode
-        step. Either way its response has ``finish_reason=CANCELLED``.
+        A queued request is removed and resolved at once, never running; a
+        running one is resolved by the worker at its next decode step (within
+        one step), with the text produced so far, and its row's cache is freed
+        then. Either way its response has ``finish_reason=CANCELLED``. The
+        caller never waits for the model.
         """
         with self._inflight_lock:
             st = self._inflight.get(request_id)
-        if st is None or st.done:
+        if st is None:
             return False
-        outcome = self._worker.cancel(st)
-        if outcome == "running":
-            # Resolve now with the tokens so far; the worker drops the row at its
-            # next step (its own finish is then a no-op). The caller never waits
-            # for the model.
-            self._builder.finish(st, FinishReason.CANCELLED)
-        return outcome in ("queued", "running")
+        return self._worker.cancel(st)
 
     def format_prompt(self, request: RequestLike, **overrides: Any) -> str:
         """Exactly the prompt text ``generate`` would feed for ``request``."""
@@ -429,11 +421,13 @@ class Engine(_EngineBase):
 
     def stream(self, request: RequestLike, **overrides: Any) -> RequestStream:
         """Iterate ``Chunk`` deltas; the last chunk has ``done=True`` and the response."""
-        st = self._start(request, overrides)
-        return RequestStream(st, self._maker(st), self.cancel)
+        st = self._start(request, overrides, watched=True)
+        return RequestStream(st, self.cancel)
 
     def submit(self, request: RequestLike, **overrides: Any) -> Future[Response]:
-        """Queue a request and return a ``concurrent.futures.Future`` of its response."""
+        """Queue a request and return a ``concurrent.futures.Future`` of its response.
+
+        Cancelling that future cancels the request (as ``cancel(id)`` does)."""
         return self._start(request, overrides).future
 
     def close(self, timeout: float | None = None) -> None:
@@ -469,8 +463,9 @@ class Engine(_EngineBase):
 
     def astream(self, request: RequestLike, **overrides: Any) -> AsyncRequestStream:
         """Async iterator of ``Chunk``; call from inside a running event loop."""
-        st = self._start(request, overrides)
-        return AsyncRequestStream(st, self._maker(st), self.cancel)
+        asyncio.get_running_loop()  # outside a loop: raise before the request is queued
+        st = self._start(request, overrides, watched=True)
+        return AsyncRequestStream(st, self.cancel)
 
     async def aclose(self, timeout: float | None = None) -> None:
         await asyncio.to_thread(self._worker.close, timeout)

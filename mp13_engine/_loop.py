@@ -63,14 +63,17 @@ from mp13_engine._errors import AdapterError
 from mp13_engine._forward import ModelCall, is_peft
 from mp13_engine._generation import Sampling, bad_rows, choose, left_pad
 from mp13_engine._kv import BatchKV
+from mp13_engine._output import RequestStatus
 from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._quiet import quiet_int8_casts
-from mp13_engine._rowout import RowOutput
 from mp13_engine._state import EngineState
 from mp13_engine._streams import RequestState
 from mp13_engine._types import BASE_ADAPTER, FinishReason
 
 _log = logging.getLogger(__name__)
+
+#: Rows that ended this way keep their KV in the prefix cache (prompt and reply).
+_COMPLETED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH)
 
 
 class _Row:
@@ -140,14 +143,12 @@ class DecodeLoop:
     def __init__(
         self,
         state: EngineState,
-        output: RowOutput,
         adapters: Callable[[], Any],
         prefix: PrefixCache,
         max_batch_size: int,
         chunk_tokens: int,
     ):
         self._state = state
-        self._out = output
         self._adapters = adapters
         self._prefix = prefix
         self._call = ModelCall(state, adapters)
@@ -211,27 +212,26 @@ class DecodeLoop:
         self.running, self.prefills, self.kv = [], collections.deque(), BatchKV()
         for row in rows:
             try:
-                self._out.finish(row.state, reason, error)
+                row.state.finish(reason, error)
             except Exception:
                 _log.exception("resolving request %s failed", row.state.id)
 
     # ----- 1. rows that ended from outside
     def _drop_ended(self) -> None:
-        ended = self._out.ended
-        if any(ended(r.state) for r in self.running):
+        if any(_ended(r.state) for r in self.running):
             keep = []
             for i, row in enumerate(self.running):
-                if ended(row.state):
-                    self._out.finish(row.state, FinishReason.CANCELLED)  # no-op when resolved
+                if _ended(row.state):
+                    row.state.finish(FinishReason.CANCELLED)  # a no-op when resolved
                 else:
                     keep.append(i)
             self._keep(keep)
         for group in list(self.prefills):
-            if any(ended(r.state) for r in group.rows):
-                keep = [i for i, r in enumerate(group.rows) if not ended(r.state)]
+            if any(_ended(r.state) for r in group.rows):
+                keep = [i for i, r in enumerate(group.rows) if not _ended(r.state)]
                 for row in group.rows:
-                    if ended(row.state):
-                        self._out.finish(row.state, FinishReason.CANCELLED)
+                    if _ended(row.state):
+                        row.state.finish(FinishReason.CANCELLED)
                 group.select(keep)
                 if not group.rows:
                     self.prefills.remove(group)
@@ -250,7 +250,7 @@ class DecodeLoop:
         for row in self.running + [r for p in self.prefills for r in p.rows]:
             if stale(row):
                 names = ", ".join(row.state.adapter_names) or row.adapter
-                self._out.finish(row.state, FinishReason.ERROR, message.format(repr(names)))
+                row.state.finish(FinishReason.ERROR, message.format(repr(names)))
         self._drop_ended()
 
     # ----- 2. admission
@@ -260,17 +260,17 @@ class DecodeLoop:
         manager = self._adapters()
         fresh: list[_Row] = []
         for st in states:
-            if not self._out.start(st):
+            if not st.start():  # cancelled before it ran (now resolved) or already resolved
                 continue
             try:
                 adapter = manager._resolve_for_wave(st.request.adapters)
                 st.adapter = adapter
                 st.adapter_names = _requested_names(manager, st.request.adapters)
             except AdapterError as exc:
-                self._out.finish(st, FinishReason.ERROR, str(exc))
+                st.finish(FinishReason.ERROR, str(exc))
                 continue
             except Exception as exc:
-                self._out.finish(st, FinishReason.ERROR, f"adapter resolution failed: {exc}")
+                st.finish(FinishReason.ERROR, f"adapter resolution failed: {exc}")
                 continue
             model = self._state.model
             config = None
@@ -400,10 +400,8 @@ class DecodeLoop:
             return
         kept = set(keep)
         for i, row in enumerate(self.running):
-            if i not in kept and row.state.response is not None:
-                reason = row.state.response.finish_reason
-                if reason in (FinishReason.STOP, FinishReason.LENGTH) and self._current(row):
-                    self._prefix.insert(row.owner, row.seq, self.kv.row_layers(i))
+            if i not in kept and row.state.status in _COMPLETED and self._current(row):
+                self._prefix.insert(row.owner, row.seq, self.kv.row_layers(i))
         self._keep(keep)
 
     def _keep(self, keep: list[int]) -> None:
@@ -446,12 +444,10 @@ class DecodeLoop:
                 row.noted = len(row.seq)
         tokens = choose(logits, [r.sampling for r in rows], [r.n for r in rows], self._eos)
         keep = []
-        out = self._out
         for i, (row, tok) in enumerate(zip(rows, tokens, strict=True)):
             st = row.state
             if bad[i]:
-                out.finish(
-                    st,
+                st.finish(
                     FinishReason.ERROR,
                     f"the model produced NaN or infinite logits for this request at token "
                     f"{row.n + 1}; its output stops here. Try float32 or bfloat16 instead of "
@@ -459,14 +455,14 @@ class DecodeLoop:
                 )
                 continue
             if tok in self._eos_set:
-                out.finish(st, FinishReason.STOP)
+                st.finish(FinishReason.STOP)
                 continue
             row.n += 1
-            if out.append(st, tok):
-                out.finish(st, FinishReason.STOP)
+            if st.append(tok):  # a stop string completed, a cancel is pending, or resolved
+                st.finish(FinishReason.STOP)  # CANCELLED when a cancel is pending
                 continue
             if row.n >= row.sampling.max_new:
-                out.finish(st, FinishReason.LENGTH)
+                st.finish(FinishReason.LENGTH)
                 continue
             row.last = tok
             keep.append(i)
@@ -476,7 +472,12 @@ class DecodeLoop:
         if _is_oom(exc) and self._state.device.type == "cuda":
             torch.cuda.empty_cache()
         for row in rows:
-            self._out.finish(row.state, FinishReason.ERROR, _message(exc))
+            row.state.finish(FinishReason.ERROR, _message(exc))
+
+
+def _ended(st: RequestState) -> bool:
+    """Resolved or asked to cancel from outside the loop (cancel, timeout, close)."""
+    return st.status >= RequestStatus.CANCELLING
 
 
 def _requested_names(manager: Any, adapters: Any) -> tuple[str, ...]:

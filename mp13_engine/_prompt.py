@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mp13_engine import toolcalls
 from mp13_engine._errors import ChatTemplateError, RequestError
 from mp13_engine._types import Request
 
@@ -27,10 +28,9 @@ from mp13_engine._types import Request
 class PromptFormatter:
     """Renders and tokenizes prompts for one tokenizer (thread-safe: no mutable state)."""
 
-    def __init__(self, tokenizer: Any, tool_format: str | None = None, toolcalls: Any = None):
+    def __init__(self, tokenizer: Any, tool_format: str | None = None):
         self._tok = tokenizer
         self.tool_format = tool_format
-        self._toolcalls = toolcalls
         template = getattr(tokenizer, "chat_template", None)
         self.chat_template: str | None = template if isinstance(template, str) else None
         self.template_uses_tools = bool(self.chat_template and "tools" in self.chat_template)
@@ -102,12 +102,12 @@ class PromptFormatter:
         """
         out = [dict(m) for m in messages]
         specs = [dict(t) for t in tools] if tools else None
-        tc, fmt = self._toolcalls, self.tool_format
-        if tc is None or fmt is None:
+        fmt = self.tool_format
+        if fmt is None:
             return out, specs
-        out = tc.prepare_messages(out, fmt, chat_template=self.chat_template)
+        out = toolcalls.prepare_messages(out, fmt, chat_template=self.chat_template)
         if specs and not self.template_uses_tools:
-            return _inject_system(out, tc.tools_system_prompt(specs, fmt)), None
+            return _inject_system(out, toolcalls.tools_system_prompt(specs, fmt)), None
         return out, specs
 
     def encode(self, text: str) -> list[int]:

@@ -78,7 +78,6 @@ class EngineState:
     eos_ids: list[int]
     context_len: int | None
     tool_format: str | None = None
-    toolcalls: Any = None
     source: str = ""
 
 

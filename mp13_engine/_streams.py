@@ -1,19 +1,45 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Per-request runtime state and the stream iterators that read it.
+"""Per-request runtime state, and the stream iterators that only read it.
 
-``RequestState`` is the one mutable record of a request in flight. The worker
-thread appends generated token ids (``push``) and resolves it exactly once
-(``finish``); any thread may read its progress or ask to cancel it. Text is
-decoded lazily on the consumer side (``ChunkMaker``), so the worker's per-step
-hot path is a list append plus, only when someone streams, a wake-up.
+``RequestState`` is the one mutable record of a request in flight. Its
+``status`` (``_output.RequestStatus``) only increases; its output processor
+(``_output.OutputProcessor``) turns tokens into text, reasoning and tool calls
+on the worker thread, and the chunks it produces (queued only when someone
+streams the request) and the final ``Response`` come from that one state.
 
-Invariants:
-- ``finish`` succeeds once; later calls are no-ops returning False, so the
-  worker and a cancelling caller can race safely.
-- Stream text deltas never contain a partial UTF-8 character, and text that
-  could be the start of a stop string is held back until it is known not to be.
-- Closing, abandoning (GC) or breaking out of a stream iterator cancels its
-  request; so does cancelling the asyncio task awaiting ``astream``.
+The contract with the decode loop (worker thread):
+
+- ``start() -> bool``: the row is admitted (``RUNNING``). False when the
+  request was cancelled (it is resolved ``CANCELLED`` then) or already
+  finished: leave the row out.
+- ``append(token) -> bool``: per generated token, EOS excluded (the loop
+  detects EOS). True when the row must end now: a stop string completed, or a
+  cancel is pending; the loop then calls ``finish(FinishReason.STOP)`` (a
+  pending cancel makes that ``CANCELLED``). Also True for a state that was
+  already resolved (e.g. by ``close``): end the row.
+- ``finish(reason, error=None) -> bool``: resolve once; later calls are no-ops
+  returning False. Any thread may call it: the loop for rows that end, the
+  canceller for a request it took out of the queue, ``close`` for leftovers.
+- ``status``: a loop that wants to drop a cancelled row before computing its
+  step (to free its cache at once) checks ``status is RequestStatus.CANCELLING``
+  and calls ``finish(FinishReason.CANCELLED)``.
+
+The loop sets ``batch_size``, ``cached_tokens``, ``adapter`` and
+``adapter_names`` (they go into the metrics) and reads ``prompt_ids`` and
+``max_new_tokens`` (LENGTH is the loop's decision, as EOS is).
+
+Other threads: ``cancel()`` asks to cancel (``CANCELLING``); a running row is
+then resolved by the worker at its next step, within one step. Every method is
+lock-protected, so cancel, close and the worker can race safely: a request
+resolves exactly once, with the text produced until it ended. Once a cancel
+was asked (``cancel()`` returned True), the request ends ``CANCELLED`` unless
+it fails (``ERROR``).
+
+Streams: ``RequestStream`` blocks on the state's condition and
+``AsyncRequestStream`` is woken through ``call_soon_threadsafe`` (no polling);
+neither decodes nor parses. Closing, abandoning (GC) or breaking out of a
+stream before its last chunk cancels its request; so does cancelling the
+asyncio task awaiting ``astream``.
 """
 
 from __future__ import annotations
@@ -21,29 +47,37 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
-from mp13_engine._types import Chunk, FinishReason, Request, Response
+from mp13_engine._output import Output, OutputProcessor, OutputSetup, RequestStatus
+from mp13_engine._types import Chunk, FinishReason, Request, RequestMetrics, Response
+
+_log = logging.getLogger(__name__)
+
+_RUNNING = RequestStatus.RUNNING
+_CANCELLING = RequestStatus.CANCELLING
 
 
 class RequestState:
-    """Mutable state of one submitted request (shared by the worker and its consumers)."""
+    """Mutable state of one submitted request (see the module docstring for the threads)."""
 
     __slots__ = (
+        "_chunks",
         "_cond",
         "_listeners",
         "_lock",
+        "_out",
+        "_setup",
         "adapter",
         "adapter_names",
         "batch_size",
         "cached_tokens",
-        "cancel_requested",
-        "done",
         "finish_t",
         "first_token_t",
         "future",
@@ -53,213 +87,212 @@ class RequestState:
         "prompt_text",
         "request",
         "response",
-        "sealed",
         "start_t",
+        "status",
         "submit_t",
         "tokens",
-        "visible",
         "watched",
     )
 
-    def __init__(self, request: Request, prompt_text: str | None, prompt_ids: list[int] | None):
+    def __init__(
+        self,
+        request: Request,
+        prompt_text: str | None = None,
+        prompt_ids: list[int] | None = None,
+        *,
+        output: OutputSetup | None = None,
+        watched: bool = False,
+    ):
+        """``output``: the engine's processor setup (without one, only token ids are kept);
+        ``watched``: someone will stream it, so chunks are queued from the first token."""
         self.request = request
         self.id = request.id
         self.prompt_text = prompt_text
         self.prompt_ids = prompt_ids
         self.max_new_tokens = 0
+        self.status = RequestStatus.WAITING
         self.submit_t = time.perf_counter()
         self.start_t: float | None = None
         self.first_token_t: float | None = None
         self.finish_t: float | None = None
-        self.tokens: list[int] = []
-        self.visible = 0  # how many of ``tokens`` streams may read (see push/commit)
+        self.tokens: list[int] = []  # generated ids (EOS excluded)
         self.future: Future[Response] = Future()
+        # Cancelling the future cancels the request (the worker resolves it at its next step).
+        self.future.add_done_callback(self._future_done)
         self.response: Response | None = None
-        self.cancel_requested = False
-        self.done = False
-        self.sealed = False
         self.batch_size = 0
         self.cached_tokens = 0  # prompt tokens whose KV came from the prefix cache
         self.adapter: str | None = None  # the PEFT adapter name the row ran with
         self.adapter_names: tuple[str, ...] = ()  # the adapters it asked for (resolved)
-        self.watched = False
+        self.watched = watched
+        self._setup = output
+        self._out: OutputProcessor | None = None
+        self._chunks: collections.deque[Chunk] = collections.deque()
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._listeners: list[Callable[[], None]] = []
 
+    @property
+    def done(self) -> bool:
+        """True once the request is resolved (``status.finished``)."""
+        return self.status >= RequestStatus.FINISHED_STOPPED
+
     # ----- worker side (hot path: keep cheap)
-    def push(self, token: int, commit: bool = True) -> None:
-        """Append a token; ``commit=False`` keeps it invisible to streams until ``commit()``
-        (used while checking stop strings, so a stream never shows text that the
-        final response then cuts away)."""
+    def start(self) -> bool:
+        """Admit the row (see the module docstring); False: leave it out."""
         with self._lock:
-            if self.sealed:  # the response was already built (e.g. cancelled): drop it
-                return
-            self.tokens.append(token)
-            listeners = self._reveal_locked() if commit else ()
-        for cb in listeners:
-            cb()
+            status = self.status
+            if status <= _RUNNING:
+                self.status = _RUNNING
+                self.start_t = time.perf_counter()
+                if self._out is None and self._setup is not None:
+                    self._out = self._setup.processor(self.request, self.prompt_text)
+                return True
+        if status is _CANCELLING:
+            self.finish(FinishReason.CANCELLED)
+        return False
 
-    def commit(self) -> None:
-        """Make every pushed token visible to streams."""
+    def append(self, token: int) -> bool:
+        """Add one generated token; True when the row must end (see the module docstring)."""
+        listeners: list[Callable[[], None]] | tuple[()] = ()
         with self._lock:
-            listeners = () if self.sealed else self._reveal_locked()
-        for cb in listeners:
-            cb()
-
-    def _reveal_locked(self) -> list[Callable[[], None]] | tuple[()]:
-        """Show every token to streams (lock held); the listeners to call after unlocking."""
-        self.visible = len(self.tokens)
-        if not self.watched:
-            return ()
-        self._cond.notify_all()
-        return self._listeners
-
-    def seal(self) -> list[int]:
-        """Freeze the token list (no more pushes) and return it; called before building
-        the response so that the response and the streams agree on the tokens."""
-        with self._lock:
-            self.sealed = True
-            return list(self.tokens)
-
-    def finish(self, response: Response) -> bool:
-        """Resolve the request once; returns False when it was already resolved."""
-        with self._lock:
-            if self.done:
+            if self.status is not _RUNNING:
+                if self.status is RequestStatus.WAITING:
+                    raise RuntimeError("RequestState.append before start(): admit the row first")
+                return True  # a cancel is pending or the request was resolved elsewhere
+            tokens = self.tokens
+            tokens.append(token)
+            if len(tokens) == 1:
+                self.first_token_t = time.perf_counter()
+            out = self._out
+            if out is None:
                 return False
-            self.done = True
+            if not self.watched:
+                return out.append(token, None)
+            chunks: list[Chunk] = []
+            stop = out.append(token, chunks)
+            if chunks:
+                self._chunks.extend(chunks)
+                self._cond.notify_all()
+                listeners = self._listeners
+        for cb in listeners:
+            cb()
+        return stop
+
+    def finish(self, reason: FinishReason, error: str | None = None) -> bool:
+        """Resolve the request once with ``reason``; False when it was already resolved."""
+        with self._lock:
+            if self.status.finished:
+                return False
+            if self.status is _CANCELLING and reason is not FinishReason.ERROR:
+                reason = FinishReason.CANCELLED
+            now = time.perf_counter()
+            chunks: list[Chunk] | None = [] if self.watched else None
+            output, failure = self._close_output(chunks)
+            if failure is not None:
+                reason, error = FinishReason.ERROR, error or failure
+            self.status = RequestStatus.ended(reason)
+            self.finish_t = now
+            response = self._response(reason, error, output, now)
             self.response = response
-            self.finish_t = time.perf_counter()
+            if self._setup is not None and self._setup.on_finish is not None:
+                try:
+                    self._setup.on_finish(self.submit_t, now, response)
+                except Exception:  # metrics must not keep a request from resolving
+                    _log.exception("on_finish failed for request %s", self.id)
+            if chunks is not None:
+                chunks.append(Chunk(id=self.id, done=True, response=response))
+                self._chunks.extend(chunks)
             self._cond.notify_all()
             listeners = self._listeners
-        self.future.set_result(response)
+        # The caller may have cancelled the future (``engine.submit(...).cancel()``).
+        with contextlib.suppress(InvalidStateError):
+            self.future.set_result(response)
         for cb in listeners:
             cb()
         return True
 
-    # ----- consumer side
-    def watch(self, listener: Callable[[], None] | None = None) -> None:
+    def _close_output(self, chunks: list[Chunk] | None) -> tuple[Output, str | None]:
+        """The processor's final fields, or empty ones and why they could not be built."""
+        if self._out is None:
+            return Output(), None
+        try:
+            return self._out.close(chunks), None
+        except Exception as exc:  # e.g. the tokenizer failed: still resolve the request
+            _log.exception("building the output of request %s failed", self.id)
+            return Output(), f"decoding the output failed: {type(exc).__name__}: {exc}"
+
+    def _response(
+        self, reason: FinishReason, error: str | None, output: Output, now: float
+    ) -> Response:
+        start = self.start_t if self.start_t is not None else now
+        gen_s = now - start
+        n = len(self.tokens)
+        metrics = RequestMetrics(
+            prompt_tokens=len(self.prompt_ids or ()),
+            completion_tokens=n,
+            queue_s=start - self.submit_t,
+            ttft_s=(self.first_token_t - self.submit_t) if self.first_token_t is not None else None,
+            total_s=now - self.submit_t,
+            tokens_per_s=n / gen_s if gen_s > 0 and n else 0.0,
+            batch_size=self.batch_size,
+            adapters=self.adapter_names,
+            cached_tokens=self.cached_tokens,
+        )
+        return Response(
+            id=self.id,
+            text=output.text,
+            raw_text=output.raw_text,
+            reasoning=output.reasoning,
+            tool_calls=output.tool_calls,
+            finish_reason=reason,
+            error=error,
+            prompt=self.prompt_text if self.request.return_prompt else None,
+            metrics=metrics,
+            parse_errors=output.parse_errors,
+        )
+
+    # ----- any thread
+    def cancel(self) -> bool:
+        """Ask to cancel; True unless the request already ended. Does not resolve it: the
+        worker does at its next step (or at ``start``); a queued request is resolved by
+        whoever took it out of the queue."""
         with self._lock:
-            if listener is not None:
-                # copy-on-write: push() iterates the list outside the lock
-                self._listeners = [*self._listeners, listener]
-            self.watched = True
+            if self.status.finished:
+                return False
+            self.status = _CANCELLING
+            return True
 
-    def wait_progress(self, seen: int) -> tuple[int, bool]:
-        """Block until more than ``seen`` tokens are visible or the request is done.
+    def _future_done(self, future: Future[Response]) -> None:
+        if future.cancelled():
+            self.cancel()
 
-        Returns (tokens a stream may read, done); once done that is every token
-        of the final response (the list is sealed then).
-        """
+    # ----- stream side
+    def next_chunk(self) -> Chunk:
+        """Block until the next chunk (watched states only: the last one has ``done``)."""
         with self._cond:
-            while self.visible <= seen and not self.done:
+            while not self._chunks:
                 self._cond.wait()
-            return (len(self.tokens) if self.done else self.visible), self.done
+            return self._chunks.popleft()
 
-    def progress(self) -> tuple[int, bool]:
+    def pop_chunk(self) -> Chunk | None:
         with self._lock:
-            return (len(self.tokens) if self.done else self.visible), self.done
+            return self._chunks.popleft() if self._chunks else None
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (on the worker thread) whenever chunks were queued."""
+        with self._lock:
+            # copy-on-write: append() and finish() call the list outside the lock
+            self._listeners = [*self._listeners, listener]
 
 
-class IncrementalDecoder:
-    """Detokenizes a growing id list into text deltas without partial characters."""
-
-    def __init__(self, decode: Callable[[list[int]], str]):
-        self._decode = decode
-        self._prefix = 0
-        self._read = 0
-
-    def feed(self, ids: list[int]) -> str:
-        if len(ids) <= self._read:
-            return ""
-        prefix_text = self._decode(ids[self._prefix : self._read])
-        new_text = self._decode(ids[self._prefix :])
-        # A trailing U+FFFD means the last token ends inside a multi-byte character: wait.
-        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
-            delta = new_text[len(prefix_text) :]
-            self._prefix, self._read = self._read, len(ids)
-            return delta
-        return ""
-
-
-class ChunkMaker:
-    """Turns a request's progress into ``Chunk`` values (consumer side, any thread).
-
-    ``events`` (optional) wraps a tool-call stream parser: ``feed(raw_delta)``
-    and ``close()`` return chunks (content, reasoning, completed tool calls).
-    Without it, chunk text is the raw decoded text.
-    """
-
-    def __init__(
-        self,
-        state: RequestState,
-        decode: Callable[[list[int]], str],
-        events: Any = None,
-    ):
+class _StreamBase:
+    def __init__(self, state: RequestState, cancel: Callable[[str], Any]):
+        if not state.watched:
+            raise ValueError("a stream needs a RequestState created with watched=True")
         self._state = state
-        self._decoder = IncrementalDecoder(decode)
-        self._hold = max((len(s) for s in state.request.stop), default=1) - 1
-        self._pending = ""  # decoded raw text not yet released (may start a stop string)
-        self._released = ""  # raw text already passed on
-        self._events = events  # optional: feed(text) -> list[Chunk], close() -> list[Chunk]
-        self._emitted = ""  # chunk text already emitted (content)
-        self.seen = 0
-        self.finished = False
-
-    def make(self, n_tokens: int, done: bool) -> list[Chunk]:
-        st = self._state
-        out: list[Chunk] = []
-        if n_tokens > self.seen:
-            self._pending += self._decoder.feed(st.tokens[:n_tokens])
-            self.seen = n_tokens
-        if not done:
-            cut = len(self._pending) - self._hold
-            if cut > 0:
-                out.extend(self._release(self._pending[:cut]))
-                self._pending = self._pending[cut:]
-            return out
-        response = st.response
-        assert response is not None
-        raw = response.raw_text
-        if raw.startswith(self._released):
-            out.extend(self._release(raw[len(self._released) :]))
-        self._pending = ""
-        if self._events is not None:
-            out.extend(self._count(self._events.close()))
-        final_text = response.text
-        rest = final_text[len(self._emitted) :] if final_text.startswith(self._emitted) else ""
-        out.append(Chunk(id=st.id, text=rest, done=True, response=response))
-        self.finished = True
-        return out
-
-    def _release(self, text: str) -> list[Chunk]:
-        if not text:
-            return []
-        self._released += text
-        if self._events is not None:
-            return self._count(self._events.feed(text))
-        return self._count([Chunk(id=self._state.id, text=text)])
-
-    def _count(self, chunks: list[Chunk]) -> list[Chunk]:
-        for c in chunks:
-            self._emitted += c.text
-        return chunks
-
-
-class RequestStream:
-    """Sync iterator of ``Chunk`` for one request (``engine.stream``).
-
-    Closing it (``close()``, leaving a ``with`` block, ``break`` followed by GC)
-    before the last chunk cancels the request.
-    """
-
-    def __init__(self, state: RequestState, maker: ChunkMaker, cancel: Callable[[str], Any]):
-        self._state = state
-        self._maker = maker
         self._cancel = cancel
-        self._queue: collections.deque[Chunk] = collections.deque()
-        self._closed = False
-        state.watch()
+        self._ended = False  # the last chunk was handed out, or the stream was closed
 
     @property
     def id(self) -> str:
@@ -270,6 +303,30 @@ class RequestStream:
         """The final response once the request finished, else None."""
         return self._state.response
 
+    def _next(self, chunk: Chunk) -> Chunk:
+        if chunk.done:
+            self._ended = True
+        return chunk
+
+    def _close(self) -> None:
+        if not self._ended:
+            self._ended = True
+            if not self._state.done:
+                self._cancel(self._state.id)
+
+    def __del__(self) -> None:
+        # Abandoning an unfinished stream cancels its request.
+        with contextlib.suppress(Exception):
+            self._close()
+
+
+class RequestStream(_StreamBase):
+    """Sync iterator of ``Chunk`` for one request (``engine.stream``).
+
+    Closing it (``close()``, leaving a ``with`` block, ``break`` followed by GC)
+    before the last chunk cancels the request.
+    """
+
     def result(self, timeout: float | None = None) -> Response:
         """Block until the request ends (e.g. after ``close``) and return its response."""
         return self._state.future.result(timeout)
@@ -278,22 +335,16 @@ class RequestStream:
         return self
 
     def __next__(self) -> Chunk:
-        while not self._queue:
-            if self._maker.finished or self._closed:
-                raise StopIteration
-            try:
-                n, done = self._state.wait_progress(self._maker.seen)
-            except BaseException:
-                self.close()
-                raise
-            self._queue.extend(self._maker.make(n, done))
-        return self._queue.popleft()
+        if self._ended:
+            raise StopIteration
+        try:
+            return self._next(self._state.next_chunk())
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if not self._state.done:
-                self._cancel(self._state.id)
+        self._close()
 
     def __enter__(self) -> RequestStream:
         return self
@@ -301,25 +352,16 @@ class RequestStream:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        # Abandoning an unfinished stream cancels its request (brief: GC cancels).
-        with contextlib.suppress(Exception):
-            self.close()
 
-
-class AsyncRequestStream:
+class AsyncRequestStream(_StreamBase):
     """Async iterator of ``Chunk`` for one request (``engine.astream``).
 
     Cancelling the task that iterates it, ``aclose()``, or abandoning it
     before the last chunk cancels the request.
     """
 
-    def __init__(self, state: RequestState, maker: ChunkMaker, cancel: Callable[[str], Any]):
-        self._state = state
-        self._maker = maker
-        self._cancel = cancel
-        self._queue: collections.deque[Chunk] = collections.deque()
-        self._closed = False
+    def __init__(self, state: RequestState, cancel: Callable[[str], Any]):
+        super().__init__(state, cancel)
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
         self._scheduled = False
@@ -332,10 +374,10 @@ class AsyncRequestStream:
             if stream is not None:
                 stream._notify()
 
-        state.watch(listener)
+        state.add_listener(listener)
 
     def _notify(self) -> None:
-        # Called from the worker thread: coalesce wake-ups into one loop callback.
+        # Called on the worker thread: coalesce wake-ups into one loop callback.
         with self._sched_lock:
             if self._scheduled:
                 return
@@ -349,14 +391,6 @@ class AsyncRequestStream:
             self._scheduled = False
         self._event.set()
 
-    @property
-    def id(self) -> str:
-        return self._state.id
-
-    @property
-    def response(self) -> Response | None:
-        return self._state.response
-
     async def result(self) -> Response:
         """Wait until the request ends (e.g. after ``aclose``) and return its response."""
         return await asyncio.wrap_future(self._state.future)
@@ -366,40 +400,24 @@ class AsyncRequestStream:
 
     async def __anext__(self) -> Chunk:
         try:
-            while not self._queue:
-                if self._maker.finished or self._closed:
+            while True:
+                if self._ended:
                     raise StopAsyncIteration
+                # Clear before looking: a chunk queued after the look sets the event again.
                 self._event.clear()
-                n, done = self._state.progress()
-                if n <= self._maker.seen and not done:
-                    await self._event.wait()
-                    continue
-                self._queue.extend(self._maker.make(n, done))
+                chunk = self._state.pop_chunk()
+                if chunk is not None:
+                    return self._next(chunk)
+                await self._event.wait()
         except asyncio.CancelledError:
-            self._close_sync()
+            self._close()
             raise
-        return self._queue.popleft()
-
-    def _close_sync(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if not self._state.done:
-                self._cancel(self._state.id)
 
     async def aclose(self) -> None:
-        self._close_sync()
+        self._close()
 
     async def __aenter__(self) -> AsyncRequestStream:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        self._close_sync()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self._close_sync()
-
-
-def cancelled_response(state: RequestState, text: str = "") -> Response:
-    """A CANCELLED response for a request that never ran (or kept no text)."""
-    return Response(id=state.id, text=text, raw_text=text, finish_reason=FinishReason.CANCELLED)
+        self._close()

@@ -43,8 +43,6 @@ from mp13_engine._watchdog import StepClock, Watchdog
 
 _log = logging.getLogger(__name__)
 
-Resolve = Callable[[RequestState, FinishReason, "str | None"], Any]
-
 _CLOSED = "the engine is closed; create a new one with Engine.load(...)"
 
 
@@ -53,14 +51,12 @@ class Worker:
         self,
         scheduler: Scheduler,
         loop: DecodeLoop,
-        resolve: Resolve,
         name: str,
         clock: StepClock | None = None,
         default_timeout_s: float | None = None,
     ):
         self._sched = scheduler
         self._loop = loop
-        self._resolve = resolve
         self._default_timeout = default_timeout_s
         self._cond = threading.Condition()
         self._closed = False
@@ -126,16 +122,18 @@ class Worker:
             self._cond.notify()
         return fut
 
-    def cancel(self, state: RequestState) -> str:
-        """'queued' (removed, resolved CANCELLED), 'running' (flagged) or 'done'."""
+    def cancel(self, state: RequestState) -> bool:
+        """Cancel a request; False when it had already ended.
+
+        A queued request is taken out and resolved here (nobody else would); any
+        other is marked (``RequestState.cancel``) and the loop resolves it at its
+        next step, freeing its row's cache then.
+        """
         with self._cond:
             queued = self._sched.remove_request(state)
-            if not queued and not state.done:
-                state.cancel_requested = True
         if queued:
-            self._resolve(state, FinishReason.CANCELLED, None)
-            return "queued"
-        return "done" if state.done else "running"
+            return state.finish(FinishReason.CANCELLED)
+        return state.cancel()
 
     def cancel_job(self, job: Job) -> bool:
         with self._cond:
@@ -154,11 +152,11 @@ class Worker:
                 self._closed = True
                 pending = self._sched.drain()
                 for st in self._active:
-                    st.cancel_requested = True
+                    st.cancel()
                 self._cond.notify_all()
         states, jobs, calls = pending
         for st in states:
-            self._resolve(st, FinishReason.CANCELLED, None)
+            st.finish(FinishReason.CANCELLED)
         for call in calls:
             call.future.set_exception(
                 EngineClosedError("the engine was closed before this call ran")
@@ -179,7 +177,7 @@ class Worker:
                     len(stuck),
                 )
             for st in stuck:
-                self._resolve(st, FinishReason.CANCELLED, None)
+                st.finish(FinishReason.CANCELLED)
         for job in jobs:
             _fail_job(job, EngineClosedError("the engine was closed before this job finished"))
         self._watchdog.stop()
@@ -188,8 +186,7 @@ class Worker:
         """The watchdog's callback: ``state`` passed its deadline (any thread)."""
         with self._cond:
             self._sched.remove_request(state)
-        self._resolve(
-            state,
+        state.finish(
             FinishReason.ERROR,
             f"request {state.id} timed out after {timeout:g} s; raise Request.timeout_s (or "
             "EngineConfig.request_timeout_s, its default), or ask for fewer tokens",
@@ -302,7 +299,7 @@ class Worker:
             self._active.clear()
         for st in states:
             try:
-                self._resolve(st, FinishReason.ERROR, message)
+                st.finish(FinishReason.ERROR, message)
             except BaseException:
                 _log.exception("resolving request %s failed", st.id)
         for call in calls:

@@ -20,7 +20,8 @@ remembered ``always`` (the operator's rule outranks an earlier answer).
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+import types
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Union
 
 import attrs
@@ -53,11 +54,15 @@ class ApprovalAnswer(str, enum.Enum):
     NEVER = "never"
 
 
-DEFAULT_APPROVALS: dict[Risk, Approval] = {
-    Risk.LOW: Approval.ALLOW,
-    Risk.MEDIUM: Approval.ASK,
-    Risk.HIGH: Approval.ASK,
-}
+#: The per-risk defaults, read-only: a toolbox takes a copy and changes its own
+#: (``Toolbox(approval_defaults=...)``, ``set_approval_default``), never this one.
+DEFAULT_APPROVALS: Mapping[Risk, Approval] = types.MappingProxyType(
+    {
+        Risk.LOW: Approval.ALLOW,
+        Risk.MEDIUM: Approval.ASK,
+        Risk.HIGH: Approval.ASK,
+    }
+)
 
 
 def as_risk(value: Risk | str) -> Risk:
@@ -123,7 +128,7 @@ def decide(
     remembered: ApprovalAnswer | None,
     policy: Approval | None,
     risk: Risk,
-    defaults: dict[Risk, Approval],
+    defaults: Mapping[Risk, Approval],
 ) -> Approval:
     """The effective policy for one call before asking anyone (see module doc)."""
     if policy is Approval.DENY:

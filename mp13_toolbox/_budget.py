@@ -61,8 +61,13 @@ def call_key(call: ToolCall) -> str:
     """Identity of a call for repeat detection: name + canonical JSON arguments."""
     try:
         args = json.dumps(call.arguments, sort_keys=True, separators=(",", ":"), default=repr)
-    except (TypeError, ValueError):  # e.g. non-string keys: fall back to a stable repr
-        args = repr(sorted(call.arguments.items(), key=repr))
+    except (TypeError, ValueError, RecursionError):
+        # Non-string keys: a stable repr. Arguments too deep even for that (validation
+        # rejects them anyway): a key of their own, so counting the call cannot fail.
+        try:
+            args = repr(sorted(call.arguments.items(), key=repr))
+        except RecursionError:
+            args = f"<too deep: {id(call.arguments)}>"
     return f"{call.name}\x00{args}"
 
 

@@ -1,19 +1,32 @@
 # SPDX-License-Identifier: MIT
-"""Running one tool callable: timeouts, sync/async bridging, output text and its cap.
+"""Running one tool callable: threads, event loops, timeouts, output text and its cap.
 
 Invariants:
 
-- A sync callable with a timeout runs on a fresh *daemon* worker thread. Python
-  cannot kill a thread, so on timeout the thread is abandoned: it runs on in
+- A tool runs on its own fresh *daemon* thread: always from ``aexecute``, and
+  from ``execute`` whenever it has a timeout or is async. An ``async`` tool gets
+  its own event loop on that thread, never the caller's, so a tool that blocks
+  (``time.sleep`` in an ``async def``) cannot stall the caller's loop and its
+  timeout still holds. The price: an async tool must not use objects bound to
+  the caller's loop (futures, queues, clients opened there); pass it data, or
+  make it a sync tool.
+- Python cannot kill a thread: on timeout the thread is abandoned, runs on in
   the background, its result is discarded, and (being a daemon) it never keeps
-  the process from exiting. A tool that must stop on time should be ``async``
-  (it is then cancelled by ``asyncio.wait_for``) or check a deadline itself.
-- From ``aexecute`` a sync callable always runs on such a thread, so a slow
-  tool never blocks the event loop; an async callable is awaited on the
-  caller's loop under ``asyncio.wait_for``.
-- From ``execute`` an async callable runs on its own event loop in a worker
-  thread, so ``execute`` works whether or not the calling thread has a loop.
-- A sync callable from ``execute`` with no timeout runs inline (no thread).
+  the process from exiting. An async tool is also cancelled at its next
+  ``await`` and gets ``CANCEL_GRACE_S`` to finish its cleanup before the toolbox
+  returns. A tool that must stop on time should be ``async`` or check a
+  deadline itself.
+- A sync tool from ``execute`` with no timeout runs inline (no thread).
+- **Everything a tool raises is its outcome, never the caller's exception**:
+  ``Exception``, ``SystemExit`` (argparse on bad arguments), ``GeneratorExit``,
+  its own ``CancelledError``, and a ``KeyboardInterrupt`` it raises on its
+  worker thread (signals never reach those threads, so it can only be the
+  tool's own). Two things propagate, because they are the caller's and not the
+  tool's: the cancellation of the awaiting task (``aexecute``; the tool's own
+  ``CancelledError`` arrives as a value, so the two cannot be confused), and a
+  ``KeyboardInterrupt`` on the calling thread (the user's Ctrl+C while an
+  inline tool ran or while ``execute`` waited), which must stay able to stop a
+  program.
 - Outputs: ``str`` as is; anything else JSON-encoded (attrs classes,
   dataclasses and enums through the package converter); text longer than the
   cap is cut and ends with ``… [truncated N chars]``.
@@ -30,101 +43,159 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from mp13_toolbox._convert import converter
 
 TRUNCATION_MARKER = "… [truncated {n} chars]"
+
+#: Seconds a cancelled or timed-out async tool gets to run its cleanup before the
+#: toolbox returns (a tool that ignores cancellation is abandoned after this).
+CANCEL_GRACE_S = 0.25
 
 
 class ToolTimeout(Exception):  # an internal signal; never escapes the toolbox
     """The callable did not finish within its timeout."""
 
 
-async def _await(value: Any, timeout: float | None) -> Any:
-    return await asyncio.wait_for(value, timeout) if timeout is not None else await value
+@attrs.frozen
+class Outcome:
+    """What running a tool gave: its return value, or what it raised."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+    def unwrap(self) -> Any:
+        """The value, or raise the error (for callables that are not tools: approvers)."""
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
-def _finish_in_thread(value: Any, timeout: float | None) -> Any:
-    """A worker thread has no loop: drive an awaitable result on a private one."""
-    if inspect.isawaitable(value):
-        return asyncio.run(_await(value, timeout))
-    return value
+class ToolRun:
+    """One callable on its own daemon thread; a coroutine gets its own event loop there.
 
+    ``report(outcome)`` is called on that thread when the callable is done.
+    ``cancel()`` cancels a coroutine at its next ``await`` (even before it started);
+    a sync callable cannot be stopped and is abandoned.
+    """
 
-def _spawn(target: Callable[[], Any], timeout: float | None, done: Callable[[Any, Any], None]):
-    ctx = contextvars.copy_context()
+    def __init__(self, target: Callable[[], Any], report: Callable[[Outcome], None]) -> None:
+        self._target = target
+        self._report = report
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Future[Any] | None = None
+        self._cancelled = False
 
-    def body() -> None:
+    def start(self) -> None:
+        ctx = contextvars.copy_context()
+        thread = threading.Thread(target=ctx.run, args=(self._body,), name="mp13-tool", daemon=True)
+        thread.start()
+
+    def _body(self) -> None:
         try:
-            value = ctx.run(lambda: _finish_in_thread(target(), timeout))
-        except BaseException as exc:  # report everything, incl. SystemExit from a tool
-            done(None, exc)
+            value = self._target()
+            if inspect.isawaitable(value):
+                value = asyncio.run(self._drive(value))
+        except BaseException as exc:  # everything a tool raises is its outcome (module doc)
+            outcome = Outcome(error=exc)
         else:
-            done(value, None)
+            outcome = Outcome(value=value)
+        self._report(outcome)
 
-    thread = threading.Thread(target=body, name="mp13-tool", daemon=True)
-    thread.start()
-    return thread
+    async def _drive(self, awaitable: Any) -> Any:
+        task = asyncio.ensure_future(awaitable)
+        with self._lock:
+            self._loop, self._task = asyncio.get_running_loop(), task
+            if self._cancelled:
+                task.cancel()
+        return await task
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed: it is done already
+                loop.call_soon_threadsafe(task.cancel)
 
 
-def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | None) -> Any:
-    """Run ``target()`` (which returns a coroutine when ``is_async``) and return its value.
+def _inline(target: Callable[[], Any]) -> Outcome:
+    """Run a sync callable on this thread (an awaitable it returns is the value)."""
+    try:
+        return Outcome(value=target())
+    except KeyboardInterrupt:  # the user's Ctrl+C on the calling thread (module doc)
+        raise
+    except BaseException as exc:
+        return Outcome(error=exc)
 
-    Raises ``ToolTimeout`` on timeout, or whatever the callable raised.
+
+def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | None) -> Outcome:
+    """Run ``target()`` (a coroutine function when ``is_async``) and wait for its outcome.
+
+    Raises ``ToolTimeout`` when it did not finish within ``timeout`` seconds.
     """
     if not is_async and timeout is None:
-        value = target()
-        if not inspect.isawaitable(value):
-            return value
-        return call_blocking(lambda: value, True, None)
-    box: dict[str, Any] = {}
+        outcome = _inline(target)
+        if outcome.error is not None or not inspect.isawaitable(outcome.value):
+            return outcome
+        # A sync-registered callable returned an awaitable: drive it on a thread.
+        pending = outcome.value
+        target, is_async = (lambda: pending), True
+    done: list[Outcome] = []
     finished = threading.Event()
 
-    def done(value: Any, exc: Any) -> None:
-        box["value"], box["exc"] = value, exc
+    def report(outcome: Outcome) -> None:
+        done.append(outcome)
         finished.set()
 
-    _spawn(target, timeout, done)
-    # The async path times out inside the thread (wait_for); the margin lets that
-    # cancellation surface as the tool's own TimeoutError before we give up.
-    grace = 0.5 if is_async else 0.0
-    if not finished.wait(None if timeout is None else timeout + grace):
-        raise ToolTimeout
-    exc = box["exc"]
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and is_async:
-        raise ToolTimeout from exc
-    if exc is not None:
-        raise exc
-    return box["value"]
-
-
-async def call_async(target: Callable[[], Any], is_async: bool, timeout: float | None) -> Any:
-    """Awaitable twin of ``call_blocking`` for use on an event loop."""
-    if is_async:
-        try:
-            return await _await(target(), timeout)
-        except asyncio.TimeoutError as exc:
-            raise ToolTimeout from exc
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, exc: Any) -> None:
-        if fut.done():  # cancelled or timed out: the result is discarded
-            return
-        if exc is not None:
-            fut.set_exception(exc)
-        else:
-            fut.set_result(value)
-
-    def done(value: Any, exc: Any) -> None:
-        # RuntimeError: the loop closed while the abandoned thread ran.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, value, exc)
-
-    _spawn(target, timeout, done)
+    run = ToolRun(target, report)
+    run.start()
     try:
-        return await asyncio.wait_for(fut, timeout) if timeout is not None else await fut
-    except asyncio.TimeoutError as exc:
-        raise ToolTimeout from exc
+        if not finished.wait(timeout):
+            run.cancel()
+            if is_async:
+                finished.wait(CANCEL_GRACE_S)
+            raise ToolTimeout
+    except KeyboardInterrupt:  # the caller gave up waiting: stop the tool too
+        run.cancel()
+        raise
+    return done[0]
+
+
+async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcome:
+    """Run ``target()`` (sync or a coroutine function) off the loop; await its outcome.
+
+    Raises ``ToolTimeout`` on timeout; the cancellation of the awaiting task
+    propagates (and cancels an async tool).
+    """
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Outcome] = loop.create_future()
+
+    def settle(outcome: Outcome) -> None:
+        if not fut.done():
+            fut.set_result(outcome)
+
+    def report(outcome: Outcome) -> None:
+        # RuntimeError: the caller's loop closed while the abandoned thread ran.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, outcome)
+
+    run = ToolRun(target, report)
+    run.start()
+    try:
+        # The future only ever holds an Outcome, so a CancelledError here is the
+        # awaiting task's own cancellation, never the tool's.
+        return await asyncio.wait_for(asyncio.shield(fut), timeout)
+    except asyncio.TimeoutError:
+        run.cancel()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(fut), CANCEL_GRACE_S)
+        raise ToolTimeout from None
+    except BaseException:
+        run.cancel()
+        raise
 
 
 def _default(value: Any) -> Any:

@@ -3,13 +3,15 @@
 
 The sync and async twins differ only in how they wait (approver, tool); every
 other step lives here: ``prepare`` (lookup in view and registry, budget,
-argument validation, typed arguments, timeout), then, after approval and the
-run, ``finish`` (output text, cap, budget record) or ``failure`` (exception or
-timeout -> error result). Each returns a ``ToolResult`` instead of raising.
+argument validation with its time counted against the tool's timeout, typed
+arguments, the run's timeout), then, after approval and the run, ``finish``
+(output text, cap, budget record; ``failure`` for whatever the tool raised) or
+``timed_out``. Each returns a ``ToolResult`` instead of raising.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import Callable
@@ -24,13 +26,15 @@ from mp13_toolbox._context import ToolContext
 from mp13_toolbox._convert import converter, error_text
 from mp13_toolbox._errors import ToolboxError
 from mp13_toolbox._registry import RegisteredTool, ToolKind
-from mp13_toolbox._scopes import ToolsView
-from mp13_toolbox._types import ToolCall, ToolResult
-from mp13_toolbox._validate import validate
+from mp13_toolbox._scopes import ToolsView, narrower
+from mp13_toolbox._types import ToolCall, ToolMode, ToolResult
+from mp13_toolbox._validate import DEFAULT_BUDGET_S, validate
 
 if TYPE_CHECKING:
     from mp13_toolbox._toolbox import Toolbox
 
+# A tool whose validation used (almost) all of its timeout still gets this long to run.
+_MIN_RUN_S = 0.01
 # Annotations whose validated JSON value is already the Python value.
 _PASSTHROUGH = (str, int, bool, Any, inspect.Parameter.empty)
 
@@ -42,7 +46,8 @@ class Plan:
     tool: RegisteredTool
     call: ToolCall
     target: Callable[[], Any]
-    timeout: float | None
+    timeout: float | None  # the tool's timeout, as configured
+    run_timeout: float | None  # what is left of it after validation: the run's limit
 
 
 def check_budget(budget: object) -> None:
@@ -59,17 +64,19 @@ def prepare(
 ) -> Plan | ToolResult:
     view = tb.view() if view is None else view
     tool = tb._registry.get(call.name)
+    mode = view.mode(call.name)
     refusal = None
     if tool is not None and not tool.resolved:
         refusal = f"Tool {call.name!r} is not available in this session (not loaded)."
-    elif tool is None or view.mode(call.name) is None:
+    elif tool is None or mode is None:
         refusal = f"Unknown tool {call.name!r}."
-    elif not view.callable(call.name):
+    elif narrower(mode, tool.mode) is ToolMode.DISABLED:
+        # The tool's global mode caps any view, however it was made (see _scopes).
         refusal = f"Tool {call.name!r} is disabled here."
     if refusal is not None:
         if budget is not None:
             budget.admit(call)
-        names = [n for n in view.advertised() if n in tb._registry]
+        names = sorted(spec.name for spec in tb.tool_specs(view))
         listing = ", ".join(names) if names else "none"
         return error_result(call, f"{refusal} Available tools: {listing}.")
     assert tool is not None
@@ -77,7 +84,12 @@ def prepare(
         reason = budget.admit(call)
         if reason is not None:
             return error_result(call, reason)
-    args, problems = validate(tool.spec.parameters, call.arguments)
+    timeout = tool.timeout_s if tool.timeout_s is not None else tb.default_timeout_s
+    # Validation counts against the tool's timeout and never takes more than it.
+    checking = validate_budget(timeout)
+    started = time.monotonic()
+    args, problems = validate(tool.spec.parameters, call.arguments, budget_s=checking)
+    spent = time.monotonic() - started
     if problems:
         return error_result(call, invalid(call.name, problems))
     checked = attrs.evolve(call, arguments=args)
@@ -85,8 +97,13 @@ def prepare(
         target = _target(tb, tool, checked, view)
     except Exception as exc:
         return error_result(call, invalid(call.name, [error_text(exc)]))
-    timeout = tool.timeout_s if tool.timeout_s is not None else tb.default_timeout_s
-    return Plan(tool=tool, call=checked, target=target, timeout=timeout)
+    run_timeout = None if timeout is None else max(timeout - spent, _MIN_RUN_S)
+    return Plan(tool=tool, call=checked, target=target, timeout=timeout, run_timeout=run_timeout)
+
+
+def validate_budget(timeout: float | None) -> float:
+    """Seconds a call's argument validation may take: the default, at most the timeout."""
+    return DEFAULT_BUDGET_S if timeout is None else min(DEFAULT_BUDGET_S, timeout)
 
 
 def _target(
@@ -108,20 +125,40 @@ def _target(
     return lambda: handler(**kwargs)
 
 
-def failure(tb: Toolbox, plan: Plan, exc: BaseException) -> ToolResult:
-    if isinstance(exc, ex.ToolTimeout):
+def timed_out(plan: Plan) -> ToolResult:
+    text = (
+        f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
+        "discarded. Try simpler arguments or another approach."
+    )
+    return error_result(plan.call, text)
+
+
+def failure(plan: Plan, exc: BaseException) -> ToolResult:
+    """The error result for whatever a tool raised (not only ``Exception``s)."""
+    name = plan.tool.name
+    if isinstance(exc, SystemExit):
+        # argparse-style tools exit on bad arguments, after printing to stderr.
         text = (
-            f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
-            "discarded. Try simpler arguments or another approach."
+            f"Tool {name!r} exited (SystemExit, status {exc.code!r}) instead of returning "
+            "a result; check the arguments and call it again."
+        )
+    elif isinstance(exc, asyncio.CancelledError):
+        text = (
+            f"Tool {name!r} was cancelled from inside (the tool or a task it awaited) "
+            "before it returned a result."
         )
     else:
-        text = f"Tool {plan.tool.name!r} failed: {type(exc).__name__}: {exc}"
+        detail = f": {exc}" if str(exc) else ""
+        text = f"Tool {name!r} failed: {type(exc).__name__}{detail}"
     return error_result(plan.call, text)
 
 
 def finish(
-    tb: Toolbox, plan: Plan, value: Any, budget: BudgetState | None, start: float
+    tb: Toolbox, plan: Plan, outcome: ex.Outcome, budget: BudgetState | None, start: float
 ) -> ToolResult:
+    if outcome.error is not None:
+        return timed(failure(plan, outcome.error), start)
+    value = outcome.value
     if isinstance(value, ToolResult):
         text, is_error = value.content, value.is_error
     else:

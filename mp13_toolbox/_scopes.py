@@ -9,16 +9,29 @@ mode of every tool, like this:
 1. Start from each tool's own registered mode (its *global* mode).
 2. Apply the layers in order; a later layer wins over an earlier one.
 3. A layer only touches the tools that one of its entries targets. When several
-   entries of the same layer target one tool (``"*"``, a pattern and its exact
-   name), the strongest mode wins: ``disabled`` beats ``advertised`` beats
-   ``silent``. An exact name does *not* beat ``"*"`` inside one layer; that is
-   what later layers are for. To allow only some tools, stack two layers::
+   entries of the same layer target one tool, the most specific entry wins: an
+   exact name beats a pattern (``"web_*"``), which beats ``"*"``. Between
+   entries of equal specificity (two patterns) the strongest mode wins:
+   ``disabled`` beats ``advertised`` beats ``silent``. So one layer is an
+   allow-list::
 
-       [ToolsScope({"*": "disabled"}), ToolsScope({"calculator": "advertised"})]
+       ToolsScope({"*": "disabled", "calculator": "advertised"})  # only the calculator
 
 These rules make a layer an idempotent function of a view, make the empty layer
 the identity, make stacking associative, and make ``disabled`` in the last
-layer final (tests/toolbox/test_scopes.py checks all four with hypothesis).
+layer final (tests/toolbox/test_scopes.py checks them with hypothesis).
+
+**The global modes are a ceiling.** The toolbox's own settings are the
+operator's policy; layers (a conversation's tools commands, imported or saved
+data, a user's ``/tools scope``) can only *narrow* it. ``ToolsView.resolve``
+(which ``Toolbox.view`` uses) caps every resolved mode at the tool's global
+mode, exposure ordered ``disabled`` < ``silent`` < ``advertised``: a layer can
+hide (``silent``) or disable a tool, never enable a tool the operator disabled
+nor advertise one the operator keeps silent. ``Toolbox.execute`` applies the
+same cap to whatever view it is given, and no layer can touch approvals or risk
+policy (a scope holds modes only), so session data never runs a tool with less
+protection than the operator set. To widen, change the toolbox
+(``Toolbox.set_mode``, ``register(mode=...)``).
 
 ``ADVERTISED`` tools go into the request's ``tools``; ``SILENT`` tools are
 executed if called but never advertised; ``DISABLED`` and unknown tools are
@@ -35,8 +48,10 @@ import attrs
 
 from mp13_toolbox._types import ToolMode
 
-# Strength of a mode when several entries of ONE layer target the same tool.
+# Strength of a mode when equally specific entries of ONE layer target the same tool.
 _STRENGTH = {ToolMode.SILENT: 0, ToolMode.ADVERTISED: 1, ToolMode.DISABLED: 2}
+# How much a mode exposes a tool; a ceiling caps a view on this order.
+_EXPOSURE = {ToolMode.DISABLED: 0, ToolMode.SILENT: 1, ToolMode.ADVERTISED: 2}
 _PATTERN_CHARS = frozenset("*?[")
 
 
@@ -63,6 +78,20 @@ def _is_pattern(target: str) -> bool:
     return not _PATTERN_CHARS.isdisjoint(target)
 
 
+def _specificity(target: str, name: str) -> int | None:
+    """How specifically ``target`` names ``name`` (2 exact, 1 pattern, 0 ``*``); None: no hit."""
+    if target == name:
+        return 2
+    if not _is_pattern(target) or not fnmatch.fnmatchcase(name, target):
+        return None
+    return 0 if target == "*" else 1
+
+
+def narrower(a: ToolMode, b: ToolMode) -> ToolMode:
+    """The mode of ``a`` and ``b`` that exposes the tool less."""
+    return a if _EXPOSURE[a] <= _EXPOSURE[b] else b
+
+
 @attrs.frozen
 class ToolsScope:
     """One layer of tool modes: ``{"*" | name | pattern: mode}``.
@@ -78,13 +107,21 @@ class ToolsScope:
         return hash((tuple(sorted(self.modes.items())), self.label))
 
     def mode_for(self, name: str) -> ToolMode | None:
-        """The mode this layer gives ``name``, or ``None`` when no entry targets it."""
-        best: ToolMode | None = None
+        """The mode this layer gives ``name``, or ``None`` when no entry targets it.
+
+        The most specific matching entry decides; among equally specific ones the
+        strongest mode (see the module docstring).
+        """
+        best: tuple[int, int] | None = None
+        chosen: ToolMode | None = None
         for target, mode in self.modes.items():
-            hit = target == name or (_is_pattern(target) and fnmatch.fnmatchcase(name, target))
-            if hit and (best is None or _STRENGTH[mode] > _STRENGTH[best]):
-                best = mode
-        return best
+            level = _specificity(target, name)
+            if level is None:
+                continue
+            rank = (level, _STRENGTH[mode])
+            if best is None or rank > best:
+                best, chosen = rank, mode
+        return chosen
 
     @classmethod
     def all(cls, mode: ToolMode | str, label: str = "") -> ToolsScope:
@@ -124,8 +161,29 @@ class ToolsView:
         """Whether a call of ``name`` may run (advertised or silent)."""
         return self.modes.get(name) in (ToolMode.ADVERTISED, ToolMode.SILENT)
 
+    def within(self, ceiling: ToolsView) -> bool:
+        """Whether no tool is more exposed here than in ``ceiling`` (unknown there: hidden)."""
+        for name, mode in self.modes.items():
+            top = ceiling.modes.get(name)
+            if top is None:
+                if mode is not ToolMode.DISABLED:
+                    return False
+            elif _EXPOSURE[mode] > _EXPOSURE[top]:
+                return False
+        return True
+
+    def capped(self, ceiling: ToolsView) -> ToolsView:
+        """This view with each mode capped at ``ceiling``'s; names ``ceiling`` lacks are dropped."""
+        return ToolsView(
+            {
+                name: narrower(mode, ceiling.modes[name])
+                for name, mode in self.modes.items()
+                if name in ceiling.modes
+            }
+        )
+
     def apply(self, scope: ToolsScope) -> ToolsView:
-        """This view with one more layer on top."""
+        """This view with one more layer on top (free: not capped, see ``resolve``)."""
         if not scope.modes:
             return self
         out = dict(self.modes)
@@ -136,7 +194,7 @@ class ToolsView:
         return ToolsView(out)
 
     def stack(self, scopes: Iterable[ToolsScope]) -> ToolsView:
-        """This view with ``scopes`` applied in order (later layers win)."""
+        """This view with ``scopes`` applied in order (later layers win; not capped)."""
         view = self
         for scope in scopes:
             view = view.apply(scope)
@@ -146,8 +204,13 @@ class ToolsView:
     def resolve(
         cls, base: Mapping[str, ToolMode | str], scopes: Iterable[ToolsScope] = ()
     ) -> ToolsView:
-        """Resolve ``scopes`` over the global modes ``base`` (tool name -> mode)."""
-        return cls(base).stack(scopes)
+        """Resolve ``scopes`` over the global modes ``base`` (tool name -> mode).
+
+        ``base`` is the ceiling: the result is ``base`` with the layers stacked on
+        it, each tool capped at its mode in ``base``, so layers can only narrow.
+        """
+        ceiling = cls(base)
+        return ceiling.stack(scopes).capped(ceiling)
 
     def to_dict(self) -> dict[str, Any]:
         """``{name: mode string}``, e.g. for display or logs."""

@@ -270,17 +270,28 @@ class Toolbox:
     # views and specs ----------------------------------------------------------------------
 
     def view(self, scopes: Iterable[ToolsScope] = ()) -> ToolsView:
-        """Resolve ``scopes`` over the tools' global modes (unresolved tools are left out)."""
+        """Resolve ``scopes`` over the tools' global modes (unresolved tools are left out).
+
+        The global modes are a ceiling: ``scopes`` can hide or disable tools, never
+        enable or advertise more than this toolbox does (see ``mp13_toolbox._scopes``).
+        Pass a conversation's layers here as they are, whoever wrote them.
+        """
         base = {t.name: t.mode for t in self._registry.snapshot() if t.resolved}
         return ToolsView.resolve(base, scopes)
 
     def tool_specs(self, view: ToolsView | None = None) -> list[ToolSpec]:
-        """``ToolSpec`` of each ADVERTISED tool of ``view``, in registration order."""
+        """``ToolSpec`` of each ADVERTISED tool of ``view``, in registration order.
+
+        A tool is listed only if this toolbox advertises it too (the ceiling holds
+        for a view made by hand or before a ``set_mode``).
+        """
         view = self.view() if view is None else view
         return [
             t.spec
             for t in self._registry.snapshot()
-            if t.resolved and view.mode(t.name) is ToolMode.ADVERTISED
+            if t.resolved
+            and t.mode is ToolMode.ADVERTISED
+            and view.mode(t.name) is ToolMode.ADVERTISED
         ]
 
     def specs(self, view: ToolsView | None = None) -> list[dict[str, Any]]:
@@ -297,7 +308,12 @@ class Toolbox:
         approval: Approver | None = None,
         budget: BudgetState | None = None,
     ) -> ToolResult:
-        """Run one call and return its result; never raises because of the tool."""
+        """Run one call and return its result; never raises because of the tool.
+
+        What a tool raises (``SystemExit`` and ``GeneratorExit`` included) becomes an
+        error result; only a ``KeyboardInterrupt`` on the calling thread (Ctrl+C)
+        propagates (see ``_execute``).
+        """
         start = time.perf_counter()
         pl.check_budget(budget)
         try:
@@ -321,10 +337,10 @@ class Toolbox:
         if isinstance(denial, ToolResult):
             return pl.timed(denial, start)
         try:
-            value = ex.call_blocking(plan.target, plan.tool.is_async, plan.timeout)
-        except Exception as exc:
-            return pl.timed(pl.failure(self, plan, exc), start)
-        return pl.finish(self, plan, value, budget, start)
+            outcome = ex.call_blocking(plan.target, plan.tool.is_async, plan.run_timeout)
+        except ex.ToolTimeout:
+            return pl.timed(pl.timed_out(plan), start)
+        return pl.finish(self, plan, outcome, budget, start)
 
     async def aexecute(
         self,
@@ -333,11 +349,14 @@ class Toolbox:
         approval: Approver | None = None,
         budget: BudgetState | None = None,
     ) -> ToolResult:
-        """Async twin of ``execute``; sync tools run on a worker thread, never on the loop.
+        """Async twin of ``execute``; every tool runs on a worker thread, never on the loop.
 
-        A sync ``approval`` callback is called on the loop thread; if it blocks
-        (e.g. ``input()``), pass an async one instead. Cancelling the awaiting
-        task cancels an async tool; a sync tool's thread is abandoned.
+        An async tool runs on its own event loop there, so one that blocks cannot
+        stall this loop and still times out. A sync ``approval`` callback is called
+        on the loop thread; if it blocks (e.g. ``input()``), pass an async one
+        instead. Cancelling the awaiting task propagates and cancels an async tool;
+        a sync tool's thread is abandoned. What a tool raises, ``CancelledError``
+        and ``SystemExit`` included, is an error result (see ``_execute``).
         """
         start = time.perf_counter()
         pl.check_budget(budget)
@@ -362,10 +381,10 @@ class Toolbox:
         if isinstance(denial, ToolResult):
             return pl.timed(denial, start)
         try:
-            value = await ex.call_async(plan.target, plan.tool.is_async, plan.timeout)
-        except Exception as exc:
-            return pl.timed(pl.failure(self, plan, exc), start)
-        return pl.finish(self, plan, value, budget, start)
+            outcome = await ex.call_async(plan.target, plan.run_timeout)
+        except ex.ToolTimeout:
+            return pl.timed(pl.timed_out(plan), start)
+        return pl.finish(self, plan, outcome, budget, start)
 
     async def aexecute_many(
         self,
@@ -398,7 +417,7 @@ class Toolbox:
                 answer = approver(pl.approval_request(plan))
                 if inspect.isawaitable(answer):
                     pending = answer
-                    answer = ex.call_blocking(lambda: pending, True, None)
+                    answer = ex.call_blocking(lambda: pending, True, None).unwrap()
             except Exception as exc:
                 return pl.approval_failed(plan, exc)
             return self._apply_answer(plan, answer)

@@ -15,13 +15,41 @@ the ones ``_schema`` emits plus the common ones found in hand-written specs:
 The only conversion is the lossless one JSON itself blurs: an integral float
 (``3.0``) where an ``integer`` is expected becomes ``3``. Nothing else is
 coerced: a wrong type is reported so the model can correct its call.
+
+Validation is bounded, whatever the model sends (arguments are untrusted):
+
+- **Time**: one call's validation may take ``budget_s`` seconds (default
+  ``DEFAULT_BUDGET_S``; the toolbox passes at most the tool's timeout and
+  counts the time spent against it). Past the budget, checking stops with a
+  problem that asks for smaller arguments.
+- **Patterns** are matched with the ``regex`` module (``re``-compatible syntax),
+  whose matching takes a timeout (``re`` has none, and a thread cannot stop it:
+  it holds the GIL): a pattern that backtracks catastrophically on a value
+  (``^(a|a)*$`` on 26 characters runs for minutes under ``re``) stops when the
+  budget is spent and the value is rejected with a message saying so. ``regex``
+  counts the CPU time of matching, so on a loaded machine the wall time can be
+  somewhat longer. A pattern that does not compile is the spec's fault, not the
+  call's: ignored.
+- **Depth**: values nested deeper than ``MAX_DEPTH`` levels are rejected up
+  front, so nothing here or downstream (JSON encoding, budgets, converters)
+  can hit Python's recursion limit.
+- **Size**: every check is linear in the value; ``uniqueItems`` compares
+  canonical JSON keys in a set (``1`` and ``1.0`` are equal, as JSON schema
+  says; ``true`` and ``1`` are not).
 """
 
 from __future__ import annotations
 
 import json
-import re
+import time
 from typing import Any
+
+import regex
+
+#: Seconds one call's validation may take by default (see the module docstring).
+DEFAULT_BUDGET_S = 1.0
+#: Levels of objects and arrays the arguments may nest, the arguments object included.
+MAX_DEPTH = 100
 
 _MAX_PROBLEMS = 8
 _TYPE_NAMES = {
@@ -49,7 +77,7 @@ def _json_type(value: Any) -> str:
 def _show(value: Any, limit: int = 60) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -83,132 +111,210 @@ def _match_type(value: Any, t: str) -> tuple[bool, Any]:
     return True, value  # unknown type names are not enforced
 
 
-def _check(schema: Any, value: Any, path: str, out: list[str]) -> Any:
-    if not isinstance(schema, dict) or len(out) >= _MAX_PROBLEMS:
-        return value
-    if "anyOf" in schema or "oneOf" in schema:
-        options = schema.get("anyOf") or schema.get("oneOf") or []
-        firsts: list[str] = []
-        for option in options:
-            trial: list[str] = []
-            fixed = _check(option, value, path, trial)
-            if not trial:
-                value = fixed
-                break
-            firsts.append(trial[0])
+def _too_deep(value: Any, limit: int) -> str | None:
+    """The top-level key under which ``value`` nests deeper than ``limit``; None if it does not.
+
+    Iterative, so it cannot itself hit the recursion limit.
+    """
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        item, depth, top = stack.pop()
+        if isinstance(item, dict):
+            children = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
         else:
-            if options:
-                out.append(
-                    f"{_where(path)}: {_show(value)} matches none of the allowed forms "
-                    f"({'; '.join(firsts[:3])})"
-                )
-                return value
-    for sub in schema.get("allOf", ()):
-        value = _check(sub, value, path, out)
-    t = schema.get("type")
-    if t is not None:
-        names = t if isinstance(t, list) else [t]
-        for name in names:
-            ok, fixed = _match_type(value, name)
-            if ok:
-                value = fixed
-                break
-        else:
-            expected = " or ".join(names)
-            out.append(
-                f"{_where(path)}: expected {expected}, got {_json_type(value)} {_show(value)}"
-            )
-            return value
-    if "enum" in schema and value not in schema["enum"]:
-        allowed = ", ".join(_show(v, 30) for v in schema["enum"])
-        out.append(f"{_where(path)}: {_show(value)} is not one of: {allowed}")
-        return value
-    if "const" in schema and value != schema["const"]:
-        out.append(f"{_where(path)}: must be {_show(schema['const'])}, got {_show(value)}")
-        return value
+            continue
+        if depth >= limit:
+            return top
+        for key, child in children:
+            stack.append((child, depth + 1, top if depth else str(key)))
+    return None
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with integral floats as ints (JSON schema equality), for ``uniqueItems``."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, dict):
-        return _check_object(schema, value, path, out)
+        return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return _check_array(schema, list(value), path, out)
-    if isinstance(value, str):
-        _check_string(schema, value, path, out)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        _check_number(schema, value, path, out)
+        return [_canonical(v) for v in value]
     return value
 
 
-def _check_object(schema: dict[str, Any], value: dict, path: str, out: list[str]) -> dict:
-    props = schema.get("properties") or {}
-    result = dict(value)
-    missing = [k for k in schema.get("required", ()) if k not in value]
-    for key in missing:
-        sub = props.get(key) or {}
-        kind = sub.get("type", "value")
-        out.append(f"{_where(_join(path, key))} is required ({_kind(kind)}) but was not given")
-    extra = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        sub_path = _join(path, key)
-        if key in props:
-            result[key] = _check(props[key], item, sub_path, out)
-        elif extra is False:
-            known = ", ".join(props) or "none"
-            out.append(f"{_where(sub_path)} is not accepted; accepted arguments: {known}")
-        elif isinstance(extra, dict):
-            result[key] = _check(extra, item, sub_path, out)
-    return result
+def _unique_key(value: Any) -> str:
+    """Canonical JSON: equal for values JSON schema calls equal (key order, ``1``/``1.0``),
+    different across types (``true``, ``1`` and ``"1"`` encode differently)."""
+    return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), default=repr)
 
 
-def _check_array(schema: dict[str, Any], value: list, path: str, out: list[str]) -> list:
-    n = len(value)
-    if "minItems" in schema and n < schema["minItems"]:
-        out.append(f"{_where(path)}: needs at least {schema['minItems']} items, got {n}")
-    if "maxItems" in schema and n > schema["maxItems"]:
-        out.append(f"{_where(path)}: takes at most {schema['maxItems']} items, got {n}")
-    prefix = schema.get("prefixItems") or []
-    items = schema.get("items")
-    result = list(value)
-    for i, item in enumerate(value):
-        sub = prefix[i] if i < len(prefix) else items
-        if isinstance(sub, dict):
-            result[i] = _check(sub, item, f"{path}[{i}]", out)
-    if schema.get("uniqueItems"):
-        seen: list[str] = []
-        for item in result:
-            key = _show(item, 10_000)
-            if key in seen:
-                out.append(f"{_where(path)}: items must be unique, {_show(item)} appears twice")
-                break
-            seen.append(key)
-    return result
+class _Checker:
+    """One validation run: its problems and its deadline."""
 
+    def __init__(self, deadline: float | None) -> None:
+        self.out: list[str] = []
+        self.deadline = deadline
+        self.late = False
 
-def _check_string(schema: dict[str, Any], value: str, path: str, out: list[str]) -> None:
-    n = len(value)
-    if "minLength" in schema and n < schema["minLength"]:
-        out.append(f"{_where(path)}: needs at least {schema['minLength']} characters, got {n}")
-    if "maxLength" in schema and n > schema["maxLength"]:
-        out.append(f"{_where(path)}: takes at most {schema['maxLength']} characters, got {n}")
-    pattern = schema.get("pattern")
-    if isinstance(pattern, str):
+    def _over(self) -> bool:
+        """True (once noted) when the time budget is spent: stop checking."""
+        if self.late:
+            return True
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.late = True
+            self.out.append(
+                "the arguments took too long to check (they are very large, or a pattern "
+                "backtracks too much on them); send smaller or simpler arguments"
+            )
+        return self.late
+
+    def check(self, schema: Any, value: Any, path: str) -> Any:
+        out = self.out
+        if not isinstance(schema, dict) or len(out) >= _MAX_PROBLEMS or self._over():
+            return value
+        if "anyOf" in schema or "oneOf" in schema:
+            options = schema.get("anyOf") or schema.get("oneOf") or []
+            firsts: list[str] = []
+            for option in options:
+                trial = _Checker(self.deadline)
+                fixed = trial.check(option, value, path)
+                if trial.late:
+                    self.late = True
+                    out.extend(trial.out)
+                    return value
+                if not trial.out:
+                    value = fixed
+                    break
+                firsts.append(trial.out[0])
+            else:
+                if options:
+                    out.append(
+                        f"{_where(path)}: {_show(value)} matches none of the allowed forms "
+                        f"({'; '.join(firsts[:3])})"
+                    )
+                    return value
+        for sub in schema.get("allOf", ()):
+            value = self.check(sub, value, path)
+        t = schema.get("type")
+        if t is not None:
+            names = t if isinstance(t, list) else [t]
+            for name in names:
+                ok, fixed = _match_type(value, name)
+                if ok:
+                    value = fixed
+                    break
+            else:
+                expected = " or ".join(names)
+                out.append(
+                    f"{_where(path)}: expected {expected}, got {_json_type(value)} {_show(value)}"
+                )
+                return value
+        if "enum" in schema and value not in schema["enum"]:
+            allowed = ", ".join(_show(v, 30) for v in schema["enum"])
+            out.append(f"{_where(path)}: {_show(value)} is not one of: {allowed}")
+            return value
+        if "const" in schema and value != schema["const"]:
+            out.append(f"{_where(path)}: must be {_show(schema['const'])}, got {_show(value)}")
+            return value
+        if isinstance(value, dict):
+            return self.check_object(schema, value, path)
+        if isinstance(value, (list, tuple)):
+            return self.check_array(schema, list(value), path)
+        if isinstance(value, str):
+            self.check_string(schema, value, path)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            self.check_number(schema, value, path)
+        return value
+
+    def check_object(self, schema: dict[str, Any], value: dict, path: str) -> dict:
+        out = self.out
+        props = schema.get("properties") or {}
+        result = dict(value)
+        missing = [k for k in schema.get("required", ()) if k not in value]
+        for key in missing:
+            sub = props.get(key) or {}
+            kind = sub.get("type", "value")
+            out.append(f"{_where(_join(path, key))} is required ({_kind(kind)}) but was not given")
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            sub_path = _join(path, key)
+            if key in props:
+                result[key] = self.check(props[key], item, sub_path)
+            elif extra is False:
+                known = ", ".join(props) or "none"
+                out.append(f"{_where(sub_path)} is not accepted; accepted arguments: {known}")
+            elif isinstance(extra, dict):
+                result[key] = self.check(extra, item, sub_path)
+        return result
+
+    def check_array(self, schema: dict[str, Any], value: list, path: str) -> list:
+        out = self.out
+        n = len(value)
+        if "minItems" in schema and n < schema["minItems"]:
+            out.append(f"{_where(path)}: needs at least {schema['minItems']} items, got {n}")
+        if "maxItems" in schema and n > schema["maxItems"]:
+            out.append(f"{_where(path)}: takes at most {schema['maxItems']} items, got {n}")
+        prefix = schema.get("prefixItems") or []
+        items = schema.get("items")
+        result = list(value)
+        for i, item in enumerate(value):
+            sub = prefix[i] if i < len(prefix) else items
+            if isinstance(sub, dict):
+                result[i] = self.check(sub, item, f"{path}[{i}]")
+        if schema.get("uniqueItems") and not self._over():
+            seen: set[str] = set()
+            for item in result:
+                key = _unique_key(item)
+                if key in seen:
+                    out.append(f"{_where(path)}: items must be unique, {_show(item)} appears twice")
+                    break
+                seen.add(key)
+        return result
+
+    def check_string(self, schema: dict[str, Any], value: str, path: str) -> None:
+        out = self.out
+        n = len(value)
+        if "minLength" in schema and n < schema["minLength"]:
+            out.append(f"{_where(path)}: needs at least {schema['minLength']} characters, got {n}")
+        if "maxLength" in schema and n > schema["maxLength"]:
+            out.append(f"{_where(path)}: takes at most {schema['maxLength']} characters, got {n}")
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            self.check_pattern(pattern, value, path)
+
+    def check_pattern(self, pattern: str, value: str, path: str) -> None:
+        timeout = None
+        if self.deadline is not None:
+            timeout = max(self.deadline - time.monotonic(), 0.001)
         try:
-            ok = re.search(pattern, value) is not None
-        except re.error:
+            ok = regex.search(pattern, value, timeout=timeout) is not None
+        except TimeoutError:
+            self.late = True
+            self.out.append(
+                f"{_where(path)}: {_show(value)} could not be checked against the pattern "
+                f"{pattern!r} in time (the pattern backtracks too much on this value); "
+                "send a shorter or simpler value"
+            )
+            return
+        except (regex.error, ValueError, OverflowError):
             ok = True  # a broken pattern in a foreign spec is the spec's fault, not the call's
         if not ok:
-            out.append(f"{_where(path)}: {_show(value)} does not match the pattern {pattern!r}")
+            self.out.append(
+                f"{_where(path)}: {_show(value)} does not match the pattern {pattern!r}"
+            )
 
-
-def _check_number(schema: dict[str, Any], value: float, path: str, out: list[str]) -> None:
-    checks = (
-        ("minimum", lambda lim: value >= lim, ">="),
-        ("maximum", lambda lim: value <= lim, "<="),
-        ("exclusiveMinimum", lambda lim: value > lim, ">"),
-        ("exclusiveMaximum", lambda lim: value < lim, "<"),
-    )
-    for key, ok, op in checks:
-        lim = schema.get(key)
-        if isinstance(lim, (int, float)) and not isinstance(lim, bool) and not ok(lim):
-            out.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
+    def check_number(self, schema: dict[str, Any], value: float, path: str) -> None:
+        checks = (
+            ("minimum", lambda lim: value >= lim, ">="),
+            ("maximum", lambda lim: value <= lim, "<="),
+            ("exclusiveMinimum", lambda lim: value > lim, ">"),
+            ("exclusiveMaximum", lambda lim: value < lim, "<"),
+        )
+        for key, ok, op in checks:
+            lim = schema.get(key)
+            if isinstance(lim, (int, float)) and not isinstance(lim, bool) and not ok(lim):
+                self.out.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
 
 
 def _join(path: str, key: str) -> str:
@@ -219,8 +325,19 @@ def _kind(t: Any) -> str:
     return " or ".join(t) if isinstance(t, list) else str(t)
 
 
-def validate(schema: dict[str, Any], value: Any) -> tuple[Any, list[str]]:
-    """``(normalised value, problems)``; no problems means the value is valid."""
-    problems: list[str] = []
-    fixed = _check(schema, value, "", problems)
-    return fixed, problems
+def validate(
+    schema: dict[str, Any], value: Any, *, budget_s: float | None = DEFAULT_BUDGET_S
+) -> tuple[Any, list[str]]:
+    """``(normalised value, problems)``; no problems means the value is valid.
+
+    ``budget_s``: seconds the check may take (``None``: no time bound; depth and
+    the linear checks still bound it). See the module docstring.
+    """
+    top = _too_deep(value, MAX_DEPTH)
+    if top is not None:
+        where = f"argument {top!r} is" if top else "the arguments are"
+        return value, [f"{where} nested more than {MAX_DEPTH} levels deep; send a flatter value"]
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    checker = _Checker(deadline)
+    fixed = checker.check(schema, value, "")
+    return fixed, checker.out

@@ -16,8 +16,10 @@ from mp13_context import (
     Role,
     SystemMode,
 )
+from mp13_context._runner import stitched
 from mp13_context.testing import FakeEngine, FakeReply
 from mp13_engine import FinishReason
+from mp13_toolbox import ToolCall
 
 
 def contents(cur):
@@ -286,6 +288,25 @@ def test_continue_stitches_a_truncated_reply(ctx, engine):
     assert engine.requests[-1].continue_final
     assert engine.requests[-1].messages[-1] == {"role": "assistant", "content": "Once upon"}
     assert contents(cur) == [("user", "story"), ("assistant", "Once upon a time.")]
+
+
+def test_a_continued_reply_is_one_turn_and_one_message_built_the_same_way(ctx, engine):
+    cur = ctx.cursor()
+    cur.params.set(max_continuations=2)
+    cut = FinishReason.LENGTH
+    engine.script(
+        FakeReply(text="", reasoning="think ", finish_reason=cut),  # nothing visible yet
+        FakeReply(text="Once", reasoning="more", finish_reason=cut),
+        FakeReply(text=" upon.", tool_calls=[ToolCall("ping", {}, id="c1")]),
+    )
+    cur.ask("story")  # then a tool round and the default reply
+    replies = [n.id for n in cur.path() if n.turn and n.turn.role is Role.ASSISTANT]
+    turn = stitched(ctx.session, replies[2])  # the last continuation of the first reply
+    assert (turn.text, turn.reasoning) == ("Once upon.", "think more")
+    assert [c.name for c in turn.tool_calls] == ["ping"]
+    reply = next(m for m in cur.messages() if m["role"] == "assistant")
+    assert reply["content"] == turn.text
+    assert [c["function"]["name"] for c in reply["tool_calls"]] == ["ping"]
 
 
 def test_automatic_continuations_up_to_the_limit(ctx, engine):

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The public surface of mp13_context is pinned."""
 
+import pytest
+
 import mp13_context
 from mp13_context import EngineClient
 from mp13_context.testing import FakeEngine
@@ -53,3 +55,11 @@ def test_context_errors_are_mp13_errors():
         "SerializationError",
     ):
         assert issubclass(getattr(mp13_context, name), mp13_context.ContextError)
+
+
+def test_the_parameter_registry_is_read_only():
+    with pytest.raises(TypeError):
+        mp13_context.PARAMS["temperature"] = lambda name, value: value
+    with pytest.raises(TypeError):
+        del mp13_context.PARAMS["seed"]
+    assert "temperature" in mp13_context.PARAMS  # a live view of the registry

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -187,7 +188,8 @@ def test_async_approval_in_a_batch(session, toolbox):
 
 
 def test_cancelling_during_a_tool_round_gives_every_call_a_result(tctx, engine, toolbox):
-    started = asyncio.Event()
+    # A threading event: an async tool runs on its own loop, not the caller's.
+    started = threading.Event()
 
     async def slow() -> str:
         """Takes its time."""
@@ -203,7 +205,7 @@ def test_cancelling_during_a_tool_round_gives_every_call_a_result(tctx, engine, 
 
     async def main():
         task = asyncio.ensure_future(cur.aask("go"))
-        await started.wait()
+        await asyncio.to_thread(started.wait, 10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

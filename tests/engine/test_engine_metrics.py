@@ -8,6 +8,7 @@ import pytest
 import mp13_engine
 from mp13_engine import Engine, EngineMetrics, FinishReason, Request
 from mp13_engine._metrics import MetricsRecorder, _percentile
+from mp13_engine._streams import RequestState
 from mp13_engine._types import RequestMetrics, Response
 
 
@@ -67,11 +68,23 @@ def test_recorder_percentiles_and_counts():
     assert _percentile([], 0.5) is None
 
 
-def test_tool_calls_are_parsed_into_the_response_and_stream(engine):
-    if engine.tool_format is None:
-        pytest.skip("tool-call parsing not available")
-    from mp13_engine._streams import ChunkMaker, RequestState
+def _drive(engine, req, prompt, ids, watched=True):
+    """Feed ``ids`` to a request state as the worker would; return (response, chunks)."""
+    st = RequestState(
+        req, prompt, engine._state.tokens.encode(prompt), output=engine._output, watched=watched
+    )
+    assert st.start()
+    for tok in ids:
+        assert st.append(tok) is False
+    assert st.finish(FinishReason.STOP)
+    chunks = []
+    while (chunk := st.pop_chunk()) is not None:
+        chunks.append(chunk)
+    return st.response, chunks
 
+
+def test_tool_calls_are_parsed_into_the_response_and_stream(engine):
+    assert engine.tool_format == "hermes"
     tools = [
         {
             "type": "function",
@@ -87,25 +100,17 @@ def test_tool_calls_are_parsed_into_the_response_and_stream(engine):
     assert "get_weather" in prompt
     call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
     text = f"Let me check.<tool_call>\n{call}\n</tool_call>"
-    st = RequestState(req, prompt, engine._state.tokens.encode(prompt))
-    maker = ChunkMaker(st, engine._state.tokens.decode, engine._toolwire.stream_events(st))
-    chunks = []
-    for tok in engine._state.tokens.encode(text):
-        st.push(tok)
-        chunks += maker.make(len(st.tokens), False)
-    resp = engine._builder.finish(st, FinishReason.STOP)
-    chunks += maker.make(len(st.tokens), True)
+    resp, chunks = _drive(engine, req, prompt, engine._state.tokens.encode(text))
     assert resp.raw_text == text
     assert resp.text == "Let me check."
     assert [c.name for c in resp.tool_calls] == ["get_weather"]
     assert resp.tool_calls[0].arguments == {"city": "Paris"}
     assert "".join(c.text for c in chunks) == resp.text
     assert [c.tool_call.name for c in chunks if c.tool_call] == ["get_weather"]
+    assert chunks[-1].done and chunks[-1].response is resp
     raw = Request(messages=req.messages, tools=tools, parse_tools=False)
-    st2 = RequestState(raw, prompt, [])
-    for tok in engine._state.tokens.encode(text):
-        st2.push(tok)
-    assert engine._builder.finish(st2, FinishReason.STOP).text == text
+    resp2, _ = _drive(engine, raw, prompt, engine._state.tokens.encode(text), watched=False)
+    assert resp2.text == text and resp2.tool_calls == ()
 
 
 def test_public_surface_is_sorted_and_importable():
@@ -124,22 +129,13 @@ def test_tool_markup_that_is_a_special_token_survives_decoding(tiny_model_factor
         tokenizer = engine.tokenizer
         markup = tokenizer.convert_tokens_to_ids("[TOOL_CALLS]")
         assert tokenizer.added_tokens_decoder[markup].special
-        from mp13_engine._streams import ChunkMaker, RequestState
-
         req = Request(messages=[{"role": "user", "content": "weather?"}])
         prompt = engine.format_prompt(req)
-        st = RequestState(req, prompt, engine._state.tokens.encode(prompt))
-        maker = ChunkMaker(st, engine._state.tokens.decode, engine._toolwire.stream_events(st))
         call = '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
         encode = engine._state.tokens.encode
         ids = [tokenizer.bos_token_id, tokenizer.pad_token_id, *encode("Sure."), markup]
         ids += encode(call)
-        chunks = []
-        for tok in ids:
-            st.push(tok)
-            chunks += maker.make(len(st.tokens), False)
-        resp = engine._builder.finish(st, FinishReason.STOP)
-        chunks += maker.make(len(st.tokens), True)
+        resp, chunks = _drive(engine, req, prompt, ids)
     assert resp.raw_text == "Sure.[TOOL_CALLS]" + call  # markup kept, BOS and padding gone
     assert resp.text == "Sure."
     assert [(c.name, c.arguments) for c in resp.tool_calls] == [("get_weather", {"city": "Paris"})]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mp13_engine import Chunk, Engine, FinishReason, Request
-from mp13_engine._streams import IncrementalDecoder
+from mp13_engine._output import Detokenizer
 
 LONG = 1500  # tokens: far more than any test waits for
 
@@ -218,8 +218,9 @@ def test_incremental_decoder_never_emits_partial_characters(tiny_tokenizer, text
     def decode(x):
         return tiny_tokenizer.decode(x, skip_special_tokens=True)
 
-    dec = IncrementalDecoder(decode)
-    deltas = [dec.feed(ids[: i + 1]) for i in range(len(ids))]
+    dec = Detokenizer(decode)
+    deltas = [dec.push(i) for i in ids]
+    deltas.append(dec.flush())
     whole = decode(ids)
     assert "".join(deltas) == whole
     if "\ufffd" not in text:

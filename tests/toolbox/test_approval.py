@@ -9,7 +9,15 @@ import time
 
 import pytest
 
-from mp13_toolbox import Approval, ApprovalAnswer, ApprovalRequest, Risk, Toolbox, ToolCall
+from mp13_toolbox import (
+    DEFAULT_APPROVALS,
+    Approval,
+    ApprovalAnswer,
+    ApprovalRequest,
+    Risk,
+    Toolbox,
+    ToolCall,
+)
 
 
 def make():
@@ -146,3 +154,17 @@ def test_parallel_calls_ask_once_when_the_answer_is_always():
     for t in threads:
         t.join()
     assert len(asked) == 1
+
+
+def test_default_approvals_are_read_only_and_toolboxes_change_their_own_copy():
+    with pytest.raises(TypeError):
+        DEFAULT_APPROVALS[Risk.HIGH] = Approval.ALLOW  # type: ignore[index]
+    tb = Toolbox(approval_defaults={"medium": "allow"})
+    tb.set_approval_default("high", "deny")
+    assert tb.approval_defaults[Risk.HIGH] is Approval.DENY
+    assert dict(DEFAULT_APPROVALS) == {
+        Risk.LOW: Approval.ALLOW,
+        Risk.MEDIUM: Approval.ASK,
+        Risk.HIGH: Approval.ASK,
+    }
+    assert Toolbox().approval_defaults == dict(DEFAULT_APPROVALS)

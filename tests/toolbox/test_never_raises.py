@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Whatever a model sends, execute/aexecute return a ToolResult and never raise."""
+"""Whatever a model sends and whatever a tool raises, execute/aexecute return a ToolResult."""
 
 from __future__ import annotations
 
@@ -10,13 +10,30 @@ from hypothesis import strategies as st
 
 from mp13_toolbox import Toolbox, ToolBudget, ToolCall, ToolResult, ToolsScope
 
+
+def nested(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
     lambda inner: (
         st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
     ),
     max_leaves=8,
-)
+) | st.integers(0, 1_500).map(nested)  # up to far past the recursion limit
+
+# What tools raise: everything becomes a result (a worker thread: Ctrl+C is the tool's).
+RAISES = {
+    "exit": lambda: SystemExit(2),
+    "close": GeneratorExit,
+    "cancel": asyncio.CancelledError,
+    "interrupt": KeyboardInterrupt,
+    "error": ValueError,
+}
 
 
 def _box() -> Toolbox:
@@ -28,8 +45,20 @@ def _box() -> Toolbox:
     ) -> str:
         return f"{n}{names}{flag}{extra}"
 
+    @tb.register
+    def fails(kind: str) -> str:
+        raise RAISES.get(kind, RuntimeError)()
+
+    @tb.register
+    async def afails(kind: str) -> str:
+        raise RAISES.get(kind, RuntimeError)()
+
+    properties = {
+        "q": {"type": "string", "pattern": "^(a|a)*$"},
+        "names": {"type": "array", "uniqueItems": True},
+    }
     tb.register_external(
-        {"name": "ext", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}},
+        {"name": "ext", "parameters": {"type": "object", "properties": properties}},
         lambda call: call.arguments,
     )
     return tb
@@ -38,10 +67,9 @@ def _box() -> Toolbox:
 TB = _box()
 VIEW = TB.view([ToolsScope({"current_time": "disabled", "ext": "silent"})])
 names = st.sampled_from([*TB.names(), "ghost", ""]) | st.text(max_size=8)
+keys = ["n", "names", "flag", "extra", "q", "expression", "timezone", "name", "kind", "zzz"]
 arguments = st.dictionaries(
-    st.sampled_from(["n", "names", "flag", "extra", "q", "expression", "timezone", "name", "zzz"]),
-    json_values,
-    max_size=4,
+    st.sampled_from(keys), json_values | st.sampled_from([*RAISES, "a" * 12 + "!"]), max_size=4
 )
 
 
@@ -65,3 +93,26 @@ def test_aexecute_many_never_raises(calls):
     results = asyncio.run(run())
     assert len(results) == len(calls)
     assert all(isinstance(r, ToolResult) for r in results)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["fails", "afails"]), st.sampled_from([*RAISES, "other"]), st.booleans())
+def test_whatever_a_tool_raises_is_a_result(name, kind, use_async):
+    call = ToolCall(name, {"kind": kind}, id="r")
+    result = asyncio.run(TB.aexecute(call, VIEW)) if use_async else TB.execute(call, VIEW)
+    assert result.is_error and result.call_id == "r"
+    assert "internal error" not in result.content
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["typed", "ext", "calculator"]),
+    st.sampled_from(["n", "names", "q", "expression"]),
+    st.integers(0, 1_500),
+)
+def test_deep_arguments_get_an_explained_refusal(name, key, levels):
+    result = TB.execute(ToolCall(name, {key: nested(levels)}), VIEW, budget=ToolBudget().start())
+    assert isinstance(result, ToolResult)
+    assert "internal error" not in result.content
+    if levels >= 100:
+        assert result.is_error and "nested more than" in result.content

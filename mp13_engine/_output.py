@@ -1,0 +1,355 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One output processor per request: detokenize, match stop strings and parse tool calls once.
+
+A request's generated token ids become text in exactly one place. The
+``OutputProcessor`` of a request, driven on the worker thread one token at a
+time (through ``RequestState.append`` in ``_streams``), chains three stages:
+
+1. ``Detokenizer``: one decode call per token over a short window of recent
+   ids; text is released only when complete (no partial UTF-8 character).
+2. ``StopMatcher``: text that could still start a stop string is held back
+   until it is known not to be one; the first stop string ends the output and
+   nothing from it on is released, also when it is split across tokens.
+3. The tool-call ``StreamParser`` of the engine's format (when the engine has
+   one and the request parses tools), fed only released text; its events
+   become the pieces of content, reasoning and completed tool calls.
+
+The streamed chunks and the final ``Response`` fields come from the same
+pieces: the concatenation of every chunk's ``text`` is ``Response.text``, of
+``reasoning`` is ``Response.reasoning``, the streamed ``tool_call`` values are
+``Response.tool_calls``, and ``raw_text`` is the released raw text (cut at the
+first stop string). ``raw_text`` keeps the special tokens the chat template
+writes and drops the others (the engine's decode function,
+``TokenizerGuard.decode``, does that).
+
+``RequestStatus`` is a request's one lifecycle value, ordered: a status never
+goes back. ``RequestStatus.ended(reason)`` and ``status.finish_reason`` are the
+one map between finished statuses and ``FinishReason``.
+
+Invariants: a parser never raises on model output; if one does anyway, the
+processor logs it, records a parse error and keeps the rest of the output as
+text (so a bug cannot lose a reply). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+import attrs
+
+from mp13_engine._toolwire import ToolWire
+from mp13_engine._types import Chunk, FinishReason, Request, Response
+from mp13_engine.toolcalls import (
+    ContentDelta,
+    ReasoningDelta,
+    StreamEvent,
+    StreamParser,
+    ToolCallCompleted,
+)
+from mp13_toolbox import ToolCall
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+#: Token ids kept before the decode window's first released token. Decoding a
+#: window that starts mid-text must render its first tokens the way the full
+#: text does (SentencePiece drops a leading space only at the very start).
+_CONTEXT = 6
+#: The window slides (one extra decode) once it holds this many ids, so a
+#: token costs about ``1 + 1 / (_SLIDE - _CONTEXT)`` decode calls.
+_SLIDE = 24
+#: Ids that may wait for a character to complete. A character has at most 4
+#: bytes and a token at least one, so waiting longer only happens on invalid
+#: bytes; releasing them (as U+FFFD) then keeps the window, and the cost, bounded.
+_PENDING = 16
+
+
+class RequestStatus(enum.IntEnum):
+    """Where a request is in its life (ordered: a request's status only increases)."""
+
+    WAITING = 0  # prepared or queued; not admitted to a batch yet
+    RUNNING = 1  # admitted; the worker appends its tokens
+    CANCELLING = 2  # cancel asked before it ended; the worker ends it at its next step
+    FINISHED_STOPPED = 3  # end-of-sequence token or stop string
+    FINISHED_LENGTH = 4  # max_new_tokens (or the context window) reached
+    FINISHED_CANCELLED = 5
+    FINISHED_ERROR = 6
+
+    @property
+    def finished(self) -> bool:
+        return self >= RequestStatus.FINISHED_STOPPED
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """The ``FinishReason`` of a finished status (None while the request is alive)."""
+        return _REASON_OF.get(self)
+
+    @staticmethod
+    def ended(reason: FinishReason) -> RequestStatus:
+        """The finished status that ``reason`` stands for."""
+        return _STATUS_OF[reason]
+
+
+_REASON_OF = {
+    RequestStatus.FINISHED_STOPPED: FinishReason.STOP,
+    RequestStatus.FINISHED_LENGTH: FinishReason.LENGTH,
+    RequestStatus.FINISHED_CANCELLED: FinishReason.CANCELLED,
+    RequestStatus.FINISHED_ERROR: FinishReason.ERROR,
+}
+_STATUS_OF = {reason: status for status, reason in _REASON_OF.items()}
+
+
+class Detokenizer:
+    """Token ids in, text deltas out, with one decode call per token (amortized).
+
+    Keeps the ids since the window start and the text of those already
+    released; each push decodes the window and releases what grew past that
+    text, unless it ends inside a character (U+FFFD). Deltas concatenate to the
+    decode of all ids (up to a tokenizer's clean-up quirks, as for any
+    incremental detokenizer); ``flush`` releases the rest, partial or not.
+    """
+
+    __slots__ = ("_decode", "_done", "_text", "_window")
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self._decode = decode
+        self._window: list[int] = []
+        self._done = 0  # ids of the window whose text is released
+        self._text = ""  # decode(window[:done])
+
+    def push(self, token: int) -> str:
+        window = self._window
+        window.append(token)
+        text = self._decode(window)
+        if len(text) <= len(self._text):
+            return ""
+        if text.endswith("\ufffd") and len(window) - self._done < _PENDING:
+            return ""
+        delta = text[len(self._text) :]
+        if len(window) >= _SLIDE:
+            del window[:-_CONTEXT]
+            text = self._decode(window)
+        self._text = text
+        self._done = len(window)
+        return delta
+
+    def flush(self) -> str:
+        """The text of ids not released yet (the end of the output: partial characters too)."""
+        if self._done == len(self._window):
+            return ""
+        text = self._decode(self._window)
+        delta = text[len(self._text) :] if len(text) > len(self._text) else ""
+        self._text, self._done = text, len(self._window)
+        return delta
+
+
+class StopMatcher:
+    """Releases text up to the first stop string; holds back what could still start one."""
+
+    __slots__ = ("_chars", "_longest", "_stops", "_tail", "hit")
+
+    def __init__(self, stops: tuple[str, ...]):
+        self._stops = stops
+        self._longest = max(len(s) for s in stops)
+        self._chars = frozenset("".join(stops))
+        self._tail = ""  # unreleased text: a suffix that is a prefix of some stop string
+        self.hit = False
+
+    def feed(self, delta: str) -> str:
+        """The text ``delta`` makes safe to release; sets ``hit`` when a stop string completed."""
+        if self.hit or not delta:
+            return ""
+        # The held tail is shorter than any stop string, so this search is short and
+        # finds only matches that end in ``delta``.
+        tail = self._tail + delta
+        cut = -1
+        for stop in self._stops:
+            at = tail.find(stop)
+            if at >= 0 and (cut < 0 or at < cut):
+                cut = at
+        if cut >= 0:
+            self.hit = True
+            self._tail = ""
+            return tail[:cut]
+        keep = self._held(tail)
+        self._tail = tail[len(tail) - keep :]
+        return tail[: len(tail) - keep]
+
+    def flush(self) -> str:
+        """The held-back text (the output ended without completing a stop string)."""
+        rest, self._tail = self._tail, ""
+        return "" if self.hit else rest
+
+    def _held(self, tail: str) -> int:
+        if tail[-1] not in self._chars:  # every candidate suffix ends with this character
+            return 0
+        for k in range(min(len(tail), self._longest - 1), 0, -1):
+            suffix = tail[-k:]
+            if any(stop.startswith(suffix) for stop in self._stops):
+                return k
+        return 0
+
+
+@attrs.frozen
+class Output:
+    """The final fields of a request's ``Response`` that its output processor owns."""
+
+    text: str = ""
+    raw_text: str = ""
+    reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    parse_errors: tuple[str, ...] = ()
+
+
+class OutputProcessor:
+    """Detokenizer, stop matcher and tool-call parser of one request (one thread at a time).
+
+    ``append(token, out)`` and ``close(out)`` add the chunks they produce to
+    ``out`` when it is a list (someone streams) and build none when it is None.
+    """
+
+    __slots__ = (
+        "_calls",
+        "_content",
+        "_detok",
+        "_errors",
+        "_id",
+        "_parser",
+        "_raw",
+        "_reasoning",
+        "_stops",
+        "closed",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        decode: Callable[[list[int]], str],
+        stops: tuple[str, ...] = (),
+        parser: StreamParser | None = None,
+    ):
+        self._id = request_id
+        self._detok = Detokenizer(decode)
+        stops = tuple(s for s in stops if s)
+        self._stops = StopMatcher(stops) if stops else None
+        self._parser = parser
+        self._raw: list[str] = []
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[ToolCall] = []
+        self._errors: list[str] = []
+        self.closed = False
+
+    @property
+    def stopped(self) -> bool:
+        """True once a stop string completed (later tokens add nothing)."""
+        return self._stops is not None and self._stops.hit
+
+    def append(self, token: int, out: list[Chunk] | None) -> bool:
+        """Process one generated token; True when it completed a stop string."""
+        if self.closed or self.stopped:
+            return False
+        delta = self._detok.push(token)
+        if not delta:
+            return False
+        stops = self._stops
+        if stops is None:
+            self._release(delta, out)
+            return False
+        self._release(stops.feed(delta), out)
+        return stops.hit
+
+    def close(self, out: list[Chunk] | None) -> Output:
+        """End of output: release what was held back, close the parser, return the fields."""
+        if not self.closed:
+            self.closed = True
+            if not self.stopped:
+                rest = self._detok.flush()
+                if self._stops is not None:
+                    rest = self._stops.feed(rest) + self._stops.flush()
+                self._release(rest, out)
+            parser = self._parser
+            if parser is not None:
+                self._events(self._safely(parser.close) or [], out)
+                parsed = self._safely(parser.finish) if self._parser is not None else None
+                if parsed is not None:
+                    self._errors.extend(parsed.errors)
+        return Output(
+            text="".join(self._content),
+            raw_text="".join(self._raw),
+            reasoning="".join(self._reasoning),
+            tool_calls=tuple(self._calls),
+            parse_errors=tuple(self._errors),
+        )
+
+    def _release(self, text: str, out: list[Chunk] | None) -> None:
+        if not text:
+            return
+        self._raw.append(text)
+        parser = self._parser
+        if parser is None:
+            self._content.append(text)
+            if out is not None:
+                out.append(Chunk(id=self._id, text=text))
+            return
+        events = self._safely(parser.feed, text)
+        if events is None:  # the parser failed on this text: keep it as content
+            self._content.append(text)
+            if out is not None:
+                out.append(Chunk(id=self._id, text=text))
+            return
+        self._events(events, out)
+
+    def _safely(self, call: Callable[..., _T], *args: str) -> _T | None:
+        """``call(*args)``, or None after turning the parser off if it raised."""
+        try:
+            return call(*args)
+        except Exception as exc:  # parsers must not raise; if one does, keep the raw text
+            _log.exception("tool-call parser failed; the rest of request %s stays text", self._id)
+            self._errors.append(
+                f"tool-call parsing failed ({type(exc).__name__}: {exc}); the rest of the output "
+                "is kept as text"
+            )
+            self._parser = None
+            return None
+
+    def _events(self, events: list[StreamEvent], out: list[Chunk] | None) -> None:
+        for event in events:
+            match event:
+                case ContentDelta(text=text):
+                    self._content.append(text)
+                    if out is not None:
+                        out.append(Chunk(id=self._id, text=text))
+                case ReasoningDelta(text=text):
+                    self._reasoning.append(text)
+                    if out is not None:
+                        out.append(Chunk(id=self._id, reasoning=text))
+                case ToolCallCompleted(call=call):
+                    self._calls.append(call)
+                    if out is not None:
+                        out.append(Chunk(id=self._id, tool_call=call))
+
+
+@attrs.frozen
+class OutputSetup:
+    """What the output processors of one engine share (immutable, any thread).
+
+    ``decode`` turns ids into text (``TokenizerGuard.decode``); ``toolwire``
+    gives each request its tool-call parser; ``on_finish(submit_t, end_t,
+    response)`` sees every response once (the engine's metrics).
+    """
+
+    decode: Callable[[list[int]], str]
+    toolwire: ToolWire
+    on_finish: Callable[[float, float, Response], None] | None = None
+
+    def processor(self, request: Request, prompt_text: str | None) -> OutputProcessor:
+        return OutputProcessor(
+            request.id,
+            self.decode,
+            request.stop,
+            self.toolwire.parser(request, prompt_text),
+        )

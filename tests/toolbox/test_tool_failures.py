@@ -1,0 +1,187 @@
+# SPDX-License-Identifier: MIT
+"""What a tool raises is its result; async tools that block still time out (issue 11.9, 11.11).
+
+Every ``BaseException`` a tool raises (``SystemExit`` from argparse, ``GeneratorExit``,
+its own ``CancelledError``, a ``KeyboardInterrupt`` on its worker thread) comes back as
+an error result from ``execute`` and ``aexecute``. Only what belongs to the caller
+propagates: the cancellation of the awaiting task, and Ctrl+C on the calling thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import threading
+import time
+
+import pytest
+
+from mp13_toolbox import Toolbox, ToolCall
+
+RAISED = {
+    "SystemExit": lambda: SystemExit(2),
+    "GeneratorExit": GeneratorExit,
+    "CancelledError": asyncio.CancelledError,
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "RuntimeError": lambda: RuntimeError("kaput"),
+}
+EXPECTED = {
+    "SystemExit": "exited (SystemExit, status 2)",
+    "GeneratorExit": "failed: GeneratorExit",
+    "CancelledError": "was cancelled from inside",
+    "KeyboardInterrupt": "failed: KeyboardInterrupt",
+    "RuntimeError": "failed: RuntimeError: kaput",
+}
+
+
+def raising_box(kind: str, timeout_s: float | None = 5.0) -> Toolbox:
+    tb = Toolbox(default_timeout_s=timeout_s)
+    make = RAISED[kind]
+
+    @tb.register
+    def sync_tool() -> str:
+        raise make()
+
+    @tb.register
+    async def async_tool() -> str:
+        await asyncio.sleep(0)
+        raise make()
+
+    return tb
+
+
+@pytest.mark.parametrize("kind", list(RAISED))
+@pytest.mark.parametrize("tool", ["sync_tool", "async_tool"])
+def test_execute_turns_whatever_a_tool_raises_into_a_result(kind, tool):
+    r = raising_box(kind).execute(ToolCall(tool, id="c"))
+    assert r.is_error and r.call_id == "c" and EXPECTED[kind] in r.content
+
+
+@pytest.mark.parametrize("kind", list(RAISED))
+@pytest.mark.parametrize("tool", ["sync_tool", "async_tool"])
+def test_aexecute_turns_whatever_a_tool_raises_into_a_result(kind, tool):
+    tb = raising_box(kind, timeout_s=None)
+
+    async def main():
+        result = await tb.aexecute(ToolCall(tool, id="c"))
+        await asyncio.sleep(0)  # this task was not cancelled by the tool's CancelledError
+        return result
+
+    r = asyncio.run(main())
+    assert r.is_error and r.call_id == "c" and EXPECTED[kind] in r.content
+
+
+@pytest.mark.parametrize("kind", ["SystemExit", "GeneratorExit", "CancelledError"])
+def test_an_inline_tool_without_timeout_is_caught_too(kind):
+    r = raising_box(kind, timeout_s=None).execute(ToolCall("sync_tool"))
+    assert r.is_error and EXPECTED[kind] in r.content
+
+
+def test_ctrl_c_on_the_calling_thread_still_stops_the_program():
+    # An inline tool runs on the caller's thread, where Ctrl+C lands: that is the user's.
+    tb = raising_box("KeyboardInterrupt", timeout_s=None)
+    with pytest.raises(KeyboardInterrupt):
+        tb.execute(ToolCall("sync_tool"))
+
+
+def test_an_argparse_tool_given_bad_arguments_gets_a_readable_error(capsys):
+    tb = Toolbox()
+
+    @tb.register
+    def cli(argv: list[str]) -> str:
+        """Run a command line.
+
+        Args:
+            argv: the arguments
+        """
+        parser = argparse.ArgumentParser(prog="cli")
+        parser.add_argument("--count", type=int, required=True)
+        return f"count={parser.parse_args(argv).count}"
+
+    assert tb.execute(ToolCall("cli", {"argv": ["--count", "3"]})).content == "count=3"
+    r = tb.execute(ToolCall("cli", {"argv": ["--count", "many"]}))
+    assert r.is_error and "SystemExit, status 2" in r.content and "check the arguments" in r.content
+    r = asyncio.run(tb.aexecute(ToolCall("cli", {"argv": []})))
+    assert r.is_error and "SystemExit, status 2" in r.content
+    assert "invalid int value" in capsys.readouterr().err  # argparse's own words, on stderr
+
+
+def test_cancelling_the_awaiting_task_propagates_and_cancels_the_async_tool():
+    tb = Toolbox(default_timeout_s=None)
+    started, stopped = threading.Event(), threading.Event()
+
+    @tb.register
+    async def waits() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return "late"
+
+    async def main():
+        task = asyncio.create_task(tb.aexecute(ToolCall("waits")))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return task.cancelled()
+
+    assert asyncio.run(main())
+    assert stopped.wait(5)
+
+
+def test_a_blocking_async_tool_times_out_and_does_not_block_the_loop():
+    tb = Toolbox()
+    release = threading.Event()
+
+    @tb.register(timeout_s=0.5)
+    async def blocks() -> str:
+        release.wait(3)  # a blocking call inside async def: time.sleep, requests.get, ...
+        return "late"
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.02)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        t0 = time.perf_counter()
+        result = await tb.aexecute(ToolCall("blocks"))
+        elapsed = time.perf_counter() - t0
+        task.cancel()
+        return result, elapsed, ticks
+
+    try:
+        r, elapsed, ticks = asyncio.run(main())
+        assert r.is_error and "timed out after 0.5 s" in r.content
+        assert elapsed < 2.0  # the tool blocks for 3 s
+        assert ticks >= 5  # the caller's loop ran meanwhile (0.5 s / 0.02 s = 25 on a quiet box)
+        t0 = time.perf_counter()
+        assert "timed out" in tb.execute(ToolCall("blocks")).content
+        assert time.perf_counter() - t0 < 2.0
+    finally:
+        release.set()
+
+
+def test_an_async_tool_runs_on_its_own_loop_not_the_callers():
+    tb = Toolbox()
+    loops = []
+
+    @tb.register
+    async def where() -> str:
+        loops.append(asyncio.get_running_loop())
+        return "here"
+
+    async def main():
+        await tb.aexecute(ToolCall("where"))
+        return asyncio.get_running_loop()
+
+    caller = asyncio.run(main())
+    assert loops and loops[0] is not caller
