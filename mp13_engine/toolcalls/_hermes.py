@@ -28,7 +28,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="hermes",
-    openers=(Opener("<tool_call>", ends=("</tool_call>",)),),
+    openers=(Opener("<tool_call>", ends=("</tool_call>",), quoted='"'),),
     decode=_decode,
     render=_render,
     reasoning=THINK,

@@ -30,7 +30,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="internlm",
-    openers=(Opener("<|action_start|><|plugin|>", ends=("<|action_end|>",)),),
+    openers=(Opener("<|action_start|><|plugin|>", ends=("<|action_end|>",), quoted='"'),),
     decode=decode_json_calls,
     render=_render,
     lenient_eof=True,

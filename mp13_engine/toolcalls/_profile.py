@@ -46,8 +46,15 @@ class Opener:
     buffer). The payload starts right after the match, or at the first
     ``keep_from`` character inside it (openers that are part of the payload,
     such as ``{"name"``). ``ends`` are the closing tags; without them the
-    payload is one balanced bracket value (after the ``after`` literal, if set)
-    whose strings use the ``quotes`` characters.
+    payload is one balanced bracket value (after the ``after`` literal, if set;
+    a bracket met before it starts the value too) whose strings use the
+    ``quotes`` characters.
+
+    A tag-closed payload may quote its own closing tag as text: inside a string
+    opened by one of ``quoted`` (JSON: ``'"'``) or inside a ``verbatim`` region
+    (literal ``(open, close)`` pairs, e.g. ``("<escape>", "<escape>")``) a closing
+    tag does not end the span. When that reading fails to decode, the span ends
+    at the first closing tag after all (so sloppy quoting loses nothing).
     """
 
     pattern: str
@@ -58,6 +65,13 @@ class Opener:
     after: str | None = None
     quotes: str = '"'
     kind: str = ""
+    quoted: str = ""
+    verbatim: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def guarded(self) -> bool:
+        """Whether closing tags inside quoted text are text (see the class docstring)."""
+        return bool(self.ends and (self.quoted or self.verbatim))
 
     @property
     def literal(self) -> str | None:
@@ -88,6 +102,7 @@ class Switch:
     mode: str
     closes: tuple[str, ...] = ()
     decode: Callable[[str, DecodeContext], Any] | None = None
+    quoted: str = ""  # as ``Opener.quoted``, for a ``"span"``
 
 
 @attrs.frozen

@@ -219,3 +219,53 @@ def test_real_outputs(fmt, index):
     assert calls_tuple(out.tool_calls) == calls
     assert out.content == content
     assert out.errors == ()
+
+
+def _closing_tags(fmt: str) -> list[str]:
+    """Every marker that ends (or cuts) a call of ``fmt``, plus other formats' usual closers."""
+    p = toolcalls.get_profile(fmt)
+    tags = {t for o in p.openers for t in o.ends} | set(p.stops)
+    return sorted(tags | {"</tool_call>", "]", "}", ")", "```", "</function>"})
+
+
+@pytest.mark.parametrize(("fmt", "tag"), [(f, t) for f in FORMATS for t in _closing_tags(f)])
+def test_a_closing_tag_quoted_in_an_argument_is_read_whole(fmt, tag):
+    """A snippet that mentions the format's own closing tag does not end the call early."""
+    call = ToolCall("write_file", {"text": f'if "{tag}" in line:\n    stop()', "n": 2})
+    text = "Intro. " + render([call, EMPTY], fmt) + " Outro."
+    whole = toolcalls.parse(text, fmt)
+    assert _names_args(whole.tool_calls) == _names_args([call, EMPTY])
+    assert whole.errors == ()
+    stream = toolcalls.StreamParser(fmt)
+    for ch in text:
+        stream.feed(ch)
+    assert stream.finish() == whole
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bad", "good"),
+    [
+        (
+            "hermes",
+            '<tool_call>{"name": "a", "arguments": {"q": "it"s"}}</tool_call>',
+            '<tool_call>{"name": "ping", "arguments": {}}</tool_call>',
+        ),
+        (
+            "jamba",
+            '<tool_calls>[{"name": "a", "arguments": {"q": "5" tall"}}]</tool_calls>',
+            '<tool_calls>[{"name": "ping", "arguments": {}}]</tool_calls>',
+        ),
+        (
+            "gemma_tool_code",
+            "```tool_code\nprint(a(q='it's'))\n```",
+            "```tool_code\nprint(ping())\n```",
+        ),
+    ],
+)
+def test_stray_quotes_cost_only_the_call_they_break(fmt, bad, good):
+    """Quoted-tag reading must not swallow the next call when the model's quoting is wrong."""
+    out = toolcalls.parse(f"{bad}\nThen: {good}", fmt)
+    assert _names_args(out.tool_calls) == [("ping", {})]
+    assert len(out.errors) == 1 and out.content.startswith(bad)
+    cut = toolcalls.parse(f"{bad} and some words", fmt)
+    assert cut.tool_calls == () and cut.content == f"{bad} and some words"

@@ -76,7 +76,8 @@ def test_no_marker_is_a_prefix_of_another_in_the_same_mode(fmt):
     closes = [c for _, c in p.reasoning]
     text_mode = [o for o, _ in p.reasoning] + [o.pattern for o in p.openers if not o.regex]
     text_mode += list(p.stops) + list(p.wrappers) + closes
-    span_modes = [[*o.ends, *p.stops] for o in p.openers] + [[*closes, *p.stops]]
+    span_modes = [[*o.ends, *p.stops, *(t for v in o.verbatim for t in v)] for o in p.openers]
+    span_modes.append([*closes, *p.stops])
     for markers in [text_mode, *span_modes]:
         for a in set(markers):
             for b in set(markers):
@@ -99,6 +100,7 @@ def _all_markup() -> list[str]:
         out.update(o.after for o in p.openers if o.after)
         out.update(p.stops + p.wrappers)
         out.update(t for pair in p.reasoning for t in pair)
+        out.update(t for o in p.openers for pair in o.verbatim for t in pair)
     out.update(
         [
             '{"name": "f", "arguments": {',
