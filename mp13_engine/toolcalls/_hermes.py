@@ -35,5 +35,8 @@ PROFILE = Profile(
     close_only_reasoning=True,
     lenient_eof=True,
     detect=(r"<tool_call>",),
-    messages=MessageStyle(arguments="object"),
+    # Where a template drops tool turns, results go back as Hermes' <tool_response> blocks.
+    messages=MessageStyle(
+        arguments="object", user_result="<tool_response>\n{content}\n</tool_response>"
+    ),
 )

@@ -105,6 +105,10 @@ class Switch:
     quoted: str = ""  # as ``Opener.quoted``, for a ``"span"``
 
 
+Decoder = Callable[[str, DecodeContext], "list[ToolCall] | Switch"]
+Renderer = Callable[[Sequence[ToolCall]], str]
+
+
 @attrs.frozen
 class MessageStyle:
     """How canonical OpenAI-shaped messages are adapted to a format's chat template."""
@@ -120,10 +124,13 @@ class MessageStyle:
     max_calls: int = 0  # >0: a message with more calls than the template takes -> content
     merge_tool_results: bool = False  # consecutive results become one message (strict turns)
     content_none: str | None = ""  # what a missing assistant content becomes
-
-
-Decoder = Callable[[str, DecodeContext], "list[ToolCall] | Switch"]
-Renderer = Callable[[Sequence[ToolCall]], str]
+    # Calls written into content use this renderer (None: the profile's own).
+    render: Renderer | None = None
+    # The template reads the tool specs (JSON text) from this key of the system message.
+    tools_field: str = ""
+    # A result's content when the template cannot render a tool turn, so it goes back in
+    # a user turn (str.format template; also gets ``name``).
+    user_result: str = "{content}"
 
 
 @attrs.frozen
@@ -143,3 +150,13 @@ class Profile:
     lenient_eof: bool = False  # accept a complete payload that misses its closing tag
     detect: tuple[str, ...] = ()  # regexes: a template matching any of them uses this format
     messages: MessageStyle = MessageStyle()
+    # (regex, style): a chat template matching the regex gets that style instead of
+    # ``messages`` (the first match wins). Templates of one format differ in what they read.
+    variants: tuple[tuple[str, MessageStyle], ...] = ()
+
+    def style_for(self, chat_template: str | None) -> MessageStyle:
+        """The message style for ``chat_template`` (``messages`` unless a variant matches)."""
+        for pattern, style in self.variants:
+            if chat_template and re.search(pattern, chat_template):
+                return style
+        return self.messages

@@ -122,7 +122,7 @@ class BracketScan:
     ) -> None:
         self._i = start
         self._after = after
-        self._after_re = re.compile(re.escape(after) + r"|\{") if after else None
+        self._after_re = re.compile(re.escape(after) + r"|\{|\s") if after else None
         # -1: a bracket right away, or else find `after`; 0: find `after`; 1: find the
         # bracket; 2: in the value.
         self._phase = -1 if after else 1
@@ -166,12 +166,22 @@ class BracketScan:
                 self._i = max(self._i, limit)
                 return False
             self._phase = 1 if m.group() in _OPEN else 0
-        if self._phase == 0:
+        while self._phase == 0:  # one word (the name), then `after` or the value's "{"
             assert self._after is not None and self._after_re is not None
             m = self._after_re.search(buf, self._i, limit)
             if m is None:
                 self._i = max(self._i, limit - len(self._after) + 1)
                 return False
+            if m.group().isspace():
+                k = _NONSPACE.search(buf, m.start(), limit)
+                rest = buf[k.start() : limit] if k is not None else ""
+                if k is None or (len(rest) < len(self._after) and self._after.startswith(rest)):
+                    self._i = m.start()  # decide once the next word is here
+                    return False
+                if not (rest.startswith(self._after) or rest.startswith("{")):
+                    return True  # words after the marker: prose, not a call
+                self._i = k.start()
+                continue
             self._i = m.end() if m.group() == self._after else m.start()
             self._phase = 1
         if self._phase == 1:

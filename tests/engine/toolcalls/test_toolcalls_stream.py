@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mp13_engine import toolcalls
-from tests.engine.toolcalls._toolcalls_cases import FORMATS, REAL, TOOLS, samples
+from tests.engine.toolcalls._toolcalls_cases import FORMATS, REAL, TOOLS, profile_of, samples
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -94,7 +94,7 @@ def test_content_streams_before_the_end():
 def _all_markup() -> list[str]:
     out: set[str] = set()
     for fmt in FORMATS:
-        p = toolcalls.get_profile(fmt)
+        p = profile_of(fmt)
         out.update(o.pattern for o in p.openers if not o.regex)
         out.update(t for o in p.openers for t in o.ends)
         out.update(o.after for o in p.openers if o.after)
