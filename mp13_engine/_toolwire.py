@@ -3,7 +3,9 @@
 
 Resolved once per engine at load: the tool-call format is
 ``EngineConfig.tool_format`` when set (unknown → ``ToolFormatError``), else
-detected from the chat template, else None. With no format (or while the
+detected from the chat template, else ``toolcalls.DEFAULT_FORMAT`` when the
+template cannot show tools at all (so ``Request.tools`` never vanish: they go
+into the system prompt in that format), else None. With no format (or while the
 toolcalls package is absent) ``Response.text`` is the raw decoded text and
 stream chunks carry raw text deltas. Parsing never raises on model output.
 """
@@ -26,6 +28,12 @@ def _import_toolcalls() -> Any:
         return None
     needed = ("formats", "detect_format", "parse", "StreamParser")
     return module if all(hasattr(module, n) for n in needed) else None
+
+
+def _shows_no_tools(module: Any, tokenizer: Any) -> bool:
+    """Whether the tokenizer's chat template renders no tool specs at all (probed)."""
+    probe = getattr(module, "template_support", None)
+    return probe is not None and not probe(tokenizer).tools
 
 
 class ToolWire:
@@ -63,6 +71,8 @@ class ToolWire:
             return cls(module, configured)
         template = getattr(tokenizer, "chat_template", None)
         detected = module.detect_format(template) if isinstance(template, str) else None
+        if detected is None and isinstance(template, str) and _shows_no_tools(module, tokenizer):
+            detected = module.DEFAULT_FORMAT
         return cls(module, detected)
 
     @property

@@ -226,11 +226,12 @@ def prepare_chat(
     """
     support = support if support is not None else TemplateSupport()
     out = prepare_messages(messages, format, chat_template, support=support)
-    specs = [_spec(t) for t in tools or ()]
-    if not specs:
+    tools = list(tools or ())
+    if not tools:
         return out, None
-    if support.tools:
-        return out, specs
+    if support.tools:  # as given (the template reads them); only non-dict specs are converted
+        return out, [dict(t) if isinstance(t, Mapping) else _spec(t) for t in tools]
+    specs = [_spec(t) for t in tools]
     field = get_profile(format).style_for(chat_template).tools_field
     if field:
         functions = dumps([s["function"] for s in specs])
