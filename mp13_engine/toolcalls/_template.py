@@ -99,9 +99,11 @@ def probe(
     results = shows(_RESULT, [user, _CALLING, _RESULT_MSG], tools) or shows(
         _RESULT, [user, {"role": "assistant", "content": "ok"}, _RESULT_MSG], tools
     )
+    # Some templates render calls only when the content is None (DeepSeek's R1 distills).
+    silent = {**_CALLING, "content": None}
     return TemplateSupport(
         tools=shows(_TOOL, [user], tools),
-        calls=shows(_CALL, [user, _CALLING], tools),
+        calls=shows(_CALL, [user, _CALLING], tools) or shows(_CALL, [user, silent], tools),
         results=results,
         default_system=_default_system(render, user),
     )

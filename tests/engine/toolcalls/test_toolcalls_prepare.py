@@ -103,3 +103,18 @@ def test_a_template_with_tool_support_keeps_tools_for_the_template():
     )
     assert tools == TOOLS and messages[1]["tool_calls"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+
+
+def test_the_probe_sees_calls_a_template_renders_only_without_content():
+    template = (
+        "{% for m in messages %}{% if m.role == 'assistant' and m.content is none %}"
+        "{% for c in m.tool_calls %}CALL:{{ c.function.name }}{% endfor %}"
+        "{% else %}{{ m.role }}:{{ m.content }}{% endif %}{% endfor %}"
+    )
+    support = support_of(template)
+    assert support.calls and not support.tools and support.results
+
+
+def test_a_template_that_cannot_render_a_user_message_is_left_as_it_is():
+    broken = "{{ raise_exception('nope') }}"
+    assert support_of(broken) == toolcalls.TemplateSupport()
