@@ -11,9 +11,12 @@ calls written into the content for templates that ignore ``tool_calls`` (or
 take fewer calls per message than given), the tool role renamed where the
 template wants another name (unless the given template maps role "tool"
 itself), and consecutive results merged into one message where the template
-demands strictly alternating turns. The input is never
-modified. ``tools_system_prompt`` is the documented block that carries
-tool specs in a system message for templates without tool support.
+demands strictly alternating turns. Given the template's probed
+``TemplateSupport``, calls it would drop go into the content and results it
+would drop into user turns. ``prepare_chat`` does all of it and places the
+tool specs (``tools=``, a system-message field, or the documented
+``tools_system_prompt`` block after the template's default system prompt).
+The input is never modified, and nothing in a chat is ever silently dropped.
 """
 
 from __future__ import annotations
