@@ -443,12 +443,16 @@ class TryOut(Cursor):
         return self.origin
 
     def close(self) -> None:
-        """Abandon this branch: it is archived (kept, but off the main line)."""
+        """Abandon this branch: it is archived (kept, but off the main line), and this
+        scope's place in the conversation goes back to the origin cursor, so reopening
+        the conversation does not resume inside the discarded branch."""
         if self._closed:
             return
         self._check_idle()
         self.session.set_archived(self.hub_id)
         self._finish()
+        if self.origin.conversation_id == self.conversation_id:
+            self.context._remember(self.origin)
 
     def _finish(self) -> None:
         self._closed = True
