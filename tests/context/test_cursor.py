@@ -9,7 +9,9 @@ import pytest
 
 from mp13_context import (
     ChatContext,
+    Command,
     CommandError,
+    CommandKind,
     ContextError,
     CursorError,
     NodeKind,
@@ -92,6 +94,24 @@ def test_params_and_adapters_reach_the_request(ctx, engine):
     cur.ask("y", top_k=3)
     req = engine.requests[-1]
     assert req.temperature == 1.0 and req.adapters == () and req.top_k == 3
+
+
+def test_record_is_the_public_way_to_record_any_command_and_checks_it(ctx):
+    cur = ctx.cursor()
+    cur.ask("q")
+    cur.record(Command(kind=CommandKind.PARAMS_SET, params={"temperature": 0.25, "stop": "X"}))
+    assert cur.params.show() == {"temperature": 0.25, "stop": ["X"]}  # as params.set stores
+    at = cur.node_id
+    for bad in ({"temperature": "hot"}, {"warmth": 1}):
+        with pytest.raises(CommandError):
+            cur.record(Command(kind=CommandKind.PARAMS_SET, params=bad))
+    with pytest.raises(CommandError):  # a raw append is checked the same way
+        ctx.session.append(
+            at,
+            NodeKind.PLACEHOLDER,
+            commands=[Command(kind=CommandKind.PARAMS_SET, params={"top_k": "5"})],
+        )
+    assert cur.node_id == at and not ctx.session.children(at)
 
 
 def test_commands_after_a_turn_go_on_a_placeholder_not_the_turn(ctx):
