@@ -96,7 +96,11 @@ class IntegrityProblem:
 
 @attrs.frozen(kw_only=True)
 class IntegrityReport:
-    """What a check found: ``ok`` when nothing; ``problems`` in creation order."""
+    """What a check found: ``ok`` when nothing; ``problems`` in creation order.
+
+    ``checked``: the nodes ``verify`` recomputed, or the pages of the file ``check``
+    covered.
+    """
 
     checked: int = 0
     problems: tuple[IntegrityProblem, ...] = ()
