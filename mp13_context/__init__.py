@@ -14,14 +14,19 @@ from mp13_context._errors import (
     CommandError,
     ContextError,
     CursorError,
+    ImportConflictError,
     NotFoundError,
+    ReadOnlyError,
     SchemaError,
     SerializationError,
     StoreError,
+    TamperedError,
 )
 from mp13_context._events import Event, EventCallback, EventKind
 from mp13_context._export import ConversationData, SessionData
 from mp13_context._handles import AdapterCommands, ParamCommands, SystemCommands, ToolCommands
+from mp13_context._import import ImportLimits, ImportReport
+from mp13_context._integrity import IntegrityProblem, IntegrityReport
 from mp13_context._model import (
     Command,
     CommandKind,
@@ -55,10 +60,16 @@ __all__ = [
     "Event",
     "EventCallback",
     "EventKind",
+    "ImportConflictError",
+    "ImportLimits",
+    "ImportReport",
+    "IntegrityProblem",
+    "IntegrityReport",
     "Node",
     "NodeKind",
     "NotFoundError",
     "ParamCommands",
+    "ReadOnlyError",
     "ReplayReport",
     "ReplayTurn",
     "Role",
@@ -71,6 +82,7 @@ __all__ = [
     "SystemCommands",
     "SystemMode",
     "SystemPrompt",
+    "TamperedError",
     "ToolCommands",
     "TryOut",
     "Turn",

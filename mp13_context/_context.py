@@ -75,16 +75,16 @@ class ChatContext:
         self, conversation_id: str | None = None, *, at: str | None = None, title: str = ""
     ) -> Cursor:
         """A cursor: at node ``at``; else in ``conversation_id`` where this scope last
-        was (or at the conversation's newest node); else in a new conversation."""
+        was (or at the conversation's newest node), but never inside an archived
+        branch such as a closed try-out (``Session.resume_point``); else in a new
+        conversation."""
         if at is not None:
             self.session.node(at)
             return self._register(Cursor(self, at))
         if conversation_id is None:
             info = self.session.new_conversation(title)
             return self._register(Cursor(self, info.root_id, own_tip=info.root_id))
-        info = self.session.conversation(conversation_id)
-        node_id = self.session.position(self.scope, conversation_id) or info.head_id or info.root_id
-        return self._register(Cursor(self, node_id))
+        return self._register(Cursor(self, self.session.resume_point(self.scope, conversation_id)))
 
     def cursors(self) -> list[Cursor]:
         """This scope's live cursors (try-outs included)."""

@@ -199,7 +199,11 @@ class Cursor:
 
     # --- commands ----------------------------------------------------------------------
 
-    def _record(self, cmd: Command) -> None:
+    def record(self, cmd: Command) -> None:
+        """Record ``cmd`` here, where the handles (``cur.system.set(...)`` ...) record theirs:
+        on a structural node this cursor made and that has no children yet, otherwise on
+        a new placeholder child that the cursor moves to. ``CommandError`` if it cannot
+        apply here (a pop with nothing to pop, a bad parameter value)."""
         self._check_idle()
         if changes_state(cmd):
             check_command(self.state, cmd)
@@ -214,11 +218,11 @@ class Cursor:
 
     def log(self, text: str) -> None:
         """Record a note (for people; never sent to a model, never replayed)."""
-        self._record(Command(kind=CommandKind.LOG, text=text))
+        self.record(Command(kind=CommandKind.LOG, text=text))
 
     def record_call(self, call: str, /, **data: Any) -> None:
         """Record that an API call was made here (e.g. ``engine.adapters.load``); not replayed."""
-        self._record(Command(kind=CommandKind.API_CALL, text=call, data=data))
+        self.record(Command(kind=CommandKind.API_CALL, text=call, data=data))
 
     def with_params(self, **overrides: Any) -> Cursor:
         """A new cursor here whose requests use these parameters (not recorded)."""
@@ -443,12 +447,16 @@ class TryOut(Cursor):
         return self.origin
 
     def close(self) -> None:
-        """Abandon this branch: it is archived (kept, but off the main line)."""
+        """Abandon this branch: it is archived (kept, but off the main line), and this
+        scope's place in the conversation goes back to the origin cursor, so reopening
+        the conversation does not resume inside the discarded branch."""
         if self._closed:
             return
         self._check_idle()
         self.session.set_archived(self.hub_id)
         self._finish()
+        if self.origin.conversation_id == self.conversation_id:
+            self.context._remember(self.origin)
 
     def _finish(self) -> None:
         self._closed = True

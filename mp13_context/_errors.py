@@ -10,8 +10,12 @@
         │                            (no parent, nothing to retry, closed try-out, ...)
         ├── CommandError             a command that cannot apply (unknown parameter, nothing to pop)
         ├── StoreError               SQLite failed, or the file is not an mp13 session
-        │   └── SchemaError          the file has migrations this version does not know
-        └── SerializationError       JSON export/import data of the wrong shape
+        │   ├── SchemaError          the file has migrations this version does not know
+        │   └── ReadOnlyError        a write to a session opened with read_only=True
+        └── SerializationError       JSON export/import data of the wrong shape (``where``
+            │                        names the place: a path in the document, a node id)
+            ├── ImportConflictError  imported ids that already exist in the session
+            └── TamperedError        imported content that does not match its hashes
 
 Engine and tool failures during a turn never raise: they are recorded on the turn
 (``Turn.error``) so nothing is lost. SQLite errors are mapped at the store
@@ -51,5 +55,25 @@ class SchemaError(StoreError):
     """The store's schema is newer than this version of mp13 knows."""
 
 
+class ReadOnlyError(StoreError):
+    """A write to a session opened with ``read_only=True``."""
+
+
 class SerializationError(ContextError, ValueError):
-    """Exported JSON does not have the shape of an mp13 session."""
+    """Exported JSON does not have the shape of an mp13 session.
+
+    ``where`` names the place when it is known: a path in the document such as
+    ``conversations[0].nodes[3].turn.text``, with the node id.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+class ImportConflictError(SerializationError):
+    """An import would reuse conversation or node ids that this session already has."""
+
+
+class TamperedError(SerializationError):
+    """An imported document's content does not match its hashes (it was edited)."""

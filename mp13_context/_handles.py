@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Command handles of a cursor: ``cur.system``, ``cur.adapters``, ``cur.tools``, ``cur.params``.
 
-Each method records one ``Command`` through the cursor (``Cursor._record``), so
+Each method records one ``Command`` through the cursor (``Cursor.record``), so
 the rules of where commands go live in one place; ``show()`` reads the effective
 value at the cursor. Nothing here keeps state of its own.
 """
@@ -34,23 +34,23 @@ class SystemCommands(_Handle):
 
     def set(self, text: str) -> None:
         """Replace the system message."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_SET, text=text))
+        self._cur.record(Command(kind=CommandKind.SYSTEM_SET, text=text))
 
     def add(self, text: str) -> None:
         """Append a paragraph to the system message."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_ADD, text=text))
+        self._cur.record(Command(kind=CommandKind.SYSTEM_ADD, text=text))
 
     def none(self) -> None:
         """Send no system message (an empty one, so no template default is injected)."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_NONE))
+        self._cur.record(Command(kind=CommandKind.SYSTEM_NONE))
 
     def default(self) -> None:
         """Back to the chat template's default (no system message is sent)."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_DEFAULT))
+        self._cur.record(Command(kind=CommandKind.SYSTEM_DEFAULT))
 
     def pop(self) -> None:
         """Undo the last system command on this branch."""
-        self._cur._record(Command(kind=CommandKind.SYSTEM_POP))
+        self._cur.record(Command(kind=CommandKind.SYSTEM_POP))
 
     def show(self) -> SystemPrompt:
         """The effective system message here (``mode`` and ``text``)."""
@@ -62,19 +62,19 @@ class AdapterCommands(_Handle):
 
     def set(self, names: str | Sequence[str]) -> None:
         """Use exactly these adapters (``[]`` = the base model)."""
-        self._cur._record(Command(kind=CommandKind.ADAPTERS_SET, names=self._names(names)))
+        self._cur.record(Command(kind=CommandKind.ADAPTERS_SET, names=self._names(names)))
 
     def add(self, names: str | Sequence[str]) -> None:
         """Add adapters to the current set."""
-        self._cur._record(Command(kind=CommandKind.ADAPTERS_ADD, names=self._names(names)))
+        self._cur.record(Command(kind=CommandKind.ADAPTERS_ADD, names=self._names(names)))
 
     def default(self) -> None:
         """Back to the engine's default adapters."""
-        self._cur._record(Command(kind=CommandKind.ADAPTERS_DEFAULT))
+        self._cur.record(Command(kind=CommandKind.ADAPTERS_DEFAULT))
 
     def pop(self) -> None:
         """Undo the last adapters command on this branch."""
-        self._cur._record(Command(kind=CommandKind.ADAPTERS_POP))
+        self._cur.record(Command(kind=CommandKind.ADAPTERS_POP))
 
     def show(self) -> tuple[str, ...] | None:
         """The adapters here: ``None`` = engine default, ``()`` = base model."""
@@ -90,19 +90,19 @@ class ToolCommands(_Handle):
 
     def set(self, scope: Any) -> None:
         """Replace all layers with ``scope``."""
-        self._cur._record(Command(kind=CommandKind.TOOLS_SET, scope=scope))
+        self._cur.record(Command(kind=CommandKind.TOOLS_SET, scope=scope))
 
     def add(self, scope: Any) -> None:
         """Put one more layer on top."""
-        self._cur._record(Command(kind=CommandKind.TOOLS_ADD, scope=scope))
+        self._cur.record(Command(kind=CommandKind.TOOLS_ADD, scope=scope))
 
     def reset(self) -> None:
         """No layers: every tool in its global (registered) mode."""
-        self._cur._record(Command(kind=CommandKind.TOOLS_RESET))
+        self._cur.record(Command(kind=CommandKind.TOOLS_RESET))
 
     def pop(self) -> None:
         """Undo the last tools command on this branch."""
-        self._cur._record(Command(kind=CommandKind.TOOLS_POP))
+        self._cur.record(Command(kind=CommandKind.TOOLS_POP))
 
     def show(self) -> tuple[Any, ...]:
         """The scope layers here, bottom first."""
@@ -121,7 +121,7 @@ class ParamCommands(_Handle):
 
     def set(self, **params: Any) -> None:
         """Set parameters (``name=None`` restores a default). Names: ``_state.PARAMS``."""
-        self._cur._record(Command(kind=CommandKind.PARAMS_SET, params=validate_params(params)))
+        self._cur.record(Command(kind=CommandKind.PARAMS_SET, params=validate_params(params)))
 
     def show(self) -> dict[str, Any]:
         """The parameters set on this branch (without defaults or cursor overrides)."""

@@ -158,7 +158,12 @@ class Turn:
 
 @attrs.frozen(kw_only=True)
 class Node:
-    """One node of a conversation tree (see the module docstring)."""
+    """One node of a conversation tree (see the module docstring).
+
+    ``hash`` is the SHA-256 (hex) of the node's content and its parent's hash,
+    set when the node is stored; ``Session.verify`` recomputes it to find nodes
+    altered outside mp13 (see ``_integrity``).
+    """
 
     id: str
     conversation_id: str
@@ -172,6 +177,7 @@ class Node:
     main_line: bool = False
     label: str = ""
     created_at: float = attrs.field(factory=time.time)
+    hash: str = ""
 
     @property
     def is_turn(self) -> bool:

@@ -188,7 +188,7 @@ async def areplay(
             elif node.turn is None:
                 (post if replied else pre).extend(_replayable(node))
         for cmd in before + pre:
-            cur._record(cmd)
+            cur.record(cmd)
         if user is None:
             break
         assert user.turn is not None
@@ -219,7 +219,7 @@ async def areplay(
             )
         )
         for cmd in post:
-            cur._record(cmd)
+            cur.record(cmd)
     return ReplayReport(
         source_conversation_id=src_info.id,
         conversation_id=cur.conversation_id,

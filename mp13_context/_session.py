@@ -14,6 +14,15 @@ Invariants:
 - The session caches nodes and states it has read. Nodes are immutable apart
   from flags and commands, which only this session changes; another process
   writing the same file is seen after ``refresh()``.
+- Stored text is valid UTF-8: a lone surrogate in a turn, a command, a title or
+  a label is stored as U+FFFD, and the node ``append`` returns already holds
+  the stored text (see ``_text``), so what is read back, exported and sent to
+  a model is the same.
+- Every node carries a hash of its content and its parent's hash
+  (``_integrity``); ``verify()`` finds nodes altered outside mp13 and
+  ``check()`` runs SQLite's quick check for damaged pages.
+- Imports are validated as a whole and written in one transaction, always as
+  new conversations (``_import``).
 """
 
 from __future__ import annotations
@@ -24,8 +33,16 @@ from typing import Any
 
 import attrs
 
-from mp13_context._convert import dumps, loads, structure, unstructure
-from mp13_context._errors import ContextError, CursorError, NotFoundError, StoreError
+from mp13_context._convert import dumps, unstructure
+from mp13_context._errors import (
+    ContextError,
+    CursorError,
+    NotFoundError,
+    StoreError,
+)
+from mp13_context._import import ImportLimits, ImportReport, plan_import, write_plans
+from mp13_context._integrity import IntegrityReport
+from mp13_context._interned import StateTable
 from mp13_context._messages import render
 from mp13_context._model import (
     Command,
@@ -37,23 +54,10 @@ from mp13_context._model import (
     Turn,
     new_id,
 )
-from mp13_context._state import EffectiveState, apply, changes_state, check_command
+from mp13_context._rows import node_from_row, node_row, stored_commands, stored_turn
+from mp13_context._state import EffectiveState, apply
 from mp13_context._store import NodeRow, Store
-
-
-def _search(turn: Turn | None) -> tuple[str, str] | None:
-    """``(role, text)`` to index for a turn (text, reasoning, tool results)."""
-    if turn is None:
-        return None
-    parts = [turn.text, turn.reasoning, *(r.content for r in turn.tool_results)]
-    text = "\n".join(p for p in parts if p)
-    return (turn.role.value, text) if text else None
-
-
-def _fts_query(text: str) -> str:
-    """Plain words -> an FTS5 query that matches all of them, with no operators."""
-    terms = [t.replace('"', '""') for t in text.split()]
-    return " ".join(f'"{t}"' for t in terms)
+from mp13_context._text import fts_query, scrub, search_entry
 
 
 class Session:
@@ -63,21 +67,28 @@ class Session:
         self._store = store
         self._nodes: dict[str, Node] = {}
         self._state_of: dict[str, int] = {}
-        self._states: dict[int, EffectiveState] = {}
-        self._state_ids: dict[str, int] = {}
-        self._initial_state_id = self._intern(EffectiveState())
+        self._states = StateTable(store)
 
     # --- lifecycle ---------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] = ":memory:") -> Session:
-        """Open (or create) a session file; ``":memory:"`` keeps it in memory."""
-        return cls(Store(os.fspath(path)))
+    def open(cls, path: str | os.PathLike[str] = ":memory:", *, read_only: bool = False) -> Session:
+        """Open (or create) a session file; ``":memory:"`` keeps it in memory.
+
+        ``read_only=True`` opens an existing file without writing anything to it (no
+        migration, no WAL switch, works on read-only media); every change raises
+        ``ReadOnlyError`` and cursor positions are not saved.
+        """
+        return cls(Store(os.fspath(path), read_only=read_only))
 
     @property
     def filename(self) -> str:
         """The SQLite file this session lives in (``":memory:"`` for none)."""
         return self._store.path
+
+    @property
+    def read_only(self) -> bool:
+        return self._store.read_only
 
     def close(self) -> None:
         self._store.close()
@@ -93,31 +104,23 @@ class Session:
         self._nodes.clear()
         self._state_of.clear()
 
+    # --- checks ------------------------------------------------------------------------
+
+    def check(self) -> IntegrityReport:
+        """Run SQLite's ``quick_check`` over the whole file: damaged pages anywhere, not
+        only those read so far. ``report.ok`` when none; otherwise SQLite's findings
+        (copy what can be read with ``export_json``, or restore a backup)."""
+        return self._store.quick_check()
+
+    def verify(self, conversation_id: str | None = None) -> IntegrityReport:
+        """Recompute every node's hash (of one conversation, or all): ``report.first``
+        names the first node, in creation order, altered outside mp13 (or whose tree
+        links are broken). See ``_integrity`` for what the hash covers."""
+        if conversation_id is not None:
+            self.conversation(conversation_id)
+        return self._store.verify(conversation_id)
+
     # --- states ------------------------------------------------------------------------
-
-    def _intern(self, state: EffectiveState) -> int:
-        data = dumps(state)
-        sid = self._state_ids.get(data)
-        if sid is None:
-            sid = self._store.intern_state(data)
-            self._state_ids[data] = sid
-            self._states[sid] = state
-        return sid
-
-    def _state(self, sid: int) -> EffectiveState:
-        state = self._states.get(sid)
-        if state is None:
-            state = loads(self._store.state(sid), EffectiveState)
-            self._states[sid] = state
-        return state
-
-    def _fold(self, sid: int, commands: tuple[Command, ...]) -> int:
-        for cmd in commands:
-            if changes_state(cmd):
-                state = self._state(sid)
-                check_command(state, cmd)
-                sid = self._intern(apply(state, sid, cmd, self._state))
-        return sid
 
     def state_at(self, node_id: str) -> EffectiveState:
         """The effective state after ``node_id``'s commands (an O(1) lookup)."""
@@ -125,7 +128,7 @@ class Session:
         if sid is None:
             self.node(node_id)
             sid = self._state_of[node_id]
-        return self._state(sid)
+        return self._states.get(sid)
 
     def recompute_state(self, node_id: str) -> EffectiveState:
         """The state folded from scratch along the root path, ignoring stored states.
@@ -153,11 +156,12 @@ class Session:
     def new_conversation(self, title: str = "") -> ConversationInfo:
         """A new, empty conversation (just its root node)."""
         cid = new_id()
+        title = scrub(title)
         root = Node(id=new_id(), conversation_id=cid, parent_id=None, kind=NodeKind.ROOT)
-        row = self._row(root, self._initial_state_id)
+        row, root = node_row(root, self._states.initial, "", None, None)
         with self._store.lock:
             seq = self._store.insert_conversation(cid, title, row, root.created_at)
-            self._cache(attrs.evolve(root, seq=seq), self._initial_state_id)
+            self._cache(attrs.evolve(root, seq=seq), self._states.initial)
         return ConversationInfo(id=cid, root_id=root.id, title=title, head_id=root.id)
 
     def conversations(self) -> list[ConversationInfo]:
@@ -174,7 +178,7 @@ class Session:
 
     def set_title(self, conversation_id: str, title: str) -> None:
         self.conversation(conversation_id)
-        self._store.set_title(conversation_id, title)
+        self._store.set_title(conversation_id, scrub(title))
 
     @staticmethod
     def _info(row: tuple) -> ConversationInfo:
@@ -185,39 +189,8 @@ class Session:
 
     # --- nodes -------------------------------------------------------------------------
 
-    def _row(self, node: Node, state_id: int) -> dict[str, Any]:
-        return {
-            "id": node.id,
-            "conversation_id": node.conversation_id,
-            "parent_id": node.parent_id,
-            "kind": node.kind.value,
-            "depth": node.depth,
-            "turn": dumps(node.turn) if node.turn is not None else None,
-            "commands": dumps([unstructure(c) for c in node.commands]) if node.commands else None,
-            "archived": int(node.archived),
-            "main_line": int(node.main_line),
-            "label": node.label,
-            "created_at": node.created_at,
-            "state_id": state_id,
-        }
-
     def _from_row(self, r: NodeRow) -> Node:
-        node = Node(
-            id=r.id,
-            conversation_id=r.conversation_id,
-            parent_id=r.parent_id,
-            kind=NodeKind(r.kind),
-            depth=r.depth,
-            seq=r.seq,
-            turn=loads(r.turn, Turn) if r.turn else None,
-            commands=tuple(structure(c, Command) for c in json.loads(r.commands))
-            if r.commands
-            else (),
-            archived=bool(r.archived),
-            main_line=bool(r.main_line),
-            label=r.label,
-            created_at=r.created_at,
-        )
+        node = node_from_row(r)
         self._cache(node, r.state_id)
         return node
 
@@ -279,24 +252,26 @@ class Session:
         *,
         label: str = "",
     ) -> Node:
-        """Append a child of ``parent_id`` (saved at once); return it."""
+        """Append a child of ``parent_id`` (saved at once); return it, as stored."""
         if (kind is NodeKind.TURN) != (turn is not None):
             raise CursorError("a TURN node needs a turn and other kinds must not have one")
+        stored, turn_json = stored_turn(turn)
+        cmds, cmds_json = stored_commands(tuple(commands))
         with self._store.lock:
             parent = self.node(parent_id)
-            commands = tuple(commands)
-            sid = self._fold(self._state_of[parent_id], commands)
+            sid = self._states.fold(self._state_of[parent_id], cmds)
             node = Node(
                 id=new_id(),
                 conversation_id=parent.conversation_id,
                 parent_id=parent_id,
                 kind=kind,
                 depth=parent.depth + 1,
-                turn=attrs.evolve(turn, node_id=None) if turn is not None else None,
-                commands=commands,
-                label=label,
+                turn=stored,
+                commands=cmds,
+                label=scrub(label),
             )
-            seq = self._store.insert_node(self._row(node, sid), _search(node.turn))
+            row, node = node_row(node, sid, parent.hash, turn_json, cmds_json)
+            seq = self._store.insert_node(row, search_entry(node.turn))
             node = attrs.evolve(node, seq=seq)
             self._cache(node, sid)
         return node
@@ -311,9 +286,17 @@ class Session:
                     f"node {node_id} already has children; record the commands on a new "
                     "placeholder child instead (cursors do this for you)"
                 )
-            sid = self._fold(self._state_of[node_id], tuple(commands))
-            node = attrs.evolve(node, commands=node.commands + tuple(commands))
-            self._store.set_commands(node_id, dumps([unstructure(c) for c in node.commands]), sid)
+            if not commands:
+                return node
+            cmds, _ = stored_commands(tuple(commands))
+            sid = self._states.fold(self._state_of[node_id], cmds)
+            all_cmds, cmds_json = stored_commands(node.commands + cmds)
+            parent_hash = self.node(node.parent_id).hash if node.parent_id else ""
+            _, turn_json = stored_turn(node.turn)
+            _, node = node_row(
+                attrs.evolve(node, commands=all_cmds), sid, parent_hash, turn_json, cmds_json
+            )
+            self._store.set_commands(node_id, cmds_json or "[]", sid, node.hash)
             self._cache(node, sid)
         return node
 
@@ -357,7 +340,24 @@ class Session:
         return self._store.position(scope, conversation_id)
 
     def save_position(self, scope: str, conversation_id: str, node_id: str) -> None:
-        self._store.save_position(scope, conversation_id, node_id)
+        """Remember where ``scope`` is in a conversation (not in a read-only session)."""
+        if not self.read_only:
+            self._store.save_position(scope, conversation_id, node_id)
+
+    def resume_point(self, scope: str, conversation_id: str) -> str:
+        """Where ``scope`` picks a conversation up again: its saved position, else the
+        newest node; if that lies in an archived branch (a closed try-out, trimmed
+        turns), the node the branch grew from, so nothing discarded is carried on."""
+        info = self.conversation(conversation_id)
+        node_id = self.position(scope, conversation_id) or info.head_id or info.root_id
+        try:
+            path = self.path(node_id)
+        except NotFoundError:
+            return info.root_id
+        for i, node in enumerate(path):
+            if node.archived and i > 0:
+                return path[i - 1].id
+        return node_id
 
     # --- search ------------------------------------------------------------------------
 
@@ -372,14 +372,16 @@ class Session:
     ) -> list[SearchHit]:
         """Full-text search over all message text (user, assistant, tool results).
 
-        ``text`` is plain words (all must match); ``raw=True`` passes FTS5 query
-        syntax through (``"exact phrase"``, ``a OR b``, ``pre*``). ``order``:
-        ``"recent"`` (newest first, fast at any size) or ``"rank"`` (best match
-        first, bm25; scores every match, so slower for common words).
+        ``text`` is plain words (all must match) and may hold any characters: quotes,
+        FTS5 syntax, control characters and NUL never raise (see ``_text.fts_query``
+        for what such words match). ``raw=True`` passes FTS5 query syntax through
+        (``"exact phrase"``, ``a OR b``, ``pre*``). ``order``: ``"recent"`` (newest
+        first, fast at any size) or ``"rank"`` (best match first, bm25; scores every
+        match, so slower for common words).
         """
         if order not in ("recent", "rank"):
             raise ContextError(f"search order must be 'recent' or 'rank', got {order!r}")
-        query = text if raw else _fts_query(text)
+        query = scrub(text) if raw else fts_query(text)
         if not query.strip():
             return []
         try:
@@ -410,7 +412,7 @@ class Session:
     # --- export / import ---------------------------------------------------------------
 
     def export_json(self, path: str | os.PathLike[str]) -> None:
-        """Write the whole session as JSON (see ``SessionData``)."""
+        """Write the whole session as JSON (see ``SessionData``), node hashes included."""
         from mp13_context._export import export_session
 
         export_session(self, path)
@@ -422,41 +424,51 @@ class Session:
         into: Session | str | os.PathLike[str] | None = None,
         *,
         new_ids: bool = False,
+        accept_edits: bool = False,
+        limits: ImportLimits | None = None,
     ) -> Session:
         """Read an export into ``into`` (a session, a file path, or a new in-memory
-        session when ``None``) and return that session. Conversations keep their ids;
-        ``new_ids=True`` imports copies under fresh ids (e.g. a session's own export)."""
-        from mp13_context._export import import_session
+        session when ``None``) and return that session (see ``import_document``)."""
+        from mp13_context._export import read_document
 
+        doc = read_document(path)
         session = into if isinstance(into, Session) else cls.open(into or ":memory:")
-        import_session(session, path, new_ids=new_ids)
+        try:
+            session.import_document(doc, new_ids=new_ids, accept_edits=accept_edits, limits=limits)
+        except BaseException:
+            if session is not into:
+                session.close()
+            raise
         return session
 
-    def _insert_imported(self, info: ConversationInfo, nodes: list[Node]) -> None:
-        """Recreate a conversation with the given ids (used by import)."""
-        with self._store.lock:
-            if self._store.conversation(info.id) is not None:
-                raise StoreError(
-                    f"conversation {info.id} already exists in this session; import into "
-                    "a new session, or pass new_ids=True to import copies"
-                )
-            ordered = sorted(nodes, key=lambda n: n.seq)  # parents were created first
-            roots = [n for n in ordered if n.parent_id is None]
-            if len(roots) != 1 or ordered[0] is not roots[0]:
-                raise StoreError(f"conversation {info.id} must have exactly one root node, first")
-            root = roots[0]
-            sid = self._fold(self._initial_state_id, root.commands)
-            seq = self._store.insert_conversation(
-                info.id, info.title, self._row(root, sid), info.created_at
-            )
-            self._cache(attrs.evolve(root, seq=seq), sid)
-            for child in ordered[1:]:
-                parent = self._nodes.get(child.parent_id or "")
-                if parent is None:
-                    raise StoreError(
-                        f"node {child.id} of conversation {info.id} has a missing parent"
-                    )
-                csid = self._fold(self._state_of[parent.id], child.commands)
-                child = attrs.evolve(child, depth=parent.depth + 1)
-                seq = self._store.insert_node(self._row(child, csid), _search(child.turn))
-                self._cache(attrs.evolve(child, seq=seq), csid)
+    def import_document(
+        self,
+        data: Any,
+        *,
+        new_ids: bool = False,
+        accept_edits: bool = False,
+        limits: ImportLimits | None = None,
+    ) -> ImportReport:
+        """Import an export (the decoded JSON, or a ``SessionData``) as new conversations.
+
+        The whole document is validated first, then written in one transaction:
+        on any error (``SerializationError`` naming the place) nothing is written.
+        Conversations keep their ids, and an id this session already has refuses
+        the whole import (``ImportConflictError``); ``new_ids=True`` imports copies
+        under fresh ids (e.g. a session's own export). Nothing in a document can
+        attach to, or change, an existing conversation. A version 2 export whose
+        content does not match its hashes was edited: ``TamperedError``, unless
+        ``accept_edits=True`` (the report lists the edited nodes).
+        """
+        if attrs.has(type(data)):  # a SessionData: checked as the JSON it would export to
+            data = json.loads(json.dumps(unstructure(data)))
+        plans, verified, edited = plan_import(
+            data, new_ids=new_ids, accept_edits=accept_edits, limits=limits or ImportLimits()
+        )
+        write_plans(self._store, self._states, plans)
+        return ImportReport(
+            conversations=tuple(p.info.id for p in plans),
+            nodes=sum(len(p.nodes) for p in plans),
+            verified=verified,
+            edited=edited,
+        )

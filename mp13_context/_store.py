@@ -1,19 +1,26 @@
 # SPDX-License-Identifier: MIT
-"""The SQLite store (through ``sqlean.py``): schema migrations, incremental saves, search.
+"""The SQLite store (through ``sqlean.py``): opening files, incremental saves, search, checks.
 
 Invariants:
 
-- The schema is built by ``MIGRATIONS``, an append-only list of *named* steps.
-  The ``migrations`` table records which names a file has; opening a file applies
-  the missing ones in order, each in its own transaction. A file that has a
-  migration this version does not know is refused (``SchemaError``) rather than
-  misread. Never edit or reorder a released migration: append a new one.
+- The schema is built by the append-only named migrations of ``_migrations``;
+  opening a writable file applies the missing ones.
 - Every mutation (append a node, append a command, change flags, rename a
   conversation, move a saved position) is one short transaction that writes only
   the rows it changes; the session is never rewritten.
 - Files use WAL, so several connections can read while one writes.
   ``synchronous=NORMAL``: a committed turn survives a crash of the process; a
   power cut may lose the last few.
+- A file is inspected before anything is written to it: a SQLite file that is
+  not an mp13 session (tables but no ``migrations`` table), or one with
+  migrations this version does not know, is refused while it is still byte for
+  byte as it was (switching to WAL rewrites the header, so it comes after).
+- ``read_only=True`` opens with SQLite's ``mode=ro`` and writes nothing: no
+  migration, no WAL switch, every write raises ``ReadOnlyError``. On read-only
+  media (the file or its folder cannot be written, or carries no write
+  permission bit) it opens the file as ``immutable``, so SQLite creates no
+  ``-wal``/``-shm`` files next to it; a ``-wal`` file left there by a crash is
+  then not read.
 - All SQL runs under one lock per store, so a session can be used from several
   threads (the sync API runs coroutines on a helper thread).
 """
@@ -21,133 +28,23 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import json
+import os
 import sqlite3 as _std_sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+import urllib.parse
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import sqlean
 
-from mp13_context._errors import SchemaError, StoreError
-
-Migration = Callable[[Any], None]
+from mp13_context._errors import ReadOnlyError, StoreError
+from mp13_context._integrity import IntegrityProblem, IntegrityReport, VerifyRow, verify_rows
+from mp13_context._migrations import migrate, missing_migrations
 
 # Errors of sqlean and the standard library share names but not classes.
 _SQL_ERRORS = (sqlean.Error, _std_sqlite3.Error)
-
-
-def _m0001_core(conn: Any) -> None:
-    conn.execute(
-        "CREATE TABLE conversations (id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '', "
-        "root_id TEXT NOT NULL, head_id TEXT, created_at REAL NOT NULL)"
-    )
-    conn.execute(
-        "CREATE TABLE nodes (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
-        "conversation_id TEXT NOT NULL, parent_id TEXT, kind TEXT NOT NULL, "
-        "depth INTEGER NOT NULL, turn TEXT, commands TEXT, archived INTEGER NOT NULL DEFAULT 0, "
-        "main_line INTEGER NOT NULL DEFAULT 0, label TEXT NOT NULL DEFAULT '', "
-        "created_at REAL NOT NULL, state_id INTEGER NOT NULL)"
-    )
-    conn.execute("CREATE INDEX nodes_parent ON nodes (parent_id, seq)")
-    conn.execute("CREATE INDEX nodes_conversation ON nodes (conversation_id, seq)")
-    conn.execute("CREATE TABLE states (id INTEGER PRIMARY KEY, data TEXT NOT NULL UNIQUE)")
-
-
-def search_text(turn_json: str | None) -> tuple[str, str] | None:
-    """``(role, text)`` to index for a stored turn, or ``None`` when there is nothing."""
-    if not turn_json:
-        return None
-    turn = json.loads(turn_json)
-    parts = [turn.get("text", ""), turn.get("reasoning", "")]
-    parts += [r.get("content", "") for r in turn.get("tool_results", ())]
-    text = "\n".join(p for p in parts if p)
-    return (turn["role"], text) if text else None
-
-
-def _m0002_search(conn: Any) -> None:
-    conn.execute(
-        "CREATE VIRTUAL TABLE search USING fts5(text, role UNINDEXED, "
-        "conversation_id UNINDEXED, node_id UNINDEXED)"
-    )
-    # Every save is its own transaction, so FTS5 gets one tiny segment per turn; merging
-    # them less eagerly halves the cost of a save and keeps queries fast.
-    conn.execute("INSERT INTO search (search, rank) VALUES ('automerge', 16)")
-    conn.execute("INSERT INTO search (search, rank) VALUES ('crisismerge', 64)")
-    # Files made before this migration already have turns: index them now.
-    rows = conn.execute("SELECT id, conversation_id, turn FROM nodes WHERE turn IS NOT NULL")
-    for node_id, conversation_id, turn_json in rows.fetchall():
-        found = search_text(turn_json)
-        if found is not None:
-            conn.execute(
-                "INSERT INTO search (text, role, conversation_id, node_id) VALUES (?, ?, ?, ?)",
-                (found[1], found[0], conversation_id, node_id),
-            )
-
-
-def _m0003_positions(conn: Any) -> None:
-    conn.execute(
-        "CREATE TABLE positions (scope TEXT NOT NULL, conversation_id TEXT NOT NULL, "
-        "node_id TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (scope, conversation_id))"
-    )
-
-
-#: The schema, as append-only named steps (see the module docstring).
-MIGRATIONS: tuple[tuple[str, Migration], ...] = (
-    ("0001_core", _m0001_core),
-    ("0002_search", _m0002_search),
-    ("0003_positions", _m0003_positions),
-)
-
-
-def applied_migrations(conn: Any) -> list[str]:
-    has = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='migrations'"
-    ).fetchone()
-    if not has:
-        return []
-    return [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
-
-
-def migrate(conn: Any, upto: int | None = None) -> list[str]:
-    """Apply the missing migrations (the first ``upto`` only, for tests); return their names."""
-    done = applied_migrations(conn)
-    known = [name for name, _ in MIGRATIONS]
-    unknown = [n for n in done if n not in known]
-    if unknown:
-        raise SchemaError(
-            f"this session file has schema migrations {unknown} that this version of mp13 does "
-            "not know; open it with a newer mp13, or export it to JSON from there"
-        )
-    if not done:
-        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
-        if tables[0]:
-            raise StoreError(
-                "this SQLite file has tables but is not an mp13 session (no migrations table); "
-                "pick a new file name for the session"
-            )
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS migrations "
-            "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-    applied = []
-    for name, step in MIGRATIONS[:upto]:
-        if name in done:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            step(conn)
-            conn.execute(
-                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time())
-            )
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        applied.append(name)
-    return applied
 
 
 @attrs.define
@@ -167,38 +64,96 @@ class NodeRow:
     label: str
     created_at: float
     state_id: int
+    hash: str
 
 
 _NODE_COLUMNS = (
     "seq, id, conversation_id, parent_id, kind, depth, turn, commands, archived, main_line, "
-    "label, created_at, state_id"
+    "label, created_at, state_id, hash"
 )
 
 
+def _in_memory(path: str) -> bool:
+    return path == ":memory:" or path.startswith("file::memory:")
+
+
+def _read_only_media(path: str) -> bool:
+    """Whether SQLite could not create ``-wal``/``-shm`` files next to ``path``.
+
+    The write permission bits count too, not only ``os.access``: a file or folder
+    marked read-only is treated as read-only media even for a user (root) whom
+    the permissions do not stop.
+    """
+    for item in (path, os.path.dirname(os.path.abspath(path))):
+        if not os.access(item, os.W_OK) or not os.stat(item).st_mode & 0o222:
+            return True
+    return False
+
+
+def _open(path: str, *, read_only: bool) -> Any:
+    """A bare connection (autocommit; transactions are explicit) that has written nothing."""
+    kw: dict[str, Any] = {"isolation_level": None, "check_same_thread": False, "timeout": 10.0}
+    if not read_only:
+        return sqlean.connect(path, **kw)
+    if _in_memory(path):
+        raise StoreError("read_only=True needs a session file; an in-memory session is empty")
+    if not os.path.isfile(path):
+        raise StoreError(f"no session file at {path!r}; read_only=True opens existing files only")
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    if not _read_only_media(path):
+        conn = sqlean.connect(uri, uri=True, **kw)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except _SQL_ERRORS:  # e.g. a WAL file whose -shm cannot be created: open immutable
+            conn.close()
+    return sqlean.connect(f"{uri}&immutable=1", uri=True, **kw)
+
+
+def _configure(conn: Any, path: str) -> None:
+    if not _in_memory(path):
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    # Checkpoint the WAL less often (~40 MB): pages that many small transactions
+    # touch again and again are then copied into the database once.
+    conn.execute("PRAGMA wal_autocheckpoint=10000")
+
+
 def connect(path: str) -> Any:
-    """A connection with mp13's settings (autocommit; transactions are explicit)."""
+    """A writable connection with mp13's settings, for a file known to be ours (tests)."""
     try:
-        conn = sqlean.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
-        if path != ":memory:" and not path.startswith("file::memory:"):
-            conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        # Checkpoint the WAL less often (~40 MB): pages that many small transactions
-        # touch again and again are then copied into the database once.
-        conn.execute("PRAGMA wal_autocheckpoint=10000")
+        conn = _open(path, read_only=False)
+        _configure(conn, path)
         return conn
     except _SQL_ERRORS as exc:
         raise StoreError(f"cannot open session file {path!r}: {exc}; check the path") from exc
 
 
+_READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
+
+
 class Store:
     """SQL for one session file. Every public method is one transaction or one read."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         self.lock = threading.RLock()
-        self.conn = connect(path)
         try:
-            migrate(self.conn)
+            self.conn = _open(path, read_only=read_only)
+        except _SQL_ERRORS as exc:
+            raise StoreError(f"cannot open session file {path!r}: {exc}; check the path") from exc
+        try:
+            # Inspect first, change later: a foreign file is refused untouched.
+            missing = missing_migrations(self.conn)
+            if read_only and missing:
+                raise ReadOnlyError(
+                    f"{path!r} needs schema migrations {missing} that a read-only open cannot "
+                    "apply; open it once without read_only=True (on a copy, if it must not change)"
+                )
+            if not read_only:
+                _configure(self.conn, path)
+                migrate(self.conn)
         except _SQL_ERRORS as exc:
             self.conn.close()
             raise StoreError(
@@ -215,6 +170,8 @@ class Store:
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
         """One write transaction; SQLite errors become ``StoreError``."""
+        if self.read_only:
+            raise ReadOnlyError(_READ_ONLY)
         with self.lock:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
@@ -234,39 +191,110 @@ class Store:
             except _SQL_ERRORS as exc:
                 raise StoreError(f"reading {self.path!r} failed: {exc}") from exc
 
+    # --- checks -----------------------------------------------------------------------
+
+    def quick_check(self, max_errors: int = 100) -> IntegrityReport:
+        """SQLite's ``quick_check``: damaged pages and b-trees, as problems (never raises)."""
+        found: list[str] = []
+        pages = 0
+        with self.lock:
+            try:
+                pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+                # Row by row: on some damage SQLite reports findings, then stops with an error.
+                for (line,) in self.conn.execute(f"PRAGMA quick_check({int(max_errors)})"):
+                    if line != "ok":
+                        found.append(line)
+            except _SQL_ERRORS as exc:
+                found.append(f"SQLite stopped checking {self.path!r}: {exc}")
+        problems = tuple(IntegrityProblem(message=m) for m in found)
+        return IntegrityReport(checked=pages, problems=problems)
+
+    def verify(self, conversation_id: str | None = None) -> IntegrityReport:
+        """Every node's hash against its content (see ``_integrity.verify_rows``)."""
+        where, args = "", ()
+        if conversation_id is not None:
+            where, args = "WHERE n.conversation_id = ?", (conversation_id,)
+        sql = (
+            "SELECT n.id, n.conversation_id, n.parent_id, n.kind, n.turn, n.commands, n.label, "
+            "n.created_at, n.hash, p.hash, p.conversation_id, c.root_id FROM nodes n "
+            "LEFT JOIN nodes p ON p.id = n.parent_id "
+            f"LEFT JOIN conversations c ON c.id = n.conversation_id {where} ORDER BY n.seq"
+        )
+        lost = self.read(
+            "SELECT c.id, c.root_id FROM conversations c LEFT JOIN nodes n ON n.id = c.root_id "
+            "WHERE n.id IS NULL" + (" AND c.id = ?" if args else ""),
+            args,
+        )
+        rows: list[VerifyRow] = self.read(sql, args)  # type: ignore[assignment]
+        report = verify_rows(rows)
+        missing = tuple(
+            IntegrityProblem(
+                message=f"conversation {cid}'s root node {root} does not exist",
+                node_id=root,
+                conversation_id=cid,
+            )
+            for cid, root in lost
+        )
+        return attrs.evolve(report, problems=missing + report.problems)
+
     # --- writes -----------------------------------------------------------------------
 
     def intern_state(self, data: str) -> int:
+        rows = self.read("SELECT id FROM states WHERE data = ?", (data,))
+        if rows:
+            return rows[0][0]
         with self.tx() as conn:
-            row = conn.execute("SELECT id FROM states WHERE data = ?", (data,)).fetchone()
-            if row:
-                return row[0]
-            return conn.execute("INSERT INTO states (data) VALUES (?)", (data,)).lastrowid
+            return self.intern_in(conn, data)
+
+    @staticmethod
+    def intern_in(conn: Any, data: str) -> int:
+        """``intern_state`` inside the caller's transaction."""
+        row = conn.execute("SELECT id FROM states WHERE data = ?", (data,)).fetchone()
+        if row:
+            return row[0]
+        return conn.execute("INSERT INTO states (data) VALUES (?)", (data,)).lastrowid
+
+    @staticmethod
+    def existing(conn: Any, table: str, ids: list[str]) -> list[str]:
+        """Which of ``ids`` are already in ``table`` (``nodes`` or ``conversations``)."""
+        found: list[str] = []
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ", ".join("?" * len(part))
+            rows = conn.execute(f"SELECT id FROM {table} WHERE id IN ({marks})", part)
+            found += [r[0] for r in rows]
+        return found
 
     def insert_conversation(
         self, cid: str, title: str, root: dict[str, Any], created_at: float
     ) -> int:
         with self.tx() as conn:
-            conn.execute(
-                "INSERT INTO conversations (id, title, root_id, head_id, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (cid, title, root["id"], root["id"], created_at),
-            )
-            return self._insert_node(conn, root)
+            return self.insert_conversation_in(conn, cid, title, root, created_at)
+
+    def insert_conversation_in(
+        self, conn: Any, cid: str, title: str, root: dict[str, Any], created_at: float
+    ) -> int:
+        """``insert_conversation`` inside the caller's transaction."""
+        conn.execute(
+            "INSERT INTO conversations (id, title, root_id, head_id, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (cid, title, root["id"], root["id"], created_at),
+        )
+        return self.insert_node_in(conn, root)
 
     def insert_node(self, row: dict[str, Any], search: tuple[str, str] | None = None) -> int:
         """Append a node and index ``search`` = ``(role, text)``; return its seq."""
         with self.tx() as conn:
-            return self._insert_node(conn, row, search)
+            return self.insert_node_in(conn, row, search)
 
-    def _insert_node(
-        self, conn: Any, row: dict[str, Any], found: tuple[str, str] | None = None
-    ) -> int:
+    @staticmethod
+    def insert_node_in(conn: Any, row: dict[str, Any], found: tuple[str, str] | None = None) -> int:
+        """``insert_node`` inside the caller's transaction."""
         seq = conn.execute(
             "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
-            "archived, main_line, label, created_at, state_id) "
+            "archived, main_line, label, created_at, state_id, hash) "
             "VALUES (:id, :conversation_id, :parent_id, :kind, :depth, :turn, :commands, "
-            ":archived, :main_line, :label, :created_at, :state_id)",
+            ":archived, :main_line, :label, :created_at, :state_id, :hash)",
             row,
         ).lastrowid
         if found is not None:
@@ -276,11 +304,11 @@ class Store:
             )
         return seq
 
-    def set_commands(self, node_id: str, commands: str, state_id: int) -> None:
+    def set_commands(self, node_id: str, commands: str, state_id: int, digest: str) -> None:
         with self.tx() as conn:
             conn.execute(
-                "UPDATE nodes SET commands = ?, state_id = ? WHERE id = ?",
-                (commands, state_id, node_id),
+                "UPDATE nodes SET commands = ?, state_id = ?, hash = ? WHERE id = ?",
+                (commands, state_id, digest, node_id),
             )
 
     def set_flags(self, node_id: str, **flags: Any) -> None:
@@ -333,12 +361,6 @@ class Store:
             (node_id,),
         )
         return rows[0][0]
-
-    def child_ids(self, node_id: str) -> list[str]:
-        return [
-            r[0]
-            for r in self.read("SELECT id FROM nodes WHERE parent_id = ? ORDER BY seq", (node_id,))
-        ]
 
     def has_children(self, node_id: str) -> bool:
         return bool(self.read("SELECT 1 FROM nodes WHERE parent_id = ? LIMIT 1", (node_id,)))

@@ -9,8 +9,12 @@ the tokenizer would normally add one, which keeps that invariant.
 
 Messages are rendered with the tokenizer's chat template; ``continue_final``
 renders without a generation prompt and continues the last assistant message.
-Tools go to the template's ``tools=`` argument when the template uses them,
-otherwise (when a tool-call format is known) into the system message.
+What the template renders of a tool conversation is probed once
+(``toolcalls.template_support``): tools go to its ``tools=`` argument when it
+renders them, otherwise (when a tool-call format is known, which for a
+template without tool support is ``toolcalls.DEFAULT_FORMAT``) into the system
+message, after the template's own default system prompt; past calls and
+results it would drop are written in the format (``toolcalls.prepare_chat``).
 ``prepare`` is that adaptation alone; training renders its chats through it
 too, so training and serving cannot drift apart.
 """
@@ -33,7 +37,15 @@ class PromptFormatter:
         self.tool_format = tool_format
         template = getattr(tokenizer, "chat_template", None)
         self.chat_template: str | None = template if isinstance(template, str) else None
-        self.template_uses_tools = bool(self.chat_template and "tools" in self.chat_template)
+        #: What the template renders of a tool conversation (None: no template).
+        self.template_support = (
+            toolcalls.template_support(tokenizer) if self.chat_template is not None else None
+        )
+        self.template_uses_tools = (
+            self.template_support.tools
+            if self.template_support is not None
+            else bool(self.chat_template and "tools" in self.chat_template)
+        )
         self._bos_text = self._bos_prefix(tokenizer)
 
     @staticmethod
@@ -96,29 +108,18 @@ class PromptFormatter:
 
         The ONE adaptation serving (:meth:`render`) and training share, so a
         trained chat renders exactly as the same chat is served: tool calls in
-        the shape this template reads (``prepare_messages`` with the template,
-        e.g. JSON-text arguments for DeepSeek's), tool specs in the system
-        message when the template ignores ``tools=``.
+        the shape this template reads (e.g. JSON-text arguments for DeepSeek's,
+        the call text in the content where it drops ``tool_calls``), tool specs
+        in the system message when the template ignores ``tools=``
+        (``toolcalls.prepare_chat``).
         """
         out = [dict(m) for m in messages]
-        specs = [dict(t) for t in tools] if tools else None
         fmt = self.tool_format
         if fmt is None:
-            return out, specs
-        out = toolcalls.prepare_messages(out, fmt, chat_template=self.chat_template)
-        if specs and not self.template_uses_tools:
-            return _inject_system(out, toolcalls.tools_system_prompt(specs, fmt)), None
-        return out, specs
+            return out, [dict(t) for t in tools] if tools else None
+        return toolcalls.prepare_chat(
+            out, tools, fmt, chat_template=self.chat_template, support=self.template_support
+        )
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok(text, add_special_tokens=False)["input_ids"])
-
-
-def _inject_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
-    if not text:
-        return messages
-    if messages and messages[0].get("role") == "system":
-        first = dict(messages[0])
-        first["content"] = f"{first.get('content') or ''}\n\n{text}".strip()
-        return [first, *messages[1:]]
-    return [{"role": "system", "content": text}, *messages]

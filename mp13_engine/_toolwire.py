@@ -3,10 +3,12 @@
 
 Resolved once per engine at load: the tool-call format is
 ``EngineConfig.tool_format`` when set (unknown → ``ToolFormatError``), else
-detected from the chat template, else None. With no format, or for a request
-with ``parse_tools=False``, there is no parser: ``Response.text`` is the raw
-decoded text and stream chunks carry raw text deltas. Parsing never raises on
-model output (see ``_output`` for what happens if a parser does anyway).
+detected from the chat template, else ``toolcalls.DEFAULT_FORMAT`` when the
+template cannot show tools at all (so ``Request.tools`` never vanish: they go
+into the system prompt in that format), else None. With no format, or for a
+request with ``parse_tools=False``, there is no parser: ``Response.text`` is the
+raw decoded text and stream chunks carry raw text deltas. Parsing never raises
+on model output (see ``_output`` for what happens if a parser does anyway).
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from typing import Any
 from mp13_engine import toolcalls
 from mp13_engine._errors import ToolFormatError
 from mp13_engine._types import Request
+
+
+def _shows_no_tools(tokenizer: Any) -> bool:
+    """Whether the tokenizer's chat template renders no tool specs at all (probed)."""
+    return not toolcalls.template_support(tokenizer).tools
 
 
 class ToolWire:
@@ -42,7 +49,10 @@ class ToolWire:
         if configured is not None:
             return cls(configured)
         template = getattr(tokenizer, "chat_template", None)
-        return cls(toolcalls.detect_format(template) if isinstance(template, str) else None)
+        detected = toolcalls.detect_format(template) if isinstance(template, str) else None
+        if detected is None and isinstance(template, str) and _shows_no_tools(tokenizer):
+            detected = toolcalls.DEFAULT_FORMAT
+        return cls(detected)
 
     def parser(self, request: Request, prompt: str | None) -> toolcalls.StreamParser | None:
         """A fresh stream parser for ``request`` (None when it gets no tool-call parsing).

@@ -48,6 +48,22 @@ def test_branching(tmp_path):
     assert "replay: 2/2 replies identical" in out
 
 
+def test_custom_tool_format_is_added_in_under_30_lines_and_used_by_an_engine(tmp_path):
+    out = _run("custom_tool_format.py", tmp_path)
+    assert "tool calls: [('get_weather', {'city': 'Paris', 'note': '```ok```'})]" in out
+    assert "streamed in 7-char pieces, same calls: True" in out
+    assert "render -> parse round trip: True" in out
+    assert "detected from a template: command_r" in out
+    assert (
+        "engine format: command_r" in out and "prompt shows the tools in this syntax: True" in out
+    )
+    assert "unregistered again: True" in out
+    source = (EXAMPLES / "custom_tool_format.py").read_text().splitlines()
+    start = source.index(next(line for line in source if "the whole format" in line))
+    end = source.index(next(line for line in source if "using it" in line))
+    assert end - start < 30  # the format itself, comments and blank lines included
+
+
 def test_wrapper_app_lists_its_own_tools(tmp_path):
     out = _run("wrapper_app.py", tmp_path, stdin="/tools\n/quit\n")
     assert "word_count" in out and "remember" in out and "calculator" in out

@@ -2,8 +2,9 @@
 """Offline tiny test models for mp13: random weights, real tokenizers, real prompt formats.
 
 ``build_tiny_model(dest, family="chatml", seed=0, size="tiny")`` writes a small causal LM with
-a byte-level BPE tokenizer and a tool-capable chat template reproducing a real model family's
-prompt format (see ``TINY_FAMILIES``), deterministically and without any download. Tests,
+a byte-level BPE tokenizer and a chat template reproducing a real model family's prompt format
+(see ``TINY_FAMILIES``; all tool-capable except ``smollm2``, SmolLM2's template without tool
+support), deterministically and without any download. Tests,
 examples and benchmarks use these. ``demo_model_path()`` returns mp13chat's built-in demo
 model (a tiny chatml model trained offline on a few prompts and tool calls), building it once.
 This package imports torch; ``mp13_engine/__init__`` does not import it.

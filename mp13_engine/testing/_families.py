@@ -142,8 +142,23 @@ _GRANITE = FamilySpec(
     end_of_turn=("<|end_of_text|>",),
 )
 
+# SmolLM2-135M-Instruct's prompt format: ChatML whose template has no tool support and
+# writes a default system prompt; BOS/EOS/PAD as its tokenizer sets them (no BOS prepended,
+# padding with the end-of-turn token).
+_SMOLLM2 = FamilySpec(
+    name="smollm2",
+    model_type="llama",
+    template="smollm2.jinja",
+    control_tokens=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+    markup_tokens=(),
+    bos_token="<|im_start|>",
+    eos_token="<|im_end|>",
+    pad_token="<|im_end|>",
+    end_of_turn=("<|im_end|>",),
+)
+
 FAMILIES: MappingProxyType[str, FamilySpec] = MappingProxyType(
-    {spec.name: spec for spec in (_CHATML, _LLAMA3, _MISTRAL, _GRANITE, _QWEN3)}
+    {spec.name: spec for spec in (_CHATML, _LLAMA3, _MISTRAL, _GRANITE, _QWEN3, _SMOLLM2)}
 )
 
 TINY_FAMILIES: tuple[str, ...] = tuple(FAMILIES)

@@ -64,7 +64,7 @@ def _render_v3(calls: Sequence[ToolCall]) -> str:
     return f"{CALLS_BEGIN}{body}{CALLS_END}"
 
 
-OPENER = Opener(CALL_BEGIN, ends=(CALL_END,))
+OPENER = Opener(CALL_BEGIN, ends=(CALL_END,), quoted='"')
 
 PROFILE = Profile(
     name="deepseek_v3",

@@ -56,7 +56,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="gemma_tool_code",
-    openers=(Opener("```tool_code", ends=("```",)),),
+    openers=(Opener("```tool_code", ends=("```",), quoted="\"'"),),
     decode=_decode,
     render=_render,
     detect=(r"tool_code",),

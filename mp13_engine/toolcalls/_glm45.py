@@ -62,7 +62,9 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="glm45",
-    openers=(Opener("<tool_call>", ends=("</tool_call>",)),),
+    openers=(
+        Opener("<tool_call>", ends=("</tool_call>",), verbatim=(("<arg_value>", "</arg_value>"),)),
+    ),
     decode=_decode,
     render=_render,
     reasoning=THINK,

@@ -55,7 +55,7 @@ def _decode_header(payload: str, ctx: DecodeContext) -> Switch:
         name = bare_name(recipient.group(1))
         if not name:
             raise PayloadError("empty recipient")
-        return Switch("span", closes=_BODY_END, decode=_tool_body(name))
+        return Switch("span", closes=_BODY_END, decode=_tool_body(name), quoted='"')
     if channel is not None and channel.group(1) == "analysis":
         return Switch("reasoning", closes=_BODY_END)
     return Switch("text")

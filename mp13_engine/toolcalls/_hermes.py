@@ -28,12 +28,15 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="hermes",
-    openers=(Opener("<tool_call>", ends=("</tool_call>",)),),
+    openers=(Opener("<tool_call>", ends=("</tool_call>",), quoted='"'),),
     decode=_decode,
     render=_render,
     reasoning=THINK,
     close_only_reasoning=True,
     lenient_eof=True,
     detect=(r"<tool_call>",),
-    messages=MessageStyle(arguments="object"),
+    # Where a template drops tool turns, results go back as Hermes' <tool_response> blocks.
+    messages=MessageStyle(
+        arguments="object", user_result="<tool_response>\n{content}\n</tool_response>"
+    ),
 )

@@ -5,7 +5,8 @@
 a complete JSON payload whose ``<|action_end|>`` was cut is accepted, as the
 reference parser does. InternLM's plain ChatML template does not render
 ``tool_calls``, so calls go back in the content and results in an
-``environment`` turn (InternLM's documented role for plugin results). A
+``environment name=<|plugin|>`` turn (InternLM's documented header for plugin
+results; the template writes the role verbatim after ``<|im_start|>``). A
 tool-aware template that maps role ``tool`` to that turn itself (vLLM's, which
 rejects any other role) gets results under role ``tool``.
 """
@@ -30,14 +31,14 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="internlm",
-    openers=(Opener("<|action_start|><|plugin|>", ends=("<|action_end|>",)),),
+    openers=(Opener("<|action_start|><|plugin|>", ends=("<|action_end|>",), quoted='"'),),
     decode=decode_json_calls,
     render=_render,
     lenient_eof=True,
     detect=(r"<\|action_start\|>", r"<\|plugin\|>"),
     messages=MessageStyle(
         calls_in_content=True,
-        tool_role="environment",
+        tool_role="environment name=<|plugin|>",
         native_tool_role=r"""\[?['"]?role['"]?\]?\s*==\s*['"]tool['"]""",
     ),
 )

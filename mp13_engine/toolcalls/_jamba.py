@@ -16,7 +16,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="jamba",
-    openers=(Opener("<tool_calls>", ends=("</tool_calls>",)),),
+    openers=(Opener("<tool_calls>", ends=("</tool_calls>",), quoted='"'),),
     decode=decode_json_calls,
     render=_render,
     detect=(r"<tool_calls>",),

@@ -57,7 +57,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="kimi_k2",
-    openers=(Opener("<|tool_call_begin|>", ends=("<|tool_call_end|>",)),),
+    openers=(Opener("<|tool_call_begin|>", ends=("<|tool_call_end|>",), quoted='"'),),
     decode=_decode,
     render=_render,
     reasoning=THINK,

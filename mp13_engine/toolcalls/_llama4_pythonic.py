@@ -7,10 +7,12 @@ decoding as ``pythonic``); Meta's own template asks for JSON,
 ``{"name": "get_weather", "parameters": {"city": "Paris"}}`` (one object per
 call, ``;`` between calls accepted as in Llama 3), and renders past calls
 after a ``<|python_start|>...<|python_end|>`` pair. Both are accepted, so the
-format fits either template. ``<|python_start|>`` / ``<|python_end|>`` are
-dropped wherever they appear: a call inside them is decoded like a bare one,
-and text inside them is content. ``<|eot|>`` / ``<|eom|>`` end the turn.
-Calls are rendered as the pythonic list.
+format fits either template. vLLM's template writes every past argument as
+``name="value"`` (a number becomes a string, a dict Python text): with it,
+past calls go back in the content, written by the format's own renderer.
+``<|python_start|>`` / ``<|python_end|>`` are dropped wherever they appear:
+a call inside them is decoded like a bare one, and text inside them is content.
+``<|eot|>`` / ``<|eom|>`` end the turn. Calls are rendered as the pythonic list.
 """
 
 from __future__ import annotations
@@ -41,4 +43,5 @@ PROFILE = Profile(
     wrappers=("<|python_start|>", "<|python_end|>"),
     detect=(r"<\|python_start\|>", r"<\|header_start\|>"),
     messages=MessageStyle(arguments="object"),
+    variants=((r"""\+\s*'="'""", MessageStyle(arguments="object", calls_in_content=True)),),
 )

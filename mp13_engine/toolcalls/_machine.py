@@ -16,6 +16,10 @@ Invariants:
   longest marker; open spans are scanned incrementally by their scanner.
 - Model output never raises: decoder failures of any kind become an error
   line, and the span's raw text stays in the content.
+- A span whose scanner skipped a closing tag as quoted text (``Opener.quoted``,
+  ``verbatim``) and whose payload then fails to decode ends at that first tag
+  instead, and is decoded (or rejected) from there: guarding closing tags can
+  only add calls, never swallow the text after a badly quoted one.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import Any
 from mp13_engine.toolcalls._profile import DecodeContext, Opener, Profile, Switch
 from mp13_engine.toolcalls._scan import (
     BracketScan,
+    GuardedTagScan,
+    GuardPattern,
     Literals,
     TagScan,
     alternation,
@@ -99,6 +105,7 @@ class StreamMachine:
         }
         # Span and reasoning patterns, compiled once per parser, not once per span.
         self._tag_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], int]] = {}
+        self._guard_patterns: dict[tuple[Any, ...], GuardPattern] = {}
         self._reason_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], Literals]] = {}
         self._stop_pattern = compile_stops(p.stops)
         self._reason_re: re.Pattern[str] | None = None
@@ -221,6 +228,16 @@ class StreamMachine:
             self._tag_patterns[ends] = TagScan.compile(ends, self._p.stops)
         return self._tag_patterns[ends]
 
+    def _tag_scanner(
+        self, start: int, ends: tuple[str, ...], quoted: str = "", verbatim: tuple = ()
+    ) -> Any:
+        if not (quoted or verbatim):
+            return TagScan(start, self._tag_pattern(ends))
+        key = (ends, quoted, verbatim)
+        if key not in self._guard_patterns:
+            self._guard_patterns[key] = GuardPattern.compile(ends, self._p.stops, quoted, verbatim)
+        return GuardedTagScan(start, self._guard_patterns[key])
+
     def _reasoning(self, final: bool) -> bool:
         buf, pos = self._buf, self._pos
         assert self._reason_re is not None
@@ -263,7 +280,7 @@ class StreamMachine:
         if opener.keep_from is not None and opener.keep_from in text:
             start = m.start() + text.index(opener.keep_from)
         if opener.ends:
-            scanner: Any = TagScan(m.end(), self._tag_pattern(opener.ends))
+            scanner: Any = self._tag_scanner(m.end(), opener.ends, opener.quoted, opener.verbatim)
         else:
             scanner = BracketScan(
                 start, self._stop_pattern, after=opener.after, quotes=opener.quotes
@@ -292,26 +309,17 @@ class StreamMachine:
                 self._error(raw_start, f"{span.opener_text} is not followed by a payload")
             self._pos = opener_end
             return True
+        result = self._decode(span, buf, how, payload_end)
+        fallback = getattr(span.scanner, "fallback", None)
+        if isinstance(result, str) and fallback is not None and fallback[1] < payload_end:
+            # A closing tag was read as quoted text, and the longer payload does not decode:
+            # the quoting was the model's mistake, so the span ends at that tag after all.
+            how, payload_end, consume_end = fallback
+            result = self._decode(span, buf, how, payload_end)
         self._pos = consume_end
-        raw_end = consume_end if how == "end" else payload_end
-        if how == "cut" and not self._p.lenient_eof:
-            self._error(raw_start, "truncated tool call: its closing marker never came")
-            self._emit(_CONTENT, buf[raw_start:raw_end])
-            return True
-        payload = buf[span.payload_start : payload_end]
-        ctx = DecodeContext(self._schemas, span.opener, span.opener_text, truncated=how == "cut")
-        try:
-            result = span.decode(payload, ctx)
-            if not isinstance(result, Switch) and not result:
-                raise PayloadError("no tool call in the markup")
-        except PayloadError as exc:
-            kind = "truncated" if how == "cut" else "malformed"
-            self._error(raw_start, f"{kind} tool call: {exc}")
-            self._emit(_CONTENT, buf[raw_start:raw_end])
-            return True
-        except Exception as exc:  # a decoder bug must not break the stream: report it instead
-            self._error(raw_start, f"could not decode tool call ({type(exc).__name__}: {exc})")
-            self._emit(_CONTENT, buf[raw_start:raw_end])
+        if isinstance(result, str):
+            self._error(raw_start, result)
+            self._emit(_CONTENT, buf[raw_start : consume_end if how == "end" else payload_end])
             return True
         if isinstance(result, Switch):
             self._switch(result, raw_start, consume_end)
@@ -321,12 +329,28 @@ class StreamMachine:
             self._calls.append(call)
         return True
 
+    def _decode(self, span: _Span, buf: str, how: str, payload_end: int) -> Any:
+        """The decoder's calls (or ``Switch``) for a span, or the reason it failed (a str)."""
+        if how == "cut" and not self._p.lenient_eof:
+            return "truncated tool call: its closing marker never came"
+        payload = buf[span.payload_start : payload_end]
+        ctx = DecodeContext(self._schemas, span.opener, span.opener_text, truncated=how == "cut")
+        try:
+            result = span.decode(payload, ctx)
+            if not isinstance(result, Switch) and not result:
+                raise PayloadError("no tool call in the markup")
+        except PayloadError as exc:
+            return f"{'truncated' if how == 'cut' else 'malformed'} tool call: {exc}"
+        except Exception as exc:  # a decoder bug must not break the stream: report it instead
+            return f"could not decode tool call ({type(exc).__name__}: {exc})"
+        return result
+
     def _switch(self, switch: Switch, raw_start: int, consume_end: int) -> None:
         if switch.mode == "reasoning":
             self._enter_reasoning(switch.closes)
         elif switch.mode == "span":
-            scanner = TagScan(consume_end, self._tag_pattern(switch.closes))
-            opener = Opener("", ends=switch.closes)
+            scanner = self._tag_scanner(consume_end, switch.closes, switch.quoted)
+            opener = Opener("", ends=switch.closes, quoted=switch.quoted)
             self._span = _Span(opener, "", raw_start, consume_end, scanner, switch.decode)
             self._pos = raw_start
             self._mode = "span"

@@ -11,9 +11,12 @@ calls written into the content for templates that ignore ``tool_calls`` (or
 take fewer calls per message than given), the tool role renamed where the
 template wants another name (unless the given template maps role "tool"
 itself), and consecutive results merged into one message where the template
-demands strictly alternating turns. The input is never
-modified. ``tools_system_prompt`` is the documented block that carries
-tool specs in a system message for templates without tool support.
+demands strictly alternating turns. Given the template's probed
+``TemplateSupport``, calls it would drop go into the content and results it
+would drop into user turns. ``prepare_chat`` does all of it and places the
+tool specs (``tools=``, a system-message field, or the documented
+``tools_system_prompt`` block after the template's default system prompt).
+The input is never modified, and nothing in a chat is ever silently dropped.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mp13_engine.toolcalls._registry import get_profile
+from mp13_engine.toolcalls._template import TemplateSupport
 from mp13_engine.toolcalls._values import PayloadError, arguments_object, dumps
 from mp13_toolbox import ToolCall
 
@@ -106,18 +110,27 @@ def _arguments_style(chat_template: str | None, default: str) -> str:
 
 
 def prepare_messages(
-    messages: Iterable[Mapping[str, Any]], format: str, chat_template: str | None = None
+    messages: Iterable[Mapping[str, Any]],
+    format: str,
+    chat_template: str | None = None,
+    *,
+    support: TemplateSupport | None = None,
 ) -> list[dict[str, Any]]:
     """Canonical OpenAI-shaped messages adapted to ``format``'s chat template (new dicts).
 
     Pass the ``chat_template`` when known: whether it wants the arguments as an
     object or as JSON text, and whether an empty content must stay None, is then
-    read from it (templates of one format differ).
+    read from it (templates of one format differ). Pass its ``support``
+    (``template_support``) too: a template that drops ``tool_calls`` gets the
+    calls written into the content in the format's syntax, one that drops tool
+    messages gets each result in a user turn.
     """
     profile = get_profile(format)
-    style = profile.messages
+    style = profile.style_for(chat_template)
+    render = style.render or profile.render
     arguments = _arguments_style(chat_template, style.arguments)
     content_none = _content_none(chat_template, style.content_none)
+    calls_in_content = style.calls_in_content or (support is not None and not support.calls)
     tool_role = style.tool_role
     if (
         style.native_tool_role
@@ -125,6 +138,8 @@ def prepare_messages(
         and re.search(style.native_tool_role, chat_template)
     ):
         tool_role = "tool"
+    as_user = tool_role == "tool" and support is not None and not support.results
+    merge = style.merge_tool_results or as_user
     ids: dict[str, str] = {}
     unanswered: list[str] = []
     counter = 0
@@ -147,9 +162,9 @@ def prepare_messages(
                 calls = fixed
             unanswered = [c.id for c in calls if c.id]
             too_many = 0 < style.max_calls < len(calls)
-            if style.calls_in_content or too_many:
+            if calls_in_content or too_many:
                 text = _text(msg.get("content"))
-                rendered = profile.render(calls)
+                rendered = render(calls)
                 msg["content"] = f"{text}\n{rendered}" if text else rendered
                 msg.pop("tool_calls")
             else:
@@ -159,31 +174,92 @@ def prepare_messages(
                 elif content_none is None and not str(msg["content"]).strip():
                     msg["content"] = None
         elif role == "tool":
-            msg["role"] = tool_role
             content = msg.get("content")
             if not isinstance(content, str):
                 content = json.dumps(content, ensure_ascii=False)
-            msg["content"] = style.tool_content.format(content=content)
-            call_id = msg.get("tool_call_id")
-            if call_id in ids:
-                msg["tool_call_id"] = ids[call_id]
-            elif ID_STYLES.get(style.ids) is not None and call_id:
-                msg["tool_call_id"] = ID_STYLES[style.ids](
-                    ToolCall(str(msg.get("name", "")), {}, call_id), counter
-                )
-            elif not call_id and unanswered:
-                msg["tool_call_id"] = unanswered[0]
-            if msg.get("tool_call_id") in unanswered:
-                unanswered.remove(msg["tool_call_id"])
+            content = style.tool_content.format(content=content)
+            if as_user:
+                name = str(msg.get("name") or "")
+                msg = {
+                    "role": "user",
+                    "content": style.user_result.format(content=content, name=name),
+                }
+            else:
+                msg["role"] = tool_role
+                msg["content"] = content
+                call_id = msg.get("tool_call_id")
+                if call_id in ids:
+                    msg["tool_call_id"] = ids[call_id]
+                elif ID_STYLES.get(style.ids) is not None and call_id:
+                    msg["tool_call_id"] = ID_STYLES[style.ids](
+                        ToolCall(str(msg.get("name", "")), {}, call_id), counter
+                    )
+                elif not call_id and unanswered:
+                    msg["tool_call_id"] = unanswered[0]
+                if msg.get("tool_call_id") in unanswered:
+                    unanswered.remove(msg["tool_call_id"])
             if merged is not None:
                 merged["content"] += "\n" + msg["content"]
                 continue
             out.append(msg)
-            merged = msg if style.merge_tool_results else None
+            merged = msg if merge else None
             continue
         merged = None
         out.append(msg)
     return out
+
+
+def prepare_chat(
+    messages: Iterable[Mapping[str, Any]],
+    tools: Iterable[Any] | None,
+    format: str,
+    *,
+    chat_template: str | None = None,
+    support: TemplateSupport | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """A canonical chat and its tool specs, adapted to a template: ``(messages, tools=)``.
+
+    Messages go through ``prepare_messages``. The specs stay for the template's
+    ``tools=`` argument when it renders them (``support.tools``); otherwise they
+    go where the template reads them (the system message's ``tools`` field for
+    Phi-4-mini's own template) or, as a ``tools_system_prompt`` block, into the
+    system message: appended to the chat's own system message, or to the
+    template's default system prompt when the chat has none, so the default is
+    kept rather than replaced. Never drops the specs.
+    """
+    support = support if support is not None else TemplateSupport()
+    out = prepare_messages(messages, format, chat_template, support=support)
+    tools = list(tools or ())
+    if not tools:
+        return out, None
+    if support.tools:  # as given (the template reads them); only non-dict specs are converted
+        return out, [dict(t) if isinstance(t, Mapping) else _spec(t) for t in tools]
+    specs = [_spec(t) for t in tools]
+    field = get_profile(format).style_for(chat_template).tools_field
+    if field:
+        functions = dumps([s["function"] for s in specs])
+        return _with_system(out, support.default_system, field=(field, functions)), None
+    return _with_system(out, support.default_system, tools_system_prompt(specs, format)), None
+
+
+def _with_system(
+    messages: list[dict[str, Any]],
+    default: str,
+    text: str = "",
+    field: tuple[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """``messages`` with ``text`` appended to (and ``field`` set on) the system message."""
+    if messages and messages[0].get("role") == "system":
+        first, rest = dict(messages[0]), messages[1:]
+    else:
+        first, rest = {"role": "system", "content": default}, messages
+    if text:
+        first["content"] = f"{_text(first.get('content'))}\n\n{text}".strip()
+    if field is not None:
+        first[field[0]] = field[1]
+        if first.get("content") is None:
+            first["content"] = ""
+    return [first, *rest]
 
 
 def _text(content: Any) -> str:
@@ -223,7 +299,7 @@ def tools_system_prompt(tools: Iterable[Any], format: str) -> str:
 
         To call functions, reply with exactly this syntax (several calls may follow each other):
         <example call in the format's wire syntax>
-        Each result comes back to you in a tool message.
+        Each result comes back to you in the next message.
     """
     lines = "\n".join(dumps(_spec(t)) for t in tools)
     example = get_profile(format).render([ToolCall("function_name", {"argument": "value"})])
@@ -234,5 +310,5 @@ def tools_system_prompt(tools: Iterable[Any], format: str) -> str:
         "To call functions, reply with exactly this syntax "
         "(several calls may follow each other):\n"
         f"{example}\n"
-        "Each result comes back to you in a tool message."
+        "Each result comes back to you in the next message."
     )

@@ -33,7 +33,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="minimax",
-    openers=(Opener("<tool_calls>", ends=("</tool_calls>",)),),
+    openers=(Opener("<tool_calls>", ends=("</tool_calls>",), quoted='"'),),
     decode=_decode,
     render=_render,
     reasoning=THINK,

@@ -68,7 +68,13 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="minimax_m2",
-    openers=(Opener("<minimax:tool_call>", ends=("</minimax:tool_call>",)),),
+    openers=(
+        Opener(
+            "<minimax:tool_call>",
+            ends=("</minimax:tool_call>",),
+            verbatim=(("<parameter name=", "</parameter>"),),
+        ),
+    ),
     decode=_decode,
     render=_render,
     reasoning=THINK,

@@ -4,7 +4,9 @@
 ``[TOOL_CALLS][{"name": ..., "arguments": {...}, "id": "abc123XYZ"}]``: a JSON
 list after the marker, ending where its brackets balance. Call ids are kept;
 the templates demand 9 alphanumerics, which ``prepare_messages`` ensures.
-``[THINK]...[/THINK]`` is reasoning (Magistral).
+``[THINK]...[/THINK]`` is reasoning (Magistral). Models of one generation do
+not keep to one tokenizer version, so the v11 shapes (``name[ARGS]{...}``,
+``name{...}``, see ``mistral_v11``) are read here too, and the list there.
 """
 
 from __future__ import annotations
@@ -12,11 +14,37 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from mp13_engine.toolcalls._profile import MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import decode_json_calls
+from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import (
+    PayloadError,
+    arguments_object,
+    bare_name,
+    decode_json_calls,
+    loads,
+)
 from mp13_toolbox import ToolCall
 
 THINK_TAGS = (("[THINK]", "[/THINK]"),)
+
+#: ``[TOOL_CALLS]`` then a JSON list, or ``name[ARGS]{...}`` / ``name{...}`` (one call).
+OPENER = Opener("[TOOL_CALLS]", after="[ARGS]")
+
+
+def decode_calls(payload: str, ctx: DecodeContext) -> list[ToolCall]:
+    """Any shape a Mistral model writes after ``[TOOL_CALLS]`` (one marker's payload)."""
+    if payload.lstrip()[:1] in ("[", "{"):  # the pre-v11 list (or one object)
+        return decode_json_calls(payload, ctx)
+    if "[ARGS]" in payload:
+        head, _, args = payload.partition("[ARGS]")
+    else:  # v11 without [ARGS] (vLLM reads it): the name runs up to the arguments' "{"
+        cut = payload.find("{")
+        head, args = payload[:cut], payload[cut:]
+    name, _, call_id = head.partition("[CALL_ID]")
+    name = bare_name(name)
+    if not name or any(ch.isspace() for ch in name):
+        raise PayloadError(f"bad function name {name!r} before the arguments")
+    value = loads(args.strip())
+    return [ToolCall(name=name, arguments=arguments_object(value), id=call_id.strip() or None)]
 
 
 def _render(calls: Sequence[ToolCall]) -> str:
@@ -31,8 +59,8 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="mistral",
-    openers=(Opener("[TOOL_CALLS]"),),
-    decode=decode_json_calls,
+    openers=(OPENER,),
+    decode=decode_calls,
     render=_render,
     reasoning=THINK_TAGS,
     wrappers=("[TOOL_CALLS]",),

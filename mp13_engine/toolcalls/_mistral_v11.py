@@ -3,39 +3,22 @@
 
 Tokenizer v11 puts ``[CALL_ID]id`` between the name and ``[ARGS]`` when the
 call has an id; v13 dropped it again (both are accepted). The arguments are
-one JSON value (``json.dumps`` spacing) ending where its brackets balance. The pre-v11 list
-(``[TOOL_CALLS][{...}]``), which some v11-era models still write, is accepted
-too. ``[THINK]...[/THINK]`` is reasoning; ids are made 9 alphanumerics on the
-way back.
+one JSON value (``json.dumps`` spacing) ending where its brackets balance.
+``[TOOL_CALLS]name{...}`` without ``[ARGS]`` (decoded without special tokens,
+or written so by the model) is accepted, as vLLM does: the name runs up to the
+arguments' ``{``. The pre-v11 list (``[TOOL_CALLS][{...}]``), which some
+v11-era models still write, is accepted too. ``[THINK]...[/THINK]`` is
+reasoning; ids are made 9 alphanumerics on the way back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mp13_engine.toolcalls._mistral import THINK_TAGS
-from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import (
-    PayloadError,
-    arguments_object,
-    bare_name,
-    decode_json_calls,
-    dumps,
-    loads,
-)
+from mp13_engine.toolcalls._mistral import OPENER, THINK_TAGS, decode_calls
+from mp13_engine.toolcalls._profile import MessageStyle, Profile
+from mp13_engine.toolcalls._values import dumps
 from mp13_toolbox import ToolCall
-
-
-def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    if payload.lstrip()[:1] in ("[", "{"):  # the pre-v11 list, still written by some models
-        return decode_json_calls(payload, ctx)
-    head, _, args = payload.partition("[ARGS]")
-    name, _, call_id = head.partition("[CALL_ID]")
-    name = bare_name(name)
-    if not name or any(ch.isspace() for ch in name):
-        raise PayloadError(f"bad function name {name!r} before [ARGS]")
-    value = loads(args.strip())
-    return [ToolCall(name=name, arguments=arguments_object(value), id=call_id.strip() or None)]
 
 
 def _render(calls: Sequence[ToolCall]) -> str:
@@ -44,8 +27,8 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="mistral_v11",
-    openers=(Opener("[TOOL_CALLS]", after="[ARGS]"),),
-    decode=_decode,
+    openers=(OPENER,),
+    decode=decode_calls,
     render=_render,
     reasoning=THINK_TAGS,
     wrappers=("[TOOL_CALLS]",),

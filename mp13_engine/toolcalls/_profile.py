@@ -46,8 +46,15 @@ class Opener:
     buffer). The payload starts right after the match, or at the first
     ``keep_from`` character inside it (openers that are part of the payload,
     such as ``{"name"``). ``ends`` are the closing tags; without them the
-    payload is one balanced bracket value (after the ``after`` literal, if set)
-    whose strings use the ``quotes`` characters.
+    payload is one balanced bracket value (after the ``after`` literal, if set;
+    a bracket met before it starts the value too) whose strings use the
+    ``quotes`` characters.
+
+    A tag-closed payload may quote its own closing tag as text: inside a string
+    opened by one of ``quoted`` (JSON: ``'"'``) or inside a ``verbatim`` region
+    (literal ``(open, close)`` pairs, e.g. ``("<escape>", "<escape>")``) a closing
+    tag does not end the span. When that reading fails to decode, the span ends
+    at the first closing tag after all (so sloppy quoting loses nothing).
     """
 
     pattern: str
@@ -58,6 +65,13 @@ class Opener:
     after: str | None = None
     quotes: str = '"'
     kind: str = ""
+    quoted: str = ""
+    verbatim: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def guarded(self) -> bool:
+        """Whether closing tags inside quoted text are text (see the class docstring)."""
+        return bool(self.ends and (self.quoted or self.verbatim))
 
     @property
     def literal(self) -> str | None:
@@ -88,6 +102,11 @@ class Switch:
     mode: str
     closes: tuple[str, ...] = ()
     decode: Callable[[str, DecodeContext], Any] | None = None
+    quoted: str = ""  # as ``Opener.quoted``, for a ``"span"``
+
+
+Decoder = Callable[[str, DecodeContext], "list[ToolCall] | Switch"]
+Renderer = Callable[[Sequence[ToolCall]], str]
 
 
 @attrs.frozen
@@ -105,10 +124,13 @@ class MessageStyle:
     max_calls: int = 0  # >0: a message with more calls than the template takes -> content
     merge_tool_results: bool = False  # consecutive results become one message (strict turns)
     content_none: str | None = ""  # what a missing assistant content becomes
-
-
-Decoder = Callable[[str, DecodeContext], "list[ToolCall] | Switch"]
-Renderer = Callable[[Sequence[ToolCall]], str]
+    # Calls written into content use this renderer (None: the profile's own).
+    render: Renderer | None = None
+    # The template reads the tool specs (JSON text) from this key of the system message.
+    tools_field: str = ""
+    # A result's content when the template cannot render a tool turn, so it goes back in
+    # a user turn (str.format template; also gets ``name``).
+    user_result: str = "{content}"
 
 
 @attrs.frozen
@@ -128,3 +150,13 @@ class Profile:
     lenient_eof: bool = False  # accept a complete payload that misses its closing tag
     detect: tuple[str, ...] = ()  # regexes: a template matching any of them uses this format
     messages: MessageStyle = MessageStyle()
+    # (regex, style): a chat template matching the regex gets that style instead of
+    # ``messages`` (the first match wins). Templates of one format differ in what they read.
+    variants: tuple[tuple[str, MessageStyle], ...] = ()
+
+    def style_for(self, chat_template: str | None) -> MessageStyle:
+        """The message style for ``chat_template`` (``messages`` unless a variant matches)."""
+        for pattern, style in self.variants:
+            if chat_template and re.search(pattern, chat_template):
+                return style
+        return self.messages

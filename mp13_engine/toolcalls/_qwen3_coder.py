@@ -14,6 +14,7 @@
 A bare ``<function=...>...</function>`` (no
 wrapper) is accepted, as the reference parser does. One newline right after
 the opening and right before the closing parameter tag is layout, not value.
+A value may mention any closing tag as text: it ends at its ``</parameter>``.
 Values are converted with the tool's JSON schema when known. As in the
 reference parser, a missing ``</tool_call>`` at the end is tolerated, but only
 when every ``<function=...>`` block is closed (never a partial call).
@@ -41,9 +42,12 @@ from mp13_engine.toolcalls._values import (
 )
 from mp13_toolbox import ToolCall
 
-FUNCTION_OPENER = Opener("<function=", ends=("</function>",))
-_FUNC = re.compile(r"<function=([^>\n]*)>(.*?)(</function>|$)", re.S)
-_PARAM = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.S)
+#: Raw parameter values may mention any closing tag as text (code often does).
+PARAMETERS = (("<parameter=", "</parameter>"),)
+FUNCTION_OPENER = Opener("<function=", ends=("</function>",), verbatim=PARAMETERS)
+_FUNCTION = re.compile(r"<function=([^>\n]*)>")
+_PARAMETER = re.compile(r"<parameter=([^>\n]*)>")
+_TAG = re.compile(r"<parameter=|</function>|<function=")
 
 
 def _strip_layout(value: str) -> str:
@@ -54,19 +58,45 @@ def _strip_layout(value: str) -> str:
     return value
 
 
+def _value_end(body: str, start: int) -> tuple[int, int]:
+    """Where a parameter value starting at ``start`` ends, and where reading goes on.
+
+    A value ends at its ``</parameter>``, so it may mention ``</function>`` or
+    ``</tool_call>`` as text (code often does). As in the reference parser, a
+    value whose closer is missing ends at the next ``<parameter=`` or
+    ``</function>`` instead.
+    """
+    close = body.find("</parameter>", start)
+    nxt = body.find("<parameter=", start)
+    if close >= 0 and (nxt < 0 or close < nxt):
+        return close, close + len("</parameter>")
+    ends = [i for i in (nxt, body.find("</function>", start)) if i >= 0]
+    end = min(ends) if ends else len(body)
+    return end, end
+
+
 def _calls(body: str, ctx: DecodeContext) -> list[ToolCall]:
     calls = []
-    for fm in _FUNC.finditer(body):
+    pos = 0
+    while (fm := _FUNCTION.search(body, pos)) is not None:
         name = bare_name(fm.group(1))
         if not name:
             raise PayloadError("<function=...> has no name")
-        if ctx.truncated and not fm.group(3):
-            raise PayloadError("<function=...> is not closed")
         args: dict[str, Any] = {}
-        for pm in _PARAM.finditer(fm.group(2)):
+        pos, closed = fm.end(), False
+        while (tm := _TAG.search(body, pos)) is not None and tm.group() != "<function=":
+            if tm.group() == "</function>":
+                pos, closed = tm.end(), True
+                break
+            pm = _PARAMETER.match(body, tm.start())
+            if pm is None:
+                break
             key = pm.group(1).strip()
-            raw = _strip_layout(pm.group(2))
+            end, pos = _value_end(body, pm.end())
+            raw = _strip_layout(body[pm.end() : end])
             args[key] = convert_value(raw, param_schema(ctx.schemas, name, key))
+        if ctx.truncated and not closed:
+            raise PayloadError("<function=...> is not closed")
         calls.append(ToolCall(name=name, arguments=args))
     if not calls:
         raise PayloadError("no <function=...> block")
@@ -99,7 +129,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="qwen3_coder",
-    openers=(Opener("<tool_call>", ends=("</tool_call>",)), FUNCTION_OPENER),
+    openers=(Opener("<tool_call>", ends=("</tool_call>",), verbatim=PARAMETERS), FUNCTION_OPENER),
     decode=decode_functions,
     render=_render,
     reasoning=THINK,

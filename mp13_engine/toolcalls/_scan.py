@@ -11,12 +11,22 @@ was not followed by a bracket: it was ordinary text).
 Invariant: the result for a buffer depends only on the buffer's text, never
 on how it was split, because complete markers are looked for from positions
 that were safe to skip (a partial marker at the tail is looked at again).
+
+``GuardedTagScan`` reads a tag-closed payload that may quote its own closing
+tag as text (a JSON string mentioning ``</tool_call>``, an ``<escape>`` region,
+a raw parameter value): closing tags inside quoted text do not end the span.
+The first one it skipped is kept as ``fallback``: where the span ends when the
+guarded reading fails (its payload does not decode, or no clean end came), so
+sloppy quoting costs no more than it did without guards.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+
+import attrs
 
 _OPEN = "([{"
 _CLOSE = ")]}"
@@ -96,7 +106,10 @@ class BracketScan:
     """The payload is one balanced bracket value (or one string), optionally after ``after``.
 
     With ``after``, a payload that starts with a bracket right away is taken as
-    is (so ``[TOOL_CALLS][{...}]`` and ``[TOOL_CALLS]name[ARGS]{...}`` both scan).
+    is (so ``[TOOL_CALLS][{...}]`` and ``[TOOL_CALLS]name[ARGS]{...}`` both scan),
+    and a ``{`` met before ``after`` starts the value (``[TOOL_CALLS]name{...}``).
+    A stop marker inside a string of the value is text; the first one is kept as
+    ``fallback`` (where the value was cut, should the string never close).
     """
 
     def __init__(
@@ -109,67 +122,80 @@ class BracketScan:
     ) -> None:
         self._i = start
         self._after = after
+        self._after_re = re.compile(re.escape(after) + r"|\{|\s") if after else None
         # -1: a bracket right away, or else find `after`; 0: find `after`; 1: find the
         # bracket; 2: in the value.
         self._phase = -1 if after else 1
         self._depth = 0
         self._quote: str | None = None
         self._quotes = quotes
-        self._tok = re.compile("[" + re.escape(_OPEN + _CLOSE + quotes + "\\") + "]")
         self._stop_re, self._stop_lits = stops
-        self._stop_keep = self._stop_lits.keep
-        self._stop_from = start
+        chars = "(?P<c>[" + re.escape(_OPEN + _CLOSE + quotes + "\\") + "])"
+        stop_alt = f"(?P<s>{self._stop_re.pattern})|" if self._stop_re is not None else ""
+        self._tok = re.compile(stop_alt + chars)
+        self.fallback: tuple[str, int, int] | None = None
 
     def shift(self, n: int) -> None:
         """The buffer lost its first ``n`` characters."""
         self._i = max(0, self._i - n)
-        self._stop_from = max(0, self._stop_from - n)
+        if self.fallback is not None:
+            how, a, b = self.fallback
+            self.fallback = (how, a - n, b - n)
 
     def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
-        stop = None
-        if self._stop_re is not None:
-            stop = self._stop_re.search(buf, self._stop_from)
-            if stop is None:
-                self._stop_from = max(self._stop_from, len(buf) - self._stop_keep)
-        limit = stop.start() if stop else len(buf)
-        if stop is None and not final:
-            # Never decide on characters that may begin a stop marker still arriving.
-            limit = self._stop_lits.hold(buf, self._i)
-        end = self._advance(buf, limit)
-        if end == -1:
-            return ("reject", 0, 0)
-        if end is not None:
-            return ("end", end, end)
-        if stop is not None:
-            return ("cut", stop.start(), stop.end())
-        if final:
+        # Never decide on characters that may begin a stop marker still arriving.
+        limit = len(buf) if final else self._stop_lits.hold(buf, self._i)
+        if self._phase < 2:
+            stop = self._stop_re.search(buf, self._i) if self._stop_re is not None else None
+            if self._head(buf, stop.start() if stop is not None else limit):
+                return ("reject", 0, 0)
+            if self._phase < 2:
+                if stop is not None:
+                    return ("cut", stop.start(), stop.end())
+                return ("cut", len(buf), len(buf)) if final else None
+        res = self._value(buf, limit)
+        if res is None and final:
             return ("cut", len(buf), len(buf))
-        return None
+        return res
 
-    def _advance(self, buf: str, limit: int) -> int | None:
+    def _head(self, buf: str, limit: int) -> bool:
+        """Advance to the value's first bracket; True when the opener has no payload."""
         if self._phase == -1:
             m = _NONSPACE.search(buf, self._i, limit)
             if m is None:
                 self._i = max(self._i, limit)
-                return None
+                return False
             self._phase = 1 if m.group() in _OPEN else 0
-        if self._phase == 0:
-            assert self._after is not None
-            idx = buf.find(self._after, self._i, limit)
-            if idx < 0:
+        while self._phase == 0:  # one word (the name), then `after` or the value's "{"
+            assert self._after is not None and self._after_re is not None
+            m = self._after_re.search(buf, self._i, limit)
+            if m is None:
                 self._i = max(self._i, limit - len(self._after) + 1)
-                return None
-            self._i = idx + len(self._after)
+                return False
+            if m.group().isspace():
+                k = _NONSPACE.search(buf, m.start(), limit)
+                rest = buf[k.start() : limit] if k is not None else ""
+                if k is None or (len(rest) < len(self._after) and self._after.startswith(rest)):
+                    self._i = m.start()  # decide once the next word is here
+                    return False
+                if not (rest.startswith(self._after) or rest.startswith("{")):
+                    return True  # words after the marker: prose, not a call
+                self._i = k.start()
+                continue
+            self._i = m.end() if m.group() == self._after else m.start()
             self._phase = 1
         if self._phase == 1:
             m = _NONSPACE.search(buf, self._i, limit)
             if m is None:
                 self._i = max(self._i, limit)
-                return None
+                return False
             if m.group() not in _OPEN and m.group() not in self._quotes:
-                return -1  # a JSON-string value (quoted) is accepted: it may encode the arguments
+                return True  # a JSON-string value (quoted) is accepted: it may encode the arguments
             self._phase = 2
             self._i = m.start()
+        return False
+
+    def _value(self, buf: str, limit: int) -> tuple[str, int, int] | None:
         i, depth, quote, tok = self._i, self._depth, self._quote, self._tok
         try:
             while True:
@@ -179,6 +205,14 @@ class BracketScan:
                     return None
                 ch = m.group()
                 j = m.start()
+                if m.lastgroup == "s":
+                    if quote is None:
+                        i = m.end()
+                        return ("cut", j, m.end())
+                    if self.fallback is None:
+                        self.fallback = ("cut", j, m.end())
+                    i = m.end()
+                    continue
                 if quote is not None:
                     if ch == "\\":
                         if j + 1 >= limit:
@@ -190,7 +224,7 @@ class BracketScan:
                         quote = None
                         if depth == 0:
                             i = j + 1
-                            return j + 1
+                            return ("end", j + 1, j + 1)
                 elif ch in self._quotes:
                     quote = ch
                 elif ch in _OPEN:
@@ -199,7 +233,113 @@ class BracketScan:
                     depth -= 1
                     if depth <= 0:
                         i = j + 1
-                        return j + 1
+                        return ("end", j + 1, j + 1)
                 i = j + 1
         finally:
             self._i, self._depth, self._quote = i, depth, quote
+
+
+class GuardedTagScan:
+    """A ``TagScan`` whose closing tags and stop markers inside quoted text are text.
+
+    Quoted text is a string opened by one of ``quotes`` (a backslash escapes the
+    next character inside it, as in JSON and Python) or a *verbatim* region
+    between a literal opener and its closer (``<escape>...<escape>``,
+    ``<parameter=k>...</parameter>``). Every token is examined once, in order,
+    and only when it is complete, so the state never depends on the split.
+    """
+
+    def __init__(self, start: int, pattern: GuardPattern) -> None:
+        self._p = pattern
+        self._i = start
+        self._quote: str | None = None
+        self._closer: str | None = None  # the verbatim region we are in, by its closer
+        #: The first closing tag or stop skipped as quoted text: ``(how, start, end)``.
+        self.fallback: tuple[str, int, int] | None = None
+
+    def shift(self, n: int) -> None:
+        """The buffer lost its first ``n`` characters."""
+        self._i = max(0, self._i - n)
+        if self.fallback is not None:
+            how, a, b = self.fallback
+            self.fallback = (how, a - n, b - n)
+
+    def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
+        p = self._p
+        while True:
+            m = p.regex.search(buf, self._i)
+            if m is None:
+                if final:
+                    return ("cut", len(buf), len(buf))
+                # No complete token is left; a marker still arriving starts in the tail.
+                self._i = max(self._i, len(buf) - p.keep)
+                return None
+            tok = m.group()
+            self._i = m.end()
+            if tok == "\\":
+                if self._quote is not None:
+                    if m.end() >= len(buf) and not final:
+                        self._i = m.start()  # look again once the escaped character is here
+                        return None
+                    self._i = m.end() + 1
+                continue
+            if self._closer is not None:
+                if tok == self._closer:
+                    self._closer = None
+                elif tok in p.ends or tok in p.stops:
+                    self._skip(tok, m)
+                continue
+            if tok in p.quotes:
+                if self._quote is None:
+                    self._quote = tok
+                elif tok == self._quote:
+                    self._quote = None
+                continue
+            if self._quote is not None:
+                if tok in p.ends or tok in p.stops:
+                    self._skip(tok, m)
+                continue
+            if tok in p.ends:
+                return ("end", m.start(), m.end())
+            if tok in p.stops:
+                return ("cut", m.start(), m.end())
+            if tok in p.regions:
+                self._closer = p.regions[tok]
+
+    def _skip(self, tok: str, m: re.Match[str]) -> None:
+        if self.fallback is None:
+            self.fallback = ("end" if tok in self._p.ends else "cut", m.start(), m.end())
+
+
+@attrs.frozen
+class GuardPattern:
+    """What a ``GuardedTagScan`` looks for; build once per parser with ``compile``."""
+
+    regex: re.Pattern[str]
+    keep: int
+    ends: frozenset[str]
+    stops: frozenset[str]
+    quotes: str
+    regions: Mapping[str, str]
+
+    @classmethod
+    def compile(
+        cls,
+        ends: Sequence[str],
+        stops: Sequence[str],
+        quotes: str = "",
+        verbatim: Sequence[tuple[str, str]] = (),
+    ) -> GuardPattern:
+        stops = [s for s in stops if s not in ends]
+        literals = [*ends, *stops, *(t for pair in verbatim for t in pair)]
+        parts = [alternation(literals)]
+        if quotes:
+            parts.append("[" + re.escape(quotes + "\\") + "]")
+        return cls(
+            regex=re.compile("|".join(parts)),
+            keep=max(len(t) for t in literals) - 1,
+            ends=frozenset(ends),
+            stops=frozenset(stops),
+            quotes=quotes,
+            regions=MappingProxyType(dict(verbatim)),
+        )

@@ -18,7 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mp13_engine.toolcalls._profile import COMMON_STOPS, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._qwen3_coder import FUNCTION_OPENER, decode_functions, render_function
+from mp13_engine.toolcalls._qwen3_coder import (
+    FUNCTION_OPENER,
+    PARAMETERS,
+    decode_functions,
+    render_function,
+)
 from mp13_toolbox import ToolCall
 
 
@@ -30,7 +35,10 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 PROFILE = Profile(
     name="seed_oss",
-    openers=(Opener("<seed:tool_call>", ends=("</seed:tool_call>",)), FUNCTION_OPENER),
+    openers=(
+        Opener("<seed:tool_call>", ends=("</seed:tool_call>",), verbatim=PARAMETERS),
+        FUNCTION_OPENER,
+    ),
     decode=decode_functions,
     render=_render,
     reasoning=(("<seed:think>", "</seed:think>"),),

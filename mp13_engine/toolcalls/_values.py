@@ -23,7 +23,11 @@ from mp13_toolbox import ToolCall
 
 
 class PayloadError(Exception):
-    """A tool-call payload is malformed; the message says how (internal, never escapes)."""
+    """A tool-call payload is malformed; the message says how.
+
+    Raised by decoders (built-in or a registered format's) and caught by the
+    stream machine, which records it as a parse error: it never escapes ``parse``.
+    """
 
 
 _INDEX_SUFFIX = re.compile(r":\d+$")
@@ -64,11 +68,13 @@ def call_from_obj(
     *,
     args_keys: tuple[str, ...] = ("arguments", "parameters"),
     require_args: bool = False,
+    name_keys: tuple[str, ...] = ("name",),
 ) -> ToolCall:
     """A ``{"name": ..., "arguments": ...}`` object (OpenAI nesting accepted) as a ``ToolCall``.
 
     ``require_args``: the arguments key must be present (formats without a call
     marker, where a bare ``{"name": ...}`` may just be JSON in the prose).
+    ``name_keys`` / ``args_keys``: the keys a format uses, tried in order.
     """
     if not isinstance(obj, dict):
         raise PayloadError(f"a tool call must be a JSON object, got {type(obj).__name__}")
@@ -76,9 +82,9 @@ def call_from_obj(
         inner = dict(obj["function"])
         inner.setdefault("id", obj.get("id"))
         obj = inner
-    name = obj.get("name")
+    name = next((obj[k] for k in name_keys if k in obj), None)
     if not isinstance(name, str) or not bare_name(name):
-        raise PayloadError("a tool call needs a non-empty string 'name'")
+        raise PayloadError(f"a tool call needs a non-empty string {name_keys[0]!r}")
     args: Any = None
     for key in args_keys:
         if key in obj:
@@ -100,13 +106,22 @@ def calls_from_json(
     *,
     args_keys: tuple[str, ...] = ("arguments", "parameters"),
     require_args: bool = False,
+    name_keys: tuple[str, ...] = ("name",),
 ) -> list[ToolCall]:
-    """One JSON object or a JSON array of objects, as a list of ``ToolCall``."""
+    """One JSON object or a JSON array of objects, as a list of ``ToolCall``.
+
+    The decoder most JSON formats need (public, for formats users add): names
+    are made bare, arguments given as JSON text are decoded, and anything
+    malformed raises ``PayloadError``.
+    """
     value = loads(text)
     items = value if isinstance(value, list) else [value]
     if not items:
         raise PayloadError("empty list of tool calls")
-    return [call_from_obj(i, args_keys=args_keys, require_args=require_args) for i in items]
+    return [
+        call_from_obj(i, args_keys=args_keys, require_args=require_args, name_keys=name_keys)
+        for i in items
+    ]
 
 
 def decode_json_calls(payload: str, ctx: Any) -> list[ToolCall]:

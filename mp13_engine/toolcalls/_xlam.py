@@ -33,8 +33,8 @@ def _render(calls: Sequence[ToolCall]) -> str:
 PROFILE = Profile(
     name="xlam",
     openers=(
-        Opener("<tool_call>", ends=("</tool_call>",)),
-        Opener("```json", ends=("```",)),
+        Opener("<tool_call>", ends=("</tool_call>",), quoted='"'),
+        Opener("```json", ends=("```",), quoted='"'),
         Opener("[TOOL_CALLS]"),
         Opener(
             r'\[\s*\{\s*"name"',

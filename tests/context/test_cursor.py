@@ -9,11 +9,14 @@ import pytest
 
 from mp13_context import (
     ChatContext,
+    Command,
     CommandError,
+    CommandKind,
     ContextError,
     CursorError,
     NodeKind,
     Role,
+    Session,
     SystemMode,
 )
 from mp13_context._runner import stitched
@@ -93,6 +96,24 @@ def test_params_and_adapters_reach_the_request(ctx, engine):
     cur.ask("y", top_k=3)
     req = engine.requests[-1]
     assert req.temperature == 1.0 and req.adapters == () and req.top_k == 3
+
+
+def test_record_is_the_public_way_to_record_any_command_and_checks_it(ctx):
+    cur = ctx.cursor()
+    cur.ask("q")
+    cur.record(Command(kind=CommandKind.PARAMS_SET, params={"temperature": 0.25, "stop": "X"}))
+    assert cur.params.show() == {"temperature": 0.25, "stop": ["X"]}  # as params.set stores
+    at = cur.node_id
+    for bad in ({"temperature": "hot"}, {"warmth": 1}):
+        with pytest.raises(CommandError):
+            cur.record(Command(kind=CommandKind.PARAMS_SET, params=bad))
+    with pytest.raises(CommandError):  # a raw append is checked the same way
+        ctx.session.append(
+            at,
+            NodeKind.PLACEHOLDER,
+            commands=[Command(kind=CommandKind.PARAMS_SET, params={"top_k": "5"})],
+        )
+    assert cur.node_id == at and not ctx.session.children(at)
 
 
 def test_commands_after_a_turn_go_on_a_placeholder_not_the_turn(ctx):
@@ -238,6 +259,42 @@ def test_try_out_close_archives(ctx):
     assert ctx.session.node(t.hub_id).archived
     assert cur.node_id == start
     assert cur.leaf().node_id == start  # archived branches are off the main line
+
+
+def test_reopening_a_conversation_does_not_resume_inside_a_closed_try_out(tmp_path, engine):
+    path = tmp_path / "s.db"
+    session = Session.open(path)
+    ctx = ChatContext(session, engine=engine)
+    cur = ctx.cursor()
+    cur.ask("keep this")
+    origin, cid = cur.node_id, cur.conversation_id
+    t = cur.try_out()
+    t.ask("discard this")
+    t.close()
+    # As the REPL's /switch does: a new cursor on the conversation, in this scope and in a
+    # scope that never saved a position (it starts from the newest node, in the try-out).
+    assert ctx.cursor(cid).node_id == origin
+    assert ctx.with_scope("viewer").cursor(cid).node_id == origin
+    session.close()
+    session = Session.open(path)  # a new process, as after a REPL restart
+    ctx = ChatContext(session, engine=engine)
+    again = ctx.cursor(cid)
+    assert again.node_id == origin
+    again.ask("next question")
+    sent = [m["content"] for m in engine.requests[-1].messages]
+    assert sent == ["keep this", "echo: keep this", "next question"]
+    session.close()
+
+
+def test_a_scope_without_a_position_does_not_resume_in_trimmed_turns(ctx):
+    cur = ctx.cursor()
+    cur.ask("one")
+    cur.ask("two")
+    cur.trim(1)
+    assert ctx.session.conversation(cur.conversation_id).head_id != cur.node_id  # in the trim
+    other = ctx.with_scope("viewer").cursor(cur.conversation_id)
+    assert other.node_id == cur.node_id
+    assert contents(other) == [("user", "one"), ("assistant", "echo: one")]
 
 
 def test_scopes_do_not_touch_each_others_tryouts_or_positions(ctx):

@@ -11,6 +11,7 @@ import sqlean
 
 from mp13_context import (
     ChatContext,
+    ImportConflictError,
     NodeKind,
     NotFoundError,
     Role,
@@ -21,33 +22,12 @@ from mp13_context import (
     Turn,
 )
 from mp13_context._export import session_data
-from mp13_context._store import MIGRATIONS, migrate
+from mp13_context._migrations import MIGRATIONS, migrate
 from mp13_context.testing import FakeEngine, FakeReply
-from mp13_toolbox import ToolCall, ToolsScope
+from mp13_toolbox import ToolCall
+from tests.context._trees import build_tree
 
 NAMES = [name for name, _ in MIGRATIONS]
-
-
-def build_tree(session):
-    """A conversation with commands, a fork, a try-out, a batch and a tool round."""
-    engine = FakeEngine()
-    ctx = ChatContext(session, engine=engine)
-    cur = ctx.cursor(title="tree")
-    cur.system.set("sys")
-    cur.tools.add(ToolsScope({"*": "silent"}))
-    cur.params.set(temperature=0.5, stop=["X"])
-    cur.ask("alpha question")
-    alt = cur.fork("alt")
-    alt.adapters.set(["lora"])
-    alt.ask("beta question")
-    t = cur.try_out()
-    t.ask("gamma question")
-    t.close()
-    cur.batch(["delta", "epsilon"])
-    engine.script(FakeReply(tool_calls=[ToolCall("add", {"a": 1})], reasoning="think"), "done")
-    cur.ask("use a tool")
-    cur.log("a note")
-    return ctx, cur
 
 
 def test_blank_file_gets_every_migration_and_wal(tmp_path):
@@ -100,6 +80,7 @@ def test_every_older_schema_migrates_and_keeps_its_data(tmp_path, upto):
         {"role": "user", "content": "remember the walrus"},
     ]
     assert [h.node_id for h in session.search("walrus")] == ["u1"]  # backfilled index
+    assert session.verify().ok and session.node("u1").hash  # backfilled hashes
     cur = ChatContext(session, engine=FakeEngine()).cursor("c1")
     assert cur.ask("and now?").text == "echo: and now?"
     session.close()
@@ -244,14 +225,14 @@ def test_json_export_import_round_trip(tmp_path, session):
     out = tmp_path / "export.json"
     session.export_json(out)
     data = json.loads(out.read_text())
-    assert data["format"] == "mp13.session" and data["version"] == 1
+    assert data["format"] == "mp13.session" and data["version"] == 2
     copy = Session.import_json(out)
     assert session_data(copy) == session_data(session)
     conv = session.conversations()[0]
     leaf = session.leaf(conv.root_id).id
     assert copy.messages(leaf) == session.messages(leaf)
     assert copy.state_at(leaf) == session.state_at(leaf)
-    with pytest.raises(StoreError, match="already exists"):
+    with pytest.raises(ImportConflictError, match="already exists"):
         Session.import_json(out, into=copy)
     Session.import_json(out, into=copy, new_ids=True)
     convs = copy.conversations()

@@ -27,7 +27,7 @@ from mp13_engine._streams import RequestState
 from mp13_engine._toolwire import ToolWire
 from mp13_engine.testing import TINY_FAMILIES
 from mp13_toolbox import ToolCall
-from tests.engine.toolcalls._toolcalls_cases import FORMATS, TOOLS, samples
+from tests.engine.toolcalls._toolcalls_cases import FORMATS, TOOLS, USER_FORMAT, samples
 
 
 class ByteVocab:
@@ -93,6 +93,13 @@ def _assert_chunks_match(chunks, resp):
 
 
 # ----- the property: chunks == response, on every format, for any token split
+
+
+@pytest.fixture(autouse=True)
+def _user_format_registered():
+    """``FORMATS`` holds a user-registered format too (see tests/engine/toolcalls/conftest.py)."""
+    with toolcalls.register_format(USER_FORMAT):
+        yield
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -228,6 +228,7 @@ REAL = {
     "llama3": "llama3_json.jinja",
     "mistral": "mistral.jinja",
     "granite": "granite.jinja",
+    "smollm2": "smollm2.jinja",
 }
 
 WEATHER = {

@@ -8,15 +8,38 @@ rest from each profile's renderer so that every format gets the same cases.
 
 from __future__ import annotations
 
+import importlib.util
+import pathlib
+
 import pytest
 
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
 
-FORMATS = toolcalls.formats()
+
+def _example_format() -> toolcalls.Profile:
+    """The format ``examples/custom_tool_format.py`` registers (its module, not run)."""
+    path = pathlib.Path(__file__).resolve().parents[3] / "examples" / "custom_tool_format.py"
+    spec = importlib.util.spec_from_file_location("custom_tool_format_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.COMMAND_R
+
+
+#: A format added the way users add one (registered around every test here, see conftest).
+USER_FORMAT = _example_format()
+BUILTIN_FORMATS = toolcalls.formats()
+FORMATS = sorted([*BUILTIN_FORMATS, USER_FORMAT.name])
+
+
+def profile_of(fmt: str) -> toolcalls.Profile:
+    """A format's profile, also at collection time (before the user format is registered)."""
+    return USER_FORMAT if fmt == USER_FORMAT.name else toolcalls.get_profile(fmt)
+
 
 #: Formats whose parameter values are raw text (converted with the schema when known).
-RAW_TEXT = {"qwen3_coder", "glm45", "minimax_m2", "seed_oss"}
+RAW_TEXT = {"qwen3_coder", "glm45", "minimax_m2", "seed_oss", "functiongemma"}
 
 WEATHER = ToolCall("get_weather", {"city": "Paris", "days": 3})
 NESTED = ToolCall(
@@ -64,6 +87,13 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n'
             '{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call><|im_end|>',
             [("get_weather", {"city": "Paris"}, None), ("get_weather", {"city": "Rome"}, None)],
+            "",
+        ),
+        (
+            # A code snippet that mentions the closing tag (the call is still read whole).
+            '<tool_call>\n{"name": "write_file", "arguments": {"path": "p.py", "text": '
+            "\"if '</tool_call>' in s:\\n    stop()\"}}\n</tool_call><|im_end|>",
+            [("write_file", {"path": "p.py", "text": "if '</tool_call>' in s:\n    stop()"}, None)],
             "",
         ),
     ],
@@ -116,6 +146,11 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             "",
         ),
         (
+            '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}</s>',
+            [("get_weather", {"city": "Paris"}, None)],
+            "",
+        ),
+        (
             "[THINK]Need weather.[/THINK]Checking.[TOOL_CALLS]"
             '[{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}]</s>',
             [("get_weather", {"city": "Oslo"}, None)],
@@ -138,6 +173,12 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             [("get_weather", {"city": "Paris"}, None)],
             "",
         ),
+        (
+            # v11 without [ARGS], as vLLM reads it.
+            'Sure.[TOOL_CALLS]get_weather{"city": "Paris"}[TOOL_CALLS]ping{}</s>',
+            [("get_weather", {"city": "Paris"}, None), ("ping", {}, None)],
+            "Sure.",
+        ),
     ],
     "granite": [
         (
@@ -145,11 +186,86 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             [("get_weather", {"city": "Paris"}, None)],
             "",
         ),
+        (
+            # Granite 3.1+ often opens with the plain string (vLLM accepts it).
+            '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|end_of_text|>',
+            [("get_weather", {"city": "Paris"}, None)],
+            "",
+        ),
+        (
+            'Ok.<tool_call>[{"name": "ping", "arguments": {}}]</tool_call><|end_of_text|>',
+            [("ping", {}, None)],
+            "Ok.",
+        ),
+    ],
+    "granite_20b_fc": [
+        (
+            '<function_call> {"name": "get_weather", "arguments": {"city": "Paris"}}<|endoftext|>',
+            [("get_weather", {"city": "Paris"}, None)],
+            "",
+        ),
+        (
+            '<function_call> {"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}} '
+            '<function_call> {"name": "ping", "arguments": {}}<|endoftext|>',
+            [("get_weather", {"city": "Oslo", "days": 2}, None), ("ping", {}, None)],
+            "",
+        ),
+        (
+            # The template's "no tool fits" answer is no call.
+            '<function_call> {"name": "no_function", "arguments": {}}<|endoftext|>',
+            [],
+            "",
+        ),
+    ],
+    "functiongemma": [
+        (
+            "<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:3}"
+            "<end_function_call><start_function_response>",
+            [("get_weather", {"city": "Paris", "days": 3}, None)],
+            "",
+        ),
+        (
+            "Sure.<start_function_call>call:get_weather{city:<escape>Tokyo, Japan<escape>}"
+            "<end_function_call><start_function_call>call:ping{}<end_function_call>",
+            [("get_weather", {"city": "Tokyo, Japan"}, None), ("ping", {}, None)],
+            "Sure.",
+        ),
+        (
+            # The closing tag cut off: a complete call is still read.
+            "<start_function_call>call:get_weather{city:<escape>Paris<escape>,metric:true}"
+            "<end_of_turn>",
+            [("get_weather", {"city": "Paris", "metric": True}, None)],
+            "",
+        ),
+        (
+            "<start_function_call>call:write{text:<escape>a}<end_function_call>, {b}<escape>}"
+            "<end_function_call>",
+            [("write", {"text": "a}<end_function_call>, {b}"}, None)],
+            "",
+        ),
     ],
     "phi4_mini": [
         (
             'functools[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|end|>',
             [("get_weather", {"city": "Paris"}, None)],
+            "",
+        ),
+        (
+            # Phi-4-mini's own template: <|tool_call|>...<|/tool_call|>.
+            '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|/tool_call|>'
+            "<|end|>",
+            [("get_weather", {"city": "Paris"}, None)],
+            "",
+        ),
+        (
+            '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|end|>',
+            [("get_weather", {"city": "Paris"}, None)],
+            "",
+        ),
+        (
+            '<|tool_call|>{"name": "get_weather", "arguments": {"city": "Rome"}}, '
+            '{"name": "ping", "arguments": {}}<|/tool_call|>',
+            [("get_weather", {"city": "Rome"}, None), ("ping", {}, None)],
             "",
         ),
     ],
@@ -255,6 +371,15 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             "Ok.",
         ),
     ],
+    USER_FORMAT.name: [
+        (
+            "Plan: search first.\nAction: ```json\n"
+            '[{"tool_name": "get_weather", "parameters": {"city": "Paris"}}]\n```'
+            "<|END_OF_TURN_TOKEN|>",
+            [("get_weather", {"city": "Paris"}, None)],
+            "Plan: search first.",
+        ),
+    ],
     "seed_oss": [
         (
             "<seed:think>weather</seed:think>Ok.<seed:tool_call>\n<function=get_weather>\n"
@@ -283,7 +408,7 @@ def samples(fmt: str) -> list[str]:
         good[: len(good) // 2],
         good[: len(good) - 1],
     ]
-    profile = toolcalls.get_profile(fmt)
+    profile = profile_of(fmt)
     for open_tag, close_tag in profile.reasoning:
         out.append(f"{open_tag}draft {good}{close_tag}Answer: " + good)
         out.append(f"thinking {good} more{close_tag}\n\nAnswer")
@@ -294,12 +419,17 @@ def calls_tuple(calls) -> list[tuple]:
     return [(c.name, c.arguments, c.id) for c in calls]
 
 
-def render_template(template: str, messages: list[dict], add_generation_prompt: bool) -> str:
+_ALL_TOOLS = object()  # "render with TOOLS" (None means: no tools= argument)
+
+
+def render_template(
+    template: str, messages: list[dict], add_generation_prompt: bool, tools=_ALL_TOOLS
+) -> str:
     """Render ``messages`` (with ``TOOLS``) through a chat template, as transformers does."""
     chat_utils = pytest.importorskip("transformers.utils.chat_template_utils")
     rendered, _ = chat_utils.render_jinja_template(
         conversations=[messages],
-        tools=TOOLS,
+        tools=TOOLS if tools is _ALL_TOOLS else tools,
         chat_template=template,
         add_generation_prompt=add_generation_prompt,
         bos_token="<s>",
@@ -308,11 +438,32 @@ def render_template(template: str, messages: list[dict], add_generation_prompt: 
     return rendered[0]
 
 
-def assistant_part(template: str, messages: list[dict]) -> str:
+def assistant_part(template: str, messages: list[dict], tools=_ALL_TOOLS) -> str:
     """What the template writes for the last (assistant) message."""
-    prefix = render_template(template, messages[:-1], True)
-    full = render_template(template, messages, False)
+    prefix = render_template(template, messages[:-1], True, tools)
+    full = render_template(template, messages, False, tools)
     n = 0
     while n < min(len(prefix), len(full)) and prefix[n] == full[n]:
         n += 1
     return full[n:]
+
+
+def support_of(template: str) -> toolcalls.TemplateSupport:
+    """``template_support`` of a template rendered by transformers' renderer."""
+
+    class _Tokenizer:
+        def apply_chat_template(self, messages, tools=None, add_generation_prompt=False, **_):
+            return render_template(template, messages, add_generation_prompt, tools)
+
+    return toolcalls.template_support(_Tokenizer())
+
+
+def prepare_for(template: str, fmt: str | None, messages: list[dict], tools=TOOLS):
+    """``prepare_chat`` as the engine runs it: probed support, the default format if none."""
+    return toolcalls.prepare_chat(
+        messages,
+        tools,
+        fmt or toolcalls.DEFAULT_FORMAT,
+        chat_template=template,
+        support=support_of(template),
+    )

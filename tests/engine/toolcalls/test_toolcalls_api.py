@@ -16,23 +16,38 @@ from tests.engine.toolcalls._toolcalls_cases import FORMATS, TOOLS
 
 
 def test_public_names_are_pinned_and_sorted():
-    assert toolcalls.__all__ == sorted(toolcalls.__all__)
+    # Sorted as ruff's RUF022 sorts: CONSTANTS, then Classes, then functions.
+    assert toolcalls.__all__ == sorted(toolcalls.__all__, key=lambda n: (not n.isupper(), n))
     assert set(toolcalls.__all__) == {
+        "COMMON_STOPS",
         "ContentDelta",
+        "DEFAULT_FORMAT",
+        "DecodeContext",
+        "FormatHandle",
+        "MessageStyle",
+        "Opener",
         "ParsedOutput",
+        "PayloadError",
         "Profile",
         "ReasoningDelta",
         "StreamEvent",
         "StreamParser",
+        "Switch",
+        "TemplateSupport",
         "ToolCallCompleted",
+        "calls_from_json",
         "detect_format",
         "formats",
         "get_profile",
         "parse",
+        "prepare_chat",
         "prepare_messages",
         "prompt_opens_reasoning",
+        "register_format",
         "render_calls",
+        "template_support",
         "tools_system_prompt",
+        "unregister_format",
     }
 
 

@@ -10,13 +10,16 @@ import pytest
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
 from tests.engine.toolcalls._toolcalls_cases import (
+    BUILTIN_FORMATS,
     EMPTY,
     FORMATS,
     NESTED,
     RAW_TEXT,
     REAL,
+    USER_FORMAT,
     WEATHER,
     calls_tuple,
+    profile_of,
     render,
 )
 
@@ -44,6 +47,7 @@ def test_every_required_format_is_registered():
         "mistral",
         "mistral_v11",
         "granite",
+        "granite_20b_fc",
         "phi4_mini",
         "deepseek_v3",
         "deepseek_v31",
@@ -51,6 +55,7 @@ def test_every_required_format_is_registered():
         "kimi_k2",
         "harmony",
         "gemma_tool_code",
+        "functiongemma",
         "internlm",
         "jamba",
         "xlam",
@@ -58,7 +63,8 @@ def test_every_required_format_is_registered():
         "minimax_m2",
         "seed_oss",
     ]
-    assert sorted(required) == toolcalls.formats()
+    assert sorted(required) == BUILTIN_FORMATS
+    assert toolcalls.formats() == sorted([*required, USER_FORMAT.name])  # see conftest
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -133,6 +139,7 @@ _RAW_MALFORMED = {
     "seed_oss": "<seed:tool_call>\n<parameter=city>Paris</parameter>\n</seed:tool_call>",
     "glm45": "<tool_call>\n<arg_value>Paris</arg_value>\n</tool_call>",
     "minimax_m2": "<minimax:tool_call>\n<invoke>Paris</minimax:tool_call>",
+    "functiongemma": "<start_function_call>call:get_weather{city:<escape>Paris}<end_function_call>",
 }
 
 
@@ -171,7 +178,7 @@ def test_every_prefix_of_a_real_output_gives_whole_calls_only(fmt, index):
         assert got == calls[: len(got)], (cut, text[:cut])
 
 
-@pytest.mark.parametrize("fmt", [f for f in FORMATS if toolcalls.get_profile(f).reasoning])
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if profile_of(f).reasoning])
 def test_markup_inside_reasoning_is_a_draft(fmt):
     open_tag, close_tag = toolcalls.get_profile(fmt).reasoning[0]
     draft = render([ToolCall("draft_tool", {"x": 1})], fmt)
@@ -184,9 +191,7 @@ def test_markup_inside_reasoning_is_a_draft(fmt):
     assert out.content == "Answer first."
 
 
-@pytest.mark.parametrize(
-    "fmt", [f for f in FORMATS if toolcalls.get_profile(f).close_only_reasoning]
-)
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if profile_of(f).close_only_reasoning])
 def test_reasoning_opened_by_the_prompt(fmt):
     open_tag, close_tag = toolcalls.get_profile(fmt).reasoning[0]
     text = f"Let me think.{close_tag}\n\nThe answer." + render([WEATHER], fmt)
@@ -219,3 +224,53 @@ def test_real_outputs(fmt, index):
     assert calls_tuple(out.tool_calls) == calls
     assert out.content == content
     assert out.errors == ()
+
+
+def _closing_tags(fmt: str) -> list[str]:
+    """Every marker that ends (or cuts) a call of ``fmt``, plus other formats' usual closers."""
+    p = profile_of(fmt)
+    tags = {t for o in p.openers for t in o.ends} | set(p.stops)
+    return sorted(tags | {"</tool_call>", "]", "}", ")", "```", "</function>"})
+
+
+@pytest.mark.parametrize(("fmt", "tag"), [(f, t) for f in FORMATS for t in _closing_tags(f)])
+def test_a_closing_tag_quoted_in_an_argument_is_read_whole(fmt, tag):
+    """A snippet that mentions the format's own closing tag does not end the call early."""
+    call = ToolCall("write_file", {"text": f'if "{tag}" in line:\n    stop()', "n": 2})
+    text = "Intro. " + render([call, EMPTY], fmt) + " Outro."
+    whole = toolcalls.parse(text, fmt)
+    assert _names_args(whole.tool_calls) == _names_args([call, EMPTY])
+    assert whole.errors == ()
+    stream = toolcalls.StreamParser(fmt)
+    for ch in text:
+        stream.feed(ch)
+    assert stream.finish() == whole
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bad", "good"),
+    [
+        (
+            "hermes",
+            '<tool_call>{"name": "a", "arguments": {"q": "it"s"}}</tool_call>',
+            '<tool_call>{"name": "ping", "arguments": {}}</tool_call>',
+        ),
+        (
+            "jamba",
+            '<tool_calls>[{"name": "a", "arguments": {"q": "5" tall"}}]</tool_calls>',
+            '<tool_calls>[{"name": "ping", "arguments": {}}]</tool_calls>',
+        ),
+        (
+            "gemma_tool_code",
+            "```tool_code\nprint(a(q='it's'))\n```",
+            "```tool_code\nprint(ping())\n```",
+        ),
+    ],
+)
+def test_stray_quotes_cost_only_the_call_they_break(fmt, bad, good):
+    """Quoted-tag reading must not swallow the next call when the model's quoting is wrong."""
+    out = toolcalls.parse(f"{bad}\nThen: {good}", fmt)
+    assert _names_args(out.tool_calls) == [("ping", {})]
+    assert len(out.errors) == 1 and out.content.startswith(bad)
+    cut = toolcalls.parse(f"{bad} and some words", fmt)
+    assert cut.tool_calls == () and cut.content == f"{bad} and some words"

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mp13_engine import toolcalls
-from tests.engine.toolcalls._toolcalls_cases import FORMATS, REAL, TOOLS, samples
+from tests.engine.toolcalls._toolcalls_cases import FORMATS, REAL, TOOLS, profile_of, samples
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -76,7 +76,8 @@ def test_no_marker_is_a_prefix_of_another_in_the_same_mode(fmt):
     closes = [c for _, c in p.reasoning]
     text_mode = [o for o, _ in p.reasoning] + [o.pattern for o in p.openers if not o.regex]
     text_mode += list(p.stops) + list(p.wrappers) + closes
-    span_modes = [[*o.ends, *p.stops] for o in p.openers] + [[*closes, *p.stops]]
+    span_modes = [[*o.ends, *p.stops, *(t for v in o.verbatim for t in v)] for o in p.openers]
+    span_modes.append([*closes, *p.stops])
     for markers in [text_mode, *span_modes]:
         for a in set(markers):
             for b in set(markers):
@@ -93,12 +94,13 @@ def test_content_streams_before_the_end():
 def _all_markup() -> list[str]:
     out: set[str] = set()
     for fmt in FORMATS:
-        p = toolcalls.get_profile(fmt)
+        p = profile_of(fmt)
         out.update(o.pattern for o in p.openers if not o.regex)
         out.update(t for o in p.openers for t in o.ends)
         out.update(o.after for o in p.openers if o.after)
         out.update(p.stops + p.wrappers)
         out.update(t for pair in p.reasoning for t in pair)
+        out.update(t for o in p.openers for pair in o.verbatim for t in pair)
     out.update(
         [
             '{"name": "f", "arguments": {',

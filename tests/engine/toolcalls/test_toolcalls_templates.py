@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Real chat templates: format detection, and calls surviving a trip through the template.
 
-Round trip: a call parsed from model output -> ``prepare_messages`` -> rendered
-by the real template (transformers' jinja renderer, imported lazily) -> the
-assistant part cut out -> parsed again -> the same call (name, arguments, and
-id where the format carries ids). Templates are read from tests/templates
+Round trip: a call parsed from model output -> ``prepare_chat`` with the
+template's probed support (what the engine does) -> rendered by the real
+template (transformers' jinja renderer, imported lazily) -> the assistant part
+cut out -> parsed again -> the same call (name, arguments, and id where the
+format carries ids). A template without tool support is used with the default
+format. Templates are read from tests/templates
 (shipped with the tests) and from the tiny test families in mp13_engine.testing.
 """
 
@@ -18,7 +20,12 @@ import pytest
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
 from tests._shared import SHARED_TEMPLATES
-from tests.engine.toolcalls._toolcalls_cases import TOOLS, assistant_part, render_template
+from tests.engine.toolcalls._toolcalls_cases import (
+    TOOLS,
+    assistant_part,
+    prepare_for,
+    render_template,
+)
 
 SHARED = SHARED_TEMPLATES
 # Located without importing mp13_engine.testing (which imports torch).
@@ -30,12 +37,16 @@ EXPECTED = {
     "gemma3_pythonic": "pythonic",
     "glm45": "glm45",
     "granite": "granite",
+    "granite_20b_fc": "granite_20b_fc",
     "hermes": "hermes",
     "llama3_json": "llama3_json",
     "mistral": "mistral",
     "phi4_mini": "phi4_mini",
+    "phi4_mini_llamacpp": "phi4_mini",
+    "phi4_mini_own": "phi4_mini",
     "qwen3": "hermes",
     "qwen3_coder": "qwen3_coder",
+    "smollm2": None,  # no tool support: the engine uses DEFAULT_FORMAT
 }
 # Real templates that trl ships (tool-capable ones), when trl is installed.
 _TRL_SPEC = importlib.util.find_spec("trl")
@@ -99,6 +110,7 @@ CALL = ToolCall(
 @pytest.mark.parametrize(("path", "fmt"), _templates(), ids=lambda v: getattr(v, "stem", v))
 def test_call_round_trips_through_the_real_template(path, fmt):
     template = _read(path)
+    fmt = fmt or toolcalls.DEFAULT_FORMAT
     output = "Checking. " + toolcalls.render_calls([CALL], fmt)
     first = toolcalls.parse(output, fmt, TOOLS)
     assert [(c.name, c.arguments) for c in first.tool_calls] == [(CALL.name, CALL.arguments)]
@@ -111,8 +123,8 @@ def test_call_round_trips_through_the_real_template(path, fmt):
         ],
     }
     messages = [{"role": "user", "content": "Weather in São Paulo?"}, canonical]
-    prepared = toolcalls.prepare_messages(messages, fmt, chat_template=template)
-    part = assistant_part(template, prepared)
+    prepared, tools = prepare_for(template, fmt, messages)
+    part = assistant_part(template, prepared, tools)
     again = toolcalls.parse(part, fmt, TOOLS)
     assert [(c.name, c.arguments) for c in again.tool_calls] == [(CALL.name, CALL.arguments)]
     assert again.errors == ()
@@ -138,9 +150,11 @@ def test_tool_results_render_after_calls(path, fmt):
         },
         {"role": "tool", "tool_call_id": "call_abc", "name": "get_weather", "content": "RAIN-42"},
     ]
-    rendered = render_template(template, toolcalls.prepare_messages(messages, fmt, template), True)
+    prepared, tools = prepare_for(template, fmt, messages)
+    rendered = render_template(template, prepared, True, tools)
     assert "RAIN-42" in rendered
     assert "Oslo" in rendered
+    assert "get_weather" in rendered.split("Oslo")[0]  # the tool specs reach the prompt too
 
 
 def test_parallel_calls_survive_a_template_that_takes_one_call_per_message():

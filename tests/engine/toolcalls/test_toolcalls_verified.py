@@ -16,7 +16,13 @@ import pytest
 
 from mp13_engine import toolcalls
 from mp13_toolbox import ToolCall
-from tests.engine.toolcalls._toolcalls_cases import TOOLS, assistant_part, render_template
+from tests._shared import SHARED_TEMPLATES
+from tests.engine.toolcalls._toolcalls_cases import (
+    TOOLS,
+    assistant_part,
+    render_template,
+    support_of,
+)
 
 CALL = ToolCall(
     "get_weather",
@@ -348,9 +354,10 @@ def test_internlm_results_use_the_tool_role_where_the_template_maps_it():
 
 
 def test_internlm_results_become_an_environment_turn_in_plain_chatml():
+    # InternLM's chat format: plugin results come back under "environment name=<|plugin|>".
     prepared, prompt = _results_turn(CHATML, "internlm")
-    assert prepared[2]["role"] == "environment"
-    assert "<|im_start|>environment\nRAIN-42" in prompt
+    assert prepared[2]["role"] == "environment name=<|plugin|>"
+    assert "<|im_start|>environment name=<|plugin|>\nRAIN-42<|im_end|>" in prompt
     assert '"parameters": ' in prepared[1]["content"]
 
 
@@ -384,3 +391,186 @@ def test_gemma_calls_and_results_fit_a_strictly_alternating_template():
         (CALL.name, CALL.arguments),
         (PING.name, PING.arguments),
     ]
+
+
+# --- functiongemma: Google's FunctionGemma formatting guide, vLLM's and llama.cpp's parsers --
+
+# Calls: <start_function_call>call:NAME{key:value,...}<end_function_call>, keys sorted, strings
+# in <escape>, other values bare; results: <start_function_response>response:NAME{...}.
+FUNCTIONGEMMA = """{{- bos_token -}}
+{%- macro value(v) -%}
+{%- if v is string -%}<escape>{{ v }}<escape>
+{%- elif v is mapping -%}{ {%- for k, x in v | dictsort -%}{{ k }}:{{ value(x) }}
+{%- if not loop.last %},{% endif %}{%- endfor -%} }
+{%- elif v is iterable -%}[{%- for x in v -%}{{ value(x) }}{% if not loop.last %},{% endif %}
+{%- endfor -%}]
+{%- elif v is sameas true -%}true{%- elif v is sameas false -%}false
+{%- elif v is none -%}null{%- else -%}{{ v }}{%- endif -%}
+{%- endmacro -%}
+{%- if tools -%}<start_of_turn>developer
+You are a model that can do function calling with the following functions
+{%- for t in tools -%}<start_function_declaration>declaration:{{ t.function.name }}
+{{- value({'description': t.function.description}) }}<end_function_declaration>
+{%- endfor -%}<end_of_turn>
+{% endif -%}
+{%- for m in messages -%}
+{%- if m.role == 'assistant' -%}<start_of_turn>model
+{{ m.content or '' }}
+{%- for c in m.tool_calls or [] -%}<start_function_call>call:{{ c.function.name }}
+{{- value(c.function.arguments) }}<end_function_call>{%- endfor -%}<end_of_turn>
+{% elif m.role == 'tool' -%}<start_of_turn>user
+<start_function_response>response:{{ m.name }}{{ value({'value': m.content}) }}
+{{- '<end_function_response>' }}<end_of_turn>
+{% else -%}<start_of_turn>{{ m.role }}
+{{ m.content }}<end_of_turn>
+{% endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}<start_of_turn>model
+{% endif -%}"""
+
+
+def test_functiongemma_values_are_typed_by_markup_and_schema():
+    text = (
+        "<start_function_call>call:get_weather{city:<escape>São Paulo, BR<escape>,days:3,"
+        "extra:{a:[1,<escape>b<escape>]},metric:true,zip:007}<end_function_call>"
+    )
+    out = toolcalls.parse(text, "functiongemma", TOOLS)
+    args = {"city": "São Paulo, BR", "days": 3, "extra": {"a": [1, "b"]}, "metric": True}
+    assert out.tool_calls == (ToolCall("get_weather", {**args, "zip": "007"}),)
+    assert toolcalls.detect_format(FUNCTIONGEMMA) == "functiongemma"
+
+
+def test_functiongemma_calls_and_results_round_trip_through_its_markup():
+    again = _round_trip(FUNCTIONGEMMA, "functiongemma", [CALL, PING])
+    assert again.content == ""
+    prepared, prompt = _results_turn(FUNCTIONGEMMA, "functiongemma")
+    assert prepared[2]["role"] == "tool"
+    assert "response:get_weather{value:<escape>RAIN-42<escape>}" in prompt
+    assert "<start_function_declaration>declaration:get_weather" in prompt
+
+
+def test_functiongemma_stops_where_the_model_waits_for_the_response():
+    text = "<start_function_call>call:ping{}<end_function_call><start_function_response>"
+    out = toolcalls.parse(text, "functiongemma")
+    assert out == toolcalls.ParsedOutput(tool_calls=(PING,))
+
+
+# vLLM's FunctionGemma template writes each past value as <escape>{{ value }}<escape>: a
+# number would come back as a string, so past calls go into the content instead.
+FUNCTIONGEMMA_VLLM = """{%- for m in messages -%}
+{%- if m.role == 'assistant' and m.tool_calls -%}<start_of_turn>model
+{%- for c in m.tool_calls %}
+<start_function_call>call:{{ c.function.name }}{
+{%- for key, value in c.function.arguments.items() -%}
+{{ key }}:<escape>{{ value }}<escape>{% if not loop.last %},{% endif %}
+{%- endfor -%}
+}<end_function_call>
+{%- endfor %}
+<end_of_turn>
+{%- else -%}<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}
+{{ m.content }}<end_of_turn>
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}<start_of_turn>model
+{%- endif -%}"""
+
+
+def test_functiongemma_on_vllms_template_keeps_typed_values_in_the_history():
+    messages = [{"role": "user", "content": "Weather?"}, _canonical([CALL], ["c0"])]
+    prepared = toolcalls.prepare_messages(messages, "functiongemma", FUNCTIONGEMMA_VLLM)
+    assert "tool_calls" not in prepared[1]
+    part = assistant_part(FUNCTIONGEMMA_VLLM, prepared)
+    assert "days:3" in part and "metric:true" in part
+    again = toolcalls.parse(part, "functiongemma")  # no schema needed: the markup types them
+    assert again.tool_calls == (ToolCall(CALL.name, CALL.arguments),)
+
+
+# --- granite_20b_fc: vLLM's granite-20b-functioncalling template and parser -----------------
+
+
+def test_granite_20b_no_function_is_no_call():
+    text = '<function_call> {"name": "no_function", "arguments": {}}<|endoftext|>'
+    assert toolcalls.parse(text, "granite_20b_fc") == toolcalls.ParsedOutput()
+    mixed = (
+        '<function_call> {"name": "no_function", "arguments": {}} '
+        '<function_call> {"name": "ping", "arguments": {}}'
+    )
+    assert toolcalls.parse(mixed, "granite_20b_fc").tool_calls == (PING,)
+
+
+# --- phi4_mini: the model's own template (tools in the system message's "tools" field) ------
+
+
+def test_phi4_mini_own_template_gets_tools_calls_and_results_where_it_reads_them():
+    template = (SHARED_TEMPLATES / "phi4_mini_own.jinja").read_text()
+    support = support_of(template)
+    assert not support.tools and not support.calls  # it reads neither tools= nor tool_calls
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        _canonical([CALL], ["call_abc"]),
+        {"role": "tool", "tool_call_id": "call_abc", "name": "get_weather", "content": "RAIN-42"},
+    ]
+    prepared, tools = toolcalls.prepare_chat(
+        messages, TOOLS, "phi4_mini", chat_template=template, support=support
+    )
+    assert tools is None and prepared[0]["role"] == "system"
+    prompt = render_template(template, prepared, True, None)
+    assert prompt.startswith('<|system|><|tool|>[{"name": "get_weather", "description": ')
+    assert '<|assistant|><|tool_call|>[{"name": "get_weather", "arguments": {"city": "S' in prompt
+    assert "<|tool_response|>RAIN-42<|end|><|assistant|>" in prompt
+    again = toolcalls.parse(prepared[2]["content"], "phi4_mini", TOOLS)
+    assert again.tool_calls == (ToolCall(CALL.name, CALL.arguments),)
+
+
+def test_phi4_mini_keeps_a_given_system_message_next_to_the_tools():
+    template = (SHARED_TEMPLATES / "phi4_mini_own.jinja").read_text()
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    prepared, _ = toolcalls.prepare_chat(
+        messages, TOOLS, "phi4_mini", chat_template=template, support=support_of(template)
+    )
+    prompt = render_template(template, prepared, True, None)
+    assert prompt.startswith("<|system|>Be brief.<|tool|>[{")
+
+
+# --- llama4_pythonic on vLLM's template: it quotes every past argument ---------------------
+
+# As vLLM's Llama 4 pythonic template writes past calls: param="value" for every value.
+LLAMA4_VLLM = """{{- bos_token -}}
+{%- for message in messages -%}
+{%- if not (message.role == 'tool' or message.tool_calls) -%}
+<|header_start|>{{ message.role }}<|header_end|>
+
+{{ message.content }}<|eot|>
+{%- elif 'tool_calls' in message -%}<|header_start|>assistant<|header_end|>
+
+{{ message.content }}[
+{%- for tool_call in message.tool_calls -%}
+{%- set tool_call = tool_call.function -%}
+{{- tool_call.name + '(' -}}
+{%- for param in tool_call.arguments -%}
+{{- param + '="' -}}{{- "%s" | format(tool_call.arguments[param]) -}}{{- '"' -}}
+{%- if not loop.last %}, {% endif -%}
+{%- endfor -%})
+{%- if not loop.last %}, {% endif -%}
+{%- endfor -%}]<|eot|>
+{%- else -%}<|header_start|>ipython<|header_end|>
+
+{{ message.content | tojson }}<|eot|>
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}<|header_start|>assistant<|header_end|>
+
+{% endif -%}"""
+
+
+def test_llama4_history_on_vllms_template_keeps_numbers_numbers():
+    assert toolcalls.detect_format(LLAMA4_VLLM) == "llama4_pythonic"
+    messages = [{"role": "user", "content": "Weather?"}, _canonical([CALL], ["c0"])]
+    prepared = toolcalls.prepare_messages(messages, "llama4_pythonic", LLAMA4_VLLM)
+    part = assistant_part(LLAMA4_VLLM, prepared)
+    assert "days=3" in part and 'days="3"' not in part
+    again = toolcalls.parse(part, "llama4_pythonic")  # typed without any schema
+    assert again.tool_calls == (ToolCall(CALL.name, CALL.arguments),)
+    # Meta's own template still gets the calls as tool_calls (it writes JSON itself).
+    meta = toolcalls.prepare_messages(messages, "llama4_pythonic", LLAMA4_META)
+    assert meta[1]["tool_calls"]

@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: MIT
+"""Tamper evidence and damage checks: node hashes, ``Session.verify`` and ``Session.check``.
+
+Every stored node carries ``hash``: the SHA-256 (hex) of its parent's hash and
+its *content*, so a node's hash vouches for its whole path from the root, like
+a ledger. The content is what a node says and never changes after it is
+recorded: ``kind``, ``turn``, ``commands``, ``label`` and ``created_at``. Left
+out on purpose:
+
+- the flags ``archived`` and ``main_line``, which normal use changes
+  (closing a try-out, promoting a branch);
+- ids, ``depth`` and ``seq``, which say where a node is stored, not what it
+  says, so an import under fresh ids keeps every hash. The parent link is
+  still covered: moving a node under another parent breaks its hash, because
+  the new parent's hash differs.
+
+Commands may only be appended to a node that has no children yet (see
+``_model``), so the only hash that ever changes is that of a childless node.
+
+The content is hashed in one canonical JSON form (sorted keys, no spaces,
+ASCII escapes) of the stored JSON values, so the hash of a row can be
+recomputed from the row alone and the hash of an exported node from the
+export alone. This definition is frozen: files and exports carry these
+hashes, so changing it needs a new named migration and a new export version.
+
+The hash detects edits made outside the library (a row changed with raw SQL,
+an export edited by hand). It is not a signature: whoever can write the file
+can also recompute every hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+
+def canonical(kind: str, turn: Any, commands: Any, label: str, created_at: float) -> str:
+    """The canonical JSON text of a node's content (see the module docstring).
+
+    ``turn`` and ``commands`` are JSON values (the unstructured ``Turn`` and the
+    list of unstructured ``Command``s), ``None`` / empty when the node has none.
+    """
+    content = {
+        "kind": kind,
+        "turn": turn,
+        "commands": list(commands or ()),
+        "label": label,
+        "created_at": float(created_at),
+    }
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def node_hash(
+    parent_hash: str, kind: str, turn: Any, commands: Any, label: str, created_at: float
+) -> str:
+    """The hash of a node whose parent has ``parent_hash`` (``""`` for a root)."""
+    text = f"{parent_hash}\n{canonical(kind, turn, commands, label, created_at)}"
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def row_hash(
+    parent_hash: str,
+    kind: str,
+    turn: str | None,
+    commands: str | None,
+    label: str,
+    created_at: float,
+) -> str:
+    """``node_hash`` of a stored row (``turn`` / ``commands`` as their JSON column text)."""
+    return node_hash(
+        parent_hash,
+        kind,
+        json.loads(turn) if turn else None,
+        json.loads(commands) if commands else None,
+        label,
+        created_at,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class IntegrityProblem:
+    """One problem ``Session.verify`` or ``Session.check`` found.
+
+    ``node_id`` / ``conversation_id`` say where, when the problem is about a node
+    (``None`` for damage SQLite reports about pages).
+    """
+
+    message: str
+    node_id: str | None = None
+    conversation_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class IntegrityReport:
+    """What a check found: ``ok`` when nothing; ``problems`` in creation order.
+
+    ``checked``: the nodes ``verify`` recomputed, or the pages of the file ``check``
+    covered.
+    """
+
+    checked: int = 0
+    problems: tuple[IntegrityProblem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def first(self) -> IntegrityProblem | None:
+        """The first problem (for ``verify``: the first node altered, in creation order)."""
+        return self.problems[0] if self.problems else None
+
+
+#: A row for ``verify``: id, conversation id, parent id, kind, turn, commands, label,
+#: created_at, stored hash, the parent's stored hash and conversation (None when the
+#: parent is missing), and the conversation's root id (None when the conversation is).
+VerifyRow = tuple[
+    str,
+    str,
+    str | None,
+    str,
+    str | None,
+    str | None,
+    str,
+    float,
+    str,
+    str | None,
+    str | None,
+    str | None,
+]
+
+
+def verify_rows(rows: Iterable[VerifyRow]) -> IntegrityReport:
+    """Check every row's hash against its content and its parent's stored hash.
+
+    Each node is checked on its own (its stored parent hash, not a recomputed
+    one), so an edit is reported at the node that was edited, not at every
+    descendant: the first problem is the first node altered.
+    """
+    problems: list[IntegrityProblem] = []
+    checked = 0
+    for row in rows:
+        (
+            nid,
+            cid,
+            parent_id,
+            kind,
+            turn,
+            commands,
+            label,
+            created_at,
+            stored,
+            parent_hash,
+            parent_cid,
+            root_id,
+        ) = row
+        checked += 1
+
+        def problem(message: str, nid: str = nid, cid: str = cid) -> None:
+            problems.append(IntegrityProblem(message=message, node_id=nid, conversation_id=cid))
+
+        if root_id is None:
+            problem(f"node {nid} belongs to conversation {cid}, which does not exist")
+            continue
+        if parent_id is None:
+            if nid != root_id:
+                problem(f"node {nid} has no parent but is not the root of conversation {cid}")
+                continue
+            parent_hash = ""
+        elif parent_hash is None:
+            problem(f"node {nid}'s parent {parent_id} does not exist")
+            continue
+        elif parent_cid != cid:
+            problem(f"node {nid}'s parent {parent_id} is in another conversation ({parent_cid})")
+            continue
+        try:
+            expected = row_hash(parent_hash, kind, turn, commands, label, created_at)
+        except (ValueError, TypeError) as exc:
+            problem(f"node {nid}'s stored data is not readable JSON ({exc})")
+            continue
+        if not stored:
+            problem(f"node {nid} has no hash (was it inserted outside mp13?)")
+        elif stored != expected:
+            problem(f"node {nid} was altered outside mp13: its content does not match its hash")
+    return IntegrityReport(checked=checked, problems=tuple(problems))

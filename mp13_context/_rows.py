@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: MIT
+"""Nodes as stored rows, and back: JSON columns, text clean-up, parameter checks, hashes.
+
+Invariants:
+
+- A row holds exactly what the node returned to the caller holds: lone
+  surrogates are replaced (``_text``) and ``params.set`` values are validated
+  by ``validate_params`` (the live command's check) *before* the node value is
+  built, so nothing is read back different from what was handed out.
+- ``hash`` is computed from the row's own JSON texts (``_integrity.row_hash``),
+  so ``Session.verify`` recomputes it from the row alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from mp13_context._convert import loads, structure, unstructure
+from mp13_context._integrity import row_hash
+from mp13_context._model import Command, CommandKind, Node, NodeKind, Turn
+from mp13_context._state import validate_params
+from mp13_context._store import NodeRow
+from mp13_context._text import has_surrogates, scrub
+
+
+def _json(data: Any) -> tuple[str, bool]:
+    """Stored JSON text (as ``dumps``) with lone surrogates replaced, and whether any was."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return (scrub(text), True) if has_surrogates(text) else (text, False)
+
+
+def stored_turn(turn: Turn | None) -> tuple[Turn | None, str | None]:
+    """The turn as it will be stored (no ``node_id``), and its JSON text."""
+    if turn is None:
+        return None, None
+    turn = attrs.evolve(turn, node_id=None)
+    text, scrubbed = _json(unstructure(turn))
+    return (loads(text, Turn) if scrubbed else turn), text
+
+
+def stored_commands(commands: tuple[Command, ...]) -> tuple[tuple[Command, ...], str | None]:
+    """The commands as they will be stored, and their JSON text (``None`` for none).
+
+    ``CommandError`` for a ``params.set`` value the live command would refuse.
+    """
+    commands = tuple(
+        attrs.evolve(c, params=validate_params(c.params)) if c.kind is CommandKind.PARAMS_SET else c
+        for c in commands
+    )
+    if not commands:
+        return commands, None
+    text, scrubbed = _json([unstructure(c) for c in commands])
+    if scrubbed:
+        commands = tuple(structure(c, Command) for c in json.loads(text))
+    return commands, text
+
+
+def node_row(
+    node: Node, state_id: int, parent_hash: str, turn: str | None, commands: str | None
+) -> tuple[dict[str, Any], Node]:
+    """The row for ``node``, whose turn and commands are stored as the JSON texts given,
+    and the node with its hash (``parent_hash``: ``""`` for a root)."""
+    digest = row_hash(parent_hash, node.kind.value, turn, commands, node.label, node.created_at)
+    row = {
+        "id": node.id,
+        "conversation_id": node.conversation_id,
+        "parent_id": node.parent_id,
+        "kind": node.kind.value,
+        "depth": node.depth,
+        "turn": turn,
+        "commands": commands,
+        "archived": int(node.archived),
+        "main_line": int(node.main_line),
+        "label": node.label,
+        "created_at": node.created_at,
+        "state_id": state_id,
+        "hash": digest,
+    }
+    return row, attrs.evolve(node, hash=digest)
+
+
+def node_from_row(r: NodeRow) -> Node:
+    return Node(
+        id=r.id,
+        conversation_id=r.conversation_id,
+        parent_id=r.parent_id,
+        kind=NodeKind(r.kind),
+        depth=r.depth,
+        seq=r.seq,
+        turn=loads(r.turn, Turn) if r.turn else None,
+        commands=tuple(structure(c, Command) for c in json.loads(r.commands)) if r.commands else (),
+        archived=bool(r.archived),
+        main_line=bool(r.main_line),
+        label=r.label,
+        created_at=r.created_at,
+        hash=r.hash,
+    )
