@@ -92,7 +92,6 @@ class _EngineBase:
             eos_ids=eos_ids_of(loaded.model, tok),
             context_len=context_len_of(loaded.model),
             tool_format=toolwire.format,
-            source=loaded.source,
         )
         self._metrics = MetricsRecorder(config.metrics_window)
         # What each request's output processor needs; it must not reach the engine (the

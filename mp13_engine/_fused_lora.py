@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fused mixed-adapter LoRA: a wave that mixes adapters costs a few matmuls per layer.
+"""Fused mixed-adapter LoRA: a batch that mixes adapters costs a few matmuls per layer.
 
 Concept
     PEFT serves a batch that mixes adapters (``generate(adapter_names=[...])``)
@@ -7,7 +7,7 @@ Concept
     adapter's rows, two small matmuls, scatter the result back. On narrow models
     (and at decode, where each step is tiny) that per-layer Python loop costs
     more than the arithmetic. A :class:`FusedPlan` instead concatenates, per
-    LoRA layer, the ``A`` matrices of the wave's adapters (``R`` = the sum of
+    LoRA layer, the ``A`` matrices of the batch's adapters (``R`` = the sum of
     their ranks) and their ``B`` matrices, and gives every row a weight over
     the ``R`` columns, the adapter's scaling on its own columns and 0 elsewhere::
 
@@ -17,25 +17,27 @@ Concept
     ``__base__`` get exactly zero); numerically it agrees to float rounding.
 
 How it plugs in (public extension points only, no patching)
-    The wave still goes through PEFT's own mixed-batch API, with every row on
+    The forward still goes through PEFT's own mixed-batch API, with every row on
     ``__base__``, so PEFT adds no LoRA delta and no global adapter state
     (``set_adapter``, ``disable_adapter``, ``requires_grad``) changes. For the
-    wave only, :meth:`FusedPlan.installed` puts a ``torch`` forward hook on each
+    forward only, :meth:`FusedPlan.installed` puts a ``torch`` forward hook on each
     LoRA layer that adds the fused delta to the layer's output, and removes the
-    hooks when the wave ends, however it ends.
+    hooks when the forward ends, however it ends. The step loop keeps a plan
+    while its batch's rows stay the same and makes a new one when rows join or
+    leave (the per-row weights change then).
 
-When it does not apply (:func:`plan_wave` returns None; PEFT's loop serves the wave)
+When it does not apply (:meth:`FusedLora.plan` returns None; PEFT's loop serves the batch)
     * no row uses an adapter;
-    * a module holds one of the wave's adapters in a form other than plain
+    * a module holds one of the batch's adapters in a form other than plain
       linear LoRA: an adapter variant (DoRA, aLoRA, ...), LoRA on an embedding
       or convolution, a bias on ``lora_B``, weights merged into the base,
       ``modules_to_save`` or trainable tokens;
-    * the wave's adapters add up to more than :data:`MAX_FUSED_RANK` columns in
+    * the batch's adapters add up to more than :data:`MAX_FUSED_RANK` columns in
       one layer, where computing every adapter for every row would cost more
       than PEFT's gathers.
 
-Worker thread only: the plan holds the wave's row order and is used for one
-``generate`` call.
+Worker thread only: a plan holds its batch's row order and serves forwards
+of exactly that batch.
 """
 
 from __future__ import annotations
@@ -53,12 +55,12 @@ from torch.nn import functional
 from mp13_engine._types import BASE_ADAPTER
 
 MAX_FUSED_RANK = 512
-"""Most LoRA columns (sum of the wave's ranks) one fused layer computes for every row."""
+"""Most LoRA columns (sum of the batch's ranks) one fused layer computes for every row."""
 
 
 @attrs.frozen
 class _LayerPlan:
-    """The fused weights of one LoRA layer for one wave."""
+    """The fused weights of one LoRA layer for one batch."""
 
     module: Any
     a_cat: torch.Tensor  # (R, in)
@@ -72,7 +74,7 @@ class _LayerPlan:
             if x.shape[0] != rows.shape[0]:
                 raise RuntimeError(
                     f"fused LoRA plan was made for {rows.shape[0]} rows but the layer got a "
-                    f"batch of {x.shape[0]}; the wave cannot use the fused path"
+                    f"batch of {x.shape[0]}; this batch cannot use the fused path"
                 )
             rows = rows.view(rows.shape[0], *([1] * (x.dim() - 2)), rows.shape[1])
         if x.dtype != self.a_cat.dtype:
@@ -83,13 +85,13 @@ class _LayerPlan:
 
 @attrs.frozen
 class FusedPlan:
-    """The fused LoRA weights of every layer a wave's adapters touch."""
+    """The fused LoRA weights of every layer a batch's adapters touch."""
 
     layers: tuple[_LayerPlan, ...]
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """Hook every planned layer for the duration of one ``generate`` call."""
+        """Hook every planned layer for the duration of one forward (or one ``generate``)."""
         handles = []
         try:
             for layer in self.layers:
@@ -143,7 +145,7 @@ class _Slot:
 
 @attrs.define
 class _SetCache:
-    """What one set of adapters needs on every wave: its layout (None = not fusable) and copies."""
+    """What one set of adapters needs on every batch: its layout (None = not fusable), copies."""
 
     layout: tuple[_Slot, ...] | None
     concat: dict[int, _Concat] = attrs.field(factory=dict)
@@ -193,10 +195,10 @@ class FusedLora:
         return self._found
 
     def plan(self, model: Any, row_names: Sequence[str]) -> FusedPlan | None:
-        """A fused plan for a wave whose rows use ``row_names`` (one PEFT name per row).
+        """A fused plan for a batch whose rows use ``row_names`` (one PEFT name per row).
 
-        None when no row uses an adapter or when the wave cannot be fused (see
-        the module docstring); the caller then serves the wave with PEFT's loop.
+        None when no row uses an adapter or when the batch cannot be fused (see
+        the module docstring); the caller then serves the batch with PEFT's loop.
         """
         wanted = tuple(sorted({n for n in row_names if n != BASE_ADAPTER}))
         if not wanted:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Turn a ``Request`` into the exact prompt text and token ids a wave feeds.
+"""Turn a ``Request`` into the exact prompt text and token ids a step feeds.
 
 Invariant: ``render(request)`` is the one string that ``generate`` tokenizes,
 and ``encode`` tokenizes it without adding special tokens, so

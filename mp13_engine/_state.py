@@ -3,7 +3,7 @@
 
 The adapter manager may replace ``model`` (wrapping the base model as a
 ``PeftModel`` when the first adapter loads); it does so only through
-``engine._run_on_worker``, i.e. between waves. ``TokenizerGuard`` serialises
+``engine._run_on_worker``, i.e. between two steps. ``TokenizerGuard`` serialises
 tokenizer calls: HF fast tokenizers raise "Already borrowed" when one thread
 encodes while another changes padding/truncation state.
 """
@@ -78,7 +78,6 @@ class EngineState:
     eos_ids: list[int]
     context_len: int | None
     tool_format: str | None = None
-    source: str = ""
 
 
 def eos_ids_of(model: Any, tokenizer: Any) -> list[int]:
