@@ -78,6 +78,10 @@ class Sampling:
 
 def bad_rows(logits: torch.Tensor) -> list[bool]:
     """Rows whose logits hold NaN or +inf, or nothing finite (the model broke on them)."""
+    finite = torch.isfinite(logits).all(-1).tolist()
+    if all(finite):  # the usual case: one pass over the logits
+        return [False] * len(finite)
+    # -inf alone is a token the model rules out, not a fault
     broken = torch.isnan(logits).any(-1) | torch.isposinf(logits).any(-1)
     broken |= ~torch.isfinite(logits).any(-1)
     return broken.tolist()
@@ -97,8 +101,11 @@ def choose(
         eos = eos.to(dev)
     suppress = [i for i, r in enumerate(rows) if counts[i] < r.min_new]
     if suppress and eos.numel():
-        idx = torch.tensor(suppress, dtype=torch.long, device=dev)
-        logits[idx.unsqueeze(1), eos.unsqueeze(0)] = _NEG_INF
+        if len(suppress) == len(rows):
+            logits.index_fill_(1, eos, _NEG_INF)
+        else:
+            for i in suppress:
+                logits[i].index_fill_(0, eos, _NEG_INF)
     penalised = [i for i, r in enumerate(rows) if r.penalty != 1.0 and r.seen is not None]
     if penalised:
         idx = torch.tensor(penalised, dtype=torch.long, device=dev)

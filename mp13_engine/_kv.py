@@ -86,11 +86,13 @@ def _pad_left(t: torch.Tensor, n: int) -> torch.Tensor:
 class BatchKV:
     """The KV cache of a batch of right-aligned rows (see the module docstring)."""
 
-    __slots__ = ("cache", "lens")
+    __slots__ = ("_mask", "_next_mask", "cache", "lens")
 
     def __init__(self, cache: DynamicCache | None = None, lens: Sequence[int] = ()):
         self.cache = cache if cache is not None else DynamicCache()
         self.lens: list[int] = list(lens)
+        self._mask: torch.Tensor | None = None  # the mask of ``lens`` (kept across decode steps)
+        self._next_mask: torch.Tensor | None = None  # the mask ``inputs`` handed out last
 
     # ----- shape
     @property
@@ -123,6 +125,13 @@ class BatchKV:
         every column, so that no gap opens between its old and new tokens).
         """
         width = max(new)
+        mask = self._mask
+        if width == 1 and min(new) == 1 and mask is not None and mask.device == device:
+            # A decode step: every row gets one token, the mask grows by a column of ones.
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+            pos = torch.tensor(self.lens, device=device).unsqueeze(1)
+            self._next_mask = mask
+            return mask, pos
         total = self.width + width
         after = torch.tensor([n + k for n, k in zip(self.lens, new, strict=True)], device=device)
         cols = torch.arange(total, device=device)
@@ -130,11 +139,13 @@ class BatchKV:
         # Column j of the input holds token number lens[i] + new[i] - width + j of row i.
         offset = after - width
         pos = (torch.arange(width, device=device).unsqueeze(0) + offset.unsqueeze(1)).clamp(min=0)
+        self._next_mask = mask
         return mask, pos
 
     def advance(self, new: Sequence[int]) -> None:
         """Record a successful forward that added ``new[i]`` tokens to row ``i``."""
         self.lens = [n + k for n, k in zip(self.lens, new, strict=True)]
+        self._mask, self._next_mask = self._next_mask, None
         self._trim()
 
     # ----- failure recovery
@@ -162,15 +173,17 @@ class BatchKV:
         if other.rows == 0:
             return
         if self.rows == 0:
-            self.cache, self.lens = other.cache, list(other.lens)
+            self.cache, self.lens, self._mask = other.cache, list(other.lens), other._mask
             return
         self.cache = _concat([self, other])
         self.lens = self.lens + other.lens
+        self._mask = None
 
     def select(self, keep: Sequence[int]) -> None:
         """Keep only rows ``keep`` (in that order) and cut columns nobody uses any more."""
         if len(keep) == self.rows and list(keep) == list(range(self.rows)):
             return
+        self._mask = None
         if not keep:
             self.cache, self.lens = DynamicCache(), []
             return
@@ -219,6 +232,8 @@ class BatchKV:
     def _trim(self) -> None:
         extra = self.width - max(self.lens, default=0)
         if extra > 0:
+            if self._mask is not None:
+                self._mask = self._mask[:, extra:]
             for layer in self.cache.layers:
                 if layer.is_initialized and layer.keys is not None:
                     layer.keys = layer.keys[:, :, extra:]
