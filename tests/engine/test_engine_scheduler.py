@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -186,3 +187,25 @@ def test_close_cancels_queued_and_running_and_fails_jobs(tiny_model_path):
         eng.generate("after close")
     with pytest.raises(EngineClosedError):
         eng._run_on_worker(lambda: None)
+
+
+def test_job_steps_and_decode_steps_alternate(engine):
+    """Neither starves: one decode step runs between two job steps, and vice versa."""
+    request = Request(prompt="decode beside a job", max_new_tokens=40, min_new_tokens=40)
+    seen: list[int] = []
+
+    class Watching(FakeJob):
+        def step(self):
+            st = engine._inflight.get(request.id)
+            seen.append(len(st.tokens) if st is not None else -1)
+            return super().step()
+
+    job = Watching("watch", 10_000, [])
+    engine._submit_job(job)
+    resp = engine.generate(request)
+    engine._cancel_job(job)
+    assert resp.metrics.completion_tokens == 40
+    during = [n for n in seen if 0 < n < 40]
+    steps = [b - a for a, b in itertools.pairwise(during)]
+    assert len(during) >= 30  # the job ran all along the request ...
+    assert set(steps) == {1}  # ... one token per job step: strictly alternating
