@@ -6,6 +6,8 @@ and ``encode`` tokenizes it without adding special tokens, so
 ``count_tokens(format_prompt(r))`` equals the prompt length used by
 ``generate``. Raw prompts get the tokenizer's BOS token prefixed as text when
 the tokenizer would normally add one, which keeps that invariant.
+Roles beyond system/user/assistant/tool are served only to a template that
+names them (``ipython`` to Llama 3, ``tool_results`` to Mistral...).
 
 Messages are rendered with the tokenizer's chat template; ``continue_final``
 renders without a generation prompt and continues the last assistant message.
@@ -21,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mp13_engine._errors import ChatTemplateError, RequestError
+from mp13_engine._request_fields import CORE_ROLES, ROLES
 from mp13_engine._types import Request
 
 
@@ -46,38 +49,52 @@ class PromptFormatter:
 
     def render(self, request: Request) -> str:
         """The exact prompt text for ``request`` (raises ``RequestError``/``ChatTemplateError``)."""
-        if request.messages is None and request.prompt is None:
-            raise RequestError("a Request needs `messages` (chat) or `prompt` (raw text)")
-        if request.messages is not None and request.prompt is not None:
-            raise RequestError("give a Request either `messages` or `prompt`, not both")
         if request.prompt is not None:
             text = request.prompt
             if self._bos_text and not text.startswith(self._bos_text):
                 text = self._bos_text + text
             return text
-        return self._render_messages(request)
-
-    def _render_messages(self, request: Request) -> str:
         if self.chat_template is None:
             raise ChatTemplateError(
                 "this model's tokenizer has no chat template, so `messages` cannot be rendered; "
                 "send a raw `prompt` instead, or load a model whose tokenizer has a chat template"
             )
-        messages = [dict(m) for m in request.messages or ()]
-        if not messages:
-            raise RequestError("Request.messages is empty; give at least one message")
-        if request.continue_final and messages[-1].get("role") != "assistant":
-            raise RequestError(
-                "continue_final=True needs the last message to be an assistant message to "
-                "continue; append one or drop continue_final"
-            )
-        messages, tools = self.prepare(messages, request.tools)
-        kwargs: dict[str, Any] = dict(request.chat_template_kwargs or {})
-        if tools:
-            kwargs["tools"] = tools
+        messages = request.messages or ()
+        self._check_roles(messages)
+        return self._render_chat(request, messages, request.tools, request.chat_template_kwargs)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok(text, add_special_tokens=False)["input_ids"])
+
+    def _check_roles(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Roles beyond system/user/assistant/tool only for a template that names them."""
+        for i, message in enumerate(messages):
+            if not self._serves_role(message["role"]):
+                known = ", ".join(r for r in ROLES if self._serves_role(r))
+                raise RequestError(
+                    f"message {i} has role {message['role']!r}, which this model's chat template "
+                    f"does not handle; use one of {known}",
+                    field="messages",
+                )
+
+    def _serves_role(self, role: str) -> bool:
+        template = self.chat_template or ""
+        return role in CORE_ROLES or f"'{role}'" in template or f'"{role}"' in template
+
+    def _render_chat(
+        self,
+        request: Request,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        template_kwargs: Mapping[str, Any] | None,
+    ) -> str:
+        prepared, specs = self.prepare(messages, tools)
+        kwargs: dict[str, Any] = dict(template_kwargs or {})
+        if specs:
+            kwargs["tools"] = specs
         try:
             return self._tok.apply_chat_template(
-                messages,
+                prepared,
                 tokenize=False,
                 add_generation_prompt=not request.continue_final,
                 continue_final_message=request.continue_final,
@@ -85,8 +102,8 @@ class PromptFormatter:
             )
         except Exception as exc:
             raise RequestError(
-                f"the chat template could not render these messages: {exc}; check the roles "
-                "and message shapes this model's template accepts"
+                f"the chat template could not render these messages: {exc}; check the roles, "
+                "their order and the message shapes this model's template accepts"
             ) from exc
 
     def prepare(
@@ -109,9 +126,6 @@ class PromptFormatter:
         if specs and not self.template_uses_tools:
             return _inject_system(out, tc.tools_system_prompt(specs, fmt)), None
         return out, specs
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok(text, add_special_tokens=False)["input_ids"])
 
 
 def _inject_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
