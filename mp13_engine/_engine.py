@@ -177,8 +177,9 @@ class _EngineBase:
             served = attrs.evolve(req, do_sample=req.sampling, temperature=req.sampling_temperature)
         st = RequestState(served, None, None)
         try:
-            st.prompt_text = self._state.formatter.render(served)
-            st.prompt_ids = self._state.tokens.encode(st.prompt_text)
+            prompt = self._state.formatter.prompt(served)
+            st.prompt_text = prompt.text
+            st.prompt_ids = self._state.tokens.encode_prompt(prompt)
             st.max_new_tokens = self._validate(served, len(st.prompt_ids))
         except EngineError as exc:
             self._builder.finish(st, FinishReason.ERROR, error=str(exc))
@@ -284,12 +285,26 @@ class _EngineBase:
         return outcome in ("queued", "running")
 
     def format_prompt(self, request: RequestLike, **overrides: Any) -> str:
-        """Exactly the prompt text ``generate`` would feed for ``request``."""
+        """Exactly the prompt text ``generate`` would feed for ``request``.
+
+        Text inside messages that spells one of the model's control tokens is fed as
+        text, which the returned string alone cannot show: ``count_tokens(request)``
+        counts exactly what ``generate`` feeds, ``count_tokens(format_prompt(request))``
+        the same unless message data spells control tokens.
+        """
         return self._state.formatter.render(self._coerce(request, overrides))
 
-    def count_tokens(self, text: str) -> int:
-        """Tokens in ``text`` as the engine tokenizes prompts (no special tokens added)."""
-        return len(self._state.tokens.encode(text))
+    def count_tokens(self, text: RequestLike) -> int:
+        """Tokens in ``text`` as the engine tokenizes prompts (no special tokens added).
+
+        A string is counted as text (control-token spellings count as control tokens);
+        a ``Request`` or a list of messages is counted as ``generate`` feeds it, with
+        message data that spells control tokens counted as text.
+        """
+        if isinstance(text, str):
+            return len(self._state.tokens.encode(text))
+        req = self._coerce(text, {})
+        return len(self._state.tokens.encode_prompt(self._state.formatter.prompt(req)))
 
     def metrics(self) -> EngineMetrics:
         """Rolling aggregates over the last ``config.metrics_window`` requests."""

@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Turn a ``Request`` into the exact prompt text and token ids a wave feeds.
 
-Invariant: ``render(request)`` is the one string that ``generate`` tokenizes,
-and ``encode`` tokenizes it without adding special tokens, so
-``count_tokens(format_prompt(r))`` equals the prompt length used by
-``generate``. Raw prompts get the tokenizer's BOS token prefixed as text when
-the tokenizer would normally add one, which keeps that invariant.
+Invariant: ``prompt(request)`` is the one rendering ``generate`` tokenizes:
+its ``text`` (what ``render``/``format_prompt`` return) plus the spans of that
+text where message data spells a control token, which ``TokenizerGuard``
+encodes as plain text (``mp13_engine._markup``). Without such spans,
+``count_tokens(format_prompt(r))`` equals the prompt length ``generate`` uses;
+with them only ``count_tokens(r)`` does (the text alone cannot say which
+spellings are markup). Raw prompts get the tokenizer's BOS token prefixed as
+text when the tokenizer would normally add one, which keeps that invariant;
+their control-token spellings are markup (their author writes the template).
 Roles beyond system/user/assistant/tool are served only to a template that
 names them (``ipython`` to Llama 3, ``tool_results`` to Mistral...).
 
@@ -19,16 +23,17 @@ too, so training and serving cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mp13_engine._errors import ChatTemplateError, RequestError
+from mp13_engine._markup import Prompt, SpecialText
 from mp13_engine._request_fields import CORE_ROLES, ROLES
 from mp13_engine._types import Request
 
 
 class PromptFormatter:
-    """Renders and tokenizes prompts for one tokenizer (thread-safe: no mutable state)."""
+    """Renders prompts for one tokenizer (thread-safe: no mutable state)."""
 
     def __init__(self, tokenizer: Any, tool_format: str | None = None, toolcalls: Any = None):
         self._tok = tokenizer
@@ -38,6 +43,7 @@ class PromptFormatter:
         self.chat_template: str | None = template if isinstance(template, str) else None
         self.template_uses_tools = bool(self.chat_template and "tools" in self.chat_template)
         self._bos_text = self._bos_prefix(tokenizer)
+        self.special = SpecialText.of(tokenizer)
 
     @staticmethod
     def _bos_prefix(tokenizer: Any) -> str:
@@ -49,6 +55,23 @@ class PromptFormatter:
 
     def render(self, request: Request) -> str:
         """The exact prompt text for ``request`` (raises ``RequestError``/``ChatTemplateError``)."""
+        return self._text(request)
+
+    def prompt(self, request: Request) -> Prompt:
+        """The prompt text for ``request`` and the spans of it that are data spelling markup.
+
+        Raw prompts are markup throughout. For chats, when some string of the
+        data (messages, tools, template variables) spells a special token, the
+        chat is rendered a second time with that data defanged, to tell the
+        template's markup from the data's (see ``mp13_engine._markup``).
+        """
+        text = self._text(request)
+        if request.prompt is not None:
+            return Prompt(text)
+        data = (request.messages or (), request.tools, request.chat_template_kwargs)
+        return Prompt(text, self.special.forged_in(text, data, self._defanged(request)))
+
+    def _text(self, request: Request) -> str:
         if request.prompt is not None:
             text = request.prompt
             if self._bos_text and not text.startswith(self._bos_text):
@@ -63,8 +86,18 @@ class PromptFormatter:
         self._check_roles(messages)
         return self._render_chat(request, messages, request.tools, request.chat_template_kwargs)
 
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok(text, add_special_tokens=False)["input_ids"])
+    def _defanged(self, request: Request) -> Callable[[Any], str]:
+        def render(data: Any) -> str:
+            try:
+                return self._render_chat(request, *data)
+            except RequestError as exc:
+                raise RequestError(
+                    "the messages spell control tokens of this model and its chat template "
+                    f"cannot render them with those spellings neutralised ({exc}); remove the "
+                    "control-token text from the messages"
+                ) from exc
+
+        return render
 
     def _check_roles(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Roles beyond system/user/assistant/tool only for a template that names them."""

@@ -228,3 +228,14 @@ def test_empty_prompt_is_the_same_error_however_it_is_given(engine, tmp_path):
 
 def test_an_empty_user_message_is_still_a_chat(engine):
     assert engine.generate([{"role": "user", "content": ""}], max_new_tokens=2).ok
+
+
+# --- counting ----------------------------------------------------------------------------
+
+
+def test_count_tokens_of_a_request_is_the_prompt_length_generate_uses(engine):
+    req = Request(messages=MSGS, max_new_tokens=2)
+    r = engine.generate(req)
+    assert engine.count_tokens(req) == r.metrics.prompt_tokens
+    assert engine.count_tokens(engine.format_prompt(req)) == r.metrics.prompt_tokens
+    assert engine.count_tokens(list(MSGS)) == r.metrics.prompt_tokens
