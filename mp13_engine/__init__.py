@@ -29,6 +29,7 @@ from mp13_engine._errors import (
     TrainingError,
 )
 from mp13_engine._metrics import EngineMetrics
+from mp13_engine._request_fields import REQUEST_FIELDS, check_request_field
 from mp13_engine._streams import AsyncRequestStream, RequestStream
 from mp13_engine._training._config import TrainingConfig, TrainingEvent, TrainingResult
 from mp13_engine._types import (
@@ -61,6 +62,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BASE_ADAPTER",
+    "REQUEST_FIELDS",
     "AdapterError",
     "AdapterInfo",
     "AsyncRequestStream",
@@ -89,4 +91,5 @@ __all__ = [
     "TrainingEvent",
     "TrainingJob",
     "TrainingResult",
+    "check_request_field",
 ]

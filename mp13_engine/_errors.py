@@ -10,7 +10,8 @@
         │   ├── ModelNotFoundError     path missing, hub id not in the local cache
         │   └── NotCausalLMError       the checkpoint is not a causal language model
         ├── ChatTemplateError      messages given to a tokenizer without a chat template
-        ├── RequestError           a request's parameters are invalid
+        ├── RequestError           a request's field is invalid (``.field`` names it), or
+        │                          its prompt cannot be rendered or does not fit
         ├── EngineClosedError      the engine was closed
         ├── AdapterError           adapter load / unload / compatibility problems
         ├── TrainingError          a training job cannot start or failed
@@ -53,7 +54,11 @@ class ChatTemplateError(EngineError, ValueError):
 
 
 class RequestError(EngineError, ValueError):
-    """A request's parameters are invalid."""
+    """A request's parameters are invalid; ``field`` names the ``Request`` field, when one is."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class EngineClosedError(EngineError, RuntimeError):

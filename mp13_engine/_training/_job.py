@@ -192,10 +192,11 @@ class TrainingJob:
         else:
             train, val = split(train, cfg.validation_split, cfg.seed)
         lock = _tokenizer_lock(self._engine)
+        encode_chat = self._engine._state.tokens.encode_chat  # rows cannot forge turns
 
         def render(example: Any) -> Rendered:
             with lock:  # per row, so waves are never held up for a whole dataset
-                return render_example(tokenizer, example, cfg.loss_on, prepare)
+                return render_example(tokenizer, example, cfg.loss_on, prepare, encode_chat)
 
         self._train = self._fit([render(e) for e in train])
         self._val = self._fit([render(e) for e in val])
