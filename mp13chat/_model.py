@@ -61,7 +61,7 @@ def cache_dir() -> Path:
 
 
 def engine_catalog() -> ModelCatalog | None:
-    """``mp13_engine.models`` when this build has it (it imports no torch), else None."""
+    """``mp13_engine.models`` when this build has it, else None."""
     try:
         from mp13_engine import models
     except ImportError:
