@@ -47,6 +47,7 @@ from mp13_engine._adapter_files import (
     check_not_offloaded,
     write_adapter_dir,
 )
+from mp13_engine._bnb_cpu import check_4bit_layout
 from mp13_engine._errors import AdapterError
 from mp13_engine._types import BASE_ADAPTER
 
@@ -345,6 +346,7 @@ class AdapterManager:
         from peft import get_peft_model
 
         check_not_offloaded(self._base_model(), "train an adapter")
+        check_4bit_layout(self._base_model(), f"train adapter {name!r}")
         model = self._model()
         try:
             if self._is_peft(model):
@@ -410,6 +412,7 @@ class AdapterManager:
             )
         check_compatible(self._base_model(), directory, config)
         check_not_offloaded(self._base_model(), f"load adapter {str(directory)!r}")
+        check_4bit_layout(self._base_model(), f"load adapter {str(directory)!r}")
         if exists:
             self._unload_on_worker(name)
         model = self._model()
