@@ -207,6 +207,7 @@ def convert(
     except (ValueError, KeyError, OSError, RuntimeError, NotImplementedError) as exc:
         raise _read_error(file, arch, exc) from exc
     _drop_quantization_marker(model)
+    _add_end_of_turn_tokens(model, file)
     report(progress, "convert", 2, 3, f"saving the converted checkpoint of {file.name}")
     try:
         model.save_pretrained(str(dest))
@@ -239,6 +240,38 @@ def _drop_quantization_marker(model: Any) -> None:
     for config in (model.config, getattr(model, "generation_config", None)):
         if config is not None and hasattr(config, "quantization_config"):
             delattr(config, "quantization_config")
+
+
+_END_KEYS = (
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.eot_token_id",
+    "tokenizer.ggml.eom_token_id",
+)
+
+
+def _add_end_of_turn_tokens(model: Any, file: Path) -> None:
+    """Stop generating at every end token the file names, not only at its ``eos``.
+
+    llama.cpp records end-of-turn (``eot``) and end-of-message (``eom``) tokens
+    beside ``eos`` (Llama 3 chat models end a turn with ``<|eot_id|>``);
+    transformers reads only ``eos``, so a converted model would talk past the
+    end of its turn.
+    """
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(file), "r")
+    ends = []
+    for key in _END_KEYS:
+        field = reader.fields.get(key)
+        if field is not None:
+            ends.append(int(field.contents()))
+    generation = getattr(model, "generation_config", None)
+    if generation is None or not ends:
+        return
+    current = generation.eos_token_id
+    current = [] if current is None else [current] if isinstance(current, int) else list(current)
+    merged = list(dict.fromkeys([*current, *ends]))
+    generation.eos_token_id = merged[0] if len(merged) == 1 else merged
 
 
 def _read_error(file: Path, arch: str, exc: BaseException) -> ModelLoadError:

@@ -39,8 +39,19 @@ _NAMES = {
 }
 
 
-def write_llama_gguf(hf_dir: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
-    """Write the tiny Llama checkpoint in ``hf_dir`` as the GGUF file ``dest``."""
+def write_llama_gguf(
+    hf_dir: pathlib.Path,
+    dest: pathlib.Path,
+    *,
+    name: str = "mp13 tiny llama",
+    end_tokens: dict[str, str] | None = None,
+) -> pathlib.Path:
+    """Write the tiny Llama (or Mistral) checkpoint in ``hf_dir`` as the GGUF file ``dest``.
+
+    llama.cpp writes Mistral models as the ``llama`` architecture too; transformers
+    tells them apart by "mistral" in ``name``. ``end_tokens`` maps ``"eot"`` /
+    ``"eom"`` to token texts recorded as end-of-turn / end-of-message tokens.
+    """
     import gguf
     from transformers import AutoModelForCausalLM
 
@@ -55,8 +66,9 @@ def write_llama_gguf(hf_dir: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
         else tok_cfg.get("chat_template")
     )
 
+    dest.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(dest), "llama")
-    writer.add_name("mp13 tiny llama")
+    writer.add_name(name)
     writer.add_context_length(cfg.max_position_embeddings)
     writer.add_embedding_length(cfg.hidden_size)
     writer.add_block_count(cfg.num_hidden_layers)
@@ -92,6 +104,8 @@ def write_llama_gguf(hf_dir: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
     if tok_cfg.get("bos_token"):
         writer.add_bos_token_id(tokens.index(tok_cfg["bos_token"]))
     writer.add_add_bos_token(False)
+    for kind, text in (end_tokens or {}).items():
+        getattr(writer, f"add_{kind}_token_id")(tokens.index(text))
     if template:
         writer.add_chat_template(template)
 
