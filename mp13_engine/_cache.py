@@ -22,8 +22,9 @@ Invariants
       (``entry_lock``: ``fcntl.flock`` / ``msvcrt.locking``), which works across
       processes and across threads of one process; the second writer finds the
       entry complete and does nothing.
-    * Torch-free; no module-level mutable state (paths are read from the
-      environment on every call).
+    * A cache that cannot be written raises ``ModelLoadError`` saying where
+      and how to move it. Torch-free; no module-level mutable state (paths are
+      read from the environment on every call).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
+
+from mp13_engine._errors import ModelLoadError
 
 STAGES = ("download", "extract", "convert", "ready")
 
@@ -85,12 +88,24 @@ def models_cache_dir() -> Path:
     return Path(explicit).expanduser() if explicit else cache_root() / "models"
 
 
+def _unwritable(root: Path, exc: OSError) -> ModelLoadError:
+    return ModelLoadError(
+        f"cannot write mp13's model cache in {str(root)!r}: {exc}; make it writable, free "
+        "some disk space, or point MP13_CACHE (MP13_MODELS_DIR for named models) at another "
+        "folder"
+    )
+
+
 @contextlib.contextmanager
 def entry_lock(root: Path, key: str) -> Iterator[None]:
     """Hold the exclusive lock of entry ``key`` under ``root`` (blocks until it is free)."""
     locks = root / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"{key}.lock", "a+b") as handle:
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+        handle = open(locks / f"{key}.lock", "a+b")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise _unwritable(root, exc) from exc
+    with handle:
         _lock(handle)
         try:
             yield
@@ -129,8 +144,11 @@ def _unlock(handle) -> None:
 @contextlib.contextmanager
 def staging_dir(root: Path, key: str) -> Iterator[Path]:
     """A fresh temporary directory next to the entries (same filesystem); removed on exit."""
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+    except OSError as exc:
+        raise _unwritable(root, exc) from exc
     try:
         yield tmp
     finally:
@@ -143,8 +161,11 @@ def publish(built: Path, final: Path) -> None:
     A stale ``final`` (left by an older format) is moved aside and removed first;
     callers hold the entry's lock, so nobody else is writing it.
     """
-    if final.exists():
-        doomed = final.with_name(f".old-{final.name}-{os.getpid()}")
-        os.replace(final, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
-    os.replace(built, final)
+    try:
+        if final.exists():
+            doomed = final.with_name(f".old-{final.name}-{os.getpid()}")
+            os.replace(final, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        os.replace(built, final)
+    except OSError as exc:
+        raise _unwritable(final.parent, exc) from exc

@@ -232,3 +232,11 @@ def test_a_plain_checkpoint_folder_with_a_stray_gguf_loads_the_checkpoint(
     with Engine.load(folder, device="cpu") as engine:
         assert engine.generate(Request(prompt="hi", max_new_tokens=2)).ok
     assert not gguf_cache.exists()
+
+
+def test_an_unwritable_cache_says_how_to_move_it(gguf_file, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("MP13_CACHE", str(blocker))
+    with pytest.raises(ModelLoadError, match="MP13_CACHE"):
+        Engine.load(gguf_file, device="cpu")
