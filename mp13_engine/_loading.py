@@ -157,8 +157,8 @@ def _not_cached_message(model: str) -> str:
 
     if model in names():
         hint = (
-            f" ({model!r} is one of mp13's named models: load "
-            f"mp13_engine.models.fetch({model!r}), or start mp13chat --model {model})"
+            f" ({model!r} is one of mp13's named models: fetch it with "
+            f"mp13_engine.models.fetch({model!r}) and load the directory it returns)"
         )
     return (
         f"model {model!r} is neither a local directory nor a hub id in the local Hugging Face "
