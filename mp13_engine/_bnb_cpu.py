@@ -14,8 +14,9 @@ Concept
     The engine therefore turns that repacking off on every 4-bit layer when it
     loads a model (``keep_4bit_layout``): bitsandbytes reads the per-layer flag
     ``support_avx512bf16_for_cpu`` to decide, and without it computes from the
-    standard layout (same results; without the optional ``kernels`` package the
-    packed path is no faster here). ``check_4bit_layout`` is the safety net: if
+    standard layout (correctness over the packed layout's possible CPU speed-up,
+    which needs the optional ``kernels`` package anyway). ``check_4bit_layout`` is
+    the safety net: if
     a layer was repacked anyway (a future bitsandbytes that ignores the flag),
     loading or training an adapter is refused with a clear error instead of
     corrupting the model.
