@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._cache import Progress
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     AdapterError,
@@ -380,7 +381,12 @@ class Engine(_EngineBase):
 
     @classmethod
     def load(
-        cls, model: EngineConfig | str | Any = None, /, *, progress: Any = None, **fields: Any
+        cls,
+        model: EngineConfig | str | Any = None,
+        /,
+        *,
+        progress: Progress | None = None,
+        **fields: Any,
     ) -> Engine:
         """Load a model and start the engine. ``fields`` are ``EngineConfig`` fields.
 
@@ -394,7 +400,12 @@ class Engine(_EngineBase):
 
     @classmethod
     async def aload(
-        cls, model: EngineConfig | str | Any = None, /, *, progress: Any = None, **fields: Any
+        cls,
+        model: EngineConfig | str | Any = None,
+        /,
+        *,
+        progress: Progress | None = None,
+        **fields: Any,
     ) -> Engine:
         """``load`` in a thread, so the running loop stays responsive."""
         config = _config_from(model, fields)

@@ -18,7 +18,6 @@ import pytest
 from mp13_engine import Mp13Error
 
 NAME = "smollm2-135m"
-FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mp13_engine import FinishReason, Request
-from tests.real.conftest import FRANCE
+from tests.real._prompts import FRANCE
 
 pytestmark = pytest.mark.real
 
