@@ -91,10 +91,11 @@ def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[st
             f"model path {config.model!r} is a file, but mp13 loads a model directory "
             "(config.json, weights, tokenizer) or a GGUF file; give the directory"
         )
-    if _looks_like_path(config.model):
+    if _looks_like_path(config.model) or config.model.lower().endswith(".gguf"):
         raise ModelNotFoundError(
-            f"model path {config.model!r} does not exist or is not a directory; "
-            "give the directory that holds config.json and the weights, or a GGUF file"
+            f"model path {config.model!r} does not exist (relative paths start from "
+            f"{os.getcwd()!r}); give the directory that holds config.json and the weights, "
+            "or a GGUF file"
         )
     return _hub_snapshot(config, progress), False
 

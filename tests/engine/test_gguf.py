@@ -16,6 +16,7 @@ from mp13_engine import (
     GGUFError,
     MissingDependencyError,
     ModelLoadError,
+    ModelNotFoundError,
     NotCausalLMError,
     Request,
 )
@@ -240,3 +241,9 @@ def test_an_unwritable_cache_says_how_to_move_it(gguf_file, tmp_path, monkeypatc
     monkeypatch.setenv("MP13_CACHE", str(blocker))
     with pytest.raises(ModelLoadError, match="MP13_CACHE"):
         Engine.load(gguf_file, device="cpu")
+
+
+def test_a_missing_gguf_file_is_not_taken_for_a_hub_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        Engine.load("missing-model.Q4_K_M.gguf", device="cpu")
