@@ -5,6 +5,8 @@ Importing this package does not import torch: the message types, configs and
 errors are torch-free, and names whose modules need torch (``Engine``,
 ``TrainingJob``, ...) are resolved on first access through the module-level
 ``__getattr__`` below (PEP 562). ``mp13_context`` relies on this.
+``mp13_engine.models`` (named real models) is a torch-free submodule:
+``from mp13_engine import models``.
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ from mp13_engine._errors import (
     DatasetError,
     EngineClosedError,
     EngineError,
+    GGUFError,
+    MissingDependencyError,
+    ModelFetchError,
     ModelLoadError,
     ModelNotFoundError,
     NotCausalLMError,
     RequestError,
     ToolFormatError,
     TrainingError,
+    UnknownModelError,
 )
 from mp13_engine._metrics import EngineMetrics
 from mp13_engine._request_fields import REQUEST_FIELDS, check_request_field
@@ -76,6 +82,9 @@ __all__ = [
     "EngineError",
     "EngineMetrics",
     "FinishReason",
+    "GGUFError",
+    "MissingDependencyError",
+    "ModelFetchError",
     "ModelLoadError",
     "ModelNotFoundError",
     "Mp13Error",
@@ -91,5 +100,6 @@ __all__ = [
     "TrainingEvent",
     "TrainingJob",
     "TrainingResult",
+    "UnknownModelError",
     "check_request_field",
 ]

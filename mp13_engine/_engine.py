@@ -38,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._cache import Progress
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     AdapterError,
@@ -381,18 +382,37 @@ class Engine(_EngineBase):
     """
 
     @classmethod
-    def load(cls, model: EngineConfig | str | Any = None, /, **fields: Any) -> Engine:
-        """Load a model and start the engine. ``fields`` are ``EngineConfig`` fields."""
+    def load(
+        cls,
+        model: EngineConfig | str | Any = None,
+        /,
+        *,
+        progress: Progress | None = None,
+        **fields: Any,
+    ) -> Engine:
+        """Load a model and start the engine. ``fields`` are ``EngineConfig`` fields.
+
+        ``progress`` (optional) is called with ``mp13_engine.models.FetchProgress``
+        reports of slow first-time steps: converting a GGUF file into the cache,
+        downloading a hub model with ``download=True``.
+        """
         config = _config_from(model, fields)
         ToolWire.check(config.tool_format)  # fail before loading any weights
-        return cls(config, load_model(config))
+        return cls(config, load_model(config, progress))
 
     @classmethod
-    async def aload(cls, model: EngineConfig | str | Any = None, /, **fields: Any) -> Engine:
+    async def aload(
+        cls,
+        model: EngineConfig | str | Any = None,
+        /,
+        *,
+        progress: Progress | None = None,
+        **fields: Any,
+    ) -> Engine:
         """``load`` in a thread, so the running loop stays responsive."""
         config = _config_from(model, fields)
         ToolWire.check(config.tool_format)
-        loaded = await asyncio.to_thread(load_model, config)
+        loaded = await asyncio.to_thread(load_model, config, progress)
         return cls(config, loaded)
 
     # ----- sync API

@@ -8,7 +8,11 @@
         ├── ConfigError            an EngineConfig / TrainingConfig field is invalid
         ├── ModelLoadError         the model cannot be loaded
         │   ├── ModelNotFoundError     path missing, hub id not in the local cache
-        │   └── NotCausalLMError       the checkpoint is not a causal language model
+        │   │   └── UnknownModelError      not one of mp13_engine.models.names()
+        │   ├── NotCausalLMError       the checkpoint is not a causal language model
+        │   ├── GGUFError              a GGUF file that cannot be used (not GGUF, several, arch)
+        │   ├── MissingDependencyError an optional package (extra) is not installed
+        │   └── ModelFetchError        fetching a named model failed (network, pip, checksum)
         ├── ChatTemplateError      messages given to a tokenizer without a chat template
         ├── RequestError           a request's field is invalid (``.field`` names it), or
         │                          its prompt cannot be rendered or does not fit
@@ -47,6 +51,22 @@ class ModelNotFoundError(ModelLoadError, FileNotFoundError):
 
 class NotCausalLMError(ModelLoadError):
     """The checkpoint exists but is not a causal (decoder-only) language model."""
+
+
+class UnknownModelError(ModelNotFoundError, LookupError):
+    """A name given to ``mp13_engine.models`` is not one of ``models.names()``."""
+
+
+class GGUFError(ModelLoadError, ValueError):
+    """A GGUF file cannot be used: not a GGUF, one of several, or an unsupported architecture."""
+
+
+class MissingDependencyError(ModelLoadError, ImportError):
+    """An optional package is missing; the message names the extra to install."""
+
+
+class ModelFetchError(ModelLoadError):
+    """Fetching a named model failed (no network, pip failing, a corrupt download)."""
 
 
 class ChatTemplateError(EngineError, ValueError):

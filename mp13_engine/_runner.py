@@ -21,7 +21,6 @@ import torch
 
 from mp13_engine._errors import AdapterError
 from mp13_engine._generation import Row, RowController, RowSampler, greedy_config, left_pad
-from mp13_engine._quiet import quiet_int8_casts
 from mp13_engine._state import EngineState
 from mp13_engine._streams import RequestState
 from mp13_engine._types import BASE_ADAPTER, FinishReason
@@ -122,7 +121,6 @@ class WaveRunner:
         try:
             with (
                 torch.inference_mode(),
-                quiet_int8_casts(),
                 fused.installed() if fused else contextlib.nullcontext(),
             ):
                 model.generate(**kwargs)
