@@ -38,6 +38,7 @@ import attrs
 
 from mp13_toolbox._context import ToolContext
 from mp13_toolbox._errors import ToolRegistrationError
+from mp13_toolbox._registry import Signature
 from mp13_toolbox._types import ToolSpec
 
 _SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]*):\s*$")
@@ -258,15 +259,6 @@ def _object_schema(
     return out
 
 
-@attrs.frozen
-class Signature:
-    """What the toolbox needs to call a function: its parameter types and context slot."""
-
-    params: dict[str, Any] = attrs.field(hash=False)  # name -> annotation, in order
-    context_param: str | None = None
-    var_keyword: bool = False
-
-
 def function_spec(
     func: Any, name: str | None = None, description: str | None = None
 ) -> tuple[ToolSpec, Signature]:
@@ -333,7 +325,7 @@ def function_spec(
         description=description if description is not None else doc.description,
         parameters=parameters,
     )
-    return spec, Signature(params=params, context_param=context_param, var_keyword=var_keyword)
+    return spec, Signature(params=params, context_param=context_param)
 
 
 def _plain(value: Any) -> Any:

@@ -55,7 +55,7 @@ _EXPOSURE = {ToolMode.DISABLED: 0, ToolMode.SILENT: 1, ToolMode.ADVERTISED: 2}
 _PATTERN_CHARS = frozenset("*?[")
 
 
-def _as_mode(value: ToolMode | str) -> ToolMode:
+def as_mode(value: ToolMode | str) -> ToolMode:
     try:
         return ToolMode(value)
     except ValueError:
@@ -70,7 +70,7 @@ def _as_modes(value: Mapping[str, ToolMode | str] | None) -> dict[str, ToolMode]
     for target, mode in dict(value).items():
         if not isinstance(target, str) or not target:
             raise ValueError(f"a scope target must be a non-empty tool name or pattern: {target!r}")
-        out[target] = _as_mode(mode)
+        out[target] = as_mode(mode)
     return out
 
 

@@ -47,11 +47,12 @@ from mp13_toolbox._approval import (
     decide,
 )
 from mp13_toolbox._budget import BudgetState
-from mp13_toolbox._errors import ToolRegistrationError
-from mp13_toolbox._registry import RegisteredTool, ToolInfo, ToolKind, ToolRegistry
+from mp13_toolbox._builtins import BUILTINS
+from mp13_toolbox._errors import ToolRegistrationError, UnknownToolError
+from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
-from mp13_toolbox._scopes import ToolsScope, ToolsView, _as_mode
-from mp13_toolbox._state import ToolboxState, by_name, record_of, relink
+from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
+from mp13_toolbox._state import ToolboxState, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 
 
@@ -115,18 +116,8 @@ class Toolbox:
             if not callable(f):
                 raise ToolRegistrationError(f"register() needs a callable, got {f!r}")
             spec, signature = function_spec(f, name=name, description=description)
-            self._registry.add(
-                RegisteredTool(
-                    spec=spec,
-                    mode=_as_mode(mode),
-                    risk=as_risk(risk),
-                    approval=as_approval(approval),
-                    timeout_s=_as_timeout(timeout_s),
-                    kind=ToolKind.FUNCTION,
-                    handler=f,
-                    signature=signature,
-                ),
-                replace=replace,
+            self._add(
+                spec, ToolKind.FUNCTION, f, signature, mode, risk, timeout_s, approval, replace
             )
             return f
 
@@ -166,23 +157,56 @@ class Toolbox:
             raise ToolRegistrationError(
                 f"tool {tool_spec.name!r}: parameters must be a JSON schema of type 'object'"
             )
+        tool = self._add(
+            tool_spec, ToolKind.EXTERNAL, handler, None, mode, risk, timeout_s, approval, replace
+        )
+        return tool.info()
+
+    def _add(
+        self,
+        spec: ToolSpec,
+        kind: ToolKind,
+        handler: Callable[..., Any],
+        signature: Signature | None,
+        mode: ToolMode | str,
+        risk: Risk | str,
+        timeout_s: float | None,
+        approval: Approval | str | None,
+        replace: bool,
+    ) -> RegisteredTool:
+        """Register one tool, its settings checked and normalised (both ``register``s)."""
         tool = RegisteredTool(
-            spec=tool_spec,
-            mode=_as_mode(mode),
+            spec=spec,
+            mode=as_mode(mode),
             risk=as_risk(risk),
             approval=as_approval(approval),
             timeout_s=_as_timeout(timeout_s),
-            kind=ToolKind.EXTERNAL,
+            kind=kind,
             handler=handler,
+            signature=signature,
         )
         self._registry.add(tool, replace=replace)
-        return tool.info()
+        return tool
 
     def add_builtins(self, names: Iterable[str] | None = None) -> list[str]:
-        """Register the builtin tools (all, or those named); returns their names."""
-        from mp13_toolbox._builtins import add_builtins
+        """Register the builtin tools (all, or those named) via ``register``; return the added.
 
-        return add_builtins(self, names)
+        A name already registered here is left alone: a user's tool of the same name
+        is never replaced, and a builtin is never added twice.
+        """
+        chosen = list(BUILTINS) if names is None else list(names)
+        unknown = [n for n in chosen if n not in BUILTINS]
+        if unknown:
+            raise UnknownToolError(
+                f"no builtin tool named {', '.join(map(repr, unknown))}; "
+                f"builtins: {', '.join(BUILTINS)}"
+            )
+        added = []
+        for n in chosen:
+            if n not in self:
+                self.register(BUILTINS[n], name=n)
+                added.append(n)
+        return added
 
     def unregister(self, name: str) -> ToolInfo:
         """Remove a tool; raises ``UnknownToolError`` for an unknown name."""
@@ -227,7 +251,7 @@ class Toolbox:
                     self._registry.update(tool.name, mode=new)
                     changed.append(tool.name)
         if not changed:
-            raise self._registry.unknown(target)
+            raise self._registry.unknown_tool_error(target)
         return changed
 
     def set_risk(self, name: str, risk: Risk | str) -> None:
@@ -315,32 +339,17 @@ class Toolbox:
         propagates (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.check_budget(budget)
+        pl.require_budget_state(budget)
         try:
-            result = self._execute(call, view, approval, budget, start)
+            step = self._prepare(call, view, budget)
+            if isinstance(step, pl.Plan):
+                step = self._approve(step, approval)
+            if isinstance(step, pl.Plan):
+                outcome = ex.call_blocking(step.target, step.tool.is_async, step.run_timeout)
+                step = pl.finish(step, outcome, budget, self.max_output_chars)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
-            result = pl.timed(pl.internal_error(call, exc), start)
-        return pl.capped(result, self.max_output_chars)
-
-    def _execute(
-        self,
-        call: ToolCall,
-        view: ToolsView | None,
-        approval: Approver | None,
-        budget: BudgetState | None,
-        start: float,
-    ) -> ToolResult:
-        plan = pl.prepare(self, call, view, budget)
-        if isinstance(plan, ToolResult):
-            return pl.timed(plan, start)
-        denial = self._approve(plan, approval)
-        if isinstance(denial, ToolResult):
-            return pl.timed(denial, start)
-        try:
-            outcome = ex.call_blocking(plan.target, plan.tool.is_async, plan.run_timeout)
-        except ex.ToolTimeout:
-            return pl.timed(pl.timed_out(plan), start)
-        return pl.finish(self, plan, outcome, budget, start)
+            step = pl.internal_error(call, exc)
+        return pl.delivered(step, start, self.max_output_chars)
 
     async def aexecute(
         self,
@@ -359,32 +368,17 @@ class Toolbox:
         and ``SystemExit`` included, is an error result (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.check_budget(budget)
+        pl.require_budget_state(budget)
         try:
-            result = await self._aexecute(call, view, approval, budget, start)
+            step = self._prepare(call, view, budget)
+            if isinstance(step, pl.Plan):
+                step = await self._aapprove(step, approval)
+            if isinstance(step, pl.Plan):
+                outcome = await ex.call_async(step.target, step.run_timeout)
+                step = pl.finish(step, outcome, budget, self.max_output_chars)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
-            result = pl.timed(pl.internal_error(call, exc), start)
-        return pl.capped(result, self.max_output_chars)
-
-    async def _aexecute(
-        self,
-        call: ToolCall,
-        view: ToolsView | None,
-        approval: Approver | None,
-        budget: BudgetState | None,
-        start: float,
-    ) -> ToolResult:
-        plan = pl.prepare(self, call, view, budget)
-        if isinstance(plan, ToolResult):
-            return pl.timed(plan, start)
-        denial = await self._aapprove(plan, approval)
-        if isinstance(denial, ToolResult):
-            return pl.timed(denial, start)
-        try:
-            outcome = await ex.call_async(plan.target, plan.run_timeout)
-        except ex.ToolTimeout:
-            return pl.timed(pl.timed_out(plan), start)
-        return pl.finish(self, plan, outcome, budget, start)
+            step = pl.internal_error(call, exc)
+        return pl.delivered(step, start, self.max_output_chars)
 
     async def aexecute_many(
         self,
@@ -398,46 +392,50 @@ class Toolbox:
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )
 
+    def _prepare(
+        self, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
+    ) -> pl.Plan | ToolResult:
+        view = self.view() if view is None else view
+        return pl.prepare(self, self._registry.get(call.name), call, view, budget)
+
     def _policy(self, tool: RegisteredTool) -> Approval:
         with self._registry.lock:
             remembered = self._remembered.get(tool.name)
             defaults = self._approval_defaults
         return decide(remembered, tool.approval, tool.risk, defaults)
 
-    def _approve(self, plan: pl.Plan, approver: Approver | None) -> ToolResult | None:
+    def _approve(self, plan: pl.Plan, approver: Approver | None) -> pl.Plan | ToolResult:
         """Sync approval; questions are asked one at a time across threads."""
         policy = self._policy(plan.tool)
-        if policy is not Approval.ASK or approver is None:
-            return pl.settled(plan, policy)
-        with self._ask_lock:
-            policy = self._policy(plan.tool)  # an answer given meanwhile may now be remembered
-            if policy is not Approval.ASK:
-                return pl.settled(plan, policy)
-            try:
-                answer = approver(pl.approval_request(plan))
-                if inspect.isawaitable(answer):
-                    pending = answer
-                    answer = ex.call_blocking(lambda: pending, True, None).unwrap()
-            except Exception as exc:
-                return pl.approval_failed(plan, exc)
-            return self._apply_answer(plan, answer)
+        if policy is Approval.ASK and approver is not None:
+            with self._ask_lock:
+                policy = self._policy(plan.tool)  # an answer given meanwhile may be remembered
+                if policy is Approval.ASK:
+                    try:
+                        answer = approver(pl.approval_request(plan))
+                        if inspect.isawaitable(answer):
+                            pending = answer
+                            answer = ex.call_blocking(lambda: pending, True, None).unwrap()
+                    except Exception as exc:
+                        return pl.approval_failed(plan, exc)
+                    return self._answered(plan, answer)
+        return pl.without_asking(plan, policy)
 
-    async def _aapprove(self, plan: pl.Plan, approver: Approver | None) -> ToolResult | None:
+    async def _aapprove(self, plan: pl.Plan, approver: Approver | None) -> pl.Plan | ToolResult:
         """Async approval; questions are asked one at a time per event loop."""
         policy = self._policy(plan.tool)
-        if policy is not Approval.ASK or approver is None:
-            return pl.settled(plan, policy)
-        async with self._loop_ask_lock():
-            policy = self._policy(plan.tool)
-            if policy is not Approval.ASK:
-                return pl.settled(plan, policy)
-            try:
-                answer = approver(pl.approval_request(plan))
-                if inspect.isawaitable(answer):
-                    answer = await answer
-            except Exception as exc:
-                return pl.approval_failed(plan, exc)
-            return self._apply_answer(plan, answer)
+        if policy is Approval.ASK and approver is not None:
+            async with self._loop_ask_lock():
+                policy = self._policy(plan.tool)
+                if policy is Approval.ASK:
+                    try:
+                        answer = approver(pl.approval_request(plan))
+                        if inspect.isawaitable(answer):
+                            answer = await answer
+                    except Exception as exc:
+                        return pl.approval_failed(plan, exc)
+                    return self._answered(plan, answer)
+        return pl.without_asking(plan, policy)
 
     def _loop_ask_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -447,14 +445,15 @@ class Toolbox:
                 lock = self._ask_locks[loop] = asyncio.Lock()
             return lock
 
-    def _apply_answer(self, plan: pl.Plan, raw: Any) -> ToolResult | None:
+    def _answered(self, plan: pl.Plan, raw: Any) -> pl.Plan | ToolResult:
+        """``plan`` when the approver said yes, else the denial; remembers always/never."""
         answer = as_answer(raw)
         if answer in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
             with self._registry.lock:
                 if plan.tool.name in self._registry:
                     self._remembered[plan.tool.name] = answer
         if answer in (ApprovalAnswer.YES, ApprovalAnswer.ALWAYS):
-            return None
+            return plan
         return pl.error_result(
             plan.call, f"The user declined the call of {plan.tool.name!r}; it was not run."
         )
@@ -464,7 +463,7 @@ class Toolbox:
     def state(self) -> ToolboxState:
         """Everything but the callables, for saving (see ``ToolboxState``)."""
         with self._registry.lock:
-            tools = tuple(record_of(t) for t in self._registry.snapshot())
+            tools = tuple(t.record() for t in self._registry.snapshot())
             return ToolboxState(
                 tools=tools,
                 remembered=dict(self._remembered),
@@ -489,7 +488,7 @@ class Toolbox:
         are kept. Saved tools with nothing to relink stay listed as unresolved
         and are never executed.
         """
-        funcs = by_name(functions)
+        funcs = callables_by_name(functions)
         handlers = dict(handlers or {})
         with self._registry.lock:
             for rec in state.tools:
