@@ -39,6 +39,7 @@ from mp13_toolbox._errors import (
     Mp13Error,
     ToolboxError,
     ToolRegistrationError,
+    ToolSettingError,
     ToolStateError,
     UnknownToolError,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "ToolRecord",
     "ToolRegistrationError",
     "ToolResult",
+    "ToolSettingError",
     "ToolSpec",
     "ToolStateError",
     "Toolbox",

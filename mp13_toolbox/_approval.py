@@ -26,6 +26,7 @@ from typing import Any, Union
 
 import attrs
 
+from mp13_toolbox._errors import ToolSettingError
 from mp13_toolbox._types import ToolCall
 
 
@@ -69,7 +70,7 @@ def as_risk(value: Risk | str) -> Risk:
     try:
         return Risk(value)
     except ValueError:
-        raise ValueError(
+        raise ToolSettingError(
             f"unknown risk {value!r}; use one of: {', '.join(r.value for r in Risk)}"
         ) from None
 
@@ -80,7 +81,7 @@ def as_approval(value: Approval | str | None) -> Approval | None:
     try:
         return Approval(value)
     except ValueError:
-        raise ValueError(
+        raise ToolSettingError(
             f"unknown approval policy {value!r}; use one of: "
             f"{', '.join(a.value for a in Approval)} (or None for the risk default)"
         ) from None

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mp13_toolbox._context import ToolContext
-from mp13_toolbox._errors import UnknownToolError
+from mp13_toolbox._errors import ToolboxError, UnknownToolError
 
 _MAX_EXPRESSION = 2_000
 _MAX_BITS = 4_096  # integers larger than this (about 1,233 digits) are refused
@@ -69,7 +69,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 _CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
 
 
-class CalculatorError(ValueError):
+class CalculatorError(ToolboxError, ValueError):
     """An expression the calculator refuses; the message says what to change."""
 
 

@@ -48,7 +48,7 @@ from mp13_toolbox._approval import (
 )
 from mp13_toolbox._budget import BudgetState
 from mp13_toolbox._builtins import BUILTINS
-from mp13_toolbox._errors import ToolRegistrationError, UnknownToolError
+from mp13_toolbox._errors import ToolRegistrationError, ToolSettingError, UnknownToolError
 from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
@@ -271,7 +271,7 @@ class Toolbox:
     def set_approval_default(self, risk: Risk | str, policy: Approval | str) -> None:
         policy_ = as_approval(policy)
         if policy_ is None:
-            raise ValueError("a risk default must be allow, deny or ask")
+            raise ToolSettingError("a risk default must be allow, deny or ask, not None")
         with self._registry.lock:
             self._approval_defaults = {**self._approval_defaults, as_risk(risk): policy_}
 
@@ -282,10 +282,12 @@ class Toolbox:
             if answer is None:
                 self._remembered.pop(name, None)
                 return
-            ans = ApprovalAnswer(answer)
-            if ans not in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
-                raise ValueError("only 'always' and 'never' are remembered; use None to forget")
-            self._remembered[name] = ans
+            if answer not in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
+                raise ToolSettingError(
+                    f"cannot remember {answer!r}: only 'always' and 'never' are remembered; "
+                    "use None to forget"
+                )
+            self._remembered[name] = ApprovalAnswer(answer)
 
     def remembered(self) -> dict[str, ApprovalAnswer]:
         with self._registry.lock:

@@ -39,6 +39,23 @@ def test_toolbox_imports_nothing_of_ours():
     assert out.stdout.strip() == ""
 
 
+def _private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split(".")[1:])
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_other_packages_are_imported_through_their_public_modules(package):
+    """``Mp13Error`` and the rest come from ``mp13_toolbox``, never ``mp13_toolbox._errors``."""
+    reach_ins = []
+    for name, path in _modules(package).items():
+        for node, target in _targets(name, path, _parse(path)):
+            top = target.split(".")[0]
+            module = node.module if isinstance(node, ast.ImportFrom) and node.module else target
+            if top in PACKAGES and top != package and _private(module):
+                reach_ins.append(f"{name} imports {module} (line {node.lineno})")
+    assert not reach_ins, "private modules of another package:\n" + "\n".join(reach_ins)
+
+
 # --- import cycles ------------------------------------------------------------------------
 
 
@@ -77,6 +94,32 @@ def _all_names(tree: ast.Module) -> set[str]:
     return set()
 
 
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _targets(name: str, path: Path, tree: ast.Module) -> list[tuple[ast.stmt, str]]:
+    """Every ``(import statement, dotted name it imports)`` in module ``name`` (``tree``).
+
+    Relative imports are made absolute; ``from pkg import x`` yields ``pkg.x``
+    (which may name a submodule or an attribute).
+    """
+    out: list[tuple[ast.stmt, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = name if path.name == "__init__.py" else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{node.module}" if node.module else anchor
+            else:
+                base = node.module or ""
+            out.extend((node, f"{base}.{alias.name}") for alias in node.names)
+    return out
+
+
 def import_edges(package: str) -> dict[str, set[str]]:
     """Module -> the modules of the same package it imports, from the source alone.
 
@@ -90,31 +133,19 @@ def import_edges(package: str) -> dict[str, set[str]]:
     modules = _modules(package)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        is_package = path.name == "__init__.py"
-        exported = _all_names(tree) if is_package else set()
-        reexports = {
-            id(node)
-            for node in tree.body
-            if is_package and isinstance(node, ast.ImportFrom) and _reexported(node, exported)
-        }
-        for node in ast.walk(tree):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and id(node) not in reexports:
-                if node.level:
-                    anchor = name if is_package else name.rpartition(".")[0]
-                    for _ in range(node.level - 1):
-                        anchor = anchor.rpartition(".")[0]
-                    base = f"{anchor}.{node.module}" if node.module else anchor
-                else:
-                    base = node.module or ""
-                targets = [f"{base}.{alias.name}" for alias in node.names]
-            for target in targets:
-                found = _known(target, modules)
-                if found is not None and found != name:
-                    graph[name].add(found)
+        tree = _parse(path)
+        reexports: set[int] = set()
+        if path.name == "__init__.py":
+            exported = _all_names(tree)
+            reexports = {
+                id(node)
+                for node in tree.body
+                if isinstance(node, ast.ImportFrom) and _reexported(node, exported)
+            }
+        for node, target in _targets(name, path, tree):
+            found = _known(target, modules)
+            if id(node) not in reexports and found is not None and found != name:
+                graph[name].add(found)
     return graph
 
 
