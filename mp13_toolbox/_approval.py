@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import types
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Union
+from typing import Union
 
 import attrs
 
@@ -100,7 +100,7 @@ _ANSWER_WORDS = {
 }
 
 
-def as_answer(value: Any) -> ApprovalAnswer:
+def as_answer(value: object) -> ApprovalAnswer:
     """Normalise an approver's reply; anything unrecognised counts as ``NO``."""
     if isinstance(value, ApprovalAnswer):
         return value

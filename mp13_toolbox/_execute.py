@@ -207,7 +207,7 @@ def _json_fallback(value: Any) -> Any:
     return plain
 
 
-def output_text(value: Any) -> str:
+def output_text(value: object) -> str:
     """The text a tool's return value becomes (see the module doc)."""
     if isinstance(value, str):
         return value

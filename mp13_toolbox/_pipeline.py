@@ -132,8 +132,8 @@ def _target(
     sig = tool.signature
     kwargs: dict[str, Any] = {}
     for key, value in call.arguments.items():
-        tp = sig.params.get(key)
-        if key in sig.params and tp not in _PASSTHROUGH and value is not None:
+        tp = sig.params.get(key, inspect.Parameter.empty)  # **kwargs extras pass as sent
+        if tp not in _PASSTHROUGH and value is not None:
             value = converter.structure(value, tp)
         kwargs[key] = value
     if sig.context_param is not None:

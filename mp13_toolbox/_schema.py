@@ -65,6 +65,8 @@ _ARRAY_ORIGINS = {
     collections.abc.Collection,
 }
 _DICT_ORIGINS = {dict, collections.abc.Mapping, collections.abc.MutableMapping}
+# The class of ``attrs.Factory(...)`` defaults (attrs' stubs declare ``Factory`` a function).
+_ATTRS_FACTORY: type = type(attrs.Factory(list))
 
 
 @attrs.frozen
@@ -221,7 +223,7 @@ def _record_fields(tp: type, where: str) -> list[tuple[str, Any, bool, Any]] | N
             if not f.init:
                 continue
             has_default = f.default is not attrs.NOTHING
-            recordable = has_default and not isinstance(f.default, attrs.Factory)
+            recordable = has_default and not isinstance(f.default, _ATTRS_FACTORY)
             default = f.default if recordable else dataclasses.MISSING
             out.append((f.alias or f.name, hints.get(f.name, f.type), not has_default, default))
         return out

@@ -41,7 +41,8 @@ class ToolboxState:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
-        return converter.unstructure(self)
+        data: dict[str, Any] = converter.unstructure(self)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolboxState:

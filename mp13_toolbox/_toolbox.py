@@ -25,13 +25,14 @@ Steps of one call: look up (view + registry) -> budget -> validate arguments
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import inspect
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from mp13_toolbox import _execute as ex
 from mp13_toolbox import _pipeline as pl
@@ -54,6 +55,8 @@ from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
 from mp13_toolbox._state import ToolboxState, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class Toolbox:
@@ -87,15 +90,35 @@ class Toolbox:
     # registration -------------------------------------------------------------------------
 
     @overload
-    def register(self, func: Callable[..., Any], **options: Any) -> Callable[..., Any]: ...
+    def register(
+        self,
+        func: _F,
+        *,
+        name: str | None = ...,
+        description: str | None = ...,
+        mode: ToolMode | str = ...,
+        risk: Risk | str = ...,
+        timeout_s: float | None = ...,
+        approval: Approval | str | None = ...,
+        replace: bool = ...,
+    ) -> _F: ...
     @overload
     def register(
-        self, func: None = None, **options: Any
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+        self,
+        func: None = None,
+        *,
+        name: str | None = ...,
+        description: str | None = ...,
+        mode: ToolMode | str = ...,
+        risk: Risk | str = ...,
+        timeout_s: float | None = ...,
+        approval: Approval | str | None = ...,
+        replace: bool = ...,
+    ) -> Callable[[_F], _F]: ...
 
     def register(
         self,
-        func: Callable[..., Any] | None = None,
+        func: _F | None = None,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -104,7 +127,7 @@ class Toolbox:
         timeout_s: float | None = None,
         approval: Approval | str | None = None,
         replace: bool = False,
-    ) -> Any:
+    ) -> _F | Callable[[_F], _F]:
         """Register ``func`` as a tool; its schema comes from its signature and docstring.
 
         Returns ``func`` unchanged, so it also works as ``@tb.register`` or
@@ -112,7 +135,7 @@ class Toolbox:
         ``approval=None`` uses the default for ``risk``.
         """
 
-        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+        def add(f: _F) -> _F:
             if not callable(f):
                 raise ToolRegistrationError(f"register() needs a callable, got {f!r}")
             spec, signature = function_spec(f, name=name, description=description)
@@ -126,7 +149,7 @@ class Toolbox:
     def register_external(
         self,
         spec: Mapping[str, Any] | ToolSpec,
-        handler: Callable[[ToolCall], Any],
+        handler: Callable[[ToolCall], object],
         *,
         mode: ToolMode | str = ToolMode.ADVERTISED,
         risk: Risk | str = Risk.LOW,
@@ -214,7 +237,8 @@ class Toolbox:
             self._remembered.pop(name, None)
             return self._registry.remove(name).info()
 
-    def list(self) -> list[ToolInfo]:
+    # Below this method, ``list`` in an annotation would name it: they say builtins.list.
+    def list(self) -> builtins.list[ToolInfo]:
         """Every registered tool, in registration order, incl. unresolved ones."""
         return [t.info() for t in self._registry.snapshot()]
 
@@ -222,10 +246,10 @@ class Toolbox:
         """One tool's info; raises ``UnknownToolError`` for an unknown name."""
         return self._registry.require(name).info()
 
-    def names(self) -> list[str]:
+    def names(self) -> builtins.list[str]:
         return [t.name for t in self._registry.snapshot()]
 
-    def unresolved(self) -> list[str]:
+    def unresolved(self) -> builtins.list[str]:
         """Names loaded from state whose callables could not be relinked."""
         return [t.name for t in self._registry.snapshot() if not t.resolved]
 
@@ -240,7 +264,7 @@ class Toolbox:
 
     # settings -----------------------------------------------------------------------------
 
-    def set_mode(self, target: str, mode: ToolMode | str) -> list[str]:
+    def set_mode(self, target: str, mode: ToolMode | str) -> builtins.list[str]:
         """Set the global mode of a tool, or of all tools matching a ``*`` pattern."""
         scope = ToolsScope({target: mode})
         changed = []
@@ -305,7 +329,7 @@ class Toolbox:
         base = {t.name: t.mode for t in self._registry.snapshot() if t.resolved}
         return ToolsView.resolve(base, scopes)
 
-    def tool_specs(self, view: ToolsView | None = None) -> list[ToolSpec]:
+    def tool_specs(self, view: ToolsView | None = None) -> builtins.list[ToolSpec]:
         """``ToolSpec`` of each ADVERTISED tool of ``view``, in registration order.
 
         A tool is listed only if this toolbox advertises it too (the ceiling holds
@@ -320,7 +344,7 @@ class Toolbox:
             and view.mode(t.name) is ToolMode.ADVERTISED
         ]
 
-    def specs(self, view: ToolsView | None = None) -> list[dict[str, Any]]:
+    def specs(self, view: ToolsView | None = None) -> builtins.list[dict[str, Any]]:
         """OpenAI-style specs of the ADVERTISED tools: what ``Request.tools`` gets."""
         # Deep copies: a consumer that edits a request's schema must not edit ours.
         return [copy.deepcopy(s.to_openai()) for s in self.tool_specs(view)]
@@ -388,7 +412,7 @@ class Toolbox:
         view: ToolsView | None = None,
         approval: Approver | None = None,
         budget: BudgetState | None = None,
-    ) -> list[ToolResult]:
+    ) -> builtins.list[ToolResult]:
         """Run one round's calls concurrently; results in the order of ``calls``."""
         return list(
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
@@ -479,7 +503,7 @@ class Toolbox:
         state: ToolboxState,
         functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
         handlers: Mapping[str, Callable[[ToolCall], Any]] | None = None,
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """Apply saved state; relink callables by name; return the unresolved names.
 
         A saved tool is relinked to, in order: a callable in ``handlers`` (for

@@ -41,7 +41,9 @@ Validation is bounded, whatever the model sends (arguments are untrusted):
 from __future__ import annotations
 
 import json
+import operator
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import regex
@@ -52,6 +54,13 @@ DEFAULT_BUDGET_S = 1.0
 MAX_DEPTH = 100
 
 _MAX_PROBLEMS = 8
+# Numeric bound keyword -> (the comparison value OP bound that must hold, OP's text).
+_BOUNDS: dict[str, tuple[Callable[[float, float], bool], str]] = {
+    "minimum": (operator.ge, ">="),
+    "maximum": (operator.le, "<="),
+    "exclusiveMinimum": (operator.gt, ">"),
+    "exclusiveMaximum": (operator.lt, "<"),
+}
 _TYPE_NAMES = {
     dict: "object",
     list: "array",
@@ -119,6 +128,7 @@ def _too_deep(value: Any, limit: int) -> str | None:
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         item, depth, top = stack.pop()
+        children: Iterable[tuple[Any, Any]]
         if isinstance(item, dict):
             children = item.items()
         elif isinstance(item, (list, tuple)):
@@ -227,7 +237,9 @@ class _Checker:
             self.check_number(schema, value, path)
         return value
 
-    def check_object(self, schema: dict[str, Any], value: dict, path: str) -> dict:
+    def check_object(
+        self, schema: dict[str, Any], value: dict[str, Any], path: str
+    ) -> dict[str, Any]:
         problems = self.problems
         props = schema.get("properties") or {}
         result = dict(value)
@@ -307,15 +319,13 @@ class _Checker:
             )
 
     def check_number(self, schema: dict[str, Any], value: float, path: str) -> None:
-        checks = (
-            ("minimum", lambda lim: value >= lim, ">="),
-            ("maximum", lambda lim: value <= lim, "<="),
-            ("exclusiveMinimum", lambda lim: value > lim, ">"),
-            ("exclusiveMaximum", lambda lim: value < lim, "<"),
-        )
-        for key, ok, op in checks:
+        for key, (holds, op) in _BOUNDS.items():
             lim = schema.get(key)
-            if isinstance(lim, (int, float)) and not isinstance(lim, bool) and not ok(lim):
+            if (
+                isinstance(lim, (int, float))
+                and not isinstance(lim, bool)
+                and not holds(value, lim)
+            ):
                 self.problems.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
 
 
