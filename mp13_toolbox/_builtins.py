@@ -215,6 +215,6 @@ def tool_help(ctx: ToolContext, name: str | None = None) -> str:
     )
 
 
-BUILTINS: types.MappingProxyType[str, Callable[..., Any]] = types.MappingProxyType(
+BUILTINS: types.MappingProxyType[str, Callable[..., str]] = types.MappingProxyType(
     {"calculator": calculator, "current_time": current_time, "tool_help": tool_help}
 )

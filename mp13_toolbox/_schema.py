@@ -262,7 +262,9 @@ def _object_schema(
 
 
 def function_spec(
-    func: Any, name: str | None = None, description: str | None = None
+    func: collections.abc.Callable[..., object],
+    name: str | None = None,
+    description: str | None = None,
 ) -> tuple[ToolSpec, Signature]:
     """The ``ToolSpec`` of ``func`` and the signature data used to call it."""
     tool_name = name or getattr(func, "__name__", None)

@@ -62,10 +62,12 @@ class ToolboxState:
             ) from exc
 
     def to_json(self) -> str:
+        """``to_dict`` as JSON text (keys sorted, so equal states give equal text)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ToolboxState:
+        """Inverse of ``to_json``; raises ``ToolStateError`` on bad JSON or data."""
         try:
             data = json.loads(text)
         except ValueError as exc:

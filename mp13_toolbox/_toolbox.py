@@ -247,6 +247,7 @@ class Toolbox:
         return self._registry.require(name).info()
 
     def names(self) -> builtins.list[str]:
+        """Every registered tool's name, in registration order."""
         return [t.name for t in self._registry.snapshot()]
 
     def unresolved(self) -> builtins.list[str]:
@@ -279,9 +280,11 @@ class Toolbox:
         return changed
 
     def set_risk(self, name: str, risk: Risk | str) -> None:
+        """A tool's risk (``low``/``medium``/``high``): picks its default approval policy."""
         self._registry.update(name, risk=as_risk(risk))
 
     def set_timeout(self, name: str, timeout_s: float | None) -> None:
+        """A tool's timeout in seconds; ``None`` = the toolbox's ``default_timeout_s``."""
         self._registry.update(name, timeout_s=_as_timeout(timeout_s))
 
     def set_approval(self, name: str, policy: Approval | str | None) -> None:
@@ -290,9 +293,11 @@ class Toolbox:
 
     @property
     def approval_defaults(self) -> dict[Risk, Approval]:
+        """The policy of each risk for tools without their own (a copy)."""
         return dict(self._approval_defaults)
 
     def set_approval_default(self, risk: Risk | str, policy: Approval | str) -> None:
+        """The policy for tools of ``risk`` that have none of their own."""
         policy_ = as_approval(policy)
         if policy_ is None:
             raise ToolSettingError("a risk default must be allow, deny or ask, not None")
@@ -314,6 +319,7 @@ class Toolbox:
             self._remembered[name] = ApprovalAnswer(answer)
 
     def remembered(self) -> dict[str, ApprovalAnswer]:
+        """The ``always``/``never`` answers kept per tool name (a copy)."""
         with self._registry.lock:
             return dict(self._remembered)
 
