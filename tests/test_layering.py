@@ -39,8 +39,9 @@ def test_toolbox_imports_nothing_of_ours():
     assert out.stdout.strip() == ""
 
 
-def _private(module: str) -> bool:
-    return any(part.startswith("_") for part in module.split(".")[1:])
+def _private(target: str) -> bool:
+    """Whether a dotted import target passes through a ``_private`` module or name."""
+    return any(part.startswith("_") for part in target.split(".")[1:])
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -50,9 +51,8 @@ def test_other_packages_are_imported_through_their_public_modules(package):
     for name, path in _modules(package).items():
         for node, target in _targets(name, path, _parse(path)):
             top = target.split(".")[0]
-            module = node.module if isinstance(node, ast.ImportFrom) and node.module else target
-            if top in PACKAGES and top != package and _private(module):
-                reach_ins.append(f"{name} imports {module} (line {node.lineno})")
+            if top in PACKAGES and top != package and _private(target):
+                reach_ins.append(f"{name} imports {target} (line {node.lineno})")
     assert not reach_ins, "private modules of another package:\n" + "\n".join(reach_ins)
 
 
