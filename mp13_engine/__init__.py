@@ -46,7 +46,7 @@ from mp13_engine._types import (
     RequestMetrics,
     Response,
 )
-from mp13_toolbox._errors import Mp13Error
+from mp13_toolbox import Mp13Error
 
 # Public names whose modules import torch: name -> module. Immutable mapping.
 _LAZY: dict[str, str] = {

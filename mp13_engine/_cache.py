@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -114,9 +115,7 @@ def entry_lock(root: Path, key: str) -> Iterator[None]:
 
 
 def _lock(handle) -> None:
-    try:
-        import fcntl
-    except ImportError:  # Windows
+    if sys.platform == "win32":
         import msvcrt
 
         handle.seek(0)
@@ -126,19 +125,22 @@ def _lock(handle) -> None:
                 return
             except OSError:  # LK_LOCK gives up after ~10 s; keep waiting
                 continue
-    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
 
 
 def _unlock(handle) -> None:
-    try:
-        import fcntl
-    except ImportError:  # Windows
+    if sys.platform == "win32":
         import msvcrt
 
         handle.seek(0)
         msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
-        return
-    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

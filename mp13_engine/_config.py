@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._convert import converter
 from mp13_engine._errors import ConfigError
 
 DEVICES_HELP = "'auto', 'cpu', 'cuda' or 'cuda:N', 'mps'"
@@ -217,13 +218,9 @@ class EngineConfig:
             )
         if "model" not in data:
             raise ConfigError("EngineConfig.model is required: a model directory or hub id")
-        from mp13_engine._convert import converter
-
         return converter.structure(dict(data), cls)
 
     def to_dict(self) -> dict[str, Any]:
-        from mp13_engine._convert import converter
-
         return converter.unstructure(self)
 
     @classmethod

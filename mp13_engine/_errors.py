@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The engine's branch of mp13's exception tree (root: ``Mp13Error``).
+"""The engine's branch of mp13's one exception tree (root: ``Mp13Error``).
 
-::
+Every error mp13 raises on purpose is an ``Mp13Error``: one base for all four
+packages, defined in the lowest layer and imported from its public place,
+``mp13_toolbox.Mp13Error`` (``mp13_engine`` re-exports it). The whole tree, the
+toolbox's branch and the other packages' roots are drawn in
+``mp13_toolbox._errors``; the engine's branch is::
 
-    Mp13Error                      (mp13_toolbox._errors)
+    Mp13Error                      (mp13_toolbox)
     └── EngineError
         ├── ConfigError            an EngineConfig / TrainingConfig field is invalid
         ├── ModelLoadError         the model cannot be loaded
@@ -30,7 +34,7 @@ Every message says what went wrong and what to do about it.
 
 from __future__ import annotations
 
-from mp13_toolbox._errors import Mp13Error
+from mp13_toolbox import Mp13Error
 
 
 class EngineError(Mp13Error):

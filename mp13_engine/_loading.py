@@ -25,6 +25,7 @@ import torch
 
 from mp13_engine._bnb_cpu import keep_4bit_layout
 from mp13_engine._cache import Progress, report
+from mp13_engine._causal import check_causal
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import ConfigError, ModelLoadError, ModelNotFoundError, NotCausalLMError
 from mp13_engine._gguf import cached_checkpoint, find_gguf
@@ -35,7 +36,6 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 # Architecture name suffixes of decoder-only LM heads. A checkpoint whose
 # config lists architectures but none of these is not a causal LM (e.g. a BERT
 # encoder saved as BertModel, which AutoModelForCausalLM would otherwise accept).
-_CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
 @attrs.define
@@ -103,7 +103,7 @@ def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[st
 def _from_gguf(file: Path, config: EngineConfig, progress: Progress | None) -> Path:
     # "auto" keeps the dequantized values exact; loading may cast them afterwards.
     dtype_name = "float32" if config.dtype == "auto" else config.dtype
-    return cached_checkpoint(file, dtype_name, check_config=_check_causal, progress=progress)
+    return cached_checkpoint(file, dtype_name, check_config=check_causal, progress=progress)
 
 
 def _hub_snapshot(config: EngineConfig, progress: Progress | None) -> str:
@@ -168,24 +168,6 @@ def _not_cached_message(model: str) -> str:
     )
 
 
-def _check_causal(hf_config: Any, source: str) -> None:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    model_type = getattr(hf_config, "model_type", None)
-    archs = list(getattr(hf_config, "architectures", None) or [])
-    causal_arch = any(a.endswith(_CAUSAL_SUFFIXES) for a in archs)
-    if (
-        model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-        or getattr(hf_config, "is_encoder_decoder", False)
-        or (archs and not causal_arch)
-    ):
-        raise NotCausalLMError(
-            f"{source} holds a {model_type!r} model ({', '.join(archs) or 'no architectures'}), "
-            "which is not a causal (decoder-only) language model; mp13 needs one such as "
-            "Llama, Qwen2, Mistral or Granite"
-        )
-
-
 def _quantization_config(config: EngineConfig, dtype: torch.dtype) -> Any:
     if config.quantization is None:
         return None
@@ -219,7 +201,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
             f"cannot read the model config in {source}: {exc}; check that it holds a "
             "Hugging Face checkpoint (config.json)"
         ) from exc
-    _check_causal(hf_config, source)
+    check_causal(hf_config, source)
 
     mapped = config.device_map is not None
     on_cpu = not torch.cuda.is_available() if mapped else device.type == "cpu"

@@ -297,10 +297,10 @@ def _one_tool(name: str, value: Any, item: Any) -> dict[str, Any]:
         return spec
     if callable(item) and not isinstance(item, type):
         try:
-            spec, _ = function_spec(item)
+            tool_spec, _ = function_spec(item)
         except ToolRegistrationError as exc:  # the schema cannot be derived
             raise _fail(name, value, _TOOLS_ALLOWED, str(exc)) from exc
-        return spec.to_openai()
+        return tool_spec.to_openai()
     raise _fail(name, value, _TOOLS_ALLOWED, f"a {type(item).__name__} is not a tool")
 
 
@@ -404,12 +404,6 @@ def check_field_names(names: Iterable[str]) -> None:
                 f"Request has no field {name!r}; its fields are: {', '.join(FIELDS)}",
                 field=name,
             )
-
-
-def converter(name: str) -> Callable[[Any], Any]:
-    """The attrs converter of field ``name`` (``check_request_field`` bound to it)."""
-    rule = FIELDS[name]
-    return lambda value: rule.check(name, value)
 
 
 def check_request(request: Any) -> None:

@@ -15,8 +15,17 @@ from typing import Any
 
 import attrs
 
-from mp13_engine._request_fields import check_request, converter, new_request_id
+from mp13_engine._request_fields import FIELDS, check_request, new_request_id
 from mp13_toolbox import ToolCall
+
+
+def _check(name: str, value: Any) -> Any:
+    """Field ``name``'s rule (``_request_fields``), the converter of that ``Request`` field.
+
+    Each field's converter is a lambda calling this, the form type checkers read.
+    """
+    return FIELDS[name].check(name, value)
+
 
 #: Adapter name that means "the base model, no adapter".
 BASE_ADAPTER = "__base__"
@@ -71,30 +80,40 @@ class Request:
     """
 
     messages: tuple[dict[str, Any], ...] | None = attrs.field(
-        default=None, converter=converter("messages"), hash=False
+        default=None, converter=lambda v: _check("messages", v), hash=False
     )
-    prompt: str | None = attrs.field(default=None, converter=converter("prompt"))
-    id: str = attrs.field(factory=new_request_id, converter=converter("id"))
-    max_new_tokens: int | None = attrs.field(default=None, converter=converter("max_new_tokens"))
-    min_new_tokens: int = attrs.field(default=0, converter=converter("min_new_tokens"))
-    do_sample: bool | None = attrs.field(default=None, converter=converter("do_sample"))
-    temperature: float | None = attrs.field(default=None, converter=converter("temperature"))
-    top_p: float = attrs.field(default=1.0, converter=converter("top_p"))
-    top_k: int = attrs.field(default=0, converter=converter("top_k"))
-    repetition_penalty: float = attrs.field(default=1.0, converter=converter("repetition_penalty"))
-    seed: int | None = attrs.field(default=None, converter=converter("seed"))
-    stop: tuple[str, ...] = attrs.field(default=(), converter=converter("stop"))
-    adapters: tuple[str, ...] | None = attrs.field(default=None, converter=converter("adapters"))
+    prompt: str | None = attrs.field(default=None, converter=lambda v: _check("prompt", v))
+    id: str = attrs.field(factory=new_request_id, converter=lambda v: _check("id", v))
+    max_new_tokens: int | None = attrs.field(
+        default=None, converter=lambda v: _check("max_new_tokens", v)
+    )
+    min_new_tokens: int = attrs.field(default=0, converter=lambda v: _check("min_new_tokens", v))
+    do_sample: bool | None = attrs.field(default=None, converter=lambda v: _check("do_sample", v))
+    temperature: float | None = attrs.field(
+        default=None, converter=lambda v: _check("temperature", v)
+    )
+    top_p: float = attrs.field(default=1.0, converter=lambda v: _check("top_p", v))
+    top_k: int = attrs.field(default=0, converter=lambda v: _check("top_k", v))
+    repetition_penalty: float = attrs.field(
+        default=1.0, converter=lambda v: _check("repetition_penalty", v)
+    )
+    seed: int | None = attrs.field(default=None, converter=lambda v: _check("seed", v))
+    stop: tuple[str, ...] = attrs.field(default=(), converter=lambda v: _check("stop", v))
+    adapters: tuple[str, ...] | None = attrs.field(
+        default=None, converter=lambda v: _check("adapters", v)
+    )
     tools: tuple[dict[str, Any], ...] | None = attrs.field(
-        default=None, converter=converter("tools"), hash=False
+        default=None, converter=lambda v: _check("tools", v), hash=False
     )
-    parse_tools: bool = attrs.field(default=True, converter=converter("parse_tools"))
-    continue_final: bool = attrs.field(default=False, converter=converter("continue_final"))
-    return_prompt: bool = attrs.field(default=False, converter=converter("return_prompt"))
+    parse_tools: bool = attrs.field(default=True, converter=lambda v: _check("parse_tools", v))
+    continue_final: bool = attrs.field(
+        default=False, converter=lambda v: _check("continue_final", v)
+    )
+    return_prompt: bool = attrs.field(default=False, converter=lambda v: _check("return_prompt", v))
     chat_template_kwargs: dict[str, Any] | None = attrs.field(
-        default=None, converter=converter("chat_template_kwargs"), hash=False
+        default=None, converter=lambda v: _check("chat_template_kwargs", v), hash=False
     )
-    timeout_s: float | None = attrs.field(default=None, converter=converter("timeout_s"))
+    timeout_s: float | None = attrs.field(default=None, converter=lambda v: _check("timeout_s", v))
 
     def __attrs_post_init__(self) -> None:
         check_request(self)

@@ -250,7 +250,7 @@ def render_example(
             ids, offsets = encode_chat(
                 full,
                 (example.messages, example.tools),
-                lambda data: _render_prepared(tokenizer, *data, prepare, False),
+                lambda data: _render_prepared(tokenizer, data[0], data[1], prepare, False),
             )
         if loss_on == "all":
             mask = [1] * len(ids)

