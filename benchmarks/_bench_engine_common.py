@@ -4,15 +4,23 @@
 Every benchmark measures the engine and its raw ``transformers`` baseline side
 by side in the same process, interleaved run by run, and reports medians and
 their ratio, so a busy machine slows both sides alike.
+
+Every engine benchmark runs on the tiny test models and, with ``--model
+PATH_OR_NAME`` (repeatable), on real models beside them: a checkpoint
+directory, a GGUF file (converted once into mp13's cache), a hub id in the
+local Hugging Face cache, or a named model such as ``smollm2-135m``
+(``mp13_engine.models``, fetched once).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import pathlib
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 import torch
@@ -20,11 +28,60 @@ import torch
 SIZES = ("tiny", "small")
 
 
-def build_models(root: pathlib.Path | None = None) -> dict[str, pathlib.Path]:
+def add_model_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--model PATH_OR_NAME`` (repeatable) to a benchmark's parser."""
+    from mp13_engine import models
+
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="PATH_OR_NAME",
+        help=(
+            "also run on this model, beside the tiny ones: a checkpoint directory, a GGUF "
+            "file, a hub id in the local cache, or a named model "
+            f"({', '.join(models.names())}; fetched once). Repeat for several."
+        ),
+    )
+
+
+def resolve_model(spec: str) -> tuple[str, str]:
+    """(label, loadable checkpoint directory or hub id) for a ``--model`` value.
+
+    Named models are fetched (with progress lines); GGUF files are converted into
+    mp13's cache, so raw ``transformers`` baselines can load the same directory.
+    """
+    from mp13_engine import models
+
+    if spec in models.names():
+        path = models.fetch(spec, progress=lambda p: print(f"[{spec}] {p.stage}: {p.message}"))
+        return spec, str(path)
+    local = pathlib.Path(os.path.expanduser(spec))
+    if local.exists():
+        from mp13_engine._gguf import cached_checkpoint, find_gguf
+
+        gguf = find_gguf(local)
+        if gguf is not None:
+            path = cached_checkpoint(gguf, "float32", progress=lambda p: print(p.message))
+            return gguf.stem, str(path)
+        return local.resolve().name, str(local)
+    return spec, spec  # a hub id: Engine.load finds it in the local cache
+
+
+def build_models(
+    root: pathlib.Path | None = None, extra: Sequence[str] = (), sizes: Sequence[str] = SIZES
+) -> dict[str, pathlib.Path | str]:
+    """The tiny test models of ``sizes`` (built offline), then each ``--model`` in ``extra``."""
     from mp13_engine.testing import build_tiny_model
 
     root = root or pathlib.Path(tempfile.mkdtemp(prefix="mp13-bench-"))
-    return {size: build_tiny_model(root / size, family="chatml", size=size) for size in SIZES}
+    built: dict[str, pathlib.Path | str] = {
+        size: build_tiny_model(root / size, family="chatml", size=size) for size in sizes
+    }
+    for spec in extra:
+        label, path = resolve_model(spec)
+        built[label] = path
+    return built
 
 
 def prompt_ids(engine, text: str) -> list[int]:

@@ -15,6 +15,7 @@ cases are timed in interleaved rounds (one of each per round), so a change in ma
 load hits all of them alike.
 
     python benchmarks/bench_adapters.py [--size tiny|small|both] [--tokens 32] [--repeats 5]
+        [--model smollm2-135m]
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from _bench_engine_common import add_model_option, build_models
 
 PROMPTS = [
     "Tell me about rivers.",
@@ -75,20 +78,22 @@ def main() -> None:
     parser.add_argument("--size", default="both", choices=["tiny", "small", "both"])
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
+    add_model_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     sizes = ["tiny", "small"] if args.size == "both" else [args.size]
-    for i, size in enumerate(sizes):
-        if i:
-            print()
-        run(size, args.tokens, args.repeats)
+    with tempfile.TemporaryDirectory() as tmp:
+        built = build_models(Path(tmp), extra=args.model, sizes=sizes)
+        for i, (label, model_path) in enumerate(built.items()):
+            if i:
+                print()
+            run(label, model_path, args.tokens, args.repeats)
 
 
-def run(size: str, tokens: int, repeats: int) -> None:
-    """Measure one model size and print its table."""
+def run(size: str, model_path: Path | str, tokens: int, repeats: int) -> None:
+    """Measure one model and print its table."""
     from mp13_engine import Engine, Request, TrainingConfig
-    from mp13_engine.testing import build_tiny_model
 
     def req(i: int, adapters) -> Request:
         return Request(
@@ -100,7 +105,6 @@ def run(size: str, tokens: int, repeats: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model_path = build_tiny_model(root / "model", family="chatml", size=size, seed=0)
         dirs = make_adapters(model_path, root, 4)
         with (
             Engine.load(str(model_path), device="cpu", max_batch_size=8) as engine,

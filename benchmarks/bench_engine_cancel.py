@@ -16,7 +16,7 @@ import random
 import statistics
 import time
 
-from _bench_engine_common import build_models, print_table
+from _bench_engine_common import add_model_option, build_models, print_table
 
 from mp13_engine import Engine, FinishReason, Request
 
@@ -54,10 +54,11 @@ def _trial(engine: Engine, wave: int, after: int) -> tuple[float, float, float |
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--trials", type=int, default=30)
+    add_model_option(ap)
     args = ap.parse_args()
     rng = random.Random(0)
     rows = []
-    for size, path in build_models().items():
+    for size, path in build_models(extra=args.model).items():
         with Engine.load(str(path), device="cpu", max_batch_size=4) as engine:
             engine.generate("warm up", max_new_tokens=4)
             for wave in (1, 4):

@@ -15,7 +15,14 @@ import argparse
 import asyncio
 import threading
 
-from _bench_engine_common import build_models, interleaved, print_table, prompt_ids, raw_generate
+from _bench_engine_common import (
+    add_model_option,
+    build_models,
+    interleaved,
+    print_table,
+    prompt_ids,
+    raw_generate,
+)
 
 from mp13_engine import Engine, Request
 
@@ -30,9 +37,10 @@ def _texts() -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=10)
+    add_model_option(ap)
     args = ap.parse_args()
     rows = []
-    for size, path in build_models().items():
+    for size, path in build_models(extra=args.model).items():
         with Engine.load(str(path), device="cpu", max_batch_size=N) as engine:
             texts = _texts()
             ids = [prompt_ids(engine, t) for t in texts]

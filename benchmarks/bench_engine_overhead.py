@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import argparse
 
-from _bench_engine_common import build_models, interleaved, print_table, prompt_ids, raw_generate
+from _bench_engine_common import (
+    add_model_option,
+    build_models,
+    interleaved,
+    print_table,
+    prompt_ids,
+    raw_generate,
+)
 
 from mp13_engine import Engine, Request
 
@@ -19,9 +26,10 @@ NEW = 64
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=15)
+    add_model_option(ap)
     args = ap.parse_args()
     rows = []
-    for size, path in build_models().items():
+    for size, path in build_models(extra=args.model).items():
         # No prefix cache: each repetition must compute its prompt, as the raw side does.
         with Engine.load(str(path), device="cpu", prefix_cache_mb=0) as engine:
             ids = prompt_ids(engine, "Tell me about the engine.")

@@ -15,7 +15,13 @@ import argparse
 import threading
 import time
 
-from _bench_engine_common import build_models, interleaved, print_table, prompt_ids
+from _bench_engine_common import (
+    add_model_option,
+    build_models,
+    interleaved,
+    print_table,
+    prompt_ids,
+)
 
 from mp13_engine import Engine, Request
 
@@ -25,9 +31,10 @@ TEXT = "Tell me something about streaming."
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=20)
+    add_model_option(ap)
     args = ap.parse_args()
     rows = []
-    for size, path in build_models().items():
+    for size, path in build_models(extra=args.model).items():
         with Engine.load(str(path), device="cpu") as engine:
             import torch
             from transformers import TextIteratorStreamer

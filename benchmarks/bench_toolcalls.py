@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import statistics
 import tempfile
 import time
 
 import torch
+from _bench_engine_common import add_model_option, build_models
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mp13_engine import toolcalls
-from mp13_engine.testing import build_tiny_model
 from mp13_toolbox import ToolCall
 
 CALLS = [
@@ -122,22 +123,32 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--calls", type=int, default=200, help="call groups in the throughput text")
     ap.add_argument("--device", default="cpu", help="where the decode step runs (cpu, cuda)")
+    add_model_option(ap)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = build_tiny_model(tmp, family="chatml", size="small")
-        tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        model = model.to(args.device).eval()
-        rows = []
-        for fmt in toolcalls.formats():
-            deltas = token_deltas(tok, reply(fmt))
-            step = decode_step_s(model, args.steps, args.device)  # interleaved: same machine state
-            per_tok = stream_per_token_s(fmt, deltas, args.repeats)
-            step = (step + decode_step_s(model, args.steps, args.device)) / 2
-            mbs, cps, vs_json = throughput(fmt, args.calls, max(3, args.repeats // 4))
-            rows.append(
-                (fmt, len(deltas), per_tok * 1e6, step * 1e3, per_tok / step, mbs, cps, vs_json)
-            )
+        built = build_models(pathlib.Path(tmp), extra=args.model, sizes=["small"])
+        for i, (label, path) in enumerate(built.items()):
+            if i:
+                print()
+            measure(label, path, args)
+
+
+def measure(label: str, path, args) -> None:
+    """The cost table on one model's tokenizer and decode step."""
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = model.to(args.device).eval()
+    rows = []
+    for fmt in toolcalls.formats():
+        deltas = token_deltas(tok, reply(fmt))
+        step = decode_step_s(model, args.steps, args.device)  # interleaved: same machine state
+        per_tok = stream_per_token_s(fmt, deltas, args.repeats)
+        step = (step + decode_step_s(model, args.steps, args.device)) / 2
+        mbs, cps, vs_json = throughput(fmt, args.calls, max(3, args.repeats // 4))
+        rows.append(
+            (fmt, len(deltas), per_tok * 1e6, step * 1e3, per_tok / step, mbs, cps, vs_json)
+        )
+    print(f"model={label}")
     print(
         f"{'format':<16} {'tokens':>6} {'parse us/tok':>12} {'decode ms':>9} "
         f"{'ratio':>7} {'MB/s':>6} {'calls/s':>9} {'x json':>7}"

@@ -9,7 +9,7 @@ same tokens, so the tokens/s ratio is TRL's wall time over mp13's. TRL's time is
 shown twice: from ``engine.train`` returning (data rendered, adapter set up) to
 the result, which matches TRL's span, and from the ``engine.train`` call.
 
-    python benchmarks/bench_training.py [--size small] [--steps 30]
+    python benchmarks/bench_training.py [--size small] [--steps 30] [--model smollm2-135m]
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from _bench_engine_common import add_model_option, build_models
 
 STEPS_DEFAULT = 30
 
@@ -133,20 +135,25 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--repeats", type=int, default=2)
+    add_model_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
-
-    from mp13_engine.testing import build_tiny_model
-
     rows = make_rows(64)
     with tempfile.TemporaryDirectory() as tmp:
-        tmpdir = Path(tmp)
-        model_path = build_tiny_model(tmpdir / "model", family="chatml", size=args.size, seed=0)
-        mp13_runs, trl_runs = [], []
-        for i in range(args.repeats):  # alternate so machine noise hits both alike
-            mp13_runs.append(run_mp13(model_path, rows, args, tmpdir / f"r{i}"))
-            trl_runs.append(run_trl(model_path, rows, args, tmpdir / f"r{i}"))
+        built = build_models(Path(tmp), extra=args.model, sizes=[args.size])
+        for i, (label, model_path) in enumerate(built.items()):
+            if i:
+                print()
+            compare(label, Path(model_path), rows, args, Path(tmp) / f"m{i}")
+
+
+def compare(label: str, model_path: Path, rows: list[dict], args, tmpdir: Path) -> None:
+    """Train mp13 and TRL alternately on one model and print the comparison."""
+    mp13_runs, trl_runs = [], []
+    for i in range(args.repeats):  # alternate so machine noise hits both alike
+        mp13_runs.append(run_mp13(model_path, rows, args, tmpdir / f"r{i}"))
+        trl_runs.append(run_trl(model_path, rows, args, tmpdir / f"r{i}"))
     m_wall = statistics.median(r["wall"] for r in mp13_runs)
     m_loop = statistics.median(r["loop"] for r in mp13_runs)
     t_wall = statistics.median(r["wall"] for r in trl_runs)
@@ -155,7 +162,7 @@ def main() -> None:
     m_loss = statistics.fmean(mp13_runs[0]["losses"][-5:])
     t_loss = statistics.fmean(trl_runs[0]["losses"][-5:])
     print(
-        f"model={args.size} steps={args.steps} batch={args.batch} lr={args.lr} (median of "
+        f"model={label} steps={args.steps} batch={args.batch} lr={args.lr} (median of "
         f"{args.repeats})"
     )
     print(f"{'':24}{'mp13':>12}{'TRL SFT':>12}{'ratio':>10}")

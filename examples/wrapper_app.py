@@ -5,13 +5,14 @@ Run it like the ``mp13chat`` command (same flags)::
 
     python examples/wrapper_app.py                 # the built-in demo model
     python examples/wrapper_app.py --model tiny    # a random tiny model, starts fastest
+    python examples/wrapper_app.py -p "how many words are in 'a b c'?"   # answer once
 
-Inside, ``/tools`` lists ``word_count`` and ``remember`` next to the builtins. ``remember``
-is registered with ``risk="medium"``, so the REPL asks before running it
-(yes / no / always). ``register_tool`` only marks the functions; ``mp13chat.main()``
-finds the marked functions of this module and registers them in its app's toolbox:
-there is no global registry. (To build the app yourself instead:
-``app = mp13chat.ChatApp(); app.register_tool(word_count); app.main()``.)
+Inside, ``/tools`` lists ``word_count`` and ``remember`` next to the builtins.
+``remember`` is registered with ``risk="medium"``, so the REPL asks before running it
+(yes / no / always). The app hands its tools to ``mp13chat.main(tools=[...])``
+explicitly; ``register_tool`` only attaches options (here the risk) to a function for
+that moment. (To build the app yourself instead: ``app = mp13chat.ChatApp();
+app.register_tool(word_count); app.main()``.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import sys
 import mp13chat
 
 
-@mp13chat.register_tool
 def word_count(text: str) -> int:
     """Count the words in a text.
 
@@ -44,4 +44,4 @@ def remember(note: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(mp13chat.main())
+    sys.exit(mp13chat.main(tools=[word_count, remember]))

@@ -40,8 +40,7 @@ from mp13_context._model import (
 from mp13_context._protocol import EngineClient
 from mp13_context._replay import ReplayReport, ReplayTurn, areplay, replay
 from mp13_context._session import Session
-from mp13_context._state import PARAMS_VIEW as PARAMS
-from mp13_context._state import EffectiveState, SystemMode, SystemPrompt
+from mp13_context._state import PARAMS, EffectiveState, SystemMode, SystemPrompt
 
 __all__ = [
     "PARAMS",

@@ -25,7 +25,7 @@ what to do about it.
 
 from __future__ import annotations
 
-from mp13_toolbox._errors import Mp13Error
+from mp13_toolbox import Mp13Error
 
 
 class ContextError(Mp13Error):

@@ -207,8 +207,13 @@ class Exchange:
             specs = self.ctx.toolbox.specs(self.view(state))
             tools = specs or None
         fields = {k: params[k] for k in REQUEST_PARAMS if k in params}
+        messages = self.session.messages(at)
+        if continue_final and (not messages or messages[-1].get("role") != "assistant"):
+            # The reply being continued showed no text yet (only reasoning), so the
+            # history has no assistant message for it: continue from an empty one.
+            messages.append({"role": "assistant", "content": ""})
         return Request(
-            messages=self.session.messages(at),
+            messages=messages,
             adapters=state.adapters,
             tools=tools,
             continue_final=continue_final,

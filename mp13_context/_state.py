@@ -14,22 +14,24 @@ family, the id of the (interned) state that was current before that family's las
 command (``system_prev`` ...). Popping follows that link. A pop with nothing to
 undo is rejected when recorded (``CommandError``) and is a no-op in the fold.
 
-Parameters are validated by a registry of per-name validators (``PARAMS``).
-A parameter set to ``None`` goes back to its default.
+Parameters are validated by a registry of per-name validators (``PARAMS``):
+those that become ``Request`` fields by the engine's own rules, so the context
+never accepts a value the engine would refuse. A parameter set to ``None``
+goes back to its default.
 """
 
 from __future__ import annotations
 
 import enum
-import math
-import types
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
 
 from mp13_context._errors import CommandError
 from mp13_context._model import Command, CommandKind
+from mp13_engine import RequestError, check_request_field
 
 
 class SystemMode(str, enum.Enum):
@@ -93,60 +95,20 @@ def _int(lo: int) -> Callable[[str, Any], Any]:
     return check
 
 
-def _float(lo: float, hi: float = math.inf, lo_open: bool = False) -> Callable[[str, Any], Any]:
-    def check(name: str, value: Any) -> float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok:
-            value = float(value)
-            ok = (value > lo if lo_open else value >= lo) and value <= hi
-        if not ok:
-            left = "(" if lo_open else "["
-            raise CommandError(
-                f"parameter {name} must be a number in {left}{lo}, {hi}], got {value!r}"
-            )
-        return value
-
-    return check
+def _request_field(name: str, value: Any) -> Any:
+    """The engine's own check of the ``Request`` field ``name``: one rule for both layers."""
+    try:
+        checked = check_request_field(name, value)
+    except RequestError as exc:
+        raise CommandError(str(exc)) from exc
+    # Stored in commands as JSON: lists, as they come back from the store.
+    return list(checked) if isinstance(checked, tuple) else checked
 
 
-def _bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise CommandError(f"parameter {name} must be true or false, got {value!r}")
-    return value
-
-
-def _seed(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise CommandError(f"parameter {name} must be an integer, got {value!r}")
-    return value
-
-
-def _stop(name: str, value: Any) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) and s for s in value):
-        raise CommandError(f"parameter {name} must be a list of non-empty strings, got {value!r}")
-    return list(value)
-
-
-#: Parameter name -> validator. The first group maps onto ``Request`` fields; the
-#: rest steer the runner (tool rounds, continuations, tool calls per turn).
-PARAMS: dict[str, Callable[[str, Any], Any]] = {
-    "max_new_tokens": _int(1),
-    "min_new_tokens": _int(0),
-    "do_sample": _bool,
-    "temperature": _float(0.0),
-    "top_p": _float(0.0, 1.0, lo_open=True),
-    "top_k": _int(0),
-    "repetition_penalty": _float(0.0, lo_open=True),
-    "seed": _seed,
-    "stop": _stop,
-    "max_tool_rounds": _int(0),
-    "max_tool_calls": _int(1),
-    "max_continuations": _int(0),
-}
-
-#: Parameters copied into ``Request`` as fields of the same name.
+#: Parameters copied into ``Request`` as fields of the same name; their values are checked
+#: by the engine's rules (``mp13_engine.check_request_field``), so a value the context
+#: accepts is one ``Request`` accepts. ``temperature=0`` is greedy decoding, a positive
+#: temperature samples (see ``Request``).
 REQUEST_PARAMS = (
     "max_new_tokens",
     "min_new_tokens",
@@ -157,14 +119,28 @@ REQUEST_PARAMS = (
     "repetition_penalty",
     "seed",
     "stop",
+    "timeout_s",
 )
 
 #: Runner defaults for the runner parameters when a path does not set them.
-RUNNER_DEFAULTS: dict[str, int] = {
-    "max_tool_rounds": 5,
-    "max_tool_calls": 16,
-    "max_continuations": 0,
-}
+RUNNER_DEFAULTS: Mapping[str, int] = MappingProxyType(
+    {
+        "max_tool_rounds": 5,
+        "max_tool_calls": 16,
+        "max_continuations": 0,
+    }
+)
+
+#: Parameter name -> validator (read-only). The request parameters first; the rest steer
+#: the runner (tool rounds, tool calls per turn, continuations).
+PARAMS: Mapping[str, Callable[[str, Any], Any]] = MappingProxyType(
+    {
+        **{name: _request_field for name in REQUEST_PARAMS},
+        "max_tool_rounds": _int(0),
+        "max_tool_calls": _int(1),
+        "max_continuations": _int(0),
+    }
+)
 
 
 def validate_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -305,8 +281,3 @@ def check_command(state: EffectiveState, cmd: Command) -> None:
         )
     if cmd.kind in (CommandKind.TOOLS_SET, CommandKind.TOOLS_ADD) and cmd.scope is None:
         raise CommandError("tools.set/tools.add need a ToolsScope; pass ToolsScope({...})")
-
-
-#: ``mp13_context.PARAMS``: the parameter registry as a read-only view; validators
-#: are added to ``PARAMS`` above, in code, never by callers.
-PARAMS_VIEW: Mapping[str, Callable[[str, Any], Any]] = types.MappingProxyType(PARAMS)

@@ -5,6 +5,8 @@ Importing this package does not import torch: the message types, configs and
 errors are torch-free, and names whose modules need torch (``Engine``,
 ``TrainingJob``, ...) are resolved on first access through the module-level
 ``__getattr__`` below (PEP 562). ``mp13_context`` relies on this.
+``mp13_engine.models`` (named real models) is a torch-free submodule:
+``from mp13_engine import models``.
 """
 
 from __future__ import annotations
@@ -21,14 +23,19 @@ from mp13_engine._errors import (
     DatasetError,
     EngineClosedError,
     EngineError,
+    GGUFError,
+    MissingDependencyError,
+    ModelFetchError,
     ModelLoadError,
     ModelNotFoundError,
     NotCausalLMError,
     RequestError,
     ToolFormatError,
     TrainingError,
+    UnknownModelError,
 )
 from mp13_engine._metrics import EngineMetrics
+from mp13_engine._request_fields import REQUEST_FIELDS, check_request_field
 from mp13_engine._streams import AsyncRequestStream, RequestStream
 from mp13_engine._training._config import TrainingConfig, TrainingEvent, TrainingResult
 from mp13_engine._types import (
@@ -39,7 +46,7 @@ from mp13_engine._types import (
     RequestMetrics,
     Response,
 )
-from mp13_toolbox._errors import Mp13Error
+from mp13_toolbox import Mp13Error
 
 # Public names whose modules import torch: name -> module. Immutable mapping.
 _LAZY: dict[str, str] = {
@@ -61,6 +68,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BASE_ADAPTER",
+    "REQUEST_FIELDS",
     "AdapterError",
     "AdapterInfo",
     "AsyncRequestStream",
@@ -74,6 +82,9 @@ __all__ = [
     "EngineError",
     "EngineMetrics",
     "FinishReason",
+    "GGUFError",
+    "MissingDependencyError",
+    "ModelFetchError",
     "ModelLoadError",
     "ModelNotFoundError",
     "Mp13Error",
@@ -89,4 +100,6 @@ __all__ = [
     "TrainingEvent",
     "TrainingJob",
     "TrainingResult",
+    "UnknownModelError",
+    "check_request_field",
 ]

@@ -47,6 +47,7 @@ from mp13_engine._adapter_files import (
     check_not_offloaded,
     write_adapter_dir,
 )
+from mp13_engine._bnb_cpu import check_4bit_layout
 from mp13_engine._errors import AdapterError
 from mp13_engine._types import BASE_ADAPTER
 
@@ -103,12 +104,37 @@ def _info_from_config(name: str, path: str | None, config: Any, source: str) -> 
     )
 
 
-def _check_name(name: str) -> None:
-    if not name or name == BASE_ADAPTER or name.startswith(_COMBO_PREFIX) or "." in name:
-        raise AdapterError(
-            f"Invalid adapter name {name!r}: names must be non-empty, contain no '.', and not be "
-            f"{BASE_ADAPTER!r} or start with {_COMBO_PREFIX!r}. Pick another name."
+# Characters that would make a name a path (or a drive) when joined to adapters_dir.
+_PATH_CHARS = ("/", "\\", ":")
+
+
+def adapter_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name an adapter, or None when it can.
+
+    An adapter name is a name, never a path: it becomes a PEFT adapter name
+    (no '.', which PEFT reads as a module path) and the directory
+    ``adapters_dir/<name>`` a trained adapter is saved to, so it must not hold a
+    path separator, a drive colon or a control character (issue 11, item 16).
+    """
+    if not isinstance(name, str) or not name:
+        return "it must be a non-empty string"
+    if name == BASE_ADAPTER or name.startswith("__"):
+        return f"names starting with '__' (such as {BASE_ADAPTER!r}) are reserved"
+    bad = [c for c in (*_PATH_CHARS, ".") if c in name]
+    if bad:
+        return (
+            "an adapter name is a name, not a path, so it may not contain '/', '\\', ':' or "
+            f"'.' (this one has {' and '.join(repr(c) for c in bad)})"
         )
+    if any(ord(c) < 32 or ord(c) == 127 for c in name) or name != name.strip():
+        return "it may not contain control characters or start or end with spaces"
+    return None
+
+
+def _check_name(name: str) -> None:
+    problem = adapter_name_problem(name)
+    if problem is not None:
+        raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
 
 
 class AdapterManager:
@@ -166,6 +192,8 @@ class AdapterManager:
         before touching the model. ``replace=True`` swaps out an adapter of the
         same name; otherwise a duplicate name is an error.
         """
+        if name is not None:
+            _check_name(name)  # before touching the disk: a bad name is a bad call
         directory = self.resolve_path(path)
         name = name or directory.name
         _check_name(name)
@@ -345,6 +373,7 @@ class AdapterManager:
         from peft import get_peft_model
 
         check_not_offloaded(self._base_model(), "train an adapter")
+        check_4bit_layout(self._base_model(), f"train adapter {name!r}")
         model = self._model()
         try:
             if self._is_peft(model):
@@ -410,6 +439,7 @@ class AdapterManager:
             )
         check_compatible(self._base_model(), directory, config)
         check_not_offloaded(self._base_model(), f"load adapter {str(directory)!r}")
+        check_4bit_layout(self._base_model(), f"load adapter {str(directory)!r}")
         if exists:
             self._unload_on_worker(name)
         model = self._model()
@@ -486,6 +516,7 @@ __all__ = [
     "METADATA_FILE",
     "AdapterInfo",
     "AdapterManager",
+    "adapter_name_problem",
     "check_compatible",
     "write_adapter_dir",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._convert import converter
 from mp13_engine._errors import ConfigError
 
 DEVICES_HELP = "'auto', 'cpu', 'cuda' or 'cuda:N', 'mps'"
@@ -118,8 +119,16 @@ def _max_memory(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
 def _model(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not isinstance(value, str) or not value:
         raise ConfigError(
-            f"EngineConfig.model={value!r} is not allowed; use a local directory path "
-            "or a hub id that is already in the local Hugging Face cache"
+            f"EngineConfig.model={value!r} is not allowed; use a local model directory, a GGUF "
+            "file (or a directory holding one), or a hub id (in the local Hugging Face cache, "
+            "or with download=True)"
+        )
+
+
+def _bool(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"EngineConfig.{attribute.name}={value!r} is not allowed; use true or false"
         )
 
 
@@ -135,8 +144,12 @@ def _opt_path_str(value: Any) -> Any:
 class EngineConfig:
     """How to load and run one engine.
 
-    ``model``: a local directory or a hub id already in the local cache (nothing
-    is ever downloaded while ``local_files_only`` is true, the default).
+    ``model``: a local Hugging Face checkpoint directory, a GGUF file or a
+    directory holding one GGUF file (converted once into a cached checkpoint,
+    see ``mp13_engine._gguf``; needs ``pip install "mp13[gguf]"``), or a hub id.
+    ``download``: False (the default) never touches the network — a hub id must
+    already be in the local Hugging Face cache; True fetches a hub id that is
+    not cached yet, with huggingface_hub's progress bars.
     ``device``: ``auto`` picks CUDA when present, else CPU. ``dtype``: ``auto``
     uses float32 on CPU and the checkpoint's dtype on accelerators.
     ``quantization``: ``None``, ``"4bit"`` or ``"8bit"`` (bitsandbytes).
@@ -196,7 +209,12 @@ class EngineConfig:
     max_memory: MaxMemory = attrs.field(default=None, validator=_max_memory)
     mixed_lora: str = attrs.field(default="fused", validator=_choice(MIXED_LORA))
     trust_remote_code: bool = False
-    local_files_only: bool = True
+    download: bool = attrs.field(default=False, validator=_bool)
+
+    @property
+    def local_files_only(self) -> bool:
+        """True unless ``download`` allows fetching from the hub (what transformers calls it)."""
+        return not self.download
 
     def __attrs_post_init__(self) -> None:
         if self.device_map is not None and self.device != "auto":
@@ -218,6 +236,7 @@ class EngineConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
         """Build from a plain dict; unknown keys raise ``ConfigError`` listing the known ones."""
+        data = _upgrade(data)
         unknown = sorted(set(data) - set(cls.field_names()))
         if unknown:
             raise ConfigError(
@@ -226,13 +245,9 @@ class EngineConfig:
             )
         if "model" not in data:
             raise ConfigError("EngineConfig.model is required: a model directory or hub id")
-        from mp13_engine._convert import converter
-
         return converter.structure(dict(data), cls)
 
     def to_dict(self) -> dict[str, Any]:
-        from mp13_engine._convert import converter
-
         return converter.unstructure(self)
 
     @classmethod
@@ -257,6 +272,7 @@ class EngineConfig:
         return text
 
     def replace(self, **changes: Any) -> EngineConfig:
+        changes = _upgrade(changes)
         unknown = sorted(set(changes) - set(self.field_names()))
         if unknown:
             raise ConfigError(
@@ -264,3 +280,23 @@ class EngineConfig:
                 f"known fields: {', '.join(self.field_names())}"
             )
         return attrs.evolve(self, **changes)
+
+
+def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """Accept the older spelling ``local_files_only`` (its opposite is ``download``)."""
+    if "local_files_only" not in data:
+        return data
+    data = dict(data)
+    value = data.pop("local_files_only")
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"EngineConfig.local_files_only={value!r} is not allowed; use download=true or "
+            "download=false (local_files_only is its older, opposite spelling)"
+        )
+    if "download" in data and data["download"] == value:
+        raise ConfigError(
+            f"EngineConfig sets both download={data['download']!r} and local_files_only="
+            f"{value!r}, which contradict each other; keep only download"
+        )
+    data.setdefault("download", not value)
+    return data

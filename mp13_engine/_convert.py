@@ -5,10 +5,17 @@ Every (de)serialization of engine values goes through ``converter`` so that
 renames and hooks live in one place. Structuring errors are re-raised as
 ``ConfigError`` with ``cattrs.transform_error`` text, never as raw exception
 groups.
+
+A union with a ``dict`` member (``str | dict[str, str | int] | None``, e.g.
+``EngineConfig.device_map``) is passed through as is: cattrs cannot structure
+such unions, and the class that declares the field validates it (attrs
+validators). This module knows no engine class, so any module may use it.
 """
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
 import cattrs
@@ -16,13 +23,15 @@ import cattrs
 from mp13_engine._errors import ConfigError
 
 
-def _make_converter() -> cattrs.Converter:
-    from mp13_engine._config import DeviceMap, MaxMemory
+def _is_union_with_dict(tp: Any) -> bool:
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return False
+    return any(typing.get_origin(m) is dict or m is dict for m in typing.get_args(tp))
 
+
+def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
-    # Unions of str, int and dict: passed through as is; EngineConfig's validators check them.
-    for union in (DeviceMap, MaxMemory):
-        conv.register_structure_hook(union, lambda value, _: value)
+    conv.register_structure_hook_func(_is_union_with_dict, lambda value, _: value)
     return conv
 
 

@@ -9,8 +9,9 @@ work inside any running loop (notebooks), and they return identical results.
 
 Invariants: every request resolves exactly once (STOP / LENGTH / CANCELLED /
 ERROR); a failing request never raises from ``generate`` — its ``Response``
-carries ``finish_reason=ERROR`` and ``error``; only engine-level misuse
-(closed engine, bad argument types) raises.
+carries ``finish_reason=ERROR`` and ``error``; only misuse raises: a closed
+engine, or a request that is invalid where it is built (``RequestError`` from
+``Request``'s own field checks, also for ``**overrides`` and ``generate("")``).
 
 Seams for other engine parts:
 
@@ -37,13 +38,14 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 import attrs
 
 from mp13_engine._adapters import AdapterManager
+from mp13_engine._cache import Progress
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     ConfigError,
@@ -58,6 +60,7 @@ from mp13_engine._metrics import EngineMetrics, MetricsRecorder
 from mp13_engine._output import OutputSetup
 from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._prompt import PromptFormatter
+from mp13_engine._request_fields import check_field_names, check_request_field
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
 from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream
@@ -147,60 +150,51 @@ class _EngineBase:
 
     # ----- request preparation (caller thread)
     def _coerce(self, request: RequestLike, overrides: dict[str, Any]) -> Request:
+        """A ``Request`` from what the caller gave; every field is checked as it is built."""
         if isinstance(request, Request):
-            req = request
-            if overrides:
-                req = _evolve(req, overrides)
-            return req
+            return _evolve(request, overrides) if overrides else request
         if isinstance(request, str):
+            # "" is no prompt at all, whatever the model: the same error as Request(prompt="").
+            check_request_field("prompt", request)
             if self._state.formatter.chat_template is not None:
                 return _build(messages=[{"role": "user", "content": request}], **overrides)
             return _build(prompt=request, **overrides)
-        if isinstance(request, Sequence) and all(isinstance(m, dict) for m in request):
+        if isinstance(request, Sequence) and all(isinstance(m, Mapping) for m in request):
             return _build(messages=list(request), **overrides)
-        raise TypeError(
+        raise RequestError(
             "a request must be a Request, a prompt string or a list of message dicts, "
-            f"not {type(request).__name__}"
+            f"not {type(request).__name__}; for several prompts use generate_many"
         )
 
     def _prepare(
         self, request: RequestLike, overrides: dict[str, Any], watched: bool = False
     ) -> RequestState:
         req = self._coerce(request, overrides)
-        st = RequestState(req, output=self._output, watched=watched)
+        # The worker serves the resolved sampling decision (do_sample a bool, temperature
+        # positive), so the step loop needs no convention of its own.
+        served = req
+        if (req.do_sample, req.temperature) != (req.sampling, req.sampling_temperature):
+            served = attrs.evolve(req, do_sample=req.sampling, temperature=req.sampling_temperature)
+        st = RequestState(served, output=self._output, watched=watched)
         try:
-            st.prompt_text = self._state.formatter.render(req)
-            st.prompt_ids = self._state.tokens.encode(st.prompt_text)
-            st.max_new_tokens = self._validate(req, len(st.prompt_ids))
+            prompt = self._state.formatter.prompt(served)
+            st.prompt_text = prompt.text
+            st.prompt_ids = self._state.tokens.encode_prompt(prompt)
+            st.max_new_tokens = self._validate(served, len(st.prompt_ids))
         except EngineError as exc:
             st.finish(FinishReason.ERROR, error=str(exc))
         return st
 
     def _validate(self, req: Request, prompt_len: int) -> int:
+        """What only the rendered prompt tells (the fields were checked when ``req`` was built)."""
         max_new = req.max_new_tokens
         if max_new is None:
             max_new = self.config.default_max_new_tokens
-        checks = [
-            (isinstance(max_new, int) and max_new >= 1, "max_new_tokens must be an integer >= 1"),
-            (req.min_new_tokens >= 0, "min_new_tokens must be >= 0"),
-            (0.0 < req.top_p <= 1.0, "top_p must be in (0, 1]"),
-            (req.top_k >= 0, "top_k must be >= 0 (0 turns it off)"),
-            (req.temperature > 0.0, "temperature must be > 0 (use do_sample=False for greedy)"),
-            (req.repetition_penalty > 0.0, "repetition_penalty must be > 0 (1.0 turns it off)"),
-            (prompt_len > 0, "the prompt is empty; give some text"),
-            (
-                req.timeout_s is None
-                or (
-                    isinstance(req.timeout_s, (int, float))
-                    and not isinstance(req.timeout_s, bool)
-                    and req.timeout_s > 0
-                ),
-                "timeout_s must be a number of seconds > 0, or None for the engine's default",
-            ),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise RequestError(f"invalid request {req.id}: {message}")
+        if prompt_len == 0:
+            raise RequestError(
+                f"invalid request {req.id}: the prompt renders to no tokens; give some text",
+                field="messages" if req.messages is not None else "prompt",
+            )
         ctx = self._state.context_len
         if ctx is not None:
             if prompt_len >= ctx:
@@ -285,12 +279,26 @@ class _EngineBase:
         return self._worker.cancel(st)
 
     def format_prompt(self, request: RequestLike, **overrides: Any) -> str:
-        """Exactly the prompt text ``generate`` would feed for ``request``."""
+        """Exactly the prompt text ``generate`` would feed for ``request``.
+
+        Text inside messages that spells one of the model's control tokens is fed as
+        text, which the returned string alone cannot show: ``count_tokens(request)``
+        counts exactly what ``generate`` feeds, ``count_tokens(format_prompt(request))``
+        the same unless message data spells control tokens.
+        """
         return self._state.formatter.render(self._coerce(request, overrides))
 
-    def count_tokens(self, text: str) -> int:
-        """Tokens in ``text`` as the engine tokenizes prompts (no special tokens added)."""
-        return len(self._state.tokens.encode(text))
+    def count_tokens(self, text: RequestLike) -> int:
+        """Tokens in ``text`` as the engine tokenizes prompts (no special tokens added).
+
+        A string is counted as text (control-token spellings count as control tokens);
+        a ``Request`` or a list of messages is counted as ``generate`` feeds it, with
+        message data that spells control tokens counted as text.
+        """
+        if isinstance(text, str):
+            return len(self._state.tokens.encode(text))
+        req = self._coerce(text, {})
+        return len(self._state.tokens.encode_prompt(self._state.formatter.prompt(req)))
 
     def metrics(self) -> EngineMetrics:
         """Rolling aggregates over the last ``config.metrics_window`` requests that ran."""
@@ -338,22 +346,15 @@ def _stop_worker(worker: Worker) -> None:
     worker.close(timeout=1.0)
 
 
+# An unknown keyword is a RequestError naming the fields, not attrs' TypeError.
 def _build(**fields: Any) -> Request:
-    try:
-        return Request(**fields)
-    except TypeError as exc:
-        raise RequestError(
-            f"{exc}; valid request fields: {', '.join(a.name for a in attrs.fields(Request))}"
-        ) from exc
+    check_field_names(fields)
+    return Request(**fields)
 
 
 def _evolve(req: Request, overrides: dict[str, Any]) -> Request:
-    try:
-        return attrs.evolve(req, **overrides)
-    except TypeError as exc:
-        raise RequestError(
-            f"{exc}; valid request fields: {', '.join(a.name for a in attrs.fields(Request))}"
-        ) from exc
+    check_field_names(overrides)
+    return attrs.evolve(req, **overrides)
 
 
 async def _await_state(st: RequestState, cancel: Any) -> Response:
@@ -384,18 +385,37 @@ class Engine(_EngineBase):
     """
 
     @classmethod
-    def load(cls, model: EngineConfig | str | Any = None, /, **fields: Any) -> Engine:
-        """Load a model and start the engine. ``fields`` are ``EngineConfig`` fields."""
+    def load(
+        cls,
+        model: EngineConfig | str | Any = None,
+        /,
+        *,
+        progress: Progress | None = None,
+        **fields: Any,
+    ) -> Engine:
+        """Load a model and start the engine. ``fields`` are ``EngineConfig`` fields.
+
+        ``progress`` (optional) is called with ``mp13_engine.models.FetchProgress``
+        reports of slow first-time steps: converting a GGUF file into the cache,
+        downloading a hub model with ``download=True``.
+        """
         config = _config_from(model, fields)
         ToolWire.check(config.tool_format)  # fail before loading any weights
-        return cls(config, load_model(config))
+        return cls(config, load_model(config, progress))
 
     @classmethod
-    async def aload(cls, model: EngineConfig | str | Any = None, /, **fields: Any) -> Engine:
+    async def aload(
+        cls,
+        model: EngineConfig | str | Any = None,
+        /,
+        *,
+        progress: Progress | None = None,
+        **fields: Any,
+    ) -> Engine:
         """``load`` in a thread, so the running loop stays responsive."""
         config = _config_from(model, fields)
         ToolWire.check(config.tool_format)
-        loaded = await asyncio.to_thread(load_model, config)
+        loaded = await asyncio.to_thread(load_model, config, progress)
         return cls(config, loaded)
 
     # ----- sync API

@@ -1,16 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The engine's branch of mp13's exception tree (root: ``Mp13Error``).
+"""The engine's branch of mp13's one exception tree (root: ``Mp13Error``).
 
-::
+Every error mp13 raises on purpose is an ``Mp13Error``: one base for all four
+packages, defined in the lowest layer and imported from its public place,
+``mp13_toolbox.Mp13Error`` (``mp13_engine`` re-exports it). The whole tree, the
+toolbox's branch and the other packages' roots are drawn in
+``mp13_toolbox._errors``; the engine's branch is::
 
-    Mp13Error                      (mp13_toolbox._errors)
+    Mp13Error                      (mp13_toolbox)
     └── EngineError
         ├── ConfigError            an EngineConfig / TrainingConfig field is invalid
         ├── ModelLoadError         the model cannot be loaded
         │   ├── ModelNotFoundError     path missing, hub id not in the local cache
-        │   └── NotCausalLMError       the checkpoint is not a causal language model
+        │   │   └── UnknownModelError      not one of mp13_engine.models.names()
+        │   ├── NotCausalLMError       the checkpoint is not a causal language model
+        │   ├── GGUFError              a GGUF file that cannot be used (not GGUF, several, arch)
+        │   ├── MissingDependencyError an optional package (extra) is not installed
+        │   └── ModelFetchError        fetching a named model failed (network, pip, checksum)
         ├── ChatTemplateError      messages given to a tokenizer without a chat template
-        ├── RequestError           a request's parameters are invalid
+        ├── RequestError           a request's field is invalid (``.field`` names it), or
+        │                          its prompt cannot be rendered or does not fit
         ├── EngineClosedError      the engine was closed
         ├── AdapterError           adapter load / unload / compatibility problems
         ├── TrainingError          a training job cannot start or failed
@@ -25,7 +34,7 @@ Every message says what went wrong and what to do about it.
 
 from __future__ import annotations
 
-from mp13_toolbox._errors import Mp13Error
+from mp13_toolbox import Mp13Error
 
 
 class EngineError(Mp13Error):
@@ -48,12 +57,32 @@ class NotCausalLMError(ModelLoadError):
     """The checkpoint exists but is not a causal (decoder-only) language model."""
 
 
+class UnknownModelError(ModelNotFoundError, LookupError):
+    """A name given to ``mp13_engine.models`` is not one of ``models.names()``."""
+
+
+class GGUFError(ModelLoadError, ValueError):
+    """A GGUF file cannot be used: not a GGUF, one of several, or an unsupported architecture."""
+
+
+class MissingDependencyError(ModelLoadError, ImportError):
+    """An optional package is missing; the message names the extra to install."""
+
+
+class ModelFetchError(ModelLoadError):
+    """Fetching a named model failed (no network, pip failing, a corrupt download)."""
+
+
 class ChatTemplateError(EngineError, ValueError):
     """Chat messages were given but the tokenizer has no chat template."""
 
 
 class RequestError(EngineError, ValueError):
-    """A request's parameters are invalid."""
+    """A request's parameters are invalid; ``field`` names the ``Request`` field, when one is."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class EngineClosedError(EngineError, RuntimeError):

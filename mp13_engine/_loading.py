@@ -1,11 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """Load a causal LM and its tokenizer for an ``EngineConfig``.
 
-Invariants: nothing is downloaded while ``config.local_files_only`` is true;
+``config.model`` names a checkpoint directory, a GGUF file or a directory
+holding one (converted once into a cached checkpoint by ``_gguf``), or a hub id
+(from the local Hugging Face cache; downloaded only with ``download=True``).
+
+Invariants: nothing is downloaded unless ``config.download`` is true;
 third-party load failures are mapped to ``ModelLoadError`` subclasses
-(``ModelNotFoundError``, ``NotCausalLMError``) with a message that says what to
-do; the returned model is in eval mode on the resolved device, unwrapped (the
-adapter manager wraps it as a PEFT model later, if ever).
+(``ModelNotFoundError``, ``NotCausalLMError``, ``GGUFError``, ...) with a
+message that says what to do; the returned model is in eval mode on the
+resolved device, unwrapped (the adapter manager wraps it as a PEFT model later,
+if ever); a 4-bit model keeps its weight layout fixed (``_bnb_cpu``), and an
+8-bit one has bitsandbytes' per-call cast notice silenced once (``_quiet``).
 """
 
 from __future__ import annotations
@@ -17,15 +23,19 @@ from typing import Any
 import attrs
 import torch
 
+from mp13_engine._bnb_cpu import keep_4bit_layout
+from mp13_engine._cache import Progress, report
+from mp13_engine._causal import check_causal
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import ConfigError, ModelLoadError, ModelNotFoundError, NotCausalLMError
+from mp13_engine._gguf import cached_checkpoint, find_gguf
+from mp13_engine._quiet import install_int8_cast_filter
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Architecture name suffixes of decoder-only LM heads. A checkpoint whose
 # config lists architectures but none of these is not a causal LM (e.g. a BERT
 # encoder saved as BertModel, which AutoModelForCausalLM would otherwise accept).
-_CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
 @attrs.define
@@ -68,43 +78,94 @@ def _looks_like_path(model: str) -> bool:
     return model.startswith((".", "/", "~")) or "\\" in model or model.count("/") > 1
 
 
-def _resolve_source(config: EngineConfig) -> str:
-    model = os.path.expanduser(config.model)
-    if Path(model).is_dir():
-        return model
-    if _looks_like_path(config.model) or Path(model).exists():
+def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[str, bool]:
+    """The local checkpoint directory for ``config.model`` and whether it came from a GGUF."""
+    path = Path(os.path.expanduser(config.model))
+    if path.exists():
+        gguf = find_gguf(path)
+        if gguf is not None:
+            return str(_from_gguf(gguf, config, progress)), True
+        if path.is_dir():
+            return str(path), False
         raise ModelNotFoundError(
-            f"model path {config.model!r} does not exist or is not a directory; "
-            "give the directory that holds config.json and the weights"
+            f"model path {config.model!r} is a file, but mp13 loads a model directory "
+            "(config.json, weights, tokenizer) or a GGUF file; give the directory"
         )
-    # A hub id: only usable when already in the local cache.
-    try:
-        from huggingface_hub import snapshot_download
+    if _looks_like_path(config.model) or config.model.lower().endswith(".gguf"):
+        raise ModelNotFoundError(
+            f"model path {config.model!r} does not exist (relative paths start from "
+            f"{os.getcwd()!r}); give the directory that holds config.json and the weights, "
+            "or a GGUF file"
+        )
+    return _hub_snapshot(config, progress), False
 
-        return snapshot_download(config.model, local_files_only=config.local_files_only)
+
+def _from_gguf(file: Path, config: EngineConfig, progress: Progress | None) -> Path:
+    # "auto" keeps the dequantized values exact; loading may cast them afterwards.
+    dtype_name = "float32" if config.dtype == "auto" else config.dtype
+    return cached_checkpoint(file, dtype_name, check_config=check_causal, progress=progress)
+
+
+def _hub_snapshot(config: EngineConfig, progress: Progress | None) -> str:
+    """A hub id's local snapshot: from the cache, else (``download=True``) downloaded now."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(config.model, local_files_only=True)
+    except Exception as exc:
+        if not config.download:
+            raise ModelNotFoundError(_not_cached_message(config.model)) from exc
+    report(progress, "download", 0, None, f"downloading {config.model} from the Hugging Face hub")
+    try:
+        from huggingface_hub import HfApi
+
+        files = HfApi().list_repo_files(config.model)
+        path = snapshot_download(
+            config.model, local_files_only=False, allow_patterns=_hub_patterns(config, files)
+        )
     except Exception as exc:
         raise ModelNotFoundError(
-            f"model {config.model!r} is neither a local directory nor a hub id in the local "
-            f"cache; download it first (e.g. `hf download {config.model}`) or give a path"
+            f"cannot download {config.model!r} from the Hugging Face hub: "
+            f"{type(exc).__name__}: {exc}; check the id, the network (HF_ENDPOINT, proxies) "
+            "and, for gated models, your access token (hf auth login or HF_TOKEN)"
         ) from exc
+    report(progress, "ready", 1, 1, f"downloaded {config.model} into {path}")
+    return path
 
 
-def _check_causal(hf_config: Any, source: str) -> None:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    model_type = getattr(hf_config, "model_type", None)
-    archs = list(getattr(hf_config, "architectures", None) or [])
-    causal_arch = any(a.endswith(_CAUSAL_SUFFIXES) for a in archs)
-    if (
-        model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-        or getattr(hf_config, "is_encoder_decoder", False)
-        or (archs and not causal_arch)
-    ):
-        raise NotCausalLMError(
-            f"{source} holds a {model_type!r} model ({', '.join(archs) or 'no architectures'}), "
-            "which is not a causal (decoder-only) language model; mp13 needs one such as "
-            "Llama, Qwen2, Mistral or Granite"
+def _hub_patterns(config: EngineConfig, files: list[str]) -> list[str]:
+    """What to download of a hub repo: config, tokenizer, and one copy of the weights."""
+    patterns = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken", "tokenizer*"]
+    if any(f.endswith(".safetensors") for f in files):
+        patterns.append("*.safetensors")
+    elif any(f.endswith(".bin") for f in files):
+        patterns.append("*.bin")
+    elif any(f.endswith(".gguf") for f in files):
+        ggufs = sorted(f for f in files if f.endswith(".gguf"))
+        raise ModelNotFoundError(
+            f"hub repo {config.model!r} holds GGUF files only ({', '.join(ggufs[:4])}"
+            f"{', ...' if len(ggufs) > 4 else ''}); download the one you want (e.g. `hf "
+            f"download {config.model} {ggufs[0]}`) and load the file: Engine.load(path)"
         )
+    if config.trust_remote_code:
+        patterns.append("*.py")
+    return patterns
+
+
+def _not_cached_message(model: str) -> str:
+    hint = ""
+    from mp13_engine.models import names
+
+    if model in names():
+        hint = (
+            f" ({model!r} is one of mp13's named models: fetch it with "
+            f"mp13_engine.models.fetch({model!r}) and load the directory it returns)"
+        )
+    return (
+        f"model {model!r} is neither a local directory nor a hub id in the local Hugging Face "
+        f"cache{hint}; to download it, pass EngineConfig(download=True) (mp13chat --download), "
+        f"download it first (`hf download {model}`), or give a local path"
+    )
 
 
 def _quantization_config(config: EngineConfig, dtype: torch.dtype) -> Any:
@@ -119,12 +180,16 @@ def _quantization_config(config: EngineConfig, dtype: torch.dtype) -> Any:
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
-def load_model(config: EngineConfig) -> Loaded:
-    """Load model + tokenizer for ``config`` (runs on the caller's thread, before the worker)."""
+def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded:
+    """Load model + tokenizer for ``config`` (runs on the caller's thread, before the worker).
+
+    ``progress`` receives ``FetchProgress`` reports of the slow first-time steps
+    (converting a GGUF file, downloading with ``download=True``).
+    """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    source = _resolve_source(config)
     device = resolve_device(config.device)
+    source, from_gguf = _resolve_source(config, progress)
     common = {
         "local_files_only": config.local_files_only,
         "trust_remote_code": config.trust_remote_code,
@@ -136,12 +201,14 @@ def load_model(config: EngineConfig) -> Loaded:
             f"cannot read the model config in {source}: {exc}; check that it holds a "
             "Hugging Face checkpoint (config.json)"
         ) from exc
-    _check_causal(hf_config, source)
+    check_causal(hf_config, source)
 
     mapped = config.device_map is not None
     on_cpu = not torch.cuda.is_available() if mapped else device.type == "cpu"
     if config.dtype == "auto":
-        dtype = torch.float32 if on_cpu else _checkpoint_dtype(hf_config)
+        # A converted GGUF is stored in float32 (exact); accelerators want half precision.
+        dtype = torch.float32 if on_cpu else _accelerator_dtype() if from_gguf else None
+        dtype = dtype or _checkpoint_dtype(hf_config)
     else:
         dtype = _DTYPES[config.dtype]
     kwargs: dict[str, Any] = {"dtype": dtype, **common}
@@ -180,6 +247,10 @@ def load_model(config: EngineConfig) -> Loaded:
     elif quant is None:
         model = model.to(device)
     model.eval()
+    if config.quantization == "4bit":
+        keep_4bit_layout(model)  # adapters may be loaded after generating (issue 12, fix 6)
+    elif config.quantization == "8bit":
+        install_int8_cast_filter()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
     except Exception as exc:
@@ -190,6 +261,10 @@ def load_model(config: EngineConfig) -> Loaded:
         # Left padding is masked out, so any valid id works; eos is the usual choice.
         tokenizer.pad_token = tokenizer.eos_token
     return Loaded(model=model, tokenizer=tokenizer, device=device, dtype=dtype, source=source)
+
+
+def _accelerator_dtype() -> torch.dtype:
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
 
 def _checkpoint_dtype(hf_config: Any) -> torch.dtype:

@@ -65,7 +65,6 @@ from mp13_engine._generation import Sampling, bad_rows, choose, left_pad
 from mp13_engine._kv import BatchKV
 from mp13_engine._output import RequestStatus
 from mp13_engine._prefix_cache import PrefixCache
-from mp13_engine._quiet import quiet_int8_casts
 from mp13_engine._state import EngineState
 from mp13_engine._streams import RequestState
 from mp13_engine._types import BASE_ADAPTER, FinishReason
@@ -185,7 +184,7 @@ class DecodeLoop:
             # Outside inference mode: resolving adapters may build a combination of
             # adapters, whose weights must stay ordinary (trainable later) tensors.
             self._admit(admitted)
-            with torch.inference_mode(), quiet_int8_casts():
+            with torch.inference_mode():
                 tokens = self._prefill_step()
                 tokens += self._decode_step()
         finally:

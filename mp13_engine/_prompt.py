@@ -1,11 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """Turn a ``Request`` into the exact prompt text and token ids a step feeds.
 
-Invariant: ``render(request)`` is the one string that ``generate`` tokenizes,
-and ``encode`` tokenizes it without adding special tokens, so
-``count_tokens(format_prompt(r))`` equals the prompt length used by
-``generate``. Raw prompts get the tokenizer's BOS token prefixed as text when
-the tokenizer would normally add one, which keeps that invariant.
+Invariant: ``prompt(request)`` is the one rendering ``generate`` tokenizes:
+its ``text`` (what ``render``/``format_prompt`` return) plus the spans of that
+text where message data spells a control token, which ``TokenizerGuard``
+encodes as plain text (``mp13_engine._markup``). Without such spans,
+``count_tokens(format_prompt(r))`` equals the prompt length ``generate`` uses;
+with them only ``count_tokens(r)`` does (the text alone cannot say which
+spellings are markup). Raw prompts get the tokenizer's BOS token prefixed as
+text when the tokenizer would normally add one, which keeps that invariant;
+their control-token spellings are markup (their author writes the template).
+Roles beyond system/user/assistant/tool are served only to a template that
+names them (``ipython`` to Llama 3, ``tool_results`` to Mistral...).
 
 Messages are rendered with the tokenizer's chat template; ``continue_final``
 renders without a generation prompt and continues the last assistant message.
@@ -21,16 +27,18 @@ too, so training and serving cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mp13_engine import toolcalls
 from mp13_engine._errors import ChatTemplateError, RequestError
+from mp13_engine._markup import Prompt, SpecialText
+from mp13_engine._request_fields import CORE_ROLES, ROLES
 from mp13_engine._types import Request
 
 
 class PromptFormatter:
-    """Renders and tokenizes prompts for one tokenizer (thread-safe: no mutable state)."""
+    """Renders prompts for one tokenizer (thread-safe: no mutable state)."""
 
     def __init__(self, tokenizer: Any, tool_format: str | None = None):
         self._tok = tokenizer
@@ -47,6 +55,7 @@ class PromptFormatter:
             else bool(self.chat_template and "tools" in self.chat_template)
         )
         self._bos_text = self._bos_prefix(tokenizer)
+        self.special = SpecialText.of(tokenizer)
 
     @staticmethod
     def _bos_prefix(tokenizer: Any) -> str:
@@ -58,38 +67,79 @@ class PromptFormatter:
 
     def render(self, request: Request) -> str:
         """The exact prompt text for ``request`` (raises ``RequestError``/``ChatTemplateError``)."""
-        if request.messages is None and request.prompt is None:
-            raise RequestError("a Request needs `messages` (chat) or `prompt` (raw text)")
-        if request.messages is not None and request.prompt is not None:
-            raise RequestError("give a Request either `messages` or `prompt`, not both")
+        return self._text(request)
+
+    def prompt(self, request: Request) -> Prompt:
+        """The prompt text for ``request`` and the spans of it that are data spelling markup.
+
+        Raw prompts are markup throughout. For chats, when some string of the
+        data (messages, tools, template variables) spells a special token, the
+        chat is rendered a second time with that data defanged, to tell the
+        template's markup from the data's (see ``mp13_engine._markup``).
+        """
+        text = self._text(request)
+        if request.prompt is not None:
+            return Prompt(text)
+        data = (request.messages or (), request.tools, request.chat_template_kwargs)
+        return Prompt(text, self.special.forged_in(text, data, self._defanged(request)))
+
+    def _text(self, request: Request) -> str:
         if request.prompt is not None:
             text = request.prompt
             if self._bos_text and not text.startswith(self._bos_text):
                 text = self._bos_text + text
             return text
-        return self._render_messages(request)
-
-    def _render_messages(self, request: Request) -> str:
         if self.chat_template is None:
             raise ChatTemplateError(
                 "this model's tokenizer has no chat template, so `messages` cannot be rendered; "
                 "send a raw `prompt` instead, or load a model whose tokenizer has a chat template"
             )
-        messages = [dict(m) for m in request.messages or ()]
-        if not messages:
-            raise RequestError("Request.messages is empty; give at least one message")
-        if request.continue_final and messages[-1].get("role") != "assistant":
-            raise RequestError(
-                "continue_final=True needs the last message to be an assistant message to "
-                "continue; append one or drop continue_final"
-            )
-        messages, tools = self.prepare(messages, request.tools)
-        kwargs: dict[str, Any] = dict(request.chat_template_kwargs or {})
-        if tools:
-            kwargs["tools"] = tools
+        messages = request.messages or ()
+        self._check_roles(messages)
+        return self._render_chat(request, messages, request.tools, request.chat_template_kwargs)
+
+    def _defanged(self, request: Request) -> Callable[[Any], str]:
+        def render(data: Any) -> str:
+            try:
+                return self._render_chat(request, *data)
+            except RequestError as exc:
+                raise RequestError(
+                    "the messages spell control tokens of this model and its chat template "
+                    f"cannot render them with those spellings neutralised ({exc}); remove the "
+                    "control-token text from the messages"
+                ) from exc
+
+        return render
+
+    def _check_roles(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Roles beyond system/user/assistant/tool only for a template that names them."""
+        for i, message in enumerate(messages):
+            if not self._serves_role(message["role"]):
+                known = ", ".join(r for r in ROLES if self._serves_role(r))
+                raise RequestError(
+                    f"message {i} has role {message['role']!r}, which this model's chat template "
+                    f"does not handle; use one of {known}",
+                    field="messages",
+                )
+
+    def _serves_role(self, role: str) -> bool:
+        template = self.chat_template or ""
+        return role in CORE_ROLES or f"'{role}'" in template or f'"{role}"' in template
+
+    def _render_chat(
+        self,
+        request: Request,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        template_kwargs: Mapping[str, Any] | None,
+    ) -> str:
+        prepared, specs = self.prepare(messages, tools)
+        kwargs: dict[str, Any] = dict(template_kwargs or {})
+        if specs:
+            kwargs["tools"] = specs
         try:
             return self._tok.apply_chat_template(
-                messages,
+                prepared,
                 tokenize=False,
                 add_generation_prompt=not request.continue_final,
                 continue_final_message=request.continue_final,
@@ -97,8 +147,8 @@ class PromptFormatter:
             )
         except Exception as exc:
             raise RequestError(
-                f"the chat template could not render these messages: {exc}; check the roles "
-                "and message shapes this model's template accepts"
+                f"the chat template could not render these messages: {exc}; check the roles, "
+                "their order and the message shapes this model's template accepts"
             ) from exc
 
     def prepare(
@@ -120,6 +170,3 @@ class PromptFormatter:
         return toolcalls.prepare_chat(
             out, tools, fmt, chat_template=self.chat_template, support=self.template_support
         )
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok(text, add_special_tokens=False)["input_ids"])

@@ -11,17 +11,27 @@ encodes while another changes padding/truncation state.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import torch
+from tokenizers import AddedToken, Tokenizer
 
 from mp13_engine._config import EngineConfig
+from mp13_engine._markup import Prompt, Span, SpecialText, encode_protected, special_tokens
 from mp13_engine._prompt import PromptFormatter
+
+# Private-use text no prompt contains: marks "a control token came before" (see _encode_as_text).
+_MIDDLE = "\ue000mp13-stretch\ue000"
 
 
 class TokenizerGuard:
     """Thread-safe encode/decode on one tokenizer.
+
+    ``encode_prompt`` encodes a rendered ``Prompt`` so that the spans where message
+    data spells a control token become plain text (``mp13_engine._markup``); every
+    other text is encoded exactly as the tokenizer always does (``encode``).
 
     ``decode`` keeps the special tokens that the chat template itself writes
     (``[TOOL_CALLS]``, ``<|channel|>``, ``<|python_tag|>``...: many models mark
@@ -32,14 +42,88 @@ class TokenizerGuard:
 
     def __init__(self, tokenizer: Any, chat_template: str | None = None):
         self.tokenizer = tokenizer
-        self._lock = threading.Lock()
+        # Re-entrant: training renders rows holding it and encodes them through this guard.
+        self._lock = threading.RLock()
+        specials = special_tokens(tokenizer)
+        self._special_ids = frozenset(specials)
+        self._special = SpecialText(specials)
         self._drop = frozenset(
-            i for i, text in _special_tokens(tokenizer).items() if text not in (chat_template or "")
+            i for i, text in specials.items() if text not in (chat_template or "")
         )
+        self._as_text: Any = None  # the backend copy that never matches special tokens
 
     def encode(self, text: str) -> list[int]:
+        """``text`` as the tokenizer encodes it (control-token spellings are control tokens)."""
         with self._lock:
             return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """The ids ``generate`` feeds for ``prompt``: its forged spans encoded as text."""
+        if not prompt.forged:
+            return self.encode(prompt.text)
+        if not getattr(self.tokenizer, "is_fast", False):
+            return self._encode_pieces(prompt)
+        return self.encode_offsets(prompt.text, prompt.forged)[0]
+
+    def _encode_pieces(self, prompt: Prompt) -> list[int]:
+        """Python tokenizers (no offsets, no backend): markup by id, the text between as text.
+
+        Such tokenizers take ``split_special_tokens`` per call, so nothing shared changes.
+        """
+        text, forged, tok = prompt.text, set(prompt.forged), self.tokenizer
+        ids: list[int] = []
+        last = 0
+        with self._lock:
+            for s, e in (sp for sp in self._special.find(text) if sp not in forged):
+                piece = tok(text[last:s], add_special_tokens=False, split_special_tokens=True)
+                ids += piece["input_ids"]
+                ids.append(tok.convert_tokens_to_ids(text[s:e]))
+                last = e
+            tail = tok(text[last:], add_special_tokens=False, split_special_tokens=True)
+            return ids + list(tail["input_ids"])
+
+    def encode_chat(
+        self, text: str, data: Any, render: Callable[[Any], str]
+    ) -> tuple[list[int], list[Span]]:
+        """Ids and offsets of ``text`` = ``render(data)``, data spelling control tokens as text.
+
+        Training encodes its chat rows with it, so a row cannot forge a turn either.
+        """
+        with self._lock:
+            return self.encode_offsets(text, self._special.forged_in(text, data, render))
+
+    def encode_offsets(
+        self, text: str, forged: tuple[Span, ...] = ()
+    ) -> tuple[list[int], list[Span]]:
+        """Ids and character offsets of ``text``, with the ``forged`` spans encoded as text."""
+        with self._lock:
+            return encode_protected(
+                self._encode_with_offsets, self._encode_as_text, self._special_ids, text, forged
+            )
+
+    def _encode_with_offsets(self, text: str) -> tuple[list[int], list[Span]]:
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+    def _encode_as_text(self, text: str, middle: bool) -> tuple[list[int], list[Span]]:
+        """``text`` with special-token matching off, as a stretch after a control token when
+        ``middle`` (tokenizers that prefix only the first stretch, e.g. Metaspace
+        ``prepend_scheme="first"``, must not prefix it)."""
+        if self._as_text is None:
+            # A private copy: flipping the shared backend's flag would race with other callers
+            # of the tokenizer (transformers sets it on every call, and never restores it).
+            # The marker is a non-special added token, still matched: put before a stretch,
+            # it makes that stretch the second one, as it was in the whole prompt.
+            backend = Tokenizer.from_str(self.tokenizer.backend_tokenizer.to_str())
+            backend.add_tokens([AddedToken(_MIDDLE, special=False, normalized=False)])
+            backend.encode_special_tokens = True
+            self._as_text = backend
+        if not middle:
+            enc = self._as_text.encode(text, add_special_tokens=False)
+            return list(enc.ids), list(enc.offsets)
+        enc = self._as_text.encode(_MIDDLE + text, add_special_tokens=False)
+        cut = len(_MIDDLE)
+        return list(enc.ids[1:]), [(s - cut, e - cut) for s, e in enc.offsets[1:]]
 
     def decode(self, ids: list[int]) -> str:
         drop = self._drop
@@ -48,19 +132,6 @@ class TokenizerGuard:
             return self.tokenizer.decode(
                 kept, skip_special_tokens=False, spaces_between_special_tokens=False
             )
-
-
-def _special_tokens(tokenizer: Any) -> dict[int, str]:
-    """Id -> text of every special token (added tokens marked special, BOS/EOS/PAD/...)."""
-    found = {
-        int(i): str(token.content)
-        for i, token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items()
-        if getattr(token, "special", False)
-    }
-    ids = [i for i in getattr(tokenizer, "all_special_ids", ()) if i is not None]
-    for i, text in zip(ids, tokenizer.convert_ids_to_tokens(ids), strict=True):
-        found.setdefault(int(i), str(text))
-    return found
 
 
 @attrs.define

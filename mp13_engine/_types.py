@@ -11,12 +11,21 @@ it. ``Response.text`` never contains tool-call markup or reasoning; those are in
 from __future__ import annotations
 
 import enum
-import uuid
 from typing import Any
 
 import attrs
 
+from mp13_engine._request_fields import FIELDS, check_request, new_request_id
 from mp13_toolbox import ToolCall
+
+
+def _check(name: str, value: Any) -> Any:
+    """Field ``name``'s rule (``_request_fields``), the converter of that ``Request`` field.
+
+    Each field's converter is a lambda calling this, the form type checkers read.
+    """
+    return FIELDS[name].check(name, value)
+
 
 #: Adapter name that means "the base model, no adapter".
 BASE_ADAPTER = "__base__"
@@ -31,18 +40,6 @@ class FinishReason(str, enum.Enum):
     ERROR = "error"  # the request failed; Response.error says why
 
 
-def _new_id() -> str:
-    return uuid.uuid4().hex[:16]
-
-
-def _opt_tuple(value: Any) -> tuple | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
-
-
 def _tuple(value: Any) -> tuple:
     if value is None:
         return ()
@@ -51,49 +48,87 @@ def _tuple(value: Any) -> tuple:
     return tuple(value)
 
 
-def _messages(value: Any) -> tuple[dict[str, Any], ...] | None:
-    if value is None:
-        return None
-    return tuple(dict(m) for m in value)
-
-
 @attrs.frozen(kw_only=True)
 class Request:
-    """One generation request.
+    """One generation request, valid from the moment it exists.
 
     Give ``messages`` (chat, rendered with the model's chat template) or
-    ``prompt`` (raw text, fed as is). ``adapters``: ``None`` uses the engine's
-    default adapters, ``[]`` or ``["__base__"]`` the base model, otherwise the
-    named adapters (several are combined, see ``engine.adapters``). Sampling is
-    on when ``do_sample`` is true; ``seed`` makes a sampled request
-    reproducible, also inside a batch. ``timeout_s``: seconds from submission
-    after which the request ends ``ERROR`` (None: the engine's
-    ``EngineConfig.request_timeout_s``).
+    ``prompt`` (raw text, fed as is: control-token text in it is markup).
+    Every field is checked when the request is built (and by ``attrs.evolve``):
+    a bad value raises ``RequestError`` naming the field, the value and what is
+    allowed (see ``mp13_engine.REQUEST_FIELDS`` / ``check_request_field``).
+
+    Sampling follows OpenAI, vLLM and Ollama: ``temperature=0`` is greedy
+    decoding, a positive ``temperature`` samples at that temperature. Left
+    unset (``None``), the request is greedy unless ``do_sample=True``, which
+    samples at temperature 1.0. ``do_sample=False`` is always greedy, and
+    ``temperature=0`` wins over ``do_sample=True``. ``sampling`` says which it is.
+    ``seed`` (0 to 2**64-1) makes a sampled request reproducible, also inside a
+    batch; without one each sampled request draws a random seed.
+
+    ``adapters``: ``None`` uses the engine's default adapters, ``[]`` or
+    ``["__base__"]`` the base model, otherwise the named adapters (several are
+    combined, see ``engine.adapters``). ``tools``: OpenAI-style dicts,
+    ``mp13_toolbox.ToolSpec``s or plain functions (one or a list), stored as
+    OpenAI-style dicts. ``chat_template_kwargs``: extra template variables
+    (e.g. ``{"enable_thinking": False}``), never the arguments the engine sets.
+    ``timeout_s``: a deadline for the whole request (``None`` = the engine's
+    default).
+
+    Text inside messages and tool specs never becomes a control token: a user
+    message that spells ``<|im_start|>`` reaches the model as that text.
     """
 
     messages: tuple[dict[str, Any], ...] | None = attrs.field(
-        default=None, converter=_messages, hash=False
+        default=None, converter=lambda v: _check("messages", v), hash=False
     )
-    prompt: str | None = None
-    id: str = attrs.field(factory=_new_id)
-    max_new_tokens: int | None = None
-    min_new_tokens: int = 0
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    repetition_penalty: float = 1.0
-    seed: int | None = None
-    stop: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
-    adapters: tuple[str, ...] | None = attrs.field(default=None, converter=_opt_tuple)
+    prompt: str | None = attrs.field(default=None, converter=lambda v: _check("prompt", v))
+    id: str = attrs.field(factory=new_request_id, converter=lambda v: _check("id", v))
+    max_new_tokens: int | None = attrs.field(
+        default=None, converter=lambda v: _check("max_new_tokens", v)
+    )
+    min_new_tokens: int = attrs.field(default=0, converter=lambda v: _check("min_new_tokens", v))
+    do_sample: bool | None = attrs.field(default=None, converter=lambda v: _check("do_sample", v))
+    temperature: float | None = attrs.field(
+        default=None, converter=lambda v: _check("temperature", v)
+    )
+    top_p: float = attrs.field(default=1.0, converter=lambda v: _check("top_p", v))
+    top_k: int = attrs.field(default=0, converter=lambda v: _check("top_k", v))
+    repetition_penalty: float = attrs.field(
+        default=1.0, converter=lambda v: _check("repetition_penalty", v)
+    )
+    seed: int | None = attrs.field(default=None, converter=lambda v: _check("seed", v))
+    stop: tuple[str, ...] = attrs.field(default=(), converter=lambda v: _check("stop", v))
+    adapters: tuple[str, ...] | None = attrs.field(
+        default=None, converter=lambda v: _check("adapters", v)
+    )
     tools: tuple[dict[str, Any], ...] | None = attrs.field(
-        default=None, converter=_opt_tuple, hash=False
+        default=None, converter=lambda v: _check("tools", v), hash=False
     )
-    parse_tools: bool = True
-    continue_final: bool = False
-    return_prompt: bool = False
-    timeout_s: float | None = None
-    chat_template_kwargs: dict[str, Any] | None = attrs.field(default=None, hash=False)
+    parse_tools: bool = attrs.field(default=True, converter=lambda v: _check("parse_tools", v))
+    continue_final: bool = attrs.field(
+        default=False, converter=lambda v: _check("continue_final", v)
+    )
+    return_prompt: bool = attrs.field(default=False, converter=lambda v: _check("return_prompt", v))
+    chat_template_kwargs: dict[str, Any] | None = attrs.field(
+        default=None, converter=lambda v: _check("chat_template_kwargs", v), hash=False
+    )
+    timeout_s: float | None = attrs.field(default=None, converter=lambda v: _check("timeout_s", v))
+
+    def __attrs_post_init__(self) -> None:
+        check_request(self)
+
+    @property
+    def sampling(self) -> bool:
+        """Whether this request samples (see the class docstring) rather than decodes greedily."""
+        if self.temperature == 0.0 or self.do_sample is False:
+            return False
+        return self.do_sample is True or self.temperature is not None
+
+    @property
+    def sampling_temperature(self) -> float:
+        """The temperature a sampled request samples at (1.0 when unset)."""
+        return self.temperature if self.temperature else 1.0
 
 
 @attrs.frozen(kw_only=True)

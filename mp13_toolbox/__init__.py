@@ -39,14 +39,15 @@ from mp13_toolbox._errors import (
     Mp13Error,
     ToolboxError,
     ToolRegistrationError,
+    ToolSettingError,
     ToolStateError,
     UnknownToolError,
 )
 from mp13_toolbox._execute import TRUNCATION_MARKER
-from mp13_toolbox._registry import ToolInfo, ToolKind
+from mp13_toolbox._registry import ToolInfo, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec, parse_docstring
 from mp13_toolbox._scopes import ToolsScope, ToolsView
-from mp13_toolbox._state import ToolboxState, ToolRecord
+from mp13_toolbox._state import ToolboxState
 from mp13_toolbox._toolbox import Toolbox
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import validate
@@ -72,6 +73,7 @@ __all__ = [
     "ToolRecord",
     "ToolRegistrationError",
     "ToolResult",
+    "ToolSettingError",
     "ToolSpec",
     "ToolStateError",
     "Toolbox",

@@ -22,10 +22,11 @@ from __future__ import annotations
 import enum
 import types
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Union
+from typing import Union
 
 import attrs
 
+from mp13_toolbox._errors import ToolSettingError
 from mp13_toolbox._types import ToolCall
 
 
@@ -69,7 +70,7 @@ def as_risk(value: Risk | str) -> Risk:
     try:
         return Risk(value)
     except ValueError:
-        raise ValueError(
+        raise ToolSettingError(
             f"unknown risk {value!r}; use one of: {', '.join(r.value for r in Risk)}"
         ) from None
 
@@ -80,7 +81,7 @@ def as_approval(value: Approval | str | None) -> Approval | None:
     try:
         return Approval(value)
     except ValueError:
-        raise ValueError(
+        raise ToolSettingError(
             f"unknown approval policy {value!r}; use one of: "
             f"{', '.join(a.value for a in Approval)} (or None for the risk default)"
         ) from None
@@ -99,7 +100,7 @@ _ANSWER_WORDS = {
 }
 
 
-def as_answer(value: Any) -> ApprovalAnswer:
+def as_answer(value: object) -> ApprovalAnswer:
     """Normalise an approver's reply; anything unrecognised counts as ``NO``."""
     if isinstance(value, ApprovalAnswer):
         return value

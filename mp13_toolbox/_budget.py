@@ -36,12 +36,13 @@ from typing import Any
 
 import attrs
 
+from mp13_toolbox._errors import ToolSettingError
 from mp13_toolbox._types import ToolCall
 
 
-def _non_negative(_inst: Any, attr: attrs.Attribute, value: int | None) -> None:
+def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: int | None) -> None:
     if value is not None and value < 0:
-        raise ValueError(f"{attr.name} must be >= 0 or None (no limit), got {value}")
+        raise ToolSettingError(f"{attr.name} must be >= 0 or None (no limit), got {value}")
 
 
 @attrs.frozen

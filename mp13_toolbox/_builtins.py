@@ -12,7 +12,9 @@
   ``tool_help`` and keep rarely used tools silent: the prompt stays short and
   the model can still discover and call them.
 
-``BUILTINS`` is a read-only name -> registration map; ``add_builtins`` walks it.
+``BUILTINS`` is a read-only name -> function map; ``Toolbox.add_builtins``
+registers from it. A builtin reads the toolbox only through ``ToolContext``, so
+this module does not know the ``Toolbox`` class.
 """
 
 from __future__ import annotations
@@ -24,14 +26,11 @@ import math
 import operator
 import types
 import zoneinfo
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from mp13_toolbox._context import ToolContext
-from mp13_toolbox._errors import UnknownToolError
-
-if TYPE_CHECKING:
-    from mp13_toolbox._toolbox import Toolbox
+from mp13_toolbox._errors import ToolboxError, UnknownToolError
 
 _MAX_EXPRESSION = 2_000
 _MAX_BITS = 4_096  # integers larger than this (about 1,233 digits) are refused
@@ -70,7 +69,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 _CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
 
 
-class CalculatorError(ValueError):
+class CalculatorError(ToolboxError, ValueError):
     """An expression the calculator refuses; the message says what to change."""
 
 
@@ -216,26 +215,6 @@ def tool_help(ctx: ToolContext, name: str | None = None) -> str:
     )
 
 
-BUILTINS: types.MappingProxyType[str, Callable[..., Any]] = types.MappingProxyType(
+BUILTINS: types.MappingProxyType[str, Callable[..., str]] = types.MappingProxyType(
     {"calculator": calculator, "current_time": current_time, "tool_help": tool_help}
 )
-
-
-def add_builtins(tb: Toolbox, names: Iterable[str] | None = None) -> list[str]:
-    """Register builtins on ``tb`` via ``tb.register``; returns the names added.
-
-    A name already registered on ``tb`` is left alone.
-    """
-    chosen = list(BUILTINS) if names is None else list(names)
-    unknown = [n for n in chosen if n not in BUILTINS]
-    if unknown:
-        raise UnknownToolError(
-            f"no builtin tool named {', '.join(map(repr, unknown))}; "
-            f"builtins: {', '.join(BUILTINS)}"
-        )
-    added = []
-    for n in chosen:
-        if n not in tb:  # never clobber a user's tool of the same name, nor add twice
-            tb.register(BUILTINS[n], name=n)
-            added.append(n)
-    return added

@@ -17,6 +17,7 @@ import dataclasses
 import enum
 import types
 import typing
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -24,7 +25,7 @@ import cattrs
 
 converter = cattrs.Converter(forbid_extra_keys=False)
 
-_SCALAR_FITS: dict[Any, Any] = {
+_SCALAR_FITS: dict[Any, Callable[[Any], bool]] = {
     str: lambda v: isinstance(v, str),
     bool: lambda v: isinstance(v, bool),
     int: lambda v: isinstance(v, int) and not isinstance(v, bool),

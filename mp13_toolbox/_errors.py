@@ -1,20 +1,30 @@
 # SPDX-License-Identifier: MIT
-"""The root of mp13's one exception tree.
+"""mp13's one exception tree, and the toolbox's branch of it.
 
-Every error that mp13 raises on purpose is an ``Mp13Error``. The base lives here,
-in the lowest layer, so that every package can subclass it without importing
-upward. Each package adds its branch in its own ``_errors`` module::
+Every error that mp13 raises on purpose is an ``Mp13Error``, so
+``except Mp13Error`` catches all of them and nothing else. The base lives here,
+in the lowest layer, so that every package subclasses it without importing
+upward; it is public as ``mp13_toolbox.Mp13Error`` (and re-exported as
+``mp13_engine.Mp13Error``), which is where the other packages import it from.
+Each package adds one branch in its own ``_errors`` module, whose docstring
+lists it in full::
 
-    Mp13Error
-    ├── ToolboxError              (mp13_toolbox)
+    Mp13Error                     (mp13_toolbox; this module)
+    ├── ToolboxError              (mp13_toolbox; this module)
     │   ├── ToolRegistrationError     a function or spec cannot become a tool
     │   ├── UnknownToolError          a name that is not registered
-    │   └── ToolStateError            toolbox state cannot be (de)serialized
+    │   ├── ToolSettingError          a mode, risk, approval, answer, budget or scope
+    │   │                             value that is not one of the allowed ones
+    │   ├── ToolStateError            toolbox state cannot be (de)serialized
+    │   └── CalculatorError           the builtin calculator refuses an expression
     ├── EngineError               (mp13_engine._errors)
     ├── ContextError              (mp13_context._errors)
-    └── ChatError                 (mp13chat)
+    └── ChatError                 (mp13chat._errors)
 
-Tool *execution* never raises to the caller: a failing tool becomes an error
+Most errors also derive from the builtin they refine (``ValueError``,
+``KeyError``, ...), so code that caught those keeps working. Third-party errors
+are mapped at a package's boundary with ``raise ... from exc``. Tool
+*execution* never raises to the caller: whatever a tool raises becomes an error
 ``ToolResult``. Messages say what went wrong and what to do about it.
 """
 
@@ -38,6 +48,10 @@ class UnknownToolError(ToolboxError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else "unknown tool"
+
+
+class ToolSettingError(ToolboxError, ValueError):
+    """A tool mode, risk, approval policy or answer, budget limit or scope target not allowed."""
 
 
 class ToolStateError(ToolboxError, ValueError):

@@ -54,21 +54,20 @@ TRUNCATION_MARKER = "… [truncated {n} chars]"
 CANCEL_GRACE_S = 0.25
 
 
-class ToolTimeout(Exception):  # an internal signal; never escapes the toolbox
-    """The callable did not finish within its timeout."""
-
-
 @attrs.frozen
 class Outcome:
-    """What running a tool gave: its return value, or what it raised."""
+    """What running a tool gave: its return value, what it raised, or nothing in time."""
 
     value: Any = None
     error: BaseException | None = None
+    timed_out: bool = False  # it did not finish within its timeout; it was abandoned
 
     def unwrap(self) -> Any:
         """The value, or raise the error (for callables that are not tools: approvers)."""
         if self.error is not None:
             raise self.error
+        if self.timed_out:
+            raise TimeoutError("the callable did not finish within its timeout")
         return self.value
 
 
@@ -134,7 +133,7 @@ def _inline(target: Callable[[], Any]) -> Outcome:
 def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | None) -> Outcome:
     """Run ``target()`` (a coroutine function when ``is_async``) and wait for its outcome.
 
-    Raises ``ToolTimeout`` when it did not finish within ``timeout`` seconds.
+    ``Outcome.timed_out`` when it did not finish within ``timeout`` seconds.
     """
     if not is_async and timeout is None:
         outcome = _inline(target)
@@ -157,7 +156,7 @@ def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | No
             run.cancel()
             if is_async:
                 finished.wait(CANCEL_GRACE_S)
-            raise ToolTimeout
+            return Outcome(timed_out=True)
     except KeyboardInterrupt:  # the caller gave up waiting: stop the tool too
         run.cancel()
         raise
@@ -167,7 +166,7 @@ def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | No
 async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcome:
     """Run ``target()`` (sync or a coroutine function) off the loop; await its outcome.
 
-    Raises ``ToolTimeout`` on timeout; the cancellation of the awaiting task
+    ``Outcome.timed_out`` on timeout; the cancellation of the awaiting task
     propagates (and cancels an async tool).
     """
     loop = asyncio.get_running_loop()
@@ -192,13 +191,13 @@ async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcom
         run.cancel()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(fut), CANCEL_GRACE_S)
-        raise ToolTimeout from None
+        return Outcome(timed_out=True)
     except BaseException:
         run.cancel()
         raise
 
 
-def _default(value: Any) -> Any:
+def _json_fallback(value: Any) -> Any:
     try:
         plain = converter.unstructure(value)
     except Exception:
@@ -208,12 +207,12 @@ def _default(value: Any) -> Any:
     return plain
 
 
-def output_text(value: Any) -> str:
+def output_text(value: object) -> str:
     """The text a tool's return value becomes (see the module doc)."""
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(converter.unstructure(value), ensure_ascii=False, default=_default)
+        return json.dumps(converter.unstructure(value), ensure_ascii=False, default=_json_fallback)
     except (TypeError, ValueError, RecursionError):
         return str(value)
 

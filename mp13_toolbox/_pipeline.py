@@ -5,8 +5,11 @@ The sync and async twins differ only in how they wait (approver, tool); every
 other step lives here: ``prepare`` (lookup in view and registry, budget,
 argument validation with its time counted against the tool's timeout, typed
 arguments, the run's timeout), then, after approval and the run, ``finish``
-(output text, cap, budget record; ``failure`` for whatever the tool raised) or
-``timed_out``. Each returns a ``ToolResult`` instead of raising.
+(output text, cap, budget record; the error result for whatever the tool
+raised or for a timeout). Each returns a ``ToolResult`` instead of raising.
+
+The steps read the toolbox through ``ToolHost``, the narrow protocol this module
+owns, so the pipeline sits below the ``Toolbox`` class it serves.
 """
 
 from __future__ import annotations
@@ -15,28 +18,38 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
 from mp13_toolbox import _execute as ex
 from mp13_toolbox._approval import Approval, ApprovalRequest
 from mp13_toolbox._budget import BudgetState
-from mp13_toolbox._context import ToolContext
+from mp13_toolbox._context import ToolCatalog, ToolContext
 from mp13_toolbox._convert import converter, error_text
 from mp13_toolbox._errors import ToolboxError
 from mp13_toolbox._registry import RegisteredTool, ToolKind
 from mp13_toolbox._scopes import ToolsView, narrower
-from mp13_toolbox._types import ToolCall, ToolMode, ToolResult
+from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import DEFAULT_BUDGET_S, validate
-
-if TYPE_CHECKING:
-    from mp13_toolbox._toolbox import Toolbox
 
 # A tool whose validation used (almost) all of its timeout still gets this long to run.
 _MIN_RUN_S = 0.01
 # Annotations whose validated JSON value is already the Python value.
 _PASSTHROUGH = (str, int, bool, Any, inspect.Parameter.empty)
+
+
+class ToolHost(ToolCatalog, Protocol):
+    """What the steps read of a toolbox besides its catalog (``Toolbox`` is one)."""
+
+    @property
+    def default_timeout_s(self) -> float | None:
+        """The timeout of a tool that sets none (``None``: no timeout)."""
+        ...
+
+    def tool_specs(self, view: ToolsView | None = None) -> list[ToolSpec]:
+        """The specs ``view`` advertises (named in the error for an unknown tool)."""
+        ...
 
 
 @attrs.frozen
@@ -50,7 +63,7 @@ class Plan:
     run_timeout: float | None  # what is left of it after validation: the run's limit
 
 
-def check_budget(budget: object) -> None:
+def require_budget_state(budget: object) -> None:
     """Misuse by the caller, the one thing ``execute`` raises for."""
     if budget is not None and not isinstance(budget, BudgetState):
         raise ToolboxError(
@@ -60,10 +73,13 @@ def check_budget(budget: object) -> None:
 
 
 def prepare(
-    tb: Toolbox, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
+    host: ToolHost,
+    tool: RegisteredTool | None,
+    call: ToolCall,
+    view: ToolsView,
+    budget: BudgetState | None,
 ) -> Plan | ToolResult:
-    view = tb.view() if view is None else view
-    tool = tb._registry.get(call.name)
+    """``call`` of ``tool`` (``None``: not registered) checked up to approval."""
     mode = view.mode(call.name)
     refusal = None
     if tool is not None and not tool.resolved:
@@ -76,38 +92,38 @@ def prepare(
     if refusal is not None:
         if budget is not None:
             budget.admit(call)
-        names = sorted(spec.name for spec in tb.tool_specs(view))
+        names = sorted(spec.name for spec in host.tool_specs(view))
         listing = ", ".join(names) if names else "none"
         return error_result(call, f"{refusal} Available tools: {listing}.")
-    assert tool is not None
+    assert tool is not None  # no refusal: the tool is registered
     if budget is not None:
         reason = budget.admit(call)
         if reason is not None:
             return error_result(call, reason)
-    timeout = tool.timeout_s if tool.timeout_s is not None else tb.default_timeout_s
+    timeout = tool.timeout_s if tool.timeout_s is not None else host.default_timeout_s
     # Validation counts against the tool's timeout and never takes more than it.
-    checking = validate_budget(timeout)
+    checking = validation_budget_s(timeout)
     started = time.monotonic()
     args, problems = validate(tool.spec.parameters, call.arguments, budget_s=checking)
     spent = time.monotonic() - started
     if problems:
-        return error_result(call, invalid(call.name, problems))
+        return error_result(call, invalid_arguments(call.name, problems))
     checked = attrs.evolve(call, arguments=args)
     try:
-        target = _target(tb, tool, checked, view)
+        target = _target(host, tool, checked, view)
     except Exception as exc:
-        return error_result(call, invalid(call.name, [error_text(exc)]))
+        return error_result(call, invalid_arguments(call.name, [error_text(exc)]))
     run_timeout = None if timeout is None else max(timeout - spent, _MIN_RUN_S)
     return Plan(tool=tool, call=checked, target=target, timeout=timeout, run_timeout=run_timeout)
 
 
-def validate_budget(timeout: float | None) -> float:
+def validation_budget_s(timeout: float | None) -> float:
     """Seconds a call's argument validation may take: the default, at most the timeout."""
     return DEFAULT_BUDGET_S if timeout is None else min(DEFAULT_BUDGET_S, timeout)
 
 
 def _target(
-    tb: Toolbox, tool: RegisteredTool, call: ToolCall, view: ToolsView
+    catalog: ToolCatalog, tool: RegisteredTool, call: ToolCall, view: ToolsView
 ) -> Callable[[], Any]:
     handler = tool.handler
     assert handler is not None
@@ -116,16 +132,16 @@ def _target(
     sig = tool.signature
     kwargs: dict[str, Any] = {}
     for key, value in call.arguments.items():
-        tp = sig.params.get(key)
-        if key in sig.params and tp not in _PASSTHROUGH and value is not None:
+        tp = sig.params.get(key, inspect.Parameter.empty)  # **kwargs extras pass as sent
+        if tp not in _PASSTHROUGH and value is not None:
             value = converter.structure(value, tp)
         kwargs[key] = value
     if sig.context_param is not None:
-        kwargs[sig.context_param] = ToolContext(toolbox=tb, view=view, call=call)
+        kwargs[sig.context_param] = ToolContext(toolbox=catalog, view=view, call=call)
     return lambda: handler(**kwargs)
 
 
-def timed_out(plan: Plan) -> ToolResult:
+def _timed_out(plan: Plan) -> ToolResult:
     text = (
         f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
         "discarded. Try simpler arguments or another approach."
@@ -133,7 +149,7 @@ def timed_out(plan: Plan) -> ToolResult:
     return error_result(plan.call, text)
 
 
-def failure(plan: Plan, exc: BaseException) -> ToolResult:
+def _failure(plan: Plan, exc: BaseException) -> ToolResult:
     """The error result for whatever a tool raised (not only ``Exception``s)."""
     name = plan.tool.name
     if isinstance(exc, SystemExit):
@@ -154,39 +170,37 @@ def failure(plan: Plan, exc: BaseException) -> ToolResult:
 
 
 def finish(
-    tb: Toolbox, plan: Plan, outcome: ex.Outcome, budget: BudgetState | None, start: float
+    plan: Plan, outcome: ex.Outcome, budget: BudgetState | None, max_chars: int | None
 ) -> ToolResult:
+    """The result of a run: its output text capped at ``max_chars``, or why it has none."""
+    if outcome.timed_out:
+        return _timed_out(plan)
     if outcome.error is not None:
-        return timed(failure(plan, outcome.error), start)
+        return _failure(plan, outcome.error)
     value = outcome.value
     if isinstance(value, ToolResult):
         text, is_error = value.content, value.is_error
     else:
         text, is_error = ex.output_text(value), False
-    text, truncated = ex.cap(text, tb.max_output_chars)
+    text, truncated = ex.cap(text, max_chars)
     if budget is not None:
         budget.record(plan.call, text)
-    result = ToolResult(
+    return ToolResult(
         name=plan.call.name,
         content=text,
         call_id=plan.call.id,
         is_error=is_error,
         truncated=truncated,
     )
-    return timed(result, start)
 
 
 def error_result(call: ToolCall, text: str) -> ToolResult:
     return ToolResult(name=call.name, content=text, call_id=call.id, is_error=True)
 
 
-def invalid(name: str, problems: list[str]) -> str:
+def invalid_arguments(name: str, problems: list[str]) -> str:
     listed = "; ".join(problems)
     return f"Invalid arguments for tool {name!r}: {listed}. Fix the arguments and call it again."
-
-
-def timed(result: ToolResult, start: float) -> ToolResult:
-    return attrs.evolve(result, duration_s=time.perf_counter() - start)
 
 
 def internal_error(call: ToolCall, exc: Exception) -> ToolResult:
@@ -194,11 +208,11 @@ def internal_error(call: ToolCall, exc: Exception) -> ToolResult:
     return error_result(call, text)
 
 
-def settled(plan: Plan, policy: Approval) -> ToolResult | None:
-    """The approval outcome when nobody needs to be asked (``None``: allowed)."""
+def without_asking(plan: Plan, policy: Approval) -> Plan | ToolResult:
+    """The approval outcome when nobody is asked: ``plan`` when allowed, else the denial."""
     name = plan.tool.name
     if policy is Approval.ALLOW:
-        return None
+        return plan
     if policy is Approval.DENY:
         return error_result(plan.call, f"Tool {name!r} is not allowed; do not call it again.")
     return error_result(
@@ -218,8 +232,12 @@ def approval_failed(plan: Plan, exc: Exception) -> ToolResult:
     return error_result(plan.call, text)
 
 
-def capped(result: ToolResult, max_chars: int | None) -> ToolResult:
-    """Every result, errors included, respects the output cap (once)."""
+def delivered(result: ToolResult, start: float, max_chars: int | None) -> ToolResult:
+    """``result`` as the caller gets it: timed from ``start`` and within the output cap.
+
+    Every result, errors included, respects the cap (once).
+    """
+    result = attrs.evolve(result, duration_s=time.perf_counter() - start)
     if result.truncated:
         return result
     text, truncated = ex.cap(result.content, max_chars)

@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: MIT
 """The registry: tool name -> registered tool (spec, mode, risk, policy, handler).
 
-A ``RegisteredTool`` is a frozen value; changing a tool's mode or risk swaps
-in a new value under the registry's lock, so a call that already took its
-snapshot runs with consistent settings while another thread reconfigures the
-toolbox. Names keep registration order (listings and ``specs`` use it).
+A ``ToolRecord`` is one tool's spec and settings without its callable (what a
+saved toolbox holds per tool); a ``RegisteredTool`` is a record plus the
+callable and the ``Signature`` it is called through. Both are frozen values:
+changing a tool's mode or risk swaps in a new value under the registry's lock,
+so a call that already took its snapshot runs with consistent settings while
+another thread reconfigures the toolbox. Names keep registration order
+(listings and ``specs`` use it).
 
 A tool with ``handler is None`` is *unresolved*: its state was loaded but no
 callable could be relinked by name. Unresolved tools are listed, never
@@ -16,14 +19,13 @@ from __future__ import annotations
 import enum
 import inspect
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from mp13_toolbox._approval import Approval, Risk
 from mp13_toolbox._errors import ToolRegistrationError, UnknownToolError
-from mp13_toolbox._schema import Signature
 from mp13_toolbox._types import ToolMode, ToolSpec
 
 
@@ -50,13 +52,33 @@ class ToolInfo:
 
 
 @attrs.frozen
-class RegisteredTool:
+class Signature:
+    """How a function tool is called: its parameters' annotations and its context slot.
+
+    ``function_spec`` reads it from the function; the pipeline builds the keyword
+    arguments from it.
+    """
+
+    params: dict[str, Any] = attrs.field(hash=False)  # name -> annotation, in order
+    context_param: str | None = None
+
+
+@attrs.frozen
+class ToolRecord:
+    """One tool's spec and settings, without its callable (what saved state holds)."""
+
     spec: ToolSpec
     mode: ToolMode = ToolMode.ADVERTISED
     risk: Risk = Risk.LOW
     approval: Approval | None = None
     timeout_s: float | None = None
     kind: ToolKind = ToolKind.FUNCTION
+
+
+@attrs.frozen
+class RegisteredTool(ToolRecord):
+    """A record with its callable; ``handler is None``: unresolved (see the module doc)."""
+
     handler: Callable[..., Any] | None = attrs.field(default=None, eq=False)
     signature: Signature | None = attrs.field(default=None, eq=False)
 
@@ -75,6 +97,10 @@ class RegisteredTool:
         return inspect.iscoroutinefunction(h) or inspect.iscoroutinefunction(
             type(h).__call__ if h is not None and not inspect.isroutine(h) else None
         )
+
+    def record(self) -> ToolRecord:
+        """The saved form: this tool's ``ToolRecord`` fields, without the callable."""
+        return ToolRecord(**{f.name: getattr(self, f.name) for f in attrs.fields(ToolRecord)})
 
     def info(self) -> ToolInfo:
         return ToolInfo(
@@ -116,7 +142,7 @@ class ToolRegistry:
             try:
                 return self._tools.pop(name)
             except KeyError:
-                raise self.unknown(name) from None
+                raise self.unknown_tool_error(name) from None
 
     def get(self, name: str) -> RegisteredTool | None:
         with self._lock:
@@ -125,7 +151,7 @@ class ToolRegistry:
     def require(self, name: str) -> RegisteredTool:
         tool = self.get(name)
         if tool is None:
-            raise self.unknown(name)
+            raise self.unknown_tool_error(name)
         return tool
 
     def update(self, name: str, **changes: Any) -> RegisteredTool:
@@ -138,12 +164,9 @@ class ToolRegistry:
         with self._lock:
             return list(self._tools.values())
 
-    def unknown(self, name: str) -> UnknownToolError:
+    def unknown_tool_error(self, name: str) -> UnknownToolError:
         known = ", ".join(self._tools) or "none registered"
         return UnknownToolError(f"no tool named {name!r} in this toolbox; known tools: {known}")
-
-    def __iter__(self) -> Iterator[RegisteredTool]:
-        return iter(self.snapshot())
 
     def __len__(self) -> int:
         return len(self._tools)

@@ -38,6 +38,7 @@ import attrs
 
 from mp13_toolbox._context import ToolContext
 from mp13_toolbox._errors import ToolRegistrationError
+from mp13_toolbox._registry import Signature
 from mp13_toolbox._types import ToolSpec
 
 _SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]*):\s*$")
@@ -64,6 +65,8 @@ _ARRAY_ORIGINS = {
     collections.abc.Collection,
 }
 _DICT_ORIGINS = {dict, collections.abc.Mapping, collections.abc.MutableMapping}
+# The class of ``attrs.Factory(...)`` defaults (attrs' stubs declare ``Factory`` a function).
+_ATTRS_FACTORY: type = type(attrs.Factory(list))
 
 
 @attrs.frozen
@@ -220,7 +223,7 @@ def _record_fields(tp: type, where: str) -> list[tuple[str, Any, bool, Any]] | N
             if not f.init:
                 continue
             has_default = f.default is not attrs.NOTHING
-            recordable = has_default and not isinstance(f.default, attrs.Factory)
+            recordable = has_default and not isinstance(f.default, _ATTRS_FACTORY)
             default = f.default if recordable else dataclasses.MISSING
             out.append((f.alias or f.name, hints.get(f.name, f.type), not has_default, default))
         return out
@@ -258,17 +261,10 @@ def _object_schema(
     return out
 
 
-@attrs.frozen
-class Signature:
-    """What the toolbox needs to call a function: its parameter types and context slot."""
-
-    params: dict[str, Any] = attrs.field(hash=False)  # name -> annotation, in order
-    context_param: str | None = None
-    var_keyword: bool = False
-
-
 def function_spec(
-    func: Any, name: str | None = None, description: str | None = None
+    func: collections.abc.Callable[..., object],
+    name: str | None = None,
+    description: str | None = None,
 ) -> tuple[ToolSpec, Signature]:
     """The ``ToolSpec`` of ``func`` and the signature data used to call it."""
     tool_name = name or getattr(func, "__name__", None)
@@ -333,7 +329,7 @@ def function_spec(
         description=description if description is not None else doc.description,
         parameters=parameters,
     )
-    return spec, Signature(params=params, context_param=context_param, var_keyword=var_keyword)
+    return spec, Signature(params=params, context_param=context_param)
 
 
 def _plain(value: Any) -> Any:

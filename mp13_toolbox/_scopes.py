@@ -46,6 +46,7 @@ from typing import Any
 
 import attrs
 
+from mp13_toolbox._errors import ToolSettingError
 from mp13_toolbox._types import ToolMode
 
 # Strength of a mode when equally specific entries of ONE layer target the same tool.
@@ -55,12 +56,12 @@ _EXPOSURE = {ToolMode.DISABLED: 0, ToolMode.SILENT: 1, ToolMode.ADVERTISED: 2}
 _PATTERN_CHARS = frozenset("*?[")
 
 
-def _as_mode(value: ToolMode | str) -> ToolMode:
+def as_mode(value: ToolMode | str) -> ToolMode:
     try:
         return ToolMode(value)
     except ValueError:
         known = ", ".join(m.value for m in ToolMode)
-        raise ValueError(f"unknown tool mode {value!r}; use one of: {known}") from None
+        raise ToolSettingError(f"unknown tool mode {value!r}; use one of: {known}") from None
 
 
 def _as_modes(value: Mapping[str, ToolMode | str] | None) -> dict[str, ToolMode]:
@@ -69,8 +70,10 @@ def _as_modes(value: Mapping[str, ToolMode | str] | None) -> dict[str, ToolMode]
     out: dict[str, ToolMode] = {}
     for target, mode in dict(value).items():
         if not isinstance(target, str) or not target:
-            raise ValueError(f"a scope target must be a non-empty tool name or pattern: {target!r}")
-        out[target] = _as_mode(mode)
+            raise ToolSettingError(
+                f"a scope target must be a non-empty tool name or pattern: {target!r}"
+            )
+        out[target] = as_mode(mode)
     return out
 
 

@@ -20,23 +20,10 @@ from mp13_toolbox._approval import DEFAULT_APPROVALS, Approval, ApprovalAnswer, 
 from mp13_toolbox._builtins import BUILTINS
 from mp13_toolbox._convert import converter, error_text
 from mp13_toolbox._errors import ToolStateError
-from mp13_toolbox._registry import RegisteredTool, ToolKind
+from mp13_toolbox._registry import RegisteredTool, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec
-from mp13_toolbox._types import ToolMode, ToolSpec
 
 STATE_VERSION = 1
-
-
-@attrs.frozen
-class ToolRecord:
-    """One tool's saved settings and spec (no callable)."""
-
-    spec: ToolSpec
-    mode: ToolMode = ToolMode.ADVERTISED
-    risk: Risk = Risk.LOW
-    approval: Approval | None = None
-    timeout_s: float | None = None
-    kind: ToolKind = ToolKind.FUNCTION
 
 
 @attrs.frozen
@@ -54,7 +41,8 @@ class ToolboxState:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
-        return converter.unstructure(self)
+        data: dict[str, Any] = converter.unstructure(self)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolboxState:
@@ -74,20 +62,17 @@ class ToolboxState:
             ) from exc
 
     def to_json(self) -> str:
+        """``to_dict`` as JSON text (keys sorted, so equal states give equal text)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ToolboxState:
+        """Inverse of ``to_json``; raises ``ToolStateError`` on bad JSON or data."""
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise ToolStateError(f"toolbox state is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
-
-
-def record_of(tool: RegisteredTool) -> ToolRecord:
-    """The saved form of a registered tool: its ``ToolRecord`` fields, without the callable."""
-    return ToolRecord(**{f.name: getattr(tool, f.name) for f in attrs.fields(ToolRecord)})
 
 
 def relink(
@@ -114,7 +99,7 @@ def relink(
     return RegisteredTool(**attrs.asdict(rec, recurse=False), handler=handler, signature=signature)
 
 
-def by_name(
+def callables_by_name(
     functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
 ) -> dict[str, Callable[..., Any]]:
     """Callables keyed by name: a mapping as given, a list by each function's ``__name__``."""

@@ -25,13 +25,14 @@ Steps of one call: look up (view + registry) -> budget -> validate arguments
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import inspect
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from mp13_toolbox import _execute as ex
 from mp13_toolbox import _pipeline as pl
@@ -47,12 +48,15 @@ from mp13_toolbox._approval import (
     decide,
 )
 from mp13_toolbox._budget import BudgetState
-from mp13_toolbox._errors import ToolRegistrationError
-from mp13_toolbox._registry import RegisteredTool, ToolInfo, ToolKind, ToolRegistry
+from mp13_toolbox._builtins import BUILTINS
+from mp13_toolbox._errors import ToolRegistrationError, ToolSettingError, UnknownToolError
+from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
-from mp13_toolbox._scopes import ToolsScope, ToolsView, _as_mode
-from mp13_toolbox._state import ToolboxState, by_name, record_of, relink
+from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
+from mp13_toolbox._state import ToolboxState, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class Toolbox:
@@ -86,15 +90,35 @@ class Toolbox:
     # registration -------------------------------------------------------------------------
 
     @overload
-    def register(self, func: Callable[..., Any], **options: Any) -> Callable[..., Any]: ...
+    def register(
+        self,
+        func: _F,
+        *,
+        name: str | None = ...,
+        description: str | None = ...,
+        mode: ToolMode | str = ...,
+        risk: Risk | str = ...,
+        timeout_s: float | None = ...,
+        approval: Approval | str | None = ...,
+        replace: bool = ...,
+    ) -> _F: ...
     @overload
     def register(
-        self, func: None = None, **options: Any
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+        self,
+        func: None = None,
+        *,
+        name: str | None = ...,
+        description: str | None = ...,
+        mode: ToolMode | str = ...,
+        risk: Risk | str = ...,
+        timeout_s: float | None = ...,
+        approval: Approval | str | None = ...,
+        replace: bool = ...,
+    ) -> Callable[[_F], _F]: ...
 
     def register(
         self,
-        func: Callable[..., Any] | None = None,
+        func: _F | None = None,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -103,7 +127,7 @@ class Toolbox:
         timeout_s: float | None = None,
         approval: Approval | str | None = None,
         replace: bool = False,
-    ) -> Any:
+    ) -> _F | Callable[[_F], _F]:
         """Register ``func`` as a tool; its schema comes from its signature and docstring.
 
         Returns ``func`` unchanged, so it also works as ``@tb.register`` or
@@ -111,22 +135,12 @@ class Toolbox:
         ``approval=None`` uses the default for ``risk``.
         """
 
-        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+        def add(f: _F) -> _F:
             if not callable(f):
                 raise ToolRegistrationError(f"register() needs a callable, got {f!r}")
             spec, signature = function_spec(f, name=name, description=description)
-            self._registry.add(
-                RegisteredTool(
-                    spec=spec,
-                    mode=_as_mode(mode),
-                    risk=as_risk(risk),
-                    approval=as_approval(approval),
-                    timeout_s=_as_timeout(timeout_s),
-                    kind=ToolKind.FUNCTION,
-                    handler=f,
-                    signature=signature,
-                ),
-                replace=replace,
+            self._add(
+                spec, ToolKind.FUNCTION, f, signature, mode, risk, timeout_s, approval, replace
             )
             return f
 
@@ -135,7 +149,7 @@ class Toolbox:
     def register_external(
         self,
         spec: Mapping[str, Any] | ToolSpec,
-        handler: Callable[[ToolCall], Any],
+        handler: Callable[[ToolCall], object],
         *,
         mode: ToolMode | str = ToolMode.ADVERTISED,
         risk: Risk | str = Risk.LOW,
@@ -166,23 +180,56 @@ class Toolbox:
             raise ToolRegistrationError(
                 f"tool {tool_spec.name!r}: parameters must be a JSON schema of type 'object'"
             )
+        tool = self._add(
+            tool_spec, ToolKind.EXTERNAL, handler, None, mode, risk, timeout_s, approval, replace
+        )
+        return tool.info()
+
+    def _add(
+        self,
+        spec: ToolSpec,
+        kind: ToolKind,
+        handler: Callable[..., Any],
+        signature: Signature | None,
+        mode: ToolMode | str,
+        risk: Risk | str,
+        timeout_s: float | None,
+        approval: Approval | str | None,
+        replace: bool,
+    ) -> RegisteredTool:
+        """Register one tool, its settings checked and normalised (both ``register``s)."""
         tool = RegisteredTool(
-            spec=tool_spec,
-            mode=_as_mode(mode),
+            spec=spec,
+            mode=as_mode(mode),
             risk=as_risk(risk),
             approval=as_approval(approval),
             timeout_s=_as_timeout(timeout_s),
-            kind=ToolKind.EXTERNAL,
+            kind=kind,
             handler=handler,
+            signature=signature,
         )
         self._registry.add(tool, replace=replace)
-        return tool.info()
+        return tool
 
     def add_builtins(self, names: Iterable[str] | None = None) -> list[str]:
-        """Register the builtin tools (all, or those named); returns their names."""
-        from mp13_toolbox._builtins import add_builtins
+        """Register the builtin tools (all, or those named) via ``register``; return the added.
 
-        return add_builtins(self, names)
+        A name already registered here is left alone: a user's tool of the same name
+        is never replaced, and a builtin is never added twice.
+        """
+        chosen = list(BUILTINS) if names is None else list(names)
+        unknown = [n for n in chosen if n not in BUILTINS]
+        if unknown:
+            raise UnknownToolError(
+                f"no builtin tool named {', '.join(map(repr, unknown))}; "
+                f"builtins: {', '.join(BUILTINS)}"
+            )
+        added = []
+        for n in chosen:
+            if n not in self:
+                self.register(BUILTINS[n], name=n)
+                added.append(n)
+        return added
 
     def unregister(self, name: str) -> ToolInfo:
         """Remove a tool; raises ``UnknownToolError`` for an unknown name."""
@@ -190,7 +237,8 @@ class Toolbox:
             self._remembered.pop(name, None)
             return self._registry.remove(name).info()
 
-    def list(self) -> list[ToolInfo]:
+    # Below this method, ``list`` in an annotation would name it: they say builtins.list.
+    def list(self) -> builtins.list[ToolInfo]:
         """Every registered tool, in registration order, incl. unresolved ones."""
         return [t.info() for t in self._registry.snapshot()]
 
@@ -198,10 +246,11 @@ class Toolbox:
         """One tool's info; raises ``UnknownToolError`` for an unknown name."""
         return self._registry.require(name).info()
 
-    def names(self) -> list[str]:
+    def names(self) -> builtins.list[str]:
+        """Every registered tool's name, in registration order."""
         return [t.name for t in self._registry.snapshot()]
 
-    def unresolved(self) -> list[str]:
+    def unresolved(self) -> builtins.list[str]:
         """Names loaded from state whose callables could not be relinked."""
         return [t.name for t in self._registry.snapshot() if not t.resolved]
 
@@ -216,7 +265,7 @@ class Toolbox:
 
     # settings -----------------------------------------------------------------------------
 
-    def set_mode(self, target: str, mode: ToolMode | str) -> list[str]:
+    def set_mode(self, target: str, mode: ToolMode | str) -> builtins.list[str]:
         """Set the global mode of a tool, or of all tools matching a ``*`` pattern."""
         scope = ToolsScope({target: mode})
         changed = []
@@ -227,13 +276,15 @@ class Toolbox:
                     self._registry.update(tool.name, mode=new)
                     changed.append(tool.name)
         if not changed:
-            raise self._registry.unknown(target)
+            raise self._registry.unknown_tool_error(target)
         return changed
 
     def set_risk(self, name: str, risk: Risk | str) -> None:
+        """A tool's risk (``low``/``medium``/``high``): picks its default approval policy."""
         self._registry.update(name, risk=as_risk(risk))
 
     def set_timeout(self, name: str, timeout_s: float | None) -> None:
+        """A tool's timeout in seconds; ``None`` = the toolbox's ``default_timeout_s``."""
         self._registry.update(name, timeout_s=_as_timeout(timeout_s))
 
     def set_approval(self, name: str, policy: Approval | str | None) -> None:
@@ -242,12 +293,14 @@ class Toolbox:
 
     @property
     def approval_defaults(self) -> dict[Risk, Approval]:
+        """The policy of each risk for tools without their own (a copy)."""
         return dict(self._approval_defaults)
 
     def set_approval_default(self, risk: Risk | str, policy: Approval | str) -> None:
+        """The policy for tools of ``risk`` that have none of their own."""
         policy_ = as_approval(policy)
         if policy_ is None:
-            raise ValueError("a risk default must be allow, deny or ask")
+            raise ToolSettingError("a risk default must be allow, deny or ask, not None")
         with self._registry.lock:
             self._approval_defaults = {**self._approval_defaults, as_risk(risk): policy_}
 
@@ -258,12 +311,15 @@ class Toolbox:
             if answer is None:
                 self._remembered.pop(name, None)
                 return
-            ans = ApprovalAnswer(answer)
-            if ans not in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
-                raise ValueError("only 'always' and 'never' are remembered; use None to forget")
-            self._remembered[name] = ans
+            if answer not in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
+                raise ToolSettingError(
+                    f"cannot remember {answer!r}: only 'always' and 'never' are remembered; "
+                    "use None to forget"
+                )
+            self._remembered[name] = ApprovalAnswer(answer)
 
     def remembered(self) -> dict[str, ApprovalAnswer]:
+        """The ``always``/``never`` answers kept per tool name (a copy)."""
         with self._registry.lock:
             return dict(self._remembered)
 
@@ -279,7 +335,7 @@ class Toolbox:
         base = {t.name: t.mode for t in self._registry.snapshot() if t.resolved}
         return ToolsView.resolve(base, scopes)
 
-    def tool_specs(self, view: ToolsView | None = None) -> list[ToolSpec]:
+    def tool_specs(self, view: ToolsView | None = None) -> builtins.list[ToolSpec]:
         """``ToolSpec`` of each ADVERTISED tool of ``view``, in registration order.
 
         A tool is listed only if this toolbox advertises it too (the ceiling holds
@@ -294,7 +350,7 @@ class Toolbox:
             and view.mode(t.name) is ToolMode.ADVERTISED
         ]
 
-    def specs(self, view: ToolsView | None = None) -> list[dict[str, Any]]:
+    def specs(self, view: ToolsView | None = None) -> builtins.list[dict[str, Any]]:
         """OpenAI-style specs of the ADVERTISED tools: what ``Request.tools`` gets."""
         # Deep copies: a consumer that edits a request's schema must not edit ours.
         return [copy.deepcopy(s.to_openai()) for s in self.tool_specs(view)]
@@ -315,32 +371,17 @@ class Toolbox:
         propagates (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.check_budget(budget)
+        pl.require_budget_state(budget)
         try:
-            result = self._execute(call, view, approval, budget, start)
+            step = self._prepare(call, view, budget)
+            if isinstance(step, pl.Plan):
+                step = self._approve(step, approval)
+            if isinstance(step, pl.Plan):
+                outcome = ex.call_blocking(step.target, step.tool.is_async, step.run_timeout)
+                step = pl.finish(step, outcome, budget, self.max_output_chars)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
-            result = pl.timed(pl.internal_error(call, exc), start)
-        return pl.capped(result, self.max_output_chars)
-
-    def _execute(
-        self,
-        call: ToolCall,
-        view: ToolsView | None,
-        approval: Approver | None,
-        budget: BudgetState | None,
-        start: float,
-    ) -> ToolResult:
-        plan = pl.prepare(self, call, view, budget)
-        if isinstance(plan, ToolResult):
-            return pl.timed(plan, start)
-        denial = self._approve(plan, approval)
-        if isinstance(denial, ToolResult):
-            return pl.timed(denial, start)
-        try:
-            outcome = ex.call_blocking(plan.target, plan.tool.is_async, plan.run_timeout)
-        except ex.ToolTimeout:
-            return pl.timed(pl.timed_out(plan), start)
-        return pl.finish(self, plan, outcome, budget, start)
+            step = pl.internal_error(call, exc)
+        return pl.delivered(step, start, self.max_output_chars)
 
     async def aexecute(
         self,
@@ -359,32 +400,17 @@ class Toolbox:
         and ``SystemExit`` included, is an error result (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.check_budget(budget)
+        pl.require_budget_state(budget)
         try:
-            result = await self._aexecute(call, view, approval, budget, start)
+            step = self._prepare(call, view, budget)
+            if isinstance(step, pl.Plan):
+                step = await self._aapprove(step, approval)
+            if isinstance(step, pl.Plan):
+                outcome = await ex.call_async(step.target, step.run_timeout)
+                step = pl.finish(step, outcome, budget, self.max_output_chars)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
-            result = pl.timed(pl.internal_error(call, exc), start)
-        return pl.capped(result, self.max_output_chars)
-
-    async def _aexecute(
-        self,
-        call: ToolCall,
-        view: ToolsView | None,
-        approval: Approver | None,
-        budget: BudgetState | None,
-        start: float,
-    ) -> ToolResult:
-        plan = pl.prepare(self, call, view, budget)
-        if isinstance(plan, ToolResult):
-            return pl.timed(plan, start)
-        denial = await self._aapprove(plan, approval)
-        if isinstance(denial, ToolResult):
-            return pl.timed(denial, start)
-        try:
-            outcome = await ex.call_async(plan.target, plan.run_timeout)
-        except ex.ToolTimeout:
-            return pl.timed(pl.timed_out(plan), start)
-        return pl.finish(self, plan, outcome, budget, start)
+            step = pl.internal_error(call, exc)
+        return pl.delivered(step, start, self.max_output_chars)
 
     async def aexecute_many(
         self,
@@ -392,11 +418,17 @@ class Toolbox:
         view: ToolsView | None = None,
         approval: Approver | None = None,
         budget: BudgetState | None = None,
-    ) -> list[ToolResult]:
+    ) -> builtins.list[ToolResult]:
         """Run one round's calls concurrently; results in the order of ``calls``."""
         return list(
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )
+
+    def _prepare(
+        self, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
+    ) -> pl.Plan | ToolResult:
+        view = self.view() if view is None else view
+        return pl.prepare(self, self._registry.get(call.name), call, view, budget)
 
     def _policy(self, tool: RegisteredTool) -> Approval:
         with self._registry.lock:
@@ -404,40 +436,38 @@ class Toolbox:
             defaults = self._approval_defaults
         return decide(remembered, tool.approval, tool.risk, defaults)
 
-    def _approve(self, plan: pl.Plan, approver: Approver | None) -> ToolResult | None:
+    def _approve(self, plan: pl.Plan, approver: Approver | None) -> pl.Plan | ToolResult:
         """Sync approval; questions are asked one at a time across threads."""
         policy = self._policy(plan.tool)
-        if policy is not Approval.ASK or approver is None:
-            return pl.settled(plan, policy)
-        with self._ask_lock:
-            policy = self._policy(plan.tool)  # an answer given meanwhile may now be remembered
-            if policy is not Approval.ASK:
-                return pl.settled(plan, policy)
-            try:
-                answer = approver(pl.approval_request(plan))
-                if inspect.isawaitable(answer):
-                    pending = answer
-                    answer = ex.call_blocking(lambda: pending, True, None).unwrap()
-            except Exception as exc:
-                return pl.approval_failed(plan, exc)
-            return self._apply_answer(plan, answer)
+        if policy is Approval.ASK and approver is not None:
+            with self._ask_lock:
+                policy = self._policy(plan.tool)  # an answer given meanwhile may be remembered
+                if policy is Approval.ASK:
+                    try:
+                        answer = approver(pl.approval_request(plan))
+                        if inspect.isawaitable(answer):
+                            pending = answer
+                            answer = ex.call_blocking(lambda: pending, True, None).unwrap()
+                    except Exception as exc:
+                        return pl.approval_failed(plan, exc)
+                    return self._answered(plan, answer)
+        return pl.without_asking(plan, policy)
 
-    async def _aapprove(self, plan: pl.Plan, approver: Approver | None) -> ToolResult | None:
+    async def _aapprove(self, plan: pl.Plan, approver: Approver | None) -> pl.Plan | ToolResult:
         """Async approval; questions are asked one at a time per event loop."""
         policy = self._policy(plan.tool)
-        if policy is not Approval.ASK or approver is None:
-            return pl.settled(plan, policy)
-        async with self._loop_ask_lock():
-            policy = self._policy(plan.tool)
-            if policy is not Approval.ASK:
-                return pl.settled(plan, policy)
-            try:
-                answer = approver(pl.approval_request(plan))
-                if inspect.isawaitable(answer):
-                    answer = await answer
-            except Exception as exc:
-                return pl.approval_failed(plan, exc)
-            return self._apply_answer(plan, answer)
+        if policy is Approval.ASK and approver is not None:
+            async with self._loop_ask_lock():
+                policy = self._policy(plan.tool)
+                if policy is Approval.ASK:
+                    try:
+                        answer = approver(pl.approval_request(plan))
+                        if inspect.isawaitable(answer):
+                            answer = await answer
+                    except Exception as exc:
+                        return pl.approval_failed(plan, exc)
+                    return self._answered(plan, answer)
+        return pl.without_asking(plan, policy)
 
     def _loop_ask_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -447,14 +477,15 @@ class Toolbox:
                 lock = self._ask_locks[loop] = asyncio.Lock()
             return lock
 
-    def _apply_answer(self, plan: pl.Plan, raw: Any) -> ToolResult | None:
+    def _answered(self, plan: pl.Plan, raw: Any) -> pl.Plan | ToolResult:
+        """``plan`` when the approver said yes, else the denial; remembers always/never."""
         answer = as_answer(raw)
         if answer in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
             with self._registry.lock:
                 if plan.tool.name in self._registry:
                     self._remembered[plan.tool.name] = answer
         if answer in (ApprovalAnswer.YES, ApprovalAnswer.ALWAYS):
-            return None
+            return plan
         return pl.error_result(
             plan.call, f"The user declined the call of {plan.tool.name!r}; it was not run."
         )
@@ -464,7 +495,7 @@ class Toolbox:
     def state(self) -> ToolboxState:
         """Everything but the callables, for saving (see ``ToolboxState``)."""
         with self._registry.lock:
-            tools = tuple(record_of(t) for t in self._registry.snapshot())
+            tools = tuple(t.record() for t in self._registry.snapshot())
             return ToolboxState(
                 tools=tools,
                 remembered=dict(self._remembered),
@@ -478,7 +509,7 @@ class Toolbox:
         state: ToolboxState,
         functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
         handlers: Mapping[str, Callable[[ToolCall], Any]] | None = None,
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """Apply saved state; relink callables by name; return the unresolved names.
 
         A saved tool is relinked to, in order: a callable in ``handlers`` (for
@@ -489,7 +520,7 @@ class Toolbox:
         are kept. Saved tools with nothing to relink stay listed as unresolved
         and are never executed.
         """
-        funcs = by_name(functions)
+        funcs = callables_by_name(functions)
         handlers = dict(handlers or {})
         with self._registry.lock:
             for rec in state.tools:

@@ -41,7 +41,9 @@ Validation is bounded, whatever the model sends (arguments are untrusted):
 from __future__ import annotations
 
 import json
+import operator
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import regex
@@ -52,6 +54,13 @@ DEFAULT_BUDGET_S = 1.0
 MAX_DEPTH = 100
 
 _MAX_PROBLEMS = 8
+# Numeric bound keyword -> (the comparison value OP bound that must hold, OP's text).
+_BOUNDS: dict[str, tuple[Callable[[float, float], bool], str]] = {
+    "minimum": (operator.ge, ">="),
+    "maximum": (operator.le, "<="),
+    "exclusiveMinimum": (operator.gt, ">"),
+    "exclusiveMaximum": (operator.lt, "<"),
+}
 _TYPE_NAMES = {
     dict: "object",
     list: "array",
@@ -119,6 +128,7 @@ def _too_deep(value: Any, limit: int) -> str | None:
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         item, depth, top = stack.pop()
+        children: Iterable[tuple[Any, Any]]
         if isinstance(item, dict):
             children = item.items()
         elif isinstance(item, (list, tuple)):
@@ -153,7 +163,7 @@ class _Checker:
     """One validation run: its problems and its deadline."""
 
     def __init__(self, deadline: float | None) -> None:
-        self.out: list[str] = []
+        self.problems: list[str] = []
         self.deadline = deadline
         self.late = False
 
@@ -163,15 +173,15 @@ class _Checker:
             return True
         if self.deadline is not None and time.monotonic() > self.deadline:
             self.late = True
-            self.out.append(
+            self.problems.append(
                 "the arguments took too long to check (they are very large, or a pattern "
                 "backtracks too much on them); send smaller or simpler arguments"
             )
         return self.late
 
     def check(self, schema: Any, value: Any, path: str) -> Any:
-        out = self.out
-        if not isinstance(schema, dict) or len(out) >= _MAX_PROBLEMS or self._over():
+        problems = self.problems
+        if not isinstance(schema, dict) or len(problems) >= _MAX_PROBLEMS or self._over():
             return value
         if "anyOf" in schema or "oneOf" in schema:
             options = schema.get("anyOf") or schema.get("oneOf") or []
@@ -181,15 +191,15 @@ class _Checker:
                 fixed = trial.check(option, value, path)
                 if trial.late:
                     self.late = True
-                    out.extend(trial.out)
+                    problems.extend(trial.problems)
                     return value
-                if not trial.out:
+                if not trial.problems:
                     value = fixed
                     break
-                firsts.append(trial.out[0])
+                firsts.append(trial.problems[0])
             else:
                 if options:
-                    out.append(
+                    problems.append(
                         f"{_where(path)}: {_show(value)} matches none of the allowed forms "
                         f"({'; '.join(firsts[:3])})"
                     )
@@ -206,16 +216,16 @@ class _Checker:
                     break
             else:
                 expected = " or ".join(names)
-                out.append(
+                problems.append(
                     f"{_where(path)}: expected {expected}, got {_json_type(value)} {_show(value)}"
                 )
                 return value
         if "enum" in schema and value not in schema["enum"]:
             allowed = ", ".join(_show(v, 30) for v in schema["enum"])
-            out.append(f"{_where(path)}: {_show(value)} is not one of: {allowed}")
+            problems.append(f"{_where(path)}: {_show(value)} is not one of: {allowed}")
             return value
         if "const" in schema and value != schema["const"]:
-            out.append(f"{_where(path)}: must be {_show(schema['const'])}, got {_show(value)}")
+            problems.append(f"{_where(path)}: must be {_show(schema['const'])}, got {_show(value)}")
             return value
         if isinstance(value, dict):
             return self.check_object(schema, value, path)
@@ -227,15 +237,18 @@ class _Checker:
             self.check_number(schema, value, path)
         return value
 
-    def check_object(self, schema: dict[str, Any], value: dict, path: str) -> dict:
-        out = self.out
+    def check_object(
+        self, schema: dict[str, Any], value: dict[str, Any], path: str
+    ) -> dict[str, Any]:
+        problems = self.problems
         props = schema.get("properties") or {}
         result = dict(value)
         missing = [k for k in schema.get("required", ()) if k not in value]
         for key in missing:
             sub = props.get(key) or {}
             kind = sub.get("type", "value")
-            out.append(f"{_where(_join(path, key))} is required ({_kind(kind)}) but was not given")
+            where = _where(_join(path, key))
+            problems.append(f"{where} is required ({_kind(kind)}) but was not given")
         extra = schema.get("additionalProperties", True)
         for key, item in value.items():
             sub_path = _join(path, key)
@@ -243,18 +256,23 @@ class _Checker:
                 result[key] = self.check(props[key], item, sub_path)
             elif extra is False:
                 known = ", ".join(props) or "none"
-                out.append(f"{_where(sub_path)} is not accepted; accepted arguments: {known}")
+                problems.append(f"{_where(sub_path)} is not accepted; accepted arguments: {known}")
             elif isinstance(extra, dict):
                 result[key] = self.check(extra, item, sub_path)
         return result
 
-    def check_array(self, schema: dict[str, Any], value: list, path: str) -> list:
-        out = self.out
-        n = len(value)
-        if "minItems" in schema and n < schema["minItems"]:
-            out.append(f"{_where(path)}: needs at least {schema['minItems']} items, got {n}")
-        if "maxItems" in schema and n > schema["maxItems"]:
-            out.append(f"{_where(path)}: takes at most {schema['maxItems']} items, got {n}")
+    def check_length(
+        self, schema: dict[str, Any], n: int, path: str, keyword: str, unit: str
+    ) -> None:
+        """``min{keyword}``/``max{keyword}`` (``Items``, ``Length``) against a length ``n``."""
+        low, high = schema.get(f"min{keyword}"), schema.get(f"max{keyword}")
+        if low is not None and n < low:
+            self.problems.append(f"{_where(path)}: needs at least {low} {unit}, got {n}")
+        if high is not None and n > high:
+            self.problems.append(f"{_where(path)}: takes at most {high} {unit}, got {n}")
+
+    def check_array(self, schema: dict[str, Any], value: list[Any], path: str) -> list[Any]:
+        self.check_length(schema, len(value), path, "Items", "items")
         prefix = schema.get("prefixItems") or []
         items = schema.get("items")
         result = list(value)
@@ -267,18 +285,14 @@ class _Checker:
             for item in result:
                 key = _unique_key(item)
                 if key in seen:
-                    out.append(f"{_where(path)}: items must be unique, {_show(item)} appears twice")
+                    twice = f"{_show(item)} appears twice"
+                    self.problems.append(f"{_where(path)}: items must be unique, {twice}")
                     break
                 seen.add(key)
         return result
 
     def check_string(self, schema: dict[str, Any], value: str, path: str) -> None:
-        out = self.out
-        n = len(value)
-        if "minLength" in schema and n < schema["minLength"]:
-            out.append(f"{_where(path)}: needs at least {schema['minLength']} characters, got {n}")
-        if "maxLength" in schema and n > schema["maxLength"]:
-            out.append(f"{_where(path)}: takes at most {schema['maxLength']} characters, got {n}")
+        self.check_length(schema, len(value), path, "Length", "characters")
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
             self.check_pattern(pattern, value, path)
@@ -291,7 +305,7 @@ class _Checker:
             ok = regex.search(pattern, value, timeout=timeout) is not None
         except TimeoutError:
             self.late = True
-            self.out.append(
+            self.problems.append(
                 f"{_where(path)}: {_show(value)} could not be checked against the pattern "
                 f"{pattern!r} in time (the pattern backtracks too much on this value); "
                 "send a shorter or simpler value"
@@ -300,21 +314,19 @@ class _Checker:
         except (regex.error, ValueError, OverflowError):
             ok = True  # a broken pattern in a foreign spec is the spec's fault, not the call's
         if not ok:
-            self.out.append(
+            self.problems.append(
                 f"{_where(path)}: {_show(value)} does not match the pattern {pattern!r}"
             )
 
     def check_number(self, schema: dict[str, Any], value: float, path: str) -> None:
-        checks = (
-            ("minimum", lambda lim: value >= lim, ">="),
-            ("maximum", lambda lim: value <= lim, "<="),
-            ("exclusiveMinimum", lambda lim: value > lim, ">"),
-            ("exclusiveMaximum", lambda lim: value < lim, "<"),
-        )
-        for key, ok, op in checks:
+        for key, (holds, op) in _BOUNDS.items():
             lim = schema.get(key)
-            if isinstance(lim, (int, float)) and not isinstance(lim, bool) and not ok(lim):
-                self.out.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
+            if (
+                isinstance(lim, (int, float))
+                and not isinstance(lim, bool)
+                and not holds(value, lim)
+            ):
+                self.problems.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
 
 
 def _join(path: str, key: str) -> str:
@@ -340,4 +352,4 @@ def validate(
     deadline = None if budget_s is None else time.monotonic() + budget_s
     checker = _Checker(deadline)
     fixed = checker.check(schema, value, "")
-    return fixed, checker.out
+    return fixed, checker.problems

@@ -1,24 +1,24 @@
 # SPDX-License-Identifier: MIT
 """mp13chat: the terminal REPL for mp13 (prompt-toolkit input, rich output).
 
-Run it as ``mp13chat [--model PATH] [--session FILE] [--replay CONV] [--config FILE]``.
-Inside, plain text goes to the model and ``/help`` lists the slash commands. The REPL is
-thin: every command parses its arguments, calls one public function of
-``mp13_context`` / ``mp13_engine`` / ``mp13_toolbox`` and renders the result.
+Run it as ``mp13chat [--model PATH|NAME] [--session FILE] ...`` (``mp13chat --help``
+lists the flags); ``mp13chat -p QUESTION`` answers once and exits. Inside, plain text
+goes to the model and ``/help`` lists the slash commands. The REPL is thin: every
+command parses its arguments, calls one public function of ``mp13_context`` /
+``mp13_engine`` / ``mp13_toolbox`` and renders the result.
 
-Wrapper apps add their own tools, without any global registry:
+Wrapper apps hand their own tools over explicitly; there is no global registry and
+``main`` never looks at its caller's namespace:
 
-- ``register_tool(func, **options)`` *marks* ``func`` (the mark lives on the function
-  object) and returns it; ``main()`` registers every marked function bound to a name in
-  the module that calls ``main()`` (and in ``__main__``), plus those passed as
-  ``main(tools=[...])``. See ``examples/wrapper_app.py``.
+- ``main(tools=[f, g])`` registers exactly those functions. ``register_tool(f, **options)``
+  (also a decorator) attaches ``Toolbox.register`` options such as ``risk="medium"`` to
+  ``f`` for when it is passed there. See ``examples/wrapper_app.py``.
 - Or build the app yourself: ``app = ChatApp(); app.register_tool(f);
   app.register_command(cmd); app.main()`` — an ordinary object, several may coexist.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,20 +26,17 @@ from mp13chat._app import ChatApp
 from mp13chat._config import ChatConfig, default_config_path, load_config
 from mp13chat._errors import ChatConfigError, ChatError, UnknownCommandError, UsageError
 from mp13chat._registry import Command, CommandLine, CommandRegistry, command, group_command
-from mp13chat._tools import ToolRegistration, collect_tools, register_tool
+from mp13chat._tools import ToolRegistration, register_tool
 
 
 def main(argv: Sequence[str] | None = None, *, tools: Iterable[Any] = ()) -> int:
     """Run the REPL (the ``mp13chat`` console script); returns the exit status.
 
-    ``argv`` defaults to ``sys.argv[1:]``. The app gets ``tools`` plus every function
-    marked with ``register_tool`` in the calling module's namespace and in ``__main__``.
+    ``argv`` defaults to ``sys.argv[1:]``. The app's toolbox gets the builtins plus
+    exactly the functions in ``tools`` (with the options ``register_tool`` attached to
+    them, if any).
     """
-    caller = sys._getframe(1).f_globals
-    main_module = sys.modules.get("__main__")
-    namespaces = [caller] + ([vars(main_module)] if main_module is not None else [])
-    app = ChatApp(tools=collect_tools(tools, namespaces))
-    return app.main(argv)
+    return ChatApp(tools=tools).main(argv)
 
 
 __all__ = [

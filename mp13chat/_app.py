@@ -1,18 +1,21 @@
 # SPDX-License-Identifier: MIT
 """``ChatApp``: one REPL — its config, engine, session, toolbox, commands and the loop.
 
-Life cycle: ``main(argv)`` parses the flags and loads the config file, then
-``run_async`` starts the engine (a progress display while it loads), opens the session,
-builds the toolbox (builtins + registered tools), opens a new conversation and runs the
-loop until ``/quit`` or Ctrl+D (exit status 0).
+Life cycle: ``main(argv)`` parses the flags and loads the config file, routes library
+warnings to the log file (``_logs``), then either answers one question and exits
+(``-p``, piped input: ``_oneshot``) or ``run_async`` starts the engine (a progress
+display while it loads), opens the session, builds the toolbox (builtins + registered
+tools), opens a new conversation and runs the loop until ``/quit`` or Ctrl+D (exit
+status 0). A failed start prints one line (the traceback goes to the log) and exits 1.
 
 The loop reads a line with ``prompt_async`` inside ``patch_stdout()`` (so text printed
 while the prompt is shown appears above it), then runs it as one *foreground task*: a
 ``/command`` through the registry, anything else as a message to the model. Ctrl+C
 while a foreground task runs cancels just that task (a SIGINT handler installed for its
-duration; the terminal is not in raw mode then) and returns to the prompt. Any exception
-of a task prints as one line; ``/error`` shows its traceback. The app holds no state
-outside itself: several apps can live in one process (tests run many).
+duration; the terminal is not in raw mode then, and its echo is off: ``_terminal``) and
+returns to the prompt with one "cancelled" line, unless the task already said so. Any
+exception of a task prints as one line; ``/error`` shows its traceback. The app holds
+no state outside itself: several apps can live in one process (tests run many).
 """
 
 from __future__ import annotations
@@ -33,18 +36,21 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
-from mp13chat import _convo, _startup
+from mp13chat import _adapter_folder, _convo, _oneshot, _startup
 from mp13chat import _render as render
-from mp13chat._cli import CliOptions, parse_cli
+from mp13chat._cli import CliOptions, one_shot_question, parse_cli
 from mp13chat._commands import builtin_commands
 from mp13chat._completer import CommandCompleter
 from mp13chat._config import ChatConfig, default_config_path, load_config
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._history import make_history
 from mp13chat._keys import make_key_bindings
+from mp13chat._logs import LOG_FILENAME, LibraryLog, first_line, library_log
+from mp13chat._model import ModelCatalog
 from mp13chat._registry import Command, CommandRegistry
 from mp13chat._reply import ask
 from mp13chat._style import make_prompt_style, make_theme
+from mp13chat._terminal import no_echo
 from mp13chat._tools import ToolRegistration, as_registration
 
 T = TypeVar("T")
@@ -60,6 +66,7 @@ class ChatApp:
     ``engine``, ``session`` and ``toolbox`` may be given (tests pass a ``FakeEngine``);
     otherwise they are created from the config on start. ``input``/``output`` are
     prompt-toolkit's (tests pass a pipe input and ``DummyOutput``), ``console`` rich's.
+    ``model_catalog`` stands in for ``mp13_engine.models`` (named real models).
     """
 
     def __init__(
@@ -75,6 +82,7 @@ class ChatApp:
         console: Console | None = None,
         input: Input | None = None,  # prompt-toolkit's parameter name
         output: Output | None = None,
+        model_catalog: ModelCatalog | None = None,
     ) -> None:
         self.config = config if config is not None else ChatConfig()
         self.config_path = Path(config_path) if config_path else None
@@ -97,6 +105,10 @@ class ChatApp:
         self._foreground: asyncio.Task[Any] | None = None
         self._interrupted = False  # the foreground task was cancelled by Ctrl+C
         self._background: set[asyncio.Task[Any]] = set()
+        self._cancel_reported = False  # the foreground task said itself it was cancelled
+        self.interactive = True  # False in a one-shot run: no banner, no questions
+        self.library_log: LibraryLog | None = None  # set by main(): library warnings
+        self.model_catalog = model_catalog
 
     # -- wrapper-app API --------------------------------------------------------------
 
@@ -114,26 +126,41 @@ class ChatApp:
         self.commands.add(cmd)
 
     def main(self, argv: Sequence[str] | None = None) -> int:
-        """Parse ``argv``, run the REPL to its end, return the exit status."""
+        """Parse ``argv``, run the REPL (or answer once) to its end, return the exit status:
+        0 done, 1 a failed start or a failed one-shot answer, 2 bad flags or config,
+        130 interrupted."""
         options = parse_cli(argv)
         try:
             self.apply_options(options)
+            question = one_shot_question(options, sys.stdin)
         except ChatError as exc:
             print(f"mp13chat: {exc}", file=sys.stderr)
             return 2
+        log_path = self.config_dir / LOG_FILENAME if self.config_dir else None
         try:
-            return asyncio.run(self.run_async(replay=options.replay))
-        except KeyboardInterrupt:  # Ctrl+C while starting (e.g. building the model)
+            with library_log(log_path) as log:
+                self.library_log = log
+                if question is not None:
+                    return asyncio.run(self._answer_once(question, options))
+                return asyncio.run(self.run_async(replay=options.replay))
+        except KeyboardInterrupt:  # Ctrl+C while starting, or during a one-shot answer
             print("mp13chat: interrupted", file=sys.stderr)
             return 130
+        finally:
+            self.library_log = None
+
+    async def _answer_once(self, question: str, options: CliOptions) -> int:
+        self.interactive = False
+        self.console = Console(theme=make_theme(), highlight=False, stderr=True)
+        if options.session is None:  # a one-shot answer records nothing unless asked to
+            self.config = attrs.evolve(self.config, session=":memory:")
+        return await _oneshot.answer_once(self, question)
 
     def apply_options(self, options: CliOptions) -> None:
         """Load the config file named by the flags (or the default) and apply the flags."""
         path = Path(options.config) if options.config else default_config_path()
         self.config_path = path
-        config = load_config(path)
-        changes = {k: v for k, v in (("model", options.model), ("session", options.session)) if v}
-        self.config = attrs.evolve(config, **changes)
+        self.config = options.apply(load_config(path))
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -141,15 +168,20 @@ class ChatApp:
     def config_dir(self) -> Path | None:
         return self.config_path.parent if self.config_path else None
 
+    @property
+    def adapters_dir(self) -> Path | None:
+        """Where ``/train`` saves and which adapters load at start (``_adapter_folder``)."""
+        return _adapter_folder.adapters_dir(self.config.engine, self.config_dir)
+
     async def run_async(self, *, replay: str | None = None) -> int:
         """Start, optionally replay a conversation, run the loop; always clean up."""
         try:
             try:
                 await self.start()
             except Exception as exc:
-                self._remember(exc)
-                render.print_error(self.console, exc)
+                self.report_start_failure(exc)
                 return 1
+            self.notice_library_warnings()
             if replay:
                 await self.run_foreground(self.execute(f"/replay {replay}"))
             await self.loop()
@@ -160,6 +192,29 @@ class ChatApp:
     async def start(self) -> None:
         """Create what was not given: engine, session, toolbox, context, first cursor."""
         await _startup.start(self)
+
+    def report_start_failure(self, exc: BaseException) -> None:
+        """One line for a failed start; the REPL is gone, so no REPL command is named."""
+        self._remember(exc)
+        hint = _startup.start_hint(self, exc)
+        where = None
+        if self.library_log is not None and self.library_log.path is not None:
+            self.library_log.write_text(self.last_traceback or "")
+            where = self.library_log.path
+        render.print_start_error(self.console, exc, hint=hint, log=where)
+
+    def notice_library_warnings(self) -> None:
+        """Say once, quietly, that library warnings went to the log (and how to see them)."""
+        log = self.library_log
+        if log is None or log.noticed or not log.records or not self.interactive:
+            return
+        log.noticed = True
+        where = f" (and {log.path})" if log.path is not None else ""
+        render.print_info(
+            self.console,
+            f"library warnings go to /warnings{where} instead of the screen; the first: "
+            f"{first_line(log.records[0])}",
+        )
 
     def own(self, closer: Callable[[], Awaitable[None] | None]) -> None:
         """Run ``closer`` on ``aclose`` (things the app created, closed in reverse order)."""
@@ -246,6 +301,8 @@ class ChatApp:
                     await self.run_foreground(self.execute(text))
                 except QuitRequested:
                     break
+                finally:
+                    self.notice_library_warnings()
 
     async def ask_user(self, question: str) -> str:
         """Ask one inline question (e.g. tool approval); Ctrl+C/Ctrl+D answer ``""``."""
@@ -278,19 +335,23 @@ class ChatApp:
         task = asyncio.ensure_future(work)
         self._foreground = task
         self._interrupted = False
+        self._cancel_reported = False
         loop = asyncio.get_running_loop()
         installed = False
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGINT, self.cancel_foreground)
             installed = True
         try:
-            return await task
+            # Only the real terminal echoes (prompt-toolkit's input in tests does not).
+            with no_echo(sys.stdin if self._input is None else None):
+                return await task
         except QuitRequested:
             raise
         except asyncio.CancelledError:
             if not self._interrupted:  # cancelled from outside, not by Ctrl+C: propagate
                 raise
-            render.print_warning(self.console, "cancelled")
+            if not self._cancel_reported:
+                render.print_warning(self.console, "cancelled")
             return None
         except Exception as exc:
             self._remember(exc)
@@ -301,6 +362,11 @@ class ChatApp:
             if installed:
                 # Also restores Python's default handler (Ctrl+C = KeyboardInterrupt).
                 loop.remove_signal_handler(signal.SIGINT)
+
+    def cancel_reported(self) -> None:
+        """The foreground task has told the user it was cancelled (e.g. a reply's footer);
+        ``run_foreground`` then prints no second "cancelled" line."""
+        self._cancel_reported = True
 
     def cancel_foreground(self) -> bool:
         """Cancel the running foreground task (what Ctrl+C does); True if there was one."""

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""Commands about the REPL itself: help, quit, the last error, the config file."""
+"""Commands about the REPL itself: help, quit, the last error, library warnings, the
+config file."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING
 
 from rich.syntax import Syntax
@@ -59,6 +61,30 @@ def error(app: ChatApp, line: CommandLine) -> None:
     app.console.print(Syntax(app.last_traceback, "pytb", word_wrap=True))
 
 
+@command("warnings", group="app")
+def warnings_(app: ChatApp, line: CommandLine) -> None:
+    """Show the library warnings of this run (transformers, PEFT, bitsandbytes).
+
+    They are kept off the chat: mentioned once, written to mp13chat.log next to the
+    config file."""
+    log = app.library_log
+    if log is None or not log.records:
+        render.print_info(app.console, "no library warnings in this run")
+        return
+    rows = [
+        (
+            dt.datetime.fromtimestamp(r.created).strftime("%H:%M:%S"),
+            r.name,
+            r.getMessage().strip(),
+        )
+        for r in log.records
+    ]
+    title = f"library warnings ({log.total} in this run)"
+    app.console.print(render.table(title, ("time", "from", "message"), rows))
+    if log.path is not None:
+        render.print_info(app.console, f"also in {log.path}")
+
+
 @command("config", group="app")
 def config(app: ChatApp, line: CommandLine) -> None:
     """Show the config in use, the file it came from and what each field means."""
@@ -73,4 +99,4 @@ def config(app: ChatApp, line: CommandLine) -> None:
     )
 
 
-COMMANDS: tuple[Command, ...] = (help_, quit_, error, config)
+COMMANDS: tuple[Command, ...] = (help_, quit_, error, warnings_, config)

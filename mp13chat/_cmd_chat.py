@@ -19,6 +19,7 @@ from mp13chat import _render as render
 from mp13chat._errors import UsageError
 from mp13chat._registry import Command, CommandLine, command, parse_int
 from mp13chat._reply import footer, run_exchange
+from mp13chat._reply import retry as retry_reply
 from mp13chat._tree import conversation_tree, node_label, short
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,10 +45,15 @@ def show_here(app: ChatApp) -> None:
 
 @command("tree", group="navigation", usage="/tree [DEPTH|all]")
 def tree(app: ChatApp, line: CommandLine) -> None:
-    """Show this conversation as a tree; ◀ marks where you are, ★ the main line.
+    """Show this conversation as a tree; ◀ marks where you are.
 
-    Long conversations show the last DEPTH levels above you (default 30) and
-    everything below; /tree all shows every node.
+    Turns run down one column. Where a node has several children, the newest turn
+    goes on in the column and every other child is a branch indented under the node,
+    saying what made it: ⑂ fork NAME, ⑂ try-out, ⑂ batch (forks, try-outs and batches
+    always branch), ⑂ reply for an earlier /retry, ⑂ question. At a branch point ★
+    marks the way the main line (what /leaf follows) goes; ⚙ lines are recorded
+    commands (system message, parameters, ...). Long conversations show the last DEPTH
+    levels above you (default 30) and everything below; /tree all shows every node.
     """
     cur = app.cursor
     info = app.session.conversation(cur.conversation_id)
@@ -61,7 +67,8 @@ def tree(app: ChatApp, line: CommandLine) -> None:
             nodes = [n for n in nodes if n.depth >= cutoff]
             title += f"  ({hidden} nodes above not shown: /tree all)"
     path = [n.id for n in cur.path()]
-    app.console.print(conversation_tree(title, nodes, cur.node_id, path))
+    main = [n.id for n in app.session.path(app.session.leaf(info.root_id).id)]
+    app.console.print(conversation_tree(title, nodes, cur.node_id, path, main))
 
 
 @command("goto", group="navigation", usage="/goto NODE", complete=_complete_nodes)
@@ -146,6 +153,7 @@ async def batch(app: ChatApp, line: CommandLine) -> None:
     prompts = [p for p in prompts if p]
     if len(prompts) < 2:
         raise UsageError("give at least two prompts separated by |")
+    convo.check_branch_adapters(app)
     kids = await app.cursor.abatch(prompts)
     rows: list[Any] = []
     for i, (prompt, kid) in enumerate(zip(prompts, kids, strict=True), start=1):
@@ -158,7 +166,7 @@ async def batch(app: ChatApp, line: CommandLine) -> None:
 @command("try", group="branching", usage="/try [LABEL]")
 def try_(app: ChatApp, line: CommandLine) -> None:
     """Open a try-out branch; /promote makes it the main line, /close drops it."""
-    app.cursor = app.cursor.try_out(line.text or "try-out")
+    app.cursor = app.cursor.try_out(f"try-out {line.text}".strip())
     render.print_ok(app.console, "in a try-out: /promote keeps it, /close drops it")
 
 
@@ -180,13 +188,17 @@ def close(app: ChatApp, line: CommandLine) -> None:
 
 @command("retry", group="branching")
 async def retry(app: ChatApp, line: CommandLine) -> None:
-    """Generate a new reply to the last message, as a sibling of the old reply."""
-    await run_exchange(app, lambda view: app.cursor.aretry(on_event=view))
+    """Generate a new reply to the last message, as a sibling of the old reply.
+
+    Under greedy decoding (the default) the new reply equals the old one; /retry then
+    says so and how to sample instead (/set do_sample on)."""
+    await retry_reply(app)
 
 
 @command("continue", group="branching", aliases=("cont",))
 async def continue_(app: ChatApp, line: CommandLine) -> None:
     """Continue the last reply (e.g. one cut at max_new_tokens) in the same message."""
+    convo.check_branch_adapters(app)
     await run_exchange(app, lambda view: app.cursor.acontinue(on_event=view))
 
 

@@ -4,22 +4,27 @@
 Training runs on the engine's worker while chatting goes on. ``/train start`` shows a
 progress bar until the job ends; Ctrl+C stops *watching* (the job keeps going:
 ``/train watch`` shows it again, ``/train cancel`` stops it at the next step). The
-trained adapter is loaded at once: ``/adapters use NAME`` on a branch.
+trained adapter is loaded at once (``/adapters use NAME`` on a branch) and saved in
+the adapters folder, from where the next start loads it again (``_adapter_folder``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
 from mp13chat import _render as render
+from mp13chat._adapter_folder import train_output
 from mp13chat._completer import path_candidates
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
+from mp13chat._startup import resolved_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13chat._app import ChatApp
@@ -40,13 +45,22 @@ def engine(app: ChatApp, line: CommandLine) -> None:
     rows: list[tuple[str, Any]] = [("loaded", app.model_label or "-")]
     config = getattr(eng, "config", None)
     if config is not None:
-        for name in ("model", "device", "dtype", "quantization", "max_batch_size", "tool_format"):
+        rows.append(("model", _fmt(config.model)))
+    # What the model really runs on, not the configured "auto".
+    if getattr(eng, "device", None):
+        rows.append(("device", str(eng.device)))
+    if resolved_dtype(eng):
+        rows.append(("dtype", resolved_dtype(eng)))
+    if config is not None:
+        for name in ("quantization", "max_batch_size"):
             rows.append((name, _fmt(getattr(config, name, None))))
     if hasattr(eng, "tool_format"):
-        rows.append(("tool format in use", _fmt(eng.tool_format)))
+        rows.append(("tool format", _fmt(eng.tool_format)))
     adapters = getattr(eng, "adapters", None)
     if adapters is not None and hasattr(adapters, "list"):
         rows.append(("adapters loaded", len(adapters.list())))
+    if app.adapters_dir is not None:
+        rows.append(("adapters folder", str(app.adapters_dir)))
     job = app.training_job
     if job is not None:
         rows.append(("training", f"{job.adapter}: {'done' if job.done() else 'running'}"))
@@ -70,22 +84,68 @@ def metrics(app: ChatApp, line: CommandLine) -> None:
     app.console.print(render.key_values(f"engine metrics (last {m.window})", rows))
 
 
-@command("prompt", group="engine")
+#: Where the next message goes in a previewed prompt (shown, never sent).
+SLOT = "‹your message›"
+_SENTINEL = "MP13SLOT"
+
+
+@attrs.frozen
+class NextPrompt:
+    """The prompt of the next request: ``before`` + the message + ``after``."""
+
+    before: str
+    after: str
+    message: str | None  # None: the slot is shown instead of a message
+    tokens: int  # of the whole prompt, or of before + after when there is no message
+
+
+def next_prompt(app: ChatApp, message: str | None = None) -> NextPrompt:
+    """What the engine would be fed if ``message`` were sent from the cursor now:
+    ``engine.format_prompt`` of the request the runner builds (the branch's messages,
+    system message, tools and parameters, plus the new user message). Without a
+    message, where it would go is cut out and the tokens around it counted."""
+    engine = app.require_engine("the prompt preview")
+    request = app.cursor.request()
+    content = message if message is not None else _SENTINEL
+    user = {"role": "user", "content": content}
+    text = engine.format_prompt(attrs.evolve(request, messages=(*request.messages, user)))
+    if message is not None:
+        return NextPrompt(text, "", message, engine.count_tokens(text))
+    before, found, after = text.partition(_SENTINEL)
+    if not found or _SENTINEL in after:  # the template moved the message: show it as is
+        before, after = text.replace(_SENTINEL, SLOT), ""
+    tokens = engine.count_tokens(before) + (engine.count_tokens(after) if after else 0)
+    return NextPrompt(before, after, None, tokens)
+
+
+@command("prompt", group="engine", usage="/prompt [MESSAGE]")
 def prompt(app: ChatApp, line: CommandLine) -> None:
-    """Show the exact prompt text the model gets for the next reply, and its tokens."""
-    text = app.cursor.prompt()
-    count = app.engine.count_tokens(text)
-    app.console.print(Panel(Text(text), title=f"prompt ({count} tokens)", title_align="left"))
+    """Show the exact prompt the model gets when you send your next message, with its
+    token count.
+
+    It is the chat template applied to this branch as it will be sent: system message
+    (the template's default on a new conversation), tools, the conversation so far,
+    then your message where ‹your message› stands, or MESSAGE when given."""
+    shown = next_prompt(app, line.text or None)
+    body = Text(shown.before)
+    if shown.message is None:
+        body.append(SLOT if shown.after else "", style="reverse")
+        body.append(shown.after)
+        title = f"prompt ({shown.tokens} tokens + your message)"
+    else:
+        title = f"prompt ({shown.tokens} tokens)"
+    app.console.print(Panel(body, title=title, title_align="left"))
 
 
 @command("tokens", group="engine", usage="/tokens [TEXT]")
 def tokens(app: ChatApp, line: CommandLine) -> None:
-    """Count tokens of TEXT, or of the next prompt when no text is given."""
+    """Count the tokens of TEXT, or of the next prompt around your next message."""
     if line.text:
         count = app.require_engine("token counting").count_tokens(line.text)
         render.print_ok(app.console, f"{count} tokens")
     else:
-        render.print_ok(app.console, f"next prompt: {app.cursor.count_tokens()} tokens")
+        count = next_prompt(app).tokens
+        render.print_ok(app.console, f"next prompt: {count} tokens + your message")
 
 
 # --- training ----------------------------------------------------------------------------
@@ -99,7 +159,7 @@ def _complete_train(app: ChatApp, index: int, words: list[str]) -> list[str]:
     return []
 
 
-def _training_config(words: list[str]) -> Any:
+def _training_config(words: list[str], adapters_dir: Path | None) -> Any:
     from mp13_engine import TrainingConfig
 
     if len(words) < 2:
@@ -110,10 +170,16 @@ def _training_config(words: list[str]) -> Any:
         if not sep:
             raise UsageError(f"write options as key=value (e.g. max_steps=50), got {word!r}")
         options[key] = parse_value(value)
-    try:
-        return TrainingConfig(adapter=words[0], dataset=words[1], **options)
-    except TypeError as exc:
-        raise UsageError(f"unknown training option ({exc}); see TrainingConfig's fields") from exc
+    output = train_output(adapters_dir, words[0])
+    if output is not None:
+        options.setdefault("output_dir", str(output))
+    known = [f.name for f in attrs.fields(TrainingConfig) if f.name not in ("adapter", "dataset")]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise UsageError(
+            f"unknown training option {', '.join(unknown)}; the options are {', '.join(known)}"
+        )
+    return TrainingConfig(adapter=words[0], dataset=words[1], **options)
 
 
 async def watch(app: ChatApp, job: Any) -> None:
@@ -142,6 +208,7 @@ async def watch(app: ChatApp, job: Any) -> None:
         render.print_info(
             app.console, "stopped watching; training goes on (/train cancel stops it)"
         )
+        app.cancel_reported()
         # Say so when it ends: printed above the prompt (patch_stdout) while you chat.
         app.training_announcer = app.background(announce(app, job))
         raise
@@ -149,13 +216,9 @@ async def watch(app: ChatApp, job: Any) -> None:
 
 
 async def announce(app: ChatApp, job: Any) -> None:
-    """Print how ``job`` ended (waits for it)."""
-    # Poll instead of awaiting job.aresult(): cancelling a task that awaits a wrapped
-    # concurrent future cancels that future too, i.e. the job's own result.
-    while not job.done():
-        await asyncio.sleep(0.2)
+    """Print how ``job`` ended (waits for it; cancelling this wait leaves the job alone)."""
     try:
-        result = job.result()
+        result = await job.aresult()
     except Exception as exc:
         render.print_error(app.console, exc)
         return
@@ -177,12 +240,15 @@ async def announce(app: ChatApp, job: Any) -> None:
 async def train_start(app: ChatApp, line: CommandLine) -> None:
     """Train a LoRA adapter NAME on DATASET (.json/.jsonl: messages, prompt/completion or
     text rows). Options are TrainingConfig fields, e.g. max_steps=50 lora_r=8
-    learning_rate=1e-3. Shows progress; Ctrl+C stops watching, not training."""
+    learning_rate=1e-3. Shows progress; Ctrl+C stops watching, not training.
+
+    The adapter is saved as NAME in the adapters folder (/engine shows where; give
+    output_dir=PATH to save elsewhere), so the next start loads it again."""
     eng = app.require_engine("training", "train")
     job = app.training_job
     if job is not None and not job.done():
         raise ChatError(f"a job ({job.adapter}) is running; /train cancel it or wait")
-    config = _training_config(line.words)
+    config = _training_config(line.words, app.adapters_dir)
     starting = asyncio.ensure_future(asyncio.to_thread(eng.train, config))
     try:
         app.training_job = await asyncio.shield(starting)

@@ -12,6 +12,7 @@ with ``/adapters use``).
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -19,9 +20,11 @@ from rich.panel import Panel
 from rich.text import Text
 
 from mp13_context import PARAMS
+from mp13chat import _adapter_folder as adapter_folder
+from mp13chat import _convo as convo
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
-from mp13chat._errors import UsageError
+from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -193,15 +196,34 @@ def adapters_list(app: ChatApp, line: CommandLine) -> None:
     render.print_info(app.console, f"this branch uses: {what}")
 
 
-@command("load", group="adapters", usage="/adapters load PATH [NAME]", complete=complete_paths)
+def _complete_load(app: ChatApp, index: int, words: list[str]) -> list[str]:
+    if index != 0:
+        return []
+    saved = []
+    folder = app.adapters_dir
+    if folder is not None and folder.is_dir():
+        saved = sorted(p.name for p in folder.iterdir() if adapter_folder.is_adapter(p))
+    return [*saved, *complete_paths(app, index, words)]
+
+
+@command("load", group="adapters", usage="/adapters load PATH|NAME [NAME]", complete=_complete_load)
 async def adapters_load(app: ChatApp, line: CommandLine) -> None:
-    """Load a PEFT LoRA adapter directory into the engine (name: the folder's name)."""
+    """Load a PEFT LoRA adapter folder into the engine (name: the folder's name).
+
+    A bare NAME loads the adapter saved under that name in the adapters folder (where
+    /train saves; every adapter there made for this model loads at start anyway)."""
     words = line.words
     if len(words) not in (1, 2):
         raise UsageError("give the adapter folder and optionally a name")
-    info = await asyncio.to_thread(
-        _manager(app).load, words[0], words[1] if len(words) > 1 else None
-    )
+    manager = _manager(app)
+    path = adapter_folder.resolve(words[0], app.adapters_dir)
+    if not adapter_folder.is_adapter(Path(path).expanduser()):
+        where = f" and none named so in {app.adapters_dir}" if app.adapters_dir else ""
+        raise ChatError(
+            f"{words[0]!r} is not an adapter folder (one holding adapter_config.json){where}; "
+            "give the folder of a PEFT adapter, or the name of one that /train start saved"
+        )
+    info = await asyncio.to_thread(manager.load, path, words[1] if len(words) > 1 else None)
     render.print_ok(
         app.console, f"loaded {info.name} (rank {info.rank}); /adapters use {info.name}"
     )
@@ -211,7 +233,9 @@ async def adapters_load(app: ChatApp, line: CommandLine) -> None:
 async def adapters_unload(app: ChatApp, line: CommandLine) -> None:
     """Remove an adapter from the engine (queued requests naming it fail)."""
     name = line.require_text("an adapter name")
-    await asyncio.to_thread(_manager(app).unload, name)
+    manager = _manager(app)
+    convo.require_loaded(app, [name])
+    await asyncio.to_thread(manager.unload, name)
     render.print_ok(app.console, f"unloaded {name}")
 
 
@@ -221,7 +245,9 @@ async def adapters_save(app: ChatApp, line: CommandLine) -> None:
     words = line.words
     if len(words) != 2:
         raise UsageError("give the adapter name and a folder")
-    path = await asyncio.to_thread(_manager(app).save, words[0], words[1])
+    manager = _manager(app)
+    convo.require_loaded(app, words[:1])
+    path = await asyncio.to_thread(manager.save, words[0], words[1])
     render.print_ok(app.console, f"saved {words[0]} to {path}")
 
 
@@ -231,6 +257,7 @@ def adapters_use(app: ChatApp, line: CommandLine) -> None:
     names = line.words
     if not names:
         raise UsageError("give adapter names (/adapters base for none)")
+    convo.require_loaded(app, names)
     app.cursor.adapters.set(names)
     render.print_ok(app.console, f"this branch uses {', '.join(names)}")
 
@@ -241,6 +268,7 @@ def adapters_add(app: ChatApp, line: CommandLine) -> None:
     names = line.words
     if not names:
         raise UsageError("give adapter names")
+    convo.require_loaded(app, names)
     app.cursor.adapters.add(names)
     render.print_ok(app.console, f"this branch uses {', '.join(app.cursor.adapters.show() or ())}")
 

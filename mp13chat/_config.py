@@ -7,11 +7,13 @@ Where it lives (first match wins):
 2. ``$MP13_CONFIG_DIR/config.json``;
 3. ``$XDG_CONFIG_HOME/mp13/config.json``, else ``~/.config/mp13/config.json``.
 
-The folder of the config file also holds the prompt history (``history``) and the
-default session database (``chats.db``), so pointing ``MP13_CONFIG_DIR`` at a temporary
-folder isolates everything (tests do this). A missing file is written with the defaults
-and a ``_help`` object that documents every field; keys starting with ``_`` are ignored
-on load, unknown keys are an error that names them. ``ChatConfig`` is a frozen value:
+The folder of the config file also holds the prompt history (``history``), the
+default session database (``chats.db``), the adapters trained in the REPL
+(``adapters/``) and the log of library warnings (``mp13chat.log``), so pointing
+``MP13_CONFIG_DIR`` at a temporary folder isolates everything (tests do this). A
+missing file is written with the defaults and a ``_help`` object that documents every
+field; keys starting with ``_`` are ignored on load, unknown keys are an error that
+names them. ``ChatConfig`` is a frozen value:
 command-line flags produce a new one with ``attrs.evolve``.
 """
 
@@ -37,13 +39,16 @@ TINY_MODEL = "tiny"
 #: Help text of every field; written into a new config file under ``_help``.
 FIELD_HELP: dict[str, str] = {
     "model": (
-        "Model to load: a local folder or a cached hub id. null or 'demo' = the built-in "
-        "demo model (ships with mp13, trained offline from its code); 'tiny' = a random tiny "
-        "model (fast, gibberish)."
+        "Model to load: a local folder, a named real model mp13 fetches once on first use "
+        "(e.g. 'smollm2-135m'), or a hub id (from the local cache; --download fetches it). "
+        "null or 'demo' = the built-in demo model (ships with mp13, trained offline from its "
+        "code); 'tiny' = a random tiny model (fast, gibberish)."
     ),
     "engine": (
         "Extra EngineConfig fields passed to Engine.load, e.g. "
-        '{"device": "cpu", "dtype": "float32", "quantization": null, "max_batch_size": 8}.'
+        '{"device": "cpu", "dtype": "float32", "quantization": null, "max_batch_size": 8}. '
+        "adapters_dir defaults to the 'adapters' folder next to this file: /train saves "
+        "there, and every adapter in it made for the loaded model is loaded at start."
     ),
     "session": (
         "SQLite session file; null = chats.db next to this config file; ':memory:' = keep nothing."

@@ -122,13 +122,72 @@ def copy_session(app: ChatApp, target: Path) -> None:
         copy.close()
 
 
+TITLE_LENGTH = 48
+
+
+def title_from(text: str) -> str:
+    """A conversation title from its first question: the first line, at most
+    ``TITLE_LENGTH`` characters, cut at a word."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = " ".join(line.split())
+    if len(line) <= TITLE_LENGTH:
+        return line
+    cut = line[: TITLE_LENGTH - 1]
+    mid_word = line[len(cut)] != " "
+    if mid_word and " " in cut[TITLE_LENGTH // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+def title_if_untitled(app: ChatApp, question: str) -> None:
+    """Name the current conversation after ``question`` unless it has a title."""
+    cid = conversation_id(app)
+    if not app.session.conversation(cid).title:
+        title = title_from(question)
+        if title:
+            app.session.set_title(cid, title)
+
+
+def _first_missing(app: ChatApp, names: Any) -> tuple[str, str, str] | None:
+    """(name, loaded names, how to load it) for the first of ``names`` not loaded."""
+    from mp13_engine import BASE_ADAPTER
+
+    manager = getattr(app.engine, "adapters", None)
+    if manager is None or not names:
+        return None
+    missing = [n for n in names if n != BASE_ADAPTER and n not in manager]
+    if not missing:
+        return None
+    name = missing[0]
+    loaded = ", ".join(a.name for a in manager.list()) or "none"
+    saved = app.adapters_dir is not None and (app.adapters_dir / name).is_dir()
+    return name, loaded, f"/adapters load {name}" if saved else f"/adapters load PATH {name}"
+
+
+def require_loaded(app: ChatApp, names: Any) -> None:
+    """``ChatError`` in REPL terms unless every adapter in ``names`` is loaded."""
+    found = _first_missing(app, names)
+    if found is not None:
+        name, loaded, how = found
+        raise ChatError(
+            f"no adapter named {name!r} is loaded (loaded: {loaded}); {how} loads it, "
+            "/train start trains one"
+        )
+
+
+def check_branch_adapters(app: ChatApp) -> None:
+    """Before a reply: the adapters this branch uses must be loaded (say how, if not)."""
+    found = _first_missing(app, app.cursor.adapters.show())
+    if found is not None:
+        name, loaded, how = found
+        raise ChatError(
+            f"this branch uses adapter {name!r}, which is not loaded (loaded: {loaded}); "
+            f"{how} loads it, /adapters base answers with the base model"
+        )
+
+
 def require_tryout(app: ChatApp) -> Any:
     cur = app.cursor
     if not hasattr(cur, "promote"):
         raise UsageError("you are not in a try-out; /try opens one")
     return cur
-
-
-def require_idle(app: ChatApp) -> None:
-    if app.cursor is not None and app.cursor.running:
-        raise ChatError("a reply is running; wait for it or press Ctrl+C")

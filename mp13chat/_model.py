@@ -1,13 +1,23 @@
 # SPDX-License-Identifier: MIT
-"""Which model the REPL loads: a configured path, the built-in demo model, or a tiny one.
+"""Which model the REPL loads: a path, a named real model, the built-in demo, or a tiny one.
 
-``config.model`` is a local folder or cached hub id, or one of two built-in names that
-need no download: ``demo`` (also when unset) — ``mp13_engine.testing.demo_model_path()``,
-a tiny model trained to answer a handful of prompts and call a tool — and ``tiny`` — a
-random tiny chatml model (starts fastest; prints gibberish; used by the end-to-end
-test). An existing folder of the same name wins over a built-in name. While the demo
-builder is not available, ``demo`` falls back to ``tiny`` and says so. Built models are
-cached under ``$MP13_CACHE_DIR`` (default ``~/.cache/mp13``).
+``config.model`` (or ``--model``) is, in this order:
+
+1. an existing local folder — loaded as it is (a folder named like a built-in wins);
+2. ``demo`` (also when unset) — ``mp13_engine.testing.demo_model_path()``, a tiny model
+   trained to answer a handful of prompts and call a tool, shipped with mp13 — or
+   ``tiny`` — a random tiny chatml model (starts fastest; prints gibberish; used by the
+   end-to-end test). Built models are cached under ``$MP13_CACHE_DIR`` (default
+   ``~/.cache/mp13``);
+3. a *named real model* of ``mp13_engine.models`` (``models.names()``, e.g.
+   ``smollm2-135m``) — fetched once into that module's cache on first use
+   (``models.fetch``, with progress events), later starts load the cached copy;
+4. anything else — a hub id for ``Engine.load`` (from the local Hugging Face cache,
+   or downloaded with ``--download``).
+
+The named-model catalog is passed in as an object with ``names()`` and
+``fetch(name, *, cache_dir=None, progress=None)`` — the ``mp13_engine.models`` module
+itself, or a test double — so resolving never needs the network in tests.
 """
 
 from __future__ import annotations
@@ -16,10 +26,21 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 import attrs
 
 from mp13chat._config import DEMO_MODEL, TINY_MODEL
+
+
+class ModelCatalog(Protocol):
+    """What the REPL needs of ``mp13_engine.models``."""
+
+    def names(self) -> list[str]: ...
+
+    def fetch(
+        self, name: str, *, cache_dir: Any = None, progress: Callable[[Any], None] | None = None
+    ) -> Path: ...
 
 
 @attrs.frozen
@@ -30,6 +51,7 @@ class ModelChoice:
     label: str
     note: str | None = None  # shown in the banner (e.g. "random weights")
     demo: bool = False  # the built-in demo model (trained to show a tool round)
+    named: str | None = None  # the catalog name, for a named real model
 
 
 def cache_dir() -> Path:
@@ -38,34 +60,63 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "mp13"
 
 
+def engine_catalog() -> ModelCatalog | None:
+    """``mp13_engine.models`` when this build has it, else None."""
+    try:
+        from mp13_engine import models
+    except ImportError:
+        return None
+    return models  # type: ignore[return-value]
+
+
+def catalog_names(catalog: ModelCatalog | None) -> list[str]:
+    return list(catalog.names()) if catalog is not None else []
+
+
 def is_builtin(model: str | None) -> bool:
     return model in (None, DEMO_MODEL, TINY_MODEL) and not (model and Path(model).exists())
 
 
-def resolve_model(model: str | None) -> ModelChoice:
-    """Build (once, cached) or locate the model named by ``model``; may take seconds."""
+def is_named(model: str | None, catalog: ModelCatalog | None) -> bool:
+    """Whether ``model`` is a catalog name (and no local folder of that name exists)."""
+    return bool(model) and not _exists(model) and model in catalog_names(catalog)
+
+
+def _exists(model: str | None) -> bool:
+    return bool(model) and Path(str(model)).expanduser().exists()
+
+
+def resolve_model(
+    model: str | None,
+    *,
+    catalog: ModelCatalog | None = None,
+    progress: Callable[[Any], None] | None = None,
+) -> ModelChoice:
+    """Build, fetch (once, cached) or locate the model named by ``model``; may take a
+    while. ``progress`` receives ``models.FetchProgress`` events while a named model
+    is fetched."""
+    if is_named(model, catalog):
+        assert model is not None and catalog is not None
+        path = catalog.fetch(model, progress=progress)
+        return ModelChoice(path=str(path), label=model, named=model)
     if not is_builtin(model):
         assert model is not None
         return ModelChoice(path=model, label=model)
     from mp13_engine import testing  # imports torch: only when a built-in model is used
 
     if model != TINY_MODEL:
-        demo = getattr(testing, "demo_model_path", None)
-        if demo is not None:
-            prompts = [p for p, _ in getattr(testing, "DEMO_PROMPTS", ())][:3]
-            tries = ", ".join(repr(p) for p in [*prompts, "what is 17*23?"])
-            return ModelChoice(
-                path=str(demo()),
-                label="built-in demo model",
-                demo=True,
-                note=f"a tiny model trained on a few prompts; try {tries}",
-            )
-    dest = cache_dir() / f"tiny-chatml-{getattr(testing, 'BUILD_VERSION', 0)}"
+        prompts = [p for p, _ in testing.DEMO_PROMPTS][:3]
+        tries = ", ".join(repr(p) for p in [*prompts, "what is 17*23?"])
+        return ModelChoice(
+            path=str(testing.demo_model_path()),
+            label="built-in demo model",
+            demo=True,
+            note=f"a tiny model trained on a few prompts; try {tries}",
+        )
+    dest = cache_dir() / f"tiny-chatml-{testing.BUILD_VERSION}"
     if not (dest / "config.json").exists():
         _build_atomically(dest, lambda tmp: testing.build_tiny_model(tmp, family="chatml", seed=0))
     note = "random weights: replies are gibberish; use --model PATH for a real model"
-    if model != TINY_MODEL:
-        note = "the demo model is not available in this build; " + note
     return ModelChoice(path=str(dest), label="tiny random chatml model", note=note)
 
 

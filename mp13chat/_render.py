@@ -38,6 +38,20 @@ def print_error(console: Console, exc: BaseException) -> None:
     console.print(text)
 
 
+def print_start_error(
+    console: Console, exc: BaseException | str, *, hint: str | None = None, log: Any = None
+) -> None:
+    """A failure outside the REPL loop (a failed start, a one-shot answer): the error,
+    what to try, where the traceback went. No REPL command is named: none can run."""
+    text = Text("error: ", style="mp13.error")
+    text.append(exc if isinstance(exc, str) else error_line(exc))
+    console.print(text)
+    if hint:
+        print_info(console, hint)
+    if log is not None:
+        print_info(console, f"the full traceback is in {log}")
+
+
 def print_info(console: Console, message: str) -> None:
     console.print(Text(message, style="mp13.info"))
 

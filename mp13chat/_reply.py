@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from mp13_context import Event, EventKind
+from mp13chat import _convo as convo
 from mp13chat import _render as render
 from mp13chat._live import LiveMarkdown
+from mp13chat._oneshot import refuse
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13chat._app import ChatApp
@@ -58,11 +61,18 @@ class ReplyView:
             self.console.print()
             self._open_line = False
 
-    def __call__(self, event: Any) -> None:
-        kind = event.kind.value
-        handler: Callable[[Any], None] | None = getattr(self, f"_on_{kind}", None)
-        if handler is not None:
-            handler(event)
+    def __call__(self, event: Event) -> None:
+        match event.kind:
+            case EventKind.TEXT:
+                self._on_text(event)
+            case EventKind.REASONING:
+                self._on_reasoning(event)
+            case EventKind.TOOL_CALL:
+                self._on_tool_call(event)
+            case EventKind.TOOL_RESULT:
+                self._on_tool_result(event)
+            case EventKind.TURN:
+                self._on_turn(event)
 
     def _on_text(self, event: Any) -> None:
         if not (self.stream and event.text):
@@ -99,6 +109,8 @@ class ReplyView:
                 render.print_reasoning(self.console, turn.reasoning)
             render.print_reply(self.console, turn.text, markdown=self.app.config.markdown)
         self.console.print(footer(turn))
+        if turn.cancelled:  # the footer says so: no second "cancelled" line
+            self.app.cancel_reported()
 
     def finish(self) -> None:
         self._end_line()
@@ -106,23 +118,27 @@ class ReplyView:
 
 def footer(turn: Any) -> Text:
     """``12 tokens · 40.1 tok/s · stop`` plus any flags or the error of a turn."""
-    parts: list[str] = []
+    parts: list[tuple[str, str]] = []
     metrics = turn.metrics
     if metrics is not None:
-        parts.append(f"{metrics.completion_tokens} tokens")
+        parts.append((f"{metrics.completion_tokens} tokens", "mp13.info"))
         if metrics.tokens_per_s:
-            parts.append(f"{metrics.tokens_per_s:.1f} tok/s")
+            parts.append((f"{metrics.tokens_per_s:.1f} tok/s", "mp13.info"))
         if metrics.adapters:
-            parts.append("adapters " + ",".join(metrics.adapters))
+            parts.append(("adapters " + ",".join(metrics.adapters), "mp13.info"))
     if turn.finish_reason is not None and not turn.cancelled:
-        parts.append(getattr(turn.finish_reason, "value", str(turn.finish_reason)))
-    text = Text(" · ".join(parts), style="mp13.info")
+        parts.append((getattr(turn.finish_reason, "value", str(turn.finish_reason)), "mp13.info"))
     if turn.truncated:
-        text.append("  truncated: /continue goes on", style="mp13.warn")
+        parts.append(("truncated: /continue goes on", "mp13.warn"))
     if turn.cancelled:
-        text.append("  cancelled (partial reply kept)", style="mp13.warn")
+        parts.append(("cancelled (partial reply kept)", "mp13.warn"))
     if turn.error:
-        text.append(f"  error: {turn.error}", style="mp13.error")
+        parts.append((f"error: {turn.error}", "mp13.error"))
+    text = Text()
+    for i, (part, style) in enumerate(parts):
+        if i:
+            text.append(" · ", style="mp13.info")
+        text.append(part, style=style)
     return text
 
 
@@ -136,14 +152,61 @@ async def run_exchange(app: ChatApp, start: Callable[[ReplyView], Awaitable[Any]
 
 
 async def ask(app: ChatApp, text: str) -> Any:
-    """Send ``text`` from the current cursor and show the reply."""
+    """Send ``text`` from the current cursor and show the reply; an untitled conversation
+    is named after its first question."""
+    convo.check_branch_adapters(app)
+    convo.title_if_untitled(app, text)
     return await run_exchange(app, lambda view: app.cursor.aask(text, on_event=view))
+
+
+def same_reply_reason(request: Any) -> str | None:
+    """Why a retry of ``request`` (the engine request of this branch) gives the same reply
+    again, and how to change that; None when it samples without a fixed seed."""
+    if getattr(request, "seed", None) is not None and _samples(request):
+        return (
+            f"seed {request.seed} makes sampling repeat itself; /unset seed gives a new "
+            "reply each time"
+        )
+    if not _samples(request):
+        return (
+            "decoding is greedy (do_sample is off), so the same prompt always gives the "
+            "same reply; /set do_sample on and /set temperature 0.8 sample a different one"
+        )
+    return None
+
+
+def _content(turn: Any) -> tuple[str, list[tuple[str, Any]]]:
+    # Tool-call ids are generated per reply; the calls themselves are name + arguments.
+    return turn.text, [(c.name, c.arguments) for c in turn.tool_calls]
+
+
+def _samples(request: Any) -> bool:
+    do_sample = getattr(request, "do_sample", None)
+    if do_sample is None:  # left to the temperature: a positive one samples
+        return bool(getattr(request, "temperature", 0) or 0) > 0
+    return bool(do_sample)
+
+
+async def retry(app: ChatApp) -> Any:
+    """A new reply to the last message; says why when it equals the reply it replaces."""
+    convo.check_branch_adapters(app)
+    old = [t for t in app.cursor.exchange() if t.role.value == "assistant"]
+    turn = await run_exchange(app, lambda view: app.cursor.aretry(on_event=view))
+    if not old or turn is None or turn.cancelled or turn.error:
+        return turn
+    if _content(turn) == _content(old[-1]):
+        reason = same_reply_reason(app.cursor.request())
+        if reason is not None:
+            render.print_info(app.console, f"same reply as before: {reason}")
+    return turn
 
 
 async def approve(app: ChatApp, request: Any) -> str:
     """Ask whether a tool call may run (the context's approver)."""
     from mp13_toolbox import ApprovalAnswer
 
+    if not app.interactive:
+        return refuse(app, request)
     # The call's panel is already on screen (the TOOL_CALL event comes first).
     risk = getattr(request.risk, "value", request.risk)
     question = f"run {request.call.name} ({risk} risk)? [y]es / [n]o / [a]lways / ne[v]er: "

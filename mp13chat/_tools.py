@@ -1,25 +1,23 @@
 # SPDX-License-Identifier: MIT
-"""``register_tool``: how a wrapper app hands its own tools to ``mp13chat.main``.
+"""``register_tool``: the options a wrapper app's tool is registered with.
 
-There is no global registry. ``register_tool(func, **options)`` only *marks* ``func``
-(it stores a frozen ``ToolRegistration`` on the function object) and returns it, so it
-also works as a decorator. ``main()`` then builds its ``ChatApp`` with the tools passed
-as ``main(tools=[...])`` plus every marked function found in the namespace of the module
-that called ``main()`` (and of ``__main__``) — the wrapper script. A tool that is not
-bound to a module-level name there (a lambda kept in a list, a function of a helper
-called later) must be passed with ``tools=`` or registered on a ``ChatApp`` directly::
+There is no global registry and no scanning of anyone's namespace: a wrapper app hands
+its tools over explicitly, as ``mp13chat.main(tools=[lookup, remember])`` or
+``ChatApp.register_tool(f)``. ``register_tool(func, **options)`` attaches the
+``Toolbox.register`` options (``name``, ``description``, ``mode``, ``risk``,
+``timeout_s``, ...) to ``func`` (a frozen ``ToolRegistration`` stored on the function
+object) and returns it, so it also works as a decorator; passing the function to
+``main(tools=...)`` then registers it with those options::
 
-    app = mp13chat.ChatApp()
-    app.register_tool(search_notes, risk="medium")
-    app.main()
+    @mp13chat.register_tool(risk="medium")
+    def remember(note: str) -> str: ...
 
-The options are those of ``mp13_toolbox.Toolbox.register`` (``name``, ``description``,
-``mode``, ``risk``, ``timeout_s``, ...), passed through unchanged.
+    mp13chat.main(tools=[remember])
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -38,11 +36,11 @@ class ToolRegistration:
 
 
 def register_tool(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
-    """Mark ``func`` as a tool for the REPL that ``mp13chat.main()`` starts.
+    """Attach ``Toolbox.register`` options to ``func`` for ``mp13chat.main(tools=[func])``.
 
-    Use it before ``main()``, as a call (``register_tool(f, risk="high")``) or a
-    decorator (``@register_tool`` / ``@register_tool(risk="high")``). Options are
-    those of ``mp13_toolbox.Toolbox.register``. Returns ``func`` unchanged.
+    A call (``register_tool(f, risk="high")``) or a decorator (``@register_tool`` /
+    ``@register_tool(risk="high")``). It registers nothing by itself: pass the function
+    to ``main(tools=...)`` or ``ChatApp(tools=...)``. Returns ``func`` unchanged.
     """
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,8 +50,8 @@ def register_tool(func: Callable[..., Any] | None = None, /, **options: Any) -> 
             setattr(f, _MARK, ToolRegistration(f, options))
         except (AttributeError, TypeError) as exc:
             raise ChatError(
-                f"cannot mark {f!r} as a tool (it takes no attributes); pass it to "
-                "mp13chat.main(tools=[...]) or ChatApp.register_tool instead"
+                f"cannot attach options to {f!r} (it takes no attributes); give them to "
+                "ChatApp.register_tool(func, **options) instead"
             ) from exc
         return f
 
@@ -72,24 +70,3 @@ def as_registration(tool: Any) -> ToolRegistration:
     if callable(tool):
         return ToolRegistration(tool)
     raise ChatError(f"{tool!r} is not a tool; give a function")
-
-
-def marked_tools(namespaces: Iterable[Mapping[str, Any]]) -> list[ToolRegistration]:
-    """Marked functions found in ``namespaces``, once each, in namespace order."""
-    seen: set[int] = set()
-    out: list[ToolRegistration] = []
-    for namespace in namespaces:
-        for value in list(namespace.values()):
-            mark = getattr(value, _MARK, None) if callable(value) else None
-            if isinstance(mark, ToolRegistration) and id(mark.func) not in seen:
-                seen.add(id(mark.func))
-                out.append(mark)
-    return out
-
-
-def collect_tools(tools: Iterable[Any], namespaces: Iterable[Mapping[str, Any]]) -> list[Any]:
-    """``tools`` plus the marked functions of ``namespaces`` that are not among them."""
-    explicit = list(tools)
-    given = {id(getattr(t, "func", t)) for t in explicit}
-    found = [r for r in marked_tools(namespaces) if id(r.func) not in given]
-    return [*explicit, *found]

@@ -1,11 +1,21 @@
 # SPDX-License-Identifier: MIT
 """The conversation tree as a ``rich.Tree``, and short node ids.
 
-A chain of only-children is drawn at one indentation level (a long conversation must
-not march off the right edge); a node with several children opens one branch per
-child. The cursor's node is highlighted and the path to it marked, so ``/tree`` answers
-"where am I and what else is there". Node ids are shown as their first ``SHORT``
-characters; ``resolve_node_id`` accepts any unique prefix.
+Layout: a conversation runs down one column, turn after turn; where a node has several
+children, the one ``/leaf`` would take among its turns (the promoted one, else the
+newest that is not closed) goes on in the column, and every other child opens a
+*branch* indented under that node, labelled with what made it: a fork or try-out
+(``⑂ fork NAME``, ``⑂ try-out``) and a batch (``⑂ batch``) always open one; an older
+``/retry`` reply shows as ``⑂ reply``, another question as ``⑂ question``. Inside a
+branch the same rule applies. At a branch point ``★`` marks the way the *main line*
+(the path ``/leaf`` follows from the root) goes on; ``◀ you are here`` marks the
+cursor and the path to it is bold.
+
+The context layer's structural nodes are not turns and never show their internal
+kind: a fork or batch hub is one line saying what it is (``⑂ fork alt``); the root and
+placeholders are hidden unless they carry commands (one dim ``⚙`` line: ``⚙ system
+set 'Be brief.'``) or the cursor. Node ids are shown as their
+first ``SHORT`` characters; ``resolve_id`` accepts any unique prefix.
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ from mp13chat._errors import UsageError
 
 SHORT = 6
 SNIPPET = 60
+BRANCH = "⑂"
+STAR = "★"
 
 
 def short(node_id: str | None) -> str:
@@ -40,20 +52,82 @@ def resolve_id(prefix: str, ids: Iterable[str], what: str = "node") -> str:
     raise UsageError(f"{what} id {prefix!r} is ambiguous ({shown}); type more of it")
 
 
-def _snippet(text: str) -> str:
+def _snippet(text: str, width: int = SNIPPET) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= SNIPPET else flat[: SNIPPET - 1] + "…"
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _kind(node: Any) -> str:
+    return getattr(node.kind, "value", str(node.kind))
+
+
+def command_text(cmd: Any) -> str:
+    """One command in words: ``system set 'Be brief.'``, ``set temperature=0.7``."""
+    kind = getattr(cmd.kind, "value", str(cmd.kind))
+    family, _, verb = kind.partition(".")
+    if family == "params":
+        shown = ", ".join(f"{k}={'default' if v is None else v!r}" for k, v in cmd.params.items())
+        return f"set {shown}"
+    if family == "system" and cmd.text:
+        return f"system {verb} {_snippet(cmd.text, 40)!r}"
+    if family == "adapters" and verb in ("set", "add"):
+        return f"adapters {verb} {', '.join(cmd.names) or 'base model'}"
+    if family == "tools" and cmd.scope is not None:
+        modes = ", ".join(f"{k}={getattr(v, 'value', v)}" for k, v in cmd.scope.modes.items())
+        return f"tools {verb} {modes}"
+    if family == "log":
+        return f"note {_snippet(cmd.text or '', 40)!r}"
+    if family == "api_call":
+        return f"call {cmd.text}"
+    return f"{family} {verb}".strip()
+
+
+def branch_tag(node: Any, parent: Any | None) -> str:
+    """What started the branch whose first node is ``node`` (child of ``parent``)."""
+    kind = _kind(node)
+    if kind == "fork_hub":
+        return _fork_name(node)
+    if kind == "batch_hub":
+        return f"{BRANCH} batch"
+    turn = node.turn
+    if turn is not None:
+        role = getattr(turn.role, "value", str(turn.role))
+        return f"{BRANCH} " + {"assistant": "reply", "user": "question"}.get(role, "tool results")
+    return BRANCH
+
+
+def _fork_name(hub: Any) -> str:
+    # /try labels its hub "try-out [LABEL]"; a /fork hub holds the user's label, if any.
+    if hub.label.startswith("try-out"):
+        return f"{BRANCH} {hub.label}"
+    return f"{BRANCH} fork {hub.label}".rstrip()
+
+
+def _structural_label(node: Any) -> Text:
+    label = Text()
+    kind = _kind(node)
+    if kind == "fork_hub":
+        label.append(_fork_name(node), style="mp13.info")
+    elif kind == "batch_hub":
+        label.append(f"{BRANCH} batch", style="mp13.info")
+    elif kind == "root":
+        label.append("start", style="mp13.info")
+    if node.commands:
+        if label:
+            label.append("  ")
+        label.append("⚙ " + "; ".join(command_text(c) for c in node.commands), style="mp13.info")
+    if not label:
+        label.append("·", style="mp13.info")
+    return label
 
 
 def node_label(node: Any) -> Text:
-    """``id role: text [flags]`` for a turn, ``id kind`` for a structural node."""
+    """``id role: text [flags]`` for a turn; for a structural node what it is in words
+    (``⑂ fork alt``, ``⚙ system set '...'``), never its internal kind."""
     label = Text(short(node.id) + " ", style="mp13.info")
     turn = node.turn
-    kind = getattr(node.kind, "value", str(node.kind))
     if turn is None:
-        label.append(f"({kind})", style="italic")
-        if node.label:
-            label.append(f" {node.label}")
+        label.append_text(_structural_label(node))
     else:
         role = getattr(turn.role, "value", str(turn.role))
         label.append(f"{role}: ", style="bold")
@@ -76,45 +150,107 @@ def node_label(node: Any) -> Text:
             label.append(" [" + ", ".join(flags) + "]", style="mp13.warn")
     if node.archived:
         label.append(" (closed)", style="mp13.info")
-    if node.main_line:
-        label.append(" ★", style="mp13.ok")
-    if node.commands:
-        label.append(f" +{len(node.commands)} cmd", style="mp13.info")
     return label
 
 
+def _is_hub(node: Any) -> bool:
+    return node.turn is None and _kind(node) in ("fork_hub", "batch_hub")
+
+
+def continuation(children: Sequence[Any]) -> Any | None:
+    """The child the main line (``/leaf``) follows: the promoted one, else the newest
+    that is not closed; None when every child is closed."""
+    open_ = [c for c in children if not c.archived]
+    if not open_:
+        return None
+    return max(open_, key=lambda c: (bool(c.main_line), c.seq))
+
+
+class _Drawing:
+    """One ``conversation_tree`` call's state (see the module docstring)."""
+
+    def __init__(
+        self, nodes: Sequence[Any], current_id: str | None, path_ids: Iterable[str], main: set[str]
+    ) -> None:
+        self.ids = {n.id for n in nodes}
+        self.by_id = {n.id: n for n in nodes}
+        self.kids: dict[str, list[Any]] = {}
+        for node in sorted(nodes, key=lambda n: n.seq):
+            if node.parent_id in self.ids:
+                self.kids.setdefault(node.parent_id, []).append(node)
+        self.current_id = current_id
+        self.on_path = set(path_ids)
+        self.main = main
+
+    def roots(self) -> list[Any]:
+        return sorted(
+            (n for n in self.by_id.values() if n.parent_id not in self.ids), key=lambda n: n.seq
+        )
+
+    def _shown(self, node: Any) -> bool:
+        # Hubs stay as one line (a fork is a point in the conversation, not its next turn);
+        # placeholders and the root only when they carry commands or the cursor.
+        if node.turn is not None or _kind(node) in ("fork_hub", "batch_hub"):
+            return True
+        return bool(node.commands) or node.id == self.current_id
+
+    def _item(self, node: Any, star: bool) -> Text:
+        label = node_label(node)
+        if node.id == self.current_id:
+            label.stylize("mp13.current")
+            label.append("  ◀ you are here", style="mp13.ok")
+        elif node.id in self.on_path:
+            label.stylize("bold")
+        if star:
+            label.append(f" {STAR}", style="mp13.ok")
+        return label
+
+    def branch(self, container: Any, node: Any, tag: str, star: bool) -> None:
+        """A branch under ``container``: a header line saying what made it (the hub's
+        own line for a fork or batch), then its column inside."""
+        if self._shown(node) and node.turn is None:
+            header = container.add(self._item(node, star))
+            self.chain(header, node, skip_first=True)
+            return
+        label = Text(tag, style="mp13.info")
+        if star:
+            label.append(f" {STAR}", style="mp13.ok")
+        self.chain(container.add(label), node)
+
+    def chain(self, container: Any, node: Any | None, *, skip_first: bool = False) -> None:
+        """Draw ``node`` and its continuation down one column of ``container``; every
+        other child (a fork or batch hub always) opens a branch under the last node
+        drawn."""
+        anchor: Any = None
+        star = False
+        while node is not None:
+            if self._shown(node) and not skip_first:
+                anchor = container.add(self._item(node, star))
+            skip_first = False
+            children = self.kids.get(node.id, [])
+            nxt = continuation([c for c in children if not _is_hub(c)])
+            # At a branch point, the child the main line follows gets the marker.
+            main = next((c for c in children if c.id in self.main), None)
+            main = main if len(children) > 1 else None
+            for other in children:
+                if other is not nxt:
+                    tag = branch_tag(other, node)
+                    self.branch(anchor or container, other, tag, star=other is main)
+            star = nxt is not None and nxt is main
+            node = nxt
+
+
 def conversation_tree(
-    title: str, nodes: Sequence[Any], current_id: str | None, path_ids: Iterable[str] = ()
+    title: str,
+    nodes: Sequence[Any],
+    current_id: str | None,
+    path_ids: Iterable[str] = (),
+    main_ids: Iterable[str] = (),
 ) -> Tree:
-    """A ``rich.Tree`` of ``nodes`` (one conversation, any order)."""
-    ids = {n.id for n in nodes}
-    by_parent: dict[str | None, list[Any]] = {}
-    for node in sorted(nodes, key=lambda n: n.seq):
-        # a node whose parent is not shown (cut by the caller) is drawn as a top node
-        parent = node.parent_id if node.parent_id in ids else None
-        by_parent.setdefault(parent, []).append(node)
-    on_path = set(path_ids)
-    tree = Tree(Text(title, style="mp13.banner"))
-    # (container, node, head): a head starts its own branch and holds its chain.
-    stack: list[tuple[Tree, Any, bool]] = [
-        (tree, r, True) for r in reversed(by_parent.get(None, []))
-    ]
-    while stack:
-        container, node, head = stack.pop()
-        if node.parent_id is None and node.turn is None and not node.commands and head:
-            here = container  # the bare root: the title stands for it
-        else:
-            label = node_label(node)
-            if node.id == current_id:
-                label.stylize("mp13.current")
-                label.append("  ◀ you are here", style="mp13.ok")
-            elif node.id in on_path:
-                label.stylize("bold")
-            here = container.add(label)
-        kids = by_parent.get(node.id, [])
-        if len(kids) == 1:
-            # an only child continues the chain at the same level
-            stack.append((here if head else container, kids[0], False))
-        else:
-            stack.extend((here, kid, True) for kid in reversed(kids))
+    """A ``rich.Tree`` of ``nodes`` (one conversation, any order; a node whose parent is
+    not among them starts a column of its own). ``main_ids``: the main line's nodes."""
+    drawing = _Drawing(nodes, current_id, path_ids, set(main_ids))
+    tree = Tree(Text(title, style="mp13.banner"), guide_style="mp13.info")
+    for root in drawing.roots():
+        drawing.chain(tree, root)
     return tree

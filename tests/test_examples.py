@@ -14,10 +14,12 @@ import pytest
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
 
-def _run(name: str, tmp_path: pathlib.Path, stdin: str = "", timeout: float = 300) -> str:
+def _run(
+    name: str, tmp_path: pathlib.Path, stdin: str = "", timeout: float = 300, args: tuple = ()
+) -> str:
     env = {**os.environ, "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
+        [sys.executable, str(EXAMPLES / name), *args],
         cwd=tmp_path,
         env=env,
         input=stdin,
@@ -65,7 +67,8 @@ def test_custom_tool_format_is_added_in_under_30_lines_and_used_by_an_engine(tmp
 
 
 def test_wrapper_app_lists_its_own_tools(tmp_path):
-    out = _run("wrapper_app.py", tmp_path, stdin="/tools\n/quit\n")
+    # -i: piped input is read as REPL commands (without it, it would be a one-shot question)
+    out = _run("wrapper_app.py", tmp_path, stdin="/tools\n/quit\n", args=("-i",))
     assert "word_count" in out and "remember" in out and "calculator" in out
 
 

@@ -80,9 +80,16 @@ def _check_targets(_: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 
 def _check_adapter(_: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not isinstance(value, str) or not value or "." in value or value.startswith("__"):
+    from mp13_engine._adapters import adapter_name_problem
+
+    problem = adapter_name_problem(value)
+    if problem is not None:
         raise _fail(
-            attribute.name, value, "use a non-empty name without '.' that does not start with '__'"
+            attribute.name,
+            value,
+            f"{problem}. Give a plain name such as 'my-adapter': the adapter is saved to "
+            "adapters_dir/<name> (./adapters/<name> without adapters_dir); to save it "
+            "somewhere else, set output_dir",
         )
 
 

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from mp13_engine._errors import ConfigError, Mp13Error, TrainingError
-from mp13_engine._quiet import quiet_int8_casts
 from mp13_engine._training._config import (
     TrainingConfig,
     TrainingEvent,
@@ -192,10 +191,11 @@ class TrainingJob:
         else:
             train, val = split(train, cfg.validation_split, cfg.seed)
         lock = _tokenizer_lock(self._engine)
+        encode_chat = self._engine._state.tokens.encode_chat  # rows cannot forge turns
 
         def render(example: Any) -> Rendered:
             with lock:  # per row, so waves are never held up for a whole dataset
-                return render_example(tokenizer, example, cfg.loss_on, prepare)
+                return render_example(tokenizer, example, cfg.loss_on, prepare, encode_chat)
 
         self._train = self._fit([render(e) for e in train])
         self._val = self._fit([render(e) for e in val])
@@ -325,8 +325,7 @@ class TrainingJob:
                     param.requires_grad_(True)
             model.train()
             try:
-                with quiet_int8_casts():  # 8-bit bases: one notice per layer per call otherwise
-                    stepped = state.micro_step(model)
+                stepped = state.micro_step(model)
             finally:
                 model.eval()
             if stepped:
@@ -368,8 +367,7 @@ class TrainingJob:
     def _evaluate(self, model: Any) -> float | None:
         if not self._val or self._state is None:
             return None
-        with quiet_int8_casts():
-            loss = self._state.evaluate(model, self._val)
+        loss = self._state.evaluate(model, self._val)
         self._emit(self._event("eval", eval_loss=loss))
         return loss
 

@@ -37,6 +37,9 @@ from mp13_engine._training._data import Example
 
 #: ``(messages, tools) -> (messages, tools)``: the serving-side adaptation of a chat.
 Prepare = Callable[[list, Any], tuple[list, Any]]
+#: ``(text, (messages, tools), render) -> (ids, offsets)``: the engine's encoding of a rendered
+#: chat, where message text that spells control tokens stays text (``TokenizerGuard.encode_chat``).
+EncodeChat = Callable[[str, Any, Callable[[Any], str]], tuple[list[int], list[tuple[int, int]]]]
 
 
 @attrs.frozen
@@ -78,6 +81,15 @@ def _render(tokenizer: Any, messages: Any, tools: Any, add_generation_prompt: bo
         ) from exc
 
 
+def _render_prepared(
+    tokenizer: Any, messages: Any, tools: Any, prepare: Prepare | None, gen: bool
+) -> str:
+    messages = [dict(m) for m in messages]
+    if prepare is not None:
+        messages, tools = prepare(messages, tools)
+    return _render(tokenizer, messages, tools, add_generation_prompt=gen)
+
+
 def assistant_spans(
     tokenizer: Any, example: Example, prepare: Prepare | None = None
 ) -> tuple[str, list[tuple[int, int]]]:
@@ -97,10 +109,7 @@ def assistant_spans(
     def render(upto: int, gen: bool) -> str:
         if upto == 0:
             return ""
-        messages, tools = [dict(m) for m in example.messages[:upto]], example.tools
-        if prepare is not None:
-            messages, tools = prepare(messages, tools)
-        return _render(tokenizer, messages, tools, add_generation_prompt=gen)
+        return _render_prepared(tokenizer, example.messages[:upto], example.tools, prepare, gen)
 
     full = render(len(example.messages), gen=False)
     spans: list[tuple[int, int]] = []
@@ -226,12 +235,23 @@ def render_example(
     example: Example,
     loss_on: str = "assistant",
     prepare: Prepare | None = None,
+    encode_chat: EncodeChat | None = None,
 ) -> Rendered:
-    """Token ids and loss mask of ``example`` (see the module docstring)."""
+    """Token ids and loss mask of ``example`` (see the module docstring).
+
+    ``encode_chat`` (the engine's) keeps message text that spells control tokens text.
+    """
     if example.kind == "messages":
         # The template already writes BOS where the family wants one.
         full, spans = assistant_spans(tokenizer, example, prepare)
-        ids, offsets = _encode(tokenizer, full, special=False)
+        if encode_chat is None:
+            ids, offsets = _encode(tokenizer, full, special=False)
+        else:
+            ids, offsets = encode_chat(
+                full,
+                (example.messages, example.tools),
+                lambda data: _render_prepared(tokenizer, data[0], data[1], prepare, False),
+            )
         if loss_on == "all":
             mask = [1] * len(ids)
         else:

@@ -35,15 +35,14 @@ class ChatHarness:
         self._pipe_cm = create_pipe_input()
         self.input = self._pipe_cm.__enter__()
         self.runner: asyncio.Runner | None = asyncio.Runner()
-        self.app = ChatApp(
-            config,
+        kwargs = dict(
             config_path=tmp_path / "config.json",
             engine=engine,
             console=self.console,
             input=self.input,
             output=DummyOutput(),
-            **app_kwargs,
         )
+        self.app = ChatApp(config, **{**kwargs, **app_kwargs})
         self.runner.run(self.app.start())
 
     def run(

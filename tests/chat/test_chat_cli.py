@@ -3,13 +3,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 
 import pytest
 
 import mp13chat
-from mp13chat import ChatApp
-from mp13chat._cli import CliOptions, parse_cli
+from mp13chat import ChatApp, ChatConfig, UsageError
+from mp13chat._cli import CliOptions, one_shot_question, parse_cli
+
+FLAGS = (
+    "--model",
+    "--session",
+    "--replay",
+    "--config",
+    "--device",
+    "--dtype",
+    "--quantize",
+    "--system",
+    "--max-new-tokens",
+    "--download",
+    "--prompt",
+    "--interactive",
+)
 
 
 def test_help_explains_every_flag(capsys):
@@ -17,14 +34,140 @@ def test_help_explains_every_flag(capsys):
         parse_cli(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for flag in ("--model", "--session", "--replay", "--config"):
+    for flag in FLAGS:
         assert flag in text
-    assert "demo model" in text
+    assert "demo model" in text and "One-shot" in text
 
 
 def test_flags_parse():
     opts = parse_cli(["--model", "m", "--session", "s.db", "--replay", "abc", "--config", "c"])
     assert opts == CliOptions(model="m", session="s.db", replay="abc", config="c")
+    opts = parse_cli(
+        [
+            *("--device", "cpu", "--dtype", "bfloat16", "--quantize", "4bit"),
+            *("--system", "Be brief.", "--max-new-tokens", "64", "--download"),
+            *("-p", "hi"),
+        ]
+    )
+    assert opts == CliOptions(
+        device="cpu",
+        dtype="bfloat16",
+        quantize="4bit",
+        system="Be brief.",
+        max_new_tokens=64,
+        download=True,
+        prompt="hi",
+    )
+
+
+@pytest.mark.parametrize(
+    "argv", [["--quantize", "3bit"], ["--dtype", "float8"], ["--max-new-tokens", "0"]]
+)
+def test_bad_flag_values_are_refused_by_the_parser(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse_cli(argv)
+    assert exit_.value.code == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_flags_override_the_config_for_this_run():
+    config = ChatConfig(
+        engine={"max_batch_size": 4, "device": "cuda"},
+        params={"max_new_tokens": 256, "temperature": 0.5},
+        system="From the file.",
+    )
+    opts = parse_cli(
+        [
+            *("--device", "cpu", "--dtype", "float32", "--quantize", "8bit", "--download"),
+            *("--system", "From the flag.", "--max-new-tokens", "32"),
+        ]
+    )
+    applied = opts.apply(config)
+    assert applied.engine == {
+        "max_batch_size": 4,
+        "device": "cpu",
+        "dtype": "float32",
+        "quantization": "8bit",
+        "download": True,
+    }
+    assert applied.params == {"max_new_tokens": 32, "temperature": 0.5}
+    assert applied.system == "From the flag."
+    assert config.engine == {"max_batch_size": 4, "device": "cuda"}  # unchanged
+    assert parse_cli([]).apply(config) == config
+
+
+def test_engine_flags_reach_engine_load(tmp_path, monkeypatch):
+    """--device/--dtype/--quantize/--download become the fields Engine.load builds its
+    EngineConfig from (``download`` is the real lane's EngineConfig field)."""
+    from mp13_engine import Engine, EngineConfig
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_load(model, **fields):
+        seen.update(fields, model=model)
+        raise Stop
+
+    monkeypatch.setattr(Engine, "load", staticmethod(fake_load))
+    monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("MP13_CACHE_DIR", str(tmp_path / "cache"))
+    app = ChatApp()
+    app.apply_options(
+        parse_cli(
+            [
+                *("--model", "tiny", "--device", "cpu", "--dtype", "float32"),
+                *("--quantize", "4bit", "--download"),
+            ]
+        )
+    )
+    with pytest.raises(Stop):
+        asyncio.run(app.start())
+    assert seen["device"] == "cpu" and seen["dtype"] == "float32"
+    assert seen["quantization"] == "4bit" and seen["download"] is True
+    assert seen["adapters_dir"] == str(tmp_path / "adapters")
+    fields = {k: v for k, v in seen.items() if k not in ("model", "download")}
+    config = EngineConfig.from_dict({"model": seen["model"], **fields})
+    assert (config.device, config.dtype, config.quantization) == ("cpu", "float32", "4bit")
+    if "download" in EngineConfig.field_names():  # once the real lane's field is merged
+        assert EngineConfig.from_dict({"model": "m", "download": True}).download is True
+
+
+class _Stdin(io.StringIO):
+    def __init__(self, text: str = "", tty: bool = False) -> None:
+        super().__init__(text)
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_one_shot_question_from_the_flag_stdin_or_both():
+    terminal = _Stdin(tty=True)
+    assert one_shot_question(parse_cli([]), terminal) is None  # the REPL
+    assert one_shot_question(parse_cli(["-p", "hi"]), terminal) == "hi"
+    assert one_shot_question(parse_cli([]), _Stdin("piped in\n")) == "piped in"
+    assert one_shot_question(parse_cli(["-p", "-"]), _Stdin("from stdin")) == "from stdin"
+    both = one_shot_question(parse_cli(["-p", "summarize:"]), _Stdin("some text"))
+    assert both == "summarize:\n\nsome text"
+    assert one_shot_question(parse_cli(["-p", "hi"]), None) == "hi"
+    # -i keeps the REPL on piped input (commands are read from it)
+    assert one_shot_question(parse_cli(["-i"]), _Stdin("/tools\n")) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin", "message"),
+    [
+        (["-p", ""], "", "nothing to ask"),
+        ([], "   \n", "nothing to ask"),
+        (["-p", "hi", "--replay", "x"], "", "--replay"),
+        (["-p", "hi", "-i"], "", "-i keeps the REPL"),
+    ],
+)
+def test_one_shot_usage_errors(argv, stdin, message):
+    with pytest.raises(UsageError, match=message):
+        one_shot_question(parse_cli(argv), _Stdin(stdin))
 
 
 def test_first_run_creates_the_config_and_flags_override_it(tmp_path, monkeypatch):
@@ -65,8 +208,8 @@ def wrapper_lookup(word: str) -> str:
 mp13chat.register_tool(wrapper_lookup, risk="medium")
 
 
-def test_main_registers_marked_tools_of_the_calling_module(monkeypatch):
-    seen = {}
+def _capture_app(monkeypatch) -> dict:
+    seen: dict = {}
 
     def fake_main(self, argv=None):
         seen["app"] = self
@@ -74,17 +217,36 @@ def test_main_registers_marked_tools_of_the_calling_module(monkeypatch):
         return 0
 
     monkeypatch.setattr(ChatApp, "main", fake_main)
+    return seen
+
+
+def test_main_registers_exactly_the_tools_it_is_given_with_their_options(monkeypatch):
+    seen = _capture_app(monkeypatch)
 
     def extra() -> str:
         """An extra tool."""
         return "x"
 
-    assert mp13chat.main(["--model", "tiny"], tools=[extra]) == 0
+    assert mp13chat.main(["--model", "tiny"], tools=[extra, wrapper_lookup]) == 0
     pending = seen["app"].take_pending_tools()
-    funcs = [r.func for r in pending]
-    assert funcs == [extra, wrapper_lookup]
+    assert [r.func for r in pending] == [extra, wrapper_lookup]
     assert pending[1].options == {"risk": "medium"}
     assert seen["argv"] == ["--model", "tiny"]
+
+
+def test_main_does_not_pick_up_tools_from_its_callers_namespace(monkeypatch):
+    # wrapper_lookup is marked and bound in this module, which calls main(): an app
+    # registers only what it is handed (issue 14: no reading the caller's globals).
+    seen = _capture_app(monkeypatch)
+    assert mp13chat.main([]) == 0
+    assert seen["app"].take_pending_tools() == []
+
+
+def test_main_has_no_frame_inspection():
+    import inspect
+
+    source = inspect.getsource(mp13chat)
+    assert "_getframe" not in source and "f_globals" not in source
 
 
 def test_registered_tools_reach_the_toolbox(make_chat):

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from mp13_context.testing import FakeEngine, FakeReply
-from mp13_engine import FinishReason
+from mp13_engine import FinishReason, Request
 from mp13_toolbox import ToolCall
 
 
@@ -50,7 +52,34 @@ def test_fork_leaves_the_old_branch_alone(make_chat):
     assert before.turn.text == "echo: first"
     assert len(h.app.session.children(before.node_id)) == 1  # the fork hub
     out = h.run("/tree")
-    assert "fork_hub" in out and "you are here" in out
+    assert "⑂ fork alt" in out and "you are here" in out
+    assert "fork_hub" not in out and "placeholder" not in out
+
+
+def test_retry_under_greedy_decoding_says_why_the_reply_is_the_same(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine)
+    out = h.run("q", "/retry")
+    assert "same reply as before: decoding is greedy" in out
+    assert "/set do_sample on" in out
+    out = h.run("/set do_sample on", "/set temperature 0.8", "/set seed 7", "/retry")
+    assert "seed 7 makes sampling repeat itself; /unset seed" in out
+    out = h.run("/unset seed", "/retry")
+    assert "same reply as before" not in out  # sampling: same text by chance, nothing to say
+    engine.script("something else")
+    out = h.run("/set do_sample off", "/retry")
+    assert "same reply as before" not in out  # a different reply needs no explanation
+
+
+def test_a_conversation_is_titled_by_its_first_question(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("How do I keep a sourdough starter alive through a long summer holiday?", "more")
+    cid = h.app.cursor.conversation_id
+    title = h.app.session.conversation(cid).title
+    assert title == "How do I keep a sourdough starter alive through…"
+    assert title in h.run("/list")
+    h.run("/new", "/title chosen", "first here")
+    assert h.app.session.conversation(h.app.cursor.conversation_id).title == "chosen"
 
 
 def test_retry_adds_a_sibling_reply_and_prev_next_move_between_them(make_chat):
@@ -280,17 +309,38 @@ def test_engine_commands_on_an_engine_without_them_fail_clearly(make_chat):
 
 
 def test_prompt_preview_and_token_count(make_chat):
-    h = make_chat(FakeEngine())
+    engine = FakeEngine()
+    h = make_chat(engine)
     out = h.run("/system set Be brief.", "/prompt", "/tokens", "/tokens four words right here")
+    # FakeEngine renders ChatML-like text and counts whitespace-separated words: the
+    # prompt around the slot is "<tools>[...]</tools>", the system turn, the empty user
+    # turn's header and footer, and the assistant header.
+    system = {"role": "system", "content": "Be brief."}
+    tools = h.app.cursor.request().tools
+    prompt = engine.format_prompt(
+        Request(messages=[system, {"role": "user", "content": "X"}], tools=tools)
+    )
+    before, _, after = prompt.partition("X")
+    expected = engine.count_tokens(before) + engine.count_tokens(after)
     assert "Be brief." in out
-    assert "tokens" in out
+    assert f"prompt ({expected} tokens + your message)" in out
+    assert f"next prompt: {expected} tokens + your message" in out
+    assert "4 tokens" in out  # "four words right here"
 
 
 def test_quit_and_eof_end_the_loop(make_chat):
     h = make_chat(FakeEngine())
-    h.run("/exit", quit=False)
-    h.input.send_text("\x04")  # Ctrl+D on an empty line
-    h.call(h.app.loop())
+    # /exit (an alias of /quit) ends the loop by itself: run() returns, no timeout.
+    out = h.run("hi", "/exit", "never sent", quit=False, timeout=10)
+    assert "echo: hi" in out and "never sent" not in out
+    assert [t for t in turns(h.app) if t[0] == "user"] == [("user", "hi")]
+    # Ctrl+D on an empty line ends it too; a loop that ignored it would hit the timeout
+    # (TimeoutError) instead of returning.
+    h.input.send_text("\x04")
+    h.call(asyncio.wait_for(h.app.loop(), 10))
+    # and the status main() returns after either is 0
+    h.input.send_text("/quit\r")
+    assert h.call(asyncio.wait_for(h.app.run_async(), 10)) == 0
 
 
 @pytest.mark.parametrize("alias", ["/bottom", "/leaf"])
@@ -311,7 +361,8 @@ def test_ctrl_c_cancels_the_running_reply_and_the_repl_stays(make_chat):
     engine.script(FakeReply(text="x" * 2000, delay_s=0.01), "next one")
     h = make_chat(engine)
     out = h.run("talk a lot", "after", interrupt_after=0.5)
-    assert "cancelled" in out
+    assert out.count("cancelled") == 1  # the reply's footer says it; no second line
+    assert "cancelled (partial reply kept)" in out
     assert "next one" in out  # the loop went on with the next line
     path = [n.turn for n in h.app.cursor.path() if n.turn is not None]
     cancelled = [t for t in path if t.role.value == "assistant" and t.cancelled]
@@ -391,9 +442,9 @@ def test_tree_of_a_long_conversation_is_cut_above_the_cursor(make_chat):
     h.run(*[f"message {i}" for i in range(6)])
     out = h.run("/tree 3")
     assert "nodes above not shown" in out
-    assert "message 5" in out and "message 0" not in out
+    assert "user: message 5" in out and "user: message 0" not in out
     out = h.run("/tree all")
-    assert "message 0" in out and "you are here" in out
+    assert "user: message 0" in out and "you are here" in out
 
 
 def test_ctrl_c_stops_a_replay(make_chat):

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""register_tool marks functions; main() finds them without a global registry."""
+"""register_tool attaches options to a function; main(tools=...) registers it with them."""
 
 from __future__ import annotations
 
 import pytest
 
 from mp13chat._errors import ChatError
-from mp13chat._tools import ToolRegistration, as_registration, marked_tools, register_tool
+from mp13chat._tools import ToolRegistration, as_registration, register_tool
 
 
 def test_register_tool_returns_the_function_and_marks_it():
@@ -33,22 +33,6 @@ def test_decorator_forms():
     assert as_registration(b).options == {"name": "bee"}
 
 
-def test_marked_tools_are_found_once_in_namespace_order():
-    def one():
-        return 1
-
-    def two():
-        return 2
-
-    def plain():
-        return 3
-
-    register_tool(one)
-    register_tool(two)
-    found = marked_tools([{"x": two, "y": plain, "z": one}, {"again": two}])
-    assert [r.func for r in found] == [two, one]
-
-
 def test_plain_functions_become_registrations_and_junk_is_refused():
     def f():
         return 0
@@ -59,5 +43,5 @@ def test_plain_functions_become_registrations_and_junk_is_refused():
 
 
 def test_objects_without_attributes_are_refused_clearly():
-    with pytest.raises(ChatError, match="tools="):
+    with pytest.raises(ChatError, match=r"ChatApp\.register_tool"):
         register_tool(len)

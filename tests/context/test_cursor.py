@@ -95,7 +95,8 @@ def test_params_and_adapters_reach_the_request(ctx, engine):
     cur.adapters.set([])
     cur.ask("y", top_k=3)
     req = engine.requests[-1]
-    assert req.temperature == 1.0 and req.adapters == () and req.top_k == 3
+    # unset: the engine's default (greedy unless do_sample), no longer a stored 1.0
+    assert req.temperature is None and req.adapters == () and req.top_k == 3
 
 
 def test_record_is_the_public_way_to_record_any_command_and_checks_it(ctx):

@@ -443,7 +443,7 @@ def test_nodes_claiming_the_live_conversation_are_refused(live, doc):
                 "turn": None,
                 "commands": [{"kind": "params.set", "params": {"top_k": "5"}}],
             },
-            "parameter top_k",
+            "top_k must be an integer",
         ),
     ],
     ids=["missing parent", "bad parameter"],

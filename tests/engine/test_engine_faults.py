@@ -16,7 +16,15 @@ import time
 
 import pytest
 
-from mp13_engine import ConfigError, Engine, EngineClosedError, EngineConfig, FinishReason, Request
+from mp13_engine import (
+    ConfigError,
+    Engine,
+    EngineClosedError,
+    EngineConfig,
+    FinishReason,
+    Request,
+    RequestError,
+)
 
 GOOD = ["one two", "three", "four five six"]
 NEW = 12
@@ -220,14 +228,14 @@ def test_if_the_worker_dies_every_pending_request_fails_and_later_calls_say_so(
 def test_requests_that_never_ran_are_counted_apart(tiny_model_path):
     with Engine.load(str(tiny_model_path), device="cpu") as engine:
         ran = [engine.generate(Request(prompt=f"ran {i}", max_new_tokens=4)) for i in range(3)]
+        too_long = "word " * (engine.model.config.max_position_embeddings + 10)
         refused = [
-            engine.generate(Request(prompt="bad", max_new_tokens=0)),
             engine.generate(Request(prompt="bad", adapters=["missing"])),
-            engine.generate(Request(prompt="bad", timeout_s=-1)),
+            engine.generate(Request(prompt=too_long, max_new_tokens=2)),
         ]
-        assert all(not r.ok for r in refused)
+        assert all(not r.ok and r.metrics.batch_size == 0 for r in refused)
         m = engine.metrics()
-    assert m.total_requests == 6 and m.rejected == 3
+    assert m.total_requests == 5 and m.rejected == 2
     assert m.requests == 3
     assert m.completion_tokens == sum(r.metrics.completion_tokens for r in ran)
     assert m.prompt_tokens == sum(r.metrics.prompt_tokens for r in ran)
@@ -250,11 +258,10 @@ def test_new_config_fields_are_validated(field, value):
         EngineConfig(model="m", **{field: value})
 
 
-def test_a_bad_timeout_is_refused_by_name(tiny_model_path):
-    with Engine.load(str(tiny_model_path), device="cpu") as engine:
-        for value in (0, -1.0, "soon"):
-            resp = engine.generate(Request(prompt="hi", max_new_tokens=2, timeout_s=value))
-            assert resp.finish_reason is FinishReason.ERROR and "timeout_s" in resp.error
+@pytest.mark.parametrize("value", [0, -1.0, "soon"])
+def test_a_bad_timeout_is_refused_by_name(value):
+    with pytest.raises(RequestError, match="timeout_s"):
+        Request(prompt="hi", timeout_s=value)
 
 
 def test_decode_steps_run_in_eval_mode_even_if_a_job_leaves_train_mode(tiny_model_path):

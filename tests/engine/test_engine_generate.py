@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from mp13_engine import Engine, FinishReason, Request
+from mp13_engine import Engine, FinishReason, Request, RequestError
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +194,10 @@ def test_continue_final_continues_the_assistant_message(engine):
         Request(messages=msgs, continue_final=True, max_new_tokens=3, min_new_tokens=3)
     )
     assert r.ok and r.metrics.completion_tokens == 3
-    bad = engine.generate(Request(messages=msgs[:1], continue_final=True, max_new_tokens=3))
-    assert bad.finish_reason is FinishReason.ERROR and "assistant" in bad.error
+    # Checked where the request is built (was: an ERROR response from generate).
+    with pytest.raises(RequestError, match="assistant") as err:
+        Request(messages=msgs[:1], continue_final=True, max_new_tokens=3)
+    assert err.value.field == "continue_final"
 
 
 @pytest.mark.parametrize(
@@ -204,15 +206,23 @@ def test_continue_final_continues_the_assistant_message(engine):
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"top_p": 0.0, "do_sample": True}, "top_p"),
         ({"top_p": 1.5}, "top_p"),
-        ({"temperature": 0.0}, "temperature"),
+        ({"temperature": -0.5}, "temperature"),
         ({"top_k": -1}, "top_k"),
-        ({"adapters": ["no-such-adapter"]}, "no-such-adapter"),
     ],
 )
-def test_bad_requests_resolve_error_and_engine_keeps_serving(engine, fields, needle):
-    r = engine.generate(Request(prompt="hi", **fields))
+def test_bad_field_values_raise_where_the_request_is_built(engine, fields, needle):
+    # Field values are checked when the Request is built (was: an ERROR response).
+    with pytest.raises(RequestError, match=needle):
+        Request(prompt="hi", **fields)
+    with pytest.raises(RequestError, match=needle):
+        engine.generate("hi", **fields)
+    assert engine.generate("still fine?", max_new_tokens=2).ok
+
+
+def test_unknown_adapter_resolves_error_and_engine_keeps_serving(engine):
+    r = engine.generate(Request(prompt="hi", adapters=["no-such-adapter"]))
     assert r.finish_reason is FinishReason.ERROR
-    assert needle in r.error
+    assert "no-such-adapter" in r.error
     assert engine.generate("still fine?", max_new_tokens=2).ok
 
 

@@ -33,7 +33,7 @@ def test_aggregates_over_the_last_n_requests(engine):
     for i in range(7):
         engine.generate(Request(prompt=f"agg {i}", max_new_tokens=3, min_new_tokens=3))
     before = engine.metrics().rejected
-    engine.generate(Request(prompt="bad", max_new_tokens=0))
+    engine.generate(Request(prompt="bad", adapters=["no-such-adapter"]))
     agg = engine.metrics()
     assert isinstance(agg, EngineMetrics)
     assert agg.window == 5 and agg.requests == 5

@@ -95,6 +95,18 @@ def _assert_chunks_match(chunks, resp):
 # ----- the property: chunks == response, on every format, for any token split
 
 
+def _stop_hits(text: str, sizes: list[int], stops: list[str]) -> list[int]:
+    """Where stop strings start in the text generated up to the first token completing one."""
+    data, end = text.encode("utf-8"), 0
+    for size in sizes:
+        end += size
+        so_far = data[:end].decode("utf-8", errors="ignore")
+        hits = [so_far.find(s) for s in stops if s and so_far.find(s) >= 0]
+        if hits:
+            return hits
+    return []
+
+
 @pytest.fixture(autouse=True)
 def _user_format_registered():
     """``FORMATS`` holds a user-registered format too (see tests/engine/toolcalls/conftest.py)."""
@@ -128,8 +140,10 @@ def test_chunks_and_response_agree_for_any_token_split(fmt, data):
     chunks = _chunks(watched)
     _assert_chunks_match(chunks, resp)
 
-    # raw_text is the text cut at the first stop string, found across any token boundary
-    hits = [text.find(s) for s in stops if s and text.find(s) >= 0]
+    # raw_text is the text cut at the first stop string, found across any token boundary:
+    # generation ends at the first token that completes a stop string, and the text is cut
+    # where the earliest stop string starts in what was generated up to then
+    hits = _stop_hits(text, [len(vocab.pieces[i]) for i in ids], stops)
     cut = min(hits) if hits else len(text)
     assert resp.raw_text == text[:cut]
     assert resp.finish_reason is (FinishReason.STOP if hits else FinishReason.LENGTH)

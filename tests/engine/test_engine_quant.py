@@ -33,10 +33,13 @@ def test_quantized_load_and_generate_on_cpu(tiny_model_path, quant, layer):
     assert [r.metrics.batch_size for r in wave] == [3, 3, 3]
 
 
-def test_8bit_cast_notice_is_silenced_only_inside_the_engine(tiny_model_path, caplog):
-    """Regression: every 8-bit generate printed "MatMul8bitLt: inputs will be cast ..."."""
-    import torch
+def test_8bit_cast_notice_is_silenced(tiny_model_path, caplog):
+    """Regression: every 8-bit generate printed "MatMul8bitLt: inputs will be cast ...".
 
+    Since issue 11 item 18 the notice is dropped from the moment an 8-bit model is loaded
+    (a filter installed once, see tests/engine/test_quiet.py), not by swapping the
+    process-wide warnings filters around every wave.
+    """
     from mp13_engine._quiet import CAST_NOTICE
 
     caplog.set_level("WARNING")
@@ -44,10 +47,5 @@ def test_8bit_cast_notice_is_silenced_only_inside_the_engine(tiny_model_path, ca
         warnings.simplefilter("always")
         with Engine.load(str(tiny_model_path), device="cpu", quantization="8bit") as engine:
             assert engine.generate(Request(prompt="quiet", max_new_tokens=4)).ok
-            layer = next(m for m in engine.model.modules() if type(m).__name__ == "Linear8bitLt")
-        inside = [str(w.message) for w in caught] + [r.getMessage() for r in caplog.records]
-        assert not [m for m in inside if CAST_NOTICE in m]
-        with torch.inference_mode():  # the filter was local: a direct call still reports
-            layer(torch.ones(1, layer.in_features))
-    outside = [str(w.message) for w in caught] + [r.getMessage() for r in caplog.records]
-    assert [m for m in outside if CAST_NOTICE in m]
+    seen = [str(w.message) for w in caught] + [r.getMessage() for r in caplog.records]
+    assert not [m for m in seen if CAST_NOTICE in m]

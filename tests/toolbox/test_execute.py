@@ -144,6 +144,29 @@ def test_sync_timeout_abandons_the_thread_and_returns_an_error():
     release.set()
 
 
+def test_set_timeout_changes_a_registered_tools_limit():
+    box = Toolbox(default_timeout_s=None)
+    release = threading.Event()
+
+    @box.register
+    def slow() -> str:
+        release.wait(5)
+        return "done"
+
+    box.set_timeout("slow", 0.1)
+    assert box.get("slow").timeout_s == 0.1
+    r = box.execute(ToolCall("slow"))
+    assert r.is_error and "timed out after 0.1 s" in r.content
+    box.set_timeout("slow", None)  # back to the toolbox default (none here)
+    assert box.get("slow").timeout_s is None
+    release.set()
+    assert box.execute(ToolCall("slow")).content == "done"
+    with pytest.raises(ToolRegistrationError, match="timeout_s"):
+        box.set_timeout("slow", -1)
+    with pytest.raises(UnknownToolError):
+        box.set_timeout("ghost", 1.0)
+
+
 def test_async_timeout_cancels_the_coroutine():
     box = Toolbox()
     cancelled = []

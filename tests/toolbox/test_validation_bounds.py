@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from mp13_toolbox import Toolbox, ToolBudget, ToolCall, validate
-from mp13_toolbox._pipeline import validate_budget
+from mp13_toolbox._pipeline import validation_budget_s
 from mp13_toolbox._validate import DEFAULT_BUDGET_S, MAX_DEPTH
 
 UNIQUE = {"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}}
@@ -74,8 +74,8 @@ def test_through_execute_the_check_stays_within_the_tools_timeout():
 
 
 def test_validation_gets_at_most_the_tools_timeout_and_the_run_the_rest():
-    assert validate_budget(None) == DEFAULT_BUDGET_S
-    assert validate_budget(0.3) == 0.3 and validate_budget(60.0) == DEFAULT_BUDGET_S
+    assert validation_budget_s(None) == DEFAULT_BUDGET_S
+    assert validation_budget_s(0.3) == 0.3 and validation_budget_s(60.0) == DEFAULT_BUDGET_S
     _, problems = validate(UNIQUE, {"xs": [1, 2]}, budget_s=0.0)
     assert problems and "took too long to check" in problems[0]
 

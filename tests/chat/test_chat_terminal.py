@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""What reaches the screen: library warnings go to the log (mentioned once, listed by
+/warnings), and the terminal's echo stays out of a streaming reply."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import termios
+import warnings
+
+from mp13_context.testing import FakeEngine
+from mp13chat._logs import LibraryLog, library_log
+from mp13chat._terminal import no_echo
+
+
+def test_library_warnings_go_to_the_log_file_not_the_screen(tmp_path, capfd):
+    path = tmp_path / "mp13chat.log"
+    root = logging.getLogger()
+    handlers_before = list(root.handlers)
+    with library_log(path) as log:
+        # what bitsandbytes, transformers and PEFT do on this machine
+        logging.getLogger("bitsandbytes.backends.cpu.ops").warning(
+            "Failed to load CPU gemm_4bit_forward from kernels-community"
+        )
+        warnings.warn("`is_gradient_checkpointing` is deprecated", FutureWarning, stacklevel=1)
+        logging.getLogger("peft.tuners").info("an info record stays out")
+    out, err = capfd.readouterr()
+    assert "gemm_4bit" not in out + err and "deprecated" not in out + err
+    text = path.read_text()
+    assert "gemm_4bit_forward" in text and "is_gradient_checkpointing" in text
+    assert "info record" not in text
+    assert log.total == 2 and [r.name for r in log.records] == [
+        "bitsandbytes.backends.cpu.ops",
+        "py.warnings",
+    ]
+    # everything is as it was afterwards
+    assert root.handlers == handlers_before
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn("after the block", UserWarning, stacklevel=1)
+    assert len(caught) == 1  # warnings are warnings again, not log records
+
+
+def test_the_repl_mentions_the_log_once_and_lists_it_with_warnings(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    h.app.library_log = LibraryLog(tmp_path / "mp13chat.log")
+    logger = logging.getLogger("transformers.generation")
+    record = logger.makeRecord(logger.name, logging.WARNING, "", 0, "a flag is ignored", (), None)
+    h.app.library_log.handle(record)
+    out = h.run("hello", "again")
+    assert out.count("library warnings go to /warnings") == 1
+    assert "a flag is ignored" in out
+    out = h.run("/warnings")
+    assert "transformers.generation" in out and "a flag is ignored" in out
+    assert str(tmp_path / "mp13chat.log") in out
+
+
+def test_warnings_without_any(make_chat):
+    h = make_chat(FakeEngine())
+    assert "no library warnings in this run" in h.run("/warnings")
+
+
+def test_no_echo_turns_the_terminal_echo_off_and_restores_it():
+    """Ctrl+C echoed as ^C after a full-width line of the live markdown area wrapped onto
+    a new line: the area's erase then missed a line and the reply's first line stayed
+    on screen twice. Echo is off while a reply runs."""
+    leader, follower = os.openpty()
+    try:
+        stream = os.fdopen(follower, "r", closefd=False)
+        before = termios.tcgetattr(follower)
+        assert before[3] & termios.ECHO
+        with no_echo(stream) as changed:
+            assert changed
+            inside = termios.tcgetattr(follower)
+            assert not inside[3] & termios.ECHO and not inside[3] & termios.ECHOCTL
+        assert termios.tcgetattr(follower) == before
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+def test_no_echo_leaves_pipes_and_missing_streams_alone(tmp_path):
+    with no_echo(None) as changed:
+        assert not changed
+    with open(tmp_path / "f", "w") as stream, no_echo(stream) as changed:
+        assert not changed
+    with no_echo(sys.stdin) as changed:  # pytest's stdin is no terminal
+        assert not changed or sys.stdin.isatty()

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+"""The context's request parameters accept exactly what ``Request`` accepts (issue 11.8).
+
+Before, the context had validators of its own: it accepted ``temperature=0`` (and
+seeds of any size) that the engine refused, so every later reply on that branch
+ended ``ERROR``. Now both use the engine's rules; these tests hold them together.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mp13_context import PARAMS, ChatContext, CommandError, Session
+from mp13_context._state import REQUEST_PARAMS, validate_params
+from mp13_context.testing import FakeEngine
+from mp13_engine import REQUEST_FIELDS, FinishReason, Request, RequestError
+
+VALUES = st.one_of(
+    st.booleans(),
+    st.integers(-5, 5),
+    st.sampled_from([2**63, 2**64 - 1, 2**64, 2**80, -(2**64)]),
+    st.floats(-2, 3),
+    st.sampled_from([math.nan, math.inf, -math.inf, 0.0, 1.0, 1e-9]),
+    st.text(max_size=4),
+    st.sampled_from(["0.7", "5", "hot", "", "END"]),
+    st.lists(st.text(max_size=3), max_size=3),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+)
+
+
+def test_request_params_are_request_fields_and_the_rest_are_not():
+    assert set(REQUEST_PARAMS) <= set(REQUEST_FIELDS)
+    assert set(REQUEST_PARAMS) <= set(PARAMS)
+    assert not (set(PARAMS) - set(REQUEST_PARAMS)) & set(REQUEST_FIELDS)
+    with pytest.raises(TypeError):
+        PARAMS["temperature"] = None  # read-only
+
+
+def _engine_accepts(name, value) -> bool:
+    try:
+        Request(prompt="x", **{name: value})
+    except RequestError:
+        return False
+    return True
+
+
+def _context_accepts(name, value) -> bool:
+    try:
+        validate_params({name: value})
+    except CommandError:
+        return False
+    return True
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(REQUEST_PARAMS), value=VALUES)
+def test_the_context_accepts_exactly_what_request_accepts(name, value):
+    # None is "back to the default" in the context, not a value
+    assert _context_accepts(name, value) is _engine_accepts(name, value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("temperature", 0),  # greedy: accepted by both now (the engine refused it before)
+        ("temperature", 0.7),
+        ("seed", 2**64 - 1),
+        ("stop", "END"),
+        ("timeout_s", 30),
+    ],
+)
+def test_accepted_values_reach_the_request_unchanged(name, value):
+    engine = FakeEngine()
+    with Session.open(":memory:") as session:
+        cur = ChatContext(session, engine=engine).cursor()
+        cur.params.set(**{name: value})
+        turn = cur.ask("hi")
+        assert turn.finish_reason is not FinishReason.ERROR
+        assert getattr(engine.requests[-1], name) == getattr(
+            Request(prompt="x", **{name: value}), name
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("seed", -1), ("seed", 2**80), ("seed", "1"), ("temperature", "hot"), ("top_k", "5")],
+)
+def test_refused_values_name_the_parameter_and_what_is_allowed(name, value):
+    with pytest.raises(CommandError) as err:
+        validate_params({name: value})
+    assert name in str(err.value) and "must be" in str(err.value)
+    assert isinstance(err.value.__cause__, RequestError)
+
+
+def test_temperature_zero_on_a_real_engine_keeps_the_branch_working(tmp_path):
+    """The bug: the context stored temperature=0, the engine refused every later request."""
+    from mp13_engine import Engine
+    from mp13_engine.testing import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "tiny", family="chatml")
+    with Engine.load(str(path), device="cpu") as engine, Session.open(":memory:") as session:
+        cur = ChatContext(session, engine=engine).cursor()
+        cur.params.set(temperature=0, max_new_tokens=4)
+        first = cur.ask("hello")
+        second = cur.ask("again")
+        assert first.error is None and second.error is None
+        assert first.finish_reason is not FinishReason.ERROR
+        cur.params.set(temperature=0.9, seed=3)
+        assert cur.ask("sampled now").error is None

@@ -1,0 +1,264 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``Request`` checks every field where it is built: one rule per field, typed errors.
+
+No model here: these are the construction-time rules (``mp13_engine._request_fields``)
+that the engine and ``mp13_context`` share. Rendering-time checks (roles a template does
+not handle, prompts that render empty, forging) are in ``test_engine_requests.py`` and
+``test_forging.py``.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import attrs
+import pytest
+
+import mp13_engine
+from mp13_engine import REQUEST_FIELDS, Mp13Error, Request, RequestError, check_request_field
+from mp13_engine._request_fields import RESERVED_TEMPLATE_KWARGS, ROLES
+from mp13_toolbox import ToolSpec, function_spec
+
+MSG = [{"role": "user", "content": "hi"}]
+
+# field -> values of the wrong type or range (issue 11.8, issue 12.7)
+BAD = {
+    "messages": [
+        "hi",
+        [],
+        [{"content": "no role"}],
+        [{"role": "human", "content": "x"}],
+        [{"role": "user", "content": 5}],
+        ["not a dict"],
+    ],
+    "prompt": ["", 5, b"bytes"],
+    "id": ["", 7],
+    "max_new_tokens": [0, -1, "5", 2.5, True],
+    "min_new_tokens": [None, -1, "0", 1.0, False],
+    "do_sample": ["yes", 1, 0.0],
+    "temperature": ["hot", -0.1, float("nan"), float("inf"), True],
+    "top_p": [0, 0.0, 1.5, "0.9", None, float("nan")],
+    "top_k": ["5", -1, 2.0, None, True],
+    "repetition_penalty": [0, -1.0, "1.1", None],
+    "seed": [-1, "1", 2**64, 2**80, 1.5, True],
+    "stop": [5, [""], ["ok", 3], [None]],
+    "adapters": [5, [""], [None]],
+    "tools": [
+        "get_weather",
+        5,
+        [5],
+        [{"description": "no name"}],
+        [{"type": "x", "function": {}}],
+        [{"name": "f", "parameters": "not a dict"}],
+        [int],
+    ],
+    "parse_tools": [None, "yes", 1],
+    "continue_final": [None, 1],
+    "return_prompt": [None, "no"],
+    "chat_template_kwargs": ["x", [("a", 1)], {1: "x"}, {"tools": []}],
+    "timeout_s": [0, -1, "5", float("inf"), True],
+}
+
+
+def _build(field, value):
+    base = {"prompt": "hi"} if field != "prompt" else {}
+    if field in ("messages", "continue_final"):
+        base = {"messages": MSG} if field != "messages" else {}
+    return Request(**base, **{field: value})
+
+
+def test_every_field_has_a_rule_and_the_bad_values_cover_them():
+    assert list(REQUEST_FIELDS) == [a.name for a in attrs.fields(Request)]
+    assert set(BAD) == set(REQUEST_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [(f, v) for f, values in BAD.items() for v in values], ids=repr
+)
+def test_a_bad_value_raises_a_typed_error_naming_the_field(field, value):
+    with pytest.raises(RequestError) as err:
+        _build(field, value)
+    assert err.value.field == field
+    assert isinstance(err.value, Mp13Error)
+    message = str(err.value)
+    assert f"Request.{field}=" in message and f"{field} must be" in message
+    # the same rule, before a request exists
+    with pytest.raises(RequestError):
+        check_request_field(field, value)
+
+
+def test_attrs_evolve_checks_too():
+    req = Request(prompt="hi")
+    with pytest.raises(RequestError, match="top_k"):
+        attrs.evolve(req, top_k="5")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "stored"),
+    [
+        ("temperature", 0, 0.0),
+        ("temperature", 1, 1.0),
+        ("top_p", 1, 1.0),
+        ("seed", 0, 0),
+        ("seed", 2**64 - 1, 2**64 - 1),
+        ("stop", "END", ("END",)),
+        ("stop", ["a", "b"], ("a", "b")),
+        ("stop", None, ()),
+        ("adapters", "pirate", ("pirate",)),
+        ("adapters", [], ()),
+        ("timeout_s", 2, 2.0),
+        ("max_new_tokens", None, None),
+    ],
+)
+def test_good_values_are_normalised(field, value, stored):
+    assert getattr(_build(field, value), field) == stored
+    assert check_request_field(field, value) == stored
+
+
+def test_unknown_field_is_a_request_error():
+    with pytest.raises(RequestError, match="no field 'temprature'"):
+        check_request_field("temprature", 1.0)
+
+
+def test_messages_or_prompt_exactly_one():
+    with pytest.raises(RequestError, match="neither"):
+        Request()
+    with pytest.raises(RequestError, match="both"):
+        Request(prompt="a", messages=MSG)
+
+
+def test_empty_prompt_is_refused_where_it_is_built():
+    with pytest.raises(RequestError, match="empty") as err:
+        Request(prompt="")
+    assert err.value.field == "prompt"
+
+
+def test_message_without_role_or_with_an_unknown_role_names_the_roles():
+    with pytest.raises(RequestError, match="has no 'role'"):
+        Request(messages=[{"content": "hi"}])
+    with pytest.raises(RequestError) as err:
+        Request(messages=[{"role": "human", "content": "hi"}, {"role": "bot", "content": "x"}])
+    for role in ("system", "user", "assistant", "tool"):
+        assert role in str(err.value)
+    for role in ROLES:
+        Request(messages=[{"role": role, "content": "x"}])  # known roles are accepted here
+
+
+def test_none_id_makes_a_fresh_one():
+    a, b = Request(prompt="x", id=None), Request(prompt="x", id=None)
+    assert a.id and b.id and a.id != b.id
+
+
+@pytest.mark.parametrize("key", sorted(RESERVED_TEMPLATE_KWARGS))
+def test_template_kwargs_the_engine_sets_name_the_field_to_use(key):
+    with pytest.raises(RequestError) as err:
+        Request(messages=MSG, chat_template_kwargs={key: True})
+    assert repr(key) in str(err.value)
+    assert RESERVED_TEMPLATE_KWARGS[key] in str(err.value)
+
+
+def test_reserved_template_kwargs_cover_transformers_own_arguments():
+    from transformers import PreTrainedTokenizerBase
+
+    params = inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters
+    named = {
+        n for n, p in params.items() if n != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD
+    }
+    # documents is a template variable (RAG), not an engine argument
+    assert named - {"documents"} <= set(RESERVED_TEMPLATE_KWARGS)
+
+
+def test_free_template_kwargs_pass():
+    req = Request(messages=MSG, chat_template_kwargs={"enable_thinking": False})
+    assert req.chat_template_kwargs == {"enable_thinking": False}
+
+
+# --- temperature conventions (issue 12.4) -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "sampling", "temperature"),
+    [
+        ({}, False, 1.0),  # default: greedy
+        ({"temperature": 0}, False, 1.0),  # OpenAI/vLLM/Ollama: 0 = greedy
+        ({"temperature": 0.7}, True, 0.7),  # a positive temperature samples
+        ({"do_sample": True}, True, 1.0),  # HF style: sample at 1.0
+        ({"do_sample": True, "temperature": 0.3}, True, 0.3),
+        ({"do_sample": False, "temperature": 0.7}, False, 0.7),  # explicit greedy wins
+        ({"do_sample": True, "temperature": 0}, False, 1.0),  # 0 always means greedy
+    ],
+)
+def test_sampling_follows_temperature(fields, sampling, temperature):
+    req = Request(prompt="x", **fields)
+    assert req.sampling is sampling
+    assert req.sampling_temperature == temperature
+
+
+# --- tools in the forms users try (issue 12.2) ----------------------------------------
+
+
+def get_weather(city: str, unit: str = "celsius") -> str:
+    """Get the current weather in a city.
+
+    Args:
+        city: City name, e.g. Paris.
+        unit: celsius or fahrenheit.
+    """
+    return f"sunny in {city}"
+
+
+SPEC, _ = function_spec(get_weather)
+OPENAI = SPEC.to_openai()
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        [OPENAI],
+        OPENAI,
+        [OPENAI["function"]],
+        OPENAI["function"],
+        [SPEC],
+        SPEC,
+        [get_weather],
+        get_weather,
+        (get_weather,),
+    ],
+    ids=["dicts", "dict", "bare dicts", "bare dict", "specs", "spec", "funcs", "func", "tuple"],
+)
+def test_every_accepted_tool_form_is_stored_as_openai_dicts(tools):
+    assert Request(messages=MSG, tools=tools).tools == (OPENAI,)
+
+
+def test_a_dict_keeps_its_extra_keys_and_order():
+    spec = {"type": "function", "function": {**OPENAI["function"], "strict": True}}
+    assert Request(messages=MSG, tools=[spec]).tools == (spec,)
+
+
+def test_a_bad_tool_names_the_accepted_forms():
+    with pytest.raises(RequestError) as err:
+        Request(messages=MSG, tools=[get_weather, 42])
+    message = str(err.value)
+    assert "int is not a tool" in message
+    for form in ("OpenAI-style", "ToolSpec", "Python functions"):
+        assert form in message
+
+
+def test_a_function_without_a_usable_schema_is_a_request_error():
+    def bad(*args: int) -> None:
+        """Varargs cannot come from JSON."""
+
+    with pytest.raises(RequestError, match="args") as err:
+        Request(messages=MSG, tools=bad)
+    assert err.value.field == "tools"
+
+
+def test_tool_spec_is_not_mistaken_for_a_mapping():
+    assert Request(messages=MSG, tools=ToolSpec(name="noop")).tools[0]["function"]["name"] == "noop"
+
+
+def test_public_names():
+    assert "check_request_field" in mp13_engine.__all__
+    assert "REQUEST_FIELDS" in mp13_engine.__all__
+    with pytest.raises(TypeError):
+        REQUEST_FIELDS["temperature"] = "anything"  # read-only
