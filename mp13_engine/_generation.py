@@ -50,14 +50,15 @@ class Sampling:
     def __init__(self, request: Request, max_new: int):
         self.max_new = max_new
         self.min_new = min(request.min_new_tokens, max_new)
-        self.do_sample = request.do_sample
-        self.temperature = request.temperature
+        # The request's resolved decision (temperature 0 = greedy, see ``Request``).
+        self.do_sample = request.sampling
+        self.temperature = request.sampling_temperature
         self.top_k = request.top_k
         self.top_p = request.top_p
         self.penalty = request.repetition_penalty
         self.seen: torch.Tensor | None = None  # (vocab,) bool: tokens the penalty applies to
         self.generator: torch.Generator | None = None
-        if request.do_sample:
+        if self.do_sample:
             seed = request.seed
             if seed is None:
                 seed = int.from_bytes(os.urandom(8), "little")
@@ -106,10 +107,11 @@ def choose(
         else:
             for i in suppress:
                 logits[i].index_fill_(0, eos, _NEG_INF)
-    penalised = [i for i, r in enumerate(rows) if r.penalty != 1.0 and r.seen is not None]
-    if penalised:
+    seen_by = {i: r.seen for i, r in enumerate(rows) if r.penalty != 1.0 and r.seen is not None}
+    if seen_by:
+        penalised = list(seen_by)
         idx = torch.tensor(penalised, dtype=torch.long, device=dev)
-        seen = torch.stack([rows[i].seen.to(dev) for i in penalised])
+        seen = torch.stack([mask.to(dev) for mask in seen_by.values()])
         factor = torch.tensor([rows[i].penalty for i in penalised], device=dev).unsqueeze(1)
         part = logits.index_select(0, idx)
         hit = torch.where(part < 0, part * factor, part / factor)

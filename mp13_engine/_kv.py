@@ -38,7 +38,7 @@ caller updates ``lens`` (:meth:`advance`); worker thread only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import DynamicCache
@@ -66,6 +66,26 @@ def check_supported(config: Any) -> None:
             "mp13's step loop batches rows by padding plain attention KV, which such layers "
             "cannot be. Use a transformer model with only full or sliding-window attention."
         )
+
+
+def _layers(cache: DynamicCache) -> list[DynamicLayer]:
+    """The cache's layers: always ``DynamicLayer`` here (``check_supported``, ``_cache``)."""
+    return cast("list[DynamicLayer]", cache.layers)
+
+
+def _kv(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A layer's keys and values, or None while it holds nothing yet."""
+    if not layer.is_initialized or layer.keys is None or layer.values is None:
+        return None
+    return layer.keys, layer.values
+
+
+def _full(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's keys and values; every layer holds some once a forward ran."""
+    kv = _kv(layer)
+    if kv is None:
+        raise RuntimeError("a cache layer holds no keys yet; run a forward on the batch first")
+    return kv
 
 
 def _layer(keys: torch.Tensor, values: torch.Tensor) -> DynamicLayer:
@@ -102,18 +122,17 @@ class BatchKV:
     @property
     def width(self) -> int:
         """Columns in the cache (the longest row's length)."""
-        layers = self.cache.layers
-        if not layers or not layers[0].is_initialized or layers[0].keys is None:
-            return 0
-        return int(layers[0].keys.shape[2])
+        layers = _layers(self.cache)
+        kv = _kv(layers[0]) if layers else None
+        return 0 if kv is None else int(kv[0].shape[2])
 
     def nbytes(self) -> int:
         """Bytes held by the keys and values of every layer."""
         total = 0
-        for layer in self.cache.layers:
-            if layer.is_initialized and layer.keys is not None:
-                total += layer.keys.numel() * layer.keys.element_size()
-                total += layer.values.numel() * layer.values.element_size()
+        for layer in _layers(self.cache):
+            kv = _kv(layer)
+            if kv is not None:
+                total += sum(t.numel() * t.element_size() for t in kv)
         return total
 
     # ----- forward inputs
@@ -150,22 +169,23 @@ class BatchKV:
 
     # ----- failure recovery
     def lengths(self) -> list[int]:
-        return [
-            int(layer.keys.shape[2]) if layer.is_initialized and layer.keys is not None else -1
-            for layer in self.cache.layers
-        ]
+        out = []
+        for layer in _layers(self.cache):
+            kv = _kv(layer)
+            out.append(-1 if kv is None else int(kv[0].shape[2]))
+        return out
 
     def rollback(self, lengths: list[int]) -> None:
         """Undo what a failed forward appended (layers it added, columns it added)."""
-        layers = self.cache.layers
+        layers = _layers(self.cache)
         del layers[len(lengths) :]
         for layer, n in zip(layers, lengths, strict=True):
+            kv = _kv(layer)
             if n < 0:
                 layer.keys = layer.values = None
                 layer.is_initialized = False
-            elif layer.keys is not None and layer.keys.shape[2] > n:
-                layer.keys = layer.keys[:, :, :n]
-                layer.values = layer.values[:, :, :n]
+            elif kv is not None and kv[0].shape[2] > n:
+                layer.keys, layer.values = kv[0][:, :, :n], kv[1][:, :, :n]
 
     # ----- rows joining and leaving
     def join(self, other: BatchKV) -> None:
@@ -189,11 +209,14 @@ class BatchKV:
             return
         if self.width:
             index = torch.tensor(list(keep), dtype=torch.long)
-            for layer in self.cache.layers:
-                if layer.is_initialized and layer.keys is not None:
-                    idx = index.to(layer.keys.device)
-                    layer.keys = layer.keys.index_select(0, idx)
-                    layer.values = layer.values.index_select(0, idx)
+            for layer in _layers(self.cache):
+                kv = _kv(layer)
+                if kv is not None:
+                    idx = index.to(kv[0].device)
+                    layer.keys, layer.values = (
+                        kv[0].index_select(0, idx),
+                        kv[1].index_select(0, idx),
+                    )
         self.lens = [self.lens[i] for i in keep]
         self._trim()
 
@@ -201,17 +224,20 @@ class BatchKV:
         """Row ``i`` alone, as views of this cache (no copy; a forward on it copies)."""
         n = self.lens[i]
         start = self.width - n
-        layers = [
-            _layer(layer.keys[i : i + 1, :, start:], layer.values[i : i + 1, :, start:])
-            for layer in self.cache.layers
-        ]
+        layers = []
+        for layer in _layers(self.cache):
+            k, v = _full(layer)
+            layers.append(_layer(k[i : i + 1, :, start:], v[i : i + 1, :, start:]))
         return BatchKV(_cache(layers), [n])
 
     def row_layers(self, i: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, row ``i``'s keys and values ``(heads, lens[i], dim)`` (views)."""
         start = self.width - self.lens[i]
-        layers = self.cache.layers
-        return [(layer.keys[i, :, start:], layer.values[i, :, start:]) for layer in layers]
+        out = []
+        for layer in _layers(self.cache):
+            k, v = _full(layer)
+            out.append((k[i, :, start:], v[i, :, start:]))
+        return out
 
     @classmethod
     def from_layers(cls, layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> BatchKV:
@@ -234,25 +260,24 @@ class BatchKV:
         if extra > 0:
             if self._mask is not None:
                 self._mask = self._mask[:, extra:]
-            for layer in self.cache.layers:
-                if layer.is_initialized and layer.keys is not None:
-                    layer.keys = layer.keys[:, :, extra:]
-                    layer.values = layer.values[:, :, extra:]
+            for layer in _layers(self.cache):
+                kv = _kv(layer)
+                if kv is not None:
+                    layer.keys, layer.values = kv[0][:, :, extra:], kv[1][:, :, extra:]
 
 
 def _cache(layers: list[DynamicLayer]) -> DynamicCache:
     cache = DynamicCache()
-    cache.layers = layers
+    cache.layers = list(layers)
     return cache
 
 
 def _concat(parts: Sequence[BatchKV]) -> DynamicCache:
     width = max(p.width for p in parts)
     layers = []
-    for per_layer in zip(*(p.cache.layers for p in parts), strict=True):
-        keys = torch.cat([_pad_left(lay.keys, width - lay.keys.shape[2]) for lay in per_layer], 0)
-        values = torch.cat(
-            [_pad_left(lay.values, width - lay.values.shape[2]) for lay in per_layer], 0
-        )
+    for per_layer in zip(*(_layers(p.cache) for p in parts), strict=True):
+        kvs = [_full(layer) for layer in per_layer]
+        keys = torch.cat([_pad_left(k, width - k.shape[2]) for k, _ in kvs], 0)
+        values = torch.cat([_pad_left(v, width - v.shape[2]) for _, v in kvs], 0)
         layers.append(_layer(keys, values))
     return _cache(layers)

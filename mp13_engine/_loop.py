@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -201,7 +201,7 @@ class DecodeLoop:
             self._epochs[0] += 1
             self._prefix.clear()
         else:  # training touches adapter weights only
-            self._prefix.drop(lambda owner: owner[0] != BASE_ADAPTER)
+            self._prefix.drop(_on_an_adapter)
         if self.active:
             self._check_adapters()
 
@@ -355,13 +355,14 @@ class DecodeLoop:
         if not rows:
             return 0
         ids = torch.tensor([[r.last] for r in rows], dtype=torch.long)
+        logits: torch.Tensor | None
         try:
             logits = self._forward(rows, self.kv, ids, [1] * len(rows), fused=True)
         except BaseException as exc:
             logits = self._isolate(exc, ids)
             rows = self.running
-            if logits is None:
-                return 0
+        if logits is None:
+            return 0
         size = len(rows)
         for row in rows:
             row.seq.append(row.last)
@@ -472,6 +473,11 @@ class DecodeLoop:
             torch.cuda.empty_cache()
         for row in rows:
             row.state.finish(FinishReason.ERROR, _message(exc))
+
+
+def _on_an_adapter(owner: Hashable) -> bool:
+    """Whether a prefix-cache owner key (``(adapter, epoch)``) is an adapter's."""
+    return isinstance(owner, tuple) and owner[0] != BASE_ADAPTER
 
 
 def _ended(st: RequestState) -> bool:

@@ -96,6 +96,19 @@ class EngineMetrics:
     prefix_cache: PrefixCacheStats = attrs.field(factory=PrefixCacheStats)
 
 
+@attrs.frozen(kw_only=True)
+class _Live:
+    """The counters of a snapshot that do not come from the window."""
+
+    queue_depth: int
+    running: int
+    total_requests: int
+    rejected: int
+    steps: int
+    slow_steps: int
+    prefix_cache: PrefixCacheStats
+
+
 @attrs.frozen
 class _Entry:
     start: float
@@ -131,17 +144,17 @@ class MetricsRecorder:
         with self._lock:
             entries = list(self._entries)
             total, rejected = self._total, self._rejected
-        live = {
-            "queue_depth": queue_depth,
-            "running": running,
-            "total_requests": total,
-            "rejected": rejected,
-            "steps": steps,
-            "slow_steps": slow_steps,
-            "prefix_cache": prefix_cache or PrefixCacheStats(),
-        }
+        live = _Live(
+            queue_depth=queue_depth,
+            running=running,
+            total_requests=total,
+            rejected=rejected,
+            steps=steps,
+            slow_steps=slow_steps,
+            prefix_cache=prefix_cache or PrefixCacheStats(),
+        )
         if not entries:
-            return EngineMetrics(window=self.window, **live)
+            return EngineMetrics(window=self.window, **attrs.asdict(live, recurse=False))
         metrics = [e.response.metrics for e in entries]
         completion = sum(m.completion_tokens for m in metrics)
         span = max(e.end for e in entries) - min(e.start for e in entries)
@@ -161,5 +174,5 @@ class MetricsRecorder:
             ttft_p95_s=_percentile(ttfts, 0.95),
             mean_batch_size=sum(ran) / len(ran) if ran else 0.0,
             finish_reasons={r.value: reasons.get(r.value, 0) for r in FinishReason},
-            **live,
+            **attrs.asdict(live, recurse=False),
         )

@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import attrs
 import torch
@@ -47,7 +48,7 @@ from mp13_engine._metrics import BLOCK_TOKENS, PrefixCacheStats
 class _Node:
     __slots__ = ("__weakref__", "children", "key", "kv", "nbytes", "parent")
 
-    def __init__(self, parent: _Node | None, key: Hashable, kv: tuple[torch.Tensor, ...]):
+    def __init__(self, parent: _Node | None, key: Any, kv: tuple[torch.Tensor, ...]):
         self.parent = parent
         self.key = key
         self.kv = kv

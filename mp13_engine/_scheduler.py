@@ -34,7 +34,9 @@ import attrs
 
 from mp13_engine._streams import RequestState
 
-_DECODE = ("decode",)  # inference's place in the round-robin order
+#: A turn in the round-robin order: inference's, or a job group's (``("job", key)``).
+Turn = tuple[str, Hashable]
+_DECODE: Turn = ("decode", None)
 
 
 class Job(Protocol):
@@ -88,7 +90,7 @@ class Scheduler:
         self._calls: collections.deque[Call] = collections.deque()
         self._requests: collections.deque[RequestState] = collections.deque()
         self._jobs: dict[Hashable, collections.deque[Job]] = {}
-        self._order: collections.deque[tuple[str, ...] | Hashable] = collections.deque([_DECODE])
+        self._order: collections.deque[Turn] = collections.deque([_DECODE])
 
     @property
     def queued(self) -> int:
@@ -180,7 +182,7 @@ class Scheduler:
         return states, jobs, calls
 
     # ----- internals
-    def _peek_turn(self, decoding: bool) -> Any:
+    def _peek_turn(self, decoding: bool) -> Turn | None:
         # Drop job groups that ran dry, lazily; the front of the order is the next turn.
         for _ in range(len(self._order)):
             turn = self._order[0]

@@ -22,6 +22,7 @@ watchdog never touches the model; both classes are thread-safe.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -132,7 +133,7 @@ class Watchdog:
             heapq.heappush(self._heap, (deadline, key))
             if self._heap[0][1] == key:
                 self._cond.notify()
-        state.future.add_done_callback(lambda _f, key=key: self._forget(key))
+        state.future.add_done_callback(functools.partial(self._forget, key))
 
     def stop(self) -> None:
         with self._cond:
@@ -141,7 +142,7 @@ class Watchdog:
         if threading.current_thread() is not self._thread:
             self._thread.join(1.0)
 
-    def _forget(self, key: int) -> None:
+    def _forget(self, key: int, _future: object = None) -> None:
         with self._cond:
             self._live.pop(key, None)
             # Finished requests leave stale heap entries; rebuild once they dominate.
