@@ -27,8 +27,9 @@ Why full layers for sliding-window models
     equal token distances because rows have no gaps), so full layers give the
     same attention; the price is memory beyond the window for long rows.
     Layers that keep anything but attention KV (recurrent states, KV shared
-    between layers, indexers) cannot be padded or joined: :func:`check_supported`
-    refuses such models with a clear error.
+    between layers, indexers), and chunked attention (whose chunks are counted
+    in columns, which padding shifts), cannot be padded or joined:
+    :func:`check_supported` refuses such models with a clear error.
 
 Invariants: every layer has the same number of columns ``width``; ``width ==
 max(lens)`` (0 when empty) after every operation except a forward, whose
@@ -46,8 +47,10 @@ from transformers.cache_utils import DynamicLayer
 
 from mp13_engine._errors import ModelLoadError
 
-#: Cache layer types of ``get_layer_types_and_kwargs`` that hold plain attention KV.
-_ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention"})
+#: Cache layer types of ``get_layer_types_and_kwargs`` that rows can share padded. Not
+#: ``chunked_attention``: its mask groups columns into chunks, and left padding would shift
+#: a padded row's chunk boundaries.
+_ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
 
 
 def check_supported(config: Any) -> None:
@@ -62,9 +65,10 @@ def check_supported(config: Any) -> None:
     odd = sorted({t for t in types if t not in _ATTENTION_LAYER_TYPES})
     if odd:
         raise ModelLoadError(
-            f"this model has cache layers of type {', '.join(odd)} (recurrent or shared state); "
-            "mp13's step loop batches rows by padding plain attention KV, which such layers "
-            "cannot be. Use a transformer model with only full or sliding-window attention."
+            f"this model has cache layers of type {', '.join(odd)}; mp13's step loop batches "
+            "rows by padding their attention keys and values on the left, which layers with a "
+            "recurrent or shared state or chunked attention cannot be. Use a model with only "
+            "full or sliding-window attention."
         )
 
 

@@ -317,3 +317,26 @@ def test_a_fused_planning_failure_falls_back_to_peft(tiny_model_path, adapter_di
         got = engine.generate_many([_req(i, adapters=r.adapters) for i, r in enumerate(requests)])
     assert all(r.ok for r in got)
     assert [r.raw_text for r in got] == expected
+
+
+@pytest.mark.parametrize(
+    ("model_type", "ok"),
+    [
+        ("mistral", True),  # sliding window
+        ("gemma2", True),  # full and sliding layers
+        ("qwen3_next", False),  # linear attention (recurrent state)
+        ("llama4_text", False),  # chunked attention
+    ],
+)
+def test_models_whose_cache_rows_cannot_share_are_refused_clearly(model_type, ok):
+    from transformers import AutoConfig
+
+    from mp13_engine import ModelLoadError
+    from mp13_engine._kv import check_supported
+
+    config = AutoConfig.for_model(model_type)
+    if ok:
+        check_supported(config)
+    else:
+        with pytest.raises(ModelLoadError, match="cache layers of type"):
+            check_supported(config)
