@@ -108,6 +108,10 @@ class _Prefill:
     def width(self) -> int:
         return int(self.ids.shape[1])
 
+    def cost(self) -> int:
+        """Tokens (padding included) still to compute."""
+        return len(self.rows) * (self.width - self.done)
+
     def chunk(self, budget: int) -> tuple[int, int, list[int]]:
         """The next chunk within ``budget`` tokens: (start, end, real tokens per row)."""
         width = self.width
@@ -305,7 +309,10 @@ class DecodeLoop:
     def _prefill_step(self) -> int:
         budget = self._chunk
         spent = 0
-        for group in list(self.prefills):
+        # Shortest remaining prompt first: a short request that arrives while a long prompt
+        # is being prefilled gets its first token at once instead of after the long one.
+        # Admission is capped by max_batch_size, so the long one still moves on.
+        for group in sorted(self.prefills, key=_Prefill.cost):
             if spent and spent >= budget:
                 break
             start, end, new = group.chunk(budget - spent)
@@ -376,6 +383,8 @@ class DecodeLoop:
     def _isolate(self, exc: BaseException, ids: torch.Tensor) -> torch.Tensor | None:
         """The batch forward raised: run each row alone (PEFT's path); only failures fail."""
         _log.warning("a decode step failed (%s); retrying its rows one by one", _describe(exc))
+        if _is_oom(exc) and self._state.device.type == "cuda":
+            torch.cuda.empty_cache()  # what the failed batch held; the rows alone need less
         survivors: list[_Row] = []
         parts: list[BatchKV] = []
         logits: list[torch.Tensor] = []

@@ -187,6 +187,17 @@ def test_a_long_prompt_prefills_in_chunks_while_running_rows_decode(harness):
     assert long.response.ok and short.response.metrics.completion_tokens == 300
 
 
+def test_a_short_prompt_is_not_held_up_by_a_long_one_being_prefilled(harness):
+    long = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
+    harness.step()
+    harness.step()
+    short = harness.submit(Request(prompt="hi there", max_new_tokens=4))
+    harness.step()
+    assert short.tokens and not long.tokens  # the short prompt went first
+    harness.run([long, short])
+    assert long.response.ok and short.response.ok
+
+
 def test_requests_sent_at_once_are_prefilled_as_one_batch(tiny_model_path):
     harness = StepHarness(Engine.load(str(tiny_model_path), device="cpu"), chunk_tokens=512)
     prompts = [PROMPTS[i % 4] * (1 + i // 4) for i in range(8)]
