@@ -187,6 +187,24 @@ def test_a_long_prompt_prefills_in_chunks_while_running_rows_decode(harness):
     assert long.response.ok and short.response.metrics.completion_tokens == 300
 
 
+def test_a_row_cancelled_while_its_group_is_prefilled_leaves_the_others_exact(harness):
+    prompts = ["a fairly long first prompt " * 4, "second " * 9, "third one " * 6]
+    expected = [harness.solo(Request(prompt=p, max_new_tokens=6)).raw_text for p in prompts]
+    states = [harness.prepare(Request(prompt=p, max_new_tokens=6)) for p in prompts]
+    harness.loop._chunk = 400
+    harness.loop._admit(states)  # one group of three ...
+    harness.loop._chunk = 30  # ... computed 10 columns per step
+    harness.step()
+    group = harness.loop.prefills[0]
+    assert len(group.rows) == 3 and 0 < group.done < group.width
+    assert states[0].cancel()  # the longest row, the only one using the first columns
+    harness.step()
+    assert [len(g.rows) for g in harness.loop.prefills] in ([2], [])
+    harness.run(states)
+    assert states[0].response.finish_reason is FinishReason.CANCELLED
+    assert [s.response.raw_text for s in states[1:]] == expected[1:]
+
+
 def test_a_short_prompt_is_not_held_up_by_a_long_one_being_prefilled(harness):
     long = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
     harness.step()
