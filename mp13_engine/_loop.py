@@ -61,10 +61,11 @@ import torch
 
 from mp13_engine._errors import AdapterError
 from mp13_engine._forward import ModelCall, is_peft
-from mp13_engine._generation import Sampling, bad_rows, choose, left_pad
+from mp13_engine._generation import bad_rows, choose
 from mp13_engine._kv import BatchKV
 from mp13_engine._output import RequestStatus
 from mp13_engine._prefix_cache import PrefixCache
+from mp13_engine._rows import PrefillGroup, Row
 from mp13_engine._state import EngineState
 from mp13_engine._streams import RequestState
 from mp13_engine._types import BASE_ADAPTER, FinishReason
@@ -73,71 +74,6 @@ _log = logging.getLogger(__name__)
 
 #: Rows that ended this way keep their KV in the prefix cache (prompt and reply).
 _COMPLETED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH)
-
-
-class _Row:
-    """One admitted request (worker thread only)."""
-
-    __slots__ = ("adapter", "config", "last", "n", "noted", "owner", "sampling", "seq", "state")
-
-    def __init__(self, state: RequestState, adapter: str, config: Any, owner: Any):
-        self.state = state
-        self.adapter = adapter  # the PEFT adapter name the row runs with
-        self.config = config  # that adapter's PEFT config object (None on the base)
-        self.owner = owner  # the prefix-cache owner key of its KV
-        self.sampling = Sampling(state.request, state.max_new_tokens)
-        self.seq: list[int] = list(state.prompt_ids or ())  # tokens whose KV is (being) computed
-        self.noted = 0  # how many of ``seq`` the repetition penalty has seen
-        self.n = 0  # tokens generated
-        self.last = -1  # the token sampled last, fed at the next decode step
-
-
-class _Prefill:
-    """Rows whose prompts are being computed together, chunk by chunk."""
-
-    __slots__ = ("done", "ids", "kv", "real", "rows")
-
-    def __init__(self, rows: list[_Row], todo: list[list[int]], kv: BatchKV, pad_id: int):
-        self.rows = rows
-        self.ids = left_pad(todo, pad_id)  # (rows, width): the tokens still to compute
-        self.real = [len(t) for t in todo]
-        self.kv = kv if kv.rows else BatchKV(lens=[0] * len(rows))
-        self.done = 0  # columns of ``ids`` already computed
-
-    @property
-    def width(self) -> int:
-        return int(self.ids.shape[1])
-
-    def cost(self) -> int:
-        """Tokens (padding included) still to compute."""
-        return len(self.rows) * (self.width - self.done)
-
-    def chunk(self, budget: int) -> tuple[int, int, list[int]]:
-        """The next chunk within ``budget`` tokens: (start, end, real tokens per row)."""
-        width = self.width
-        cols = min(width - self.done, max(1, budget // len(self.rows)))
-        end = self.done + cols
-        new = [max(0, min(cols, end - (width - r))) for r in self.real]
-        return self.done, end, new
-
-    def select(self, keep: Sequence[int]) -> None:
-        self.rows = [self.rows[i] for i in keep]
-        self.real = [self.real[i] for i in keep]
-        self.ids = self.ids[list(keep)]
-        self.kv.select(keep)
-        # Leading columns that only padding of the rows that left used are dropped.
-        lead = self.width - max(self.real, default=0)
-        if lead > 0:
-            self.ids = self.ids[:, lead:]
-            self.done = max(0, self.done - lead)
-
-    def split(self) -> list[_Prefill]:
-        """Each row as its own group (after a fault), keeping what it computed."""
-        parts = []
-        for i, row in enumerate(self.rows):
-            todo = self.ids[i, max(self.done, self.width - self.real[i]) :].tolist()
-            parts.append(_Prefill([row], [todo], self.kv.take(i), 0))
-        return parts
 
 
 class DecodeLoop:
@@ -160,8 +96,8 @@ class DecodeLoop:
         self._eos = torch.tensor(state.eos_ids, dtype=torch.long)
         self._eos_set = frozenset(state.eos_ids)
         self.kv = BatchKV()
-        self.running: list[_Row] = []
-        self.prefills: collections.deque[_Prefill] = collections.deque()
+        self.running: list[Row] = []
+        self.prefills: collections.deque[PrefillGroup] = collections.deque()
         self._epochs = [0, 0]  # [base weights, adapter weights]: part of the prefix-cache keys
         self.steps = 0  # steps run (read by tests and metrics)
         self.forwards = 0
@@ -243,7 +179,7 @@ class DecodeLoop:
         model = self._state.model
         configs = model.peft_config if is_peft(model) else {}
 
-        def stale(row: _Row) -> bool:
+        def stale(row: Row) -> bool:
             return row.adapter != BASE_ADAPTER and configs.get(row.adapter) is not row.config
 
         message = (
@@ -261,7 +197,7 @@ class DecodeLoop:
         if not states:
             return
         manager = self._adapters()
-        fresh: list[_Row] = []
+        fresh: list[Row] = []
         for st in states:
             if not st.start():  # cancelled before it ran (now resolved) or already resolved
                 continue
@@ -280,7 +216,7 @@ class DecodeLoop:
             if adapter != BASE_ADAPTER:
                 config = model.peft_config.get(adapter) if is_peft(model) else None
             epoch = self._epochs[0] if adapter == BASE_ADAPTER else self._epochs[1]
-            row = _Row(st, adapter, config, (adapter, epoch))
+            row = Row(st, adapter, config, (adapter, epoch))
             prompt = row.seq
             hit = self._prefix.lookup(row.owner, prompt, len(prompt) - 1)
             if hit is None:
@@ -288,18 +224,20 @@ class DecodeLoop:
                 continue
             st.cached_tokens = hit.tokens
             kv = BatchKV.from_layers(hit.layers)
-            self.prefills.append(_Prefill([row], [prompt[hit.tokens :]], kv, self._state.pad_id))
+            self.prefills.append(
+                PrefillGroup([row], [prompt[hit.tokens :]], kv, self._state.pad_id)
+            )
         self._group(fresh)
 
-    def _group(self, rows: list[_Row]) -> None:
+    def _group(self, rows: list[Row]) -> None:
         """Rows without a cache hit, in arrival order, as groups of at most the budget."""
-        group: list[_Row] = []
+        group: list[Row] = []
         width = 0
         for row in [*rows, None]:  # None flushes the last group
             n = len(row.seq) if row is not None else 0
             if group and (row is None or (len(group) + 1) * max(width, n) > self._chunk):
                 todo = [r.seq for r in group]
-                self.prefills.append(_Prefill(group, todo, BatchKV(), self._state.pad_id))
+                self.prefills.append(PrefillGroup(group, todo, BatchKV(), self._state.pad_id))
                 group, width = [], 0
             if row is not None:
                 group.append(row)
@@ -312,7 +250,7 @@ class DecodeLoop:
         # Shortest remaining prompt first: a short request that arrives while a long prompt
         # is being prefilled gets its first token at once instead of after the long one.
         # Admission is capped by max_batch_size, so the long one still moves on.
-        for group in sorted(self.prefills, key=_Prefill.cost):
+        for group in sorted(self.prefills, key=PrefillGroup.cost):
             if spent and spent >= budget:
                 break
             start, end, new = group.chunk(budget - spent)
@@ -328,7 +266,7 @@ class DecodeLoop:
         return spent
 
     def _forward_group(
-        self, group: _Prefill, ids: torch.Tensor, new: list[int]
+        self, group: PrefillGroup, ids: torch.Tensor, new: list[int]
     ) -> torch.Tensor | None:
         rows = group.rows
         try:
@@ -345,7 +283,7 @@ class DecodeLoop:
                     self.prefills.insert(at, part)
             return None
 
-    def _complete(self, group: _Prefill, logits: torch.Tensor) -> None:
+    def _complete(self, group: PrefillGroup, logits: torch.Tensor) -> None:
         """Prompts done: insert their KV into the prefix cache, take each first token, join."""
         kv = group.kv
         for i, row in enumerate(group.rows):
@@ -385,7 +323,7 @@ class DecodeLoop:
         _log.warning("a decode step failed (%s); retrying its rows one by one", _describe(exc))
         if _is_oom(exc) and self._state.device.type == "cuda":
             torch.cuda.empty_cache()  # what the failed batch held; the rows alone need less
-        survivors: list[_Row] = []
+        survivors: list[Row] = []
         parts: list[BatchKV] = []
         logits: list[torch.Tensor] = []
         for i, row in enumerate(self.running):
@@ -417,14 +355,14 @@ class DecodeLoop:
         self.kv.select(keep)
         self.running = [self.running[i] for i in keep]
 
-    def _current(self, row: _Row) -> bool:
+    def _current(self, row: Row) -> bool:
         """Whether the row's KV still matches the weights (no change since it was admitted)."""
         epoch = self._epochs[0] if row.adapter == BASE_ADAPTER else self._epochs[1]
         return row.owner[1] == epoch
 
     # ----- shared
     def _forward(
-        self, rows: list[_Row], kv: BatchKV, ids: torch.Tensor, new: list[int], fused: bool
+        self, rows: list[Row], kv: BatchKV, ids: torch.Tensor, new: list[int], fused: bool
     ) -> torch.Tensor:
         """One forward adding ``new[i]`` tokens to row ``i``; on failure ``kv`` is unchanged."""
         device = self._state.device
@@ -441,7 +379,7 @@ class DecodeLoop:
         kv.advance(new)
         return logits
 
-    def _accept(self, rows: list[_Row], logits: torch.Tensor) -> list[int]:
+    def _accept(self, rows: list[Row], logits: torch.Tensor) -> list[int]:
         """Choose and hand out each row's token; returns the indices of rows that go on."""
         bad = bad_rows(logits)
         if any(bad):
@@ -477,7 +415,7 @@ class DecodeLoop:
             keep.append(i)
         return keep
 
-    def _fail(self, rows: list[_Row], exc: BaseException) -> None:
+    def _fail(self, rows: list[Row], exc: BaseException) -> None:
         if _is_oom(exc) and self._state.device.type == "cuda":
             torch.cuda.empty_cache()
         for row in rows:
