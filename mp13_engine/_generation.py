@@ -13,6 +13,10 @@ logits ``(rows, vocab)`` into one token per row:
 4. greedy rows take the argmax; sampled rows apply temperature, top-k and
    top-p and draw with their own generator.
 
+Only the request's parameters apply: a checkpoint's ``generation_config``
+(sampling defaults, ``suppress_tokens``, ``bad_words_ids``...) does not, as
+the engine never calls ``generate``.
+
 Invariants: every operation is row-wise, so a row's token does not depend on
 the other rows of the step; a greedy row's token is the argmax of its logits
 (what ``generate`` picks); a seeded row draws one number per step from its own

@@ -10,9 +10,10 @@ One :meth:`DecodeLoop.step` (worker thread):
    (rows without a hit that fit the token budget together, left-padded as one
    batch; a row with a hit alone, on top of its cached KV);
 3. **prefill** in chunks under ``EngineConfig.prefill_chunk_tokens`` (padding
-   included): a long prompt takes several steps, and running rows decode at
-   every one of them; a group whose prompt is complete samples each row's first
-   token and *joins* the running batch;
+   included), the group with the least left to compute first: a long prompt
+   takes several steps, running rows decode at every one of them, and a short
+   prompt that arrives meanwhile is not held up; a group whose prompt is
+   complete samples each row's first token and *joins* the running batch;
 4. **decode** one token for every running row in one forward, and let rows
    that ended *leave* at once.
 
