@@ -51,7 +51,6 @@ class ModelChoice:
     label: str
     note: str | None = None  # shown in the banner (e.g. "random weights")
     demo: bool = False  # the built-in demo model (trained to show a tool round)
-    named: str | None = None  # the catalog name, for a named real model
 
 
 def cache_dir() -> Path:
@@ -98,7 +97,7 @@ def resolve_model(
     if is_named(model, catalog):
         assert model is not None and catalog is not None
         path = catalog.fetch(model, progress=progress)
-        return ModelChoice(path=str(path), label=model, named=model)
+        return ModelChoice(path=str(path), label=model)
     if not is_builtin(model):
         assert model is not None
         return ModelChoice(path=model, label=model)

@@ -140,7 +140,7 @@ def key_values(title: str | None, items: Iterable[tuple[str, Any]]) -> Table:
     return out
 
 
-def help_overview(registry: CommandRegistry) -> Table:
+def help_overview(registry: CommandRegistry[Any]) -> Table:
     """All commands by group with their one-line summaries."""
     out = Table(show_header=False, show_edge=False, box=None, pad_edge=False)
     out.add_column(style="bold cyan", no_wrap=True)
@@ -152,7 +152,7 @@ def help_overview(registry: CommandRegistry) -> Table:
     return out
 
 
-def command_help(cmd: Command, display_name: str) -> Group:
+def command_help(cmd: Command[Any]) -> Group:
     """Usage, full help text and subcommands of one command."""
     parts: list[Any] = [Text(f"usage: {cmd.usage}", style="bold")]
     if cmd.aliases:
