@@ -260,5 +260,22 @@ def test_registered_tools_reach_the_toolbox(make_chat):
 
 
 def test_public_names_are_pinned():
-    assert mp13chat.__all__ == sorted(mp13chat.__all__)
-    assert {"main", "register_tool", "ChatApp"} <= set(mp13chat.__all__)
+    assert mp13chat.__all__ == [
+        "ChatApp",
+        "ChatConfig",
+        "ChatConfigError",
+        "ChatError",
+        "Command",
+        "CommandLine",
+        "CommandRegistry",
+        "ToolRegistration",
+        "UnknownCommandError",
+        "UsageError",
+        "command",
+        "default_config_path",
+        "group_command",
+        "load_config",
+        "main",
+        "register_tool",
+    ]
+    assert all(hasattr(mp13chat, name) for name in mp13chat.__all__)
