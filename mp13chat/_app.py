@@ -37,8 +37,8 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
-from mp13_context import ChatContext, Cursor, Session
-from mp13_toolbox import ApprovalRequest
+from mp13_context import ChatContext, Cursor, EngineClient, Session
+from mp13_toolbox import ApprovalRequest, Toolbox
 from mp13chat import _adapter_folder, _reply, _startup
 from mp13chat import _position as position
 from mp13chat import _render as render
@@ -76,9 +76,9 @@ class ChatApp:
         config: ChatConfig | None = None,
         *,
         config_path: Path | str | None = None,
-        engine: Any = None,
+        engine: EngineClient | None = None,
         session: Session | None = None,
-        toolbox: Any = None,
+        toolbox: Toolbox | None = None,
         tools: Iterable[Any] = (),
         commands: Iterable[Command[Repl]] | None = None,
         console: Console | None = None,
@@ -88,9 +88,11 @@ class ChatApp:
     ) -> None:
         self.config = config if config is not None else ChatConfig()
         self.config_path = Path(config_path) if config_path else None
-        self.engine = engine
+        # None until start() creates what was not given (the Repl protocol's members
+        # are set from then on).
+        self.engine: Any = engine
         self.session: Any = session
-        self.toolbox = toolbox
+        self.toolbox: Any = toolbox
         self.context: Any = None
         self.cursor: Any = None
         self.console = console or Console(theme=make_theme(), highlight=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -39,7 +40,7 @@ def print_error(console: Console, exc: BaseException) -> None:
 
 
 def print_start_error(
-    console: Console, exc: BaseException | str, *, hint: str | None = None, log: Any = None
+    console: Console, exc: BaseException | str, *, hint: str | None = None, log: Path | None = None
 ) -> None:
     """A failure outside the REPL loop (a failed start, a one-shot answer): the error,
     what to try, where the traceback went. No REPL command is named: none can run."""

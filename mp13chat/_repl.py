@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``Repl``: what a slash command may touch, and ``QuitRequested``.
 
-Commands (``_cmd_*``) and the helpers they share (``_convo``, ``_reply``) are written
+Commands (``_cmd_*``) and the helpers they share (``_position``, ``_reply``) are written
 against this protocol, never against ``ChatApp``, so the modules form layers: the
 registry knows nothing of the app, commands know only this protocol, and ``_app`` (which
 implements it) wires them together at the top.

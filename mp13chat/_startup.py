@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from mp13_context import EngineClient
 from mp13_toolbox import Toolbox
 from mp13chat import _adapter_folder as folder
 from mp13chat import _render as render
@@ -132,7 +133,7 @@ def make_toolbox(
 
 
 async def load_saved_adapters(
-    console: Console, engine: Any, where: Path | None, *, quiet: bool
+    console: Console, engine: EngineClient, where: Path | None, *, quiet: bool
 ) -> folder.Discovery | None:
     """Load the adapters of the adapters folder ``where`` made for the loaded model
     (an ``mp13_engine.Engine``; other engine clients have no adapters to load)."""
