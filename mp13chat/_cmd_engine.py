@@ -150,12 +150,15 @@ def tokens(repl: Repl, line: CommandLine) -> None:
 # --- training ----------------------------------------------------------------------------
 
 
+def _training_options() -> list[str]:
+    """The ``TrainingConfig`` fields ``/train start`` takes as ``key=value``."""
+    return [f.name for f in attrs.fields(TrainingConfig) if f.name not in ("adapter", "dataset")]
+
+
 def _complete_train(repl: Repl, index: int, words: list[str]) -> list[str]:
     if index == 1:
         return path_candidates(words[-1] if words else "")
-    if index >= 2:
-        return ["max_steps=", "learning_rate=", "lora_r=", "epochs=", "batch_size=", "seed="]
-    return []
+    return [f"{name}=" for name in _training_options()] if index >= 2 else []
 
 
 def _training_config(words: list[str], adapters_dir: Path | None) -> TrainingConfig:
@@ -170,7 +173,7 @@ def _training_config(words: list[str], adapters_dir: Path | None) -> TrainingCon
     output = train_output(adapters_dir, words[0])
     if output is not None:
         options.setdefault("output_dir", str(output))
-    known = [f.name for f in attrs.fields(TrainingConfig) if f.name not in ("adapter", "dataset")]
+    known = _training_options()
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise UsageError(
