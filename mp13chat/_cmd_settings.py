@@ -169,9 +169,11 @@ def _adapter_names(repl: Repl, index: int, words: list[str]) -> list[str]:
     return [a.name for a in _manager(repl).list()]
 
 
-def _in_use(names: tuple[str, ...] | None) -> str:
-    """What ``cur.adapters.show()`` means in words."""
-    return "engine default" if names is None else (", ".join(names) or "base model")
+def _print_in_use(repl: Repl, *, changed: bool = True) -> None:
+    """``this branch uses ...``: the adapters in effect here, in words."""
+    here = repl.cursor.adapters.show()
+    what = "the engine's default adapters" if here is None else ", ".join(here) or "the base model"
+    (render.print_ok if changed else render.print_info)(repl.console, f"this branch uses {what}")
 
 
 @command("list", group="adapters", usage="/adapters list")
@@ -201,7 +203,7 @@ def adapters_list(repl: Repl, line: CommandLine) -> None:
     repl.console.print(
         render.table("adapters", ("name", "used", "rank", "source", "targets", "path"), rows)
     )
-    render.print_info(repl.console, f"this branch uses: {_in_use(here)}")
+    _print_in_use(repl, changed=False)
 
 
 def _complete_load(repl: Repl, index: int, words: list[str]) -> list[str]:
@@ -267,7 +269,7 @@ def adapters_use(repl: Repl, line: CommandLine) -> None:
         raise UsageError("give adapter names (/adapters base for none)")
     position.require_adapters(repl, names)
     repl.cursor.adapters.set(names)
-    render.print_ok(repl.console, f"this branch uses {', '.join(names)}")
+    _print_in_use(repl)
 
 
 @command("add", group="adapters", usage="/adapters add NAME ...", complete=_adapter_names)
@@ -278,30 +280,28 @@ def adapters_add(repl: Repl, line: CommandLine) -> None:
         raise UsageError("give adapter names")
     position.require_adapters(repl, names)
     repl.cursor.adapters.add(names)
-    render.print_ok(
-        repl.console, f"this branch uses {', '.join(repl.cursor.adapters.show() or ())}"
-    )
+    _print_in_use(repl)
 
 
 @command("base", group="adapters", usage="/adapters base")
 def adapters_base(repl: Repl, line: CommandLine) -> None:
     """Use the base model (no adapter) on this branch."""
     repl.cursor.adapters.set([])
-    render.print_ok(repl.console, "this branch uses the base model")
+    _print_in_use(repl)
 
 
 @command("default", group="adapters", usage="/adapters default")
 def adapters_default(repl: Repl, line: CommandLine) -> None:
     """Use the engine's default adapters on this branch."""
     repl.cursor.adapters.default()
-    render.print_ok(repl.console, "this branch uses the engine's default adapters")
+    _print_in_use(repl)
 
 
 @command("pop", group="adapters", usage="/adapters pop")
 def adapters_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last adapter change on this branch."""
     repl.cursor.adapters.pop()
-    render.print_ok(repl.console, f"this branch uses: {_in_use(repl.cursor.adapters.show())}")
+    _print_in_use(repl)
 
 
 ADAPTERS = group_command(

@@ -68,21 +68,18 @@ def engine_catalog() -> ModelCatalog | None:
     return models  # type: ignore[return-value]
 
 
-def catalog_names(catalog: ModelCatalog | None) -> list[str]:
-    return list(catalog.names()) if catalog is not None else []
+def _exists(model: str | None) -> bool:
+    return bool(model) and Path(str(model)).expanduser().exists()
 
 
 def is_builtin(model: str | None) -> bool:
-    return model in (None, DEMO_MODEL, TINY_MODEL) and not (model and Path(model).exists())
+    """Whether ``model`` names a built-in model (and no local folder of that name exists)."""
+    return model in (None, DEMO_MODEL, TINY_MODEL) and not _exists(model)
 
 
 def is_named(model: str | None, catalog: ModelCatalog | None) -> bool:
     """Whether ``model`` is a catalog name (and no local folder of that name exists)."""
-    return bool(model) and not _exists(model) and model in catalog_names(catalog)
-
-
-def _exists(model: str | None) -> bool:
-    return bool(model) and Path(str(model)).expanduser().exists()
+    return catalog is not None and model in catalog.names() and not _exists(model)
 
 
 def resolve_model(
