@@ -338,7 +338,7 @@ class ChatApp:
 
     def new_conversation(self) -> Cursor:
         """Move to a new conversation with the config's system message and parameters."""
-        cur = self.context.cursor()
+        cur: Cursor = self.context.cursor()
         if self.config.system is not None:
             cur.system.set(self.config.system)
         if self.config.params:

@@ -107,7 +107,7 @@ def next_prompt(repl: Repl, message: str | None = None) -> NextPrompt:
     request = repl.cursor.request()
     content = message if message is not None else _SENTINEL
     user = {"role": "user", "content": content}
-    text = engine.format_prompt(attrs.evolve(request, messages=(*request.messages, user)))
+    text = engine.format_prompt(attrs.evolve(request, messages=(*(request.messages or ()), user)))
     if message is not None:
         return NextPrompt(text, "", message, engine.count_tokens(text))
     before, found, after = text.partition(_SENTINEL)
@@ -245,19 +245,20 @@ async def train_start(repl: Repl, line: CommandLine) -> None:
     The adapter is saved as NAME in the adapters folder (/engine shows where; give
     output_dir=PATH to save elsewhere), so the next start loads it again."""
     eng = repl.real_engine("training")
-    job = repl.training_job
-    if job is not None and not job.done():
-        raise ChatError(f"a job ({job.adapter}) is running; /train cancel it or wait")
+    last = repl.training_job
+    if last is not None and not last.done():
+        raise ChatError(f"a job ({last.adapter}) is running; /train cancel it or wait")
     config = _training_config(line.words, repl.adapters_dir)
     starting = asyncio.ensure_future(asyncio.to_thread(eng.train, config))
     try:
-        repl.training_job = await asyncio.shield(starting)
+        job: TrainingJob = await asyncio.shield(starting)
+        repl.training_job = job
     except asyncio.CancelledError:
         # Ctrl+C while the job is being set up: it starts anyway, so keep hold of it.
         repl.training_job = await starting
         render.print_info(repl.console, "training started; /train watch, /train cancel")
         raise
-    await watch(repl, repl.training_job)
+    await watch(repl, job)
 
 
 def _require_job(repl: Repl) -> TrainingJob:
@@ -283,7 +284,7 @@ async def train_cancel(repl: Repl, line: CommandLine) -> None:
     await watch(repl, job)
 
 
-TRAIN = group_command(
+TRAIN: Command[Repl] = group_command(
     "train",
     train_start,
     train_watch,

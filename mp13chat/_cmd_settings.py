@@ -95,7 +95,7 @@ def system_default(repl: Repl, line: CommandLine) -> None:
     _print_system(repl)
 
 
-SYSTEM = group_command(
+SYSTEM: Command[Repl] = group_command(
     "system",
     system_show,
     system_set,
@@ -144,7 +144,8 @@ def set_(repl: Repl, line: CommandLine) -> None:
     if name in DISPLAY_SETTINGS:
         if not isinstance(value, bool):
             raise UsageError(f"{name} is on or off, got {raw.strip()!r}")
-        repl.config = attrs.evolve(repl.config, **{name: value})
+        display: dict[str, Any] = {name: value}
+        repl.config = attrs.evolve(repl.config, **display)
     else:
         repl.cursor.params.set(**{name: value})
     render.print_ok(repl.console, f"{name} = {value!r}")
@@ -304,7 +305,7 @@ def adapters_pop(repl: Repl, line: CommandLine) -> None:
     _print_in_use(repl)
 
 
-ADAPTERS = group_command(
+ADAPTERS: Command[Repl] = group_command(
     "adapters",
     adapters_list,
     adapters_load,

@@ -70,7 +70,9 @@ def _print_tools(repl: Repl, new_layer: ToolsScope | None = None) -> None:
     repl.console.print(
         render.table("tools", ("name", "global", "here", "risk", "approval", "description"), rows)
     )
-    for info in tb.list() if new_layer is not None else ():
+    if new_layer is None:
+        return
+    for info in tb.list():
         asked = new_layer.mode_for(info.name)
         if asked is not None and view.mode(info.name) is not asked:
             render.print_warning(
@@ -165,7 +167,7 @@ def scope_show(repl: Repl, line: CommandLine) -> None:
     repl.console.print(render.table("tool scopes here", ("#", "modes", "label"), rows))
 
 
-SCOPE = group_command(
+SCOPE: Command[Repl] = group_command(
     "scope",
     scope_show,
     scope_add,
@@ -219,7 +221,7 @@ def tools_risk(repl: Repl, line: CommandLine) -> None:
     render.print_ok(repl.console, f"{name}: risk {risk}")
 
 
-TOOLS = group_command(
+TOOLS: Command[Repl] = group_command(
     "tools",
     tools_list,
     tools_mode,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
@@ -40,7 +40,7 @@ def path_candidates(word: str) -> list[str]:
     ]
 
 
-def complete_paths(_repl: Repl, _index: int, words: list[str]) -> Iterable[str]:
+def complete_paths(_repl: Repl, _index: int, words: list[str]) -> list[str]:
     """Argument completer for commands whose argument is a file path."""
     return path_candidates(words[-1] if words else "")
 

@@ -65,7 +65,8 @@ def engine_catalog() -> ModelCatalog | None:
         from mp13_engine import models
     except ImportError:
         return None
-    return models  # type: ignore[return-value]
+    catalog: ModelCatalog = models  # the module satisfies the protocol
+    return catalog
 
 
 def _exists(model: str | None) -> bool:

@@ -9,7 +9,7 @@ session and current cursor; none of them moves the cursor.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from mp13_context import TryOut
 from mp13chat._errors import ChatError, UsageError
@@ -81,7 +81,7 @@ def require_adapters(repl: Repl, names: Iterable[str] | None = None) -> None:
     """A ``ChatError`` in REPL terms unless every adapter in ``names`` is loaded;
     ``names`` defaults to the adapters this branch uses (checked before a reply)."""
     branch = names is None
-    wanted: Sequence[str] = tuple(repl.cursor.adapters.show() or ()) if branch else tuple(names)
+    wanted = tuple(repl.cursor.adapters.show() or ()) if names is None else tuple(names)
     if not wanted:
         return
     from mp13_engine import BASE_ADAPTER

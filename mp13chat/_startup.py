@@ -45,15 +45,15 @@ def print_banner(console: Console) -> None:
     console.print(banner)
 
 
-async def with_progress(console: Console, label: str, func: Callable[..., T], *args: Any) -> T:
+async def with_progress(console: Console, label: str, func: Callable[[], T]) -> T:
     """Run blocking ``func`` in a thread while an indeterminate progress bar runs (on a
     terminal; elsewhere a progress display would only leave blank lines behind)."""
     if not console.is_terminal:
-        return await asyncio.to_thread(func, *args)
+        return await asyncio.to_thread(func)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         progress.add_task(label, total=None)
-        return await asyncio.to_thread(func, *args)
+        return await asyncio.to_thread(func)
 
 
 async def choose_model(
