@@ -259,6 +259,7 @@ def test_public_names_are_pinned():
         "Command",
         "CommandLine",
         "CommandRegistry",
+        "Repl",
         "ToolRegistration",
         "UnknownCommandError",
         "UsageError",

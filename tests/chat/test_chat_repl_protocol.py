@@ -44,3 +44,21 @@ def test_engine_status_on_another_engine_shows_what_it_knows(make_chat):
     out = h.run("/engine", "/metrics")
     assert "FakeEngine" in out  # the loaded row
     assert "this engine (FakeEngine) does not support metrics" in out
+
+
+def test_a_wrapper_apps_command_works_through_the_repl_protocol(make_chat):
+    import mp13chat
+
+    @mp13chat.command("where", group="wrapper", usage="/where [NOTE]")
+    def where(repl: mp13chat.Repl, line: mp13chat.CommandLine) -> None:
+        """Say which conversation this is, and log a note on the branch."""
+        repl.cursor.log(line.text or "no note")
+        repl.console.print(f"in {repl.cursor.conversation_id} with {repl.model_label}")
+
+    h = make_chat(FakeEngine())
+    h.app.register_command(where)
+    out = h.run("/where checked", "/help where")
+    assert f"in {h.app.cursor.conversation_id} with FakeEngine" in out
+    assert "Say which conversation this is" in out
+    notes = [c.text for n in h.app.cursor.path() for c in n.commands if c.kind.value == "log"]
+    assert notes == ["checked"]
