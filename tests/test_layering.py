@@ -211,7 +211,7 @@ _PENDING = "a cycle another lane is still editing; a later phase of issue 14 rem
         "mp13_toolbox",
         "mp13_engine",
         pytest.param("mp13_context", marks=pytest.mark.xfail(strict=True, reason=_PENDING)),
-        pytest.param("mp13chat", marks=pytest.mark.xfail(strict=True, reason=_PENDING)),
+        "mp13chat",
     ],
 )
 def test_no_import_cycle_inside_a_package(package):
