@@ -3,7 +3,7 @@
 
 ::
 
-    Mp13Error                        (mp13_toolbox._errors)
+    Mp13Error                        (mp13_toolbox)
     └── ContextError
         ├── NotFoundError            a conversation, node or cursor id that does not exist
         ├── CursorError              an operation that does not fit the cursor's position
@@ -25,7 +25,7 @@ what to do about it.
 
 from __future__ import annotations
 
-from mp13_toolbox._errors import Mp13Error
+from mp13_toolbox import Mp13Error
 
 
 class ContextError(Mp13Error):
