@@ -16,7 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mp13_context._settings import REQUEST_PARAMS, RUNNER_DEFAULTS, EffectiveSettings
+from mp13_context._settings import (
+    REQUEST_PARAMS,
+    RUNNER_DEFAULTS,
+    EffectiveSettings,
+    changed_params,
+)
 from mp13_engine import Request
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,13 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def run_params(settings: EffectiveSettings, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Runner defaults, then the parameters set on the path, then ``overrides``."""
-    out: dict[str, Any] = {**RUNNER_DEFAULTS, **settings.params}
-    for name, value in overrides.items():
-        if value is None:
-            out.pop(name, None)
-        else:
-            out[name] = value
-    return out
+    return changed_params({**RUNNER_DEFAULTS, **settings.params}, overrides)
 
 
 def tool_view(toolbox: Any, settings: EffectiveSettings) -> Any:

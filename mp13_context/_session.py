@@ -257,14 +257,7 @@ class Session:
         """Append a child of ``parent_id`` (saved at once); return it, as stored."""
         if (kind is NodeKind.TURN) != (turn is not None):
             raise CursorError("a TURN node needs a turn and other kinds must not have one")
-        cmds, cmds_json = stored_commands(tuple(commands))
-        with self._store.lock:
-            parent = self.node(parent_id)
-            sid = self._settings.fold(self._settings_of[parent_id], cmds)
-            row, node = self._child(parent, sid, kind, turn, cmds, cmds_json, label)
-            node = attrs.evolve(node, seq=self._store.insert_node(row, search_entry(node.turn)))
-            self._cache(node, sid)
-        return node
+        return self._append_chain(parent_id, [(kind, turn, tuple(commands), label)])[0]
 
     def append_turns(self, parent_id: str, turns: Sequence[Turn]) -> list[Node]:
         """Append ``turns`` as a chain below ``parent_id`` (each the child of the one
@@ -272,43 +265,38 @@ class Session:
         propagates, e.g. ``StoreError``, and the session is as it was). Returns the
         nodes as stored. The runner records a reply with tool calls and the tool turn
         holding their results this way."""
+        return self._append_chain(parent_id, [(NodeKind.TURN, t, (), "") for t in turns])
+
+    def _append_chain(
+        self, parent_id: str, children: list[tuple[NodeKind, Turn | None, tuple[Command, ...], str]]
+    ) -> list[Node]:
         with self._store.lock:
             parent = self.node(parent_id)
-            sid = self._settings_of[parent_id]  # turn nodes carry no commands
-            planned: list[tuple[dict[str, Any], Node]] = []
-            for turn in turns:
-                planned.append(self._child(parent, sid, NodeKind.TURN, turn, (), None, ""))
-                parent = planned[-1][1]
+            sid = self._settings_of[parent_id]
+            planned: list[tuple[dict[str, Any], Node, int]] = []
+            for kind, turn, commands, label in children:
+                cmds, cmds_json = stored_commands(commands)
+                sid = self._settings.fold(sid, cmds)
+                stored, turn_json = stored_turn(turn)
+                node = Node(
+                    id=new_id(),
+                    conversation_id=parent.conversation_id,
+                    parent_id=parent.id,
+                    kind=kind,
+                    depth=parent.depth + 1,
+                    turn=stored,
+                    commands=cmds,
+                    label=scrub(label),
+                )
+                row, parent = node_row(node, sid, parent.hash, turn_json, cmds_json)
+                planned.append((row, parent, sid))
             with self._store.tx() as conn:
-                seqs = [Store.insert_node_in(conn, r, search_entry(n.turn)) for r, n in planned]
-            nodes = [attrs.evolve(n, seq=seq) for (_, n), seq in zip(planned, seqs, strict=True)]
-            for node in nodes:
-                self._cache(node, sid)
+                seqs = [Store.insert_node_in(conn, r, search_entry(n.turn)) for r, n, _ in planned]
+            nodes = []
+            for (_, node, node_sid), seq in zip(planned, seqs, strict=True):
+                nodes.append(attrs.evolve(node, seq=seq))
+                self._cache(nodes[-1], node_sid)
         return nodes
-
-    @staticmethod
-    def _child(
-        parent: Node,
-        sid: int,
-        kind: NodeKind,
-        turn: Turn | None,
-        cmds: tuple[Command, ...],
-        cmds_json: str | None,
-        label: str,
-    ) -> tuple[dict[str, Any], Node]:
-        """The row and the node (as it will be stored, hash included) of a new child."""
-        stored, turn_json = stored_turn(turn)
-        node = Node(
-            id=new_id(),
-            conversation_id=parent.conversation_id,
-            parent_id=parent.id,
-            kind=kind,
-            depth=parent.depth + 1,
-            turn=stored,
-            commands=cmds,
-            label=scrub(label),
-        )
-        return node_row(node, sid, parent.hash, turn_json, cmds_json)
 
     def add_commands(self, node_id: str, commands: list[Command] | tuple[Command, ...]) -> Node:
         """Append commands to a node that has no children yet (its subtree is empty, so no

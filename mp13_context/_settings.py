@@ -192,7 +192,9 @@ def _system_added(system: SystemPrompt, text: str) -> SystemPrompt:
     return SystemPrompt(SystemMode.TEXT, f"{base}\n\n{text}" if base else text)
 
 
-def _params_set(params: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+def changed_params(params: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with ``changes`` applied: a value of ``None`` removes the parameter (back
+    to its default). A ``params.set`` command and request overrides both work so."""
     out = dict(params)
     for name, value in changes.items():
         if value is None:
@@ -232,7 +234,7 @@ def apply(
         case CommandKind.TOOLS_RESET:
             return evolve(s, tool_scopes=(), tools_prev=sid)
         case CommandKind.PARAMS_SET:
-            return evolve(s, params=_params_set(s.params, cmd.params))
+            return evolve(s, params=changed_params(s.params, cmd.params))
         case CommandKind.SYSTEM_POP | CommandKind.ADAPTERS_POP | CommandKind.TOOLS_POP:
             return _pop(s, cmd.kind, lookup)
         case CommandKind.LOG | CommandKind.API_CALL:
