@@ -526,3 +526,17 @@ def test_parse_errors_of_the_engine_are_kept_on_the_turn(session):
     assert turn.parse_errors == ("bad <tool_call> json",)
     session.refresh()
     assert session.node(turn.node_id).turn.parse_errors == ("bad <tool_call> json",)
+
+
+def test_adapter_names_follow_the_engine_rule_for_request_adapters(ctx, engine):
+    cur = ctx.cursor()
+    cur.adapters.set("solo")
+    assert cur.adapters.show() == ("solo",)
+    cur.adapters.add(["a", "solo", "b"])
+    assert cur.adapters.show() == ("solo", "a", "b")
+    for bad in ("", ["ok", ""], [3], b"bytes"):
+        with pytest.raises(CommandError, match="adapters"):
+            cur.adapters.set(bad)
+    assert cur.adapters.show() == ("solo", "a", "b")  # nothing was recorded
+    cur.ask("hi")
+    assert engine.requests[-1].adapters == ("solo", "a", "b")

@@ -239,3 +239,32 @@ def test_greedy_replay_reproduces_texts_and_tool_calls(ctx, engine):
     report = replay(cur, engine=engine, toolbox=Toolbox(builtins=True))
     assert report.all_equal, [(t.original_text, t.replayed_text) for t in report.turns]
     assert [len(t.replayed_tool_calls) for t in report.turns] == [0, 1]
+
+
+class ProtocolOnly:
+    """An engine with the five ``EngineClient`` methods and nothing else: any other
+    attribute the context reached for would fail the test."""
+
+    def __init__(self, inner: FakeEngine) -> None:
+        self.agenerate = inner.agenerate
+        self.astream = inner.astream
+        self.cancel = inner.cancel
+        self.format_prompt = inner.format_prompt
+        self.count_tokens = inner.count_tokens
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the context probed the engine for {name!r}")
+
+
+def test_the_context_needs_nothing_but_the_protocol():
+    engine = ProtocolOnly(FakeEngine(responder=demo_like))
+    assert isinstance(engine, EngineClient)
+    with Session.open(":memory:") as session:
+        ctx = ChatContext(session, engine=engine, toolbox=Toolbox(builtins=True))
+        cur = ctx.cursor()
+        assert cur.ask("hello").text == GREETING
+        assert cur.ask("what is 17*23?", on_event=lambda e: None).text == "The answer is 391."
+        kids = cur.batch(["hello", "thanks"])
+        assert [k.turn.text for k in kids] == [GREETING, ANSWERS["thanks"]]
+        assert cur.count_tokens() > 0 and cur.prompt()
+        assert not ctx.cancel("no-such-request")
