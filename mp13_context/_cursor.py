@@ -14,6 +14,11 @@ Turn nodes never carry commands, which lets ``retry`` move the commands given
 after a reply in front of the new reply. Cursor ``overrides`` are parameters
 that apply to this cursor's requests without being recorded.
 
+While an exchange runs, the cursor holds the runner's ``Exchange``: its
+position follows the last node the exchange recorded and ``cancel()`` goes to
+it. The cursor shares its context's ``ScopeState`` (session, engine, toolbox,
+callbacks, registries) with every cursor made from it.
+
 Invariant: a cursor runs one exchange at a time (``CursorError`` otherwise);
 a closed try-out refuses everything but reading.
 """
@@ -284,9 +289,13 @@ class Cursor:
             self.node_id, NodeKind.BATCH_HUB, label=f"batch of {len(prompts)}"
         )
         kids = [Cursor(self.scope_state, hub.id, overrides=self.overrides) for _ in prompts]
-        await asyncio.gather(
-            *(k._reply(hub.id, on_event, params, ask=p) for k, p in zip(kids, prompts, strict=True))
+        runs = (
+            k._reply(hub.id, on_event, params, ask=p) for k, p in zip(kids, prompts, strict=True)
         )
+        # Every member ends before this returns or raises: none goes on unwatched.
+        for outcome in await asyncio.gather(*runs, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
         return kids
 
     def batch(self, prompts: Sequence[str], **kwargs: Any) -> list[Cursor]:

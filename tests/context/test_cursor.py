@@ -540,3 +540,19 @@ def test_adapter_names_follow_the_engine_rule_for_request_adapters(ctx, engine):
     assert cur.adapters.show() == ("solo", "a", "b")  # nothing was recorded
     cur.ask("hi")
     assert engine.requests[-1].adapters == ("solo", "a", "b")
+
+
+def test_a_failing_batch_member_raises_after_the_others_finish(ctx, engine):
+    engine.delay_s = 0.005
+    cur = ctx.cursor()
+
+    def on_event(event):
+        if event.kind is EventKind.USER and event.turn.text == "boom":
+            raise ValueError("the callback failed")
+
+    with pytest.raises(ValueError, match="callback failed"):
+        cur.batch(["one", "boom", "three"], on_event=on_event)
+    hub = cur.children()[-1]
+    replies = [ctx.cursor(at=u.id).children() for u in ctx.session.children(hub.id)]
+    texts = sorted(r[0].turn.text for r in replies if r)
+    assert texts == ["echo: one", "echo: three"]  # finished, not cut off
