@@ -106,6 +106,10 @@ def _replayable(node: Node) -> list[Command]:
     return [c for c in node.commands if c.kind.changes_settings]
 
 
+def _is_user(node: Node) -> bool:
+    return node.turn is not None and node.turn.role is Role.USER
+
+
 def _split(path: list[Node]) -> list[tuple[list[Command], Node | None, list[Node]]]:
     """``(commands before, user node, the nodes of its exchange)`` per user turn; a last
     entry with user ``None`` holds the commands after the last exchange."""
@@ -114,12 +118,12 @@ def _split(path: list[Node]) -> list[tuple[list[Command], Node | None, list[Node
     i = 0
     while i < len(path):
         node = path[i]
-        if node.turn is None or node.turn.role is not Role.USER:
+        if not _is_user(node):
             pending += _replayable(node)
             i += 1
             continue
         j = i + 1
-        while j < len(path) and not (path[j].turn and path[j].turn.role is Role.USER):
+        while j < len(path) and not _is_user(path[j]):
             j += 1
         out.append((pending, node, path[i + 1 : j]))
         pending = []

@@ -170,7 +170,7 @@ def checker_for(tp: Any) -> Checker:
 
 
 # Fields the converter leaves out of stored data (see ``_convert``).
-_OMITTED = {Turn: {"node_id"}}
+_OMITTED: dict[type, set[str]] = {Turn: {"node_id"}}
 
 
 def _record(cls: type) -> Checker:

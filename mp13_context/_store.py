@@ -211,7 +211,8 @@ class Store:
 
     def verify(self, conversation_id: str | None = None) -> IntegrityReport:
         """Every node's hash against its content (see ``_integrity.verify_rows``)."""
-        where, args = "", ()
+        where = ""
+        args: tuple[str, ...] = ()
         if conversation_id is not None:
             where, args = "WHERE n.conversation_id = ?", (conversation_id,)
         sql = (
