@@ -159,13 +159,13 @@ def lora_scaling(layer: Any, name: str) -> float:
 
 def holds_adapter(module: Any, name: str, skip: tuple[str, ...] = ()) -> bool:
     """Whether ``module`` keeps weights of adapter ``name`` (outside the ``skip`` attributes)."""
-    for path in getattr(module, "adapter_layer_names", ()):  # absent on modules_to_save wrappers
+    for path in module.adapter_layer_names:  # tuner layers and auxiliary wrappers alike
         if path in skip:
             continue
         holder: Any = module
         for part in path.split("."):
-            holder = getattr(holder, part, None)
-        if holder is not None and name in holder:
+            holder = getattr(holder, part)
+        if name in holder:
             return True
     return False
 
