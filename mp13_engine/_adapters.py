@@ -83,6 +83,9 @@ class AdapterSource(str, enum.Enum):
     LOADED = "loaded"  # engine.adapters.load
     TRAINED = "trained"  # engine.train (also when it trained a loaded adapter further)
 
+    def __str__(self) -> str:  # "loaded", as printed and formatted, on every Python version
+        return str(self.value)
+
 
 def _names_tuple(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)

@@ -170,6 +170,9 @@ class TrainingEventKind(str, enum.Enum):
     CHECKPOINT = "checkpoint"  # a checkpoint was saved (``path``)
     DONE = "done"  # the job finished or was cancelled; the last event (``path``, ``eval_loss``)
 
+    def __str__(self) -> str:  # "step", as printed and formatted, on every Python version
+        return str(self.value)
+
 
 @attrs.frozen(kw_only=True)
 class TrainingEvent:

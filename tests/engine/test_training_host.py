@@ -50,7 +50,7 @@ def test_engine_train_is_typed():
 
 
 def _private_reaches(path: pathlib.Path) -> list[str]:
-    """``obj._name`` uses in ``path`` other than ``self``/``cls`` and this module's own functions."""
+    """``obj._name`` uses in ``path``, except on ``self``/``cls`` and of its own functions."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     defined = {
         node.name
@@ -129,6 +129,8 @@ def test_event_kinds_are_an_enum_that_still_compares_as_text(engine):
         TrainingEventKind.DONE,
     ]
     assert kinds[0] == "step" and kinds[-1] == "done"
+    assert f"{kinds[0]}" == str(kinds[0]) == "step"  # as a REPL or log line shows it
+    assert str(AdapterSource.TRAINED) == f"{AdapterSource.TRAINED}" == "trained"
 
 
 def test_async_waiting_uses_no_thread(engine, monkeypatch):
