@@ -6,7 +6,7 @@ Concept
     first adapter is loaded (or trained). Every adapter then lives side by side
     inside that wrapper under its own PEFT name, and rows with different
     adapters share ONE forward pass: by default through the fused path of
-    :mod:`mp13_engine._fused_lora` (the batch's adapters concatenated per layer,
+    :mod:`mp13_engine._fused_lora` (the wave's adapters concatenated per layer,
     :meth:`AdapterManager._fused_plan_on_worker`), else through PEFT's own
     per-row ``adapter_names``. Global adapter state (``set_adapter``) is never
     switched to serve a request.
@@ -166,7 +166,7 @@ class AdapterManager:
     def __init__(self, engine: EngineSeam) -> None:
         self._engine = engine
         self._state = _AdaptersState()
-        self._fused: FusedLora | None = None  # made on the first batch that uses an adapter
+        self._fused: FusedLora | None = None  # made on the first wave that uses an adapter
 
     # ----- engine access (the one place that knows the engine's attribute names)
     def _model(self) -> Any:
@@ -224,8 +224,8 @@ class AdapterManager:
     def unload(self, name: str) -> None:
         """Remove adapter ``name``.
 
-        Runs between two steps, so no running row uses it any more; queued
-        requests that name it fail with ERROR (AdapterError) when they start.
+        Runs between waves, so no running row uses it any more; queued requests
+        that name it fail with ERROR (AdapterError) when their wave forms.
         """
         self._run(self._unload_on_worker, name)
 
@@ -267,8 +267,8 @@ class AdapterManager:
     def combine(self, names: Sequence[str], weights: Sequence[float] | None = None) -> None:
         """Set the weights used when a request names exactly these adapters together.
 
-        Default weights are 1.0 each (the deltas add up). Takes effect for
-        requests that start afterwards; a cached combination of the same set is rebuilt.
+        Default weights are 1.0 each (the deltas add up). Takes effect for the
+        next wave; a cached combination of the same set is rebuilt.
         """
         names = tuple(names)
         weights = tuple(1.0 for _ in names) if weights is None else tuple(weights)
@@ -333,7 +333,7 @@ class AdapterManager:
         return self._combination_on_worker(frozenset(names))
 
     def _fused_plan_on_worker(self, row_names: Sequence[str]) -> FusedPlan | None:
-        """The fused LoRA plan of a batch (one PEFT name per row); None = use PEFT's loop."""
+        """The fused LoRA plan of a wave (one PEFT name per row); None = use PEFT's loop."""
         if self._engine.config.mixed_lora != "fused":
             return None
         model = self._model()

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-if TYPE_CHECKING:  # the step-loop job protocol; the scheduler needs no training import
+if TYPE_CHECKING:  # annotations only: the scheduler and the renderer import nothing of this
     from mp13_engine._scheduler import Job
     from mp13_engine._training._render import EncodeChat, Prepare
 
@@ -46,7 +46,7 @@ class TrainingHost:
     encode_chat: EncodeChat
     #: ``EngineConfig.adapters_dir`` (expanded), where a trained adapter is saved by default.
     adapters_dir: Path | None
-    #: ``run_on_worker(fn)``: run ``fn`` on the worker between two steps; its result or raise.
+    #: ``run_on_worker(fn)``: run ``fn`` on the worker between model calls; its result or raise.
     run_on_worker: Callable[[Callable[[], Any]], Any]
     #: Queue stepwise work whose steps the worker interleaves with serving.
     submit_job: Callable[[Job], None]

@@ -12,7 +12,7 @@ Lifecycle (``start_training``):
 2. worker (``host.run_on_worker``) — check target modules, add the adapter to
    the model (wrapping the base model as PEFT on first use), build the
    optimizer and scheduler, restore a checkpoint. Errors raise from ``engine.train``.
-3. worker, interleaved with inference steps — ``step()`` runs ONE
+3. worker, interleaved with serving — ``step()`` runs ONE
    micro-batch; every ``grad_accum`` micro-batches it takes an optimizer step
    and emits a STEP event. The model is put in train mode only inside
    ``step()`` and back in eval mode before it returns, so serving in between
