@@ -8,7 +8,7 @@ Measures, on a file session (WAL, one transaction per saved node):
 - append: ms per saved turn (goal <= 1 ms), in the long chain and the bushy tree;
 - fork: cost of ``cursor.fork()`` vs appending a turn, side by side;
 - resolve: the effective state at the deepest leaf, the stored per-node state
-  (``state_at``) vs folding every command along the path (``recompute_state``);
+  (``settings_at``) vs folding every command along the path (``recompute_settings``);
 - reopen: open the file and resolve the deep leaf (goal <= 0.5 s);
 - search: FTS5 search latency over every turn (goal <= 50 ms), vs a plain
   ``LIKE`` scan of the same rows.
@@ -141,19 +141,19 @@ def main(argv: list[str] | None = None) -> None:
 
     def reopen_and_resolve() -> None:
         s = Session.open(path)
-        s.state_at(chain_leaf)
+        s.settings_at(chain_leaf)
         s.close()
 
     reopen_s = median_time(reopen_and_resolve)
     session = Session.open(path)
     depth = session.node(chain_leaf).depth
-    resolve_s = median_time(lambda: (session.refresh(), session.state_at(chain_leaf)))
+    resolve_s = median_time(lambda: (session.refresh(), session.settings_at(chain_leaf)))
     chain_root = session.path(chain_leaf)[0].id
     leaf_s = median_time(lambda: (session.refresh(), session.leaf(chain_root)), 3)
     bushy_depth = session.node(bushy_leaf).depth
-    bushy_s = median_time(lambda: (session.refresh(), session.state_at(bushy_leaf)))
-    fold_s = median_time(lambda: (session.refresh(), session.recompute_state(chain_leaf)), 3)
-    assert session.state_at(chain_leaf).params == session.recompute_state(chain_leaf).params
+    bushy_s = median_time(lambda: (session.refresh(), session.settings_at(bushy_leaf)))
+    fold_s = median_time(lambda: (session.refresh(), session.recompute_settings(chain_leaf)), 3)
+    assert session.settings_at(chain_leaf).params == session.recompute_settings(chain_leaf).params
     search_rare = median_time(lambda: session.search("zebracorn"))
     search_common = median_time(lambda: session.search("river mountain", limit=20))
     hits = len(session.search("zebracorn", limit=1000))

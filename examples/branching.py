@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"--- retry: {len(cur.siblings())} replies to the last question")
     print(f"  first: {first[:50]!r}\n  again: {again.text[:50]!r}")
 
-    # A batch: three questions from the same point, one engine wave.
+    # A batch: three questions from the same point, generated together.
     kids = cur.batch(["Trains?", "Ferries?", "Flights?"])
     print("--- batch:", [k.turn.text[:30] for k in kids])
 

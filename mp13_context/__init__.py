@@ -40,7 +40,7 @@ from mp13_context._model import (
 from mp13_context._protocol import EngineClient
 from mp13_context._replay import ReplayReport, ReplayTurn, areplay, replay
 from mp13_context._session import Session
-from mp13_context._state import PARAMS, EffectiveState, SystemMode, SystemPrompt
+from mp13_context._settings import PARAMS, EffectiveSettings, SystemMode, SystemPrompt
 
 __all__ = [
     "PARAMS",
@@ -54,7 +54,7 @@ __all__ = [
     "ConversationInfo",
     "Cursor",
     "CursorError",
-    "EffectiveState",
+    "EffectiveSettings",
     "EngineClient",
     "Event",
     "EventCallback",

@@ -18,12 +18,12 @@ widen what tools may do.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from mp13_context._cursor import Cursor, TryOut
 from mp13_context._events import EventCallback
 from mp13_context._protocol import EngineClient
+from mp13_context._scope import ScopeState
 from mp13_context._session import Session
 
 
@@ -32,7 +32,8 @@ class ChatContext:
 
     ``approval``: the toolbox approver for ``ask``-policy tools (sync or async;
     see ``mp13_toolbox``). ``on_event``: default event callback for every turn
-    run through this context (streams replies when set).
+    run through this context (streams replies when set). All of them are shared
+    with the context's cursors (``_scope.ScopeState``).
     """
 
     def __init__(
@@ -45,17 +46,36 @@ class ChatContext:
         approval: Any = None,
         on_event: EventCallback | None = None,
     ) -> None:
-        self.session = session
-        self.engine = engine
-        self.toolbox = toolbox
-        self.scope = scope
-        self.approval = approval
-        self.on_event = on_event
-        self._cursors: weakref.WeakSet[Cursor] = weakref.WeakSet()
-        self._tryouts: dict[str, TryOut] = {}
+        self._state = ScopeState(
+            session, engine, toolbox, name=scope, approval=approval, on_event=on_event
+        )
 
     def __repr__(self) -> str:
         return f"<ChatContext scope={self.scope!r} session={self.session.filename!r}>"
+
+    @property
+    def session(self) -> Session:
+        return self._state.session
+
+    @property
+    def engine(self) -> EngineClient | None:
+        return self._state.engine
+
+    @property
+    def toolbox(self) -> Any:
+        return self._state.toolbox
+
+    @property
+    def scope(self) -> str:
+        return self._state.name
+
+    @property
+    def approval(self) -> Any:
+        return self._state.approval
+
+    @property
+    def on_event(self) -> EventCallback | None:
+        return self._state.on_event
 
     def with_scope(self, scope: str) -> ChatContext:
         """A context for another app component: same session, engine, toolbox and
@@ -80,19 +100,19 @@ class ChatContext:
         conversation."""
         if at is not None:
             self.session.node(at)
-            return self._register(Cursor(self, at))
+            return Cursor(self._state, at)
         if conversation_id is None:
             info = self.session.new_conversation(title)
-            return self._register(Cursor(self, info.root_id, own_tip=info.root_id))
-        return self._register(Cursor(self, self.session.resume_point(self.scope, conversation_id)))
+            return Cursor(self._state, info.root_id, command_node=info.root_id)
+        return Cursor(self._state, self.session.resume_point(self.scope, conversation_id))
 
     def cursors(self) -> list[Cursor]:
         """This scope's live cursors (try-outs included)."""
-        return list(self._cursors)
+        return [c for c in self._state.cursors if isinstance(c, Cursor)]
 
     def tryouts(self) -> list[TryOut]:
         """This scope's open try-outs, oldest first."""
-        return list(self._tryouts.values())
+        return [t for t in self._state.tryouts.values() if isinstance(t, TryOut)]
 
     def close_tryouts(self) -> int:
         """Close (archive) every open try-out of this scope; returns how many."""
@@ -104,32 +124,12 @@ class ChatContext:
     def cancel(self, request_id: str) -> bool:
         """Cancel a request by the id its ``REQUEST`` event carried; True if it was running.
 
-        Prefer this to ``engine.cancel(id)`` for requests of this context: a batch
-        member that still waits for the rest of its batch is not in the engine yet.
+        Prefer this to ``engine.cancel(id)`` for requests of this context: a request
+        still on its way to the engine (its ``REQUEST`` event's callback is running)
+        is never sent. Ids this context did not send go to ``engine.cancel``.
         """
-        for cursor in self.cursors():
-            if cursor._request_id == request_id:
-                return cursor.cancel()
-        return bool(self.engine is not None and self.engine.cancel(request_id))
+        return self._state.cancel(request_id)
 
     def cancel_all(self) -> int:
         """Cancel the running request of every cursor of this scope; returns how many."""
-        return sum(c.cancel() for c in self.cursors())
-
-    # --- used by cursors ---------------------------------------------------------------
-
-    def _register(self, cursor: Cursor) -> Cursor:
-        self._cursors.add(cursor)
-        return cursor
-
-    def _remember(self, cursor: Cursor) -> None:
-        """Save the cursor's position as this scope's place in its conversation."""
-        node = cursor.node
-        self.session.save_position(self.scope, node.conversation_id, node.id)
-
-    def _open_tryout(self, tryout: TryOut) -> None:
-        self._register(tryout)
-        self._tryouts[tryout.hub_id] = tryout
-
-    def _close_tryout(self, tryout: TryOut) -> None:
-        self._tryouts.pop(tryout.hub_id, None)
+        return sum(cancel() for cancel in list(self._state.running.values()))

@@ -20,7 +20,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from mp13_context._errors import SerializationError
 from mp13_context._model import Command, CommandKind, Node, Turn
-from mp13_context._state import EffectiveState, SystemPrompt
+from mp13_context._settings import EffectiveSettings, SystemPrompt
 from mp13_engine import RequestMetrics
 from mp13_toolbox import ToolCall, ToolResult, ToolsScope
 
@@ -67,7 +67,7 @@ def _structure_command(data: Any, _: type) -> Command:
     )
 
 
-def _unstructure_state(state: EffectiveState) -> dict[str, Any]:
+def _unstructure_state(state: EffectiveSettings) -> dict[str, Any]:
     return {
         "system": [state.system.mode.value, state.system.text],
         "adapters": None if state.adapters is None else list(state.adapters),
@@ -77,11 +77,11 @@ def _unstructure_state(state: EffectiveState) -> dict[str, Any]:
     }
 
 
-def _structure_state(data: Any, _: type) -> EffectiveState:
+def _structure_state(data: Any, _: type) -> EffectiveSettings:
     mode, text = data["system"]
     prev = data.get("prev") or [None, None, None]
     adapters = data.get("adapters")
-    return EffectiveState(
+    return EffectiveSettings(
         system=SystemPrompt(mode, text),
         adapters=None if adapters is None else tuple(adapters),
         tool_scopes=tuple(_structure_scope(s, ToolsScope) for s in data.get("tools", ())),
@@ -98,8 +98,8 @@ def _make_converter() -> cattrs.Converter:
     c.register_structure_hook(ToolsScope, _structure_scope)
     c.register_unstructure_hook(Command, _unstructure_command)
     c.register_structure_hook(Command, _structure_command)
-    c.register_unstructure_hook(EffectiveState, _unstructure_state)
-    c.register_structure_hook(EffectiveState, _structure_state)
+    c.register_unstructure_hook(EffectiveSettings, _unstructure_state)
+    c.register_structure_hook(EffectiveSettings, _structure_state)
     for cls in (ToolCall, ToolResult, RequestMetrics):
         c.register_unstructure_hook(
             cls, make_dict_unstructure_fn(cls, c, _cattrs_omit_if_default=True)

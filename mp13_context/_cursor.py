@@ -14,6 +14,11 @@ Turn nodes never carry commands, which lets ``retry`` move the commands given
 after a reply in front of the new reply. Cursor ``overrides`` are parameters
 that apply to this cursor's requests without being recorded.
 
+While an exchange runs, the cursor holds the runner's ``Exchange``: its
+position follows the last node the exchange recorded and ``cancel()`` goes to
+it. The cursor shares its context's ``ScopeState`` (session, engine, toolbox,
+callbacks, registries) with every cursor made from it.
+
 Invariant: a cursor runs one exchange at a time (``CursorError`` otherwise);
 a closed try-out refuses everything but reading.
 """
@@ -21,53 +26,57 @@ a closed try-out refuses everything but reading.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from mp13_context._errors import ContextError, CursorError
-from mp13_context._events import Event, EventCallback, EventKind, deliver
+from mp13_context._errors import CursorError, StoreError
+from mp13_context._events import Event, EventCallback
 from mp13_context._handles import AdapterCommands, ParamCommands, SystemCommands, ToolCommands
+from mp13_context._messages import whole_turn
 from mp13_context._model import Command, CommandKind, Node, NodeKind, Role, Turn
-from mp13_context._runner import Exchange, Gate, stitched
-from mp13_context._state import (
-    EffectiveState,
-    changes_state,
-    check_command,
-    validate_params,
-)
+from mp13_context._request import request_at
+from mp13_context._runner import Exchange
+from mp13_context._scope import ScopeState
+from mp13_context._settings import EffectiveSettings, validate_params
 from mp13_context._sync import run_sync
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mp13_context._context import ChatContext
     from mp13_context._session import Session
     from mp13_engine import Request
 
 
 class Cursor:
-    """A position in a conversation (see the module docstring)."""
+    """A position in a conversation (see the module docstring).
+
+    Cursors are made by a ``ChatContext`` (``ctx.cursor()``) and by other cursors;
+    ``scope_state`` is the runtime state of the context's scope they share.
+    """
 
     def __init__(
         self,
-        context: ChatContext,
+        scope_state: ScopeState,
         node_id: str,
         *,
         overrides: dict[str, Any] | None = None,
-        own_tip: str | None = None,
+        command_node: str | None = None,
     ) -> None:
-        self.context = context
-        self.node_id = node_id
+        self.scope_state = scope_state
         self.overrides: dict[str, Any] = validate_params(overrides or {})
-        self._own_tip = own_tip
-        self._request_id: str | None = None
-        self._gate: Any = None  # the batch gate the running request waits at, if any
+        self._node_id = node_id
+        # A structural node this cursor made itself: its commands go there while the
+        # node has no children (see the module docstring). None: use a placeholder.
+        self._command_node = command_node
+        self._exchange: Exchange | None = None  # the exchange running on this cursor
         self._busy = False
         self._closed = False
         self.system = SystemCommands(self)
         self.adapters = AdapterCommands(self)
         self.tools = ToolCommands(self)
         self.params = ParamCommands(self)
+        scope_state.cursors.add(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.conversation_id}/{self.node_id}>"
@@ -75,8 +84,13 @@ class Cursor:
     # --- reading -----------------------------------------------------------------------
 
     @property
+    def node_id(self) -> str:
+        """Where the cursor is; while an exchange runs, the last node it recorded."""
+        return self._exchange.at if self._exchange is not None else self._node_id
+
+    @property
     def session(self) -> Session:
-        return self.context.session
+        return self.scope_state.session
 
     @property
     def node(self) -> Node:
@@ -87,14 +101,14 @@ class Cursor:
         return self.node.conversation_id
 
     @property
-    def state(self) -> EffectiveState:
-        """The effective state here (recorded commands only; see ``overrides``)."""
-        return self.session.state_at(self.node_id)
+    def settings(self) -> EffectiveSettings:
+        """The effective settings here (recorded commands only; see ``overrides``)."""
+        return self.session.settings_at(self.node_id)
 
     @property
     def turn(self) -> Turn | None:
-        """The turn here as the model sees it (continuations stitched), if this is a turn."""
-        return stitched(self.session, self.node_id) if self.node.is_turn else None
+        """The turn here as the model sees it (continuations joined), if this is a turn."""
+        return whole_turn(self.path()) if self.node.is_turn else None
 
     @property
     def closed(self) -> bool:
@@ -122,15 +136,17 @@ class Cursor:
 
     def request(self, **overrides: Any) -> Request:
         """The engine ``Request`` the next reply from here would send."""
-        return Exchange(self, None, validate_params(overrides)).request(self.node_id)
+        params = {**self.overrides, **validate_params(overrides)}
+        return request_at(self.session, self.scope_state.toolbox, self.node_id, params)
 
     def prompt(self, **overrides: Any) -> str:
         """The exact prompt text the engine would feed the model for the next reply."""
-        return self._engine().format_prompt(self.request(**overrides))
+        return self.scope_state.require_engine().format_prompt(self.request(**overrides))
 
     def count_tokens(self) -> int:
-        """Tokens of ``prompt()``."""
-        return self._engine().count_tokens(self.prompt())
+        """Tokens the engine feeds for the next reply from here (its ``count_tokens`` of
+        ``request()``: message text that spells control tokens counts as text)."""
+        return self.scope_state.require_engine().count_tokens(self.request())
 
     def exchange(self) -> list[Turn]:
         """The turns from the last user turn down to here (each with its ``node_id``)."""
@@ -146,13 +162,19 @@ class Cursor:
 
     # --- moving ------------------------------------------------------------------------
 
-    def _move(self, node_id: str) -> None:
-        self.node_id = node_id
+    def _remember(self) -> None:
+        """Save where this cursor is as its scope's place in the conversation."""
+        node = self.node
+        self.scope_state.remember(node.conversation_id, node.id)
+
+    def _move(self, node_id: str, *, command_node: str | None = None) -> None:
+        self._node_id = node_id
+        self._command_node = command_node
 
     def _navigate(self, node_id: str) -> Cursor:
         self._check_idle()
         self._move(node_id)
-        self.context._remember(self)
+        self._remember()
         return self
 
     def goto(self, node_id: str) -> Cursor:
@@ -205,16 +227,14 @@ class Cursor:
         a new placeholder child that the cursor moves to. ``CommandError`` if it cannot
         apply here (a pop with nothing to pop, a bad parameter value)."""
         self._check_idle()
-        if changes_state(cmd):
-            check_command(self.state, cmd)
         session = self.session
-        if self._own_tip == self.node_id and not session.has_children(self.node_id):
-            session.add_commands(self.node_id, [cmd])
+        here = self.node_id
+        if self._command_node == here and not session.has_children(here):
+            session.add_commands(here, [cmd])
         else:
-            node = session.append(self.node_id, NodeKind.PLACEHOLDER, commands=[cmd])
-            self._move(node.id)
-            self._own_tip = node.id
-        self.context._remember(self)
+            node = session.append(here, NodeKind.PLACEHOLDER, commands=[cmd])
+            self._move(node.id, command_node=node.id)
+        self._remember()
 
     def log(self, text: str) -> None:
         """Record a note (for people; never sent to a model, never replayed)."""
@@ -226,53 +246,56 @@ class Cursor:
 
     def with_params(self, **overrides: Any) -> Cursor:
         """A new cursor here whose requests use these parameters (not recorded)."""
-        self._own_tip = None  # two cursors on one node: neither may add commands to it
-        return self.context._register(
-            Cursor(self.context, self.node_id, overrides={**self.overrides, **overrides})
-        )
+        self._command_node = None  # two cursors on one node: neither may add commands to it
+        overrides = {**self.overrides, **overrides}
+        return Cursor(self.scope_state, self.node_id, overrides=overrides)
 
     # --- branching ---------------------------------------------------------------------
 
     def clone(self) -> Cursor:
         """A new cursor at the same node (appending from either makes siblings)."""
-        self._own_tip = None  # two cursors on one node: neither may add commands to it
-        return self.context._register(Cursor(self.context, self.node_id, overrides=self.overrides))
+        self._command_node = None  # two cursors on one node: neither may add commands to it
+        return Cursor(self.scope_state, self.node_id, overrides=self.overrides)
 
     def fork(self, label: str = "") -> Cursor:
         """A new cursor on a new branch (a fork hub below this node); this cursor stays."""
         self._check_idle()
         hub = self.session.append(self.node_id, NodeKind.FORK_HUB, label=label)
-        return self.context._register(
-            Cursor(self.context, hub.id, overrides=self.overrides, own_tip=hub.id)
-        )
+        return Cursor(self.scope_state, hub.id, overrides=self.overrides, command_node=hub.id)
 
     def try_out(self, label: str = "try-out") -> TryOut:
         """Open a try-out branch: ``promote()`` it to the main line (this cursor follows)
         or ``close()`` it (archived). Try-outs belong to this context's scope."""
         self._check_idle()
         hub = self.session.append(self.node_id, NodeKind.FORK_HUB, label=label)
-        t = TryOut(self.context, hub.id, origin=self, overrides=self.overrides, own_tip=hub.id)
-        self.context._open_tryout(t)
-        return t
+        return TryOut(self.scope_state, hub.id, origin=self, overrides=self.overrides)
 
     async def abatch(
         self, prompts: Sequence[str], *, on_event: EventCallback | None = None, **overrides: Any
     ) -> list[Cursor]:
-        """One new branch per prompt under a batch hub, generated together (one engine
-        wave); returns a cursor at each reply. This cursor stays."""
+        """One new branch per prompt under a batch hub, generated together; returns a
+        cursor at each reply. This cursor stays.
+
+        The members run concurrently: each sends its request as soon as its user turn
+        is recorded, without waiting for the others, so the engine has them all at
+        once and batches them. Each member can be cancelled on its own (``cancel()`` on
+        its cursor, or ``ChatContext.cancel`` with the id of its ``REQUEST`` event).
+        """
         self._check_idle()
+        self.scope_state.require_engine()
+        self.scope_state.require_writable()
+        params = validate_params(overrides)
         hub = self.session.append(
             self.node_id, NodeKind.BATCH_HUB, label=f"batch of {len(prompts)}"
         )
-        kids = [
-            self.context._register(Cursor(self.context, hub.id, overrides=self.overrides))
-            for _ in prompts
-        ]
-        params = validate_params(overrides)
-        gate = Gate(len(kids), self._engine())
-        await asyncio.gather(
-            *(k._ask(p, on_event, params, gate) for k, p in zip(kids, prompts, strict=True))
+        kids = [Cursor(self.scope_state, hub.id, overrides=self.overrides) for _ in prompts]
+        runs = (
+            k._reply(hub.id, on_event, params, ask=p) for k, p in zip(kids, prompts, strict=True)
         )
+        # Every member ends before this returns or raises: none goes on unwatched.
+        for outcome in await asyncio.gather(*runs, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
         return kids
 
     def batch(self, prompts: Sequence[str], **kwargs: Any) -> list[Cursor]:
@@ -280,7 +303,7 @@ class Cursor:
 
     def trim(self, n: int = 1) -> Cursor:
         """Drop the last ``n`` user turns (and what followed) from this branch, keeping
-        the state commands recorded among them; the dropped part is archived."""
+        the commands among them that change settings; the dropped part is archived."""
         self._check_idle()
         if n <= 0:
             return self
@@ -289,24 +312,16 @@ class Cursor:
         if len(users) < n:
             raise CursorError(f"cannot trim {n} user turns: this branch has {len(users)}")
         cut = users[-n]
-        commands = [c for node in path[cut:] for c in node.commands if changes_state(c)]
+        commands = [c for node in path[cut:] for c in node.commands if c.kind.changes_settings]
         self.session.set_archived(path[cut].id)
         self._move(path[cut - 1].id)
-        self._own_tip = None
         if commands:
             node = self.session.append(self.node_id, NodeKind.PLACEHOLDER, commands=commands)
-            self._move(node.id)
-            self._own_tip = node.id
-        self.context._remember(self)
+            self._move(node.id, command_node=node.id)
+        self._remember()
         return self
 
     # --- running -----------------------------------------------------------------------
-
-    def _engine(self) -> Any:
-        engine = self.context.engine
-        if engine is None:
-            raise ContextError("no engine on this context; pass ChatContext(session, engine=...)")
-        return engine
 
     def _check_idle(self) -> None:
         if self._closed:
@@ -316,48 +331,45 @@ class Cursor:
                 "this cursor is running an exchange; wait for it, cancel() it, or fork() first"
             )
 
-    async def _run(
+    async def _reply(
         self,
         at: str,
         on_event: EventCallback | None,
         overrides: dict[str, Any],
-        gate: Gate | None = None,
-        **kw: Any,
+        *,
+        ask: str | None = None,
+        continue_first: bool = False,
     ) -> Turn:
-        self._engine()
+        """Run an exchange from node ``at`` (after recording the user turn ``ask``)."""
         self._check_idle()
+        exchange = Exchange(self.scope_state, at, {**self.overrides, **overrides}, on_event)
         self._busy = True
+        self._exchange = exchange
         try:
-            self._move(at)
-            return await Exchange(self, on_event, overrides, gate).run(at, **kw)
-        finally:
-            self._busy = False
-            self._own_tip = None
-            self.context._remember(self)
+            if ask is not None:
+                await exchange.ask(ask)
+            turn = await exchange.run(continue_first=continue_first)
+        except BaseException:
+            # Saving the position must not hide what went wrong (it may be the same full disk).
+            with contextlib.suppress(StoreError):
+                self._settle(exchange)
+            raise
+        self._settle(exchange)
+        return turn
+
+    def _settle(self, exchange: Exchange) -> None:
+        """After an exchange: stay at the last node it recorded, and remember it."""
+        self._exchange = None
+        self._busy = False
+        self._move(exchange.at)
+        self._remember()
 
     async def aask(
         self, text: str, *, on_event: EventCallback | None = None, **overrides: Any
     ) -> Turn:
         """Append a user turn and run the reply loop (tool rounds included); the cursor
         moves to the last recorded turn. Returns the final assistant turn."""
-        return await self._ask(text, on_event, validate_params(overrides))
-
-    async def _ask(
-        self,
-        text: str,
-        on_event: EventCallback | None,
-        params: dict[str, Any],
-        gate: Gate | None = None,
-    ) -> Turn:
-        self._engine()
-        self._check_idle()
-        user = self.session.append(self.node_id, NodeKind.TURN, Turn(role=Role.USER, text=text))
-        self._move(user.id)
-        await deliver(
-            on_event or self.context.on_event,
-            Event(kind=EventKind.USER, node_id=user.id, turn=user.turn),
-        )
-        return await self._run(user.id, on_event, params, gate)
+        return await self._reply(self.node_id, on_event, validate_params(overrides), ask=text)
 
     def ask(self, text: str, **kwargs: Any) -> Turn:
         """Sync ``aask`` (works with or without a running event loop; see ``_sync``)."""
@@ -390,20 +402,20 @@ class Cursor:
         commands = [c for node in path[users[-1] + 1 :] if not node.is_turn for c in node.commands]
         if commands:
             at = self.session.append(at, NodeKind.PLACEHOLDER, commands=commands).id
-        return await self._run(at, on_event, validate_params(overrides))
+        return await self._reply(at, on_event, validate_params(overrides))
 
     def retry(self, **kwargs: Any) -> Turn:
         return run_sync(self.aretry(**kwargs))
 
     async def acontinue(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:
         """Continue the last assistant reply on this branch (``continue_final``); the
-        continuation is stitched into the same assistant message."""
+        continuation is joined to the same assistant message."""
         self._check_idle()
         for node in reversed(self.path()):
             if node.turn is not None:
                 if node.turn.role is not Role.ASSISTANT:
                     break
-                return await self._run(
+                return await self._reply(
                     self.node_id, on_event, validate_params(overrides), continue_first=True
                 )
         raise CursorError("nothing to continue: the last turn here is not an assistant reply")
@@ -415,34 +427,29 @@ class Cursor:
     def cancel(self) -> bool:
         """Cancel the running request of this cursor; True if there was one.
 
-        A batch member still waiting for the rest of its batch is cancelled before
-        it reaches the engine; one already there is cancelled in the engine.
+        A request still on its way to the engine is never sent; one in the engine is
+        cancelled there. Between requests (while tools run) there is none: cancel the
+        task to stop a tool round.
         """
-        rid = self._request_id
-        if not rid:
-            return False
-        gate = self._gate
-        if gate is not None and gate.cancel(rid):
-            return True
-        engine = self.context.engine
-        return bool(engine is not None and engine.cancel(rid))
+        exchange = self._exchange
+        return exchange is not None and exchange.cancel()
 
 
 class TryOut(Cursor):
     """A try-out branch: ``promote()`` or ``close()`` it (see ``Cursor.try_out``)."""
 
-    def __init__(self, context: ChatContext, node_id: str, *, origin: Cursor, **kw: Any) -> None:
-        super().__init__(context, node_id, **kw)
+    def __init__(self, scope_state: ScopeState, hub_id: str, *, origin: Cursor, **kw: Any) -> None:
+        super().__init__(scope_state, hub_id, command_node=hub_id, **kw)
         self.origin = origin
-        self.hub_id = node_id
+        self.hub_id = hub_id
+        scope_state.tryouts[hub_id] = self
 
     def promote(self) -> Cursor:
         """Make this branch the main line; the origin cursor moves here. Returns it."""
         self._check_idle()
         self.session.set_main_line(self.hub_id)
         self.origin._move(self.node_id)
-        self.origin._own_tip = None
-        self.context._remember(self.origin)
+        self.origin._remember()
         self._finish()
         return self.origin
 
@@ -456,8 +463,8 @@ class TryOut(Cursor):
         self.session.set_archived(self.hub_id)
         self._finish()
         if self.origin.conversation_id == self.conversation_id:
-            self.context._remember(self.origin)
+            self.origin._remember()
 
     def _finish(self) -> None:
         self._closed = True
-        self.context._close_tryout(self)
+        self.scope_state.tryouts.pop(self.hub_id, None)

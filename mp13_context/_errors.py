@@ -3,7 +3,7 @@
 
 ::
 
-    Mp13Error                        (mp13_toolbox._errors)
+    Mp13Error                        (mp13_toolbox)
     └── ContextError
         ├── NotFoundError            a conversation, node or cursor id that does not exist
         ├── CursorError              an operation that does not fit the cursor's position

@@ -5,10 +5,12 @@ Pass ``on_event=callback`` (sync or async) to ``ask``/``aask``/``retry``/...,
 or iterate ``cursor.astream(text)``. Order for one exchange: ``USER`` (the user
 turn was recorded), then per generation ``REQUEST`` (the engine request id, for
 cancelling), ``REASONING``/``TEXT`` deltas while streaming, ``TOOL_CALL`` as
-calls close, ``TURN`` when the assistant turn is recorded; per tool round one
-``TOOL_RESULT`` per call and a ``TURN`` for the tool turn; finally ``DONE``
-with the final turn. Every recorded node is reported before anything that
-follows it, so a front end can mirror the tree from events alone.
+calls close, and ``TURN`` when the assistant turn is recorded. A reply with
+tool calls is recorded together with its round's results: one ``TOOL_RESULT``
+per call as the tools finish, then a ``TURN`` for the reply and one for the
+tool turn. Finally ``DONE`` with the final turn. Every node is reported right
+after it is recorded and before anything recorded below it, so a front end
+can mirror the tree from events alone.
 """
 
 from __future__ import annotations

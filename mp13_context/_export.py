@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -27,8 +27,13 @@ from mp13_context._errors import SerializationError
 from mp13_context._import import FORMAT, VERSION
 from mp13_context._model import ConversationInfo, Node
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13_context._session import Session
+
+class Exportable(Protocol):
+    """What an export reads of a session (``Session`` is one)."""
+
+    def conversations(self) -> list[ConversationInfo]: ...
+
+    def conversation_nodes(self, conversation_id: str) -> list[Node]: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -44,7 +49,7 @@ class SessionData:
     conversations: tuple[ConversationData, ...] = ()
 
 
-def session_data(session: Session) -> SessionData:
+def session_data(session: Exportable) -> SessionData:
     """The whole session as one value."""
     return SessionData(
         conversations=tuple(
@@ -54,7 +59,7 @@ def session_data(session: Session) -> SessionData:
     )
 
 
-def export_session(session: Session, path: str | os.PathLike[str]) -> None:
+def export_session(session: Exportable, path: str | os.PathLike[str]) -> None:
     data = unstructure(session_data(session))
     tmp = f"{os.fspath(path)}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:

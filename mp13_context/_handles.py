@@ -3,30 +3,36 @@
 
 Each method records one ``Command`` through the cursor (``Cursor.record``), so
 the rules of where commands go live in one place; ``show()`` reads the effective
-value at the cursor. Nothing here keeps state of its own.
+value at the cursor. Nothing here keeps state of its own. A handle knows its
+cursor only as a ``CommandTarget``, so this module does not import the cursor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mp13_context._errors import ContextError
 from mp13_context._model import Command, CommandKind
-from mp13_context._state import SystemPrompt, validate_params
+from mp13_context._request import tool_view
+from mp13_context._scope import ScopeState
+from mp13_context._settings import EffectiveSettings, SystemPrompt, adapter_names, validate_params
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13_context._cursor import Cursor
+
+class CommandTarget(Protocol):
+    """What a handle needs of its cursor (``Cursor`` is one)."""
+
+    scope_state: ScopeState
+
+    @property
+    def settings(self) -> EffectiveSettings: ...
+
+    def record(self, cmd: Command) -> None: ...
 
 
 class _Handle:
-    def __init__(self, cursor: Cursor) -> None:
+    def __init__(self, cursor: CommandTarget) -> None:
         self._cur = cursor
-
-    def _names(self, names: str | Sequence[str] | None) -> tuple[str, ...]:
-        if names is None:
-            return ()
-        return (names,) if isinstance(names, str) else tuple(names)
 
 
 class SystemCommands(_Handle):
@@ -54,7 +60,7 @@ class SystemCommands(_Handle):
 
     def show(self) -> SystemPrompt:
         """The effective system message here (``mode`` and ``text``)."""
-        return self._cur.state.system
+        return self._cur.settings.system
 
 
 class AdapterCommands(_Handle):
@@ -62,11 +68,11 @@ class AdapterCommands(_Handle):
 
     def set(self, names: str | Sequence[str]) -> None:
         """Use exactly these adapters (``[]`` = the base model)."""
-        self._cur.record(Command(kind=CommandKind.ADAPTERS_SET, names=self._names(names)))
+        self._cur.record(Command(kind=CommandKind.ADAPTERS_SET, names=adapter_names(names)))
 
     def add(self, names: str | Sequence[str]) -> None:
         """Add adapters to the current set."""
-        self._cur.record(Command(kind=CommandKind.ADAPTERS_ADD, names=self._names(names)))
+        self._cur.record(Command(kind=CommandKind.ADAPTERS_ADD, names=adapter_names(names)))
 
     def default(self) -> None:
         """Back to the engine's default adapters."""
@@ -78,7 +84,7 @@ class AdapterCommands(_Handle):
 
     def show(self) -> tuple[str, ...] | None:
         """The adapters here: ``None`` = engine default, ``()`` = base model."""
-        return self._cur.state.adapters
+        return self._cur.settings.adapters
 
 
 class ToolCommands(_Handle):
@@ -106,23 +112,23 @@ class ToolCommands(_Handle):
 
     def show(self) -> tuple[Any, ...]:
         """The scope layers here, bottom first."""
-        return self._cur.state.tool_scopes
+        return self._cur.settings.tool_scopes
 
     def view(self) -> Any:
         """The resolved ``ToolsView`` here (needs a toolbox on the context)."""
-        tb = self._cur.context.toolbox
-        if tb is None:
+        toolbox = self._cur.scope_state.toolbox
+        if toolbox is None:
             raise ContextError("no toolbox on this context; pass ChatContext(..., toolbox=tb)")
-        return tb.view(list(self.show()))
+        return tool_view(toolbox, self._cur.settings)
 
 
 class ParamCommands(_Handle):
     """``cur.params``: generation and runner parameters on this branch."""
 
     def set(self, **params: Any) -> None:
-        """Set parameters (``name=None`` restores a default). Names: ``_state.PARAMS``."""
+        """Set parameters (``name=None`` restores a default). Names: ``mp13_context.PARAMS``."""
         self._cur.record(Command(kind=CommandKind.PARAMS_SET, params=validate_params(params)))
 
     def show(self) -> dict[str, Any]:
         """The parameters set on this branch (without defaults or cursor overrides)."""
-        return dict(self._cur.state.params)
+        return dict(self._cur.settings.params)

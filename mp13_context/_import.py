@@ -51,7 +51,7 @@ from mp13_context._errors import (
     TamperedError,
 )
 from mp13_context._integrity import row_hash
-from mp13_context._interned import StateTable
+from mp13_context._interned import SettingsTable
 from mp13_context._model import ConversationInfo, Node, NodeKind, new_id
 from mp13_context._rows import node_row, stored_commands, stored_turn
 from mp13_context._schema import (
@@ -288,7 +288,7 @@ def plan_import(
 # --- writing ----------------------------------------------------------------------------------
 
 
-def write_plans(store: Store, states: StateTable, plans: list[PlannedConversation]) -> None:
+def write_plans(store: Store, states: SettingsTable, plans: list[PlannedConversation]) -> None:
     """Insert validated conversations in one transaction: conflicts refuse all of it, and
     the state cache learns new states only after the transaction commits, so a failure
     leaves the store and the session exactly as they were."""

@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""Effective states interned by content: each distinct state is stored once, under an id.
+"""Effective settings interned by content: each distinct value is stored once, under an id.
 
-A node stores the id of its state (see ``_session``), so ``state_at`` is one
-lookup. ``StateTable`` caches ``data -> id`` and ``id -> state`` for one store.
+A node stores the id of its settings (see ``_session``; the schema calls them
+states: table ``states``, column ``state_id``), so ``settings_at`` is one
+lookup. ``SettingsTable`` caches ``data -> id`` and ``id -> settings`` for one
+store.
 
-Invariant: the cache only holds states that are committed to the store. A
+Invariant: the cache only holds settings that are committed to the store. A
 batch written in the caller's transaction (an import) interns through
-``staged(conn)``, whose new states join the cache by ``commit()`` once that
+``staged(conn)``, whose new values join the cache by ``commit()`` once that
 transaction has committed; a rolled-back batch is simply dropped.
 """
 
@@ -17,91 +19,98 @@ from typing import Any
 
 from mp13_context._convert import dumps, loads
 from mp13_context._model import Command
-from mp13_context._state import EffectiveState, apply, changes_state, check_command
+from mp13_context._settings import EffectiveSettings, apply, check_command
 from mp13_context._store import Store
 
 
 def fold(
     sid: int,
     commands: tuple[Command, ...],
-    intern: Callable[[EffectiveState], int],
-    get: Callable[[int], EffectiveState],
+    intern: Callable[[EffectiveSettings], int],
+    get: Callable[[int], EffectiveSettings],
 ) -> int:
-    """The state id after ``commands`` starting at state ``sid`` (``CommandError`` for a
-    command that cannot apply there)."""
+    """The settings id after ``commands`` starting at settings ``sid`` (``CommandError``
+    for a command that cannot apply there)."""
     for cmd in commands:
-        if changes_state(cmd):
-            state = get(sid)
-            check_command(state, cmd)
-            sid = intern(apply(state, sid, cmd, get))
+        if cmd.kind.changes_settings:
+            settings = get(sid)
+            check_command(settings, cmd)
+            sid = intern(apply(settings, sid, cmd, get))
     return sid
 
 
-class StateTable:
-    """The interned states of one store (see the module docstring)."""
+class SettingsTable:
+    """The interned settings of one store (see the module docstring)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._states: dict[int, EffectiveState] = {}
+        self._values: dict[int, EffectiveSettings] = {}
         self._ids: dict[str, int] = {}
         self._initial: int | None = None
 
     @property
     def initial(self) -> int:
-        """The id of the empty state (a root's)."""
+        """The id of the empty settings (a root's)."""
         if self._initial is None:
-            self._initial = self.intern(EffectiveState())
+            self._initial = self.intern(EffectiveSettings())
         return self._initial
 
-    def intern(self, state: EffectiveState) -> int:
-        data = dumps(state)
+    def known(self, data: str) -> int | None:
+        """The id of settings already committed under their JSON ``data``, if any."""
+        return self._ids.get(data)
+
+    def adopt(self, data: str, sid: int, settings: EffectiveSettings) -> None:
+        """Cache settings that were committed under ``sid``."""
+        self._ids[data] = sid
+        self._values[sid] = settings
+
+    def intern(self, settings: EffectiveSettings) -> int:
+        data = dumps(settings)
         sid = self._ids.get(data)
         if sid is None:
             sid = self._store.intern_state(data)
-            self._ids[data] = sid
-            self._states[sid] = state
+            self.adopt(data, sid, settings)
         return sid
 
-    def get(self, sid: int) -> EffectiveState:
-        state = self._states.get(sid)
-        if state is None:
-            state = loads(self._store.state(sid), EffectiveState)
-            self._states[sid] = state
-        return state
+    def get(self, sid: int) -> EffectiveSettings:
+        settings = self._values.get(sid)
+        if settings is None:
+            settings = loads(self._store.state(sid), EffectiveSettings)
+            self._values[sid] = settings
+        return settings
 
     def fold(self, sid: int, commands: tuple[Command, ...]) -> int:
         return fold(sid, commands, self.intern, self.get)
 
-    def staged(self, conn: Any) -> StagedStates:
+    def staged(self, conn: Any) -> StagedSettings:
         """Interning inside the caller's transaction on ``conn`` (see the module docstring)."""
-        return StagedStates(self, conn)
+        return StagedSettings(self, conn)
 
 
-class StagedStates:
-    """States interned inside one transaction; ``commit()`` after it commits."""
+class StagedSettings:
+    """Settings interned inside one transaction; ``commit()`` after it commits."""
 
-    def __init__(self, table: StateTable, conn: Any) -> None:
+    def __init__(self, table: SettingsTable, conn: Any) -> None:
         self._table = table
         self._conn = conn
         self._ids: dict[str, int] = {}
-        self._states: dict[int, EffectiveState] = {}
+        self._values: dict[int, EffectiveSettings] = {}
 
-    def intern(self, state: EffectiveState) -> int:
-        data = dumps(state)
-        sid = self._table._ids.get(data) or self._ids.get(data)
+    def intern(self, settings: EffectiveSettings) -> int:
+        data = dumps(settings)
+        sid = self._table.known(data) or self._ids.get(data)
         if sid is None:
             sid = self._ids[data] = Store.intern_in(self._conn, data)
-            self._states[sid] = state
+            self._values[sid] = settings
         return sid
 
-    def get(self, sid: int) -> EffectiveState:
-        state = self._states.get(sid)
-        return state if state is not None else self._table.get(sid)
+    def get(self, sid: int) -> EffectiveSettings:
+        settings = self._values.get(sid)
+        return settings if settings is not None else self._table.get(sid)
 
     def fold(self, sid: int, commands: tuple[Command, ...]) -> int:
         return fold(sid, commands, self.intern, self.get)
 
     def commit(self) -> None:
         for data, sid in self._ids.items():
-            self._table._ids[data] = sid
-            self._table._states[sid] = self._states[sid]
+            self._table.adopt(data, sid, self._values[sid])

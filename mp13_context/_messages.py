@@ -7,10 +7,11 @@ model's chat template:
 - the effective system message first (none for the template default, an empty
   one for "no system message");
 - ``{"role": "user", "content"}`` per user turn;
-- ``{"role": "assistant", "content", "tool_calls": [{"id", "type": "function",
-  "function": {"name", "arguments": <dict>}}]}`` per assistant turn; a
-  *continuation* turn is stitched into the assistant message before it, so a
-  truncated reply and its continuations are one message;
+- ``{"role": "assistant", "content", "tool_calls": [...]}`` per assistant turn,
+  each call as ``ToolCall.to_openai()`` gives it (``{"id", "type": "function",
+  "function": {"name", "arguments": <dict>}}``, no ``id`` for a call without
+  one); a *continuation* turn is joined to the assistant message before it
+  (``joined``), so a truncated reply and its continuations are one message;
 - ``ToolResult.to_message()`` per tool result: ``{"role": "tool", "tool_call_id",
   "name", "content"}`` (no ``tool_call_id`` for a result without one).
 
@@ -27,15 +28,7 @@ from typing import Any
 import attrs
 
 from mp13_context._model import Node, Role, Turn
-from mp13_context._state import EffectiveState
-
-
-def tool_call_message(call: Any) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": dict(call.arguments)},
-    }
+from mp13_context._settings import EffectiveSettings
 
 
 def joined(parts: Sequence[Turn]) -> Turn:
@@ -43,7 +36,7 @@ def joined(parts: Sequence[Turn]) -> Turn:
 
     The last part's fields with the text, reasoning and tool calls of every
     part joined: the one place a continued reply is put back together (the
-    rendered messages and ``stitched`` turns both come from it).
+    rendered messages and ``whole_turn`` both come from it).
     """
     if len(parts) == 1:
         return parts[0]
@@ -55,7 +48,30 @@ def joined(parts: Sequence[Turn]) -> Turn:
     )
 
 
-def render(path: Iterable[Node], state: EffectiveState) -> list[dict[str, Any]]:
+def whole_turn(path: Sequence[Node]) -> Turn | None:
+    """The turn of the last node of ``path`` (root first) as the model sees it: a
+    continuation joined to the reply it continues. It carries that node's id;
+    ``None`` for a structural node."""
+    node = path[-1]
+    turn = node.turn
+    if turn is None:
+        return None
+    parts = [turn]
+    if turn.role is Role.ASSISTANT and turn.continuation:
+        for earlier in reversed(path[:-1]):
+            part = earlier.turn
+            if part is None:
+                continue
+            if part.role is not Role.ASSISTANT:
+                break
+            parts.append(part)
+            if not part.continuation:
+                break
+        parts.reverse()
+    return attrs.evolve(joined(parts), node_id=node.id)
+
+
+def render(path: Iterable[Node], state: EffectiveSettings) -> list[dict[str, Any]]:
     """The messages for ``path`` (root first) under the effective ``state``."""
     out: list[dict[str, Any]] = []
     system = state.system.message()
@@ -89,5 +105,5 @@ def _add_reply(out: list[dict[str, Any]], parts: list[Turn]) -> None:
         return
     msg: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.tool_calls:
-        msg["tool_calls"] = [tool_call_message(c) for c in turn.tool_calls]
+        msg["tool_calls"] = [c.to_openai() for c in turn.tool_calls]
     out.append(msg)

@@ -74,14 +74,10 @@ class CommandKind(str, enum.Enum):
     API_CALL = "api_call"  # text (the call's name) + data: a recorded API call
 
     @property
-    def family(self) -> str:
-        """``system``, ``adapters``, ``tools``, ``params``, ``log`` or ``api_call``."""
-        return self.value.split(".")[0]
-
-    @property
-    def replayable(self) -> bool:
-        """Whether ``replay`` re-applies it (state commands yes; notes and API calls no)."""
-        return self.family in ("system", "adapters", "tools", "params")
+    def changes_settings(self) -> bool:
+        """Whether it can change the effective settings (all but notes and API calls).
+        These are the commands ``replay`` re-applies and ``trim`` keeps."""
+        return self not in (CommandKind.LOG, CommandKind.API_CALL)
 
 
 def _tuple(value: Any) -> tuple:

@@ -36,8 +36,8 @@ from mp13_context._context import ChatContext
 from mp13_context._cursor import Cursor
 from mp13_context._errors import ContextError
 from mp13_context._events import EventCallback
+from mp13_context._messages import whole_turn
 from mp13_context._model import Command, ConversationInfo, Node, Role, Turn
-from mp13_context._runner import stitched
 from mp13_context._session import Session
 from mp13_context._sync import run_sync
 from mp13_engine import RequestMetrics
@@ -103,7 +103,11 @@ def similarity(a: str, b: str) -> float:
 
 
 def _replayable(node: Node) -> list[Command]:
-    return [attrs.evolve(c) for c in node.commands if c.kind.replayable]
+    return [c for c in node.commands if c.kind.changes_settings]
+
+
+def _is_user(node: Node) -> bool:
+    return node.turn is not None and node.turn.role is Role.USER
 
 
 def _split(path: list[Node]) -> list[tuple[list[Command], Node | None, list[Node]]]:
@@ -114,12 +118,12 @@ def _split(path: list[Node]) -> list[tuple[list[Command], Node | None, list[Node
     i = 0
     while i < len(path):
         node = path[i]
-        if node.turn is None or node.turn.role is not Role.USER:
+        if not _is_user(node):
             pending += _replayable(node)
             i += 1
             continue
         j = i + 1
-        while j < len(path) and not (path[j].turn and path[j].turn.role is Role.USER):
+        while j < len(path) and not _is_user(path[j]):
             j += 1
         out.append((pending, node, path[i + 1 : j]))
         pending = []
@@ -154,8 +158,8 @@ async def areplay(
     """Async ``replay`` (see the module docstring)."""
     if isinstance(source, Cursor):
         src, leaf = source.session, source.node_id
-        engine = engine if engine is not None else source.context.engine
-        toolbox = toolbox if toolbox is not None else source.context.toolbox
+        engine = engine if engine is not None else source.scope_state.engine
+        toolbox = toolbox if toolbox is not None else source.scope_state.toolbox
     else:
         cid = source if isinstance(source, str) else source.id
         if session is None and into is not None and _has(into, cid):
@@ -199,7 +203,7 @@ async def areplay(
                 break
             final = await cur.acontinue()
         original = [n for n in segment if n.turn and n.turn.role is Role.ASSISTANT]
-        orig_final = stitched(src, original[-1].id) if original else None
+        orig_final = whole_turn(src.path(original[-1].id)) if original else None
         orig_text = orig_final.text if orig_final else ""
         new_turns = cur.exchange()
         rows.append(

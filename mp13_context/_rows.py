@@ -21,7 +21,7 @@ import attrs
 from mp13_context._convert import loads, structure, unstructure
 from mp13_context._integrity import row_hash
 from mp13_context._model import Command, CommandKind, Node, NodeKind, Turn
-from mp13_context._state import validate_params
+from mp13_context._settings import validate_params
 from mp13_context._store import NodeRow
 from mp13_context._text import has_surrogates, scrub
 

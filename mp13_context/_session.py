@@ -2,16 +2,16 @@
 """``Session``: conversations as trees, saved incrementally in SQLite.
 
 A session is the tree API over one store. It appends nodes and commands, changes
-flags, resolves the effective state at any node, renders messages and searches.
+flags, resolves the effective settings at any node, renders messages and searches.
 Every mutation is saved at once in its own transaction; nothing needs a "save".
 
 Invariants:
 
 - Append-only tree (see ``_model``). Commands are only appended to nodes
-  without children, so the effective state of an existing node never changes and
-  can be computed once: each node stores the id of its (interned) state, and
-  ``state_at`` is a lookup at any depth, also right after reopening a file.
-- The session caches nodes and states it has read. Nodes are immutable apart
+  without children, so the effective settings of an existing node never change and
+  can be computed once: each node stores the id of its (interned) settings, and
+  ``settings_at`` is a lookup at any depth, also right after reopening a file.
+- The session caches nodes and settings it has read. Nodes are immutable apart
   from flags and commands, which only this session changes; another process
   writing the same file is seen after ``refresh()``.
 - Stored text is valid UTF-8: a lone surrogate in a turn, a command, a title or
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -40,9 +41,10 @@ from mp13_context._errors import (
     NotFoundError,
     StoreError,
 )
+from mp13_context._export import export_session, read_document
 from mp13_context._import import ImportLimits, ImportReport, plan_import, write_plans
 from mp13_context._integrity import IntegrityReport
-from mp13_context._interned import StateTable
+from mp13_context._interned import SettingsTable
 from mp13_context._messages import render
 from mp13_context._model import (
     Command,
@@ -55,7 +57,7 @@ from mp13_context._model import (
     new_id,
 )
 from mp13_context._rows import node_from_row, node_row, stored_commands, stored_turn
-from mp13_context._state import EffectiveState, apply
+from mp13_context._settings import EffectiveSettings, apply
 from mp13_context._store import NodeRow, Store
 from mp13_context._text import fts_query, scrub, search_entry
 
@@ -66,8 +68,8 @@ class Session:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._nodes: dict[str, Node] = {}
-        self._state_of: dict[str, int] = {}
-        self._states = StateTable(store)
+        self._settings_of: dict[str, int] = {}
+        self._settings = SettingsTable(store)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -102,7 +104,7 @@ class Session:
     def refresh(self) -> None:
         """Forget cached nodes, so changes written by another connection are seen."""
         self._nodes.clear()
-        self._state_of.clear()
+        self._settings_of.clear()
 
     # --- checks ------------------------------------------------------------------------
 
@@ -120,36 +122,36 @@ class Session:
             self.conversation(conversation_id)
         return self._store.verify(conversation_id)
 
-    # --- states ------------------------------------------------------------------------
+    # --- settings ----------------------------------------------------------------------
 
-    def state_at(self, node_id: str) -> EffectiveState:
-        """The effective state after ``node_id``'s commands (an O(1) lookup)."""
-        sid = self._state_of.get(node_id)
+    def settings_at(self, node_id: str) -> EffectiveSettings:
+        """The effective settings after ``node_id``'s commands (an O(1) lookup)."""
+        sid = self._settings_of.get(node_id)
         if sid is None:
             self.node(node_id)
-            sid = self._state_of[node_id]
-        return self._states.get(sid)
+            sid = self._settings_of[node_id]
+        return self._settings.get(sid)
 
-    def recompute_state(self, node_id: str) -> EffectiveState:
-        """The state folded from scratch along the root path, ignoring stored states.
+    def recompute_settings(self, node_id: str) -> EffectiveSettings:
+        """The settings folded from scratch along the root path, ignoring stored ones.
 
-        For checks and debugging: it must always equal ``state_at``.
+        For checks and debugging: it must always equal ``settings_at``.
         """
-        states: dict[int, EffectiveState] = {}
+        values: dict[int, EffectiveSettings] = {}
         ids: dict[str, int] = {}
 
-        def intern(state: EffectiveState) -> int:
-            return ids.setdefault(dumps(state), len(ids) + 1)
+        def intern(settings: EffectiveSettings) -> int:
+            return ids.setdefault(dumps(settings), len(ids) + 1)
 
-        state = EffectiveState()
-        sid = intern(state)
-        states[sid] = state
+        settings = EffectiveSettings()
+        sid = intern(settings)
+        values[sid] = settings
         for node in self.path(node_id):
             for cmd in node.commands:
-                state = apply(state, sid, cmd, states.__getitem__)
-                sid = intern(state)
-                states[sid] = state
-        return state
+                settings = apply(settings, sid, cmd, values.__getitem__)
+                sid = intern(settings)
+                values[sid] = settings
+        return settings
 
     # --- conversations -----------------------------------------------------------------
 
@@ -158,10 +160,10 @@ class Session:
         cid = new_id()
         title = scrub(title)
         root = Node(id=new_id(), conversation_id=cid, parent_id=None, kind=NodeKind.ROOT)
-        row, root = node_row(root, self._states.initial, "", None, None)
+        row, root = node_row(root, self._settings.initial, "", None, None)
         with self._store.lock:
             seq = self._store.insert_conversation(cid, title, row, root.created_at)
-            self._cache(attrs.evolve(root, seq=seq), self._states.initial)
+            self._cache(attrs.evolve(root, seq=seq), self._settings.initial)
         return ConversationInfo(id=cid, root_id=root.id, title=title, head_id=root.id)
 
     def conversations(self) -> list[ConversationInfo]:
@@ -196,7 +198,7 @@ class Session:
 
     def _cache(self, node: Node, state_id: int) -> None:
         self._nodes[node.id] = node
-        self._state_of[node.id] = state_id
+        self._settings_of[node.id] = state_id
 
     def node(self, node_id: str) -> Node:
         """The node with this id (``NotFoundError`` if there is none)."""
@@ -255,30 +257,50 @@ class Session:
         """Append a child of ``parent_id`` (saved at once); return it, as stored."""
         if (kind is NodeKind.TURN) != (turn is not None):
             raise CursorError("a TURN node needs a turn and other kinds must not have one")
-        stored, turn_json = stored_turn(turn)
-        cmds, cmds_json = stored_commands(tuple(commands))
+        return self._append_chain(parent_id, [(kind, turn, tuple(commands), label)])[0]
+
+    def append_turns(self, parent_id: str, turns: Sequence[Turn]) -> list[Node]:
+        """Append ``turns`` as a chain below ``parent_id`` (each the child of the one
+        before) in one transaction: all of them are saved, or none (the error
+        propagates, e.g. ``StoreError``, and the session is as it was). Returns the
+        nodes as stored. The runner records a reply with tool calls and the tool turn
+        holding their results this way."""
+        return self._append_chain(parent_id, [(NodeKind.TURN, t, (), "") for t in turns])
+
+    def _append_chain(
+        self, parent_id: str, children: list[tuple[NodeKind, Turn | None, tuple[Command, ...], str]]
+    ) -> list[Node]:
         with self._store.lock:
             parent = self.node(parent_id)
-            sid = self._states.fold(self._state_of[parent_id], cmds)
-            node = Node(
-                id=new_id(),
-                conversation_id=parent.conversation_id,
-                parent_id=parent_id,
-                kind=kind,
-                depth=parent.depth + 1,
-                turn=stored,
-                commands=cmds,
-                label=scrub(label),
-            )
-            row, node = node_row(node, sid, parent.hash, turn_json, cmds_json)
-            seq = self._store.insert_node(row, search_entry(node.turn))
-            node = attrs.evolve(node, seq=seq)
-            self._cache(node, sid)
-        return node
+            sid = self._settings_of[parent_id]
+            planned: list[tuple[dict[str, Any], Node, int]] = []
+            for kind, turn, commands, label in children:
+                cmds, cmds_json = stored_commands(commands)
+                sid = self._settings.fold(sid, cmds)
+                stored, turn_json = stored_turn(turn)
+                node = Node(
+                    id=new_id(),
+                    conversation_id=parent.conversation_id,
+                    parent_id=parent.id,
+                    kind=kind,
+                    depth=parent.depth + 1,
+                    turn=stored,
+                    commands=cmds,
+                    label=scrub(label),
+                )
+                row, parent = node_row(node, sid, parent.hash, turn_json, cmds_json)
+                planned.append((row, parent, sid))
+            with self._store.tx() as conn:
+                seqs = [Store.insert_node_in(conn, r, search_entry(n.turn)) for r, n, _ in planned]
+            nodes = []
+            for (_, node, node_sid), seq in zip(planned, seqs, strict=True):
+                nodes.append(attrs.evolve(node, seq=seq))
+                self._cache(nodes[-1], node_sid)
+        return nodes
 
     def add_commands(self, node_id: str, commands: list[Command] | tuple[Command, ...]) -> Node:
         """Append commands to a node that has no children yet (its subtree is empty, so no
-        other node's state changes); ``CursorError`` otherwise."""
+        other node's settings change); ``CursorError`` otherwise."""
         with self._store.lock:
             node = self.node(node_id)
             if self.has_children(node_id):
@@ -289,7 +311,7 @@ class Session:
             if not commands:
                 return node
             cmds, _ = stored_commands(tuple(commands))
-            sid = self._states.fold(self._state_of[node_id], cmds)
+            sid = self._settings.fold(self._settings_of[node_id], cmds)
             all_cmds, cmds_json = stored_commands(node.commands + cmds)
             parent_hash = self.node(node.parent_id).hash if node.parent_id else ""
             _, turn_json = stored_turn(node.turn)
@@ -331,8 +353,8 @@ class Session:
     # --- what the model sees -----------------------------------------------------------
 
     def messages(self, node_id: str) -> list[dict[str, Any]]:
-        """The chat messages for the path to ``node_id`` under its effective state."""
-        return render(self.path(node_id), self.state_at(node_id))
+        """The chat messages for the path to ``node_id`` under its effective settings."""
+        return render(self.path(node_id), self.settings_at(node_id))
 
     # --- positions (per scope) ---------------------------------------------------------
 
@@ -413,8 +435,6 @@ class Session:
 
     def export_json(self, path: str | os.PathLike[str]) -> None:
         """Write the whole session as JSON (see ``SessionData``), node hashes included."""
-        from mp13_context._export import export_session
-
         export_session(self, path)
 
     @classmethod
@@ -429,8 +449,6 @@ class Session:
     ) -> Session:
         """Read an export into ``into`` (a session, a file path, or a new in-memory
         session when ``None``) and return that session (see ``import_document``)."""
-        from mp13_context._export import read_document
-
         doc = read_document(path)
         session = into if isinstance(into, Session) else cls.open(into or ":memory:")
         try:
@@ -465,7 +483,7 @@ class Session:
         plans, verified, edited = plan_import(
             data, new_ids=new_ids, accept_edits=accept_edits, limits=limits or ImportLimits()
         )
-        write_plans(self._store, self._states, plans)
+        write_plans(self._store, self._settings, plans)
         return ImportReport(
             conversations=tuple(p.info.id for p in plans),
             nodes=sum(len(p.nodes) for p in plans),

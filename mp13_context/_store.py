@@ -211,7 +211,8 @@ class Store:
 
     def verify(self, conversation_id: str | None = None) -> IntegrityReport:
         """Every node's hash against its content (see ``_integrity.verify_rows``)."""
-        where, args = "", tuple[str, ...]()
+        where = ""
+        args: tuple[str, ...] = ()
         if conversation_id is not None:
             where, args = "WHERE n.conversation_id = ?", (conversation_id,)
         sql = (
@@ -282,14 +283,10 @@ class Store:
         )
         return self.insert_node_in(conn, root)
 
-    def insert_node(self, row: dict[str, Any], search: tuple[str, str] | None = None) -> int:
-        """Append a node and index ``search`` = ``(role, text)``; return its seq."""
-        with self.tx() as conn:
-            return self.insert_node_in(conn, row, search)
-
     @staticmethod
     def insert_node_in(conn: Any, row: dict[str, Any], found: tuple[str, str] | None = None) -> int:
-        """``insert_node`` inside the caller's transaction."""
+        """Append a node inside the caller's transaction and index ``found`` = ``(role,
+        text)``; return its seq."""
         seq = conn.execute(
             "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
             "archived, main_line, label, created_at, state_id, hash) "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from mp13_engine._adapters import AdapterInfo
+from mp13_engine._adapters import AdapterInfo, AdapterSource
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     AdapterError,
@@ -37,7 +37,12 @@ from mp13_engine._errors import (
 from mp13_engine._metrics import EngineMetrics
 from mp13_engine._request_fields import REQUEST_FIELDS, check_request_field
 from mp13_engine._streams import AsyncRequestStream, RequestStream
-from mp13_engine._training._config import TrainingConfig, TrainingEvent, TrainingResult
+from mp13_engine._training._config import (
+    TrainingConfig,
+    TrainingEvent,
+    TrainingEventKind,
+    TrainingResult,
+)
 from mp13_engine._types import (
     BASE_ADAPTER,
     Chunk,
@@ -45,6 +50,7 @@ from mp13_engine._types import (
     Request,
     RequestMetrics,
     Response,
+    adapter_names,
 )
 from mp13_toolbox import Mp13Error
 
@@ -71,6 +77,7 @@ __all__ = [
     "REQUEST_FIELDS",
     "AdapterError",
     "AdapterInfo",
+    "AdapterSource",
     "AsyncRequestStream",
     "ChatTemplateError",
     "Chunk",
@@ -98,8 +105,10 @@ __all__ = [
     "TrainingConfig",
     "TrainingError",
     "TrainingEvent",
+    "TrainingEventKind",
     "TrainingJob",
     "TrainingResult",
     "UnknownModelError",
+    "adapter_names",
     "check_request_field",
 ]

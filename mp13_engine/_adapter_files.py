@@ -1,25 +1,58 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Adapter directories on disk: writing them (PEFT files + mp13 metadata) and checking fit.
+"""Adapter directories on disk: their names, writing them (PEFT files + mp13 metadata), fit.
 
-Invariant: a directory written here is plain PEFT format (``adapter_config.json``
-+ ``adapter_model.safetensors``) that ``PeftModel.from_pretrained`` loads; mp13
+Invariants: an adapter name is a name, never a path (``adapter_name_problem``),
+so ``adapters_dir/<name>`` stays inside ``adapters_dir``. A directory written
+here is plain PEFT format (``adapter_config.json`` +
+``adapter_model.safetensors``) that ``PeftModel.from_pretrained`` loads; mp13
 adds only ``mp13_adapter.json``. ``check_compatible`` reads shapes without
 loading tensors and never touches the model; ``check_not_offloaded`` refuses a
-base model that a device map partly offloaded.
+base model that a device map partly offloaded, and ``check_4bit_layout`` one
+whose 4-bit weights bitsandbytes repacked (``_compat``): PEFT cannot wrap either
+safely, so these run before the model is touched.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from mp13_engine._compat import peft_base_model, repacked_4bit_layers
 from mp13_engine._errors import AdapterError
+from mp13_engine._types import BASE_ADAPTER
 
 #: File mp13 writes next to PEFT's files in an adapter directory.
 METADATA_FILE = "mp13_adapter.json"
+
+# Characters that would make a name a path (or a drive) when joined to adapters_dir.
+_PATH_CHARS = ("/", "\\", ":")
+
+
+def adapter_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name an adapter, or None when it can.
+
+    An adapter name is a name, never a path: it becomes a PEFT adapter name
+    (no '.', which PEFT reads as a module path) and the directory
+    ``adapters_dir/<name>`` a trained adapter is saved to, so it must not hold a
+    path separator, a drive colon or a control character (issue 11, item 16).
+    """
+    if not isinstance(name, str) or not name:
+        return "it must be a non-empty string"
+    if name == BASE_ADAPTER or name.startswith("__"):
+        return f"names starting with '__' (such as {BASE_ADAPTER!r}) are reserved"
+    bad = [c for c in (*_PATH_CHARS, ".") if c in name]
+    if bad:
+        return (
+            "an adapter name is a name, not a path, so it may not contain '/', '\\', ':' or "
+            f"'.' (this one has {' and '.join(repr(c) for c in bad)})"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in name) or name != name.strip():
+        return "it may not contain control characters or start or end with spaces"
+    return None
 
 
 def write_adapter_dir(
@@ -27,7 +60,7 @@ def write_adapter_dir(
 ) -> None:
     """Write adapter ``name`` of PeftModel ``model`` to ``path`` (PEFT files + mp13 metadata)."""
     path.mkdir(parents=True, exist_ok=True)
-    base = model.get_base_model()
+    base = peft_base_model(model)
     # PEFT writes a non-"default" adapter into a subfolder named after it; save into a
     # scratch dir next to the target and move the files so `path` itself is the adapter dir.
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".mp13-save-") as tmp:
@@ -44,8 +77,8 @@ def write_adapter_dir(
     meta = {
         "name": name,
         "base_model": _base_name(base),
-        "model_type": getattr(base.config, "model_type", None),
-        "architectures": list(getattr(base.config, "architectures", None) or []),
+        "model_type": base.config.model_type or None,
+        "architectures": list(base.config.architectures or []),
     }
     old = path / METADATA_FILE
     if metadata is None and old.is_file():
@@ -56,7 +89,7 @@ def write_adapter_dir(
 
 
 def _base_name(model: Any) -> str | None:
-    return getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", None)
+    return model.name_or_path or model.config.name_or_path or None
 
 
 def _module_sizes(module: Any) -> tuple[int, int] | None:
@@ -101,6 +134,18 @@ def check_not_offloaded(base: Any, what: str) -> None:
         )
 
 
+def check_4bit_layout(base: Any, action: str) -> None:
+    """AdapterError when bitsandbytes repacked 4-bit weights of ``base`` (see ``_compat``)."""
+    repacked = repacked_4bit_layers(base)
+    if repacked:
+        raise AdapterError(
+            f"Cannot {action}: bitsandbytes has repacked the 4-bit weights of "
+            f"{len(repacked)} layer(s) (e.g. {repacked[0]}) for CPU inference, and wrapping "
+            "them with LoRA now would corrupt every output. Load or train adapters before the "
+            "first request on this engine, or load the model again."
+        )
+
+
 def check_compatible(base: Any, directory: Path, config: Any) -> None:
     """Raise AdapterError unless the adapter in ``directory`` fits ``base`` module by module.
 
@@ -109,7 +154,7 @@ def check_compatible(base: Any, directory: Path, config: Any) -> None:
     LoRA matrices' shapes match that module's input/output sizes.
     """
     meta_file = directory / METADATA_FILE
-    model_type = getattr(base.config, "model_type", None)
+    model_type = base.config.model_type or None
     if meta_file.is_file():
         try:
             meta = json.loads(meta_file.read_text())
@@ -128,27 +173,14 @@ def check_compatible(base: Any, directory: Path, config: Any) -> None:
         parsed = _parse_key(key)
         if parsed is None:
             continue
-        module_name, kind = parsed
+        module_name, factor = parsed
         module = modules.get(module_name)
         if module is None:
             problems.append(f"targets module {module_name!r}, which the base model does not have")
             continue
         sizes = _module_sizes(module)
-        if sizes is None:
-            continue
-        n_in, n_out = sizes
-        if kind == "A" and shape[-1] != n_in:
-            problems.append(
-                f"{module_name}: lora_A expects input size {shape[-1]}, module has {n_in}"
-            )
-        elif kind == "B" and shape[0] != n_out:
-            problems.append(
-                f"{module_name}: lora_B gives output size {shape[0]}, module has {n_out}"
-            )
-        elif kind == "embA" and shape[-1] != n_in:
-            problems.append(
-                f"{module_name}: embedding LoRA for {shape[-1]} tokens, model has {n_in}"
-            )
+        if sizes is not None and (problem := factor.misfit(shape, *sizes)) is not None:
+            problems.append(f"{module_name}: {problem}")
     if problems:
         shown = "; ".join(problems[:5]) + (
             f"; ... ({len(problems)} problems)" if len(problems) > 5 else ""
@@ -161,19 +193,29 @@ def check_compatible(base: Any, directory: Path, config: Any) -> None:
         )
 
 
-_KINDS = {
-    ".lora_A.weight": "A",
-    ".lora_B.weight": "B",
-    ".lora_embedding_A": "embA",
-    ".lora_embedding_B": "embB",
-}
+class _Factor(enum.Enum):
+    """A LoRA weight in an adapter file, by the suffix of its key."""
+
+    A = ".lora_A.weight"
+    B = ".lora_B.weight"
+    EMBEDDING_A = ".lora_embedding_A"
+    EMBEDDING_B = ".lora_embedding_B"
+
+    def misfit(self, shape: tuple[int, ...], n_in: int, n_out: int) -> str | None:
+        """Why a weight of ``shape`` cannot sit on a module of these sizes; None if it fits."""
+        match self:
+            case _Factor.A if shape[-1] != n_in:
+                return f"lora_A expects input size {shape[-1]}, module has {n_in}"
+            case _Factor.B if shape[0] != n_out:
+                return f"lora_B gives output size {shape[0]}, module has {n_out}"
+            case _Factor.EMBEDDING_A if shape[-1] != n_in:
+                return f"embedding LoRA for {shape[-1]} tokens, model has {n_in}"
+        return None
 
 
-def _parse_key(key: str) -> tuple[str, str] | None:
-    """``base_model.model.<module>.lora_A.weight`` → (``<module>``, "A"); None for other keys."""
-    for suffix, kind in _KINDS.items():
-        if key.endswith(suffix):
-            module = key[: -len(suffix)]
-            module = module.removeprefix("base_model.model.")
-            return module, kind
+def _parse_key(key: str) -> tuple[str, _Factor] | None:
+    """``base_model.model.<module>.lora_A.weight`` → (``<module>``, A); None for other keys."""
+    for factor in _Factor:
+        if key.endswith(factor.value):
+            return key[: -len(factor.value)].removeprefix("base_model.model."), factor
     return None

@@ -8,8 +8,8 @@ Concept
     adapters share ONE forward pass: by default through the fused path of
     :mod:`mp13_engine._fused_lora` (the wave's adapters concatenated per layer,
     :meth:`AdapterManager._fused_plan_on_worker`), else through PEFT's own
-    per-row ``generate(..., adapter_names=[...])``. Global adapter state
-    (``set_adapter``) is never switched to serve a request.
+    per-row ``adapter_names``. Global adapter state (``set_adapter``) is never
+    switched to serve a request.
 
 Semantics of several adapters on one request (``Request.adapters=["a", "b"]``)
     The request runs on the *sum* of the adapters' weight deltas, exactly as if
@@ -19,6 +19,14 @@ Semantics of several adapters on one request (``Request.adapters=["a", "b"]``)
     adapter unless :meth:`AdapterManager.combine` was given other weights, and
     is cached per set of names (order does not matter). Unloading or
     retraining a member drops the cached combinations that use it.
+
+Seams
+    The manager is the one place that knows the engine's attributes (the
+    :class:`EngineSeam` it is built with). Training gets a
+    :class:`~mp13_engine._training._host.TrainingHost` from
+    :meth:`AdapterManager.training_host` and nothing else. What PEFT cannot do
+    through its API (undoing a failed wrap, re-pointing a stale active adapter)
+    is in :mod:`mp13_engine._compat`.
 
 Invariants
     * All model mutation (wrapping, loading, deleting, combining, training)
@@ -33,28 +41,54 @@ Invariants
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from mp13_engine._adapter_files import (
     METADATA_FILE,
+    adapter_name_problem,
+    check_4bit_layout,
     check_compatible,
     check_not_offloaded,
     write_adapter_dir,
 )
-from mp13_engine._bnb_cpu import check_4bit_layout
+from mp13_engine._compat import (
+    is_peft_model,
+    peft_base_model,
+    repoint_active_adapter,
+    undo_failed_wrap,
+)
 from mp13_engine._errors import AdapterError
-from mp13_engine._types import BASE_ADAPTER
+from mp13_engine._types import BASE_ADAPTER, adapter_names
 
-if TYPE_CHECKING:  # torch-free import of the package: _fused_lora needs torch
+if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
+    from mp13_engine._config import EngineConfig
     from mp13_engine._fused_lora import FusedLora, FusedPlan
+    from mp13_engine._scheduler import Job
+    from mp13_engine._state import EngineState
+    from mp13_engine._training._host import TrainingHost
 
 _COMBO_PREFIX = "__combo__"
+
+
+class AdapterSource(str, enum.Enum):
+    """Where a loaded adapter came from."""
+
+    LOADED = "loaded"  # engine.adapters.load
+    TRAINED = "trained"  # engine.train (also when it trained a loaded adapter further)
+
+    def __str__(self) -> str:  # "loaded", as printed and formatted, on every Python version
+        return str(self.value)
+
+
+def _names_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -65,9 +99,9 @@ class AdapterInfo:
     path: str | None  # directory it was loaded from / last saved to; None if never on disk
     rank: int
     alpha: float
-    targets: tuple[str, ...] = attrs.field(converter=tuple)
+    targets: tuple[str, ...] = attrs.field(converter=_names_tuple)
     base_model: str | None  # base model recorded by the adapter (PEFT's base_model_name_or_path)
-    source: str = "loaded"  # "loaded" | "trained"
+    source: AdapterSource = AdapterSource.LOADED
 
 
 @attrs.define
@@ -92,7 +126,9 @@ def _targets_of(config: Any) -> tuple[str, ...]:
     return tuple(sorted({t.rsplit(".", 1)[-1] for t in targets}))
 
 
-def _info_from_config(name: str, path: str | None, config: Any, source: str) -> AdapterInfo:
+def _info_from_config(
+    name: str, path: str | None, config: Any, source: AdapterSource
+) -> AdapterInfo:
     return AdapterInfo(
         name=name,
         path=path,
@@ -104,48 +140,30 @@ def _info_from_config(name: str, path: str | None, config: Any, source: str) -> 
     )
 
 
-# Characters that would make a name a path (or a drive) when joined to adapters_dir.
-_PATH_CHARS = ("/", "\\", ":")
-
-
-def adapter_name_problem(name: object) -> str | None:
-    """Why ``name`` cannot name an adapter, or None when it can.
-
-    An adapter name is a name, never a path: it becomes a PEFT adapter name
-    (no '.', which PEFT reads as a module path) and the directory
-    ``adapters_dir/<name>`` a trained adapter is saved to, so it must not hold a
-    path separator, a drive colon or a control character (issue 11, item 16).
-    """
-    if not isinstance(name, str) or not name:
-        return "it must be a non-empty string"
-    if name == BASE_ADAPTER or name.startswith("__"):
-        return f"names starting with '__' (such as {BASE_ADAPTER!r}) are reserved"
-    bad = [c for c in (*_PATH_CHARS, ".") if c in name]
-    if bad:
-        return (
-            "an adapter name is a name, not a path, so it may not contain '/', '\\', ':' or "
-            f"'.' (this one has {' and '.join(repr(c) for c in bad)})"
-        )
-    if any(ord(c) < 32 or ord(c) == 127 for c in name) or name != name.strip():
-        return "it may not contain control characters or start or end with spaces"
-    return None
-
-
 def _check_name(name: str) -> None:
     problem = adapter_name_problem(name)
     if problem is not None:
         raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
 
 
+class EngineSeam(Protocol):
+    """What the manager uses of its engine (``mp13_engine._engine`` documents these seams)."""
+
+    config: EngineConfig
+    _state: EngineState
+
+    def _run_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    def _submit_job(self, job: Job) -> None: ...
+
+
 class AdapterManager:
     """``engine.adapters``: load, unload, list, save and pick default LoRA adapters.
 
-    Created by the engine as ``AdapterManager(engine)``. The engine provides
-    ``_run_on_worker(fn, *args)``, the replaceable model attribute
-    ``_state.model`` and the config (``adapters_dir``).
+    Created by the engine as ``AdapterManager(engine)`` (see :class:`EngineSeam`).
     """
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: EngineSeam) -> None:
         self._engine = engine
         self._state = _AdaptersState()
         self._fused: FusedLora | None = None  # made on the first wave that uses an adapter
@@ -157,13 +175,15 @@ class AdapterManager:
     def _set_model(self, model: Any) -> None:
         self._engine._state.model = model
 
+    def _base_model(self) -> Any:
+        return peft_base_model(self._model())
+
     def _adapters_dir(self) -> Path | None:
-        config = getattr(self._engine, "config", None)
-        value = getattr(config, "adapters_dir", None)
+        value = self._engine.config.adapters_dir
         return Path(value).expanduser() if value else None
 
-    def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._engine._run_on_worker(fn, *args, **kwargs)
+    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._engine._run_on_worker(fn, *args)
 
     # ----- public API (any thread)
     def resolve_path(self, path: str | os.PathLike[str]) -> Path:
@@ -195,9 +215,11 @@ class AdapterManager:
         if name is not None:
             _check_name(name)  # before touching the disk: a bad name is a bad call
         directory = self.resolve_path(path)
-        name = name or directory.name
-        _check_name(name)
-        return self._run(self._load_on_worker, directory, name, replace)
+        if name is None:
+            name = directory.name
+            _check_name(name)
+        info: AdapterInfo = self._run(self._load_on_worker, directory, name, replace)
+        return info
 
     def unload(self, name: str) -> None:
         """Remove adapter ``name``.
@@ -226,21 +248,14 @@ class AdapterManager:
 
     def save(self, name: str, path: str | os.PathLike[str]) -> Path:
         """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata)."""
-        return self._run(self._save_on_worker, name, Path(path).expanduser().resolve())
+        saved: Path = self._run(self._save_on_worker, name, Path(path).expanduser().resolve())
+        return saved
 
     def set_default(self, names: str | Sequence[str] | None) -> None:
         """Adapters used when ``Request.adapters`` is None (``[]``/None = base model)."""
-        if names is None:
-            wanted: tuple[str, ...] = ()
-        elif isinstance(names, str):
-            wanted = (names,)
-        else:
-            wanted = tuple(names)
-        wanted = tuple(n for n in wanted if n != BASE_ADAPTER)
+        wanted = adapter_names(names)
         with self._state.lock:
-            missing = [n for n in wanted if n not in self._state.infos]
-            if missing:
-                raise self._unknown(missing[0])
+            self._check_loaded(wanted)
             self._state.defaults = wanted
 
     @property
@@ -264,6 +279,29 @@ class AdapterManager:
             )
         self._run(self._set_weights_on_worker, dict(zip(names, weights, strict=True)))
 
+    def training_host(self) -> TrainingHost:
+        """What a training job may use of this engine (``engine.train`` hands it to the job)."""
+        from mp13_engine._training._host import TrainingHost
+
+        state = self._engine._state
+        return TrainingHost(
+            tokenizer=state.tokenizer,
+            # TokenizerGuard serialises the engine's tokenizer calls with this (re-entrant) lock;
+            # training renders with the tokenizer directly, so it takes the same lock.
+            tokenizer_lock=state.tokens._lock,
+            prepare=state.formatter.prepare,
+            encode_chat=state.tokens.encode_chat,
+            adapters_dir=self._adapters_dir(),
+            run_on_worker=self._run,
+            submit_job=self._engine._submit_job,
+            model=self._model,
+            base_model=self._base_model,
+            is_loaded=self.__contains__,
+            add_adapter=self._add_for_training_on_worker,
+            discard_adapter=self._discard_on_worker,
+            install_adapter=self._install_trained_on_worker,
+        )
+
     # ----- worker side
     def _unknown(self, name: str) -> AdapterError:
         with self._state.lock:
@@ -273,16 +311,11 @@ class AdapterManager:
             f"engine.adapters.load(path, name={name!r}) or use {BASE_ADAPTER!r} for the base model."
         )
 
-    def _is_peft(self, model: Any) -> bool:
-        from peft import PeftModel
-
-        return isinstance(model, PeftModel)
-
-    def _base_model(self) -> Any:
-        model = self._model()
-        # LoRA only: the wrapped model is ``base_model.model``. Not ``get_base_model()``, which
-        # looks up the active adapter's config and so fails whenever that name is stale.
-        return model.base_model.model if self._is_peft(model) else model
+    def _check_loaded(self, names: Iterable[str]) -> None:
+        with self._state.lock:
+            missing = [n for n in names if n not in self._state.infos]
+        if missing:
+            raise self._unknown(missing[0])
 
     def _resolve_for_wave(self, adapters: Sequence[str] | None) -> str:
         """PEFT adapter name for a row whose request asked for ``adapters``. Worker only.
@@ -291,27 +324,20 @@ class AdapterManager:
         name → that adapter; several → their cached combination. Unknown names
         raise :class:`AdapterError` (the engine fails just that request).
         """
-        if adapters is None:
-            with self._state.lock:
-                adapters = self._state.defaults
-        names = tuple(dict.fromkeys(n for n in adapters if n != BASE_ADAPTER))
+        names = adapter_names(adapters, self.defaults)
         if not names:
             return BASE_ADAPTER
-        with self._state.lock:
-            missing = [n for n in names if n not in self._state.infos]
-        if missing:
-            raise self._unknown(missing[0])
+        self._check_loaded(names)
         if len(names) == 1:
             return names[0]
         return self._combination_on_worker(frozenset(names))
 
     def _fused_plan_on_worker(self, row_names: Sequence[str]) -> FusedPlan | None:
         """The fused LoRA plan of a wave (one PEFT name per row); None = use PEFT's loop."""
-        config = getattr(self._engine, "config", None)
-        if getattr(config, "mixed_lora", "fused") != "fused":
+        if self._engine.config.mixed_lora != "fused":
             return None
         model = self._model()
-        if not self._is_peft(model):
+        if not is_peft_model(model):
             return None
         if self._fused is None:
             from mp13_engine._fused_lora import FusedLora
@@ -326,9 +352,8 @@ class AdapterManager:
         order = sorted(key)
         weights = self._state.weights.get(key, {})
         combo = _COMBO_PREFIX + "+".join(order)
-        model = self._model()
         try:
-            model.add_weighted_adapter(
+            self._model().add_weighted_adapter(
                 adapters=order,
                 weights=[float(weights.get(n, 1.0)) for n in order],
                 adapter_name=combo,
@@ -345,15 +370,12 @@ class AdapterManager:
 
     def _set_weights_on_worker(self, weights: dict[str, float]) -> None:
         key = frozenset(weights)
-        with self._state.lock:
-            missing = [n for n in key if n not in self._state.infos]
-        if missing:
-            raise self._unknown(missing[0])
+        self._check_loaded(key)
         self._drop_combos_on_worker(lambda k: k == key)
         with self._state.lock:
             self._state.weights[key] = weights
 
-    def _drop_combos_on_worker(self, predicate: Any) -> None:
+    def _drop_combos_on_worker(self, predicate: Callable[[frozenset[str]], bool]) -> None:
         with self._state.lock:
             doomed = [(k, v) for k, v in self._state.combos.items() if predicate(k)]
             for k, _ in doomed:
@@ -361,14 +383,10 @@ class AdapterManager:
         for _, combo in doomed:
             self._delete_on_worker(combo)  # the one way adapters leave (caches follow)
 
-    def _invalidate_on_worker(self, name: str) -> None:
-        """Forget cached combinations that include ``name`` (it was unloaded or retrained)."""
-        self._drop_combos_on_worker(lambda k: name in k)
-
     def _add_for_training_on_worker(self, name: str, lora_config: Any) -> Any:
         """Add a fresh adapter ``name`` (wrapping the base model on first use); return the model.
 
-        Not registered (requests cannot name it) until training registers it.
+        Not registered (requests cannot name it) until training installs it.
         """
         from peft import get_peft_model
 
@@ -376,7 +394,7 @@ class AdapterManager:
         check_4bit_layout(self._base_model(), f"train adapter {name!r}")
         model = self._model()
         try:
-            if self._is_peft(model):
+            if is_peft_model(model):
                 model.add_adapter(name, lora_config)
             else:
                 model = get_peft_model(model, lora_config, adapter_name=name)
@@ -386,16 +404,23 @@ class AdapterManager:
         return model
 
     def _discard_on_worker(self, name: str) -> None:
-        """Delete an unregistered PEFT adapter (a training job that failed before finishing)."""
-        model = self._model()
-        with self._state.lock:
-            registered = name in self._state.infos
-        if not registered and self._is_peft(model):
+        """Delete an adapter added for training that was never installed (the job failed)."""
+        if name not in self:
             self._delete_on_worker(name)
+
+    def _install_trained_on_worker(
+        self, name: str, directory: Path, metadata: dict[str, Any]
+    ) -> Path:
+        """Register the adapter a job trained (usable at once) and save it to ``directory``."""
+        config = self._model().peft_config[name]
+        self._drop_combos_on_worker(lambda k: name in k)  # built from its old weights
+        with self._state.lock:
+            self._state.infos[name] = _info_from_config(name, None, config, AdapterSource.TRAINED)
+        return self._save_on_worker(name, directory, metadata)
 
     def _delete_on_worker(self, name: str) -> None:
         model = self._model()
-        if not self._is_peft(model) or name not in model.peft_config:
+        if not is_peft_model(model) or name not in model.peft_config:
             return
         if self._fused is not None:
             self._fused.invalidate()  # frees cached copies of the adapter's weights
@@ -404,16 +429,8 @@ class AdapterManager:
             # A PeftModel without adapters cannot generate (it looks up its active adapter's
             # config); give the engine back the plain base model, unwrapped.
             self._set_model(model.unload())
-        elif model.active_adapter not in model.peft_config:
-            # PEFT re-points its own ``active_adapter`` only when exactly one layer-level adapter
-            # stays active; otherwise it keeps the deleted name and every later config lookup
-            # (generate, get_base_model) raises KeyError. Requests pass adapter_names per row, so
-            # which remaining adapter is "active" does not change any output.
-            model.active_adapter = next(iter(model.peft_config))
-
-    def _register_on_worker(self, info: AdapterInfo) -> None:
-        with self._state.lock:
-            self._state.infos[info.name] = info
+        else:
+            repoint_active_adapter(model)
 
     def _load_on_worker(self, directory: Path, name: str, replace: bool) -> AdapterInfo:
         from peft import LoraConfig, PeftConfig, PeftModelForCausalLM
@@ -430,68 +447,52 @@ class AdapterManager:
                 f"Adapter {str(directory)!r} is a {config.peft_type} adapter; mp13 serves LoRA "
                 "adapters only. Convert or retrain it as LoRA."
             )
-        with self._state.lock:
-            exists = name in self._state.infos
+        exists = name in self
         if exists and not replace:
             raise AdapterError(
                 f"An adapter named {name!r} is already loaded. Unload it first, pick another "
                 "name, or pass replace=True."
             )
-        check_compatible(self._base_model(), directory, config)
-        check_not_offloaded(self._base_model(), f"load adapter {str(directory)!r}")
-        check_4bit_layout(self._base_model(), f"load adapter {str(directory)!r}")
+        base = self._base_model()
+        check_compatible(base, directory, config)
+        check_not_offloaded(base, f"load adapter {str(directory)!r}")
+        check_4bit_layout(base, f"load adapter {str(directory)!r}")
         if exists:
             self._unload_on_worker(name)
         model = self._model()
-        # What wrapping a plain model changes in place, to undo it if the load fails.
-        grads = None if self._is_peft(model) else [p.requires_grad for p in model.parameters()]
+        wrapped = is_peft_model(model)
+        # Wrapping a plain model changes it in place (frozen parameters); kept to undo a failure.
+        grads = [] if wrapped else [p.requires_grad for p in model.parameters()]
         try:
-            if self._is_peft(model):
+            if wrapped:
                 model.load_adapter(str(directory), adapter_name=name, is_trainable=False)
             else:
                 # The causal-LM wrapper (even for adapters saved without a task_type): its
-                # generate() is what accepts per-row adapter_names.
+                # forward is what accepts per-row adapter_names.
                 model = PeftModelForCausalLM.from_pretrained(
                     model, str(directory), adapter_name=name
                 )
                 self._set_model(model)
         except (ValueError, RuntimeError, KeyError, OSError) as exc:
-            self._undo_partial_load(model, name, grads)
+            if wrapped:
+                self._delete_on_worker(name)
+            else:
+                undo_failed_wrap(model, grads)
             raise AdapterError(
                 f"PEFT could not load adapter {str(directory)!r} onto the base model: {exc}. "
                 "Check that it was trained for this base model."
             ) from exc
         model.eval()
-        info = _info_from_config(name, str(directory), model.peft_config[name], "loaded")
-        self._register_on_worker(info)
+        info = _info_from_config(
+            name, str(directory), model.peft_config[name], AdapterSource.LOADED
+        )
+        with self._state.lock:
+            self._state.infos[name] = info
         return info
 
-    def _undo_partial_load(self, model: Any, name: str, grads: list[bool] | None) -> None:
-        """Remove what a failed PEFT load left behind, so the engine serves as before.
-
-        Wrapping a plain model changes it in place before the weights load: LoRA
-        layers injected, a ``peft_config`` attribute, frozen parameters. ``grads``
-        holds the parameters' ``requires_grad`` from before (None: it was wrapped).
-        """
-        from peft.tuners.tuners_utils import BaseTunerLayer
-
-        if grads is None:
-            if name in model.peft_config:
-                self._delete_on_worker(name)
-            return
-        for path, module in list(model.named_modules()):
-            if isinstance(module, BaseTunerLayer):
-                parent, _, child = path.rpartition(".")
-                setattr(model.get_submodule(parent), child, module.get_base_layer())
-        model.__dict__.pop("peft_config", None)
-        for param, grad in zip(model.parameters(), grads, strict=False):
-            param.requires_grad_(grad)
-
     def _unload_on_worker(self, name: str) -> None:
-        with self._state.lock:
-            if name not in self._state.infos:
-                raise self._unknown(name)
-        self._invalidate_on_worker(name)
+        self._check_loaded((name,))
+        self._drop_combos_on_worker(lambda k: name in k)
         self._delete_on_worker(name)
         with self._state.lock:
             del self._state.infos[name]
@@ -502,10 +503,7 @@ class AdapterManager:
     def _save_on_worker(
         self, name: str, path: Path, metadata: dict[str, Any] | None = None
     ) -> Path:
-        with self._state.lock:
-            info = self._state.infos.get(name)
-        if info is None:
-            raise self._unknown(name)
+        info = self.get(name)
         write_adapter_dir(self._model(), name, path, metadata)
         with self._state.lock:
             self._state.infos[name] = attrs.evolve(info, path=str(path))
@@ -516,7 +514,7 @@ __all__ = [
     "METADATA_FILE",
     "AdapterInfo",
     "AdapterManager",
+    "AdapterSource",
+    "EngineSeam",
     "adapter_name_problem",
-    "check_compatible",
-    "write_adapter_dir",
 ]

@@ -65,6 +65,8 @@ from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
 from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream
 from mp13_engine._toolwire import ToolWire
+from mp13_engine._training._config import TrainingConfig
+from mp13_engine._training._job import TrainingJob, start_training
 from mp13_engine._types import FinishReason, Request, Response
 from mp13_engine._watchdog import StepClock
 from mp13_engine._worker import Worker
@@ -496,11 +498,9 @@ class Engine(_EngineBase):
         await self.aclose()
 
     # ----- training (delegates to mp13_engine._training)
-    def train(self, config: Any) -> Any:
+    def train(self, config: TrainingConfig) -> TrainingJob:
         """Start a LoRA training job on this engine's model; returns a ``TrainingJob``."""
-        from mp13_engine import _training
-
-        return _training.start_training(self, config)
+        return start_training(self.adapters.training_host(), config)
 
     def _start_many(self, requests: Iterable[RequestLike], overrides: dict[str, Any]) -> list:
         self._check_open()

@@ -26,12 +26,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from mp13_engine._compat import is_peft_model, peft_base_model
 from mp13_engine._state import EngineState
 from mp13_engine._types import BASE_ADAPTER
 
@@ -40,12 +40,6 @@ _log = logging.getLogger(__name__)
 #: Most batch compositions whose fused plans are kept at once (the decode batch and a
 #: prefill group or two).
 _PLANS_KEPT = 4
-
-
-def is_peft(model: Any) -> bool:
-    """Whether ``model`` is a PEFT wrapper, without importing peft (seconds) when unused."""
-    peft = sys.modules.get("peft")
-    return peft is not None and isinstance(model, peft.PeftModel)
 
 
 class ModelCall:
@@ -78,9 +72,8 @@ class ModelCall:
             "past_key_values": cache,
             "use_cache": True,
         }
-        peft = is_peft(model)
-        # LoRA only: the wrapped causal LM is ``base_model.model``.
-        if self._keeps_last_logits(model.base_model.model if peft else model):
+        peft = is_peft_model(model)
+        if self._keeps_last_logits(peft_base_model(model)):
             kwargs["logits_to_keep"] = 1
         plan = None
         if peft:

@@ -10,8 +10,8 @@ third-party load failures are mapped to ``ModelLoadError`` subclasses
 (``ModelNotFoundError``, ``NotCausalLMError``, ``GGUFError``, ...) with a
 message that says what to do; the returned model is in eval mode on the
 resolved device, unwrapped (the adapter manager wraps it as a PEFT model later,
-if ever); a 4-bit model keeps its weight layout fixed (``_bnb_cpu``), and an
-8-bit one has bitsandbytes' per-call cast notice silenced once (``_quiet``).
+if ever); a 4-bit model keeps its weight layout fixed, and an 8-bit one has
+bitsandbytes' per-call cast notice silenced once (both workarounds: ``_compat``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from typing import Any
 import attrs
 import torch
 
-from mp13_engine._bnb_cpu import keep_4bit_layout
 from mp13_engine._cache import Progress, report
 from mp13_engine._causal import check_causal
+from mp13_engine._compat import install_int8_cast_filter, keep_4bit_layout
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import ConfigError, ModelLoadError, ModelNotFoundError, NotCausalLMError
 from mp13_engine._gguf import cached_checkpoint, find_gguf
-from mp13_engine._quiet import install_int8_cast_filter
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -60,8 +60,9 @@ from typing import Any
 
 import torch
 
+from mp13_engine._compat import is_peft_model
 from mp13_engine._errors import AdapterError
-from mp13_engine._forward import ModelCall, is_peft
+from mp13_engine._forward import ModelCall
 from mp13_engine._generation import bad_rows, choose
 from mp13_engine._kv import BatchKV
 from mp13_engine._output import RequestStatus
@@ -69,7 +70,7 @@ from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._rows import PrefillGroup, Row
 from mp13_engine._state import EngineState
 from mp13_engine._streams import RequestState
-from mp13_engine._types import BASE_ADAPTER, FinishReason
+from mp13_engine._types import BASE_ADAPTER, FinishReason, adapter_names
 
 _log = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class DecodeLoop:
 
     def _check_adapters(self) -> None:
         model = self._state.model
-        configs = model.peft_config if is_peft(model) else {}
+        configs = model.peft_config if is_peft_model(model) else {}
 
         def stale(row: Row) -> bool:
             return row.adapter != BASE_ADAPTER and configs.get(row.adapter) is not row.config
@@ -205,7 +206,7 @@ class DecodeLoop:
             try:
                 adapter = manager._resolve_for_wave(st.request.adapters)
                 st.adapter = adapter
-                st.adapter_names = _requested_names(manager, st.request.adapters)
+                st.adapter_names = adapter_names(st.request.adapters, manager.defaults)
             except AdapterError as exc:
                 st.finish(FinishReason.ERROR, str(exc))
                 continue
@@ -215,7 +216,7 @@ class DecodeLoop:
             model = self._state.model
             config = None
             if adapter != BASE_ADAPTER:
-                config = model.peft_config.get(adapter) if is_peft(model) else None
+                config = model.peft_config.get(adapter) if is_peft_model(model) else None
             epoch = self._epochs[0] if adapter == BASE_ADAPTER else self._epochs[1]
             row = Row(st, adapter, config, (adapter, epoch))
             prompt = row.seq
@@ -431,13 +432,6 @@ def _on_an_adapter(owner: Hashable) -> bool:
 def _ended(st: RequestState) -> bool:
     """Resolved or asked to cancel from outside the loop (cancel, timeout, close)."""
     return st.status >= RequestStatus.CANCELLING
-
-
-def _requested_names(manager: Any, adapters: Any) -> tuple[str, ...]:
-    """The adapter names a row runs with (the defaults when the request left it unset)."""
-    if adapters is None:
-        adapters = manager.defaults
-    return tuple(dict.fromkeys(n for n in adapters if n != BASE_ADAPTER))
 
 
 def _is_oom(exc: BaseException) -> bool:

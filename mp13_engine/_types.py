@@ -11,6 +11,7 @@ it. ``Response.text`` never contains tool-call markup or reasoning; those are in
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -29,6 +30,23 @@ def _check(name: str, value: Any) -> Any:
 
 #: Adapter name that means "the base model, no adapter".
 BASE_ADAPTER = "__base__"
+
+
+def adapter_names(
+    adapters: str | Iterable[str] | None, defaults: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """The adapters a request runs with: the one reading of ``Request.adapters``.
+
+    ``None`` means ``defaults`` (the engine's default adapters); ``[]``,
+    ``"__base__"`` or ``["__base__"]`` mean the base model, ``()``; otherwise
+    each name once, in the order given, without ``"__base__"``
+    (``["a", "__base__", "a"]`` is ``("a",)``). A single string is one name.
+    """
+    if adapters is None:
+        adapters = defaults
+    if isinstance(adapters, str):
+        adapters = (adapters,)
+    return tuple(dict.fromkeys(n for n in adapters if n != BASE_ADAPTER))
 
 
 class FinishReason(str, enum.Enum):

@@ -15,6 +15,11 @@ Wrapper apps hand their own tools over explicitly; there is no global registry a
   ``f`` for when it is passed there. See ``examples/wrapper_app.py``.
 - Or build the app yourself: ``app = ChatApp(); app.register_tool(f);
   app.register_command(cmd); app.main()`` — an ordinary object, several may coexist.
+
+A command is a function ``func(repl, line)`` made with ``@command(NAME)`` (its docstring
+is its help). ``repl`` is the running app seen through the ``Repl`` protocol — the
+console, the session, the current cursor, the engine, the toolbox and a few services —
+which is all the built-in commands use too; ``line`` is a ``CommandLine``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from mp13chat._app import ChatApp
 from mp13chat._config import ChatConfig, default_config_path, load_config
 from mp13chat._errors import ChatConfigError, ChatError, UnknownCommandError, UsageError
 from mp13chat._registry import Command, CommandLine, CommandRegistry, command, group_command
+from mp13chat._repl import Repl
 from mp13chat._tools import ToolRegistration, register_tool
 
 
@@ -47,6 +53,7 @@ __all__ = [
     "Command",
     "CommandLine",
     "CommandRegistry",
+    "Repl",
     "ToolRegistration",
     "UnknownCommandError",
     "UsageError",

@@ -65,11 +65,9 @@ def same_model(recorded: str, model: str) -> bool:
 
 @attrs.frozen
 class Discovery:
-    """What ``discover`` did: adapters loaded, adapters of other models left, failures."""
+    """What ``discover`` did: the adapters it loaded, and those that failed to load."""
 
-    folder: Path
     loaded: tuple[str, ...] = ()
-    other_models: tuple[str, ...] = ()
     failed: tuple[tuple[str, str], ...] = ()  # (name, one-line reason)
 
 
@@ -77,16 +75,12 @@ def discover(manager: Any, folder: Path, model: str) -> Discovery:
     """Load every adapter in ``folder`` made for ``model`` that ``manager`` (an engine's
     ``adapters``) does not hold yet. Blocking: call it from a worker thread."""
     loaded: list[str] = []
-    others: list[str] = []
     failed: list[tuple[str, str]] = []
     if not folder.is_dir():
-        return Discovery(folder)
+        return Discovery()
     for sub in sorted(p for p in folder.iterdir() if p.is_dir() and is_adapter(p)):
-        if sub.name in manager:
-            continue
         base = recorded_base(sub)
-        if base is not None and not same_model(base, model):
-            others.append(sub.name)
+        if sub.name in manager or (base is not None and not same_model(base, model)):
             continue
         try:
             manager.load(sub, sub.name)
@@ -94,7 +88,7 @@ def discover(manager: Any, folder: Path, model: str) -> Discovery:
             failed.append((sub.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
             continue
         loaded.append(sub.name)
-    return Discovery(folder, tuple(loaded), tuple(others), tuple(failed))
+    return Discovery(tuple(loaded), tuple(failed))
 
 
 def resolve(word: str, folder: Path | None) -> str:

@@ -4,30 +4,31 @@
 Life cycle: ``main(argv)`` parses the flags and loads the config file, routes library
 warnings to the log file (``_logs``), then either answers one question and exits
 (``-p``, piped input: ``_oneshot``) or ``run_async`` starts the engine (a progress
-display while it loads), opens the session, builds the toolbox (builtins + registered
-tools), opens a new conversation and runs the loop until ``/quit`` or Ctrl+D (exit
-status 0). A failed start prints one line (the traceback goes to the log) and exits 1.
+display while it loads: ``_startup``), opens the session, builds the toolbox (builtins
++ registered tools), opens a new conversation and runs the loop until ``/quit`` or
+Ctrl+D (exit status 0). A failed start prints one line (the traceback goes to the log)
+and exits 1.
 
 The loop reads a line with ``prompt_async`` inside ``patch_stdout()`` (so text printed
-while the prompt is shown appears above it), then runs it as one *foreground task*: a
-``/command`` through the registry, anything else as a message to the model. Ctrl+C
-while a foreground task runs cancels just that task (a SIGINT handler installed for its
-duration; the terminal is not in raw mode then, and its echo is off: ``_terminal``) and
-returns to the prompt with one "cancelled" line, unless the task already said so. Any
-exception of a task prints as one line; ``/error`` shows its traceback. The app holds
-no state outside itself: several apps can live in one process (tests run many).
+while the prompt is shown appears above it), then runs it as the *foreground task*
+(``_foreground``: Ctrl+C cancels just that task): a ``/command`` through the registry,
+anything else as a message to the model. Any exception of a task prints as one line;
+``/error`` shows its traceback.
+
+The app is the top of the package: it implements ``_repl.Repl``, the protocol its
+commands are written against, and wires the registry, the completer and the commands
+together; nothing below imports it. It holds no state outside itself: several apps can
+live in one process (tests run many).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 from prompt_toolkit import PromptSession
@@ -36,28 +37,29 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
-from mp13chat import _adapter_folder, _convo, _oneshot, _startup
+from mp13_context import ChatContext, Cursor, EngineClient, Session
+from mp13_toolbox import ApprovalRequest, Toolbox
+from mp13chat import _adapter_folder, _reply, _startup
+from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._cli import CliOptions, one_shot_question, parse_cli
 from mp13chat._commands import builtin_commands
 from mp13chat._completer import CommandCompleter
 from mp13chat._config import ChatConfig, default_config_path, load_config
 from mp13chat._errors import ChatError, UsageError
+from mp13chat._foreground import Foreground
 from mp13chat._history import make_history
 from mp13chat._keys import make_key_bindings
 from mp13chat._logs import LOG_FILENAME, LibraryLog, first_line, library_log
-from mp13chat._model import ModelCatalog
+from mp13chat._model import ModelCatalog, engine_catalog
+from mp13chat._oneshot import AnswerView, refuse
 from mp13chat._registry import Command, CommandRegistry
-from mp13chat._reply import ask
+from mp13chat._repl import QuitRequested, Repl
 from mp13chat._style import make_prompt_style, make_theme
-from mp13chat._terminal import no_echo
 from mp13chat._tools import ToolRegistration, as_registration
 
-T = TypeVar("T")
-
-
-class QuitRequested(Exception):  # a control-flow signal, not an error
-    """Raised by ``/quit`` to leave the loop with status 0."""
+if TYPE_CHECKING:  # pragma: no cover
+    from mp13_engine import Engine, TrainingJob
 
 
 class ChatApp:
@@ -74,11 +76,11 @@ class ChatApp:
         config: ChatConfig | None = None,
         *,
         config_path: Path | str | None = None,
-        engine: Any = None,
-        session: Any = None,
-        toolbox: Any = None,
+        engine: EngineClient | None = None,
+        session: Session | None = None,
+        toolbox: Toolbox | None = None,
         tools: Iterable[Any] = (),
-        commands: Iterable[Command] | None = None,
+        commands: Iterable[Command[Repl]] | None = None,
         console: Console | None = None,
         input: Input | None = None,  # prompt-toolkit's parameter name
         output: Output | None = None,
@@ -86,29 +88,35 @@ class ChatApp:
     ) -> None:
         self.config = config if config is not None else ChatConfig()
         self.config_path = Path(config_path) if config_path else None
-        self.engine = engine
-        self.session = session
-        self.toolbox = toolbox
+        # None until start() creates what was not given (the Repl protocol's members
+        # are set from then on).
+        self.engine: Any = engine
+        self.session: Any = session
+        self.toolbox: Any = toolbox
         self.context: Any = None
         self.cursor: Any = None
         self.console = console or Console(theme=make_theme(), highlight=False)
-        self.commands = CommandRegistry(builtin_commands() if commands is None else commands)
+        self.commands: CommandRegistry[Repl] = CommandRegistry(
+            builtin_commands() if commands is None else commands
+        )
         self.last_traceback: str | None = None
         self.model_label = ""
-        self.training_job: Any = None  # the last LoRA job started with /train
-        self.training_announcer: asyncio.Task[Any] | None = None  # says when it ends
+        self.training_job: TrainingJob | None = None
+        self.training_announcer: asyncio.Task[Any] | None = None
+        self.interactive = True  # False in a one-shot run: no banner, no questions
+        self.library_log: LibraryLog | None = None  # set by main(): library warnings
+        self.model_catalog = model_catalog
         self._tools: list[ToolRegistration] = [as_registration(t) for t in tools]
         self._input = input
         self._output = output
         self._owned: list[Callable[[], Awaitable[None] | None]] = []
         self._prompt: PromptSession[str] | None = None
-        self._foreground: asyncio.Task[Any] | None = None
-        self._interrupted = False  # the foreground task was cancelled by Ctrl+C
         self._background: set[asyncio.Task[Any]] = set()
-        self._cancel_reported = False  # the foreground task said itself it was cancelled
-        self.interactive = True  # False in a one-shot run: no banner, no questions
-        self.library_log: LibraryLog | None = None  # set by main(): library warnings
-        self.model_catalog = model_catalog
+        # Only the real terminal echoes (prompt-toolkit's input in tests does not).
+        stdin: IO[Any] | None = sys.stdin if input is None else None
+        self._foreground = Foreground(
+            on_error=self._report, on_cancel=self._report_cancelled, stdin=stdin
+        )
 
     # -- wrapper-app API --------------------------------------------------------------
 
@@ -121,9 +129,14 @@ class ChatApp:
             self._tools.append(registration)
         return func
 
-    def register_command(self, cmd: Command) -> None:
+    def register_command(self, cmd: Command[Repl]) -> None:
         """Add a slash command (made with ``mp13chat.command``)."""
         self.commands.add(cmd)
+
+    def take_pending_tools(self) -> list[ToolRegistration]:
+        """Tools registered before the toolbox existed (``start`` registers them)."""
+        pending, self._tools = self._tools, []
+        return pending
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Parse ``argv``, run the REPL (or answer once) to its end, return the exit status:
@@ -149,18 +162,41 @@ class ChatApp:
         finally:
             self.library_log = None
 
-    async def _answer_once(self, question: str, options: CliOptions) -> int:
-        self.interactive = False
-        self.console = Console(theme=make_theme(), highlight=False, stderr=True)
-        if options.session is None:  # a one-shot answer records nothing unless asked to
-            self.config = attrs.evolve(self.config, session=":memory:")
-        return await _oneshot.answer_once(self, question)
-
     def apply_options(self, options: CliOptions) -> None:
         """Load the config file named by the flags (or the default) and apply the flags."""
         path = Path(options.config) if options.config else default_config_path()
         self.config_path = path
         self.config = options.apply(load_config(path))
+
+    async def _answer_once(self, question: str, options: CliOptions) -> int:
+        """The one-shot run (``_oneshot``): start quietly, answer, say how it went."""
+        self.interactive = False
+        self.console = Console(theme=make_theme(), highlight=False, stderr=True)
+        if options.session is None:  # a one-shot answer records nothing unless asked to
+            self.config = attrs.evolve(self.config, session=":memory:")
+        try:
+            if not await self._started():
+                return 1
+            view = AnswerView(self.console, sys.stdout, stream=self.config.stream)
+            try:
+                position.title_if_untitled(self, question)
+                turn = await self.cursor.aask(question, on_event=view)
+            except Exception as exc:
+                render.print_start_error(self.console, exc)
+                return 1
+            finally:
+                view.end_line()
+            if turn.error:
+                render.print_start_error(self.console, turn.error)
+                return 1
+            if turn.truncated:
+                render.print_warning(
+                    self.console,
+                    "the answer was cut at max_new_tokens; --max-new-tokens N allows a longer one",
+                )
+            return 0
+        finally:
+            await self.aclose()
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -176,32 +212,75 @@ class ChatApp:
     async def run_async(self, *, replay: str | None = None) -> int:
         """Start, optionally replay a conversation, run the loop; always clean up."""
         try:
-            try:
-                await self.start()
-            except Exception as exc:
-                self.report_start_failure(exc)
+            if not await self._started():
                 return 1
             self.notice_library_warnings()
             if replay:
-                await self.run_foreground(self.execute(f"/replay {replay}"))
+                await self._foreground.run(self.execute(f"/replay {replay}"))
             await self.loop()
             return 0
         finally:
             await self.aclose()
 
+    async def _started(self) -> bool:
+        """``start``; a failure is reported in one line (no REPL command is named: the
+        REPL is gone) with the traceback in the log, and gives False."""
+        try:
+            await self.start()
+        except Exception as exc:
+            self._remember(exc)
+            where = None
+            if self.library_log is not None and self.library_log.path is not None:
+                self.library_log.write_text(self.last_traceback or "")
+                where = self.library_log.path
+            hint = _startup.start_hint(self.config, self._catalog(), exc)
+            render.print_start_error(self.console, exc, hint=hint, log=where)
+            return False
+        return True
+
+    def _catalog(self) -> ModelCatalog | None:
+        return self.model_catalog if self.model_catalog is not None else engine_catalog()
+
     async def start(self) -> None:
         """Create what was not given: engine, session, toolbox, context, first cursor."""
-        await _startup.start(self)
-
-    def report_start_failure(self, exc: BaseException) -> None:
-        """One line for a failed start; the REPL is gone, so no REPL command is named."""
-        self._remember(exc)
-        hint = _startup.start_hint(self, exc)
-        where = None
-        if self.library_log is not None and self.library_log.path is not None:
-            self.library_log.write_text(self.last_traceback or "")
-            where = self.library_log.path
-        render.print_start_error(self.console, exc, hint=hint, log=where)
+        console, quiet = self.console, not self.interactive
+        if not quiet:
+            _startup.print_banner(console)
+        demo = False
+        if self.engine is None:
+            choice = await _startup.choose_model(console, self.config.model, self._catalog())
+            fields = _startup.engine_fields(self.config, self.adapters_dir)
+            engine = await _startup.load_engine(console, choice, fields, self.library_log)
+            self.engine = engine
+            self.own(engine.aclose)
+            self.model_label, demo = choice.label, choice.demo
+            if not quiet:
+                render.print_info(
+                    console, f"model: {choice.label} · {_startup.engine_summary(engine)}"
+                )
+                if choice.note:
+                    render.print_warning(console, choice.note)
+        elif not self.model_label:
+            self.model_label = type(self.engine).__name__
+        # The demo exists to show the whole loop, approval included.
+        ask_for_all = demo and not quiet and not self.config.tool_approvals
+        self.toolbox = _startup.make_toolbox(
+            self.config, self.take_pending_tools(), ask_for_all=ask_for_all, toolbox=self.toolbox
+        )
+        if ask_for_all:
+            render.print_info(
+                console,
+                "the demo asks before running a tool; /tools approval NAME allow stops that",
+            )
+        await _startup.load_saved_adapters(console, self.engine, self.adapters_dir, quiet=quiet)
+        if self.session is None:
+            path = _startup.session_path(self.config, self.config_dir)
+            self.session = await asyncio.to_thread(Session.open, path)
+            self.own(self.session.close)
+            if path != ":memory:" and not quiet:
+                render.print_info(console, f"session: {Path(path)}")
+        self.context = self._make_context()
+        self.new_conversation()
 
     def notice_library_warnings(self) -> None:
         """Say once, quietly, that library warnings went to the log (and how to see them)."""
@@ -228,13 +307,6 @@ class ChatApp:
         task.add_done_callback(self._background.discard)
         return task
 
-    def release(self, resource: Any) -> None:
-        """Close ``resource`` now if the app opened it (its ``close`` was ``own``-ed)."""
-        closer = getattr(resource, "close", None)
-        if closer is not None and closer in self._owned:
-            self._owned.remove(closer)
-            closer()
-
     async def aclose(self) -> None:
         """Stop background work and close what the app opened (engine, session), newest
         first; a failing close is reported and the others still run."""
@@ -250,14 +322,70 @@ class ChatApp:
             except Exception as exc:  # closing must go on with the rest
                 render.print_error(self.console, exc)
 
-    def take_pending_tools(self) -> list[ToolRegistration]:
-        """Tools registered before the toolbox existed (``start`` registers them)."""
-        pending, self._tools = self._tools, []
-        return pending
+    # -- what commands use (the Repl protocol) ----------------------------------------
 
-    def new_conversation(self) -> Any:
-        """Open a new conversation with the config's system message and parameters."""
-        return _convo.new_conversation(self)
+    def _make_context(self) -> ChatContext:
+        """The app's ``ChatContext``; its approver asks inline, or refuses in a one-shot run."""
+
+        async def approval(request: ApprovalRequest) -> Any:
+            if not self.interactive:
+                return refuse(self.console, request)
+            return await _reply.approve(self, request)
+
+        return ChatContext(
+            self.session, engine=self.engine, toolbox=self.toolbox, approval=approval
+        )
+
+    def new_conversation(self) -> Cursor:
+        """Move to a new conversation with the config's system message and parameters."""
+        cur: Cursor = self.context.cursor()
+        if self.config.system is not None:
+            cur.system.set(self.config.system)
+        if self.config.params:
+            cur.params.set(**self.config.params)
+        self.cursor = cur
+        return cur
+
+    def open_session(self, path: str) -> None:
+        """Make the session file at ``path`` current, at its latest conversation (a new
+        one when it has none); a session the app opened itself is closed."""
+        old = self.session
+        self.session = Session.open(path)
+        self.own(self.session.close)
+        self.context = self._make_context()
+        conversations = self.session.conversations()
+        if conversations:
+            latest = max(conversations, key=lambda c: c.created_at)
+            self.cursor = self.context.cursor(latest.id)
+        else:
+            self.new_conversation()
+        if old.close in self._owned:
+            self._owned.remove(old.close)
+            old.close()
+
+    def real_engine(self, feature: str) -> Engine:
+        """The loaded ``mp13_engine.Engine``, or a ``ChatError`` naming ``feature``."""
+        from mp13_engine import Engine
+
+        if not isinstance(self.engine, Engine):
+            raise ChatError(
+                f"this engine ({type(self.engine).__name__}) does not support {feature}; "
+                "start mp13chat on a real model for it"
+            )
+        return self.engine
+
+    async def ask_user(self, question: str) -> str:
+        """Ask one inline question (e.g. tool approval); Ctrl+C/Ctrl+D answer ``""``."""
+        session: PromptSession[str] = PromptSession(input=self._input, output=self._output)
+        try:
+            return await session.prompt_async(question)
+        except (KeyboardInterrupt, EOFError):
+            return ""
+
+    def cancel_reported(self) -> None:
+        """The foreground task has told the user it was cancelled (e.g. a reply's footer);
+        no second "cancelled" line follows."""
+        self._foreground.reported()
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -279,7 +407,7 @@ class ChatApp:
     def prompt_text(self) -> list[tuple[str, str]]:
         """The prompt: conversation title (or id), try-out marker, the cursor's node."""
         try:
-            label = _convo.prompt_label(self)
+            label = position.prompt_label(self)
         except Exception:  # a prompt must always render, whatever state the session is in
             label = ""
         return [("class:prompt.branch", f"{label} " if label else ""), ("class:prompt", "> ")]
@@ -298,19 +426,11 @@ class ChatApp:
                 if not text.strip():
                     continue
                 try:
-                    await self.run_foreground(self.execute(text))
+                    await self._foreground.run(self.execute(text))
                 except QuitRequested:
                     break
                 finally:
                     self.notice_library_warnings()
-
-    async def ask_user(self, question: str) -> str:
-        """Ask one inline question (e.g. tool approval); Ctrl+C/Ctrl+D answer ``""``."""
-        session: PromptSession[str] = PromptSession(input=self._input, output=self._output)
-        try:
-            return await session.prompt_async(question)
-        except (KeyboardInterrupt, EOFError):
-            return ""
 
     async def execute(self, text: str) -> None:
         """Run one input line: a command when it starts with ``/``, else a message."""
@@ -323,72 +443,14 @@ class ChatApp:
                 raise UsageError(f"{exc}; usage: {invocation.command.usage}") from exc
             return
         # "//text" sends a message that starts with "/".
-        message = stripped[1:] if stripped.startswith("//") else text
-        await ask(self, message)
-
-    async def run_foreground(self, work: Awaitable[T]) -> T | None:
-        """Run ``work`` as the foreground task: Ctrl+C cancels it; errors print as one line.
-
-        Returns its result, or ``None`` when it was cancelled or failed. ``QuitRequested``
-        passes through.
-        """
-        task = asyncio.ensure_future(work)
-        self._foreground = task
-        self._interrupted = False
-        self._cancel_reported = False
-        loop = asyncio.get_running_loop()
-        installed = False
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGINT, self.cancel_foreground)
-            installed = True
-        try:
-            # Only the real terminal echoes (prompt-toolkit's input in tests does not).
-            with no_echo(sys.stdin if self._input is None else None):
-                return await task
-        except QuitRequested:
-            raise
-        except asyncio.CancelledError:
-            if not self._interrupted:  # cancelled from outside, not by Ctrl+C: propagate
-                raise
-            if not self._cancel_reported:
-                render.print_warning(self.console, "cancelled")
-            return None
-        except Exception as exc:
-            self._remember(exc)
-            render.print_error(self.console, exc)
-            return None
-        finally:
-            self._foreground = None
-            if installed:
-                # Also restores Python's default handler (Ctrl+C = KeyboardInterrupt).
-                loop.remove_signal_handler(signal.SIGINT)
-
-    def cancel_reported(self) -> None:
-        """The foreground task has told the user it was cancelled (e.g. a reply's footer);
-        ``run_foreground`` then prints no second "cancelled" line."""
-        self._cancel_reported = True
-
-    def cancel_foreground(self) -> bool:
-        """Cancel the running foreground task (what Ctrl+C does); True if there was one."""
-        task = self._foreground
-        if task is None or task.done():
-            return False
-        self._interrupted = True
-        task.cancel()
-        return True
+        await _reply.ask(self, stripped[1:] if stripped.startswith("//") else text)
 
     def _remember(self, exc: BaseException) -> None:
         self.last_traceback = "".join(traceback.format_exception(exc))
 
-    # -- helpers for commands ---------------------------------------------------------
+    def _report(self, exc: Exception) -> None:
+        self._remember(exc)
+        render.print_error(self.console, exc)
 
-    def require_engine(self, feature: str, attribute: str | None = None) -> Any:
-        """The engine, checking it offers ``attribute`` (fake engines may lack it)."""
-        if self.engine is None:
-            raise ChatError(f"no model is loaded, so {feature} is not available")
-        if attribute is not None and not hasattr(self.engine, attribute):
-            raise ChatError(
-                f"this engine ({type(self.engine).__name__}) does not support {feature}; "
-                "start mp13chat on a real model for it"
-            )
-        return self.engine
+    def _report_cancelled(self) -> None:
+        render.print_warning(self.console, "cancelled")

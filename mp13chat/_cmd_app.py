@@ -5,30 +5,28 @@ config file."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
 
 from rich.syntax import Syntax
 
 from mp13chat import _render as render
 from mp13chat._config import FIELD_HELP, config_to_json
+from mp13chat._errors import UnknownCommandError
 from mp13chat._registry import Command, CommandLine, command
-
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
+from mp13chat._repl import QuitRequested, Repl
 
 
-def _complete_commands(app: ChatApp, index: int, words: list[str]) -> list[str]:
+def _complete_commands(repl: Repl, index: int, words: list[str]) -> list[str]:
     if index == 0:
-        return [c.name for c in app.commands]
+        return [c.name for c in repl.commands]
     try:
-        cmd = app.commands.resolve(words[0])
-    except Exception:
+        cmd = repl.commands.resolve(words[0])
+    except UnknownCommandError:
         return []
     return [s.name for s in cmd.subcommands] if index == 1 else []
 
 
 @command("help", group="app", usage="/help [command [subcommand]]", complete=_complete_commands)
-def help_(app: ChatApp, line: CommandLine) -> None:
+def help_(repl: Repl, line: CommandLine) -> None:
     """Show the commands, or the full help of one command.
 
     Commands match by unique prefix (/he = /help). Plain text is sent to the model;
@@ -37,39 +35,37 @@ def help_(app: ChatApp, line: CommandLine) -> None:
     """
     words = line.words
     if not words:
-        app.console.print(render.help_overview(app.commands))
-        render.print_info(app.console, "/help COMMAND for details; Tab completes.")
+        repl.console.print(render.help_overview(repl.commands))
+        render.print_info(repl.console, "/help COMMAND for details; Tab completes.")
         return
-    invocation = app.commands.parse("/" + " ".join(words), defaults=False)
-    app.console.print(render.command_help(invocation.command, invocation.display_name))
+    invocation = repl.commands.parse("/" + " ".join(words), defaults=False)
+    repl.console.print(render.command_help(invocation.command))
 
 
 @command("quit", group="app", aliases=("exit",))
-def quit_(app: ChatApp, line: CommandLine) -> None:
+def quit_(repl: Repl, line: CommandLine) -> None:
     """Leave mp13chat (Ctrl+D does the same). The session is already saved."""
-    from mp13chat._app import QuitRequested
-
     raise QuitRequested
 
 
 @command("error", group="app")
-def error(app: ChatApp, line: CommandLine) -> None:
+def error(repl: Repl, line: CommandLine) -> None:
     """Show the full traceback of the last error."""
-    if app.last_traceback is None:
-        render.print_info(app.console, "no error so far")
+    if repl.last_traceback is None:
+        render.print_info(repl.console, "no error so far")
         return
-    app.console.print(Syntax(app.last_traceback, "pytb", word_wrap=True))
+    repl.console.print(Syntax(repl.last_traceback, "pytb", word_wrap=True))
 
 
 @command("warnings", group="app")
-def warnings_(app: ChatApp, line: CommandLine) -> None:
+def warnings_(repl: Repl, line: CommandLine) -> None:
     """Show the library warnings of this run (transformers, PEFT, bitsandbytes).
 
     They are kept off the chat: mentioned once, written to mp13chat.log next to the
     config file."""
-    log = app.library_log
+    log = repl.library_log
     if log is None or not log.records:
-        render.print_info(app.console, "no library warnings in this run")
+        render.print_info(repl.console, "no library warnings in this run")
         return
     rows = [
         (
@@ -80,23 +76,23 @@ def warnings_(app: ChatApp, line: CommandLine) -> None:
         for r in log.records
     ]
     title = f"library warnings ({log.total} in this run)"
-    app.console.print(render.table(title, ("time", "from", "message"), rows))
+    repl.console.print(render.table(title, ("time", "from", "message"), rows))
     if log.path is not None:
-        render.print_info(app.console, f"also in {log.path}")
+        render.print_info(repl.console, f"also in {log.path}")
 
 
 @command("config", group="app")
-def config(app: ChatApp, line: CommandLine) -> None:
+def config(repl: Repl, line: CommandLine) -> None:
     """Show the config in use, the file it came from and what each field means."""
-    data = config_to_json(app.config)
+    data = config_to_json(repl.config)
     rows = [
         (key, repr(value), FIELD_HELP.get(key, "")) for key, value in data.items() if key[0] != "_"
     ]
-    app.console.print(
+    repl.console.print(
         render.table(
-            f"config ({app.config_path or 'defaults'})", ("field", "value", "meaning"), rows
+            f"config ({repl.config_path or 'defaults'})", ("field", "value", "meaning"), rows
         )
     )
 
 
-COMMANDS: tuple[Command, ...] = (help_, quit_, error, warnings_, config)
+COMMANDS: tuple[Command[Repl], ...] = (help_, quit_, error, warnings_, config)

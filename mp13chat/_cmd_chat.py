@@ -9,42 +9,41 @@ new branch; ``/retry`` adds a sibling reply; ``/trim`` archives the dropped part
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
 
 from rich.panel import Panel
 from rich.text import Text
 
-from mp13chat import _convo as convo
+from mp13_context import Role
+from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
 from mp13chat._registry import Command, CommandLine, command, parse_int
+from mp13chat._repl import Repl
 from mp13chat._reply import footer, run_exchange
 from mp13chat._reply import retry as retry_reply
 from mp13chat._tree import conversation_tree, node_label, short
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
 
-
-def _complete_nodes(app: ChatApp, index: int, words: list[str]) -> list[str]:
-    if index != 0 or app.cursor is None:
+def _complete_nodes(repl: Repl, index: int, words: list[str]) -> list[str]:
+    if index != 0:
         return []
-    return [short(n.id) for n in app.session.conversation_nodes(convo.conversation_id(app))]
+    return [short(n.id) for n in repl.session.conversation_nodes(repl.cursor.conversation_id)]
 
 
-def show_here(app: ChatApp) -> None:
+def show_here(repl: Repl) -> None:
     """One line for where the cursor is now (and the reply there, if any)."""
-    cur = app.cursor
+    cur = repl.cursor
     label = node_label(cur.node)
     label.stylize("bold")
-    app.console.print(label)
+    repl.console.print(label)
     turn = cur.turn
-    if turn is not None and turn.role.value == "assistant" and turn.text.strip():
-        render.print_reply(app.console, turn.text, markdown=app.config.markdown)
+    if turn is not None and turn.role is Role.ASSISTANT and turn.text.strip():
+        render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
 
 
 @command("tree", group="navigation", usage="/tree [DEPTH|all]")
-def tree(app: ChatApp, line: CommandLine) -> None:
+def tree(repl: Repl, line: CommandLine) -> None:
     """Show this conversation as a tree; ◀ marks where you are.
 
     Turns run down one column. Where a node has several children, the newest turn
@@ -55,9 +54,9 @@ def tree(app: ChatApp, line: CommandLine) -> None:
     commands (system message, parameters, ...). Long conversations show the last DEPTH
     levels above you (default 30) and everything below; /tree all shows every node.
     """
-    cur = app.cursor
-    info = app.session.conversation(cur.conversation_id)
-    nodes = app.session.conversation_nodes(info.id)
+    cur = repl.cursor
+    info = repl.session.conversation(cur.conversation_id)
+    nodes = repl.session.conversation_nodes(info.id)
     title = f"{info.title or 'conversation'} {short(info.id)}"
     depth = None if line.text == "all" else parse_int(line.text or "30", "DEPTH", minimum=1)
     if depth is not None:
@@ -67,159 +66,157 @@ def tree(app: ChatApp, line: CommandLine) -> None:
             nodes = [n for n in nodes if n.depth >= cutoff]
             title += f"  ({hidden} nodes above not shown: /tree all)"
     path = [n.id for n in cur.path()]
-    main = [n.id for n in app.session.path(app.session.leaf(info.root_id).id)]
-    app.console.print(conversation_tree(title, nodes, cur.node_id, path, main))
+    main = [n.id for n in repl.session.path(repl.session.leaf(info.root_id).id)]
+    repl.console.print(conversation_tree(title, nodes, cur.node_id, path, main))
 
 
 @command("goto", group="navigation", usage="/goto NODE", complete=_complete_nodes)
-def goto(app: ChatApp, line: CommandLine) -> None:
+def goto(repl: Repl, line: CommandLine) -> None:
     """Go to a node by id (or its first letters; /tree and /search show ids)."""
-    node_id = convo.find_node(app, line.require_text("a node id"))
-    app.cursor.goto(node_id)
-    show_here(app)
+    node_id = position.find_node(repl, line.require_text("a node id"))
+    repl.cursor.goto(node_id)
+    show_here(repl)
 
 
 @command("up", group="navigation", usage="/up [N]")
-def up(app: ChatApp, line: CommandLine) -> None:
+def up(repl: Repl, line: CommandLine) -> None:
     """Go up N nodes (default 1) towards the root."""
     steps = parse_int(line.text or "1", "N", minimum=1)
     for _ in range(steps):
-        app.cursor.parent()
-    show_here(app)
+        repl.cursor.parent()
+    show_here(repl)
 
 
 @command("down", group="navigation", usage="/down [I]")
-def down(app: ChatApp, line: CommandLine) -> None:
+def down(repl: Repl, line: CommandLine) -> None:
     """Go down to child I (1 = oldest; default the newest)."""
     index = parse_int(line.text, "I", minimum=1) - 1 if line.text else -1
-    app.cursor.child(index)
-    show_here(app)
+    repl.cursor.child(index)
+    show_here(repl)
 
 
 @command("next", group="navigation")
-def next_(app: ChatApp, line: CommandLine) -> None:
+def next_(repl: Repl, line: CommandLine) -> None:
     """Go to the next sibling (e.g. the next retry of a reply)."""
-    app.cursor.next_sibling()
-    show_here(app)
+    repl.cursor.next_sibling()
+    show_here(repl)
 
 
 @command("prev", group="navigation")
-def prev(app: ChatApp, line: CommandLine) -> None:
+def prev(repl: Repl, line: CommandLine) -> None:
     """Go to the previous sibling."""
-    app.cursor.prev_sibling()
-    show_here(app)
+    repl.cursor.prev_sibling()
+    show_here(repl)
 
 
 @command("leaf", group="navigation", aliases=("bottom",))
-def leaf(app: ChatApp, line: CommandLine) -> None:
+def leaf(repl: Repl, line: CommandLine) -> None:
     """Go down the main line to its last node."""
-    app.cursor.leaf()
-    show_here(app)
+    repl.cursor.leaf()
+    show_here(repl)
 
 
 @command("history", group="navigation", aliases=("show",))
-def history(app: ChatApp, line: CommandLine) -> None:
+def history(repl: Repl, line: CommandLine) -> None:
     """Show the conversation on this branch, from the root to here."""
-    for node in app.cursor.path():
+    for node in repl.cursor.path():
         turn = node.turn
         if turn is None:
             continue
-        role = turn.role.value
-        if role == "user":
-            app.console.print(Text("you: ", style="bold cyan") + Text(turn.text))
-        elif role == "tool":
-            for result in turn.tool_results:
-                app.console.print(render.tool_result_panel(result))
-        else:
-            if app.config.show_reasoning:
-                render.print_reasoning(app.console, turn.reasoning)
-            render.print_reply(app.console, turn.text, markdown=app.config.markdown)
-            for call in turn.tool_calls:
-                app.console.print(render.tool_call_panel(call))
-            app.console.print(footer(turn))
+        match turn.role:
+            case Role.USER:
+                repl.console.print(Text("you: ", style="bold cyan") + Text(turn.text))
+            case Role.TOOL:
+                for result in turn.tool_results:
+                    repl.console.print(render.tool_result_panel(result))
+            case Role.ASSISTANT:
+                if repl.config.show_reasoning:
+                    render.print_reasoning(repl.console, turn.reasoning)
+                render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
+                for call in turn.tool_calls:
+                    repl.console.print(render.tool_call_panel(call))
+                repl.console.print(footer(turn))
 
 
 @command("fork", group="branching", usage="/fork [LABEL]")
-def fork(app: ChatApp, line: CommandLine) -> None:
+def fork(repl: Repl, line: CommandLine) -> None:
     """Start a new branch here and move to it; the old branch stays as it is."""
-    app.cursor = app.cursor.fork(line.text)
-    render.print_ok(app.console, f"on a new branch {short(app.cursor.node_id)}; ask away")
+    repl.cursor = repl.cursor.fork(line.text)
+    render.print_ok(repl.console, f"on a new branch {short(repl.cursor.node_id)}; ask away")
 
 
 @command("batch", group="branching", usage="/batch PROMPT | PROMPT | ...")
-async def batch(app: ChatApp, line: CommandLine) -> None:
+async def batch(repl: Repl, line: CommandLine) -> None:
     """Ask several prompts at once, one branch each, generated as one engine batch."""
     prompts = [p.strip() for p in line.require_text("prompts separated by |").split("|")]
     prompts = [p for p in prompts if p]
     if len(prompts) < 2:
         raise UsageError("give at least two prompts separated by |")
-    convo.check_branch_adapters(app)
-    kids = await app.cursor.abatch(prompts)
-    rows: list[Any] = []
+    position.require_adapters(repl)
+    kids = await repl.cursor.abatch(prompts)
+    rows = []
     for i, (prompt, kid) in enumerate(zip(prompts, kids, strict=True), start=1):
         turn = kid.turn
-        rows.append((i, short(kid.node_id), prompt, turn.text if turn else "", footer(turn)))
-    app.console.print(render.table("batch", ("#", "node", "prompt", "reply", ""), rows))
-    render.print_info(app.console, "/goto NODE to continue one of them")
+        reply, end = (turn.text, footer(turn)) if turn is not None else ("", None)
+        rows.append((i, short(kid.node_id), prompt, reply, end))
+    repl.console.print(render.table("batch", ("#", "node", "prompt", "reply", ""), rows))
+    render.print_info(repl.console, "/goto NODE to continue one of them")
 
 
 @command("try", group="branching", usage="/try [LABEL]")
-def try_(app: ChatApp, line: CommandLine) -> None:
+def try_(repl: Repl, line: CommandLine) -> None:
     """Open a try-out branch; /promote makes it the main line, /close drops it."""
-    app.cursor = app.cursor.try_out(f"try-out {line.text}".strip())
-    render.print_ok(app.console, "in a try-out: /promote keeps it, /close drops it")
+    repl.cursor = repl.cursor.try_out(f"try-out {line.text}".strip())
+    render.print_ok(repl.console, "in a try-out: /promote keeps it, /close drops it")
 
 
 @command("promote", group="branching")
-def promote(app: ChatApp, line: CommandLine) -> None:
+def promote(repl: Repl, line: CommandLine) -> None:
     """Make the current try-out the main line and continue from its end."""
-    app.cursor = convo.require_tryout(app).promote()
-    show_here(app)
+    repl.cursor = position.require_tryout(repl).promote()
+    show_here(repl)
 
 
 @command("close", group="branching")
-def close(app: ChatApp, line: CommandLine) -> None:
+def close(repl: Repl, line: CommandLine) -> None:
     """Drop the current try-out (archived, still in /tree) and go back where it started."""
-    tryout = convo.require_tryout(app)
+    tryout = position.require_tryout(repl)
     tryout.close()
-    app.cursor = tryout.origin
-    show_here(app)
+    repl.cursor = tryout.origin
+    show_here(repl)
 
 
 @command("retry", group="branching")
-async def retry(app: ChatApp, line: CommandLine) -> None:
+async def retry(repl: Repl, line: CommandLine) -> None:
     """Generate a new reply to the last message, as a sibling of the old reply.
 
     Under greedy decoding (the default) the new reply equals the old one; /retry then
     says so and how to sample instead (/set do_sample on)."""
-    await retry_reply(app)
+    await retry_reply(repl)
 
 
 @command("continue", group="branching", aliases=("cont",))
-async def continue_(app: ChatApp, line: CommandLine) -> None:
+async def continue_(repl: Repl, line: CommandLine) -> None:
     """Continue the last reply (e.g. one cut at max_new_tokens) in the same message."""
-    convo.check_branch_adapters(app)
-    await run_exchange(app, lambda view: app.cursor.acontinue(on_event=view))
+    await run_exchange(repl, lambda view: repl.cursor.acontinue(on_event=view))
 
 
 @command("trim", group="branching", usage="/trim [N]")
-def trim(app: ChatApp, line: CommandLine) -> None:
+def trim(repl: Repl, line: CommandLine) -> None:
     """Drop the last N exchanges (default 1) from this branch; settings stay."""
     n = parse_int(line.text or "1", "N", minimum=1)
-    app.cursor.trim(n)
-    show_here(app)
+    repl.cursor.trim(n)
+    show_here(repl)
 
 
 @command("messages", group="branching")
-def messages(app: ChatApp, line: CommandLine) -> None:
+def messages(repl: Repl, line: CommandLine) -> None:
     """Show exactly the messages the model will see next (JSON)."""
-    import json
-
-    text = json.dumps(app.cursor.messages(), indent=2, ensure_ascii=False, default=str)
-    app.console.print(Panel(Text(text), title="messages", title_align="left"))
+    text = json.dumps(repl.cursor.messages(), indent=2, ensure_ascii=False, default=str)
+    repl.console.print(Panel(Text(text), title="messages", title_align="left"))
 
 
-COMMANDS: tuple[Command, ...] = (
+COMMANDS: tuple[Command[Repl], ...] = (
     tree,
     goto,
     up,

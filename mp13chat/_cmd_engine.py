@@ -19,15 +19,17 @@ from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
+from mp13_engine import TrainingConfig
 from mp13chat import _render as render
 from mp13chat._adapter_folder import train_output
 from mp13chat._completer import path_candidates
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
+from mp13chat._repl import Repl
 from mp13chat._startup import resolved_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
+    from mp13_engine import TrainingJob  # imports torch
 
 
 def _fmt(value: Any) -> str:
@@ -39,38 +41,35 @@ def _fmt(value: Any) -> str:
 
 
 @command("engine", group="engine")
-def engine(app: ChatApp, line: CommandLine) -> None:
+def engine(repl: Repl, line: CommandLine) -> None:
     """Show the model, the engine's configuration and whether training runs."""
-    eng = app.require_engine("engine status")
-    rows: list[tuple[str, Any]] = [("loaded", app.model_label or "-")]
-    config = getattr(eng, "config", None)
-    if config is not None:
-        rows.append(("model", _fmt(config.model)))
-    # What the model really runs on, not the configured "auto".
-    if getattr(eng, "device", None):
-        rows.append(("device", str(eng.device)))
-    if resolved_dtype(eng):
-        rows.append(("dtype", resolved_dtype(eng)))
-    if config is not None:
-        for name in ("quantization", "max_batch_size"):
-            rows.append((name, _fmt(getattr(config, name, None))))
-    if hasattr(eng, "tool_format"):
-        rows.append(("tool format", _fmt(eng.tool_format)))
-    adapters = getattr(eng, "adapters", None)
-    if adapters is not None and hasattr(adapters, "list"):
-        rows.append(("adapters loaded", len(adapters.list())))
-    if app.adapters_dir is not None:
-        rows.append(("adapters folder", str(app.adapters_dir)))
-    job = app.training_job
+    from mp13_engine import Engine
+
+    eng = repl.engine
+    rows: list[tuple[str, Any]] = [("loaded", repl.model_label or "-")]
+    if isinstance(eng, Engine):
+        rows += [
+            ("model", _fmt(eng.config.model)),
+            # What the model really runs on, not the configured "auto".
+            ("device", eng.device),
+            ("dtype", resolved_dtype(eng)),
+            ("quantization", _fmt(eng.config.quantization)),
+            ("max_batch_size", _fmt(eng.config.max_batch_size)),
+            ("tool format", _fmt(eng.tool_format)),
+            ("adapters loaded", len(eng.adapters.list())),
+        ]
+    if repl.adapters_dir is not None:
+        rows.append(("adapters folder", str(repl.adapters_dir)))
+    job = repl.training_job
     if job is not None:
         rows.append(("training", f"{job.adapter}: {'done' if job.done() else 'running'}"))
-    app.console.print(render.key_values("engine", rows))
+    repl.console.print(render.key_values("engine", rows))
 
 
 @command("metrics", group="engine")
-def metrics(app: ChatApp, line: CommandLine) -> None:
+def metrics(repl: Repl, line: CommandLine) -> None:
     """Rolling engine metrics over recent requests: throughput, latency, batching."""
-    m = app.require_engine("metrics", "metrics").metrics()
+    m = repl.real_engine("metrics").metrics()
     rows = [
         ("requests (window / total)", f"{m.requests} / {m.total_requests}"),
         ("throughput tok/s", _fmt(m.throughput_tokens_per_s)),
@@ -81,7 +80,7 @@ def metrics(app: ChatApp, line: CommandLine) -> None:
         ("finish reasons", ", ".join(f"{k} {v}" for k, v in sorted(m.finish_reasons.items()))),
         ("queued / running", f"{m.queue_depth} / {m.running}"),
     ]
-    app.console.print(render.key_values(f"engine metrics (last {m.window})", rows))
+    repl.console.print(render.key_values(f"engine metrics (last {m.window})", rows))
 
 
 #: Where the next message goes in a previewed prompt (shown, never sent).
@@ -99,16 +98,16 @@ class NextPrompt:
     tokens: int  # of the whole prompt, or of before + after when there is no message
 
 
-def next_prompt(app: ChatApp, message: str | None = None) -> NextPrompt:
+def next_prompt(repl: Repl, message: str | None = None) -> NextPrompt:
     """What the engine would be fed if ``message`` were sent from the cursor now:
     ``engine.format_prompt`` of the request the runner builds (the branch's messages,
     system message, tools and parameters, plus the new user message). Without a
     message, where it would go is cut out and the tokens around it counted."""
-    engine = app.require_engine("the prompt preview")
-    request = app.cursor.request()
+    engine = repl.engine
+    request = repl.cursor.request()
     content = message if message is not None else _SENTINEL
     user = {"role": "user", "content": content}
-    text = engine.format_prompt(attrs.evolve(request, messages=(*request.messages, user)))
+    text = engine.format_prompt(attrs.evolve(request, messages=(*(request.messages or ()), user)))
     if message is not None:
         return NextPrompt(text, "", message, engine.count_tokens(text))
     before, found, after = text.partition(_SENTINEL)
@@ -119,14 +118,14 @@ def next_prompt(app: ChatApp, message: str | None = None) -> NextPrompt:
 
 
 @command("prompt", group="engine", usage="/prompt [MESSAGE]")
-def prompt(app: ChatApp, line: CommandLine) -> None:
+def prompt(repl: Repl, line: CommandLine) -> None:
     """Show the exact prompt the model gets when you send your next message, with its
     token count.
 
     It is the chat template applied to this branch as it will be sent: system message
     (the template's default on a new conversation), tools, the conversation so far,
     then your message where ‹your message› stands, or MESSAGE when given."""
-    shown = next_prompt(app, line.text or None)
+    shown = next_prompt(repl, line.text or None)
     body = Text(shown.before)
     if shown.message is None:
         body.append(SLOT if shown.after else "", style="reverse")
@@ -134,34 +133,35 @@ def prompt(app: ChatApp, line: CommandLine) -> None:
         title = f"prompt ({shown.tokens} tokens + your message)"
     else:
         title = f"prompt ({shown.tokens} tokens)"
-    app.console.print(Panel(body, title=title, title_align="left"))
+    repl.console.print(Panel(body, title=title, title_align="left"))
 
 
 @command("tokens", group="engine", usage="/tokens [TEXT]")
-def tokens(app: ChatApp, line: CommandLine) -> None:
+def tokens(repl: Repl, line: CommandLine) -> None:
     """Count the tokens of TEXT, or of the next prompt around your next message."""
     if line.text:
-        count = app.require_engine("token counting").count_tokens(line.text)
-        render.print_ok(app.console, f"{count} tokens")
+        count = repl.engine.count_tokens(line.text)
+        render.print_ok(repl.console, f"{count} tokens")
     else:
-        count = next_prompt(app).tokens
-        render.print_ok(app.console, f"next prompt: {count} tokens + your message")
+        count = next_prompt(repl).tokens
+        render.print_ok(repl.console, f"next prompt: {count} tokens + your message")
 
 
 # --- training ----------------------------------------------------------------------------
 
 
-def _complete_train(app: ChatApp, index: int, words: list[str]) -> list[str]:
+def _training_options() -> list[str]:
+    """The ``TrainingConfig`` fields ``/train start`` takes as ``key=value``."""
+    return [f.name for f in attrs.fields(TrainingConfig) if f.name not in ("adapter", "dataset")]
+
+
+def _complete_train(repl: Repl, index: int, words: list[str]) -> list[str]:
     if index == 1:
         return path_candidates(words[-1] if words else "")
-    if index >= 2:
-        return ["max_steps=", "learning_rate=", "lora_r=", "epochs=", "batch_size=", "seed="]
-    return []
+    return [f"{name}=" for name in _training_options()] if index >= 2 else []
 
 
-def _training_config(words: list[str], adapters_dir: Path | None) -> Any:
-    from mp13_engine import TrainingConfig
-
+def _training_config(words: list[str], adapters_dir: Path | None) -> TrainingConfig:
     if len(words) < 2:
         raise UsageError("give the adapter name and the dataset file")
     options: dict[str, Any] = {}
@@ -173,7 +173,7 @@ def _training_config(words: list[str], adapters_dir: Path | None) -> Any:
     output = train_output(adapters_dir, words[0])
     if output is not None:
         options.setdefault("output_dir", str(output))
-    known = [f.name for f in attrs.fields(TrainingConfig) if f.name not in ("adapter", "dataset")]
+    known = _training_options()
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise UsageError(
@@ -182,11 +182,11 @@ def _training_config(words: list[str], adapters_dir: Path | None) -> Any:
     return TrainingConfig(adapter=words[0], dataset=words[1], **options)
 
 
-async def watch(app: ChatApp, job: Any) -> None:
+async def watch(repl: Repl, job: TrainingJob) -> None:
     """A progress bar over ``job``'s events until it ends (Ctrl+C stops watching only)."""
-    if app.training_announcer is not None:  # we watch it now; no second announcement
-        app.training_announcer.cancel()
-        app.training_announcer = None
+    if repl.training_announcer is not None:  # we watch it now; no second announcement
+        repl.training_announcer.cancel()
+        repl.training_announcer = None
     columns = (
         TextColumn("[bold]{task.fields[adapter]}"),
         BarColumn(),
@@ -195,7 +195,7 @@ async def watch(app: ChatApp, job: Any) -> None:
         TimeRemainingColumn(),
     )
     try:
-        with Progress(*columns, console=app.console, transient=False) as progress:
+        with Progress(*columns, console=repl.console, transient=False) as progress:
             task = progress.add_task("train", total=None, adapter=job.adapter, info="starting")
             async for event in job.aevents():
                 info = f"step {event.step}/{event.max_steps}"
@@ -206,25 +206,25 @@ async def watch(app: ChatApp, job: Any) -> None:
                 progress.update(task, total=event.max_steps, completed=event.step, info=info)
     except asyncio.CancelledError:
         render.print_info(
-            app.console, "stopped watching; training goes on (/train cancel stops it)"
+            repl.console, "stopped watching; training goes on (/train cancel stops it)"
         )
-        app.cancel_reported()
+        repl.cancel_reported()
         # Say so when it ends: printed above the prompt (patch_stdout) while you chat.
-        app.training_announcer = app.background(announce(app, job))
+        repl.training_announcer = repl.background(announce(repl, job))
         raise
-    await announce(app, job)
+    await announce(repl, job)
 
 
-async def announce(app: ChatApp, job: Any) -> None:
+async def announce(repl: Repl, job: TrainingJob) -> None:
     """Print how ``job`` ended (waits for it; cancelling this wait leaves the job alone)."""
     try:
         result = await job.aresult()
     except Exception as exc:
-        render.print_error(app.console, exc)
+        render.print_error(repl.console, exc)
         return
     state = "cancelled" if result.cancelled else "done"
     render.print_ok(
-        app.console,
+        repl.console,
         f"training {state}: adapter {result.adapter}, {result.steps} steps, "
         f"final loss {_fmt(result.final_loss)}, saved at {result.path}; "
         f"/adapters use {result.adapter}",
@@ -237,53 +237,54 @@ async def announce(app: ChatApp, job: Any) -> None:
     usage="/train start NAME DATASET [key=value ...]",
     complete=_complete_train,
 )
-async def train_start(app: ChatApp, line: CommandLine) -> None:
+async def train_start(repl: Repl, line: CommandLine) -> None:
     """Train a LoRA adapter NAME on DATASET (.json/.jsonl: messages, prompt/completion or
     text rows). Options are TrainingConfig fields, e.g. max_steps=50 lora_r=8
     learning_rate=1e-3. Shows progress; Ctrl+C stops watching, not training.
 
     The adapter is saved as NAME in the adapters folder (/engine shows where; give
     output_dir=PATH to save elsewhere), so the next start loads it again."""
-    eng = app.require_engine("training", "train")
-    job = app.training_job
-    if job is not None and not job.done():
-        raise ChatError(f"a job ({job.adapter}) is running; /train cancel it or wait")
-    config = _training_config(line.words, app.adapters_dir)
+    eng = repl.real_engine("training")
+    last = repl.training_job
+    if last is not None and not last.done():
+        raise ChatError(f"a job ({last.adapter}) is running; /train cancel it or wait")
+    config = _training_config(line.words, repl.adapters_dir)
     starting = asyncio.ensure_future(asyncio.to_thread(eng.train, config))
     try:
-        app.training_job = await asyncio.shield(starting)
+        job: TrainingJob = await asyncio.shield(starting)
+        repl.training_job = job
     except asyncio.CancelledError:
         # Ctrl+C while the job is being set up: it starts anyway, so keep hold of it.
-        app.training_job = await starting
-        render.print_info(app.console, "training started; /train watch, /train cancel")
+        repl.training_job = await starting
+        render.print_info(repl.console, "training started; /train watch, /train cancel")
         raise
-    await watch(app, app.training_job)
+    await watch(repl, job)
 
 
-def _require_job(app: ChatApp) -> Any:
-    if app.training_job is None:
+def _require_job(repl: Repl) -> TrainingJob:
+    if repl.training_job is None:
         raise ChatError("no training job in this run; /train start one")
-    return app.training_job
+    return repl.training_job
 
 
 @command("watch", group="train", usage="/train watch")
-async def train_watch(app: ChatApp, line: CommandLine) -> None:
+async def train_watch(repl: Repl, line: CommandLine) -> None:
     """Show the progress of the current (or last) training job."""
-    await watch(app, _require_job(app))
+    await watch(repl, _require_job(repl))
 
 
 @command("cancel", group="train", usage="/train cancel")
-async def train_cancel(app: ChatApp, line: CommandLine) -> None:
+async def train_cancel(repl: Repl, line: CommandLine) -> None:
     """Stop the running training job at its next step (the adapter so far is kept)."""
-    job = _require_job(app)
+    job = _require_job(repl)
     if job.done():
-        render.print_info(app.console, "the job has already finished")
+        render.print_info(repl.console, "the job has already finished")
         return
     job.cancel()
-    await watch(app, job)
+    await watch(repl, job)
 
 
-TRAIN = group_command(
+TRAIN: Command[Repl] = group_command(
     "train",
     train_start,
     train_watch,
@@ -293,4 +294,4 @@ TRAIN = group_command(
     default="watch",
 )
 
-COMMANDS: tuple[Command, ...] = (engine, metrics, prompt, tokens, TRAIN)
+COMMANDS: tuple[Command[Repl], ...] = (engine, metrics, prompt, tokens, TRAIN)

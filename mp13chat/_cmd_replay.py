@@ -9,17 +9,19 @@ so far in the new conversation. Afterwards the REPL moves to the new conversatio
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
+from rich.table import Table
 from rich.text import Text
 
-from mp13chat import _convo as convo
+from mp13_context import ReplayReport, areplay
+from mp13_engine import RequestMetrics
+from mp13_toolbox import ToolCall
+from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._registry import Command, CommandLine, command
+from mp13chat._repl import Repl
 from mp13chat._tree import short
-
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
 
 SNIP = 50
 
@@ -29,15 +31,15 @@ def _snip(text: str) -> str:
     return flat if len(flat) <= SNIP else flat[: SNIP - 1] + "…"
 
 
-def _calls(calls: Any) -> str:
+def _calls(calls: Sequence[ToolCall]) -> str:
     return ", ".join(c.name for c in calls) or "-"
 
 
-def _tokens_per_s(metrics: Any) -> str:
+def _tokens_per_s(metrics: RequestMetrics | None) -> str:
     return f"{metrics.tokens_per_s:.1f}" if metrics is not None and metrics.tokens_per_s else "-"
 
 
-def report_table(report: Any) -> Any:
+def report_table(report: ReplayReport) -> Table:
     """The per-turn comparison of a ``ReplayReport``."""
     rows = []
     for t in report.turns:
@@ -63,33 +65,26 @@ def report_table(report: Any) -> Any:
     )
 
 
-def _complete_conversations(app: ChatApp, index: int, words: list[str]) -> list[str]:
-    if index != 0 or app.session is None:
-        return []
-    return [short(c.id) for c in app.session.conversations()]
-
-
-@command("replay", group="session", usage="/replay ID|TITLE", complete=_complete_conversations)
-async def replay(app: ChatApp, line: CommandLine) -> None:
+@command(
+    "replay", group="session", usage="/replay ID|TITLE", complete=position.complete_conversations
+)
+async def replay(repl: Repl, line: CommandLine) -> None:
     """Replay a conversation's main line on the loaded model into a new conversation
     and show a comparison table (text, similarity, tool calls, speed)."""
-    from mp13_context import areplay
-
-    source = convo.find_conversation(app, line.require_text("a conversation id or title"))
-    render.print_info(app.console, f"replaying {short(source)} …")
+    source = position.find_conversation(repl, line.require_text("a conversation id or title"))
+    render.print_info(repl.console, f"replaying {short(source)} …")
     report = await areplay(
         source,
-        into=app.session,
-        engine=app.engine,
-        toolbox=app.toolbox,
-        session=app.session,
-        approval=app.context.approval,
+        into=repl.session,
+        engine=repl.engine,
+        toolbox=repl.toolbox,
+        approval=repl.context.approval,
     )
-    app.console.print(report_table(report))
-    app.cursor = app.context.cursor(at=report.leaf_node_id)
+    repl.console.print(report_table(report))
+    repl.cursor = repl.context.cursor(at=report.leaf_node_id)
     render.print_ok(
-        app.console, f"now in the replayed conversation {short(report.conversation_id)}"
+        repl.console, f"now in the replayed conversation {short(report.conversation_id)}"
     )
 
 
-COMMANDS: tuple[Command, ...] = (replay,)
+COMMANDS: tuple[Command[Repl], ...] = (replay,)

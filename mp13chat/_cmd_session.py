@@ -5,80 +5,85 @@ export, import.
 A session is a SQLite file saved as you go (every turn in its own transaction), so
 there is nothing to "save" in the usual sense: ``/save FILE`` writes a *copy* of the
 session into another file, ``/open FILE`` switches to another session file,
-``/export``/``/import`` move conversations through JSON.
+``/export``/``/import`` move conversations through JSON. An import never changes a
+conversation the session has: a file holding ids the session already has (its own
+export, say) is refused unless ``/import FILE copy`` asks for copies under new ids.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import shlex
+import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from mp13chat import _convo as convo
+from mp13_context import ImportConflictError, Session
+from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
-from mp13chat._errors import UsageError
+from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command
+from mp13chat._repl import Repl
 from mp13chat._tree import short
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
-
-
-def _complete_conversations(app: ChatApp, index: int, words: list[str]) -> list[str]:
-    if index != 0 or app.session is None:
-        return []
-    return [short(c.id) for c in app.session.conversations()]
+COPY = "copy"
 
 
 def _when(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
 
 
-@command("list", group="conversations", aliases=("ls",))
-def list_(app: ChatApp, line: CommandLine) -> None:
-    """List the conversations of this session (the current one is marked)."""
-    current = convo.conversation_id(app)
+def _print_conversations(repl: Repl) -> None:
+    current = repl.cursor.conversation_id
     rows = []
-    for info in app.session.conversations():
+    for info in repl.session.conversations():
         mark = Text("▶", style="mp13.ok") if info.id == current else ""
         rows.append((mark, short(info.id), info.title or "(untitled)", _when(info.created_at)))
-    app.console.print(render.table("conversations", ("", "id", "title", "created"), rows))
+    repl.console.print(render.table("conversations", ("", "id", "title", "created"), rows))
+
+
+@command("list", group="conversations", aliases=("ls",))
+def list_(repl: Repl, line: CommandLine) -> None:
+    """List the conversations of this session (the current one is marked)."""
+    _print_conversations(repl)
 
 
 @command("new", group="conversations", usage="/new [TITLE]")
-def new(app: ChatApp, line: CommandLine) -> None:
+def new(repl: Repl, line: CommandLine) -> None:
     """Start a new conversation (with the config's system message and parameters)."""
-    app.new_conversation()
+    cid = repl.new_conversation().conversation_id
     if line.text:
-        app.session.set_title(convo.conversation_id(app), line.text)
-    render.print_ok(app.console, f"new conversation {short(convo.conversation_id(app))}")
+        repl.session.set_title(cid, line.text)
+    render.print_ok(repl.console, f"new conversation {short(cid)}")
 
 
 @command(
-    "switch", group="conversations", usage="/switch ID|TITLE", complete=_complete_conversations
+    "switch",
+    group="conversations",
+    usage="/switch ID|TITLE",
+    complete=position.complete_conversations,
 )
-def switch(app: ChatApp, line: CommandLine) -> None:
+def switch(repl: Repl, line: CommandLine) -> None:
     """Switch to another conversation (id prefix or exact title), at its last position."""
-    cid = convo.find_conversation(app, line.require_text("a conversation id or title"))
-    convo.switch_to(app, cid)
-    render.print_ok(app.console, f"switched to {short(cid)}")
+    cid = position.find_conversation(repl, line.require_text("a conversation id or title"))
+    repl.cursor = repl.context.cursor(cid)
+    render.print_ok(repl.console, f"switched to {short(cid)}")
 
 
 @command("title", group="conversations", usage="/title TEXT")
-def title(app: ChatApp, line: CommandLine) -> None:
+def title(repl: Repl, line: CommandLine) -> None:
     """Set the title of the current conversation."""
-    app.session.set_title(convo.conversation_id(app), line.require_text("a title"))
+    repl.session.set_title(repl.cursor.conversation_id, line.require_text("a title"))
 
 
 @command("search", group="session", usage="/search WORDS")
-def search(app: ChatApp, line: CommandLine) -> None:
+def search(repl: Repl, line: CommandLine) -> None:
     """Full-text search over every message of the session; /goto a hit's node."""
-    hits = app.session.search(line.require_text("words to search for"))
+    hits = repl.session.search(line.require_text("words to search for"))
     if not hits:
-        render.print_info(app.console, "no matches")
+        render.print_info(repl.console, "no matches")
         return
     rows = [
         (
@@ -90,53 +95,87 @@ def search(app: ChatApp, line: CommandLine) -> None:
         )
         for h in hits
     ]
-    app.console.print(
+    repl.console.print(
         render.table(f"{len(hits)} matches", ("conv", "title", "node", "role", "snippet"), rows)
     )
 
 
 @command("save", group="session", usage="/save [FILE]", complete=complete_paths)
-def save(app: ChatApp, line: CommandLine) -> None:
+def save(repl: Repl, line: CommandLine) -> None:
     """Without FILE: say where the session is saved (it saves as you go).
     With FILE: write a copy of the whole session into FILE (a new SQLite file)."""
     if not line.text:
-        where = app.session.filename
+        where = repl.session.filename
         if where == ":memory:":
-            render.print_warning(app.console, "this session is in memory only: /save FILE keeps it")
+            render.print_warning(
+                repl.console, "this session is in memory only: /save FILE keeps it"
+            )
         else:
-            render.print_ok(app.console, f"saved as you go in {where}")
+            render.print_ok(repl.console, f"saved as you go in {where}")
         return
     target = Path(line.text).expanduser()
     if target.exists():
         raise UsageError(f"{target} exists; pick a new file name (a copy never overwrites)")
-    convo.copy_session(app, target)
-    render.print_ok(app.console, f"session copied to {target}; /open {target} to use it")
+    with tempfile.TemporaryDirectory() as tmp:  # the copy goes through a JSON export
+        dump = Path(tmp) / "session.json"
+        repl.session.export_json(dump)
+        Session.import_json(dump, into=str(target)).close()
+    render.print_ok(repl.console, f"session copied to {target}; /open {target} to use it")
 
 
 @command("open", group="session", usage="/open FILE", complete=complete_paths)
-def open_(app: ChatApp, line: CommandLine) -> None:
+def open_(repl: Repl, line: CommandLine) -> None:
     """Open another session file (created if missing); goes to its latest conversation."""
     path = Path(line.require_text("a session file")).expanduser()
-    convo.open_session(app, str(path))
-    render.print_ok(app.console, f"session {path}")
-    list_.func(app, CommandLine())
+    repl.open_session(str(path))
+    render.print_ok(repl.console, f"session {path}")
+    _print_conversations(repl)
 
 
 @command("export", group="session", usage="/export FILE.json", complete=complete_paths)
-def export(app: ChatApp, line: CommandLine) -> None:
+def export(repl: Repl, line: CommandLine) -> None:
     """Export the whole session (every conversation and branch) as JSON."""
     path = Path(line.require_text("a file name")).expanduser()
-    app.session.export_json(path)
-    render.print_ok(app.console, f"exported to {path}")
+    repl.session.export_json(path)
+    render.print_ok(repl.console, f"exported to {path}")
 
 
-@command("import", group="session", usage="/import FILE.json", complete=complete_paths)
-def import_(app: ChatApp, line: CommandLine) -> None:
-    """Import the conversations of a JSON export into this session."""
-    path = Path(line.require_text("a file name")).expanduser()
-    type(app.session).import_json(path, into=app.session)
-    render.print_ok(app.console, f"imported {path}")
-    list_.func(app, CommandLine())
+def _complete_import(repl: Repl, index: int, words: list[str]) -> list[str]:
+    return complete_paths(repl, index, words) if index == 0 else [COPY] if index == 1 else []
 
 
-COMMANDS: tuple[Command, ...] = (list_, new, switch, title, search, save, open_, export, import_)
+@command("import", group="session", usage="/import FILE.json [copy]", complete=_complete_import)
+def import_(repl: Repl, line: CommandLine) -> None:
+    """Import the conversations of a JSON export into this session, as new
+    conversations. A file whose conversations this session already has (its own export,
+    say) imports only with 'copy': copies under new ids, the originals untouched."""
+    words = line.words
+    if len(words) not in (1, 2) or words[1:] not in ([], [COPY]):
+        raise UsageError("give the export file, and 'copy' to import copies under new ids")
+    path = Path(words[0]).expanduser()
+    copies = words[1:] == [COPY]
+    before = len(repl.session.conversations())
+    try:
+        Session.import_json(path, into=repl.session, new_ids=copies)
+    except ImportConflictError as exc:
+        raise ChatError(
+            f"{path} holds conversations this session already has, so nothing was "
+            f"imported; /import {shlex.quote(words[0])} copy imports them as copies under new ids"
+        ) from exc
+    added = len(repl.session.conversations()) - before
+    what = "copies of " if copies else ""
+    render.print_ok(repl.console, f"imported {what}{added} conversation(s) from {path}")
+    _print_conversations(repl)
+
+
+COMMANDS: tuple[Command[Repl], ...] = (
+    list_,
+    new,
+    switch,
+    title,
+    search,
+    save,
+    open_,
+    export,
+    import_,
+)

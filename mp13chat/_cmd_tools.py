@@ -1,51 +1,54 @@
 # SPDX-License-Identifier: MIT
 """Tool commands: list, global modes, branch scopes, approval policies and risk.
 
-``/tools mode`` changes a tool's *global* mode in the toolbox (all branches);
-``/tools scope`` records a scope layer on *this branch* (a command on the node,
-so other branches are unaffected and replay repeats it). Approval and risk are
-toolbox settings; an ``always``/``never`` answer given at an approval prompt is
+``/tools mode`` changes a tool's *global* mode in the toolbox (all branches): that is
+the operator's policy and a ceiling. ``/tools scope`` records a scope layer on *this
+branch* (a command on the node, so other branches are unaffected and replay repeats
+it); layers only narrow the ceiling: they hide or disable tools, never advertise a tool
+whose global mode is silent nor enable a disabled one (a layer that asks for more is
+capped, and the command says so and how to widen the global mode). Approval and risk
+are toolbox settings; an ``always``/``never`` answer given at an approval prompt is
 remembered by the toolbox and shown here (``/tools approval NAME forget`` drops it).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from mp13_toolbox import Approval, Risk, ToolMode, ToolsScope
-from mp13chat import _convo as convo
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command
-
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
+from mp13chat._repl import Repl
 
 MODES = [m.value for m in ToolMode]
 POLICIES = [p.value for p in Approval] + ["default", "forget"]
 RISKS = [r.value for r in Risk]
 
 
-def _tool_names(app: ChatApp) -> list[str]:
-    return app.toolbox.names() if app.toolbox is not None else []
-
-
-def _complete_name_then(values: list[str]):
-    def complete(app: ChatApp, index: int, words: list[str]) -> list[str]:
-        return _tool_names(app) if index == 0 else values if index == 1 else []
+def _complete_name_then(values: list[str]) -> Callable[[Repl, int, list[str]], list[str]]:
+    def complete(repl: Repl, index: int, words: list[str]) -> list[str]:
+        return repl.toolbox.names() if index == 0 else values if index == 1 else []
 
     return complete
 
 
-def _complete_assignments(app: ChatApp, index: int, words: list[str]) -> list[str]:
-    return [f"{name}={mode}" for name in [*_tool_names(app), "*"] for mode in MODES]
+def _complete_assignments(repl: Repl, index: int, words: list[str]) -> list[str]:
+    return [f"{name}={mode}" for name in [*repl.toolbox.names(), "*"] for mode in MODES]
 
 
-@command("list", group="tools", usage="/tools list")
-def tools_list(app: ChatApp, line: CommandLine) -> None:
-    """List the tools: global mode, mode on this branch, risk, approval, description."""
-    tb = app.toolbox
-    view = convo.tools_view(app)
+def _name_and(line: CommandLine, what: str) -> tuple[str, str]:
+    words = line.words
+    if len(words) != 2:
+        raise UsageError(f"give a tool name and {what}")
+    return words[0], words[1]
+
+
+def _print_tools(repl: Repl, new_layer: ToolsScope | None = None) -> None:
+    """The tools as they are on this branch; after a new layer, a note on each tool it
+    asked more of than the global mode allows (the ceiling capped it)."""
+    tb = repl.toolbox
+    view = repl.cursor.tools.view()
     remembered = tb.remembered()
     defaults = tb.approval_defaults
     rows = []
@@ -64,9 +67,26 @@ def tools_list(app: ChatApp, line: CommandLine) -> None:
                 info.description.splitlines()[0] if info.description else "",
             )
         )
-    app.console.print(
+    repl.console.print(
         render.table("tools", ("name", "global", "here", "risk", "approval", "description"), rows)
     )
+    if new_layer is None:
+        return
+    for info in tb.list():
+        asked = new_layer.mode_for(info.name)
+        if asked is not None and view.mode(info.name) is not asked:
+            render.print_warning(
+                repl.console,
+                f"{info.name} stays {info.mode.value} here, not {asked.value}: scope layers "
+                f"only narrow a tool's global mode; /tools mode {info.name} {asked.value} "
+                "changes it for every branch",
+            )
+
+
+@command("list", group="tools", usage="/tools list")
+def tools_list(repl: Repl, line: CommandLine) -> None:
+    """List the tools: global mode, mode on this branch, risk, approval, description."""
+    _print_tools(repl)
 
 
 @command(
@@ -75,16 +95,18 @@ def tools_list(app: ChatApp, line: CommandLine) -> None:
     usage="/tools mode NAME|PATTERN advertised|silent|disabled",
     complete=_complete_name_then(MODES),
 )
-def tools_mode(app: ChatApp, line: CommandLine) -> None:
-    """Set a tool's global mode (every branch); a pattern like 'calc*' sets several."""
-    words = line.words
-    if len(words) != 2:
-        raise UsageError("give a tool name (or pattern) and a mode")
-    changed = app.toolbox.set_mode(words[0], words[1])
-    render.print_ok(app.console, f"{', '.join(changed)}: {words[1]} (global)")
+def tools_mode(repl: Repl, line: CommandLine) -> None:
+    """Set a tool's global mode (every branch); a pattern like 'calc*' sets several.
+
+    The global mode is the ceiling of every branch: scope layers can only narrow it."""
+    target, mode = _name_and(line, "a mode (or a pattern and a mode)")
+    changed = repl.toolbox.set_mode(target, mode)
+    render.print_ok(repl.console, f"{', '.join(changed)}: {mode} (global)")
 
 
 def _scope(words: list[str]) -> ToolsScope:
+    if not words:
+        raise UsageError("give at least one NAME=MODE entry")
     modes = {}
     for word in words:
         name, sep, mode = word.partition("=")
@@ -98,61 +120,54 @@ def _scope(words: list[str]) -> ToolsScope:
 
 
 @command(
-    "add",
-    group="tools",
-    usage="/tools scope add NAME=MODE ...",
-    complete=_complete_assignments,
+    "add", group="tools", usage="/tools scope add NAME=MODE ...", complete=_complete_assignments
 )
-def scope_add(app: ChatApp, line: CommandLine) -> None:
+def scope_add(repl: Repl, line: CommandLine) -> None:
     """Add a scope layer on this branch, e.g. '*=silent calculator=advertised'."""
-    words = line.words
-    if not words:
-        raise UsageError("give at least one NAME=MODE entry")
-    app.cursor.tools.add(_scope(words))
-    tools_list.func(app, CommandLine())
+    scope = _scope(line.words)
+    repl.cursor.tools.add(scope)
+    _print_tools(repl, scope)
 
 
 @command(
-    "set",
-    group="tools",
-    usage="/tools scope set NAME=MODE ...",
-    complete=_complete_assignments,
+    "set", group="tools", usage="/tools scope set NAME=MODE ...", complete=_complete_assignments
 )
-def scope_set(app: ChatApp, line: CommandLine) -> None:
+def scope_set(repl: Repl, line: CommandLine) -> None:
     """Replace this branch's scope layers with one layer."""
-    app.cursor.tools.set(_scope(line.words))
-    tools_list.func(app, CommandLine())
+    scope = _scope(line.words)
+    repl.cursor.tools.set(scope)
+    _print_tools(repl, scope)
 
 
 @command("pop", group="tools", usage="/tools scope pop")
-def scope_pop(app: ChatApp, line: CommandLine) -> None:
+def scope_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last scope change on this branch."""
-    app.cursor.tools.pop()
-    tools_list.func(app, CommandLine())
+    repl.cursor.tools.pop()
+    _print_tools(repl)
 
 
 @command("reset", group="tools", usage="/tools scope reset")
-def scope_reset(app: ChatApp, line: CommandLine) -> None:
+def scope_reset(repl: Repl, line: CommandLine) -> None:
     """Drop every scope layer on this branch: tools in their global modes."""
-    app.cursor.tools.reset()
-    tools_list.func(app, CommandLine())
+    repl.cursor.tools.reset()
+    _print_tools(repl)
 
 
 @command("show", group="tools", usage="/tools scope show")
-def scope_show(app: ChatApp, line: CommandLine) -> None:
+def scope_show(repl: Repl, line: CommandLine) -> None:
     """Show the scope layers in effect on this branch, first to last."""
-    scopes = convo.tool_scopes(app)
+    scopes = repl.cursor.tools.show()
     if not scopes:
-        render.print_info(app.console, "no scope layers: every tool in its global mode")
+        render.print_info(repl.console, "no scope layers: every tool in its global mode")
         return
     rows = [
         (i + 1, " ".join(f"{k}={v.value}" for k, v in s.modes.items()), s.label)
         for i, s in enumerate(scopes)
     ]
-    app.console.print(render.table("tool scopes here", ("#", "modes", "label"), rows))
+    repl.console.print(render.table("tool scopes here", ("#", "modes", "label"), rows))
 
 
-SCOPE = group_command(
+SCOPE: Command[Repl] = group_command(
     "scope",
     scope_show,
     scope_add,
@@ -160,7 +175,12 @@ SCOPE = group_command(
     scope_pop,
     scope_reset,
     group="tools",
-    doc="Tool scope layers on this branch (later layers win).",
+    doc=(
+        "Tool scope layers on this branch (later layers win). A layer only narrows what "
+        "the toolbox allows: it can make a tool silent or disabled here, never advertise "
+        "a tool whose global mode is silent nor enable a disabled one; /tools mode "
+        "changes a tool's global mode for every branch."
+    ),
     default="show",
 )
 
@@ -171,21 +191,18 @@ SCOPE = group_command(
     usage="/tools approval NAME allow|deny|ask|default|forget",
     complete=_complete_name_then(POLICIES),
 )
-def tools_approval(app: ChatApp, line: CommandLine) -> None:
+def tools_approval(repl: Repl, line: CommandLine) -> None:
     """Set a tool's approval policy; 'default' = by risk, 'forget' = drop always/never."""
-    words = line.words
-    if len(words) != 2:
-        raise UsageError("give a tool name and a policy")
-    name, policy = words
+    name, policy = _name_and(line, "a policy")
     if policy == "forget":
-        app.toolbox.remember(name, None)
-        render.print_ok(app.console, f"{name}: remembered answer forgotten")
+        repl.toolbox.remember(name, None)
+        render.print_ok(repl.console, f"{name}: remembered answer forgotten")
         return
     try:
-        app.toolbox.set_approval(name, None if policy == "default" else policy)
+        repl.toolbox.set_approval(name, None if policy == "default" else policy)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    render.print_ok(app.console, f"{name}: approval {policy}")
+    render.print_ok(repl.console, f"{name}: approval {policy}")
 
 
 @command(
@@ -194,19 +211,17 @@ def tools_approval(app: ChatApp, line: CommandLine) -> None:
     usage="/tools risk NAME low|medium|high",
     complete=_complete_name_then(RISKS),
 )
-def tools_risk(app: ChatApp, line: CommandLine) -> None:
+def tools_risk(repl: Repl, line: CommandLine) -> None:
     """Set a tool's risk level (picks its default approval policy)."""
-    words = line.words
-    if len(words) != 2:
-        raise UsageError("give a tool name and a risk level")
+    name, risk = _name_and(line, "a risk level")
     try:
-        app.toolbox.set_risk(words[0], words[1])
+        repl.toolbox.set_risk(name, risk)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    render.print_ok(app.console, f"{words[0]}: risk {words[1]}")
+    render.print_ok(repl.console, f"{name}: risk {risk}")
 
 
-TOOLS = group_command(
+TOOLS: Command[Repl] = group_command(
     "tools",
     tools_list,
     tools_mode,
@@ -218,4 +233,4 @@ TOOLS = group_command(
     default="list",
 )
 
-COMMANDS: tuple[Command, ...] = (TOOLS,)
+COMMANDS: tuple[Command[Repl], ...] = (TOOLS,)

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Completion of slash commands, subcommands and their arguments.
 
-The completer reads the app's ``CommandRegistry`` at completion time (so commands a
-wrapper app adds complete too) and asks a command's ``complete(app, index, words)`` for
+The completer reads the REPL's ``CommandRegistry`` at completion time (so commands a
+wrapper app adds complete too) and asks a command's ``complete(repl, index, words)`` for
 argument candidates (adapter names, tool names, conversation ids, ...). It never raises:
 a failing argument completer yields nothing, because a broken completion must not break
 typing.
@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from mp13chat._errors import ChatError
 from mp13chat._registry import Command
-
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
+from mp13chat._repl import Repl
 
 
 def path_candidates(word: str) -> list[str]:
@@ -43,16 +40,16 @@ def path_candidates(word: str) -> list[str]:
     ]
 
 
-def complete_paths(_app: ChatApp, _index: int, words: list[str]) -> Iterable[str]:
+def complete_paths(_repl: Repl, _index: int, words: list[str]) -> list[str]:
     """Argument completer for commands whose argument is a file path."""
     return path_candidates(words[-1] if words else "")
 
 
 class CommandCompleter(Completer):
-    """prompt-toolkit completer over one app's commands."""
+    """prompt-toolkit completer over one REPL's commands."""
 
-    def __init__(self, app: ChatApp) -> None:
-        self._app = app
+    def __init__(self, repl: Repl) -> None:
+        self._repl = repl
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
@@ -66,7 +63,7 @@ class CommandCompleter(Completer):
             return
 
     def _complete(self, text: str) -> Iterator[Completion]:
-        registry = self._app.commands
+        registry = self._repl.commands
         head, sep, rest = text[1:].partition(" ")
         if not sep:
             for cmd in registry:
@@ -84,11 +81,13 @@ class CommandCompleter(Completer):
             cmd = cmd.subcommand(words.pop(0))
         yield from self._arguments(cmd, words, current)
 
-    def _arguments(self, cmd: Command, words: list[str], current: str) -> Iterator[Completion]:
+    def _arguments(
+        self, cmd: Command[Repl], words: list[str], current: str
+    ) -> Iterator[Completion]:
         if cmd.complete is None:
             return
         try:
-            candidates = list(cmd.complete(self._app, len(words), [*words, current]))
+            candidates = list(cmd.complete(self._repl, len(words), [*words, current]))
         except Exception:  # a broken completer must never break typing
             return
         for value in candidates:

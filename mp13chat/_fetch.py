@@ -37,7 +37,6 @@ class FetchDisplay:
         self.name = name
         self.console = console
         self.fetched = False  # a stage other than "ready" ran: this was a first fetch
-        self.stages: list[str] = []  # every stage seen, in order (for tests and the summary)
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -67,8 +66,6 @@ class FetchDisplay:
     def __call__(self, event: Any) -> None:
         """One ``FetchProgress`` event (``stage``, ``done``, ``total``, ``message``)."""
         stage = str(event.stage)
-        if not self.stages or self.stages[-1] != stage:
-            self.stages.append(stage)
         if stage != READY and not self.fetched:
             self.fetched = True
             self._progress.console.print(

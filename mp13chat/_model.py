@@ -51,7 +51,6 @@ class ModelChoice:
     label: str
     note: str | None = None  # shown in the banner (e.g. "random weights")
     demo: bool = False  # the built-in demo model (trained to show a tool round)
-    named: str | None = None  # the catalog name, for a named real model
 
 
 def cache_dir() -> Path:
@@ -66,24 +65,22 @@ def engine_catalog() -> ModelCatalog | None:
         from mp13_engine import models
     except ImportError:
         return None
-    return models  # type: ignore[return-value]
-
-
-def catalog_names(catalog: ModelCatalog | None) -> list[str]:
-    return list(catalog.names()) if catalog is not None else []
-
-
-def is_builtin(model: str | None) -> bool:
-    return model in (None, DEMO_MODEL, TINY_MODEL) and not (model and Path(model).exists())
-
-
-def is_named(model: str | None, catalog: ModelCatalog | None) -> bool:
-    """Whether ``model`` is a catalog name (and no local folder of that name exists)."""
-    return bool(model) and not _exists(model) and model in catalog_names(catalog)
+    catalog: ModelCatalog = models  # the module satisfies the protocol
+    return catalog
 
 
 def _exists(model: str | None) -> bool:
     return bool(model) and Path(str(model)).expanduser().exists()
+
+
+def is_builtin(model: str | None) -> bool:
+    """Whether ``model`` names a built-in model (and no local folder of that name exists)."""
+    return model in (None, DEMO_MODEL, TINY_MODEL) and not _exists(model)
+
+
+def is_named(model: str | None, catalog: ModelCatalog | None) -> bool:
+    """Whether ``model`` is a catalog name (and no local folder of that name exists)."""
+    return catalog is not None and model in catalog.names() and not _exists(model)
 
 
 def resolve_model(
@@ -98,7 +95,7 @@ def resolve_model(
     if is_named(model, catalog):
         assert model is not None and catalog is not None
         path = catalog.fetch(model, progress=progress)
-        return ModelChoice(path=str(path), label=model, named=model)
+        return ModelChoice(path=str(path), label=model)
     if not is_builtin(model):
         assert model is not None
         return ModelChoice(path=model, label=model)

@@ -2,8 +2,10 @@
 """The slash-command registry: commands are functions registered by name, not an if-chain.
 
 A ``Command`` is a frozen value made by the ``@command(...)`` decorator from an async
-(or plain) function ``func(app, line)``; its docstring is its help text (first sentence =
-summary). A command may instead be a group of subcommands (``group_command``), e.g.
+(or plain) function ``func(repl, line)``; its docstring is its help text (first sentence =
+summary). The registry knows nothing of the app: ``repl`` is whatever the app hands its
+commands (``Command`` and ``CommandRegistry`` are generic in it; mp13chat's own commands
+take a ``_repl.Repl``). A command may instead be a group of subcommands (``group_command``), e.g.
 ``/system set|add|pop|show``, resolved the same way one level down.
 
 Resolution (``CommandRegistry.resolve``): an exact name or alias wins; otherwise a word
@@ -19,20 +21,19 @@ import inspect
 import json
 import shlex
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeAlias, TypeVar
 
 import attrs
 
 from mp13chat._errors import ChatError, UnknownCommandError, UsageError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
-
-#: ``func(app, line)``; may be a coroutine function.
-CommandFunc = Callable[["ChatApp", "CommandLine"], "Awaitable[None] | None"]
-#: ``complete(app, index, words)``: candidates for argument number ``index`` given the
+#: What the app hands its commands (mp13chat's own commands take a ``_repl.Repl``).
+R = TypeVar("R")
+#: ``func(repl, line)``; may be a coroutine function.
+CommandFunc: TypeAlias = Callable[[R, "CommandLine"], "Awaitable[None] | None"]
+#: ``complete(repl, index, words)``: candidates for argument number ``index`` given the
 #: words typed before it.
-ArgCompleter = Callable[["ChatApp", int, list[str]], Iterable[str]]
+ArgCompleter: TypeAlias = Callable[[R, int, list[str]], Iterable[str]]
 
 
 @attrs.frozen
@@ -61,17 +62,17 @@ class CommandLine:
 
 
 @attrs.frozen
-class Command:
+class Command(Generic[R]):
     """One slash command (or a group of subcommands)."""
 
     name: str
-    func: CommandFunc | None
+    func: CommandFunc[R] | None
     group: str = "other"
     usage: str = ""
     aliases: tuple[str, ...] = ()
-    subcommands: tuple[Command, ...] = ()
+    subcommands: tuple[Command[R], ...] = ()
     default: str | None = None  # subcommand run when none is named
-    complete: ArgCompleter | None = attrs.field(default=None, eq=False)
+    complete: ArgCompleter[R] | None = attrs.field(default=None, eq=False)
     doc_text: str = ""
 
     @property
@@ -86,19 +87,17 @@ class Command:
         """The first sentence of the help text (it may wrap over several docstring lines)."""
         return _first_sentence(" ".join(self.doc.strip().split("\n\n", 1)[0].split()))
 
-    def subcommand(self, word: str) -> Command:
+    def subcommand(self, word: str) -> Command[R]:
         """The subcommand named by ``word`` (exact, alias or unique prefix)."""
         return _resolve(self.subcommands, word, f"/{self.name} ")
 
-    async def run(self, app: ChatApp, line: CommandLine) -> None:
+    async def run(self, repl: R, line: CommandLine) -> None:
         if self.func is None:
-            raise UsageError(f"/{self.name} needs a subcommand: {self._sub_names()}")
-        result = self.func(app, line)
+            names = ", ".join(c.name for c in self.subcommands)
+            raise UsageError(f"/{self.name} needs a subcommand: {names}")
+        result = self.func(repl, line)
         if inspect.isawaitable(result):
             await result
-
-    def _sub_names(self) -> str:
-        return ", ".join(c.name for c in self.subcommands)
 
 
 def command(
@@ -107,11 +106,11 @@ def command(
     group: str = "other",
     usage: str = "",
     aliases: Iterable[str] = (),
-    complete: ArgCompleter | None = None,
-) -> Callable[[CommandFunc], Command]:
-    """Decorator: turn ``func(app, line)`` into a ``Command`` whose help is its docstring."""
+    complete: ArgCompleter[R] | None = None,
+) -> Callable[[CommandFunc[R]], Command[R]]:
+    """Decorator: turn ``func(repl, line)`` into a ``Command`` whose help is its docstring."""
 
-    def wrap(func: CommandFunc) -> Command:
+    def wrap(func: CommandFunc[R]) -> Command[R]:
         return Command(
             name=name,
             func=func,
@@ -126,12 +125,12 @@ def command(
 
 def group_command(
     name: str,
-    *subcommands: Command,
+    *subcommands: Command[R],
     group: str,
     doc: str,
     default: str | None = None,
     aliases: Iterable[str] = (),
-) -> Command:
+) -> Command[R]:
     """A command made of subcommands (``/name sub args``); ``default`` runs on ``/name``."""
     names = [c.name for c in subcommands]
     return Command(
@@ -146,8 +145,8 @@ def group_command(
     )
 
 
-def _resolve(commands: Iterable[Command], word: str, prefix: str) -> Command:
-    table: dict[str, Command] = {}
+def _resolve(commands: Iterable[Command[R]], word: str, prefix: str) -> Command[R]:
+    table: dict[str, Command[R]] = {}
     for cmd in commands:
         for key in (cmd.name, *cmd.aliases):
             table[key] = cmd
@@ -165,30 +164,22 @@ def _resolve(commands: Iterable[Command], word: str, prefix: str) -> Command:
 
 
 @attrs.frozen
-class Invocation:
-    """A parsed input line: the command chain to run and its argument text."""
+class Invocation(Generic[R]):
+    """A parsed input line: the command to run and its argument text."""
 
-    path: tuple[Command, ...]
+    command: Command[R]
     line: CommandLine
 
-    @property
-    def command(self) -> Command:
-        return self.path[-1]
 
-    @property
-    def display_name(self) -> str:
-        return "/" + " ".join(c.name for c in self.path)
-
-
-class CommandRegistry:
+class CommandRegistry(Generic[R]):
     """Name → ``Command`` map of one app (see the module docstring for the rules)."""
 
-    def __init__(self, commands: Iterable[Command] = ()) -> None:
-        self._commands: dict[str, Command] = {}
+    def __init__(self, commands: Iterable[Command[R]] = ()) -> None:
+        self._commands: dict[str, Command[R]] = {}
         for cmd in commands:
             self.add(cmd)
 
-    def add(self, cmd: Command) -> None:
+    def add(self, cmd: Command[R]) -> None:
         """Register ``cmd``; its name and aliases must not be taken yet."""
         taken = {k for c in self._commands.values() for k in (c.name, *c.aliases)}
         clash = sorted(taken & {cmd.name, *cmd.aliases})
@@ -198,20 +189,14 @@ class CommandRegistry:
             )
         self._commands[cmd.name] = cmd
 
-    def __iter__(self) -> Iterator[Command]:
+    def __iter__(self) -> Iterator[Command[R]]:
         return iter(sorted(self._commands.values(), key=lambda c: c.name))
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._commands
-
-    def get(self, name: str) -> Command:
-        return self._commands[name]
-
-    def resolve(self, word: str) -> Command:
+    def resolve(self, word: str) -> Command[R]:
         """The command named by ``word`` (exact name, alias, or unique prefix)."""
         return _resolve(self._commands.values(), word.lstrip("/"), "/")
 
-    def parse(self, text: str, *, defaults: bool = True) -> Invocation:
+    def parse(self, text: str, *, defaults: bool = True) -> Invocation[R]:
         """Split ``/name [sub] args`` into the command chain and its argument text.
 
         ``defaults=False`` stops at a group instead of running its default subcommand
@@ -221,7 +206,6 @@ class CommandRegistry:
             raise UsageError("a command starts with / followed by its name; try /help")
         word, _, rest = body[1:].partition(" ")
         cmd = self.resolve(word)
-        path = [cmd]
         while cmd.subcommands:
             sub_word, _, sub_rest = rest.strip().partition(" ")
             if not sub_word:
@@ -231,12 +215,11 @@ class CommandRegistry:
             else:
                 cmd = cmd.subcommand(sub_word)
                 rest = sub_rest
-            path.append(cmd)
-        return Invocation(path=tuple(path), line=CommandLine(rest))
+        return Invocation(command=cmd, line=CommandLine(rest))
 
-    def groups(self) -> dict[str, list[Command]]:
+    def groups(self) -> dict[str, list[Command[R]]]:
         """Commands by group, groups in first-registered order, commands by name."""
-        out: dict[str, list[Command]] = {}
+        out: dict[str, list[Command[R]]] = {}
         for cmd in self._commands.values():
             out.setdefault(cmd.group, []).append(cmd)
         return {g: sorted(cs, key=lambda c: c.name) for g, cs in out.items()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -39,7 +40,7 @@ def print_error(console: Console, exc: BaseException) -> None:
 
 
 def print_start_error(
-    console: Console, exc: BaseException | str, *, hint: str | None = None, log: Any = None
+    console: Console, exc: BaseException | str, *, hint: str | None = None, log: Path | None = None
 ) -> None:
     """A failure outside the REPL loop (a failed start, a one-shot answer): the error,
     what to try, where the traceback went. No REPL command is named: none can run."""
@@ -140,7 +141,7 @@ def key_values(title: str | None, items: Iterable[tuple[str, Any]]) -> Table:
     return out
 
 
-def help_overview(registry: CommandRegistry) -> Table:
+def help_overview(registry: CommandRegistry[Any]) -> Table:
     """All commands by group with their one-line summaries."""
     out = Table(show_header=False, show_edge=False, box=None, pad_edge=False)
     out.add_column(style="bold cyan", no_wrap=True)
@@ -152,7 +153,7 @@ def help_overview(registry: CommandRegistry) -> Table:
     return out
 
 
-def command_help(cmd: Command, display_name: str) -> Group:
+def command_help(cmd: Command[Any]) -> Group:
     """Usage, full help text and subcommands of one command."""
     parts: list[Any] = [Text(f"usage: {cmd.usage}", style="bold")]
     if cmd.aliases:

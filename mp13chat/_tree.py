@@ -21,11 +21,11 @@ first ``SHORT`` characters; ``resolve_id`` accepts any unique prefix.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from rich.text import Text
 from rich.tree import Tree
 
+from mp13_context import Command, CommandKind, Node, NodeKind, Role
 from mp13chat._errors import UsageError
 
 SHORT = 6
@@ -57,61 +57,59 @@ def _snippet(text: str, width: int = SNIPPET) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def _kind(node: Any) -> str:
-    return getattr(node.kind, "value", str(node.kind))
-
-
-def command_text(cmd: Any) -> str:
+def command_text(cmd: Command) -> str:
     """One command in words: ``system set 'Be brief.'``, ``set temperature=0.7``."""
-    kind = getattr(cmd.kind, "value", str(cmd.kind))
-    family, _, verb = kind.partition(".")
-    if family == "params":
-        shown = ", ".join(f"{k}={'default' if v is None else v!r}" for k, v in cmd.params.items())
-        return f"set {shown}"
-    if family == "system" and cmd.text:
-        return f"system {verb} {_snippet(cmd.text, 40)!r}"
-    if family == "adapters" and verb in ("set", "add"):
-        return f"adapters {verb} {', '.join(cmd.names) or 'base model'}"
-    if family == "tools" and cmd.scope is not None:
-        modes = ", ".join(f"{k}={getattr(v, 'value', v)}" for k, v in cmd.scope.modes.items())
-        return f"tools {verb} {modes}"
-    if family == "log":
-        return f"note {_snippet(cmd.text or '', 40)!r}"
-    if family == "api_call":
-        return f"call {cmd.text}"
+    family, _, verb = cmd.kind.value.partition(".")
+    match cmd.kind:
+        case CommandKind.PARAMS_SET:
+            shown = ", ".join(
+                f"{k}={'default' if v is None else v!r}" for k, v in cmd.params.items()
+            )
+            return f"set {shown}"
+        case CommandKind.SYSTEM_SET | CommandKind.SYSTEM_ADD if cmd.text:
+            return f"system {verb} {_snippet(cmd.text, 40)!r}"
+        case CommandKind.ADAPTERS_SET | CommandKind.ADAPTERS_ADD:
+            return f"adapters {verb} {', '.join(cmd.names) or 'base model'}"
+        case CommandKind.TOOLS_SET | CommandKind.TOOLS_ADD if cmd.scope is not None:
+            modes = ", ".join(f"{k}={v.value}" for k, v in cmd.scope.modes.items())
+            return f"tools {verb} {modes}"
+        case CommandKind.LOG:
+            return f"note {_snippet(cmd.text or '', 40)!r}"
+        case CommandKind.API_CALL:
+            return f"call {cmd.text}"
     return f"{family} {verb}".strip()
 
 
-def branch_tag(node: Any, parent: Any | None) -> str:
-    """What started the branch whose first node is ``node`` (child of ``parent``)."""
-    kind = _kind(node)
-    if kind == "fork_hub":
-        return _fork_name(node)
-    if kind == "batch_hub":
-        return f"{BRANCH} batch"
-    turn = node.turn
-    if turn is not None:
-        role = getattr(turn.role, "value", str(turn.role))
-        return f"{BRANCH} " + {"assistant": "reply", "user": "question"}.get(role, "tool results")
+#: What a branch whose first node is a turn of this role is called.
+BRANCH_BY_ROLE = {Role.ASSISTANT: "reply", Role.USER: "question", Role.TOOL: "tool results"}
+
+
+def branch_tag(node: Node) -> str:
+    """What started the branch whose first node is ``node``."""
+    match node.kind:
+        case NodeKind.FORK_HUB:
+            return _fork_name(node)
+        case NodeKind.BATCH_HUB:
+            return f"{BRANCH} batch"
+    if node.turn is not None:
+        return f"{BRANCH} {BRANCH_BY_ROLE[node.turn.role]}"
     return BRANCH
 
 
-def _fork_name(hub: Any) -> str:
+def _fork_name(hub: Node) -> str:
     # /try labels its hub "try-out [LABEL]"; a /fork hub holds the user's label, if any.
     if hub.label.startswith("try-out"):
         return f"{BRANCH} {hub.label}"
     return f"{BRANCH} fork {hub.label}".rstrip()
 
 
-def _structural_label(node: Any) -> Text:
+def _structural_label(node: Node) -> Text:
     label = Text()
-    kind = _kind(node)
-    if kind == "fork_hub":
-        label.append(_fork_name(node), style="mp13.info")
-    elif kind == "batch_hub":
-        label.append(f"{BRANCH} batch", style="mp13.info")
-    elif kind == "root":
-        label.append("start", style="mp13.info")
+    match node.kind:
+        case NodeKind.FORK_HUB | NodeKind.BATCH_HUB:
+            label.append(branch_tag(node), style="mp13.info")
+        case NodeKind.ROOT:
+            label.append("start", style="mp13.info")
     if node.commands:
         if label:
             label.append("  ")
@@ -121,7 +119,7 @@ def _structural_label(node: Any) -> Text:
     return label
 
 
-def node_label(node: Any) -> Text:
+def node_label(node: Node) -> Text:
     """``id role: text [flags]`` for a turn; for a structural node what it is in words
     (``⑂ fork alt``, ``⚙ system set '...'``), never its internal kind."""
     label = Text(short(node.id) + " ", style="mp13.info")
@@ -129,9 +127,8 @@ def node_label(node: Any) -> Text:
     if turn is None:
         label.append_text(_structural_label(node))
     else:
-        role = getattr(turn.role, "value", str(turn.role))
-        label.append(f"{role}: ", style="bold")
-        if role == "tool":
+        label.append(f"{turn.role.value}: ", style="bold")
+        if turn.role is Role.TOOL:
             label.append(", ".join(f"{r.name} → {_snippet(r.content)}" for r in turn.tool_results))
         else:
             body = turn.text
@@ -141,11 +138,15 @@ def node_label(node: Any) -> Text:
             label.append(_snippet(body))
         flags = [
             name
-            for name in ("cancelled", "truncated", "continuation", "auto")
-            if getattr(turn, name, False)
+            for name, on in (
+                ("cancelled", turn.cancelled),
+                ("truncated", turn.truncated),
+                ("continuation", turn.continuation),
+                ("auto", turn.auto),
+                ("error", turn.error is not None),
+            )
+            if on
         ]
-        if turn.error:
-            flags.append("error")
         if flags:
             label.append(" [" + ", ".join(flags) + "]", style="mp13.warn")
     if node.archived:
@@ -153,11 +154,11 @@ def node_label(node: Any) -> Text:
     return label
 
 
-def _is_hub(node: Any) -> bool:
-    return node.turn is None and _kind(node) in ("fork_hub", "batch_hub")
+def _is_hub(node: Node) -> bool:
+    return node.kind in (NodeKind.FORK_HUB, NodeKind.BATCH_HUB)
 
 
-def continuation(children: Sequence[Any]) -> Any | None:
+def continuation(children: Sequence[Node]) -> Node | None:
     """The child the main line (``/leaf``) follows: the promoted one, else the newest
     that is not closed; None when every child is closed."""
     open_ = [c for c in children if not c.archived]
@@ -170,11 +171,11 @@ class _Drawing:
     """One ``conversation_tree`` call's state (see the module docstring)."""
 
     def __init__(
-        self, nodes: Sequence[Any], current_id: str | None, path_ids: Iterable[str], main: set[str]
+        self, nodes: Sequence[Node], current_id: str | None, path_ids: Iterable[str], main: set[str]
     ) -> None:
         self.ids = {n.id for n in nodes}
         self.by_id = {n.id: n for n in nodes}
-        self.kids: dict[str, list[Any]] = {}
+        self.kids: dict[str, list[Node]] = {}
         for node in sorted(nodes, key=lambda n: n.seq):
             if node.parent_id in self.ids:
                 self.kids.setdefault(node.parent_id, []).append(node)
@@ -182,19 +183,19 @@ class _Drawing:
         self.on_path = set(path_ids)
         self.main = main
 
-    def roots(self) -> list[Any]:
+    def roots(self) -> list[Node]:
         return sorted(
             (n for n in self.by_id.values() if n.parent_id not in self.ids), key=lambda n: n.seq
         )
 
-    def _shown(self, node: Any) -> bool:
+    def _shown(self, node: Node) -> bool:
         # Hubs stay as one line (a fork is a point in the conversation, not its next turn);
         # placeholders and the root only when they carry commands or the cursor.
-        if node.turn is not None or _kind(node) in ("fork_hub", "batch_hub"):
+        if node.turn is not None or _is_hub(node):
             return True
         return bool(node.commands) or node.id == self.current_id
 
-    def _item(self, node: Any, star: bool) -> Text:
+    def _item(self, node: Node, star: bool) -> Text:
         label = node_label(node)
         if node.id == self.current_id:
             label.stylize("mp13.current")
@@ -205,23 +206,23 @@ class _Drawing:
             label.append(f" {STAR}", style="mp13.ok")
         return label
 
-    def branch(self, container: Any, node: Any, tag: str, star: bool) -> None:
+    def branch(self, container: Tree, node: Node, star: bool) -> None:
         """A branch under ``container``: a header line saying what made it (the hub's
         own line for a fork or batch), then its column inside."""
         if self._shown(node) and node.turn is None:
             header = container.add(self._item(node, star))
             self.chain(header, node, skip_first=True)
             return
-        label = Text(tag, style="mp13.info")
+        label = Text(branch_tag(node), style="mp13.info")
         if star:
             label.append(f" {STAR}", style="mp13.ok")
         self.chain(container.add(label), node)
 
-    def chain(self, container: Any, node: Any | None, *, skip_first: bool = False) -> None:
+    def chain(self, container: Tree, node: Node | None, *, skip_first: bool = False) -> None:
         """Draw ``node`` and its continuation down one column of ``container``; every
         other child (a fork or batch hub always) opens a branch under the last node
         drawn."""
-        anchor: Any = None
+        anchor: Tree | None = None
         star = False
         while node is not None:
             if self._shown(node) and not skip_first:
@@ -234,15 +235,14 @@ class _Drawing:
             main = main if len(children) > 1 else None
             for other in children:
                 if other is not nxt:
-                    tag = branch_tag(other, node)
-                    self.branch(anchor or container, other, tag, star=other is main)
+                    self.branch(anchor or container, other, star=other is main)
             star = nxt is not None and nxt is main
             node = nxt
 
 
 def conversation_tree(
     title: str,
-    nodes: Sequence[Any],
+    nodes: Sequence[Node],
     current_id: str | None,
     path_ids: Iterable[str] = (),
     main_ids: Iterable[str] = (),

@@ -202,16 +202,13 @@ def _loop(graph: dict[str, set[str]], component: list[str]) -> list[str]:
     return component
 
 
-_PENDING = "a cycle another lane is still editing; a later phase of issue 14 removes it"
-
-
 @pytest.mark.parametrize(
     "package",
     [
         "mp13_toolbox",
         "mp13_engine",
-        pytest.param("mp13_context", marks=pytest.mark.xfail(strict=True, reason=_PENDING)),
-        pytest.param("mp13chat", marks=pytest.mark.xfail(strict=True, reason=_PENDING)),
+        "mp13_context",
+        "mp13chat",
     ],
 )
 def test_no_import_cycle_inside_a_package(package):

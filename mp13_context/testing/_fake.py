@@ -10,14 +10,18 @@ Behaviour that tests can rely on:
 
 - Every request is recorded in ``requests`` (in arrival order).
 - A reply streams as chunks of ``chunk_size`` characters with ``delay_s``
-  seconds before each chunk; tool calls are emitted after the text, each on its
-  own chunk; the last chunk has ``done=True`` and the ``Response``.
+  seconds before each chunk (and a turn of the event loop even without a
+  delay); tool calls are emitted after the text, each on its own chunk; the
+  last chunk has ``done=True`` and the ``Response``.
 - ``cancel(id)`` stops a running request after the current chunk: the response
   has ``finish_reason=CANCELLED`` and the text so far. Task cancellation
   propagates ``CancelledError`` as a real engine's would.
-- Requests in flight at the same time count as one wave: ``max_in_flight`` is
-  the most seen at once and ``metrics.batch_size`` the number in flight when a
-  most in flight at once during the request's life.
+- Requests in flight at the same time are one batch: ``max_in_flight`` is the
+  most seen at once, and a request's ``metrics.batch_size`` the most in flight
+  at once during its life.
+- A token is a whitespace-separated word: ``count_tokens(text)`` counts the
+  words of a string, ``count_tokens(request)`` those of ``format_prompt(request)``
+  (the response's ``prompt_tokens``).
 - A ``FakeReply(error=...)`` resolves with ``finish_reason=ERROR``;
   ``FakeReply(raise_exc=...)`` raises from ``agenerate``/``astream``.
 """
@@ -135,7 +139,10 @@ class FakeEngine:
             parts.append("<|im_start|>assistant\n")
         return "\n".join(parts)
 
-    def count_tokens(self, text: str) -> int:
+    def count_tokens(self, text: str | Request) -> int:
+        """Whitespace-separated words of ``text``, or of ``format_prompt(request)``."""
+        if isinstance(text, Request):
+            text = self.format_prompt(text)
         return len(text.split())
 
     async def agenerate(self, request: Request) -> Response:
@@ -167,8 +174,9 @@ class FakeEngine:
                 if reply.reasoning:
                     yield Chunk(id=request.id, reasoning=reply.reasoning)
                 for i in range(0, len(reply.text), self.chunk_size):
-                    if delay:
-                        await asyncio.sleep(delay)
+                    # Even with no delay, give the loop a turn per chunk: tokens arrive
+                    # over time, as from a real engine, so a consumer can react mid-reply.
+                    await asyncio.sleep(delay)
                     if request.id in self._cancel_flags:
                         finish = FinishReason.CANCELLED
                         break
@@ -193,7 +201,7 @@ class FakeEngine:
                 error=reply.error,
                 prompt=self.format_prompt(request) if request.return_prompt else None,
                 metrics=RequestMetrics(
-                    prompt_tokens=self.count_tokens(self.format_prompt(request)),
+                    prompt_tokens=self.count_tokens(request),
                     completion_tokens=completion,
                     ttft_s=ttft,
                     total_s=total,

@@ -8,12 +8,14 @@ the field and the allowed values, so a bad config never reaches the worker.
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 from typing import Any
 
 import attrs
 
+from mp13_engine._adapter_files import adapter_name_problem
 from mp13_engine._errors import ConfigError
 
 SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
@@ -80,8 +82,6 @@ def _check_targets(_: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 
 def _check_adapter(_: Any, attribute: attrs.Attribute, value: Any) -> None:
-    from mp13_engine._adapters import adapter_name_problem
-
     problem = adapter_name_problem(value)
     if problem is not None:
         raise _fail(
@@ -162,11 +162,23 @@ class TrainingConfig:
     eval_batch_size: int = attrs.field(default=8, validator=_positive_int)
 
 
+class TrainingEventKind(str, enum.Enum):
+    """What a :class:`TrainingEvent` reports (a ``str``: ``event.kind == "step"`` holds too)."""
+
+    STEP = "step"  # an optimizer step was taken (loss, learning rate, speed, ETA)
+    EVAL = "eval"  # the validation loss was computed (``eval_loss``)
+    CHECKPOINT = "checkpoint"  # a checkpoint was saved (``path``)
+    DONE = "done"  # the job finished or was cancelled; the last event (``path``, ``eval_loss``)
+
+    def __str__(self) -> str:  # "step", as printed and formatted, on every Python version
+        return str(self.value)
+
+
 @attrs.frozen(kw_only=True)
 class TrainingEvent:
-    """Progress of a job; ``kind`` is "step" (per optimizer step), "eval", "checkpoint", "done"."""
+    """Progress of a job: what happened (``kind``) and where the job stands."""
 
-    kind: str
+    kind: TrainingEventKind
     step: int
     max_steps: int
     loss: float | None = None

@@ -18,6 +18,7 @@ accepted. Nothing here touches a model.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from collections.abc import Sequence
@@ -35,11 +36,19 @@ _SHAPES = (
 _ROLES = ("system", "user", "assistant", "tool", "ipython", "tool_response")
 
 
+class ExampleKind(enum.Enum):
+    """The shape of a training row."""
+
+    MESSAGES = "messages"  # a chat, rendered with the chat template
+    COMPLETION = "completion"  # raw prompt + completion
+    TEXT = "text"  # raw text, all of it learned
+
+
 @attrs.frozen(kw_only=True)
 class Example:
-    """One validated training row. ``kind`` is "messages", "completion" or "text"."""
+    """One validated training row (the fields its ``kind`` uses)."""
 
-    kind: str
+    kind: ExampleKind
     messages: tuple[dict[str, Any], ...] = ()
     tools: tuple[dict[str, Any], ...] | None = None
     prompt: str = ""
@@ -145,7 +154,7 @@ def to_example(label: str, row: Any) -> Example:
         if tools is not None and not isinstance(tools, list):
             raise _bad(label, '"tools" must be a list of function specs')
         return Example(
-            kind="messages",
+            kind=ExampleKind.MESSAGES,
             messages=_check_messages(label, row["messages"]),
             tools=tuple(tools) if tools else None,
         )
@@ -153,11 +162,11 @@ def to_example(label: str, row: Any) -> Example:
         prompt, completion = row.get("prompt"), row.get("completion")
         if not isinstance(prompt, str) or not isinstance(completion, str) or not completion:
             raise _bad(label, '"prompt" and a non-empty "completion" must both be strings')
-        return Example(kind="completion", prompt=prompt, completion=completion)
+        return Example(kind=ExampleKind.COMPLETION, prompt=prompt, completion=completion)
     if "text" in row:
         if not isinstance(row["text"], str) or not row["text"]:
             raise _bad(label, '"text" must be a non-empty string')
-        return Example(kind="text", text=row["text"])
+        return Example(kind=ExampleKind.TEXT, text=row["text"])
     raise _bad(label, f"unrecognised keys {sorted(row)}")
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 
 from mp13_engine._errors import ChatTemplateError, DatasetError
-from mp13_engine._training._data import Example
+from mp13_engine._training._data import Example, ExampleKind
 
 #: ``(messages, tools) -> (messages, tools)``: the serving-side adaptation of a chat.
 Prepare = Callable[[list, Any], tuple[list, Any]]
@@ -43,8 +43,8 @@ EncodeChat = Callable[[str, Any, Callable[[Any], str]], tuple[list[int], list[tu
 
 
 @attrs.frozen
-class Rendered:
-    """Token ids of one example and its loss mask (same length)."""
+class TrainingRow:
+    """Token ids of one example and its loss mask (same length): what a micro-batch is made of."""
 
     ids: tuple[int, ...]
     mask: tuple[int, ...]
@@ -100,7 +100,7 @@ def assistant_spans(
     ``prepare_messages``, tool specs in the system message when the template
     has no ``tools`` support).
     """
-    if not getattr(tokenizer, "chat_template", None):
+    if not tokenizer.chat_template:
         raise ChatTemplateError(
             "The tokenizer has no chat template, so chat ('messages') rows cannot be rendered. "
             "Use prompt/completion or text rows, or load a model with a chat template."
@@ -236,40 +236,41 @@ def render_example(
     loss_on: str = "assistant",
     prepare: Prepare | None = None,
     encode_chat: EncodeChat | None = None,
-) -> Rendered:
+) -> TrainingRow:
     """Token ids and loss mask of ``example`` (see the module docstring).
 
     ``encode_chat`` (the engine's) keeps message text that spells control tokens text.
     """
-    if example.kind == "messages":
-        # The template already writes BOS where the family wants one.
-        full, spans = assistant_spans(tokenizer, example, prepare)
-        if encode_chat is None:
-            ids, offsets = _encode(tokenizer, full, special=False)
-        else:
-            ids, offsets = encode_chat(
-                full,
-                (example.messages, example.tools),
-                lambda data: _render_prepared(tokenizer, data[0], data[1], prepare, False),
-            )
-        if loss_on == "all":
-            mask = [1] * len(ids)
-        else:
-            mask = [int(any(s <= _anchor(full, off) < e for s, e in spans)) for off in offsets]
-        return Rendered(tuple(ids), tuple(mask))
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    if example.kind == "completion":
-        prompt_ids, _ = _encode(tokenizer, example.prompt, special=True)
-        full_ids, _ = _encode(tokenizer, example.prompt + example.completion, special=True)
-        # Tokenize prompt+completion together (as generation would see it) and find where the
-        # prompt's tokens stop matching; BPE can merge across the boundary.
-        cut = 0
-        while cut < min(len(prompt_ids), len(full_ids)) and prompt_ids[cut] == full_ids[cut]:
-            cut += 1
-        ids = full_ids + eos
-        first = 0 if loss_on == "all" else cut
-        mask = [int(i >= first) for i in range(len(ids))]
-        return Rendered(tuple(ids), tuple(mask))
-    ids, _ = _encode(tokenizer, example.text, special=True)
-    ids = ids + eos
-    return Rendered(tuple(ids), tuple([1] * len(ids)))
+    match example.kind:
+        case ExampleKind.MESSAGES:
+            # The template already writes BOS where the family wants one.
+            full, spans = assistant_spans(tokenizer, example, prepare)
+            if encode_chat is None:
+                ids, offsets = _encode(tokenizer, full, special=False)
+            else:
+                ids, offsets = encode_chat(
+                    full,
+                    (example.messages, example.tools),
+                    lambda data: _render_prepared(tokenizer, data[0], data[1], prepare, False),
+                )
+            if loss_on == "all":
+                mask = [1] * len(ids)
+            else:
+                mask = [int(any(s <= _anchor(full, off) < e for s, e in spans)) for off in offsets]
+        case ExampleKind.COMPLETION:
+            prompt_ids, _ = _encode(tokenizer, example.prompt, special=True)
+            full_ids, _ = _encode(tokenizer, example.prompt + example.completion, special=True)
+            # Tokenize prompt+completion together (as generation would see it) and find where
+            # the prompt's tokens stop matching; BPE can merge across the boundary.
+            cut = 0
+            while cut < min(len(prompt_ids), len(full_ids)) and prompt_ids[cut] == full_ids[cut]:
+                cut += 1
+            ids = full_ids + eos
+            first = 0 if loss_on == "all" else cut
+            mask = [int(i >= first) for i in range(len(ids))]
+        case ExampleKind.TEXT:
+            ids, _ = _encode(tokenizer, example.text, special=True)
+            ids = ids + eos
+            mask = [1] * len(ids)
+    return TrainingRow(tuple(ids), tuple(mask))

@@ -75,7 +75,7 @@ def test_same_model_compares_folders_by_their_real_path(tmp_path):
 
 def test_discover_loads_only_this_models_adapters(engine, saved, tiny_path):
     found = discover(engine.adapters, saved, str(tiny_path))
-    assert found.loaded == ("mine",) and found.other_models == ("theirs",)
+    assert found.loaded == ("mine",) and not found.failed  # 'theirs' is left on disk
     assert [a.name for a in engine.adapters.list()] == ["mine"]
     assert discover(engine.adapters, saved, str(tiny_path)).loaded == ()  # already there
 
@@ -157,3 +157,15 @@ def test_an_adapter_trained_in_the_repl_is_there_on_the_next_start(make_chat, ti
         again = make_chat(second)
         assert "fact" in second.adapters
         assert "adapters from" in again.console.file.getvalue()
+
+
+def test_every_branch_adapter_change_says_what_the_branch_uses_now(make_chat, engine, saved):
+    h = make_chat(engine, app_kwargs={"config_path": saved.parent / "config.json"})
+    out = h.run("/adapters use mine", "/adapters base", "/adapters pop", "/adapters default")
+    said = [line.strip() for line in out.splitlines() if "this branch uses" in line]
+    assert said == [
+        "this branch uses mine",
+        "this branch uses the base model",
+        "this branch uses mine",
+        "this branch uses the engine's default adapters",
+    ]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 import mp13chat
 from mp13chat import ChatApp, ChatConfig, UsageError
 from mp13chat._cli import CliOptions, one_shot_question, parse_cli
+from tests.chat._stdin import FakeStdin
 
 FLAGS = (
     "--model",
@@ -134,26 +134,17 @@ def test_engine_flags_reach_engine_load(tmp_path, monkeypatch):
         assert EngineConfig.from_dict({"model": "m", "download": True}).download is True
 
 
-class _Stdin(io.StringIO):
-    def __init__(self, text: str = "", tty: bool = False) -> None:
-        super().__init__(text)
-        self.tty = tty
-
-    def isatty(self) -> bool:
-        return self.tty
-
-
 def test_one_shot_question_from_the_flag_stdin_or_both():
-    terminal = _Stdin(tty=True)
+    terminal = FakeStdin(tty=True)
     assert one_shot_question(parse_cli([]), terminal) is None  # the REPL
     assert one_shot_question(parse_cli(["-p", "hi"]), terminal) == "hi"
-    assert one_shot_question(parse_cli([]), _Stdin("piped in\n")) == "piped in"
-    assert one_shot_question(parse_cli(["-p", "-"]), _Stdin("from stdin")) == "from stdin"
-    both = one_shot_question(parse_cli(["-p", "summarize:"]), _Stdin("some text"))
+    assert one_shot_question(parse_cli([]), FakeStdin("piped in\n")) == "piped in"
+    assert one_shot_question(parse_cli(["-p", "-"]), FakeStdin("from stdin")) == "from stdin"
+    both = one_shot_question(parse_cli(["-p", "summarize:"]), FakeStdin("some text"))
     assert both == "summarize:\n\nsome text"
     assert one_shot_question(parse_cli(["-p", "hi"]), None) == "hi"
     # -i keeps the REPL on piped input (commands are read from it)
-    assert one_shot_question(parse_cli(["-i"]), _Stdin("/tools\n")) is None
+    assert one_shot_question(parse_cli(["-i"]), FakeStdin("/tools\n")) is None
 
 
 @pytest.mark.parametrize(
@@ -167,7 +158,7 @@ def test_one_shot_question_from_the_flag_stdin_or_both():
 )
 def test_one_shot_usage_errors(argv, stdin, message):
     with pytest.raises(UsageError, match=message):
-        one_shot_question(parse_cli(argv), _Stdin(stdin))
+        one_shot_question(parse_cli(argv), FakeStdin(stdin))
 
 
 def test_first_run_creates_the_config_and_flags_override_it(tmp_path, monkeypatch):
@@ -260,5 +251,23 @@ def test_registered_tools_reach_the_toolbox(make_chat):
 
 
 def test_public_names_are_pinned():
-    assert mp13chat.__all__ == sorted(mp13chat.__all__)
-    assert {"main", "register_tool", "ChatApp"} <= set(mp13chat.__all__)
+    assert mp13chat.__all__ == [
+        "ChatApp",
+        "ChatConfig",
+        "ChatConfigError",
+        "ChatError",
+        "Command",
+        "CommandLine",
+        "CommandRegistry",
+        "Repl",
+        "ToolRegistration",
+        "UnknownCommandError",
+        "UsageError",
+        "command",
+        "default_config_path",
+        "group_command",
+        "load_config",
+        "main",
+        "register_tool",
+    ]
+    assert all(hasattr(mp13chat, name) for name in mp13chat.__all__)

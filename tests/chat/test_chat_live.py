@@ -66,7 +66,7 @@ def test_reply_view_streams_markdown_on_a_terminal():
     view = _view(console)
     for i in range(0, len(REPLY), 7):
         view(Event(kind=EventKind.TEXT, text=REPLY[i : i + 7]))
-    view.finish()
+    view.end_line()
     final = _final(out)
     assert "**" not in final and "•" in final
 
@@ -79,7 +79,7 @@ def test_reply_view_streams_plain_text_elsewhere_or_without_markdown():
         out = out or console.file
         view = _view(console, **config)
         view(Event(kind=EventKind.TEXT, text="Some **bold**"))
-        view.finish()
+        view.end_line()
         assert "Some **bold**" in out.getvalue()
 
 
@@ -89,7 +89,7 @@ def test_reasoning_after_reply_text_ends_the_live_area_first():
     view(Event(kind=EventKind.TEXT, text="Some **bold** words."))
     view(Event(kind=EventKind.REASONING, text="thinking again"))
     assert not view._live.active
-    view.finish()
+    view.end_line()
     text = out.getvalue()
     before = text[: text.rindex("thinking again")]
     shown = before[before.rfind("\x1b[2K") + len("\x1b[2K") :]  # after the live area went

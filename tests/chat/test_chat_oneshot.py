@@ -6,7 +6,6 @@ answer must be the only thing on standard output."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -17,15 +16,7 @@ import pytest
 from mp13_context.testing import FakeEngine, FakeReply
 from mp13_toolbox import ToolCall
 from mp13chat import ChatApp
-
-
-class _Stdin(io.StringIO):
-    def __init__(self, text: str = "", tty: bool = False) -> None:
-        super().__init__(text)
-        self.tty = tty
-
-    def isatty(self) -> bool:
-        return self.tty
+from tests.chat._stdin import FakeStdin
 
 
 @pytest.fixture
@@ -34,7 +25,7 @@ def run_main(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path))
 
     def run(argv, engine=None, stdin="", tty=False):
-        monkeypatch.setattr(sys, "stdin", _Stdin(stdin, tty))
+        monkeypatch.setattr(sys, "stdin", FakeStdin(stdin, tty))
         status = ChatApp(engine=engine).main(argv)
         out, err = capsys.readouterr()
         return status, out, err

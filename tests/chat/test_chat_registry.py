@@ -84,7 +84,6 @@ def test_parse_splits_command_subcommand_and_arguments():
     inv = reg.parse("/sys set You are  terse.")
     assert inv.command is sys_set
     assert inv.line.text == "You are  terse."
-    assert inv.display_name == "/system set"
     # no subcommand -> the default one
     assert reg.parse("/system").command is sys_show
     assert reg.parse("/sea  hello world").line.words == ["hello", "world"]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from mp13_context import (
     Command,
     CommandKind,
-    EffectiveState,
+    EffectiveSettings,
     Node,
     NodeKind,
     Role,
@@ -76,7 +76,7 @@ COMMANDS = st.builds(
     created_at=st.floats(0, 2e9),
 )
 STATES = st.builds(
-    EffectiveState,
+    EffectiveSettings,
     system=st.builds(SystemPrompt, st.sampled_from(SystemMode), TEXT),
     adapters=st.none() | st.lists(TEXT, max_size=2).map(tuple),
     tool_scopes=st.lists(SCOPES, max_size=2),
@@ -104,7 +104,7 @@ NODES = st.builds(
 
 @pytest.mark.parametrize(
     ("strategy", "cls"),
-    [(TURNS, Turn), (COMMANDS, Command), (STATES, EffectiveState), (NODES, Node)],
+    [(TURNS, Turn), (COMMANDS, Command), (STATES, EffectiveSettings), (NODES, Node)],
 )
 def test_round_trip(strategy, cls):
     @settings(max_examples=40, deadline=None)

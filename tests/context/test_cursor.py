@@ -14,12 +14,12 @@ from mp13_context import (
     CommandKind,
     ContextError,
     CursorError,
+    EventKind,
     NodeKind,
     Role,
     Session,
     SystemMode,
 )
-from mp13_context._runner import stitched
 from mp13_context.testing import FakeEngine, FakeReply
 from mp13_engine import FinishReason
 from mp13_toolbox import ToolCall
@@ -164,7 +164,7 @@ def test_navigation(ctx):
         cur.root().parent()
 
 
-def test_batch_runs_as_one_wave_and_returns_one_cursor_per_prompt(ctx, engine):
+def test_batch_members_run_together_and_return_one_cursor_per_prompt(ctx, engine):
     cur = ctx.cursor()
     cur.ask("start")
     before = cur.node_id
@@ -178,59 +178,56 @@ def test_batch_runs_as_one_wave_and_returns_one_cursor_per_prompt(ctx, engine):
     assert all(k.path()[-3].id == hub.id for k in kids)
 
 
-def test_batch_member_cancelled_by_id_at_the_gate_never_reaches_the_engine(ctx, engine):
-    """Streaming batch: one member is held before the gate while another waits there."""
+def test_batch_member_cancelled_on_its_way_is_never_sent_and_the_others_run(ctx, engine):
+    """A member whose REQUEST callback is still running is cancelled by id before it is
+    sent; the other member goes on."""
     cur = ctx.cursor()
     release = asyncio.Event()
     request_ids: list[str] = []
 
     async def on_event(event):
-        if event.kind.value == "request":
+        if event.kind is EventKind.REQUEST:
             request_ids.append(event.request_id)
-            if len(request_ids) == 2:  # the second member arrives late
+            if len(request_ids) == 1:  # hold the first member on its way to the engine
                 await release.wait()
 
     async def main():
         task = asyncio.ensure_future(cur.abatch(["p1", "p2"], on_event=on_event))
         while len(request_ids) < 2:
             await asyncio.sleep(0.001)
-        await asyncio.sleep(0.01)  # the first member now waits at the gate
         assert ctx.cancel(request_ids[0])
         assert not ctx.cancel("no-such-request")
         release.set()
         return await task
 
     kids = asyncio.run(main())
-    first, second = sorted(kids, key=lambda k: k.turn.request_id != request_ids[0])
-    assert first.turn.cancelled and first.turn.finish_reason is FinishReason.CANCELLED
-    assert first.turn.text == ""
-    assert second.turn.text in ("echo: p1", "echo: p2") and not second.turn.cancelled
+    held, other = sorted(kids, key=lambda k: k.turn.request_id != request_ids[0])
+    assert held.turn.cancelled and held.turn.finish_reason is FinishReason.CANCELLED
+    assert held.turn.text == "" and held.turn.metrics.batch_size == 0  # it never ran
+    assert other.turn.text in ("echo: p1", "echo: p2") and not other.turn.cancelled
     assert [r.id for r in engine.requests] == [request_ids[1]]
     assert not any(k.running for k in kids)
 
 
-def test_gate_cancel_holds_back_only_the_cancelled_request(engine):
-    from mp13_context._runner import Gate
-    from mp13_engine import Request
-
-    def request(text):
-        return Request(messages=[{"role": "user", "content": text}], max_new_tokens=8)
+def test_cancel_all_cancels_every_running_request_of_the_scope(ctx, engine):
+    engine.delay_s = 0.01
+    engine.chunk_size = 1
+    cur = ctx.cursor()
+    started: list[str] = []
 
     async def main():
-        gate = Gate(2, engine)
-        one, two = request("one"), request("two")
-        first = asyncio.ensure_future(gate.generate(one))
-        await asyncio.sleep(0)
-        assert gate.cancel(one.id)
-        second = asyncio.ensure_future(gate.generate(two))
-        results = await asyncio.gather(first, second)
-        assert not gate.cancel(two.id)  # it went to the engine: cancel it there
-        return results
+        task = asyncio.ensure_future(
+            cur.abatch(["a" * 20, "b" * 20, "c" * 20], on_event=lambda e: started.append(e.kind))
+        )
+        while started.count(EventKind.TEXT) < 3:
+            await asyncio.sleep(0.005)
+        assert ctx.with_scope("other").cancel_all() == 0  # another scope runs nothing
+        assert ctx.cancel_all() == 3
+        return await task
 
-    cancelled, answered = asyncio.run(main())
-    assert cancelled.finish_reason is FinishReason.CANCELLED and cancelled.text == ""
-    assert answered.text == "echo: two"
-    assert [r.messages[0]["content"] for r in engine.requests] == ["two"]
+    kids = asyncio.run(main())
+    assert all(k.turn.cancelled and k.turn.text for k in kids)
+    assert ctx.cancel_all() == 0
 
 
 def test_try_out_promote_moves_origin_and_marks_main_line(ctx):
@@ -359,7 +356,7 @@ def test_a_continued_reply_is_one_turn_and_one_message_built_the_same_way(ctx, e
     )
     cur.ask("story")  # then a tool round and the default reply
     replies = [n.id for n in cur.path() if n.turn and n.turn.role is Role.ASSISTANT]
-    turn = stitched(ctx.session, replies[2])  # the last continuation of the first reply
+    turn = ctx.cursor(at=replies[2]).turn  # the last continuation of the first reply
     assert (turn.text, turn.reasoning) == ("Once upon.", "think more")
     assert [c.name for c in turn.tool_calls] == ["ping"]
     reply = next(m for m in cur.messages() if m["role"] == "assistant")
@@ -495,10 +492,10 @@ def test_prompt_and_token_count_use_the_engine(ctx):
 
 def test_log_and_api_calls_are_recorded_but_change_nothing(ctx):
     cur = ctx.cursor()
-    state = cur.state
+    settings = cur.settings
     cur.log("tried something")
     cur.record_call("engine.adapters.load", path="/x", name="a")
-    assert cur.state == state
+    assert cur.settings == settings
     kinds = [c.kind.value for c in cur.node.commands]
     assert kinds == ["log", "api_call"]
     assert cur.node.commands[1].data == {"path": "/x", "name": "a"}
@@ -529,3 +526,33 @@ def test_parse_errors_of_the_engine_are_kept_on_the_turn(session):
     assert turn.parse_errors == ("bad <tool_call> json",)
     session.refresh()
     assert session.node(turn.node_id).turn.parse_errors == ("bad <tool_call> json",)
+
+
+def test_adapter_names_follow_the_engine_rule_for_request_adapters(ctx, engine):
+    cur = ctx.cursor()
+    cur.adapters.set("solo")
+    assert cur.adapters.show() == ("solo",)
+    cur.adapters.add(["a", "solo", "b"])
+    assert cur.adapters.show() == ("solo", "a", "b")
+    for bad in ("", ["ok", ""], [3], b"bytes"):
+        with pytest.raises(CommandError, match="adapters"):
+            cur.adapters.set(bad)
+    assert cur.adapters.show() == ("solo", "a", "b")  # nothing was recorded
+    cur.ask("hi")
+    assert engine.requests[-1].adapters == ("solo", "a", "b")
+
+
+def test_a_failing_batch_member_raises_after_the_others_finish(ctx, engine):
+    engine.delay_s = 0.005
+    cur = ctx.cursor()
+
+    def on_event(event):
+        if event.kind is EventKind.USER and event.turn.text == "boom":
+            raise ValueError("the callback failed")
+
+    with pytest.raises(ValueError, match="callback failed"):
+        cur.batch(["one", "boom", "three"], on_event=on_event)
+    hub = cur.children()[-1]
+    replies = [ctx.cursor(at=u.id).children() for u in ctx.session.children(hub.id)]
+    texts = sorted(r[0].turn.text for r in replies if r)
+    assert texts == ["echo: one", "echo: three"]  # finished, not cut off

@@ -475,7 +475,7 @@ def test_states_interned_by_a_failed_import_are_not_cached(live, doc, tmp_path):
     cur.system.set("a brand new system prompt")
     assert cur.messages()[0]["content"] == "a brand new system prompt"
     with Session.open(tmp_path / "live.db") as reader:  # states as stored, not as cached
-        assert reader.state_at(cur.node_id).system.text == "a brand new system prompt"
+        assert reader.settings_at(cur.node_id).system.text == "a brand new system prompt"
 
 
 # --- limits, deep files ------------------------------------------------------------------
@@ -561,7 +561,7 @@ def test_import_keeps_ids_and_hashes_and_validates_params_like_live_commands(liv
     rehash(doc)
     report = fresh.import_document(doc, new_ids=True)
     copied_root = fresh.conversation(report.conversations[0]).root_id
-    assert fresh.state_at(copied_root).params["stop"] == ["X"]
+    assert fresh.settings_at(copied_root).params["stop"] == ["X"]
     fresh.close()
 
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mp13_context import PARAMS, ChatContext, CommandError, Session
-from mp13_context._state import REQUEST_PARAMS, validate_params
+from mp13_context._settings import REQUEST_PARAMS, validate_params
 from mp13_context.testing import FakeEngine
 from mp13_engine import REQUEST_FIELDS, FinishReason, Request, RequestError
 

@@ -83,8 +83,8 @@ def test_replay_into_the_same_engine_reproduces_everything(session):
         return [(m["role"], m["content"]) for m in messages]
 
     assert shape(new.messages()) == shape(cur.messages())
-    assert new.state.adapters == ("lora",) and new.state.params == {"temperature": 0.0}
-    assert new.state.system.text == "be exact\n\nsecond paragraph"
+    assert new.settings.adapters == ("lora",) and new.settings.params == {"temperature": 0.0}
+    assert new.settings.system.text == "be exact\n\nsecond paragraph"
 
 
 def test_log_notes_and_api_calls_are_not_replayed(session):

@@ -124,12 +124,12 @@ def run_command(cur, op, arg):
 
 
 def check(cur, ref, session):
-    state = session.state_at(cur.node_id)
+    state = session.settings_at(cur.node_id)
     assert (state.system.mode, state.system.text) == ref.system[-1]
     assert state.adapters == ref.adapters[-1]
     assert state.tool_scopes == ref.tools[-1]
     assert state.params == ref.params
-    again = session.recompute_state(cur.node_id)
+    again = session.recompute_settings(cur.node_id)
     assert (again.system, again.adapters, again.tool_scopes, again.params) == (
         state.system,
         state.adapters,

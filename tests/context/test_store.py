@@ -115,11 +115,11 @@ def test_reopen_gives_identical_trees(tmp_path):
     session = Session.open(path)
     _, cur = build_tree(session)
     before = session_data(session)
-    leaf, state, messages = cur.node_id, session.state_at(cur.node_id), cur.messages()
+    leaf, state, messages = cur.node_id, session.settings_at(cur.node_id), cur.messages()
     session.close()
     again = Session.open(path)
     assert session_data(again) == before
-    assert again.state_at(leaf) == state
+    assert again.settings_at(leaf) == state
     assert again.messages(leaf) == messages
     ctx = ChatContext(again, engine=FakeEngine())
     assert ctx.cursor(before.conversations[0].info.id).node_id == leaf  # saved position
@@ -141,9 +141,14 @@ def test_each_mutation_is_its_own_small_transaction(tmp_path):
     assert count() == n + 1  # committed at once, visible to another connection
     for _ in range(50):
         node = session.append(node.id, NodeKind.TURN, turn)
-    changes = conn.total_changes
-    session.append(node.id, NodeKind.TURN, turn)
-    assert conn.total_changes - changes == small  # cost does not grow with the session
+    costs = []
+    for _ in range(9):
+        changes = conn.total_changes
+        node = session.append(node.id, NodeKind.TURN, turn)
+        costs.append(conn.total_changes - changes)
+    # The cost does not grow with the session. (FTS5 merges its index segments now and
+    # then, inside the append that triggers it: periodic work, so the median is compared.)
+    assert sorted(costs)[len(costs) // 2] == small
     changes = conn.total_changes
     session.set_archived(node.id)
     assert conn.total_changes - changes == 1
@@ -231,7 +236,7 @@ def test_json_export_import_round_trip(tmp_path, session):
     conv = session.conversations()[0]
     leaf = session.leaf(conv.root_id).id
     assert copy.messages(leaf) == session.messages(leaf)
-    assert copy.state_at(leaf) == session.state_at(leaf)
+    assert copy.settings_at(leaf) == session.settings_at(leaf)
     with pytest.raises(ImportConflictError, match="already exists"):
         Session.import_json(out, into=copy)
     Session.import_json(out, into=copy, new_ids=True)

@@ -36,14 +36,14 @@ def test_a_lone_surrogate_is_stored_as_the_replacement_character(tmp_path):
     assert node.label == STORED_NAME
     cmd = Command(kind=CommandKind.SYSTEM_SET, text=f"files: {SURROGATE_NAME}")
     placeholder = session.append(node.id, NodeKind.PLACEHOLDER, commands=[cmd])
-    assert session.state_at(placeholder.id).system.text == f"files: {STORED_NAME}"
+    assert session.settings_at(placeholder.id).system.text == f"files: {STORED_NAME}"
     assert session.conversation(info.id).title == f"about {STORED_NAME}"
     assert session.search("report")[0].node_id == node.id
     assert session.search(SURROGATE_NAME)[0].node_id == node.id  # queries are cleaned alike
     session.close()
     again = Session.open(path)
     assert again.node(node.id) == node
-    assert again.state_at(placeholder.id).system.text == f"files: {STORED_NAME}"
+    assert again.settings_at(placeholder.id).system.text == f"files: {STORED_NAME}"
     assert again.verify().ok
     out = tmp_path / "e.json"
     again.export_json(out)

@@ -3,7 +3,7 @@
 
 bitsandbytes repacks a 4-bit weight for CPU inference on its first forward; PEFT
 wrapping the layer afterwards turned every later output into garbage, the base
-model's included. The engine keeps the weights in one layout (``_bnb_cpu``).
+model's included. The engine keeps the weights in one layout (``_compat.keep_4bit_layout``).
 """
 
 from __future__ import annotations

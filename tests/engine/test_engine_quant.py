@@ -40,7 +40,7 @@ def test_8bit_cast_notice_is_silenced(tiny_model_path, caplog):
     (a filter installed once, see tests/engine/test_quiet.py), not by swapping the
     process-wide warnings filters around every wave.
     """
-    from mp13_engine._quiet import CAST_NOTICE
+    from mp13_engine._compat import CAST_NOTICE
 
     caplog.set_level("WARNING")
     with warnings.catch_warnings(record=True) as caught:

@@ -16,7 +16,7 @@ import warnings
 import pytest
 
 from mp13_engine import Engine, Request
-from mp13_engine._quiet import BNB_LOGGER, CAST_NOTICE, DropCastNotice
+from mp13_engine._compat import BNB_LOGGER, CAST_NOTICE, DropCastNotice
 
 pytest.importorskip("bitsandbytes")
 

@@ -278,7 +278,6 @@ def _real_templates() -> list:
 def test_training_renders_tool_chats_exactly_as_serving(tmp_path, template):
     """Training and serving adapt a chat through ONE function, with the chat template."""
     from mp13_engine._training._data import to_example
-    from mp13_engine._training._job import _engine_prepare
     from mp13_engine._training._render import _render, assistant_spans
     from mp13_engine.testing import build_tiny_model
     from tests.engine.test_training_data import CHAT
@@ -288,7 +287,7 @@ def test_training_renders_tool_chats_exactly_as_serving(tmp_path, template):
     messages, tools = CHAT["messages"], CHAT["tools"]
     with Engine.load(str(path), device="cpu") as eng:
         assert eng.tool_format is not None
-        prepare, tok = _engine_prepare(eng), eng.tokenizer
+        prepare, tok = eng.adapters.training_host().prepare, eng.tokenizer
         for i, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue
@@ -303,11 +302,11 @@ def test_training_renders_tool_chats_exactly_as_serving(tmp_path, template):
 def test_a_job_that_fails_mid_run_leaves_the_engine_as_it_was(
     engine, tmp_path, monkeypatch, checkpointing
 ):
-    from mp13_engine._training import _state
+    from mp13_engine._training._trainer import Trainer
 
     question = QA[0][0]
     before = _ask(engine, question, [])
-    real = _state.TrainerState.micro_step
+    real = Trainer.micro_step
     calls = []
 
     def failing(self, model):
@@ -316,7 +315,7 @@ def test_a_job_that_fails_mid_run_leaves_the_engine_as_it_was(
             raise RuntimeError("simulated failure in a training step")
         return real(self, model)
 
-    monkeypatch.setattr(_state.TrainerState, "micro_step", failing)
+    monkeypatch.setattr(Trainer, "micro_step", failing)
     name = f"broken-{checkpointing}"
     job = engine.train(_cfg(tmp_path, name, gradient_checkpointing=checkpointing))
     with pytest.raises(TrainingError, match="simulated failure") as info:

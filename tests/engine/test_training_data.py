@@ -138,7 +138,7 @@ def test_json_and_jsonl_files(tmp_path):
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
     a, b = load_examples(tmp_path / "d.json"), load_examples(tmp_path / "d.jsonl")
     assert a == b
-    assert [e.kind for e in a] == ["text", "completion", "messages"]
+    assert [e.kind.value for e in a] == ["text", "completion", "messages"]
     # Tool-call arguments given as a JSON string become a dict for the template.
     call = a[2].messages[2]["tool_calls"][0]
     assert call["function"]["arguments"] == {"x": "2+2"}

@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """The training step you can read top to bottom: batching, one micro-step, checkpoints.
 
-``TrainerState`` is the mutable state of one job (optimizer, scheduler,
-counters). Invariants: ``micro`` counts micro-batches taken so far and
-determines everything about the next one (which rows, the dropout seed), so a
-run resumed from a checkpoint continues exactly where it stopped; ``step``
-counts optimizer steps; the loss of a step is the mean over all loss tokens of
-its ``grad_accum`` micro-batches (each micro-batch's summed loss is divided by
-the window's token count before ``backward``).
+``Trainer`` runs the micro-steps of one job and owns what they change: the
+optimizer, the scheduler, the data order and the counters. It knows the job's
+config, rows and length, never the job or the engine. Invariants: ``micro``
+counts micro-batches taken so far and determines everything about the next one
+(which rows, the dropout seed), so a run resumed from a checkpoint continues
+exactly where it stopped; ``step`` counts optimizer steps; the loss of a step
+is the mean over all loss tokens of its ``grad_accum`` micro-batches (each
+micro-batch's summed loss is divided by the window's token count before
+``backward``).
 """
 
 from __future__ import annotations
@@ -23,14 +25,19 @@ import attrs
 import torch
 import torch.nn.functional as F
 
+from mp13_engine._adapter_files import write_adapter_dir
+from mp13_engine._compat import peft_base_model
 from mp13_engine._errors import TrainingError
-from mp13_engine._training._render import Rendered
+from mp13_engine._training._config import TrainingConfig
+from mp13_engine._training._render import TrainingRow
 
 _IGNORE = -100
 _STATE_FILE = "trainer_state.pt"
+#: ``TrainingConfig.precision`` values that train under autocast, and their dtypes.
+_AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def batches(rows: Sequence[Rendered], pad_id: int, device: Any) -> dict[str, torch.Tensor]:
+def batches(rows: Sequence[TrainingRow], pad_id: int, device: Any) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 outside the mask)."""
     width = max(len(r.ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -63,18 +70,18 @@ def _loss_sum(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
 
 
 @attrs.define
-class TrainerState:
-    """Optimizer, scheduler, data order and counters of one training job."""
+class Trainer:
+    """One job's micro-steps, and the optimizer, scheduler, data order and counters they change."""
 
-    job: Any
-    rows: Sequence[Rendered]
+    config: TrainingConfig
+    rows: Sequence[TrainingRow]
     params: list[torch.nn.Parameter]
     optimizer: torch.optim.Optimizer
     scheduler: Any
     device: Any
     cuda_devices: list[int]  # every GPU holding part of the model (their RNGs are forked)
     pad_id: int
-    autocast: Any
+    autocast: tuple[str, torch.dtype] | None  # (device type, dtype) to train under autocast
     grad_ckpt: bool
     micro: int = 0
     step: int = 0
@@ -88,53 +95,56 @@ class TrainerState:
     _window: dict[str, float] = attrs.field(factory=dict)
 
     @classmethod
-    def create(cls, job: Any, params: list[torch.nn.Parameter], model: Any) -> TrainerState:
+    def create(
+        cls,
+        config: TrainingConfig,
+        rows: Sequence[TrainingRow],
+        total_steps: int,
+        params: list[torch.nn.Parameter],
+        model: Any,
+        pad_id: int,
+    ) -> Trainer:
+        """A trainer for ``rows`` that takes ``total_steps`` optimizer steps of ``params``."""
         from transformers import get_scheduler
 
-        cfg = job.config
+        cfg = config
         optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
         scheduler = get_scheduler(
             cfg.scheduler,
             optimizer,
             num_warmup_steps=cfg.warmup_steps,
-            num_training_steps=job.total_steps,
+            num_training_steps=total_steps,
         )
         device = model.get_input_embeddings().weight.device
-        tokenizer = job._engine._state.tokenizer
-        pad_id = tokenizer.pad_token_id
-        if pad_id is None:
-            pad_id = tokenizer.eos_token_id or 0
-        autocast: Any = None
-        if cfg.precision in ("bfloat16", "float16"):
-            autocast = (device.type, getattr(torch, cfg.precision))
+        dtype = _AUTOCAST.get(cfg.precision)
         if cfg.gradient_checkpointing:
-            model.get_base_model().gradient_checkpointing_enable(
+            peft_base_model(model).gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
         return cls(
-            job=job,
-            rows=job._train,
+            config=config,
+            rows=rows,
             params=params,
             optimizer=optimizer,
             scheduler=scheduler,
             device=device,
             cuda_devices=cuda_devices(model),
             pad_id=pad_id,
-            autocast=autocast,
+            autocast=None if dtype is None else (device.type, dtype),
             grad_ckpt=cfg.gradient_checkpointing,
         )
 
     # ----- data order
     @property
     def per_epoch(self) -> int:
-        return math.ceil(len(self.rows) / self.job.config.batch_size)
+        return math.ceil(len(self.rows) / self.config.batch_size)
 
     @property
     def epoch(self) -> float:
         return self.micro / self.per_epoch
 
-    def _rows_for(self, micro: int) -> list[Rendered]:
-        cfg = self.job.config
+    def _rows_for(self, micro: int) -> list[TrainingRow]:
+        cfg = self.config
         epoch, index = divmod(micro, self.per_epoch)
         order = self._orders.get(epoch)
         if order is None:
@@ -150,7 +160,7 @@ class TrainerState:
     # ----- the step
     def micro_step(self, model: Any) -> bool:
         """Forward + backward on the next micro-batch; True when it completed an optimizer step."""
-        cfg = self.job.config
+        cfg = self.config
         position = self.micro % cfg.grad_accum
         if position == 0:
             window = range(self.micro, self.micro + cfg.grad_accum)
@@ -194,7 +204,7 @@ class TrainerState:
         @contextlib.contextmanager
         def seeded() -> Any:
             with fork:
-                torch.manual_seed(self.job.config.seed * 1_000_003 + self.micro + 1)
+                torch.manual_seed(self.config.seed * 1_000_003 + self.micro + 1)
                 yield
 
         return seeded()
@@ -205,9 +215,9 @@ class TrainerState:
         return torch.autocast(device_type=self.autocast[0], dtype=self.autocast[1])
 
     @torch.no_grad()
-    def evaluate(self, model: Any, rows: Sequence[Rendered]) -> float:
+    def evaluate(self, model: Any, rows: Sequence[TrainingRow]) -> float:
         """Mean loss per loss token over ``rows`` (model in eval mode, no dropout)."""
-        size = self.job.config.eval_batch_size
+        size = self.config.eval_batch_size
         total, count = 0.0, 0
         model.eval()
         for i in range(0, len(rows), size):
@@ -224,48 +234,46 @@ class TrainerState:
         model.eval()
         self.optimizer.zero_grad(set_to_none=True)
         if self.grad_ckpt:
-            model.get_base_model().gradient_checkpointing_disable()
+            peft_base_model(model).gradient_checkpointing_disable()
             self.grad_ckpt = False
 
 
-def save_checkpoint(state: TrainerState, path: Path, model: Any, adapter: str) -> None:
+def save_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> None:
     """Adapter weights (PEFT format) + optimizer/scheduler/counters in ``trainer_state.pt``."""
-    from mp13_engine._adapters import write_adapter_dir
-
-    write_adapter_dir(model, adapter, path, {"checkpoint_step": state.step})
+    write_adapter_dir(model, adapter, path, {"checkpoint_step": trainer.step})
     torch.save(
         {
-            "optimizer": state.optimizer.state_dict(),
-            "scheduler": state.scheduler.state_dict(),
-            "micro": state.micro,
-            "step": state.step,
-            "tokens_seen": state.tokens_seen,
-            "last_loss": state.last_loss,
+            "optimizer": trainer.optimizer.state_dict(),
+            "scheduler": trainer.scheduler.state_dict(),
+            "micro": trainer.micro,
+            "step": trainer.step,
+            "tokens_seen": trainer.tokens_seen,
+            "last_loss": trainer.last_loss,
         },
         path / _STATE_FILE,
     )
 
 
-def load_checkpoint(state: TrainerState, path: Path, model: Any, adapter: str) -> None:
-    """Restore what :func:`save_checkpoint` wrote into a freshly set-up job."""
+def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> None:
+    """Restore what :func:`save_checkpoint` wrote into a freshly set-up trainer."""
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
     try:
         weights = load_file(str(path / "adapter_model.safetensors"))
         set_peft_model_state_dict(model, weights, adapter_name=adapter)
-        saved = torch.load(str(path / _STATE_FILE), map_location=state.device, weights_only=True)
-        state.optimizer.load_state_dict(saved["optimizer"])
-        state.scheduler.load_state_dict(saved["scheduler"])
+        saved = torch.load(str(path / _STATE_FILE), map_location=trainer.device, weights_only=True)
+        trainer.optimizer.load_state_dict(saved["optimizer"])
+        trainer.scheduler.load_state_dict(saved["scheduler"])
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise TrainingError(
             f"Cannot resume from checkpoint {str(path)!r}: {exc}. It must come from a job with "
             "the same LoRA settings on the same base model."
         ) from exc
-    state.micro, state.step = int(saved["micro"]), int(saved["step"])
-    state.first_step = state.step
-    state.tokens_seen = int(saved["tokens_seen"])
-    state.last_loss = saved["last_loss"]
+    trainer.micro, trainer.step = int(saved["micro"]), int(saved["step"])
+    trainer.first_step = trainer.step
+    trainer.tokens_seen = int(saved["tokens_seen"])
+    trainer.last_loss = saved["last_loss"]
 
 
 @contextlib.contextmanager

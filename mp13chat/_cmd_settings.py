@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Branch state and settings: system message, parameters, display settings, adapters.
+"""Settings of a branch and of the run: system message, parameters, display settings,
+adapters.
 
 System message, adapters-in-use and parameters are *recorded on this branch* through
 the cursor (``cur.system``, ``cur.adapters``, ``cur.params``): other branches are not
@@ -13,22 +14,20 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 from rich.panel import Panel
 from rich.text import Text
 
-from mp13_context import PARAMS
+from mp13_context import PARAMS, SystemMode
 from mp13chat import _adapter_folder as adapter_folder
-from mp13chat import _convo as convo
+from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
-
-if TYPE_CHECKING:  # pragma: no cover
-    from mp13chat._app import ChatApp
+from mp13chat._repl import Repl
 
 #: REPL display settings handled by /set next to the branch parameters.
 DISPLAY_SETTINGS = ("stream", "markdown", "show_reasoning")
@@ -42,55 +41,61 @@ def param_names() -> list[str]:
 # --- system message ------------------------------------------------------------------
 
 
+def _print_system(repl: Repl) -> None:
+    prompt = repl.cursor.system.show()
+    match prompt.mode:
+        case SystemMode.DEFAULT:
+            render.print_info(
+                repl.console, "no system message set: the chat template's default applies"
+            )
+        case SystemMode.NONE:
+            render.print_info(repl.console, "system message: none (an empty one is sent)")
+        case SystemMode.TEXT:
+            repl.console.print(Panel(Text(prompt.text), title="system", title_align="left"))
+
+
 @command("show", group="system", usage="/system show")
-def system_show(app: ChatApp, line: CommandLine) -> None:
+def system_show(repl: Repl, line: CommandLine) -> None:
     """Show the system message in effect on this branch."""
-    prompt = app.cursor.system.show()
-    mode = prompt.mode.value
-    if mode == "default":
-        render.print_info(app.console, "no system message set: the chat template's default applies")
-    elif mode == "none":
-        render.print_info(app.console, "system message: none (an empty one is sent)")
-    else:
-        app.console.print(Panel(Text(prompt.text), title="system", title_align="left"))
+    _print_system(repl)
 
 
 @command("set", group="system", usage="/system set TEXT")
-def system_set(app: ChatApp, line: CommandLine) -> None:
+def system_set(repl: Repl, line: CommandLine) -> None:
     """Replace the system message on this branch."""
-    app.cursor.system.set(line.require_text("the system message"))
-    render.print_ok(app.console, "system message set")
+    repl.cursor.system.set(line.require_text("the system message"))
+    render.print_ok(repl.console, "system message set")
 
 
 @command("add", group="system", usage="/system add TEXT")
-def system_add(app: ChatApp, line: CommandLine) -> None:
+def system_add(repl: Repl, line: CommandLine) -> None:
     """Append a paragraph to the system message on this branch."""
-    app.cursor.system.add(line.require_text("the text to add"))
-    system_show.func(app, CommandLine())
+    repl.cursor.system.add(line.require_text("the text to add"))
+    _print_system(repl)
 
 
 @command("pop", group="system", usage="/system pop")
-def system_pop(app: ChatApp, line: CommandLine) -> None:
+def system_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last system-message change on this branch."""
-    app.cursor.system.pop()
-    system_show.func(app, CommandLine())
+    repl.cursor.system.pop()
+    _print_system(repl)
 
 
 @command("none", group="system", usage="/system none")
-def system_none(app: ChatApp, line: CommandLine) -> None:
+def system_none(repl: Repl, line: CommandLine) -> None:
     """Send no system message at all (not even the template's default)."""
-    app.cursor.system.none()
-    system_show.func(app, CommandLine())
+    repl.cursor.system.none()
+    _print_system(repl)
 
 
 @command("default", group="system", usage="/system default")
-def system_default(app: ChatApp, line: CommandLine) -> None:
+def system_default(repl: Repl, line: CommandLine) -> None:
     """Back to the chat template's default system message."""
-    app.cursor.system.default()
-    system_show.func(app, CommandLine())
+    repl.cursor.system.default()
+    _print_system(repl)
 
 
-SYSTEM = group_command(
+SYSTEM: Command[Repl] = group_command(
     "system",
     system_show,
     system_set,
@@ -98,7 +103,7 @@ SYSTEM = group_command(
     system_pop,
     system_none,
     system_default,
-    group="state",
+    group="settings",
     doc="The system message on this branch: set, add, pop, none, default, show.",
     default="show",
 )
@@ -106,7 +111,7 @@ SYSTEM = group_command(
 # --- parameters and display settings ---------------------------------------------------
 
 
-def _complete_settings(app: ChatApp, index: int, words: list[str]) -> list[str]:
+def _complete_settings(repl: Repl, index: int, words: list[str]) -> list[str]:
     if index == 0:
         return [*param_names(), *DISPLAY_SETTINGS]
     if index == 1 and words and words[0] in (*DISPLAY_SETTINGS, "do_sample"):
@@ -114,21 +119,21 @@ def _complete_settings(app: ChatApp, index: int, words: list[str]) -> list[str]:
     return []
 
 
-@command("params", group="state", aliases=("settings",))
-def params(app: ChatApp, line: CommandLine) -> None:
+@command("params", group="settings", aliases=("settings",))
+def params(repl: Repl, line: CommandLine) -> None:
     """Show the parameters set on this branch and the display settings."""
     rows: list[tuple[str, Any, str]] = [
-        (name, value, "branch") for name, value in sorted(app.cursor.params.show().items())
+        (name, value, "branch") for name, value in sorted(repl.cursor.params.show().items())
     ]
-    rows += [(name, getattr(app.config, name), "display") for name in DISPLAY_SETTINGS]
-    app.console.print(render.table("settings", ("name", "value", "where"), rows))
+    rows += [(name, getattr(repl.config, name), "display") for name in DISPLAY_SETTINGS]
+    repl.console.print(render.table("settings", ("name", "value", "where"), rows))
     render.print_info(
-        app.console, "unset parameters use the engine's defaults; /set NAME VALUE changes one"
+        repl.console, "unset parameters use the engine's defaults; /set NAME VALUE changes one"
     )
 
 
-@command("set", group="state", usage="/set NAME VALUE", complete=_complete_settings)
-def set_(app: ChatApp, line: CommandLine) -> None:
+@command("set", group="settings", usage="/set NAME VALUE", complete=_complete_settings)
+def set_(repl: Repl, line: CommandLine) -> None:
     """Set a parameter on this branch (max_new_tokens, temperature, do_sample, top_p,
     seed, stop, max_tool_rounds, ...) or a display setting (stream, markdown,
     show_reasoning). Values are JSON (true, 0.7, ["a", "b"]) or on/off."""
@@ -139,37 +144,44 @@ def set_(app: ChatApp, line: CommandLine) -> None:
     if name in DISPLAY_SETTINGS:
         if not isinstance(value, bool):
             raise UsageError(f"{name} is on or off, got {raw.strip()!r}")
-        app.config = attrs.evolve(app.config, **{name: value})
+        display: dict[str, Any] = {name: value}
+        repl.config = attrs.evolve(repl.config, **display)
     else:
-        app.cursor.params.set(**{name: value})
-    render.print_ok(app.console, f"{name} = {value!r}")
+        repl.cursor.params.set(**{name: value})
+    render.print_ok(repl.console, f"{name} = {value!r}")
 
 
-@command("unset", group="state", usage="/unset NAME", complete=_complete_settings)
-def unset(app: ChatApp, line: CommandLine) -> None:
+@command("unset", group="settings", usage="/unset NAME", complete=_complete_settings)
+def unset(repl: Repl, line: CommandLine) -> None:
     """Restore a parameter's default on this branch."""
     name = line.require_text("a parameter name")
-    app.cursor.params.set(**{name: None})
-    render.print_ok(app.console, f"{name} back to its default")
+    repl.cursor.params.set(**{name: None})
+    render.print_ok(repl.console, f"{name} back to its default")
 
 
 # --- adapters --------------------------------------------------------------------------
 
 
-def _adapter_names(app: ChatApp, index: int, words: list[str]) -> list[str]:
-    adapters = getattr(app.engine, "adapters", None)
-    return [a.name for a in adapters.list()] if adapters is not None else []
+def _manager(repl: Repl) -> Any:  # mp13_engine does not export the manager's type
+    return repl.real_engine("adapters").adapters
 
 
-def _manager(app: ChatApp) -> Any:
-    return app.require_engine("adapters", "adapters").adapters
+def _adapter_names(repl: Repl, index: int, words: list[str]) -> list[str]:
+    return [a.name for a in _manager(repl).list()]
+
+
+def _print_in_use(repl: Repl, *, changed: bool = True) -> None:
+    """``this branch uses ...``: the adapters in effect here, in words."""
+    here = repl.cursor.adapters.show()
+    what = "the engine's default adapters" if here is None else ", ".join(here) or "the base model"
+    (render.print_ok if changed else render.print_info)(repl.console, f"this branch uses {what}")
 
 
 @command("list", group="adapters", usage="/adapters list")
-def adapters_list(app: ChatApp, line: CommandLine) -> None:
+def adapters_list(repl: Repl, line: CommandLine) -> None:
     """List the loaded adapters; marks those used on this branch and the engine default."""
-    manager = _manager(app)
-    here = app.cursor.adapters.show()
+    manager = _manager(repl)
+    here = repl.cursor.adapters.show()
     defaults = tuple(manager.defaults)
     in_use = defaults if here is None else here
     rows = []
@@ -189,25 +201,24 @@ def adapters_list(app: ChatApp, line: CommandLine) -> None:
                 info.path,
             )
         )
-    app.console.print(
+    repl.console.print(
         render.table("adapters", ("name", "used", "rank", "source", "targets", "path"), rows)
     )
-    what = "engine default" if here is None else (", ".join(here) or "base model")
-    render.print_info(app.console, f"this branch uses: {what}")
+    _print_in_use(repl, changed=False)
 
 
-def _complete_load(app: ChatApp, index: int, words: list[str]) -> list[str]:
+def _complete_load(repl: Repl, index: int, words: list[str]) -> list[str]:
     if index != 0:
         return []
     saved = []
-    folder = app.adapters_dir
+    folder = repl.adapters_dir
     if folder is not None and folder.is_dir():
         saved = sorted(p.name for p in folder.iterdir() if adapter_folder.is_adapter(p))
-    return [*saved, *complete_paths(app, index, words)]
+    return [*saved, *complete_paths(repl, index, words)]
 
 
 @command("load", group="adapters", usage="/adapters load PATH|NAME [NAME]", complete=_complete_load)
-async def adapters_load(app: ChatApp, line: CommandLine) -> None:
+async def adapters_load(repl: Repl, line: CommandLine) -> None:
     """Load a PEFT LoRA adapter folder into the engine (name: the folder's name).
 
     A bare NAME loads the adapter saved under that name in the adapters folder (where
@@ -215,88 +226,86 @@ async def adapters_load(app: ChatApp, line: CommandLine) -> None:
     words = line.words
     if len(words) not in (1, 2):
         raise UsageError("give the adapter folder and optionally a name")
-    manager = _manager(app)
-    path = adapter_folder.resolve(words[0], app.adapters_dir)
+    manager = _manager(repl)
+    path = adapter_folder.resolve(words[0], repl.adapters_dir)
     if not adapter_folder.is_adapter(Path(path).expanduser()):
-        where = f" and none named so in {app.adapters_dir}" if app.adapters_dir else ""
+        where = f" and none named so in {repl.adapters_dir}" if repl.adapters_dir else ""
         raise ChatError(
             f"{words[0]!r} is not an adapter folder (one holding adapter_config.json){where}; "
             "give the folder of a PEFT adapter, or the name of one that /train start saved"
         )
     info = await asyncio.to_thread(manager.load, path, words[1] if len(words) > 1 else None)
     render.print_ok(
-        app.console, f"loaded {info.name} (rank {info.rank}); /adapters use {info.name}"
+        repl.console, f"loaded {info.name} (rank {info.rank}); /adapters use {info.name}"
     )
 
 
 @command("unload", group="adapters", usage="/adapters unload NAME", complete=_adapter_names)
-async def adapters_unload(app: ChatApp, line: CommandLine) -> None:
+async def adapters_unload(repl: Repl, line: CommandLine) -> None:
     """Remove an adapter from the engine (queued requests naming it fail)."""
     name = line.require_text("an adapter name")
-    manager = _manager(app)
-    convo.require_loaded(app, [name])
+    manager = _manager(repl)
+    position.require_adapters(repl, [name])
     await asyncio.to_thread(manager.unload, name)
-    render.print_ok(app.console, f"unloaded {name}")
+    render.print_ok(repl.console, f"unloaded {name}")
 
 
 @command("save", group="adapters", usage="/adapters save NAME PATH", complete=_adapter_names)
-async def adapters_save(app: ChatApp, line: CommandLine) -> None:
+async def adapters_save(repl: Repl, line: CommandLine) -> None:
     """Save an adapter in plain PEFT format."""
     words = line.words
     if len(words) != 2:
         raise UsageError("give the adapter name and a folder")
-    manager = _manager(app)
-    convo.require_loaded(app, words[:1])
+    manager = _manager(repl)
+    position.require_adapters(repl, words[:1])
     path = await asyncio.to_thread(manager.save, words[0], words[1])
-    render.print_ok(app.console, f"saved {words[0]} to {path}")
+    render.print_ok(repl.console, f"saved {words[0]} to {path}")
 
 
 @command("use", group="adapters", usage="/adapters use NAME ...", complete=_adapter_names)
-def adapters_use(app: ChatApp, line: CommandLine) -> None:
+def adapters_use(repl: Repl, line: CommandLine) -> None:
     """Use exactly these adapters on this branch (several are combined)."""
     names = line.words
     if not names:
         raise UsageError("give adapter names (/adapters base for none)")
-    convo.require_loaded(app, names)
-    app.cursor.adapters.set(names)
-    render.print_ok(app.console, f"this branch uses {', '.join(names)}")
+    position.require_adapters(repl, names)
+    repl.cursor.adapters.set(names)
+    _print_in_use(repl)
 
 
 @command("add", group="adapters", usage="/adapters add NAME ...", complete=_adapter_names)
-def adapters_add(app: ChatApp, line: CommandLine) -> None:
+def adapters_add(repl: Repl, line: CommandLine) -> None:
     """Add adapters to those used on this branch."""
     names = line.words
     if not names:
         raise UsageError("give adapter names")
-    convo.require_loaded(app, names)
-    app.cursor.adapters.add(names)
-    render.print_ok(app.console, f"this branch uses {', '.join(app.cursor.adapters.show() or ())}")
+    position.require_adapters(repl, names)
+    repl.cursor.adapters.add(names)
+    _print_in_use(repl)
 
 
 @command("base", group="adapters", usage="/adapters base")
-def adapters_base(app: ChatApp, line: CommandLine) -> None:
+def adapters_base(repl: Repl, line: CommandLine) -> None:
     """Use the base model (no adapter) on this branch."""
-    app.cursor.adapters.set([])
-    render.print_ok(app.console, "this branch uses the base model")
+    repl.cursor.adapters.set([])
+    _print_in_use(repl)
 
 
 @command("default", group="adapters", usage="/adapters default")
-def adapters_default(app: ChatApp, line: CommandLine) -> None:
+def adapters_default(repl: Repl, line: CommandLine) -> None:
     """Use the engine's default adapters on this branch."""
-    app.cursor.adapters.default()
-    render.print_ok(app.console, "this branch uses the engine's default adapters")
+    repl.cursor.adapters.default()
+    _print_in_use(repl)
 
 
 @command("pop", group="adapters", usage="/adapters pop")
-def adapters_pop(app: ChatApp, line: CommandLine) -> None:
+def adapters_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last adapter change on this branch."""
-    app.cursor.adapters.pop()
-    here = app.cursor.adapters.show()
-    what = "engine default" if here is None else (", ".join(here) or "base model")
-    render.print_ok(app.console, f"this branch uses: {what}")
+    repl.cursor.adapters.pop()
+    _print_in_use(repl)
 
 
-ADAPTERS = group_command(
+ADAPTERS: Command[Repl] = group_command(
     "adapters",
     adapters_list,
     adapters_load,
@@ -312,4 +321,4 @@ ADAPTERS = group_command(
     default="list",
 )
 
-COMMANDS: tuple[Command, ...] = (SYSTEM, params, set_, unset, ADAPTERS)
+COMMANDS: tuple[Command[Repl], ...] = (SYSTEM, params, set_, unset, ADAPTERS)

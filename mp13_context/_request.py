@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: MIT
+"""The engine ``Request`` for the next reply from a node: pure functions, no cursor.
+
+``build_request`` turns effective settings, the rendered messages and the
+advertised tool specs into a ``Request``; ``run_params`` layers the
+parameters (runner defaults, then those set on the path, then overrides);
+``request_at`` reads what those need from a session and a toolbox. The cursor
+(``Cursor.request``) and the turn runner both build requests here, so what a
+cursor shows is what the runner sends.
+
+Override values of ``None`` put a parameter back to its default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mp13_context._settings import (
+    REQUEST_PARAMS,
+    RUNNER_DEFAULTS,
+    EffectiveSettings,
+    changed_params,
+)
+from mp13_engine import Request
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mp13_context._session import Session
+
+
+def run_params(settings: EffectiveSettings, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Runner defaults, then the parameters set on the path, then ``overrides``."""
+    return changed_params({**RUNNER_DEFAULTS, **settings.params}, overrides)
+
+
+def tool_view(toolbox: Any, settings: EffectiveSettings) -> Any:
+    """The toolbox's view under the path's scope layers (``None`` without a toolbox)."""
+    return toolbox.view(list(settings.tool_scopes)) if toolbox is not None else None
+
+
+def build_request(
+    settings: EffectiveSettings,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None,
+    params: Mapping[str, Any],
+    continue_final: bool = False,
+) -> Request:
+    """The request for a reply after ``messages`` under ``settings``.
+
+    ``tools``: the advertised specs (``None`` or empty sends none); ``params`` as
+    ``run_params`` gives them (only the ``Request`` fields among them are used).
+    With ``continue_final`` the last message is the assistant reply to go on with;
+    a reply that showed no text yet (only reasoning) has no message, so it
+    continues from an empty one.
+    """
+    if continue_final and (not messages or messages[-1].get("role") != "assistant"):
+        messages = [*messages, {"role": "assistant", "content": ""}]
+    fields = {name: params[name] for name in REQUEST_PARAMS if name in params}
+    return Request(
+        messages=messages,
+        adapters=settings.adapters,
+        tools=tools or None,
+        continue_final=continue_final,
+        **fields,
+    )
+
+
+def request_at(
+    session: Session,
+    toolbox: Any,
+    node_id: str,
+    overrides: Mapping[str, Any],
+    *,
+    continue_final: bool = False,
+) -> Request:
+    """The request for the next reply after node ``node_id``."""
+    settings = session.settings_at(node_id)
+    view = tool_view(toolbox, settings)
+    return build_request(
+        settings,
+        session.messages(node_id),
+        tools=toolbox.specs(view) if toolbox is not None else None,
+        params=run_params(settings, overrides),
+        continue_final=continue_final,
+    )

@@ -1,0 +1,270 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every reliance on PEFT, bitsandbytes and torch internals, in one place.
+
+Concept
+    The engine uses PEFT, bitsandbytes and torch through their documented API
+    everywhere else. Where it cannot (a library bug to work around, or state no
+    public API exposes), the code is here, one small function per need, each
+    saying what it relies on and why. Upgrading one of these libraries means
+    reading this module and running its canaries: ``tests/engine/test_compat.py``
+    (one test per workaround, failing loudly when the library changed under it)
+    and ``tests/engine/test_fused_lora.py`` (the fused path against PEFT's own).
+
+Tested with
+    peft 0.21.2, bitsandbytes 0.50.2, torch 2.13.0 (CPU), transformers 5.23.0;
+    ``pyproject.toml`` caps peft and bitsandbytes at the next minor release.
+
+What each workaround relies on (check these on upgrade)
+    PEFT
+    * ``peft_base_model``: the LoRA wrapper keeps the wrapped model at
+      ``PeftModel.base_model.model``; ``get_base_model()`` is not used because
+      it looks up the active adapter's config, which fails while that name is stale.
+    * ``repoint_active_adapter``: after ``delete_adapter``, PEFT re-points
+      ``PeftModel.active_adapter`` only when exactly one layer-level adapter is
+      still active; otherwise it keeps the deleted name and every later config
+      lookup (``generate``, ``get_base_model``) raises ``KeyError``.
+    * ``undo_failed_wrap``: wrapping a plain model (``PeftModel.from_pretrained``)
+      injects LoRA layers *in place* and stores ``peft_config`` in the model's
+      ``__dict__`` before it loads weights; a failed load leaves both behind.
+    * The fused LoRA path (``peft_tuner_modules``, ``lora_weights``,
+      ``lora_scaling``, ``holds_adapter``, ``is_plain_linear_lora``) reads LoRA
+      layers' ``lora_A``/``lora_B`` (``ModuleDict`` of ``nn.Linear``),
+      ``scaling``, ``lora_variant`` (DoRA, aLoRA, ...), ``merged_adapters`` and
+      ``adapter_layer_names``, and imports ``LoraLayer``, ``BaseTunerLayer`` and
+      ``AuxiliaryTrainingWrapper`` (``peft.utils.other``, an internal path).
+    bitsandbytes
+    * ``keep_4bit_layout`` / ``repacked_4bit_layers``: on a CPU with
+      AVX512-BF16, ``Linear4bit.forward`` repacks its weight into a CPU layout
+      on the first inference forward (per-layer flag
+      ``support_avx512bf16_for_cpu``, marked ``quant_state.packing_format_for_cpu``).
+      PEFT wrapping such a layer later reads its state dict, which converts it
+      back best-effort; the next forward repacks that again and every output is
+      garbage, the base model's too (issue 12, fix 6). The engine turns the flag
+      off at load; the adapter manager refuses to wrap a layer repacked anyway.
+    * ``install_int8_cast_filter``: bitsandbytes logs "MatMul8bitLt: inputs will
+      be cast ..." on every forward of an 8-bit layer whose input is not float16
+      (the normal case on CPU or with bf16), through the logger of its internal
+      module ``bitsandbytes.autograd._functions`` (older versions: ``warnings``).
+    torch
+    * ``tensor_version``: ``Tensor._version``, torch's in-place modification
+      counter, tells the fused path that a cached copy of a weight is stale
+      (an optimizer step bumps it).
+
+Invariants
+    * Importing this module imports neither torch, peft nor bitsandbytes; each
+      function imports what it needs when called.
+    * Only the objects passed in change (model attributes, one logger's filters,
+      one ``warnings`` entry); nothing else process-wide, and no monkey patches.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+# ----- PEFT: the wrapper
+
+
+def is_peft_model(model: Any) -> bool:
+    """Whether ``model`` is a ``PeftModel``, without importing peft (seconds) when it is unused.
+
+    A PeftModel cannot exist unless peft was imported, so a missing module means no.
+    """
+    peft = sys.modules.get("peft")
+    return peft is not None and isinstance(model, peft.PeftModel)
+
+
+def peft_base_model(model: Any) -> Any:
+    """The transformers model inside a LoRA ``PeftModel`` (``model`` itself when not wrapped)."""
+    return model.base_model.model if is_peft_model(model) else model
+
+
+def repoint_active_adapter(model: Any) -> None:
+    """After ``delete_adapter``: point PEFT's ``active_adapter`` at an adapter that exists.
+
+    Requests pass ``adapter_names`` per row, so which remaining adapter is
+    "active" changes no output; it only has to exist. Call with adapters left.
+    """
+    if model.active_adapter not in model.peft_config:
+        model.active_adapter = next(iter(model.peft_config))
+
+
+def undo_failed_wrap(model: Any, requires_grad: Sequence[bool]) -> None:
+    """Give a plain model back its state from before a PEFT wrap that failed midway.
+
+    ``requires_grad``: each parameter's flag from before the wrap, in
+    ``model.parameters()`` order (PEFT freezes the base parameters).
+    """
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for path, module in list(model.named_modules()):
+        if isinstance(module, BaseTunerLayer):
+            parent, _, child = path.rpartition(".")
+            setattr(model.get_submodule(parent), child, module.get_base_layer())
+    model.__dict__.pop("peft_config", None)
+    for param, grad in zip(model.parameters(), requires_grad, strict=False):
+        param.requires_grad_(grad)
+
+
+# ----- PEFT: LoRA layers, read by the fused mixed-adapter path (mp13_engine._fused_lora)
+
+
+@attrs.frozen
+class TunerModules:
+    """The PEFT modules of one model: its LoRA layers and every other module holding adapters."""
+
+    lora: tuple[Any, ...]
+    others: tuple[Any, ...]  # modules_to_save, trainable tokens, non-LoRA tuner layers
+
+
+def peft_adapter_names(model: Any) -> frozenset[str]:
+    """The PEFT adapter names ``model`` holds (none for a plain model)."""
+    return frozenset(model.peft_config) if is_peft_model(model) else frozenset()
+
+
+def peft_tuner_modules(model: Any) -> TunerModules:
+    """``model``'s LoRA layers, and the other modules that keep adapter weights."""
+    from peft.tuners.lora import LoraLayer
+    from peft.tuners.tuners_utils import BaseTunerLayer
+    from peft.utils.other import AuxiliaryTrainingWrapper
+
+    lora, others = [], []
+    for module in model.modules():
+        if isinstance(module, LoraLayer):
+            lora.append(module)
+        elif isinstance(module, (BaseTunerLayer, AuxiliaryTrainingWrapper)):
+            others.append(module)
+    return TunerModules(tuple(lora), tuple(others))
+
+
+def lora_names(layer: Any) -> frozenset[str]:
+    """The adapters that have linear LoRA factors (``lora_A``) in ``layer``."""
+    return frozenset(layer.lora_A)
+
+
+def lora_weights(layer: Any, name: str) -> tuple[Any, Any]:
+    """Adapter ``name``'s ``A`` (rank x in) and ``B`` (out x rank) weight tensors in ``layer``."""
+    return layer.lora_A[name].weight, layer.lora_B[name].weight
+
+
+def lora_scaling(layer: Any, name: str) -> float:
+    """The factor PEFT multiplies adapter ``name``'s ``B(A(x))`` by in ``layer``."""
+    return float(layer.scaling[name])
+
+
+def holds_adapter(module: Any, name: str, skip: tuple[str, ...] = ()) -> bool:
+    """Whether ``module`` keeps weights of adapter ``name`` (outside the ``skip`` attributes)."""
+    for path in module.adapter_layer_names:  # tuner layers and auxiliary wrappers alike
+        if path in skip:
+            continue
+        holder: Any = module
+        for part in path.split("."):
+            holder = getattr(holder, part)
+        if name in holder:
+            return True
+    return False
+
+
+def is_plain_linear_lora(layer: Any, name: str) -> bool:
+    """Whether adapter ``name`` is plain linear LoRA in ``layer``: only ``B(A(x)) * scaling``.
+
+    Not plain: a LoRA variant (DoRA, aLoRA, ...), a bias on ``lora_B``, weights
+    merged into the base layer, weights offloaded to the meta device, or more
+    weights of the adapter in the layer (embedding LoRA, magnitude vectors).
+    """
+    import torch
+
+    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
+    return (
+        isinstance(lora_a, torch.nn.Linear)
+        and isinstance(lora_b, torch.nn.Linear)
+        and lora_b.bias is None
+        and "meta" not in (lora_a.weight.device.type, lora_b.weight.device.type)
+        and name not in layer.lora_variant
+        and not layer.merged_adapters
+        and not holds_adapter(layer, name, skip=("lora_A", "lora_B"))
+    )
+
+
+# ----- torch
+
+
+def tensor_version(tensor: Any) -> int:
+    """torch's in-place modification counter of ``tensor`` (bumped by every in-place write)."""
+    return int(tensor._version)
+
+
+# ----- bitsandbytes: 4-bit weight layout on CPU
+
+REPACK_FLAG = "support_avx512bf16_for_cpu"
+
+
+def _is_4bit(module: Any) -> bool:
+    weight = getattr(module, "weight", None)  # not every module has weights
+    return type(weight).__name__ == "Params4bit" and hasattr(weight, "quant_state")
+
+
+def keep_4bit_layout(model: Any) -> int:
+    """Stop bitsandbytes repacking the 4-bit weights of ``model``; return the layers changed.
+
+    Without the repack bitsandbytes computes from the standard layout
+    (correctness over the packed layout's possible CPU speed-up, which needs the
+    optional ``kernels`` package anyway).
+    """
+    changed = 0
+    for module in model.modules():
+        # getattr: bitsandbytes before 0.48 has no such flag (and never repacks).
+        if _is_4bit(module) and getattr(module, REPACK_FLAG, False):
+            setattr(module, REPACK_FLAG, False)
+            changed += 1
+    return changed
+
+
+def repacked_4bit_layers(model: Any) -> list[str]:
+    """Names of 4-bit layers whose weight bitsandbytes has repacked into its CPU layout."""
+    return [
+        name
+        for name, module in model.named_modules()
+        if _is_4bit(module) and getattr(module.weight.quant_state, "packing_format_for_cpu", False)
+    ]
+
+
+# ----- bitsandbytes: the 8-bit cast notice
+
+CAST_NOTICE = "MatMul8bitLt: inputs will be cast"
+BNB_LOGGER = "bitsandbytes.autograd._functions"
+
+
+class DropCastNotice(logging.Filter):
+    """Drops bitsandbytes' 8-bit cast notice; passes every other record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(CAST_NOTICE)
+
+
+def install_int8_cast_filter() -> None:
+    """Drop the 8-bit cast notice from now on in this process (idempotent).
+
+    Installed once when an 8-bit model loads, never swapped around model calls:
+    ``catch_warnings`` around every step replaced the process-wide filter list
+    from the worker thread and lost filters other threads added meanwhile
+    (issue 11, item 18). Two threads racing here at worst add the same filter
+    twice, which changes nothing.
+    """
+    logger = logging.getLogger(BNB_LOGGER)
+    if not any(isinstance(f, DropCastNotice) for f in logger.filters):
+        logger.addFilter(DropCastNotice())
+    # warnings.filterwarnings would move an identical filter to the front; check first so the
+    # order of the user's own filters is left alone.
+    if not any(_is_cast_filter(f) for f in warnings.filters):
+        warnings.filterwarnings("ignore", message=CAST_NOTICE)
+
+
+def _is_cast_filter(entry: tuple[Any, ...]) -> bool:
+    action, message = entry[0], entry[1]
+    return action == "ignore" and getattr(message, "pattern", None) == CAST_NOTICE

@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+"""/import of a file whose ids the session has (its own export) offers copies in REPL
+terms; /tools scope layers only narrow the toolbox (the operator's ceiling) and say so."""
+
+from __future__ import annotations
+
+from mp13_context.testing import FakeEngine
+
+
+def _flat(out: str) -> str:
+    """The output with its line wrapping undone (rich wraps long lines)."""
+    return " ".join(out.split())
+
+
+def test_importing_the_sessions_own_export_offers_copies(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    h.run("exported words")
+    dump = tmp_path / "dump.json"
+    h.run(f"/export {dump}")
+    out = _flat(h.run(f"/import {dump}"))
+    assert "holds conversations this session already has, so nothing was imported" in out
+    assert f"/import {dump} copy imports them as copies under new ids" in out
+    assert "new_ids" not in out  # Python wording stays out of the REPL
+    assert len(h.app.session.conversations()) == 1
+    out = _flat(h.run(f"/import {dump} copy"))
+    assert "imported copies of 1 conversation(s)" in out
+    assert len(h.app.session.conversations()) == 2
+    hits = h.app.session.search("exported")
+    assert len({hit.conversation_id for hit in hits}) == 2  # the original and its copy
+    out = h.run(f"/import {dump} twice")
+    assert "usage: /import FILE.json [copy]" in _flat(out)
+
+
+def test_importing_into_another_session_needs_no_copies(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    h.run("exported words")
+    dump = tmp_path / "dump.json"
+    h.run(f"/export {dump}")
+    other = make_chat(FakeEngine())
+    out = _flat(other.run(f"/import {dump}"))
+    assert "imported 1 conversation(s)" in out
+    assert other.app.session.search("exported")
+
+
+def test_a_scope_layer_cannot_widen_a_tools_global_mode_and_says_how_to(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine)
+
+    def advertised() -> list[str]:
+        return [t["function"]["name"] for t in engine.requests[-1].tools or ()]
+
+    h.run("/tools mode calculator silent")
+    out = _flat(h.run("/tools scope add calculator=advertised", "go"))
+    assert "calculator" not in advertised()  # the toolbox is the ceiling
+    assert "calculator stays silent here, not advertised" in out
+    assert "/tools mode calculator advertised changes it for every branch" in out
+    h.run("/tools mode calculator advertised", "go again")
+    assert "calculator" in advertised()  # widened where the operator's policy lives
+    out = h.run("/tools scope add *=silent")  # narrowing is what layers are for
+    assert "stays" not in out
+
+
+def test_scope_help_says_layers_only_narrow(make_chat):
+    h = make_chat(FakeEngine())
+    out = _flat(h.run("/help tools scope"))
+    assert "only narrows what the toolbox allows" in out
+    assert "never advertise a tool whose global mode is silent" in out
+    assert "/tools mode changes a tool's global mode for every branch" in out

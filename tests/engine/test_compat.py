@@ -1,0 +1,252 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Canaries for ``mp13_engine._compat``: one test per workaround of a library's internals.
+
+Each test checks both halves: that the library still behaves the way the
+workaround assumes (so the workaround is still needed and still aimed right),
+and that the workaround does its job. When one fails after an upgrade of peft,
+bitsandbytes or torch, read the matching paragraph of ``_compat``'s docstring:
+either adapt the workaround or, if the library fixed the problem, drop it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+
+import pytest
+import torch
+
+from mp13_engine import _compat
+
+TINY_PEFT = "peft changed under mp13_engine._compat"
+
+
+def _lora(**overrides):
+    from peft import LoraConfig
+
+    settings = {"r": 4, "lora_alpha": 8, "target_modules": "all-linear", "init_lora_weights": False}
+    settings.update(overrides)
+    return LoraConfig(**settings)
+
+
+def _base(path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path)
+
+
+def _wrapped(path, **adapters):
+    from peft import get_peft_model
+
+    model = None
+    for name, config in adapters.items():
+        if model is None:
+            model = get_peft_model(_base(path), config, adapter_name=name)
+        else:
+            model.add_adapter(name, config)
+    return model
+
+
+@pytest.fixture(scope="module")
+def two(tiny_model_path):
+    """A PeftModel with plain LoRA adapters "a" (r=4, alpha=8) and "b" (r=2, alpha=3)."""
+    return _wrapped(tiny_model_path, a=_lora(), b=_lora(r=2, lora_alpha=3))
+
+
+# ----- PEFT: the wrapper
+
+
+def test_is_peft_model_tells_a_wrapper_from_a_plain_model(tiny_model_path, two):
+    assert _compat.is_peft_model(two)
+    assert not _compat.is_peft_model(_base(tiny_model_path))
+
+
+def test_the_base_model_is_found_while_the_active_adapter_is_stale(tiny_model_path):
+    """``get_base_model()`` looks up the active adapter's config; the workaround does not."""
+    model = _wrapped(tiny_model_path, a=_lora(), b=_lora())
+    inner = model.base_model.model
+    model.active_adapter = "gone"  # the state a deletion can leave behind (next test)
+    with pytest.raises(KeyError):
+        model.get_base_model()  # if this stops failing, peft_base_model may use it again
+    assert _compat.peft_base_model(model) is inner
+    plain = _base(tiny_model_path)
+    assert _compat.peft_base_model(plain) is plain
+
+
+def test_deleting_keeps_a_stale_active_adapter_until_repointed(tiny_model_path):
+    model = _wrapped(tiny_model_path, a=_lora(), b=_lora())
+    model.base_model.set_adapter([])  # no layer-level adapter active (mixed batches do this)
+    model.delete_adapter("a")
+    # What the workaround is for: PEFT still names the deleted adapter.
+    assert model.active_adapter == "a", f"{TINY_PEFT}: delete_adapter now re-points itself"
+    _compat.repoint_active_adapter(model)
+    assert model.active_adapter == "b"
+    _compat.repoint_active_adapter(model)  # a valid name is left alone
+    assert model.active_adapter == "b"
+
+
+def test_a_failed_wrap_is_undone(tiny_model_path, tmp_path, monkeypatch):
+    """PEFT changes a plain model in place before loading weights; undo leaves no trace."""
+    import peft.peft_model
+    from peft import PeftModelForCausalLM
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    saved = tmp_path / "lora"
+    _wrapped(tiny_model_path, default=_lora()).save_pretrained(saved)
+    model = _base(tiny_model_path)
+    next(model.parameters()).requires_grad_(False)  # a state the undo must restore, not reset
+    grads = [p.requires_grad for p in model.parameters()]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated failure while loading the weights")
+
+    monkeypatch.setattr(peft.peft_model, "set_peft_model_state_dict", broken)
+    with pytest.raises(RuntimeError, match="simulated"):
+        PeftModelForCausalLM.from_pretrained(model, str(saved))
+    # What the workaround is for: the failed wrap left layers and a config behind.
+    assert any(isinstance(m, BaseTunerLayer) for m in model.modules()), TINY_PEFT
+    assert "peft_config" in model.__dict__, f"{TINY_PEFT}: peft_config is stored elsewhere"
+
+    _compat.undo_failed_wrap(model, grads)
+    assert not any(isinstance(m, BaseTunerLayer) for m in model.modules())
+    assert not hasattr(model, "peft_config")
+    assert [p.requires_grad for p in model.parameters()] == grads
+    after = dict(model.named_parameters())
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[n], before[n]) for n in before)
+
+
+# ----- PEFT: LoRA layers (the fused mixed-adapter path)
+
+
+def test_tuner_modules_and_adapter_names(tiny_model_path, two):
+    found = _compat.peft_tuner_modules(two)
+    assert found.lora and not found.others
+    assert _compat.peft_adapter_names(two) == {"a", "b"}
+    assert _compat.peft_adapter_names(_base(tiny_model_path)) == frozenset()
+    saving = _wrapped(tiny_model_path, a=_lora(modules_to_save=["lm_head"]))
+    assert _compat.peft_tuner_modules(saving).others, f"{TINY_PEFT}: modules_to_save not found"
+
+
+def test_lora_factors_scaling_and_plainness_are_read_as_peft_computes_them(two):
+    layer = _compat.peft_tuner_modules(two).lora[0]
+    assert _compat.lora_names(layer) == {"a", "b"}
+    for name, rank, alpha in (("a", 4, 8), ("b", 2, 3)):
+        a, b = _compat.lora_weights(layer, name)
+        assert a.shape == (rank, layer.in_features) and b.shape == (layer.out_features, rank)
+        assert _compat.lora_scaling(layer, name) == pytest.approx(alpha / rank)
+        assert _compat.is_plain_linear_lora(layer, name)
+        assert _compat.holds_adapter(layer, name)
+        assert not _compat.holds_adapter(layer, name, skip=("lora_A", "lora_B"))
+    # The layer's delta is exactly B(A(x)) * scaling: what the fused path computes.
+    x = torch.randn(3, layer.in_features)
+    two.base_model.set_adapter("a")
+    with torch.no_grad():
+        a, b = _compat.lora_weights(layer, "a")
+        delta = layer(x) - layer.get_base_layer()(x)
+        torch.testing.assert_close(delta, (x @ a.T @ b.T) * _compat.lora_scaling(layer, "a"))
+
+
+def _not_plain_somewhere(model, name: str) -> bool:
+    """What the fused path asks of every LoRA layer before it fuses adapter ``name``."""
+    for layer in _compat.peft_tuner_modules(model).lora:
+        if name in _compat.lora_names(layer):
+            if not _compat.is_plain_linear_lora(layer, name):
+                return True
+        elif _compat.holds_adapter(layer, name):  # kept in another form (embedding LoRA)
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        pytest.param({"use_dora": True}, id="dora"),
+        pytest.param({"lora_bias": True}, id="lora-bias"),
+        pytest.param({"target_modules": ["q_proj", "embed_tokens"]}, id="embedding"),
+    ],
+)
+def test_lora_that_is_not_plain_is_recognised(tiny_model_path, odd):
+    model = _wrapped(tiny_model_path, a=_lora(), odd=_lora(**odd))
+    assert _not_plain_somewhere(model, "odd"), f"{TINY_PEFT}: {odd} looks like plain LoRA"
+    assert not _not_plain_somewhere(model, "a")
+
+
+def test_merged_weights_are_not_plain(tiny_model_path):
+    model = _wrapped(tiny_model_path, a=_lora())
+    model.merge_adapter()
+    layer = _compat.peft_tuner_modules(model).lora[0]
+    assert not _compat.is_plain_linear_lora(layer, "a")
+    model.unmerge_adapter()
+    assert _compat.is_plain_linear_lora(layer, "a")
+
+
+# ----- torch
+
+
+def test_tensor_version_counts_in_place_writes():
+    weight = torch.zeros(3)
+    before = _compat.tensor_version(weight)
+    weight.add_(1)  # what an optimizer step does to a LoRA weight
+    assert _compat.tensor_version(weight) > before
+    out_of_place = weight + 1
+    assert _compat.tensor_version(weight) == before + 1 and out_of_place is not weight
+
+
+# ----- bitsandbytes
+
+
+@pytest.fixture
+def model_4bit(tiny_model_path):
+    pytest.importorskip("bitsandbytes")
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        tiny_model_path, quantization_config=config, device_map="cpu"
+    )
+    return model.eval()
+
+
+def _forward(model) -> None:
+    with torch.no_grad():
+        model(input_ids=torch.tensor([[5, 6, 7, 8]]))
+
+
+def test_the_4bit_repack_flag_is_where_the_switch_expects_it(model_4bit):
+    layers = [m for m in model_4bit.modules() if _compat._is_4bit(m)]
+    assert layers, "bitsandbytes changed: no Params4bit weights with a quant_state"
+    assert all(hasattr(m, _compat.REPACK_FLAG) for m in layers), (
+        f"bitsandbytes changed: Linear4bit has no {_compat.REPACK_FLAG} flag to turn off"
+    )
+    for m in layers:
+        setattr(m, _compat.REPACK_FLAG, True)
+    assert _compat.keep_4bit_layout(model_4bit) == len(layers)
+    assert _compat.keep_4bit_layout(model_4bit) == 0  # idempotent
+    _forward(model_4bit)
+    assert _compat.repacked_4bit_layers(model_4bit) == []
+
+
+def test_a_repacking_forward_is_detected(model_4bit):
+    from bitsandbytes.functional import has_avx512bf16
+
+    if not has_avx512bf16():
+        pytest.skip("bitsandbytes repacks only on CPUs with AVX512-BF16")
+    for m in model_4bit.modules():
+        if _compat._is_4bit(m):
+            setattr(m, _compat.REPACK_FLAG, True)
+    _forward(model_4bit)
+    repacked = _compat.repacked_4bit_layers(model_4bit)
+    assert repacked, "bitsandbytes changed: the repack no longer marks packing_format_for_cpu"
+
+
+def test_the_int8_cast_notice_comes_from_the_logger_the_filter_is_on():
+    functions = pytest.importorskip("bitsandbytes.autograd._functions")
+    assert functions.logger.name == _compat.BNB_LOGGER, "bitsandbytes moved its cast notice"
+    assert _compat.CAST_NOTICE in inspect.getsource(functions), "bitsandbytes reworded it"
+    record = logging.LogRecord(_compat.BNB_LOGGER, logging.WARNING, "", 0, "", (), None)
+    record.msg = _compat.CAST_NOTICE + " from torch.float32 to float16 during quantization"
+    assert not _compat.DropCastNotice().filter(record)
+    record.msg = "MatMul8bitLt: something else"
+    assert _compat.DropCastNotice().filter(record)
