@@ -142,6 +142,12 @@ class _EngineBase:
         return str(self._state.device)
 
     @property
+    def dtype(self) -> str:
+        """The dtype the model was loaded in (``config.dtype`` resolved, e.g. ``"float32"``;
+        for a quantized model, the dtype its layers compute in)."""
+        return str(self._state.dtype).removeprefix("torch.")
+
+    @property
     def tool_format(self) -> str | None:
         """The tool-call wire format in use (configured or detected), or None."""
         return self._state.tool_format

@@ -52,7 +52,18 @@ import attrs
 import torch
 from torch.nn import functional
 
-from mp13_engine._types import BASE_ADAPTER
+from mp13_engine._compat import (
+    TunerModules,
+    holds_adapter,
+    is_plain_linear_lora,
+    lora_names,
+    lora_scaling,
+    lora_weights,
+    peft_adapter_names,
+    peft_tuner_modules,
+    tensor_version,
+)
+from mp13_engine._types import adapter_names
 
 MAX_FUSED_RANK = 512
 """Most LoRA columns (sum of the batch's ranks) one fused layer computes for every row."""
@@ -103,14 +114,6 @@ class FusedPlan:
 
 
 @attrs.frozen
-class TunerModules:
-    """The PEFT modules of one model: its LoRA layers and every other module holding adapters."""
-
-    lora: tuple[Any, ...]
-    others: tuple[Any, ...]  # modules_to_save, trainable tokens, non-LoRA tuner layers
-
-
-@attrs.frozen
 class _Concat:
     """One layer's A and B matrices of a set of adapters, concatenated, and what they came from."""
 
@@ -122,12 +125,12 @@ class _Concat:
     def is_fresh(self) -> bool:
         """Whether every source tensor is alive and unchanged since the copy was made.
 
-        ``_version`` is torch's in-place modification counter (an optimizer step
-        bumps it). Replaced adapters are caught by :meth:`FusedLora.invalidate`.
+        ``tensor_version`` is torch's in-place modification counter (an optimizer
+        step bumps it). Replaced adapters are caught by :meth:`FusedLora.invalidate`.
         """
         for ref, version in zip(self.sources, self.versions, strict=True):
             source = ref()
-            if source is None or source._version != version:
+            if source is None or tensor_version(source) != version:
                 return False
         return True
 
@@ -177,19 +180,9 @@ class FusedLora:
 
     def modules(self, model: Any) -> TunerModules:
         """The model's LoRA layers and other adapter-holding modules (cached)."""
-        from peft.tuners.lora import LoraLayer
-        from peft.tuners.tuners_utils import BaseTunerLayer
-        from peft.utils.other import AuxiliaryTrainingWrapper
-
-        key = frozenset(getattr(model, "peft_config", {}) or {})
+        key = peft_adapter_names(model)
         if self._model is None or self._model() is not model or self._key != key:
-            lora, others = [], []
-            for module in model.modules():
-                if isinstance(module, LoraLayer):
-                    lora.append(module)
-                elif isinstance(module, (BaseTunerLayer, AuxiliaryTrainingWrapper)):
-                    others.append(module)
-            self._found = TunerModules(tuple(lora), tuple(others))
+            self._found = peft_tuner_modules(model)
             self._model, self._key = weakref.ref(model), key
             self._sets.clear()
         return self._found
@@ -200,7 +193,7 @@ class FusedLora:
         None when no row uses an adapter or when the batch cannot be fused (see
         the module docstring); the caller then serves the batch with PEFT's loop.
         """
-        wanted = tuple(sorted({n for n in row_names if n != BASE_ADAPTER}))
+        wanted = tuple(sorted(adapter_names(row_names)))
         if not wanted:
             return None
         found = self.modules(model)
@@ -226,21 +219,22 @@ class FusedLora:
 
 def _layout(found: TunerModules, wanted: tuple[str, ...]) -> tuple[_Slot, ...] | None:
     """The layers a set of adapters touches; None when one of them cannot be fused."""
-    if any(_holds(m, n) for m in found.others for n in wanted):
+    if any(holds_adapter(m, n) for m in found.others for n in wanted):
         return None
     slots = []
     for index, layer in enumerate(found.lora):
-        names = tuple(n for n in wanted if n in layer.lora_A)
-        if any(_holds(layer, n) for n in wanted if n not in names):
+        linear = lora_names(layer)
+        names = tuple(n for n in wanted if n in linear)
+        if any(holds_adapter(layer, n) for n in wanted if n not in names):
             return None  # an adapter kept here in another form (embedding LoRA, ...)
         if not names:
             continue
-        if not all(_plain_linear(layer, n) for n in names):
+        if not all(is_plain_linear_lora(layer, n) for n in names):
             return None
-        ranks = tuple(int(layer.lora_A[n].weight.shape[0]) for n in names)
+        ranks = tuple(int(lora_weights(layer, n)[0].shape[0]) for n in names)
         if sum(ranks) > MAX_FUSED_RANK:
             return None
-        scalings = tuple(float(layer.scaling[n]) for n in names)
+        scalings = tuple(lora_scaling(layer, n) for n in names)
         slots.append(_Slot(index, layer, names, ranks, scalings))
     return tuple(slots) or None
 
@@ -249,9 +243,9 @@ def _concatenated(slot: _Slot, cache: dict[int, _Concat]) -> _Concat:
     cached = cache.get(slot.index)
     if cached is not None and cached.is_fresh():
         return cached
-    layer = slot.layer
-    a_parts = [layer.lora_A[n].weight for n in slot.names]
-    b_parts = [layer.lora_B[n].weight for n in slot.names]
+    weights = [lora_weights(slot.layer, n) for n in slot.names]
+    a_parts = [a for a, _ in weights]
+    b_parts = [b for _, b in weights]
     if len(a_parts) == 1:  # nothing to copy: the live weights themselves
         made = _Concat(a_parts[0], b_parts[0], (), ())
     else:
@@ -260,7 +254,7 @@ def _concatenated(slot: _Slot, cache: dict[int, _Concat]) -> _Concat:
             torch.cat(a_parts, 0),
             torch.cat(b_parts, 1),
             tuple(weakref.ref(w) for w in sources),
-            tuple(w._version for w in sources),
+            tuple(tensor_version(w) for w in sources),
         )
     cache[slot.index] = made
     return made
@@ -278,29 +272,3 @@ def _row_weights(row_names: Sequence[str], slot: _Slot, like: torch.Tensor) -> t
             line.extend([scaling if name == row else 0.0] * rank)
         table.append(line)
     return torch.tensor(table, dtype=like.dtype, device=like.device)
-
-
-def _holds(module: Any, name: str, skip: tuple[str, ...] = ()) -> bool:
-    """Whether ``module`` keeps weights of adapter ``name`` (outside the ``skip`` attributes)."""
-    for path in getattr(module, "adapter_layer_names", ()):
-        if path in skip:
-            continue
-        holder: Any = module
-        for part in path.split("."):
-            holder = getattr(holder, part, None)
-        if holder is not None and name in holder:
-            return True
-    return False
-
-
-def _plain_linear(layer: Any, name: str) -> bool:
-    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
-    return (
-        isinstance(lora_a, torch.nn.Linear)
-        and isinstance(lora_b, torch.nn.Linear)
-        and lora_b.bias is None
-        and "meta" not in (lora_a.weight.device.type, lora_b.weight.device.type)  # offloaded
-        and name not in getattr(layer, "lora_variant", {})
-        and not getattr(layer, "merged_adapters", None)
-        and not _holds(layer, name, skip=("lora_A", "lora_B"))
-    )

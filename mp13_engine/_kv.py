@@ -39,15 +39,14 @@ caller updates ``lens`` (:meth:`advance`); worker thread only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import torch
-from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
+from mp13_engine._compat import cache_layer_types, kv_cache, kv_layers, layer_kv, set_layer_kv
 from mp13_engine._errors import ModelLoadError
 
-#: Cache layer types of ``get_layer_types_and_kwargs`` that rows can share padded. Not
+#: Cache layer kinds (``_compat.cache_layer_types``) that rows can share padded. Not
 #: ``chunked_attention``: its mask groups columns into chunks, and left padding would shift
 #: a padded row's chunk boundaries.
 _ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
@@ -55,12 +54,8 @@ _ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
 
 def check_supported(config: Any) -> None:
     """Raise ``ModelLoadError`` for a model whose cache layers are not plain attention KV."""
-    from transformers.cache_utils import get_layer_types_and_kwargs
-
-    try:
-        text = config.get_text_config(decoder=True)
-        types, _ = get_layer_types_and_kwargs(text)
-    except (AttributeError, TypeError, ValueError, KeyError):
+    types = cache_layer_types(config)
+    if types is None:
         return  # an unusual config: let the first forward show whether it works
     odd = sorted({t for t in types if t not in _ATTENTION_LAYER_TYPES})
     if odd:
@@ -72,31 +67,19 @@ def check_supported(config: Any) -> None:
         )
 
 
-def _layers(cache: DynamicCache) -> list[DynamicLayer]:
-    """The cache's layers: always ``DynamicLayer`` here (``check_supported``, ``_cache``)."""
-    return cast("list[DynamicLayer]", cache.layers)
+Tensors = tuple[torch.Tensor, torch.Tensor]
 
 
-def _kv(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """A layer's keys and values, or None while it holds nothing yet."""
-    if not layer.is_initialized or layer.keys is None or layer.values is None:
-        return None
-    return layer.keys, layer.values
+def _kv(layer: Any) -> Tensors | None:
+    return layer_kv(layer)
 
 
-def _full(layer: DynamicLayer) -> tuple[torch.Tensor, torch.Tensor]:
+def _full(layer: Any) -> Tensors:
     """A layer's keys and values; every layer holds some once a forward ran."""
-    kv = _kv(layer)
+    kv = layer_kv(layer)
     if kv is None:
         raise RuntimeError("a cache layer holds no keys yet; run a forward on the batch first")
     return kv
-
-
-def _layer(keys: torch.Tensor, values: torch.Tensor) -> DynamicLayer:
-    layer = DynamicLayer()
-    layer.lazy_initialization(keys, values)
-    layer.keys, layer.values = keys, values
-    return layer
 
 
 def _pad_left(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -112,8 +95,8 @@ class BatchKV:
 
     __slots__ = ("_mask", "_next_mask", "cache", "lens")
 
-    def __init__(self, cache: DynamicCache | None = None, lens: Sequence[int] = ()):
-        self.cache = cache if cache is not None else DynamicCache()
+    def __init__(self, cache: Any = None, lens: Sequence[int] = ()):
+        self.cache = cache if cache is not None else kv_cache()
         self.lens: list[int] = list(lens)
         self._mask: torch.Tensor | None = None  # the mask of ``lens`` (kept across decode steps)
         self._next_mask: torch.Tensor | None = None  # the mask ``inputs`` handed out last
@@ -126,14 +109,14 @@ class BatchKV:
     @property
     def width(self) -> int:
         """Columns in the cache (the longest row's length)."""
-        layers = _layers(self.cache)
+        layers = kv_layers(self.cache)
         kv = _kv(layers[0]) if layers else None
         return 0 if kv is None else int(kv[0].shape[2])
 
     def nbytes(self) -> int:
         """Bytes held by the keys and values of every layer."""
         total = 0
-        for layer in _layers(self.cache):
+        for layer in kv_layers(self.cache):
             kv = _kv(layer)
             if kv is not None:
                 total += sum(t.numel() * t.element_size() for t in kv)
@@ -174,22 +157,21 @@ class BatchKV:
     # ----- failure recovery
     def lengths(self) -> list[int]:
         out = []
-        for layer in _layers(self.cache):
+        for layer in kv_layers(self.cache):
             kv = _kv(layer)
             out.append(-1 if kv is None else int(kv[0].shape[2]))
         return out
 
     def rollback(self, lengths: list[int]) -> None:
         """Undo what a failed forward appended (layers it added, columns it added)."""
-        layers = _layers(self.cache)
+        layers = kv_layers(self.cache)
         del layers[len(lengths) :]
         for layer, n in zip(layers, lengths, strict=True):
             kv = _kv(layer)
             if n < 0:
-                layer.keys = layer.values = None
-                layer.is_initialized = False
+                set_layer_kv(layer, None, None)
             elif kv is not None and kv[0].shape[2] > n:
-                layer.keys, layer.values = kv[0][:, :, :n], kv[1][:, :, :n]
+                set_layer_kv(layer, kv[0][:, :, :n], kv[1][:, :, :n])
 
     # ----- rows joining and leaving
     def join(self, other: BatchKV) -> None:
@@ -209,18 +191,15 @@ class BatchKV:
             return
         self._mask = None
         if not keep:
-            self.cache, self.lens = DynamicCache(), []
+            self.cache, self.lens = kv_cache(), []
             return
         if self.width:
             index = torch.tensor(list(keep), dtype=torch.long)
-            for layer in _layers(self.cache):
+            for layer in kv_layers(self.cache):
                 kv = _kv(layer)
                 if kv is not None:
                     idx = index.to(kv[0].device)
-                    layer.keys, layer.values = (
-                        kv[0].index_select(0, idx),
-                        kv[1].index_select(0, idx),
-                    )
+                    set_layer_kv(layer, kv[0].index_select(0, idx), kv[1].index_select(0, idx))
         self.lens = [self.lens[i] for i in keep]
         self._trim()
 
@@ -229,16 +208,16 @@ class BatchKV:
         n = self.lens[i]
         start = self.width - n
         layers = []
-        for layer in _layers(self.cache):
+        for layer in kv_layers(self.cache):
             k, v = _full(layer)
-            layers.append(_layer(k[i : i + 1, :, start:], v[i : i + 1, :, start:]))
-        return BatchKV(_cache(layers), [n])
+            layers.append((k[i : i + 1, :, start:], v[i : i + 1, :, start:]))
+        return BatchKV(kv_cache(layers), [n])
 
     def row_layers(self, i: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, row ``i``'s keys and values ``(heads, lens[i], dim)`` (views)."""
         start = self.width - self.lens[i]
         out = []
-        for layer in _layers(self.cache):
+        for layer in kv_layers(self.cache):
             k, v = _full(layer)
             out.append((k[i, :, start:], v[i, :, start:]))
         return out
@@ -247,7 +226,7 @@ class BatchKV:
     def from_layers(cls, layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> BatchKV:
         """One row from per-layer keys and values ``(heads, n, dim)`` (a prefix-cache hit)."""
         n = int(layers[0][0].shape[1])
-        return cls(_cache([_layer(k.unsqueeze(0), v.unsqueeze(0)) for k, v in layers]), [n])
+        return cls(kv_cache([(k.unsqueeze(0), v.unsqueeze(0)) for k, v in layers]), [n])
 
     @classmethod
     def concat(cls, parts: Sequence[BatchKV]) -> BatchKV:
@@ -264,24 +243,18 @@ class BatchKV:
         if extra > 0:
             if self._mask is not None:
                 self._mask = self._mask[:, extra:]
-            for layer in _layers(self.cache):
+            for layer in kv_layers(self.cache):
                 kv = _kv(layer)
                 if kv is not None:
-                    layer.keys, layer.values = kv[0][:, :, extra:], kv[1][:, :, extra:]
+                    set_layer_kv(layer, kv[0][:, :, extra:], kv[1][:, :, extra:])
 
 
-def _cache(layers: list[DynamicLayer]) -> DynamicCache:
-    cache = DynamicCache()
-    cache.layers = list(layers)
-    return cache
-
-
-def _concat(parts: Sequence[BatchKV]) -> DynamicCache:
+def _concat(parts: Sequence[BatchKV]) -> Any:
     width = max(p.width for p in parts)
     layers = []
-    for per_layer in zip(*(_layers(p.cache) for p in parts), strict=True):
+    for per_layer in zip(*(kv_layers(p.cache) for p in parts), strict=True):
         kvs = [_full(layer) for layer in per_layer]
         keys = torch.cat([_pad_left(k, width - k.shape[2]) for k, _ in kvs], 0)
         values = torch.cat([_pad_left(v, width - v.shape[2]) for _, v in kvs], 0)
-        layers.append(_layer(keys, values))
-    return _cache(layers)
+        layers.append((keys, values))
+    return kv_cache(layers)

@@ -52,6 +52,11 @@ class TokenizerGuard:
         )
         self._as_text: Any = None  # the backend copy that never matches special tokens
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every use of the tokenizer holds (re-entrant); hold it to use it directly."""
+        return self._lock
+
     def encode(self, text: str) -> list[int]:
         """``text`` as the tokenizer encodes it (control-token spellings are control tokens)."""
         with self._lock:

@@ -140,3 +140,9 @@ def test_tool_markup_that_is_a_special_token_survives_decoding(tiny_model_factor
     assert resp.text == "Sure."
     assert [(c.name, c.arguments) for c in resp.tool_calls] == [("get_weather", {"city": "Paris"})]
     assert [c.tool_call.name for c in chunks if c.tool_call] == ["get_weather"]
+
+
+def test_the_engine_says_its_device_and_dtype(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", dtype="bfloat16") as engine:
+        assert (engine.device, engine.dtype) == ("cpu", "bfloat16")
+        assert str(engine.model.dtype) == "torch.bfloat16"
