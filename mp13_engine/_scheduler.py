@@ -11,15 +11,22 @@ Three kinds of work:
   (hashable), ``step() -> bool`` (one unit of work; False when finished) and
   ``fail(exc)``; one turn of a job group is one ``step()`` of its oldest job.
 
-Inference and the job groups take turns round-robin, so none starves: while a
-training job runs, decode steps run between its steps, and vice versa.
-Inference has a turn while requests wait or the loop has rows (``decoding``,
-told by the worker, which owns the loop).
+Inference and the job groups share the worker fairly *by time*: the worker
+charges each turn the seconds it took (:meth:`Scheduler.charge`), and the next
+turn goes to the group with work that has used the least time since it became
+busy (turns within ``QUANTUM_S`` of it are tied and go round-robin). So none
+starves, and a group with short steps is not made to wait a long step of
+another for each of its own: while a training job runs, requests decode at
+about half their usual speed instead of one token per training step, and the
+job trains at about half speed while requests decode. A group that becomes
+busy starts level with the least-served busy group (idle time earns no
+credit). Inference is busy while requests wait or the loop has rows
+(``decoding``, told by the worker, which owns the loop).
 
 Threading: every method is called with the engine's scheduler lock held (the
 ``threading.Condition`` the worker waits on). ``add_*`` / ``remove_*`` are
-called by API threads; ``next_work`` / ``collect_wait`` / ``job_finished`` by
-the worker; ``drain`` by ``close``.
+called by API threads; ``next_work`` / ``charge`` / ``collect_wait`` /
+``job_finished`` by the worker; ``drain`` by ``close``.
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ from mp13_engine._streams import RequestState
 #: A turn in the round-robin order: inference's, or a job group's (``("job", key)``).
 Turn = tuple[str, Hashable]
 _DECODE: Turn = ("decode", None)
+
+#: Turns within this many seconds of the least-served busy turn count as tied and go
+#: round-robin, so groups whose steps cost about the same simply alternate.
+QUANTUM_S = 0.005
 
 
 class Job(Protocol):
@@ -91,6 +102,8 @@ class Scheduler:
         self._requests: collections.deque[RequestState] = collections.deque()
         self._jobs: dict[Hashable, collections.deque[Job]] = {}
         self._order: collections.deque[Turn] = collections.deque([_DECODE])
+        self._used: dict[Turn, float] = {}  # worker seconds of each busy turn (see charge)
+        self._last: Turn | None = None  # the turn of the work handed out last
 
     @property
     def queued(self) -> int:
@@ -155,16 +168,24 @@ class Scheduler:
     def next_work(self, decoding: bool = False, free: int | None = None) -> Work | None:
         """The next unit of work; a :class:`Decode` admits up to ``free`` waiting requests."""
         if self._calls:
+            self._last = None  # calls are not charged: they run first, whoever waits
             return self._calls.popleft()
         turn = self._peek_turn(decoding)
         if turn is None:
             return None
-        self._order.rotate(-1)  # this group had its turn: move it to the back
+        self._order.remove(turn)  # this group had its turn: to the back for ties
+        self._order.append(turn)
+        self._last = turn
         if turn == _DECODE:
             room = self.max_batch_size if free is None else max(0, free)
             take = min(room, len(self._requests))
             return Decode([self._requests.popleft() for _ in range(take)])
         return JobStep(job=self._jobs[turn[1]][0])
+
+    def charge(self, seconds: float) -> None:
+        """The work handed out last took ``seconds`` of the worker's time."""
+        if self._last is not None and self._last in self._used:
+            self._used[self._last] += seconds
 
     def job_finished(self, job: Job) -> None:
         """The worker reports that ``job`` finished (or failed): drop it from its group."""
@@ -179,20 +200,30 @@ class Scheduler:
         self._jobs.clear()
         self._calls.clear()
         self._order = collections.deque([_DECODE])
+        self._used.clear()
         return states, jobs, calls
 
     # ----- internals
     def _peek_turn(self, decoding: bool) -> Turn | None:
-        # Drop job groups that ran dry, lazily; the front of the order is the next turn.
-        for _ in range(len(self._order)):
-            turn = self._order[0]
+        """The busy turn that has used the least worker time (first in order on ties)."""
+        busy = []
+        for turn in list(self._order):
             if turn == _DECODE:
                 if decoding or self._requests:
-                    return turn
-                self._order.rotate(-1)
-                continue
-            if self._jobs.get(turn[1]):
-                return turn
-            self._order.popleft()
-            self._jobs.pop(turn[1], None)
-        return None
+                    busy.append(turn)
+            elif self._jobs.get(turn[1]):
+                busy.append(turn)
+            else:  # a job group that ran dry
+                self._order.remove(turn)
+                self._jobs.pop(turn[1], None)
+        if not busy:
+            self._used.clear()
+            return None
+        for turn in list(self._used):
+            if turn not in busy:
+                del self._used[turn]  # idle: it starts level when busy again
+        floor = min(self._used.values(), default=0.0)
+        for turn in busy:
+            self._used.setdefault(turn, floor)
+        least = min(self._used[t] for t in busy)
+        return next(t for t in busy if self._used[t] <= least + QUANTUM_S)

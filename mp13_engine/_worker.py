@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -231,6 +232,16 @@ class Worker:
                 return work
 
     def _run(self, work: Call | Decode | JobStep) -> None:
+        started = time.perf_counter()
+        try:
+            self._run_work(work)
+        finally:
+            if not isinstance(work, Call):
+                took = time.perf_counter() - started
+                with self._cond:
+                    self._sched.charge(took)
+
+    def _run_work(self, work: Call | Decode | JobStep) -> None:
         if isinstance(work, Decode):
             self.clock.begin("decode")
             try:

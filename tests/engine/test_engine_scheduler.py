@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 
@@ -189,9 +188,10 @@ def test_close_cancels_queued_and_running_and_fails_jobs(tiny_model_path):
         eng._run_on_worker(lambda: None)
 
 
-def test_job_steps_and_decode_steps_alternate(engine):
-    """Neither starves: one decode step runs between two job steps, and vice versa."""
-    request = Request(prompt="decode beside a job", max_new_tokens=40, min_new_tokens=40)
+def test_a_slow_job_shares_the_worker_by_time_and_neither_starves(engine):
+    """Training steps are long, decode steps short: the request decodes several tokens per
+    job step (strict turns would give one), and the job still steps while it decodes."""
+    request = Request(prompt="decode beside a job", max_new_tokens=60, min_new_tokens=60)
     seen: list[int] = []
 
     class Watching(FakeJob):
@@ -200,12 +200,32 @@ def test_job_steps_and_decode_steps_alternate(engine):
             seen.append(len(st.tokens) if st is not None else -1)
             return super().step()
 
-    job = Watching("watch", 10_000, [])
+    job = Watching("watch", 10_000, [], delay=0.04)
     engine._submit_job(job)
     resp = engine.generate(request)
     engine._cancel_job(job)
-    assert resp.metrics.completion_tokens == 40
-    during = [n for n in seen if 0 < n < 40]
-    steps = [b - a for a, b in itertools.pairwise(during)]
-    assert len(during) >= 30  # the job ran all along the request ...
-    assert set(steps) == {1}  # ... one token per job step: strictly alternating
+    assert resp.metrics.completion_tokens == 60
+    during = [n for n in seen if 0 < n < 60]
+    assert during, "the job starved while the request decoded"
+    assert len(during) <= 30  # at least two tokens per job step on average
+
+
+def test_turns_are_shared_by_worker_time():
+    s = Scheduler(max_batch_size=2, batch_wait_s=0)
+    slow = FakeJob("slow", 100, [])
+    s.add_job(slow)
+    turns = []
+    for _ in range(40):
+        w = s.next_work(decoding=True, free=2)
+        is_job = isinstance(w, JobStep)
+        turns.append("job" if is_job else "decode")
+        s.charge(0.1 if is_job else 0.002)  # a 100 ms training step, 2 ms decode steps
+    assert turns.count("job") == 1  # decode catches up on the job's 100 ms first
+    assert turns.count("decode") == 39
+    s.add_job(FakeJob("cheap", 100, []))  # a newly busy group starts level, not ahead
+    follow = []
+    for _ in range(6):
+        w = s.next_work(decoding=True, free=2)
+        follow.append(w.job.group_key if isinstance(w, JobStep) else "decode")
+        s.charge(0.002)
+    assert "decode" in follow and "cheap" in follow and "slow" not in follow
