@@ -107,21 +107,34 @@ class HFSide:
         )
         self.manager.start()
         self.ends: dict[str, float] = {}
+        self._cond = threading.Condition()
+        self._stop = False
+        # Results are timed as they come out, whatever order the caller waits in.
+        self._collector = threading.Thread(target=self._collect, daemon=True)
+        self._collector.start()
+
+    def _collect(self) -> None:
+        while not self._stop:
+            result = self.manager.get_result(timeout=0.05)
+            if result is None or not result.is_finished():
+                continue
+            with self._cond:
+                assert result.error is None, result.error
+                self.ends[result.request_id] = time.perf_counter()
+                self._cond.notify_all()
 
     def submit(self, prompt: str, n: int) -> str:
         return self.manager.add_request(self.encode(prompt), max_new_tokens=n, eos_token_id=-1)
 
     def wait(self, handles: list[str]) -> list[float]:
-        wanted = set(handles)
-        while not wanted <= set(self.ends):
-            result = self.manager.get_result(timeout=600)
-            assert result is not None, "transformers' continuous batching stopped"
-            if result.is_finished():
-                assert result.error is None, result.error
-                self.ends[result.request_id] = time.perf_counter()
-        return [self.ends.pop(h) for h in handles]
+        with self._cond:
+            if not self._cond.wait_for(lambda: set(handles) <= set(self.ends), timeout=600):
+                raise AssertionError("transformers' continuous batching did not finish")
+            return [self.ends.pop(h) for h in handles]
 
     def close(self) -> None:
+        self._stop = True
+        self._collector.join(5)
         self.manager.stop(block=True)
 
 
