@@ -107,8 +107,11 @@ def run(size: str, model_path: Path | str, tokens: int, repeats: int) -> None:
         root = Path(tmp)
         dirs = make_adapters(model_path, root, 4)
         with (
-            Engine.load(str(model_path), device="cpu", max_batch_size=8) as engine,
-            Engine.load(str(model_path), device="cpu", max_batch_size=8, mixed_lora="peft") as peft,
+            # No prefix cache: the repeated waves must compute their prompts every time.
+            Engine.load(str(model_path), device="cpu", prefix_cache_mb=0) as engine,
+            Engine.load(
+                str(model_path), device="cpu", prefix_cache_mb=0, mixed_lora="peft"
+            ) as peft,
         ):
             names = [engine.adapters.load(d).name for d in dirs]
             for d in dirs:

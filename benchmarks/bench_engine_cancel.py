@@ -5,8 +5,9 @@ Run: ``python benchmarks/bench_engine_cancel.py``. A long request runs alone,
 or as one row of a wave of 4; after a varying number of tokens it is cancelled
 and we time until its ``Response`` (``CANCELLED``) is available to the caller.
 The latency is divided by the same run's mean decode-step time. Goal: p95 ≤ 1 step.
-The response resolves inside ``cancel()``; the last column shows (for a lone
-request) when the worker actually stopped computing the row: the next step.
+The worker resolves the response at its next step (and drops the row's cache
+then); the last column shows (for a lone request) when a worker call queued
+right after the cancel ran, i.e. when the step in progress had ended.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _trial(engine: Engine, wave: int, after: int) -> tuple[float, float, float |
     assert resp.finish_reason is FinishReason.CANCELLED
     freed = None
     if wave == 1:
-        # A call runs between waves: it returns once generate() stopped computing the row.
+        # A call runs between two steps: it returns once the step in progress ended.
         engine._run_on_worker(lambda: None)
         freed = time.perf_counter() - t0
     for r in reqs[1:]:

@@ -41,7 +41,8 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     for size, path in build_models(extra=args.model).items():
-        with Engine.load(str(path), device="cpu", max_batch_size=N) as engine:
+        # No prefix cache: every repetition computes its prompts, as the raw sides do.
+        with Engine.load(str(path), device="cpu", max_batch_size=N, prefix_cache_mb=0) as engine:
             texts = _texts()
             ids = [prompt_ids(engine, t) for t in texts]
             pad = engine._state.pad_id

@@ -30,7 +30,8 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     for size, path in build_models(extra=args.model).items():
-        with Engine.load(str(path), device="cpu") as engine:
+        # No prefix cache: each repetition must compute its prompt, as the raw side does.
+        with Engine.load(str(path), device="cpu", prefix_cache_mb=0) as engine:
             ids = prompt_ids(engine, "Tell me about the engine.")
             pad = engine._state.pad_id
             model = engine.model

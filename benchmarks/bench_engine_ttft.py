@@ -35,7 +35,9 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     for size, path in build_models(extra=args.model).items():
-        with Engine.load(str(path), device="cpu") as engine:
+        # No prefix cache: every repetition computes its prompt, as the raw side does
+        # (bench_engine_arrivals.py shows what the cache saves on a conversation).
+        with Engine.load(str(path), device="cpu", prefix_cache_mb=0) as engine:
             import torch
             from transformers import TextIteratorStreamer
 

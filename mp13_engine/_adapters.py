@@ -288,7 +288,7 @@ class AdapterManager:
             tokenizer=state.tokenizer,
             # TokenizerGuard serialises the engine's tokenizer calls with this (re-entrant) lock;
             # training renders with the tokenizer directly, so it takes the same lock.
-            tokenizer_lock=state.tokens._lock,
+            tokenizer_lock=state.tokens.lock,
             prepare=state.formatter.prepare,
             encode_chat=state.tokens.encode_chat,
             adapters_dir=self._adapters_dir(),

@@ -45,6 +45,18 @@ What each workaround relies on (check these on upgrade)
       be cast ..." on every forward of an 8-bit layer whose input is not float16
       (the normal case on CPU or with bf16), through the logger of its internal
       module ``bitsandbytes.autograd._functions`` (older versions: ``warnings``).
+    transformers (the KV cache the step loop batches, ``mp13_engine._kv``)
+    * ``cache_layer_types``: ``cache_utils.get_layer_types_and_kwargs``, the
+      per-layer cache kinds ``DynamicCache(config=...)`` would build
+      ("full_attention", "sliding_attention", "linear_attention", ...).
+    * ``kv_cache``, ``kv_layers``, ``layer_kv``, ``set_layer_kv``: a
+      ``DynamicCache`` whose ``layers`` list the engine fills with plain
+      ``DynamicLayer``s, and each layer's ``keys`` / ``values`` tensors
+      (``(rows, heads, columns, dim)``) and ``is_initialized`` flag, read and
+      replaced directly (rows join, leave and are rolled back; no public API
+      does that). ``update`` concatenates into new tensors, never in place,
+      which the rollback relies on; an empty ``DynamicCache()`` appends layers
+      as the first forward reaches them.
     torch
     * ``tensor_version``: ``Tensor._version``, torch's in-place modification
       counter, tells the fused path that a cached copy of a weight is stale
@@ -197,6 +209,59 @@ def is_plain_linear_lora(layer: Any, name: str) -> bool:
 def tensor_version(tensor: Any) -> int:
     """torch's in-place modification counter of ``tensor`` (bumped by every in-place write)."""
     return int(tensor._version)
+
+
+# ----- transformers: the KV cache layers of the step loop (mp13_engine._kv)
+
+
+def cache_layer_types(config: Any) -> list[str] | None:
+    """The cache kind of each decoder layer of ``config`` (None: the config does not say)."""
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    try:
+        types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    except (AttributeError, TypeError, ValueError, KeyError):
+        return None
+    return list(types)
+
+
+def kv_cache(layers: Sequence[tuple[Any, Any]] = ()) -> Any:
+    """A ``DynamicCache`` of plain layers holding ``layers`` (per layer: keys, values).
+
+    Empty, it grows one layer per model layer at the first forward.
+    """
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    cache = DynamicCache()
+    if layers:
+        made: list[Any] = []
+        for keys, values in layers:
+            layer = DynamicLayer()
+            layer.lazy_initialization(keys, values)
+            layer.keys, layer.values = keys, values
+            made.append(layer)
+        cache.layers = made
+    return cache
+
+
+def kv_layers(cache: Any) -> list[Any]:
+    """The cache's layer objects (``DynamicLayer``), in model order; the list itself."""
+    return cache.layers  # type: ignore[no-any-return]
+
+
+def layer_kv(layer: Any) -> tuple[Any, Any] | None:
+    """A cache layer's keys and values, or None while it holds nothing yet."""
+    if not layer.is_initialized or layer.keys is None or layer.values is None:
+        return None
+    return layer.keys, layer.values
+
+
+def set_layer_kv(layer: Any, keys: Any, values: Any) -> None:
+    """Replace a layer's keys and values (both None: the layer holds nothing again)."""
+    layer.keys, layer.values = keys, values
+    if keys is None:
+        layer.is_initialized = False
 
 
 # ----- bitsandbytes: 4-bit weight layout on CPU

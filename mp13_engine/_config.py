@@ -63,6 +63,16 @@ def _non_negative(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
+def _opt_positive(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise ConfigError(
+            f"EngineConfig.{attribute.name}={value!r} is not allowed; use a number of "
+            "seconds > 0, or None for no limit"
+        )
+
+
 def _device_map(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None or value in DEVICE_MAPS:
         return
@@ -143,14 +153,27 @@ class EngineConfig:
     ``device``: ``auto`` picks CUDA when present, else CPU. ``dtype``: ``auto``
     uses float32 on CPU and the checkpoint's dtype on accelerators.
     ``quantization``: ``None``, ``"4bit"`` or ``"8bit"`` (bitsandbytes).
-    ``max_batch_size``: most requests in one wave (one ``generate`` call).
-    ``batch_wait_ms``: how long the worker waits after the first queued request
-    for others to join its wave. ``metrics_window``: how many recent requests
+    ``max_batch_size``: most requests decoding at once (more wait in the queue
+    and join as rows finish). ``batch_wait_ms``: while the engine is idle, how
+    long it waits after a request arrives for others to join its first step
+    (requests sent "at once" are then prefilled as one batch); a busy engine
+    admits arrivals at its next step. ``prefill_chunk_tokens``: most prompt
+    tokens (padding included) one step computes, so a long prompt is prefilled
+    over several steps while running requests keep decoding; smaller keeps
+    their token rate steadier, larger prefills faster. ``prefix_cache_mb``:
+    memory for the keys and values of prompts already computed, reused by
+    later prompts that start with the same tokens and adapters (the earlier
+    turns of a conversation, a shared system prompt), least recently used
+    first out; 0 turns it off. ``request_timeout_s``: the default deadline of
+    a request (``Request.timeout_s`` overrides it; None: none), after which
+    it ends ``ERROR``. ``slow_step_s``: a step running longer than this is
+    counted in ``metrics().slow_steps`` and logged (None: 25 times the usual
+    step time, at least 2 s). ``metrics_window``: how many recent requests
     ``engine.metrics()`` aggregates. ``max_queue``: most queued requests before
     new ones are refused. ``tool_format``: tool-call wire format, ``None`` =
     detect from the chat template. ``default_max_new_tokens``: used when a
-    request leaves ``max_new_tokens`` unset. ``mixed_lora``: how a wave applies
-    its rows' LoRA adapters: ``"fused"`` (default) concatenates the wave's
+    request leaves ``max_new_tokens`` unset. ``mixed_lora``: how a step applies
+    its rows' LoRA adapters: ``"fused"`` (default) concatenates the step's
     adapters per layer and applies them in two matmuls (``_fused_lora``),
     falling back to PEFT where it cannot; ``"peft"`` always uses PEFT's
     per-adapter loop.
@@ -173,6 +196,10 @@ class EngineConfig:
     )
     max_batch_size: int = attrs.field(default=8, validator=_positive_int)
     batch_wait_ms: float = attrs.field(default=2.0, validator=_non_negative)
+    prefill_chunk_tokens: int = attrs.field(default=512, validator=_positive_int)
+    prefix_cache_mb: float = attrs.field(default=256.0, validator=_non_negative)
+    request_timeout_s: float | None = attrs.field(default=None, validator=_opt_positive)
+    slow_step_s: float | None = attrs.field(default=None, validator=_opt_positive)
     metrics_window: int = attrs.field(default=256, validator=_positive_int)
     max_queue: int = attrs.field(default=4096, validator=_positive_int)
     default_max_new_tokens: int = attrs.field(default=256, validator=_positive_int)

@@ -18,11 +18,17 @@ Seams for other engine parts:
 - ``engine.adapters`` is ``AdapterManager(engine)`` (``mp13_engine._adapters``);
   it reads ``engine.config``, reads/replaces ``engine._state.model`` (only
   through ``_run_on_worker``) and is asked ``_resolve_for_wave(adapters)`` for
-  each row of a wave on the worker.
+  each row the decode loop admits, on the worker.
 - ``engine._run_on_worker(fn, *a, **kw)`` / ``await engine._arun_on_worker(...)``
-  run ``fn`` on the worker between waves and return its result (or raise).
+  run ``fn`` on the worker between two steps and return its result (or raise).
 - ``engine._submit_job(job)`` queues stepwise work (see ``_scheduler.Job``);
   ``engine._cancel_job(job)`` drops a job that has not finished.
+
+Lifecycle: the worker thread runs the step loop (``_loop.DecodeLoop``); a
+watchdog thread ends requests at their deadline. ``close(timeout)`` answers
+every request left behind, even when the worker is stuck in a model call; if
+the worker ever dies, pending requests end ``ERROR`` and later calls raise
+``EngineClosedError`` saying so (see ``_worker``).
 """
 
 from __future__ import annotations
@@ -38,54 +44,34 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._adapters import AdapterManager
 from mp13_engine._cache import Progress
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
-    AdapterError,
     ConfigError,
     EngineClosedError,
     EngineError,
     RequestError,
 )
+from mp13_engine._kv import check_supported
 from mp13_engine._loading import Loaded, load_model
+from mp13_engine._loop import DecodeLoop
 from mp13_engine._metrics import EngineMetrics, MetricsRecorder
 from mp13_engine._output import OutputSetup
+from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._prompt import PromptFormatter
 from mp13_engine._request_fields import check_field_names, check_request_field
-from mp13_engine._runner import WaveRunner
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
 from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream
 from mp13_engine._toolwire import ToolWire
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._job import TrainingJob, start_training
-from mp13_engine._types import BASE_ADAPTER, FinishReason, Request, Response
+from mp13_engine._types import FinishReason, Request, Response
+from mp13_engine._watchdog import StepClock
 from mp13_engine._worker import Worker
 
 RequestLike = Request | str | Sequence[dict[str, Any]]
-
-
-class _NoAdapters:
-    """Stand-in for ``engine.adapters`` while ``mp13_engine._adapters`` is absent."""
-
-    def _resolve_for_wave(self, adapters: Sequence[str] | None) -> str:
-        names = [n for n in (adapters or ()) if n != BASE_ADAPTER]
-        if names:
-            raise AdapterError(
-                f"adapter {names[0]!r} is not loaded and this build has no adapter support; "
-                "send the request without adapters"
-            )
-        return BASE_ADAPTER
-
-
-def _make_adapters(engine: Any) -> Any:
-    try:
-        from mp13_engine._adapters import AdapterManager
-    except ModuleNotFoundError as exc:
-        if exc.name != "mp13_engine._adapters":
-            raise
-        return _NoAdapters()
-    return AdapterManager(engine)
 
 
 class _EngineBase:
@@ -95,6 +81,7 @@ class _EngineBase:
 
     def __init__(self, config: EngineConfig, loaded: Loaded):
         self.config = config
+        check_supported(loaded.model.config)
         tok = loaded.tokenizer
         toolwire = ToolWire.for_tokenizer(tok, config.tool_format)
         formatter = PromptFormatter(tok, toolwire.format)
@@ -110,7 +97,6 @@ class _EngineBase:
             eos_ids=eos_ids_of(loaded.model, tok),
             context_len=context_len_of(loaded.model),
             tool_format=toolwire.format,
-            source=loaded.source,
         )
         self._metrics = MetricsRecorder(config.metrics_window)
         # What each request's output processor needs; it must not reach the engine (the
@@ -119,12 +105,25 @@ class _EngineBase:
         self._inflight: dict[str, RequestState] = {}
         # Re-entrant: a future's done-callback (_forget) may run on a thread that holds it.
         self._inflight_lock = threading.RLock()
-        self.adapters = _make_adapters(self)
+        self.adapters = AdapterManager(self)
         # The worker thread must not reach the engine: an engine nobody holds any more is
         # collected, and its finalizer stops the worker, which frees the model.
         me = weakref.ref(self)
-        runner = WaveRunner(self._state, lambda: _adapters_of(me))
-        self._worker = _start_worker(config, runner)
+        self._prefix = PrefixCache(int(config.prefix_cache_mb * 2**20))
+        self._loop = DecodeLoop(
+            self._state,
+            functools.partial(_adapters_of, me),
+            self._prefix,
+            config.max_batch_size,
+            config.prefill_chunk_tokens,
+        )
+        self._worker = Worker(
+            Scheduler(config.max_batch_size, config.batch_wait_ms / 1000.0),
+            self._loop,
+            name=f"mp13-engine-{id(self):x}",
+            clock=StepClock(config.slow_step_s),
+            default_timeout_s=config.request_timeout_s,
+        )
         self._finalizer = weakref.finalize(self, _stop_worker, self._worker)
 
     # ----- properties
@@ -141,6 +140,12 @@ class _EngineBase:
     def device(self) -> str:
         """The device the model runs on (``config.device`` resolved, e.g. ``"cpu"``)."""
         return str(self._state.device)
+
+    @property
+    def dtype(self) -> str:
+        """The dtype the model was loaded in (``config.dtype`` resolved, e.g. ``"float32"``;
+        for a quantized model, the dtype its layers compute in)."""
+        return str(self._state.dtype).removeprefix("torch.")
 
     @property
     def tool_format(self) -> str | None:
@@ -209,7 +214,7 @@ class _EngineBase:
         return max_new
 
     def _submit(self, states: list[RequestState]) -> None:
-        """Queue the prepared states that did not already fail (one lock → one wave)."""
+        """Queue the prepared states that did not already fail (together, under one lock)."""
         runnable = [s for s in states if not s.done]
         if not runnable:
             return
@@ -245,8 +250,8 @@ class _EngineBase:
     ) -> RequestState:
         """Prepare and queue one request; ``watched``: a stream will read its chunks."""
         self._check_open()
-        # Announce the request while its prompt renders, so a wave that is
-        # collecting waits for it (concurrent callers then share one wave).
+        # Announce the request while its prompt renders, so an idle engine that is
+        # collecting waits for it (concurrent callers then share their first step).
         self._worker.preparing(1)
         try:
             st = self._prepare(request, overrides, watched)
@@ -257,7 +262,7 @@ class _EngineBase:
 
     def _check_open(self) -> None:
         if self._worker.closed:
-            raise EngineClosedError("the engine is closed; create a new one with Engine.load(...)")
+            raise self._worker.closed_error()
         if self._worker.on_worker_thread():
             # Waiting for a request on the thread that must run it would hang forever.
             raise EngineError(
@@ -271,8 +276,9 @@ class _EngineBase:
 
         A queued request is removed and resolved at once, never running; a
         running one is resolved by the worker at its next decode step (within
-        one step), with the text produced so far. Either way its response has
-        ``finish_reason=CANCELLED``. The caller never waits for the model.
+        one step), with the text produced so far, and its row's cache is freed
+        then. Either way its response has ``finish_reason=CANCELLED``. The
+        caller never waits for the model.
         """
         with self._inflight_lock:
             st = self._inflight.get(request_id)
@@ -303,19 +309,25 @@ class _EngineBase:
         return len(self._state.tokens.encode_prompt(self._state.formatter.prompt(req)))
 
     def metrics(self) -> EngineMetrics:
-        """Rolling aggregates over the last ``config.metrics_window`` requests."""
+        """Rolling aggregates over the last ``config.metrics_window`` requests that ran."""
         queued, running = self._worker.depth()
-        return self._metrics.snapshot(queued, running)
+        return self._metrics.snapshot(
+            queued,
+            running,
+            steps=self._loop.steps,
+            slow_steps=self._worker.clock.slow_steps,
+            prefix_cache=self._prefix.stats(),
+        )
 
     def _run_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn`` on the worker thread between waves; return its result or raise."""
+        """Run ``fn`` on the worker thread between two steps; return its result or raise."""
         return self._worker.call(fn, *args, **kwargs).result()
 
     async def _arun_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.wrap_future(self._worker.call(fn, *args, **kwargs))
 
     def _submit_job(self, job: Job) -> None:
-        """Queue stepwise work (training); the scheduler interleaves its steps with waves."""
+        """Queue stepwise work (training); the scheduler interleaves its steps with decode steps."""
         self._worker.submit_job(job)
 
     def _cancel_job(self, job: Job) -> bool:
@@ -330,19 +342,16 @@ def _forget(
             del inflight[rid]
 
 
-def _adapters_of(engine_ref: weakref.ref[Any]) -> Any:
+def _adapters_of(engine_ref: weakref.ref[Any]) -> AdapterManager:
     engine = engine_ref()
-    return engine.adapters if engine is not None else _NoAdapters()
+    if engine is None:
+        raise EngineClosedError("the engine was garbage-collected while a step ran")
+    return engine.adapters
 
 
 def _stop_worker(worker: Worker) -> None:
     """Finalizer of an engine that was never closed (and of any engine at exit)."""
     worker.close(timeout=1.0)
-
-
-def _start_worker(config: EngineConfig, runner: WaveRunner) -> Worker:
-    scheduler = Scheduler(config.max_batch_size, config.batch_wait_ms / 1000.0)
-    return Worker(scheduler, runner.run, name=f"mp13-engine-{id(runner):x}")
 
 
 # An unknown keyword is a RequestError naming the fields, not attrs' TypeError.
@@ -428,7 +437,7 @@ class Engine(_EngineBase):
             raise
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
-        """Submit all requests together (they share waves) and return responses in order."""
+        """Submit all requests together (they share steps) and return responses in order."""
         states = self._start_many(requests, overrides)
         try:
             return [st.future.result() for st in states]

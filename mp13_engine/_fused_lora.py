@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fused mixed-adapter LoRA: a wave that mixes adapters costs a few matmuls per layer.
+"""Fused mixed-adapter LoRA: a batch that mixes adapters costs a few matmuls per layer.
 
 Concept
     PEFT serves a batch that mixes adapters (``generate(adapter_names=[...])``)
@@ -7,7 +7,7 @@ Concept
     adapter's rows, two small matmuls, scatter the result back. On narrow models
     (and at decode, where each step is tiny) that per-layer Python loop costs
     more than the arithmetic. A :class:`FusedPlan` instead concatenates, per
-    LoRA layer, the ``A`` matrices of the wave's adapters (``R`` = the sum of
+    LoRA layer, the ``A`` matrices of the batch's adapters (``R`` = the sum of
     their ranks) and their ``B`` matrices, and gives every row a weight over
     the ``R`` columns, the adapter's scaling on its own columns and 0 elsewhere::
 
@@ -17,25 +17,27 @@ Concept
     ``__base__`` get exactly zero); numerically it agrees to float rounding.
 
 How it plugs in (public extension points only, no patching)
-    The wave still goes through PEFT's own mixed-batch API, with every row on
+    The forward still goes through PEFT's own mixed-batch API, with every row on
     ``__base__``, so PEFT adds no LoRA delta and no global adapter state
     (``set_adapter``, ``disable_adapter``, ``requires_grad``) changes. For the
-    wave only, :meth:`FusedPlan.installed` puts a ``torch`` forward hook on each
+    forward only, :meth:`FusedPlan.installed` puts a ``torch`` forward hook on each
     LoRA layer that adds the fused delta to the layer's output, and removes the
-    hooks when the wave ends, however it ends.
+    hooks when the forward ends, however it ends. The step loop keeps a plan
+    while its batch's rows stay the same and makes a new one when rows join or
+    leave (the per-row weights change then).
 
-When it does not apply (:func:`plan_wave` returns None; PEFT's loop serves the wave)
+When it does not apply (:meth:`FusedLora.plan` returns None; PEFT's loop serves the batch)
     * no row uses an adapter;
-    * a module holds one of the wave's adapters in a form other than plain
+    * a module holds one of the batch's adapters in a form other than plain
       linear LoRA: an adapter variant (DoRA, aLoRA, ...), LoRA on an embedding
       or convolution, a bias on ``lora_B``, weights merged into the base,
       ``modules_to_save`` or trainable tokens;
-    * the wave's adapters add up to more than :data:`MAX_FUSED_RANK` columns in
+    * the batch's adapters add up to more than :data:`MAX_FUSED_RANK` columns in
       one layer, where computing every adapter for every row would cost more
       than PEFT's gathers.
 
-Worker thread only: the plan holds the wave's row order and is used for one
-``generate`` call.
+Worker thread only: a plan holds its batch's row order and serves forwards
+of exactly that batch.
 """
 
 from __future__ import annotations
@@ -50,15 +52,26 @@ import attrs
 import torch
 from torch.nn import functional
 
-from mp13_engine._types import BASE_ADAPTER
+from mp13_engine._compat import (
+    TunerModules,
+    holds_adapter,
+    is_plain_linear_lora,
+    lora_names,
+    lora_scaling,
+    lora_weights,
+    peft_adapter_names,
+    peft_tuner_modules,
+    tensor_version,
+)
+from mp13_engine._types import adapter_names
 
 MAX_FUSED_RANK = 512
-"""Most LoRA columns (sum of the wave's ranks) one fused layer computes for every row."""
+"""Most LoRA columns (sum of the batch's ranks) one fused layer computes for every row."""
 
 
 @attrs.frozen
 class _LayerPlan:
-    """The fused weights of one LoRA layer for one wave."""
+    """The fused weights of one LoRA layer for one batch."""
 
     module: Any
     a_cat: torch.Tensor  # (R, in)
@@ -72,7 +85,7 @@ class _LayerPlan:
             if x.shape[0] != rows.shape[0]:
                 raise RuntimeError(
                     f"fused LoRA plan was made for {rows.shape[0]} rows but the layer got a "
-                    f"batch of {x.shape[0]}; the wave cannot use the fused path"
+                    f"batch of {x.shape[0]}; this batch cannot use the fused path"
                 )
             rows = rows.view(rows.shape[0], *([1] * (x.dim() - 2)), rows.shape[1])
         if x.dtype != self.a_cat.dtype:
@@ -83,13 +96,13 @@ class _LayerPlan:
 
 @attrs.frozen
 class FusedPlan:
-    """The fused LoRA weights of every layer a wave's adapters touch."""
+    """The fused LoRA weights of every layer a batch's adapters touch."""
 
     layers: tuple[_LayerPlan, ...]
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """Hook every planned layer for the duration of one ``generate`` call."""
+        """Hook every planned layer for the duration of one forward (or one ``generate``)."""
         handles = []
         try:
             for layer in self.layers:
@@ -98,14 +111,6 @@ class FusedPlan:
         finally:
             for handle in handles:
                 handle.remove()
-
-
-@attrs.frozen
-class TunerModules:
-    """The PEFT modules of one model: its LoRA layers and every other module holding adapters."""
-
-    lora: tuple[Any, ...]
-    others: tuple[Any, ...]  # modules_to_save, trainable tokens, non-LoRA tuner layers
 
 
 @attrs.frozen
@@ -120,12 +125,12 @@ class _Concat:
     def is_fresh(self) -> bool:
         """Whether every source tensor is alive and unchanged since the copy was made.
 
-        ``_version`` is torch's in-place modification counter (an optimizer step
-        bumps it). Replaced adapters are caught by :meth:`FusedLora.invalidate`.
+        ``tensor_version`` is torch's in-place modification counter (an optimizer
+        step bumps it). Replaced adapters are caught by :meth:`FusedLora.invalidate`.
         """
         for ref, version in zip(self.sources, self.versions, strict=True):
             source = ref()
-            if source is None or source._version != version:
+            if source is None or tensor_version(source) != version:
                 return False
         return True
 
@@ -143,7 +148,7 @@ class _Slot:
 
 @attrs.define
 class _SetCache:
-    """What one set of adapters needs on every wave: its layout (None = not fusable) and copies."""
+    """What one set of adapters needs on every batch: its layout (None = not fusable), copies."""
 
     layout: tuple[_Slot, ...] | None
     concat: dict[int, _Concat] = attrs.field(factory=dict)
@@ -175,30 +180,20 @@ class FusedLora:
 
     def modules(self, model: Any) -> TunerModules:
         """The model's LoRA layers and other adapter-holding modules (cached)."""
-        from peft.tuners.lora import LoraLayer
-        from peft.tuners.tuners_utils import BaseTunerLayer
-        from peft.utils.other import AuxiliaryTrainingWrapper
-
-        key = frozenset(getattr(model, "peft_config", {}) or {})
+        key = peft_adapter_names(model)
         if self._model is None or self._model() is not model or self._key != key:
-            lora, others = [], []
-            for module in model.modules():
-                if isinstance(module, LoraLayer):
-                    lora.append(module)
-                elif isinstance(module, (BaseTunerLayer, AuxiliaryTrainingWrapper)):
-                    others.append(module)
-            self._found = TunerModules(tuple(lora), tuple(others))
+            self._found = peft_tuner_modules(model)
             self._model, self._key = weakref.ref(model), key
             self._sets.clear()
         return self._found
 
     def plan(self, model: Any, row_names: Sequence[str]) -> FusedPlan | None:
-        """A fused plan for a wave whose rows use ``row_names`` (one PEFT name per row).
+        """A fused plan for a batch whose rows use ``row_names`` (one PEFT name per row).
 
-        None when no row uses an adapter or when the wave cannot be fused (see
-        the module docstring); the caller then serves the wave with PEFT's loop.
+        None when no row uses an adapter or when the batch cannot be fused (see
+        the module docstring); the caller then serves the batch with PEFT's loop.
         """
-        wanted = tuple(sorted({n for n in row_names if n != BASE_ADAPTER}))
+        wanted = tuple(sorted(adapter_names(row_names)))
         if not wanted:
             return None
         found = self.modules(model)
@@ -224,21 +219,22 @@ class FusedLora:
 
 def _layout(found: TunerModules, wanted: tuple[str, ...]) -> tuple[_Slot, ...] | None:
     """The layers a set of adapters touches; None when one of them cannot be fused."""
-    if any(_holds(m, n) for m in found.others for n in wanted):
+    if any(holds_adapter(m, n) for m in found.others for n in wanted):
         return None
     slots = []
     for index, layer in enumerate(found.lora):
-        names = tuple(n for n in wanted if n in layer.lora_A)
-        if any(_holds(layer, n) for n in wanted if n not in names):
+        linear = lora_names(layer)
+        names = tuple(n for n in wanted if n in linear)
+        if any(holds_adapter(layer, n) for n in wanted if n not in names):
             return None  # an adapter kept here in another form (embedding LoRA, ...)
         if not names:
             continue
-        if not all(_plain_linear(layer, n) for n in names):
+        if not all(is_plain_linear_lora(layer, n) for n in names):
             return None
-        ranks = tuple(int(layer.lora_A[n].weight.shape[0]) for n in names)
+        ranks = tuple(int(lora_weights(layer, n)[0].shape[0]) for n in names)
         if sum(ranks) > MAX_FUSED_RANK:
             return None
-        scalings = tuple(float(layer.scaling[n]) for n in names)
+        scalings = tuple(lora_scaling(layer, n) for n in names)
         slots.append(_Slot(index, layer, names, ranks, scalings))
     return tuple(slots) or None
 
@@ -247,9 +243,9 @@ def _concatenated(slot: _Slot, cache: dict[int, _Concat]) -> _Concat:
     cached = cache.get(slot.index)
     if cached is not None and cached.is_fresh():
         return cached
-    layer = slot.layer
-    a_parts = [layer.lora_A[n].weight for n in slot.names]
-    b_parts = [layer.lora_B[n].weight for n in slot.names]
+    weights = [lora_weights(slot.layer, n) for n in slot.names]
+    a_parts = [a for a, _ in weights]
+    b_parts = [b for _, b in weights]
     if len(a_parts) == 1:  # nothing to copy: the live weights themselves
         made = _Concat(a_parts[0], b_parts[0], (), ())
     else:
@@ -258,7 +254,7 @@ def _concatenated(slot: _Slot, cache: dict[int, _Concat]) -> _Concat:
             torch.cat(a_parts, 0),
             torch.cat(b_parts, 1),
             tuple(weakref.ref(w) for w in sources),
-            tuple(w._version for w in sources),
+            tuple(tensor_version(w) for w in sources),
         )
     cache[slot.index] = made
     return made
@@ -276,29 +272,3 @@ def _row_weights(row_names: Sequence[str], slot: _Slot, like: torch.Tensor) -> t
             line.extend([scaling if name == row else 0.0] * rank)
         table.append(line)
     return torch.tensor(table, dtype=like.dtype, device=like.device)
-
-
-def _holds(module: Any, name: str, skip: tuple[str, ...] = ()) -> bool:
-    """Whether ``module`` keeps weights of adapter ``name`` (outside the ``skip`` attributes)."""
-    for path in getattr(module, "adapter_layer_names", ()):
-        if path in skip:
-            continue
-        holder: Any = module
-        for part in path.split("."):
-            holder = getattr(holder, part, None)
-        if holder is not None and name in holder:
-            return True
-    return False
-
-
-def _plain_linear(layer: Any, name: str) -> bool:
-    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
-    return (
-        isinstance(lora_a, torch.nn.Linear)
-        and isinstance(lora_b, torch.nn.Linear)
-        and lora_b.bias is None
-        and "meta" not in (lora_a.weight.device.type, lora_b.weight.device.type)  # offloaded
-        and name not in getattr(layer, "lora_variant", {})
-        and not getattr(layer, "merged_adapters", None)
-        and not _holds(layer, name, skip=("lora_A", "lora_B"))
-    )

@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Rolling engine metrics over the last N finished requests.
+"""Rolling engine metrics over the last N requests that ran.
 
 ``MetricsRecorder`` is thread-safe: the worker (and cancelling callers)
 ``record`` finished requests; any thread reads a frozen ``EngineMetrics``
-snapshot. Only the last ``window`` requests are kept, so memory is bounded.
+snapshot. Only the last ``window`` requests that ran are kept, so memory is
+bounded. A request that ended without running (refused as invalid, queue
+full, unknown adapter, or cancelled or timed out while queued; its
+``metrics.batch_size`` is 0) is only counted (``rejected``): its zero tokens
+and its queue time would distort the latency and token figures.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import threading
 import attrs
 
 from mp13_engine._types import FinishReason, Response
+
+#: Tokens per prefix-cache block (``_prefix_cache``).
+BLOCK_TOKENS = 32
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -26,12 +33,47 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 @attrs.frozen(kw_only=True)
+class PrefixCacheStats:
+    """Counters of the prefix cache since the engine started (``engine.metrics().prefix_cache``).
+
+    ``hit_rate``: the share of lookups (one per admitted request) that reused at
+    least one block; ``tokens_saved``: prompt tokens taken from the cache
+    instead of computed; ``token_hit_rate``: ``tokens_saved`` over the prompt
+    tokens looked up.
+    """
+
+    budget_bytes: int = 0
+    bytes: int = 0
+    blocks: int = 0
+    block_tokens: int = BLOCK_TOKENS
+    lookups: int = 0
+    hits: int = 0
+    tokens_looked_up: int = 0
+    tokens_saved: int = 0
+    evicted_blocks: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.lookups if self.lookups else 0.0
+
+    @property
+    def token_hit_rate(self) -> float:
+        return self.tokens_saved / self.tokens_looked_up if self.tokens_looked_up else 0.0
+
+
+@attrs.frozen(kw_only=True)
 class EngineMetrics:
-    """Aggregates over the last ``window`` finished requests, plus the live queue.
+    """Aggregates over the last ``window`` requests that ran, plus live counters.
 
     ``throughput_tokens_per_s``: completion tokens of those requests divided by
     the wall time from the first one's submission to the last one's end.
     Latency is submission → final response; TTFT is submission → first token.
+    ``total_requests``: every request that ended since the engine started,
+    ``rejected`` of them without running (see the module docstring).
+    ``steps``: decode-loop steps run; ``slow_steps``: steps (decode, training
+    or worker calls) that ran far past their usual time (see
+    ``EngineConfig.slow_step_s``); ``prefix_cache``: hits, tokens saved and
+    memory of the prefix cache.
     """
 
     window: int
@@ -48,6 +90,23 @@ class EngineMetrics:
     queue_depth: int = 0
     running: int = 0
     total_requests: int = 0
+    rejected: int = 0
+    steps: int = 0
+    slow_steps: int = 0
+    prefix_cache: PrefixCacheStats = attrs.field(factory=PrefixCacheStats)
+
+
+@attrs.frozen(kw_only=True)
+class _Live:
+    """The counters of a snapshot that do not come from the window."""
+
+    queue_depth: int
+    running: int
+    total_requests: int
+    rejected: int
+    steps: int
+    slow_steps: int
+    prefix_cache: PrefixCacheStats
 
 
 @attrs.frozen
@@ -63,20 +122,39 @@ class MetricsRecorder:
         self._lock = threading.Lock()
         self._entries: collections.deque[_Entry] = collections.deque(maxlen=window)
         self._total = 0
+        self._rejected = 0
 
     def record(self, submit_t: float, end_t: float, response: Response) -> None:
         with self._lock:
-            self._entries.append(_Entry(submit_t, end_t, response))
             self._total += 1
+            if response.metrics.batch_size == 0:  # it never ran
+                self._rejected += 1
+            else:
+                self._entries.append(_Entry(submit_t, end_t, response))
 
-    def snapshot(self, queue_depth: int, running: int) -> EngineMetrics:
+    def snapshot(
+        self,
+        queue_depth: int,
+        running: int,
+        *,
+        steps: int = 0,
+        slow_steps: int = 0,
+        prefix_cache: PrefixCacheStats | None = None,
+    ) -> EngineMetrics:
         with self._lock:
             entries = list(self._entries)
-            total = self._total
+            total, rejected = self._total, self._rejected
+        live = _Live(
+            queue_depth=queue_depth,
+            running=running,
+            total_requests=total,
+            rejected=rejected,
+            steps=steps,
+            slow_steps=slow_steps,
+            prefix_cache=prefix_cache or PrefixCacheStats(),
+        )
         if not entries:
-            return EngineMetrics(
-                window=self.window, queue_depth=queue_depth, running=running, total_requests=total
-            )
+            return EngineMetrics(window=self.window, **attrs.asdict(live, recurse=False))
         metrics = [e.response.metrics for e in entries]
         completion = sum(m.completion_tokens for m in metrics)
         span = max(e.end for e in entries) - min(e.start for e in entries)
@@ -96,7 +174,5 @@ class MetricsRecorder:
             ttft_p95_s=_percentile(ttfts, 0.95),
             mean_batch_size=sum(ran) / len(ran) if ran else 0.0,
             finish_reasons={r.value: reasons.get(r.value, 0) for r in FinishReason},
-            queue_depth=queue_depth,
-            running=running,
-            total_requests=total,
+            **attrs.asdict(live, recurse=False),
         )

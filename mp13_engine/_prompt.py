@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Turn a ``Request`` into the exact prompt text and token ids a wave feeds.
+"""Turn a ``Request`` into the exact prompt text and token ids a step feeds.
 
 Invariant: ``prompt(request)`` is the one rendering ``generate`` tokenizes:
 its ``text`` (what ``render``/``format_prompt`` return) plus the spans of that

@@ -3,20 +3,29 @@
 
 Three kinds of work:
 
-- **calls** (``_run_on_worker``): run first, between waves, in FIFO order;
-- **inference requests**: queued per *group* (requests that can share one
-  ``generate`` call); one turn of a request group = one *wave* of up to
-  ``max_batch_size`` of its oldest requests;
+- **calls** (``_run_on_worker``): run first, between two steps, in FIFO order;
+- **inference**: requests wait in one FIFO queue; one turn of inference is one
+  step of the decode loop (``_loop.DecodeLoop``), which admits as many of the
+  oldest waiting requests as it has free rows (:class:`Decode`);
 - **jobs** (training and other stepwise work): objects with ``group_key``
   (hashable), ``step() -> bool`` (one unit of work; False when finished) and
-  ``fail(exc)``; one turn of a job group = one ``step()`` of its oldest job.
+  ``fail(exc)``; one turn of a job group is one ``step()`` of its oldest job.
 
-Groups take turns round-robin, so no group starves: while a training job
-runs, queued inference waves still run between its steps, and vice versa.
+Inference and the job groups share the worker fairly *by time*: the worker
+charges each turn the seconds it took (:meth:`Scheduler.charge`), and the next
+turn goes to the group with work that has used the least time since it became
+busy (turns within ``QUANTUM_S`` of it are tied and go round-robin). So none
+starves, and a group with short steps is not made to wait a long step of
+another for each of its own: while a training job runs, requests decode at
+about half their usual speed instead of one token per training step, and the
+job trains at about half speed while requests decode. A group that becomes
+busy starts level with the least-served busy group (idle time earns no
+credit). Inference is busy while requests wait or the loop has rows
+(``decoding``, told by the worker, which owns the loop).
 
 Threading: every method is called with the engine's scheduler lock held (the
-``threading.Condition`` the worker waits on). ``add_*`` / ``remove_request`` /
-``cancel_*`` are called by API threads; ``next_work`` / ``collect_wait`` /
+``threading.Condition`` the worker waits on). ``add_*`` / ``remove_*`` are
+called by API threads; ``next_work`` / ``charge`` / ``collect_wait`` /
 ``job_finished`` by the worker; ``drain`` by ``close``.
 """
 
@@ -32,13 +41,17 @@ import attrs
 
 from mp13_engine._streams import RequestState
 
-#: The group of ordinary inference requests (they all share waves today; the
-#: key exists so that work needing a different ``generate`` setup can form its own group).
-INFERENCE_GROUP: tuple[str, ...] = ("generate",)
+#: A turn in the round-robin order: inference's, or a job group's (``("job", key)``).
+Turn = tuple[str, Hashable]
+_DECODE: Turn = ("decode", None)
+
+#: Turns within this many seconds of the least-served busy turn count as tied and go
+#: round-robin, so groups whose steps cost about the same simply alternate.
+QUANTUM_S = 0.005
 
 
 class Job(Protocol):
-    """Stepwise work interleaved with inference waves (e.g. a training job)."""
+    """Stepwise work interleaved with decode steps (e.g. a training job)."""
 
     group_key: Hashable
 
@@ -51,7 +64,7 @@ class Job(Protocol):
 
 @attrs.define
 class Call:
-    """A function to run on the worker between waves; its outcome goes to ``future``."""
+    """A function to run on the worker between steps; its outcome goes to ``future``."""
 
     fn: Callable[..., Any]
     args: tuple[Any, ...]
@@ -60,11 +73,10 @@ class Call:
 
 
 @attrs.define
-class Wave:
-    """Requests (one group) to run in one ``generate`` call."""
+class Decode:
+    """One step of the decode loop, admitting ``admitted`` (possibly none)."""
 
-    group: Hashable
-    states: list[RequestState]
+    admitted: list[RequestState]
 
 
 @attrs.define
@@ -74,48 +86,50 @@ class JobStep:
     job: Job
 
 
-Work = Call | Wave | JobStep
+Work = Call | Decode | JobStep
 
 
 class Scheduler:
-    """Queues and the round-robin order of groups (see the module docstring for threading)."""
+    """Queues and the round-robin order (see the module docstring for threading)."""
 
     def __init__(self, max_batch_size: int, batch_wait_s: float, max_wait_factor: float = 5.0):
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
         self.max_wait_s = batch_wait_s * max_wait_factor
-        self._last_enqueue: dict[Hashable, float] = {}
+        self._last_enqueue = 0.0
         self.preparing = 0  # requests being prepared by API threads (see collect_wait)
         self._calls: collections.deque[Call] = collections.deque()
-        self._requests: dict[Hashable, collections.deque[RequestState]] = {}
+        self._requests: collections.deque[RequestState] = collections.deque()
         self._jobs: dict[Hashable, collections.deque[Job]] = {}
-        self._order: collections.deque[Hashable] = collections.deque()  # round-robin turns
-        self.queued = 0
+        self._order: collections.deque[Turn] = collections.deque([_DECODE])
+        self._used: dict[Turn, float] = {}  # worker seconds of each busy turn (see charge)
+        self._last: Turn | None = None  # the turn of the work handed out last
+
+    @property
+    def queued(self) -> int:
+        return len(self._requests)
 
     # ----- API threads
-    def add_request(self, state: RequestState, group: Hashable = INFERENCE_GROUP) -> None:
-        self._requests.setdefault(group, collections.deque()).append(state)
-        self._last_enqueue[group] = time.perf_counter()
-        self._enlist(("req", group))
-        self.queued += 1
+    def add_request(self, state: RequestState) -> None:
+        self._requests.append(state)
+        self._last_enqueue = time.perf_counter()
 
     def add_job(self, job: Job) -> None:
-        self._jobs.setdefault(job.group_key, collections.deque()).append(job)
-        self._enlist(("job", job.group_key))
+        key = job.group_key
+        self._jobs.setdefault(key, collections.deque()).append(job)
+        if ("job", key) not in self._order:
+            self._order.append(("job", key))
 
     def add_call(self, call: Call) -> None:
         self._calls.append(call)
 
     def remove_request(self, state: RequestState) -> bool:
         """Take a still-queued request out (cancel before it runs); False if not queued."""
-        for q in self._requests.values():
-            try:
-                q.remove(state)
-            except ValueError:
-                continue
-            self.queued -= 1
-            return True
-        return False
+        try:
+            self._requests.remove(state)
+        except ValueError:
+            return False
+        return True
 
     def remove_job(self, job: Job) -> bool:
         q = self._jobs.get(job.group_key)
@@ -125,50 +139,53 @@ class Scheduler:
         return False
 
     # ----- worker
-    def has_work(self) -> bool:
-        return bool(self._calls) or any(self._requests.values()) or any(self._jobs.values())
+    def has_work(self, decoding: bool = False) -> bool:
+        return bool(self._calls or self._requests or decoding or any(self._jobs.values()))
 
-    def collect_wait(self, now: float | None = None) -> float:
-        """Seconds the worker should still wait for more requests to join the next wave.
+    def collect_wait(self, decoding: bool = False, now: float | None = None) -> float:
+        """Seconds the worker should still wait for more requests to join the first step.
 
-        Non-zero only when the next turn is an inference wave that is not full
-        and a request joined it less than ``batch_wait_s`` ago: the window
-        restarts with each arrival (threads that submit "at once" still arrive
-        spread out, each rendering its prompt first), but never extends past
-        ``max_wait_s`` after the oldest request was submitted. While API
-        threads are still preparing requests (``preparing`` > 0: rendering
-        prompts that are on their way), the worker waits for them too, up to
-        the same cap.
+        Only while the loop is idle (a running loop admits arrivals at its next
+        step anyway) and inference has the next turn with fewer requests than
+        a full batch: then requests that arrive "at once" (threads each
+        rendering a prompt first) are prefilled together, as one batch. The
+        window restarts with each arrival but never extends past
+        ``max_wait_s`` after the oldest request was submitted; while API
+        threads are still preparing requests (``preparing`` > 0) the worker
+        waits for them too, up to the same cap.
         """
-        if self._calls or self.batch_wait_s <= 0:
+        if decoding or self._calls or self.batch_wait_s <= 0 or not self._requests:
             return 0.0
-        turn = self._peek_turn()
-        if turn is None or turn[0] != "req":
-            return 0.0
-        q = self._requests[turn[1]]
-        if len(q) >= self.max_batch_size:
+        if self._peek_turn(decoding) != _DECODE or len(self._requests) >= self.max_batch_size:
             return 0.0
         now = time.perf_counter() if now is None else now
-        cap = q[0].submit_t + self.max_wait_s
+        cap = self._requests[0].submit_t + self.max_wait_s
         if self.preparing > 0:
             return max(0.0, cap - now)
-        quiet_at = self._last_enqueue.get(turn[1], 0.0) + self.batch_wait_s
+        quiet_at = self._last_enqueue + self.batch_wait_s
         return max(0.0, min(quiet_at, cap) - now)
 
-    def next_work(self) -> Work | None:
+    def next_work(self, decoding: bool = False, free: int | None = None) -> Work | None:
+        """The next unit of work; a :class:`Decode` admits up to ``free`` waiting requests."""
         if self._calls:
+            self._last = None  # calls are not charged: they run first, whoever waits
             return self._calls.popleft()
-        turn = self._peek_turn()
+        turn = self._peek_turn(decoding)
         if turn is None:
             return None
-        self._order.rotate(-1)  # this group had its turn: move it to the back
-        kind, key = turn
-        if kind == "req":
-            q = self._requests[key]
-            states = [q.popleft() for _ in range(min(self.max_batch_size, len(q)))]
-            self.queued -= len(states)
-            return Wave(group=key, states=states)
-        return JobStep(job=self._jobs[key][0])
+        self._order.remove(turn)  # this group had its turn: to the back for ties
+        self._order.append(turn)
+        self._last = turn
+        if turn == _DECODE:
+            room = self.max_batch_size if free is None else max(0, free)
+            take = min(room, len(self._requests))
+            return Decode([self._requests.popleft() for _ in range(take)])
+        return JobStep(job=self._jobs[turn[1]][0])
+
+    def charge(self, seconds: float) -> None:
+        """The work handed out last took ``seconds`` of the worker's time."""
+        if self._last is not None and self._last in self._used:
+            self._used[self._last] += seconds
 
     def job_finished(self, job: Job) -> None:
         """The worker reports that ``job`` finished (or failed): drop it from its group."""
@@ -176,27 +193,37 @@ class Scheduler:
 
     def drain(self) -> tuple[list[RequestState], list[Job], list[Call]]:
         """Empty every queue (engine close) and return what was pending."""
-        states = [s for q in self._requests.values() for s in q]
+        states = list(self._requests)
         jobs = [j for q in self._jobs.values() for j in q]
         calls = list(self._calls)
         self._requests.clear()
         self._jobs.clear()
         self._calls.clear()
-        self._order.clear()
-        self.queued = 0
+        self._order = collections.deque([_DECODE])
+        self._used.clear()
         return states, jobs, calls
 
     # ----- internals
-    def _enlist(self, turn: tuple[str, Hashable]) -> None:
-        if turn not in self._order:
-            self._order.append(turn)
-
-    def _peek_turn(self) -> tuple[str, Hashable] | None:
-        # Drop empty groups lazily, then the front of the order is the next turn.
-        for _ in range(len(self._order)):
-            kind, key = self._order[0]
-            pending = self._requests.get(key) if kind == "req" else self._jobs.get(key)
-            if pending:
-                return kind, key
-            self._order.popleft()
-        return None
+    def _peek_turn(self, decoding: bool) -> Turn | None:
+        """The busy turn that has used the least worker time (first in order on ties)."""
+        busy = []
+        for turn in list(self._order):
+            if turn == _DECODE:
+                if decoding or self._requests:
+                    busy.append(turn)
+            elif self._jobs.get(turn[1]):
+                busy.append(turn)
+            else:  # a job group that ran dry
+                self._order.remove(turn)
+                self._jobs.pop(turn[1], None)
+        if not busy:
+            self._used.clear()
+            return None
+        for turn in list(self._used):
+            if turn not in busy:
+                del self._used[turn]  # idle: it starts level when busy again
+        floor = min(self._used.values(), default=0.0)
+        for turn in busy:
+            self._used.setdefault(turn, floor)
+        least = min(self._used[t] for t in busy)
+        return next(t for t in busy if self._used[t] <= least + QUANTUM_S)

@@ -3,7 +3,7 @@
 
 The adapter manager may replace ``model`` (wrapping the base model as a
 ``PeftModel`` when the first adapter loads); it does so only through
-``engine._run_on_worker``, i.e. between waves. ``TokenizerGuard`` serialises
+``engine._run_on_worker``, i.e. between two steps. ``TokenizerGuard`` serialises
 tokenizer calls: HF fast tokenizers raise "Already borrowed" when one thread
 encodes while another changes padding/truncation state.
 """
@@ -51,6 +51,11 @@ class TokenizerGuard:
             i for i, text in specials.items() if text not in (chat_template or "")
         )
         self._as_text: Any = None  # the backend copy that never matches special tokens
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every use of the tokenizer holds (re-entrant); hold it to use it directly."""
+        return self._lock
 
     def encode(self, text: str) -> list[int]:
         """``text`` as the tokenizer encodes it (control-token spellings are control tokens)."""
@@ -149,7 +154,6 @@ class EngineState:
     eos_ids: list[int]
     context_len: int | None
     tool_format: str | None = None
-    source: str = ""
 
 
 def eos_ids_of(model: Any, tokenizer: Any) -> list[int]:

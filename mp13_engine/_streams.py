@@ -24,9 +24,9 @@ The contract with the decode loop (worker thread):
   step (to free its cache at once) checks ``status is RequestStatus.CANCELLING``
   and calls ``finish(FinishReason.CANCELLED)``.
 
-The loop sets ``batch_size``, ``adapter`` and ``adapter_names`` (they go into
-the metrics) and reads ``prompt_ids`` and ``max_new_tokens`` (LENGTH is the
-loop's decision, as EOS is).
+The loop sets ``batch_size``, ``cached_tokens``, ``adapter`` and
+``adapter_names`` (they go into the metrics) and reads ``prompt_ids`` and
+``max_new_tokens`` (LENGTH is the loop's decision, as EOS is).
 
 Other threads: ``cancel()`` asks to cancel (``CANCELLING``); a running row is
 then resolved by the worker at its next step, within one step. Every method is
@@ -77,6 +77,7 @@ class RequestState:
         "adapter",
         "adapter_names",
         "batch_size",
+        "cached_tokens",
         "finish_t",
         "first_token_t",
         "future",
@@ -120,6 +121,7 @@ class RequestState:
         self.future.add_done_callback(self._future_done)
         self.response: Response | None = None
         self.batch_size = 0
+        self.cached_tokens = 0  # prompt tokens whose KV came from the prefix cache
         self.adapter: str | None = None  # the PEFT adapter name the row ran with
         self.adapter_names: tuple[str, ...] = ()  # the adapters it asked for (resolved)
         self.watched = watched
@@ -235,6 +237,7 @@ class RequestState:
             tokens_per_s=n / gen_s if gen_s > 0 and n else 0.0,
             batch_size=self.batch_size,
             adapters=self.adapter_names,
+            cached_tokens=self.cached_tokens,
         )
         return Response(
             id=self.id,

@@ -151,7 +151,12 @@ class Request:
 
 @attrs.frozen(kw_only=True)
 class RequestMetrics:
-    """Measurements of one request. Times are seconds; ``ttft_s`` is from submission."""
+    """Measurements of one request. Times are seconds; ``ttft_s`` is from submission.
+
+    ``batch_size``: the most rows the request shared a step with (0: it never
+    ran); ``cached_tokens``: prompt tokens whose keys and values came from the
+    prefix cache instead of being computed.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -161,6 +166,7 @@ class RequestMetrics:
     tokens_per_s: float = 0.0
     batch_size: int = 0
     adapters: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    cached_tokens: int = 0
 
 
 @attrs.frozen(kw_only=True)

@@ -2,55 +2,79 @@
 """The worker thread: the only thread that touches the model.
 
 It loops: wait for work, let the ``Scheduler`` pick the next unit (a call, a
-wave or a job step), run it outside the lock, repeat. Public API threads hand
-it work through ``submit_requests`` / ``submit_job`` / ``call`` and get results
-back through futures. ``close`` drains the queues: queued requests resolve
-``CANCELLED``, running rows are cancelled at their next step (and resolved by
-``close`` itself if the worker does not get there before ``timeout``), pending
-calls raise ``EngineClosedError``, and once the current wave or job step has
-ended every unfinished job gets ``fail(EngineClosedError)`` (never racing its
-step).
+decode step or a job step), run it outside the lock, repeat. Public API
+threads hand it work through ``submit_requests`` / ``submit_job`` / ``call``
+and get results back through futures. After every call and job step the decode
+loop is told that adapters or weights may have changed.
 
-Cancelling a request: a queued one is taken out of the queue and resolved by
-the canceller; any other is marked (``RequestState.cancel``) and resolved by
-the worker at its next step.
+Never stops answering (the engine's robustness contract):
+
+- nothing a model, hook, call or job raises, ``BaseException`` included
+  (``SystemExit`` from model code), ends the thread: a decode step's faults are
+  isolated per row by the loop, and a failure of the loop itself ends the
+  loop's rows ``ERROR`` and the engine serves on;
+- if the thread dies anyway (a bug in this module), every pending request
+  resolves ``ERROR``, pending calls and jobs fail, and later calls raise
+  ``EngineClosedError`` saying the worker died;
+- ``close(timeout)`` drains the queues (queued requests resolve
+  ``CANCELLED``, pending calls raise ``EngineClosedError``), lets the running
+  step end, resolves the loop's rows ``CANCELLED``, and, if the thread is stuck
+  in a model call past ``timeout``, resolves them itself; every unfinished job
+  then gets ``fail(EngineClosedError)`` (never racing its own step when the
+  thread did stop);
+- the ``Watchdog`` ends requests at their deadline and reports slow steps,
+  also while this thread is stuck.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from mp13_engine._errors import EngineClosedError
-from mp13_engine._scheduler import Call, Job, JobStep, Scheduler, Wave
+from mp13_engine._loop import DecodeLoop
+from mp13_engine._scheduler import Call, Decode, Job, JobStep, Scheduler
 from mp13_engine._streams import RequestState
 from mp13_engine._types import FinishReason
+from mp13_engine._watchdog import StepClock, Watchdog
 
 _log = logging.getLogger(__name__)
+
+_CLOSED = "the engine is closed; create a new one with Engine.load(...)"
 
 
 class Worker:
     def __init__(
         self,
         scheduler: Scheduler,
-        run_wave: Callable[[list[RequestState]], None],
+        loop: DecodeLoop,
         name: str,
+        clock: StepClock | None = None,
+        default_timeout_s: float | None = None,
     ):
         self._sched = scheduler
-        self._run_wave = run_wave
+        self._loop = loop
+        self._default_timeout = default_timeout_s
         self._cond = threading.Condition()
         self._closed = False
-        self._running: list[RequestState] = []
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._died: str | None = None  # why the thread died, once it did
+        self._active: set[RequestState] = set()  # admitted to the loop, not known to be done
+        self.clock = clock or StepClock()
+        self._watchdog = Watchdog(self.clock, self._expire, name=f"{name}-watchdog")
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
     # ----- any thread
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def closed_error(self) -> EngineClosedError:
+        return EngineClosedError(self._died or _CLOSED)
 
     def on_worker_thread(self) -> bool:
         return threading.current_thread() is self._thread
@@ -65,26 +89,28 @@ class Worker:
     def submit_requests(self, states: list[RequestState]) -> None:
         with self._cond:
             if self._closed:
-                raise EngineClosedError(
-                    "the engine is closed; create a new one with Engine.load(...)"
-                )
+                raise self.closed_error()
             for st in states:
                 self._sched.add_request(st)
             self._cond.notify()
+        for st in states:
+            timeout = st.request.timeout_s
+            if timeout is None:
+                timeout = self._default_timeout
+            if timeout is not None:
+                self._watchdog.track(st, float(timeout))
 
     def submit_job(self, job: Job) -> None:
         with self._cond:
             if self._closed:
-                raise EngineClosedError(
-                    "the engine is closed; create a new one with Engine.load(...)"
-                )
+                raise self.closed_error()
             self._sched.add_job(job)
             self._cond.notify()
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
         fut: Future[Any] = Future()
         if self.on_worker_thread():
-            # Already between waves on the worker (e.g. inside a job step): run inline.
+            # Already between steps on the worker (e.g. inside a job step): run inline.
             try:
                 fut.set_result(fn(*args, **kwargs))
             except BaseException as exc:
@@ -92,18 +118,21 @@ class Worker:
             return fut
         with self._cond:
             if self._closed:
-                raise EngineClosedError(
-                    "the engine is closed; create a new one with Engine.load(...)"
-                )
+                raise self.closed_error()
             self._sched.add_call(Call(fn, args, kwargs, fut))
             self._cond.notify()
         return fut
 
     def cancel(self, state: RequestState) -> bool:
-        """Cancel a request; False when it had already ended (see the module docstring)."""
+        """Cancel a request; False when it had already ended.
+
+        A queued request is taken out and resolved here (nobody else would); any
+        other is marked (``RequestState.cancel``) and the loop resolves it at its
+        next step, freeing its row's cache then.
+        """
         with self._cond:
             queued = self._sched.remove_request(state)
-        if queued:  # never runs now: nobody else can resolve it
+        if queued:
             return state.finish(FinishReason.CANCELLED)
         return state.cancel()
 
@@ -112,12 +141,9 @@ class Worker:
             return self._sched.remove_job(job)
 
     def depth(self) -> tuple[int, int]:
+        """(queued requests, requests in the decode loop)."""
         with self._cond:
-            # rows resolve inside the wave (at their last step): count the unresolved ones
-            return self._sched.queued, sum(not s.status.finished for s in self._running)
-
-    def set_running(self, states: list[RequestState]) -> None:
-        self._running = states
+            return self._sched.queued, sum(not s.done for s in self._active)
 
     def close(self, timeout: float | None = None) -> None:
         with self._cond:
@@ -126,10 +152,9 @@ class Worker:
             else:
                 self._closed = True
                 pending = self._sched.drain()
-                for st in self._running:
+                for st in self._active:
                     st.cancel()
                 self._cond.notify_all()
-            running = list(self._running)
         states, jobs, calls = pending
         for st in states:
             st.finish(FinishReason.CANCELLED)
@@ -137,61 +162,162 @@ class Worker:
             call.future.set_exception(
                 EngineClosedError("the engine was closed before this call ran")
             )
-        # Let a running wave stop (its rows are flagged) and a running job step end
-        # before failing jobs, so fail() never races the job's own step().
+        # Let the running step end (its rows are flagged) before failing jobs, so fail()
+        # never races the job's own step().
         if not self.on_worker_thread():
             self._thread.join(timeout)
-            # Rows the worker did not reach in time (a long step): resolve them here; the
-            # worker's later finish() of the same rows is a no-op.
-            for st in running:
+        if self._thread.is_alive() and not self.on_worker_thread():
+            # Stuck inside a model call: answer its requests now; its results are dropped.
+            with self._cond:
+                stuck = [s for s in self._active if not s.done]
+            if stuck:
+                _log.warning(
+                    "close(): the worker is still inside a step after %s s; resolving its "
+                    "%d request(s) as cancelled",
+                    timeout,
+                    len(stuck),
+                )
+            for st in stuck:
                 st.finish(FinishReason.CANCELLED)
         for job in jobs:
             _fail_job(job, EngineClosedError("the engine was closed before this job finished"))
+        self._watchdog.stop()
+
+    def _expire(self, state: RequestState, timeout: float) -> None:
+        """The watchdog's callback: ``state`` passed its deadline (any thread)."""
+        with self._cond:
+            self._sched.remove_request(state)
+        state.finish(
+            FinishReason.ERROR,
+            f"request {state.id} timed out after {timeout:g} s; raise Request.timeout_s (or "
+            "EngineConfig.request_timeout_s, its default), or ask for fewer tokens",
+        )
 
     # ----- worker thread
-    def _loop(self) -> None:
+    def _main(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:
+            self._die(exc)
+            return
+        # Closed: the rows still in the loop were flagged by close(); resolve them now.
+        self._loop.abort(FinishReason.CANCELLED)
+        with self._cond:
+            self._active.clear()
+
+    def _serve(self) -> None:
         while True:
             with self._cond:
-                while True:
-                    if self._closed:
-                        return
-                    if not self._sched.has_work():
-                        self._cond.wait()
-                        continue
-                    wait = self._sched.collect_wait()
-                    if wait > 0:
-                        self._cond.wait(wait)
-                        continue
-                    work = self._sched.next_work()
-                    if work is not None:
-                        break
-                if isinstance(work, Wave):
-                    self._running = work.states
+                work = self._next_locked()
+                if work is None:
+                    return
+                if isinstance(work, Decode):
+                    self._active.update(work.admitted)
             self._run(work)
 
-    def _run(self, work: Call | Wave | JobStep) -> None:
+    def _next_locked(self) -> Call | Decode | JobStep | None:
+        while True:
+            if self._closed:
+                return None
+            decoding = self._loop.active
+            if not self._sched.has_work(decoding):
+                self._cond.wait()
+                continue
+            wait = self._sched.collect_wait(decoding)
+            if wait > 0:
+                self._cond.wait(wait)
+                continue
+            work = self._sched.next_work(decoding, self._loop.free_slots())
+            if work is not None:
+                return work
+
+    def _run(self, work: Call | Decode | JobStep) -> None:
+        started = time.perf_counter()
+        try:
+            self._run_work(work)
+        finally:
+            if not isinstance(work, Call):
+                took = time.perf_counter() - started
+                with self._cond:
+                    self._sched.charge(took)
+
+    def _run_work(self, work: Call | Decode | JobStep) -> None:
+        if isinstance(work, Decode):
+            self.clock.begin("decode")
+            try:
+                self._loop.step(work.admitted)
+            except BaseException as exc:
+                # A bug of the loop itself (model faults are handled inside): its rows'
+                # state cannot be trusted, so they end ERROR and the loop starts over.
+                _log.exception("a decode step failed outside the model; failing its requests")
+                self._loop.abort(
+                    FinishReason.ERROR,
+                    f"the engine's step failed ({type(exc).__name__}: {exc}); send the "
+                    "request again",
+                )
+            finally:
+                self.clock.end()
+            with self._cond:
+                self._active = {s for s in self._active if not s.done}
+            return
         if isinstance(work, Call):
             if work.future.cancelled():
                 return
+            self.clock.begin("call")
             try:
                 work.future.set_result(work.fn(*work.args, **work.kwargs))
             except BaseException as exc:
                 work.future.set_exception(exc)
-        elif isinstance(work, Wave):
-            try:
-                self._run_wave(work.states)
             finally:
-                self._running = []
-        else:
-            job = work.job
+                self.clock.end()
+            self._changed(by_call=True)
+            return
+        job = work.job
+        self.clock.begin("job")
+        try:
+            more = job.step()
+        except BaseException as exc:
+            more = False
+            _fail_job(job, exc)
+        finally:
+            self.clock.end()
+        if not more:
+            with self._cond:
+                self._sched.job_finished(job)
+        self._changed(by_call=False)
+
+    def _changed(self, by_call: bool) -> None:
+        try:
+            self._loop.weights_changed(by_call)
+        except BaseException:
+            _log.exception("checking the loop after a change failed; failing its requests")
+            self._loop.abort(
+                FinishReason.ERROR,
+                "the engine could not check this request's adapter after a change; send it again",
+            )
+
+    def _die(self, exc: BaseException) -> None:
+        message = (
+            f"the engine's worker thread stopped after an internal error "
+            f"({type(exc).__name__}: {exc}); create a new engine with Engine.load(...)"
+        )
+        _log.critical("%s", message, exc_info=exc)
+        with self._cond:
+            self._died = message
+            self._closed = True
+            states, jobs, calls = self._sched.drain()
+            states += [s for s in self._active if not s.done]
+            self._active.clear()
+        for st in states:
             try:
-                more = job.step()
-            except BaseException as exc:
-                more = False
-                _fail_job(job, exc)
-            if not more:
-                with self._cond:
-                    self._sched.job_finished(job)
+                st.finish(FinishReason.ERROR, message)
+            except BaseException:
+                _log.exception("resolving request %s failed", st.id)
+        for call in calls:
+            call.future.set_exception(EngineClosedError(message))
+        for job in jobs:
+            _fail_job(job, EngineClosedError(message))
+        self._watchdog.stop()
 
 
 def _fail_job(job: Job, exc: BaseException) -> None:

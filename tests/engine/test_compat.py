@@ -185,6 +185,48 @@ def test_merged_weights_are_not_plain(tiny_model_path):
 # ----- torch
 
 
+# ----- transformers: the KV cache of the step loop
+
+
+def test_cache_layer_types_name_each_layers_kind():
+    from transformers import AutoConfig
+
+    assert set(_compat.cache_layer_types(AutoConfig.for_model("gemma2"))) == {
+        "full_attention",
+        "sliding_attention",
+    }
+    assert "linear_attention" in _compat.cache_layer_types(AutoConfig.for_model("qwen3_next"))
+    assert _compat.cache_layer_types(object()) is None
+
+
+def test_a_filled_cache_is_used_by_the_model_and_update_never_writes_in_place(tiny_model_path):
+    model = _base(tiny_model_path).eval()
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.inference_mode():
+        empty = _compat.kv_cache()
+        full = model(input_ids=ids, past_key_values=empty, use_cache=True).logits[:, -1]
+        layers = [_compat.layer_kv(layer) for layer in _compat.kv_layers(empty)]
+        assert all(kv is not None and kv[0].shape[2] == 6 for kv in layers)
+        # the first five tokens' keys and values, in a cache the engine built
+        prefix = _compat.kv_cache([(k[:, :, :5], v[:, :, :5]) for k, v in layers])
+        kept = [_compat.layer_kv(layer)[0] for layer in _compat.kv_layers(prefix)]
+        last = model(
+            input_ids=ids[:, 5:],
+            past_key_values=prefix,
+            position_ids=torch.tensor([[5]]),
+            attention_mask=torch.ones(1, 6, dtype=torch.long),
+            use_cache=True,
+        ).logits[:, -1]
+    torch.testing.assert_close(last, full)
+    after = [_compat.layer_kv(layer)[0] for layer in _compat.kv_layers(prefix)]
+    # update concatenated into new tensors (what rolling back a failed step relies on)
+    pairs = zip(after, kept, strict=True)
+    assert all(a.shape[2] == 6 and b.shape[2] == 5 and a is not b for a, b in pairs)
+    layer = _compat.kv_layers(prefix)[0]
+    _compat.set_layer_kv(layer, None, None)
+    assert _compat.layer_kv(layer) is None
+
+
 def test_tensor_version_counts_in_place_writes():
     weight = torch.zeros(3)
     before = _compat.tensor_version(weight)

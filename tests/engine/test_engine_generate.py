@@ -234,7 +234,7 @@ def test_prompt_longer_than_context_window_errors(engine):
 
 
 class _Exploding:
-    """Wraps a model; generate raises when a batch contains the marker token."""
+    """Wraps a model; its forward raises when the batch's input holds the marker token."""
 
     def __init__(self, model, marker):
         self._model = model
@@ -244,14 +244,14 @@ class _Exploding:
     def __getattr__(self, name):
         return getattr(self._model, name)
 
-    def generate(self, **kwargs):
+    def __call__(self, **kwargs):
         self.calls += 1
         if (kwargs["input_ids"] == self._marker).any():
-            raise RuntimeError("boom inside generate")
-        return self._model.generate(**kwargs)
+            raise RuntimeError("boom inside the model")
+        return self._model(**kwargs)
 
 
-def test_exception_in_generate_fails_only_the_bad_row(tiny_model_path):
+def test_exception_in_the_model_fails_only_the_bad_row(tiny_model_path):
     with Engine.load(str(tiny_model_path), device="cpu") as eng:
         marker = eng.tokenizer("zzqx", add_special_tokens=False)["input_ids"][0]
         good = [Request(prompt=f"good {i}", max_new_tokens=4) for i in range(3)]
@@ -264,7 +264,7 @@ def test_exception_in_generate_fails_only_the_bad_row(tiny_model_path):
         eng._run_on_worker(install)
         out = eng.generate_many([Request(prompt="zzqx bad", max_new_tokens=4), *good])
         assert out[0].finish_reason is FinishReason.ERROR
-        assert "boom inside generate" in out[0].error
+        assert "boom inside the model" in out[0].error
         assert [o.raw_text for o in out[1:]] == [e.raw_text for e in expected]
         assert all(o.finish_reason is FinishReason.LENGTH for o in out[1:])
         assert eng.generate(Request(prompt="after", max_new_tokens=2)).ok

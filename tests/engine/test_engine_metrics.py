@@ -32,13 +32,16 @@ def test_request_metrics_are_consistent(engine):
 def test_aggregates_over_the_last_n_requests(engine):
     for i in range(7):
         engine.generate(Request(prompt=f"agg {i}", max_new_tokens=3, min_new_tokens=3))
+    before = engine.metrics().rejected
     engine.generate(Request(prompt="bad", adapters=["no-such-adapter"]))
     agg = engine.metrics()
     assert isinstance(agg, EngineMetrics)
     assert agg.window == 5 and agg.requests == 5
     assert agg.total_requests >= 8
-    assert agg.finish_reasons["error"] == 1 and agg.finish_reasons["length"] == 4
-    assert agg.completion_tokens == 12
+    # The refused request never ran: counted apart, not in the window's figures.
+    assert agg.rejected == before + 1
+    assert agg.finish_reasons["error"] == 0 and agg.finish_reasons["length"] == 5
+    assert agg.completion_tokens == 15
     assert agg.throughput_tokens_per_s > 0
     assert agg.latency_p50_s <= agg.latency_p95_s
     assert agg.ttft_p50_s <= agg.ttft_p95_s
@@ -51,7 +54,9 @@ def test_recorder_percentiles_and_counts():
         resp = Response(
             id=str(i),
             finish_reason=FinishReason.STOP if i % 2 else FinishReason.LENGTH,
-            metrics=RequestMetrics(completion_tokens=10, total_s=float(i + 1), ttft_s=0.1 * i),
+            metrics=RequestMetrics(
+                completion_tokens=10, total_s=float(i + 1), ttft_s=0.1 * i, batch_size=1
+            ),
         )
         rec.record(0.0, float(i + 1), resp)
     snap = rec.snapshot(queue_depth=3, running=2)
@@ -135,3 +140,9 @@ def test_tool_markup_that_is_a_special_token_survives_decoding(tiny_model_factor
     assert resp.text == "Sure."
     assert [(c.name, c.arguments) for c in resp.tool_calls] == [("get_weather", {"city": "Paris"})]
     assert [c.tool_call.name for c in chunks if c.tool_call] == ["get_weather"]
+
+
+def test_the_engine_says_its_device_and_dtype(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", dtype="bfloat16") as engine:
+        assert (engine.device, engine.dtype) == ("cpu", "bfloat16")
+        assert str(engine.model.dtype) == "torch.bfloat16"

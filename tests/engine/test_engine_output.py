@@ -508,7 +508,7 @@ def test_the_worker_resolves_a_running_cancel_and_the_canceller_a_queued_one(tin
 
 
 class _Stalling:
-    """Wraps a model; its generate stops on the third step until ``release`` is set."""
+    """Wraps a model; its third forward stops until ``release`` is set."""
 
     def __init__(self, model):
         self._model = model
@@ -519,18 +519,12 @@ class _Stalling:
     def __getattr__(self, name):
         return getattr(self._model, name)
 
-    def _criterion(self, input_ids, scores, **kwargs):
-        import torch
-
+    def __call__(self, **kwargs):
         self._steps += 1
         if self._steps == 3:
             self.stalled.set()
             self.release.wait(30)
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-
-    def generate(self, **kwargs):
-        kwargs["stopping_criteria"] = [*kwargs["stopping_criteria"], self._criterion]
-        return self._model.generate(**kwargs)
+        return self._model(**kwargs)
 
 
 def test_close_resolves_a_row_the_worker_cannot_reach_in_time(tiny_model_path):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Scheduler: waves, round-robin fairness across groups, jobs, worker calls, close."""
+"""Scheduler: decode steps, round-robin fairness across groups, jobs, worker calls, close."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from mp13_engine import EngineClosedError, FinishReason, Request
 from mp13_engine._engine import Engine
-from mp13_engine._scheduler import INFERENCE_GROUP, Call, JobStep, Scheduler, Wave
+from mp13_engine._scheduler import Call, Decode, JobStep, Scheduler
 from mp13_engine._streams import RequestState
 
 
@@ -37,20 +37,23 @@ def _state(i: int) -> RequestState:
     return RequestState(Request(prompt=f"p{i}"), f"p{i}", [1])
 
 
-def test_waves_take_up_to_max_batch_size_in_fifo_order():
+def test_decode_steps_admit_up_to_the_free_rows_in_fifo_order():
     s = Scheduler(max_batch_size=3, batch_wait_s=0)
     states = [_state(i) for i in range(7)]
     for x in states:
         s.add_request(x)
     sizes = []
     order = []
-    while (w := s.next_work()) is not None:
-        assert isinstance(w, Wave)
-        sizes.append(len(w.states))
-        order.extend(w.states)
-    assert sizes == [3, 3, 1]
+    for free in (3, 1, 0, 3, 5):
+        w = s.next_work(decoding=True, free=free)
+        assert isinstance(w, Decode)
+        sizes.append(len(w.admitted))
+        order.extend(w.admitted)
+    assert sizes == [3, 1, 0, 3, 0]
     assert order == states
     assert s.queued == 0
+    assert s.next_work(decoding=False, free=3) is None  # nothing queued, loop idle
+    assert isinstance(s.next_work(decoding=True, free=3), Decode)  # rows still decoding
 
 
 def test_round_robin_no_group_starves():
@@ -63,11 +66,11 @@ def test_round_robin_no_group_starves():
     s.add_job(b)
     turns = []
     for _ in range(9):
-        w = s.next_work()
-        turns.append("wave" if isinstance(w, Wave) else w.job.group_key)
-    # every group gets a turn in each round: A, inference, B, A, inference, B, ...
-    assert turns[:6] == ["A", "wave", "B", "A", "wave", "B"]
-    assert turns.count("wave") == 3
+        w = s.next_work(decoding=True, free=2)
+        turns.append("decode" if isinstance(w, Decode) else w.job.group_key)
+    # every group gets a turn in each round: inference, A, B, inference, A, B, ...
+    assert turns[:6] == ["decode", "A", "B", "decode", "A", "B"]
+    assert turns.count("decode") == 3
 
 
 def test_calls_run_before_other_work_and_queued_cancel_removes():
@@ -81,15 +84,16 @@ def test_calls_run_before_other_work_and_queued_cancel_removes():
     assert s.next_work() is None
 
 
-def test_collect_wait_only_for_a_fresh_partial_wave():
+def test_collect_wait_only_for_a_fresh_partial_first_step():
     s = Scheduler(max_batch_size=2, batch_wait_s=0.05)
     x = _state(0)
     s.add_request(x)
     now = time.perf_counter()
     assert 0 < s.collect_wait(now=now) <= 0.05
     assert s.collect_wait(now=now + 1) == 0
+    assert s.collect_wait(decoding=True, now=now) == 0  # a busy loop admits at its next step
     s.add_request(_state(1))
-    assert s.collect_wait(now=now) == 0  # full wave: go now
+    assert s.collect_wait(now=now) == 0  # a full batch: go now
     s3 = Scheduler(max_batch_size=8, batch_wait_s=0.05)
     first = _state(0)
     s3.add_request(first)
@@ -98,7 +102,7 @@ def test_collect_wait_only_for_a_fresh_partial_wave():
     assert s3.collect_wait(now=later + 0.04) > 0
     # ... but never past max_wait_s (5 x batch_wait_s) after the oldest submission
     assert s3.collect_wait(now=first.submit_t + 0.26) == 0
-    # requests still being prepared by API threads hold the wave, up to the cap
+    # requests still being prepared by API threads hold the first step, up to the cap
     s4 = Scheduler(max_batch_size=8, batch_wait_s=0.01)
     y = _state(0)
     s4.add_request(y)
@@ -182,4 +186,46 @@ def test_close_cancels_queued_and_running_and_fails_jobs(tiny_model_path):
         eng.generate("after close")
     with pytest.raises(EngineClosedError):
         eng._run_on_worker(lambda: None)
-    assert INFERENCE_GROUP == ("generate",)
+
+
+def test_a_slow_job_shares_the_worker_by_time_and_neither_starves(engine):
+    """Training steps are long, decode steps short: the request decodes several tokens per
+    job step (strict turns would give one), and the job still steps while it decodes."""
+    request = Request(prompt="decode beside a job", max_new_tokens=60, min_new_tokens=60)
+    seen: list[int] = []
+
+    class Watching(FakeJob):
+        def step(self):
+            st = engine._inflight.get(request.id)
+            seen.append(len(st.tokens) if st is not None else -1)
+            return super().step()
+
+    job = Watching("watch", 10_000, [], delay=0.04)
+    engine._submit_job(job)
+    resp = engine.generate(request)
+    engine._cancel_job(job)
+    assert resp.metrics.completion_tokens == 60
+    during = [n for n in seen if 0 < n < 60]
+    assert during, "the job starved while the request decoded"
+    assert len(during) <= 30  # at least two tokens per job step on average
+
+
+def test_turns_are_shared_by_worker_time():
+    s = Scheduler(max_batch_size=2, batch_wait_s=0)
+    slow = FakeJob("slow", 100, [])
+    s.add_job(slow)
+    turns = []
+    for _ in range(40):
+        w = s.next_work(decoding=True, free=2)
+        is_job = isinstance(w, JobStep)
+        turns.append("job" if is_job else "decode")
+        s.charge(0.1 if is_job else 0.002)  # a 100 ms training step, 2 ms decode steps
+    assert turns.count("job") == 1  # decode catches up on the job's 100 ms first
+    assert turns.count("decode") == 39
+    s.add_job(FakeJob("cheap", 100, []))  # a newly busy group starts level, not ahead
+    follow = []
+    for _ in range(6):
+        w = s.next_work(decoding=True, free=2)
+        follow.append(w.job.group_key if isinstance(w, JobStep) else "decode")
+        s.charge(0.002)
+    assert "decode" in follow and "cheap" in follow and "slow" not in follow

@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``ModelCall``: one forward of the model over a batch of rows, with each row's adapter.
+
+The step loop (``_loop``) calls the model's own ``forward`` with a
+``BatchKV``'s ``DynamicCache``, the attention mask and position ids from the
+rows' lengths, and ``logits_to_keep=1`` (only the last position's logits are
+needed). Rows may use different adapters:
+
+* the fused mixed-LoRA path (``_fused_lora``): the plan of this batch's row
+  adapters is made once per batch composition and kept while the rows do not
+  change (rows joining or leaving change the per-row weights, so the plan is
+  keyed by the rows' adapter names); its hooks are installed for the forward
+  only, and PEFT is told every row is on ``__base__``;
+* PEFT's own per-row ``adapter_names`` loop: when fusing does not apply, when
+  the config asks for it (``mixed_lora="peft"``), when planning fails (logged,
+  never a failed request), and when the loop retries rows after a fault.
+
+Plans are dropped whenever adapters or their weights may have changed
+(:meth:`forget_plans`, called by the loop after every worker call or job step).
+Worker thread only; returns float32 logits ``(rows, vocab)``, wherever the
+model leaves them (a model spread over devices may return them on its last).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from mp13_engine._compat import is_peft_model, peft_base_model
+from mp13_engine._state import EngineState
+from mp13_engine._types import BASE_ADAPTER
+
+_log = logging.getLogger(__name__)
+
+#: Most batch compositions whose fused plans are kept at once (the decode batch and a
+#: prefill group or two).
+_PLANS_KEPT = 4
+
+
+class ModelCall:
+    """Calls ``state.model`` for a batch of rows (see the module docstring)."""
+
+    def __init__(self, state: EngineState, adapters: Callable[[], Any]):
+        self._state = state
+        self._adapters = adapters
+        self._plans: dict[tuple[str, ...], Any] = {}
+        self._keeps_logits: dict[type, bool] = {}
+        self._plan_failed = False
+
+    def forget_plans(self) -> None:
+        self._plans.clear()
+
+    def __call__(
+        self,
+        names: Sequence[str],
+        input_ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        cache: Any,
+        fused: bool = True,
+    ) -> torch.Tensor:
+        model = self._state.model
+        kwargs: dict[str, Any] = {
+            "input_ids": input_ids,
+            "attention_mask": mask,
+            "position_ids": positions,
+            "past_key_values": cache,
+            "use_cache": True,
+        }
+        peft = is_peft_model(model)
+        if self._keeps_last_logits(peft_base_model(model)):
+            kwargs["logits_to_keep"] = 1
+        plan = None
+        if peft:
+            plan = self._plan(self._adapters(), tuple(names)) if fused else None
+            # Fused: PEFT adds nothing (every row on the base) and the plan's hooks add the
+            # deltas. Unfused: PEFT's own per-row loop. Either way no global adapter switch.
+            kwargs["adapter_names"] = [BASE_ADAPTER] * len(names) if plan else list(names)
+        with plan.installed() if plan is not None else contextlib.nullcontext():
+            out = model(**kwargs)
+        return out.logits[:, -1, :].float()
+
+    def _plan(self, manager: Any, names: tuple[str, ...]) -> Any:
+        if all(n == BASE_ADAPTER for n in names):
+            return None
+        if names in self._plans:
+            return self._plans[names]
+        try:
+            plan = manager._fused_plan_on_worker(names)
+        except Exception:
+            # A PEFT change the fused path does not know: serve with PEFT's own loop.
+            if not self._plan_failed:
+                _log.warning(
+                    "the fused LoRA plan failed; serving mixed adapters with PEFT's loop",
+                    exc_info=True,
+                )
+                self._plan_failed = True
+            plan = None
+        while len(self._plans) >= _PLANS_KEPT:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[names] = plan
+        return plan
+
+    def _keeps_last_logits(self, base: Any) -> bool:
+        """Whether the causal LM's forward takes ``logits_to_keep`` (every recent one does)."""
+        kind = type(base)
+        known = self._keeps_logits.get(kind)
+        if known is None:
+            try:
+                known = "logits_to_keep" in inspect.signature(kind.forward).parameters
+            except (AttributeError, TypeError, ValueError):
+                known = False  # not a transformers model class (a wrapper): ask for nothing
+            self._keeps_logits[kind] = known
+        return known

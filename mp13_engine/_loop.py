@@ -1,0 +1,451 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``DecodeLoop``: the engine's own step loop (continuous batching with per-row adapters).
+
+One :meth:`DecodeLoop.step` (worker thread):
+
+1. **drop** rows that ended from outside (cancelled, timed out, closed): their
+   KV is freed at once;
+2. **admit** the requests the scheduler hands over: resolve each row's
+   adapter, look its prompt up in the prefix cache, and form *prefill groups*
+   (rows without a hit that fit the token budget together, left-padded as one
+   batch; a row with a hit alone, on top of its cached KV);
+3. **prefill** in chunks under ``EngineConfig.prefill_chunk_tokens`` (padding
+   included), the group with the least left to compute first: a long prompt
+   takes several steps, running rows decode at every one of them, and a short
+   prompt that arrives meanwhile is not held up; a group whose prompt is
+   complete samples each row's first token and *joins* the running batch;
+4. **decode** one token for every running row in one forward, and let rows
+   that ended *leave* at once.
+
+Why own the cache (and not transformers' continuous batching)
+    transformers ships continuous batching (``generate_batch``, a paged cache
+    and its scheduler) but it cannot give each row its own LoRA adapter nor its
+    own seeded sampler, which mp13 serves in one batch. So the loop keeps a
+    batched ``DynamicCache`` of its own (``_kv.BatchKV``: rows right-aligned,
+    padded on the left, joined and cut as rows come and go) and calls the
+    model's own ``forward`` with the attention mask and position ids that
+    follow from the rows' lengths, so every attention implementation and mask
+    function of transformers works unchanged, on CPU too. The ideas taken from
+    there: chunked prefill under a token budget and block-keyed prefix reuse.
+
+Faults (nothing a model raises stops the loop)
+    A forward that raises (any ``BaseException``) is rolled back; a decode
+    batch is then retried row by row without the fused LoRA hooks, so only the
+    rows that fail alone end ``ERROR`` (the others keep their tokens and go on
+    in the same step); a prefill group splits into single rows that retry at
+    the next step. A row whose logits hold NaN or infinity ends ``ERROR``;
+    its neighbours are untouched.
+
+Adapters and weights
+    A worker call (``_run_on_worker``: adapter load/unload, ...) or a job step
+    (training) may change adapters between two steps. The loop is told
+    (:meth:`weights_changed`): fused plans are rebuilt, the prefix cache forgets
+    what the change may have made stale, and a running row whose adapter was
+    unloaded or replaced ends ``ERROR`` (its cached KV came from the old
+    weights). A row on an adapter that a job is training in place sees the
+    weights of each step.
+
+Invariants: ``running[i]`` is row ``i`` of ``kv``; every row in the loop
+belongs to a request that was started and is resolved exactly once (by the
+loop, or by the thread that cancelled it or timed it out); a step never
+raises for a fault of the model; worker thread only, except the counters.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import torch
+
+from mp13_engine._compat import is_peft_model
+from mp13_engine._errors import AdapterError
+from mp13_engine._forward import ModelCall
+from mp13_engine._generation import bad_rows, choose
+from mp13_engine._kv import BatchKV
+from mp13_engine._output import RequestStatus
+from mp13_engine._prefix_cache import PrefixCache
+from mp13_engine._rows import PrefillGroup, Row
+from mp13_engine._state import EngineState
+from mp13_engine._streams import RequestState
+from mp13_engine._types import BASE_ADAPTER, FinishReason, adapter_names
+
+_log = logging.getLogger(__name__)
+
+#: Rows that ended this way keep their KV in the prefix cache (prompt and reply).
+_COMPLETED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH)
+
+
+class DecodeLoop:
+    """The step loop (see the module docstring). Worker thread only, except the counters."""
+
+    def __init__(
+        self,
+        state: EngineState,
+        adapters: Callable[[], Any],
+        prefix: PrefixCache,
+        max_batch_size: int,
+        chunk_tokens: int,
+    ):
+        self._state = state
+        self._adapters = adapters
+        self._prefix = prefix
+        self._call = ModelCall(state, adapters)
+        self._max_rows = max_batch_size
+        self._chunk = chunk_tokens
+        self._eos = torch.tensor(state.eos_ids, dtype=torch.long)
+        self._eos_set = frozenset(state.eos_ids)
+        self.kv = BatchKV()
+        self.running: list[Row] = []
+        self.prefills: collections.deque[PrefillGroup] = collections.deque()
+        self._epochs = [0, 0]  # [base weights, adapter weights]: part of the prefix-cache keys
+        self.steps = 0  # steps run (read by tests and metrics)
+        self.forwards = 0
+
+    # ----- any thread (approximate while a step runs)
+    @property
+    def active(self) -> bool:
+        return bool(self.running or self.prefills)
+
+    def free_slots(self) -> int:
+        return self._max_rows - len(self.running) - sum(len(p.rows) for p in self.prefills)
+
+    # ----- worker thread
+    def step(self, admitted: Sequence[RequestState]) -> int:
+        """Run one step; returns the tokens it computed (prefill and decode)."""
+        model = self._state.model
+        # A training job may leave the model in train mode between its steps;
+        # serving must not see dropout, so steps always run in eval mode.
+        was_training = bool(model.training)
+        if was_training:
+            model.eval()
+        try:
+            self._drop_ended()
+            # Outside inference mode: resolving adapters may build a combination of
+            # adapters, whose weights must stay ordinary (trainable later) tensors.
+            self._admit(admitted)
+            with torch.inference_mode():
+                tokens = self._prefill_step()
+                tokens += self._decode_step()
+        finally:
+            if was_training:
+                model.train()
+        self.steps += 1
+        return tokens
+
+    def weights_changed(self, by_call: bool) -> None:
+        """A worker call (``by_call``) or a job step ran: adapters or weights may differ now."""
+        self._call.forget_plans()
+        self._epochs[1] += 1
+        if by_call:
+            self._epochs[0] += 1
+            self._prefix.clear()
+        else:  # training touches adapter weights only
+            self._prefix.drop(_on_an_adapter)
+        if self.active:
+            self._check_adapters()
+
+    def abort(self, reason: FinishReason, error: str | None = None) -> None:
+        """Resolve every row in the loop with ``reason`` and empty it (close, or a loop bug)."""
+        rows = self.running + [r for p in self.prefills for r in p.rows]
+        self.running, self.prefills, self.kv = [], collections.deque(), BatchKV()
+        for row in rows:
+            try:
+                row.state.finish(reason, error)
+            except Exception:
+                _log.exception("resolving request %s failed", row.state.id)
+
+    # ----- 1. rows that ended from outside
+    def _drop_ended(self) -> None:
+        if any(_ended(r.state) for r in self.running):
+            keep = []
+            for i, row in enumerate(self.running):
+                if _ended(row.state):
+                    row.state.finish(FinishReason.CANCELLED)  # a no-op when resolved
+                else:
+                    keep.append(i)
+            self._keep(keep)
+        for group in list(self.prefills):
+            if any(_ended(r.state) for r in group.rows):
+                keep = [i for i, r in enumerate(group.rows) if not _ended(r.state)]
+                for row in group.rows:
+                    if _ended(row.state):
+                        row.state.finish(FinishReason.CANCELLED)
+                group.select(keep)
+                if not group.rows:
+                    self.prefills.remove(group)
+
+    def _check_adapters(self) -> None:
+        model = self._state.model
+        configs = model.peft_config if is_peft_model(model) else {}
+
+        def stale(row: Row) -> bool:
+            return row.adapter != BASE_ADAPTER and configs.get(row.adapter) is not row.config
+
+        message = (
+            "adapter {} was unloaded or replaced while this request ran (its cached keys and "
+            "values came from the old weights); send the request again"
+        )
+        for row in self.running + [r for p in self.prefills for r in p.rows]:
+            if stale(row):
+                names = ", ".join(row.state.adapter_names) or row.adapter
+                row.state.finish(FinishReason.ERROR, message.format(repr(names)))
+        self._drop_ended()
+
+    # ----- 2. admission
+    def _admit(self, states: Sequence[RequestState]) -> None:
+        if not states:
+            return
+        manager = self._adapters()
+        fresh: list[Row] = []
+        for st in states:
+            if not st.start():  # cancelled before it ran (now resolved) or already resolved
+                continue
+            try:
+                adapter = manager._resolve_for_wave(st.request.adapters)
+                st.adapter = adapter
+                st.adapter_names = adapter_names(st.request.adapters, manager.defaults)
+            except AdapterError as exc:
+                st.finish(FinishReason.ERROR, str(exc))
+                continue
+            except Exception as exc:
+                st.finish(FinishReason.ERROR, f"adapter resolution failed: {exc}")
+                continue
+            model = self._state.model
+            config = None
+            if adapter != BASE_ADAPTER:
+                config = model.peft_config.get(adapter) if is_peft_model(model) else None
+            epoch = self._epochs[0] if adapter == BASE_ADAPTER else self._epochs[1]
+            row = Row(st, adapter, config, (adapter, epoch))
+            prompt = row.seq
+            hit = self._prefix.lookup(row.owner, prompt, len(prompt) - 1)
+            if hit is None:
+                fresh.append(row)
+                continue
+            st.cached_tokens = hit.tokens
+            kv = BatchKV.from_layers(hit.layers)
+            self.prefills.append(
+                PrefillGroup([row], [prompt[hit.tokens :]], kv, self._state.pad_id)
+            )
+        self._group(fresh)
+
+    def _group(self, rows: list[Row]) -> None:
+        """Rows without a cache hit, in arrival order, as groups of at most the budget."""
+        group: list[Row] = []
+        width = 0
+        for row in [*rows, None]:  # None flushes the last group
+            n = len(row.seq) if row is not None else 0
+            if group and (row is None or (len(group) + 1) * max(width, n) > self._chunk):
+                todo = [r.seq for r in group]
+                self.prefills.append(PrefillGroup(group, todo, BatchKV(), self._state.pad_id))
+                group, width = [], 0
+            if row is not None:
+                group.append(row)
+                width = max(width, n)
+
+    # ----- 3. prefill
+    def _prefill_step(self) -> int:
+        budget = self._chunk
+        spent = 0
+        # Shortest remaining prompt first: a short request that arrives while a long prompt
+        # is being prefilled gets its first token at once instead of after the long one.
+        # Admission is capped by max_batch_size, so the long one still moves on.
+        for group in sorted(self.prefills, key=PrefillGroup.cost):
+            if spent and spent >= budget:
+                break
+            start, end, new = group.chunk(budget - spent)
+            spent += len(group.rows) * (end - start)
+            ids = group.ids[:, start:end]
+            logits = self._forward_group(group, ids, new)
+            if logits is None:
+                continue
+            group.done = end
+            if end == group.width:
+                self.prefills.remove(group)
+                self._complete(group, logits)
+        return spent
+
+    def _forward_group(
+        self, group: PrefillGroup, ids: torch.Tensor, new: list[int]
+    ) -> torch.Tensor | None:
+        rows = group.rows
+        try:
+            return self._forward(rows, group.kv, ids, new, fused=True)
+        except BaseException as exc:
+            if len(rows) == 1:
+                self._fail(rows, exc)
+                self.prefills.remove(group)
+            else:
+                # Retry each row alone from the next step: only a row that fails alone fails.
+                at = self.prefills.index(group)
+                self.prefills.remove(group)
+                for part in reversed(group.split()):
+                    self.prefills.insert(at, part)
+            return None
+
+    def _complete(self, group: PrefillGroup, logits: torch.Tensor) -> None:
+        """Prompts done: insert their KV into the prefix cache, take each first token, join."""
+        kv = group.kv
+        for i, row in enumerate(group.rows):
+            self._prefix.insert(row.owner, row.seq, kv.row_layers(i))
+            row.state.batch_size = max(row.state.batch_size, len(group.rows))
+        keep = self._accept(group.rows, logits)
+        kv.select(keep)
+        self.kv.join(kv)
+        self.running.extend(group.rows[i] for i in keep)
+
+    # ----- 4. decode
+    def _decode_step(self) -> int:
+        rows = self.running
+        if not rows:
+            return 0
+        ids = torch.tensor([[r.last] for r in rows], dtype=torch.long)
+        logits: torch.Tensor | None
+        try:
+            logits = self._forward(rows, self.kv, ids, [1] * len(rows), fused=True)
+        except BaseException as exc:
+            logits = self._isolate(exc, ids)
+            rows = self.running
+        if logits is None:
+            return 0
+        size = len(rows)
+        for row in rows:
+            row.seq.append(row.last)
+            st = row.state
+            if st.batch_size < size:
+                st.batch_size = size
+        keep = self._accept(rows, logits)
+        self._leave(keep)
+        return size
+
+    def _isolate(self, exc: BaseException, ids: torch.Tensor) -> torch.Tensor | None:
+        """The batch forward raised: run each row alone (PEFT's path); only failures fail."""
+        _log.warning("a decode step failed (%s); retrying its rows one by one", _describe(exc))
+        if _is_oom(exc) and self._state.device.type == "cuda":
+            torch.cuda.empty_cache()  # what the failed batch held; the rows alone need less
+        survivors: list[Row] = []
+        parts: list[BatchKV] = []
+        logits: list[torch.Tensor] = []
+        for i, row in enumerate(self.running):
+            sub = self.kv.take(i)
+            try:
+                out = self._forward([row], sub, ids[i : i + 1], [1], fused=False)
+            except BaseException as alone:
+                self._fail([row], alone)
+                continue
+            survivors.append(row)
+            parts.append(sub)
+            logits.append(out)
+        self.running = survivors
+        self.kv = BatchKV.concat(parts)
+        if not survivors:
+            return None
+        return torch.cat([x.to(logits[0].device) for x in logits])
+
+    def _leave(self, keep: list[int]) -> None:
+        if len(keep) == len(self.running):
+            return
+        kept = set(keep)
+        for i, row in enumerate(self.running):
+            if i not in kept and row.state.status in _COMPLETED and self._current(row):
+                self._prefix.insert(row.owner, row.seq, self.kv.row_layers(i))
+        self._keep(keep)
+
+    def _keep(self, keep: list[int]) -> None:
+        self.kv.select(keep)
+        self.running = [self.running[i] for i in keep]
+
+    def _current(self, row: Row) -> bool:
+        """Whether the row's KV still matches the weights (no change since it was admitted)."""
+        epoch = self._epochs[0] if row.adapter == BASE_ADAPTER else self._epochs[1]
+        return row.owner[1] == epoch
+
+    # ----- shared
+    def _forward(
+        self, rows: list[Row], kv: BatchKV, ids: torch.Tensor, new: list[int], fused: bool
+    ) -> torch.Tensor:
+        """One forward adding ``new[i]`` tokens to row ``i``; on failure ``kv`` is unchanged."""
+        device = self._state.device
+        mask, pos = kv.inputs(new, device)
+        lengths = kv.lengths()
+        self.forwards += 1
+        try:
+            logits = self._call(
+                [r.adapter for r in rows], ids.to(device), mask, pos, kv.cache, fused=fused
+            )
+        except BaseException:
+            kv.rollback(lengths)
+            raise
+        kv.advance(new)
+        return logits
+
+    def _accept(self, rows: list[Row], logits: torch.Tensor) -> list[int]:
+        """Choose and hand out each row's token; returns the indices of rows that go on."""
+        bad = bad_rows(logits)
+        if any(bad):
+            logits[torch.tensor(bad, device=logits.device)] = 0.0
+        vocab = logits.shape[-1]
+        for row in rows:
+            if row.sampling.penalty != 1.0:
+                row.sampling.note(row.seq[row.noted :], vocab, logits.device)
+                row.noted = len(row.seq)
+        tokens = choose(logits, [r.sampling for r in rows], [r.n for r in rows], self._eos)
+        keep = []
+        for i, (row, tok) in enumerate(zip(rows, tokens, strict=True)):
+            st = row.state
+            if bad[i]:
+                st.finish(
+                    FinishReason.ERROR,
+                    f"the model produced NaN or infinite logits for this request at token "
+                    f"{row.n + 1}; its output stops here. Try float32 or bfloat16 instead of "
+                    "float16, or check the adapter it uses",
+                )
+                continue
+            if tok in self._eos_set:
+                st.finish(FinishReason.STOP)
+                continue
+            row.n += 1
+            if st.append(tok):  # a stop string completed, a cancel is pending, or resolved
+                st.finish(FinishReason.STOP)  # CANCELLED when a cancel is pending
+                continue
+            if row.n >= row.sampling.max_new:
+                st.finish(FinishReason.LENGTH)
+                continue
+            row.last = tok
+            keep.append(i)
+        return keep
+
+    def _fail(self, rows: list[Row], exc: BaseException) -> None:
+        if _is_oom(exc) and self._state.device.type == "cuda":
+            torch.cuda.empty_cache()
+        for row in rows:
+            row.state.finish(FinishReason.ERROR, _message(exc))
+
+
+def _on_an_adapter(owner: Hashable) -> bool:
+    """Whether a prefix-cache owner key (``(adapter, epoch)``) is an adapter's."""
+    return isinstance(owner, tuple) and owner[0] != BASE_ADAPTER
+
+
+def _ended(st: RequestState) -> bool:
+    """Resolved or asked to cancel from outside the loop (cancel, timeout, close)."""
+    return st.status >= RequestStatus.CANCELLING
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _message(exc: BaseException) -> str:
+    if _is_oom(exc):
+        return (
+            f"out of memory while generating ({exc}); retry with fewer or shorter requests, "
+            "a smaller max_batch_size or prefill_chunk_tokens, or a quantized model"
+        )
+    return f"generation failed: {_describe(exc)}"
