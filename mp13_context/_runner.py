@@ -48,7 +48,7 @@ from mp13_context._model import Role, Turn, new_id
 from mp13_context._request import request_at, run_params, tool_view
 from mp13_context._scope import ScopeState
 from mp13_engine import FinishReason, Request, Response
-from mp13_toolbox import BudgetState, ToolBudget, ToolCall, ToolResult
+from mp13_toolbox import BudgetTracker, ToolBudget, ToolCall, ToolResult
 
 
 class Exchange:
@@ -255,7 +255,7 @@ class Exchange:
     async def tool_round(
         self,
         calls: tuple[ToolCall, ...],
-        budget: BudgetState,
+        budget: BudgetTracker,
         rounds: int,
         params: Mapping[str, Any],
     ) -> tuple[list[ToolResult], bool]:
@@ -287,7 +287,7 @@ class Exchange:
         return self._results, refusal is None
 
     async def _execute(
-        self, toolbox: Any, call: ToolCall, view: Any, budget: BudgetState
+        self, toolbox: Any, call: ToolCall, view: Any, budget: BudgetTracker
     ) -> ToolResult:
         try:
             result = await toolbox.aexecute(call, view, approval=self.scope.approval, budget=budget)

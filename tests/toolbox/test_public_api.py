@@ -30,8 +30,8 @@ def test_contract_names_of_api_md_are_exported():
         "ToolsView",
         "ToolMode",
         "ToolBudget",
-        "BudgetState",
-        "ToolboxState",
+        "BudgetTracker",
+        "ToolboxSnapshot",
         "Mp13Error",
     }
     assert required <= set(mp13_toolbox.__all__)
@@ -43,7 +43,7 @@ def test_errors_belong_to_the_one_tree():
         "ToolRegistrationError",
         "UnknownToolError",
         "ToolSettingError",
-        "ToolStateError",
+        "ToolSnapshotError",
         "CalculatorError",
     )
     for name in names:
