@@ -64,7 +64,7 @@ from mp13_engine._request_fields import check_field_names, check_request_field
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
 from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream
-from mp13_engine._toolwire import ToolWire
+from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._job import TrainingJob, start_training
 from mp13_engine._types import FinishReason, Request, Response
@@ -83,8 +83,8 @@ class _EngineBase:
         self.config = config
         check_supported(loaded.model.config)
         tok = loaded.tokenizer
-        toolwire = ToolWire.for_tokenizer(tok, config.tool_format)
-        formatter = PromptFormatter(tok, toolwire.format)
+        tool_format = ToolCallFormat.for_tokenizer(tok, config.tool_format)
+        formatter = PromptFormatter(tok, tool_format.name)
         self._state = EngineState(
             config=config,
             model=loaded.model,
@@ -96,12 +96,12 @@ class _EngineBase:
             pad_id=int(tok.pad_token_id if tok.pad_token_id is not None else 0),
             eos_ids=eos_ids_of(loaded.model, tok),
             context_len=context_len_of(loaded.model),
-            tool_format=toolwire.format,
+            tool_format=tool_format.name,
         )
         self._metrics = MetricsRecorder(config.metrics_window)
         # What each request's output processor needs; it must not reach the engine (the
         # worker keeps states a while, see _stop_worker).
-        self._output = OutputSetup(self._state.tokens.decode, toolwire, self._metrics.record)
+        self._output = OutputSetup(self._state.tokens.decode, tool_format, self._metrics.record)
         self._inflight: dict[str, RequestState] = {}
         # Re-entrant: a future's done-callback (_forget) may run on a thread that holds it.
         self._inflight_lock = threading.RLock()
@@ -408,7 +408,7 @@ class Engine(_EngineBase):
         downloading a hub model with ``download=True``.
         """
         config = _config_from(model, fields)
-        ToolWire.check(config.tool_format)  # fail before loading any weights
+        ToolCallFormat.check(config.tool_format)  # fail before loading any weights
         return cls(config, load_model(config, progress))
 
     @classmethod
@@ -422,7 +422,7 @@ class Engine(_EngineBase):
     ) -> Engine:
         """``load`` in a thread, so the running loop stays responsive."""
         config = _config_from(model, fields)
-        ToolWire.check(config.tool_format)
+        ToolCallFormat.check(config.tool_format)
         loaded = await asyncio.to_thread(load_model, config, progress)
         return cls(config, loaded)
 

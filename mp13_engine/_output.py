@@ -40,7 +40,7 @@ from typing import TypeVar
 
 import attrs
 
-from mp13_engine._toolwire import ToolWire
+from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine._types import Chunk, FinishReason, Request, Response
 from mp13_engine.toolcalls import (
     ContentDelta,
@@ -337,13 +337,13 @@ class OutputProcessor:
 class OutputSetup:
     """What the output processors of one engine share (immutable, any thread).
 
-    ``decode`` turns ids into text (``TokenizerGuard.decode``); ``toolwire``
+    ``decode`` turns ids into text (``TokenizerGuard.decode``); ``tool_format``
     gives each request its tool-call parser; ``on_finish(submit_t, end_t,
     response)`` sees every response once (the engine's metrics).
     """
 
     decode: Callable[[list[int]], str]
-    toolwire: ToolWire
+    tool_format: ToolCallFormat
     on_finish: Callable[[float, float, Response], None] | None = None
 
     def processor(self, request: Request, prompt_text: str | None) -> OutputProcessor:
@@ -351,5 +351,5 @@ class OutputSetup:
             request.id,
             self.decode,
             request.stop,
-            self.toolwire.parser(request, prompt_text),
+            self.tool_format.parser(request, prompt_text),
         )
