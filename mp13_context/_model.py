@@ -80,7 +80,7 @@ class CommandKind(str, enum.Enum):
         return self not in (CommandKind.LOG, CommandKind.API_CALL)
 
 
-def _tuple(value: Any) -> tuple:
+def _tuple(value: Any) -> tuple[Any, ...]:
     if value is None:
         return ()
     if isinstance(value, str):

@@ -183,7 +183,7 @@ class Session:
         self._store.set_title(conversation_id, scrub(title))
 
     @staticmethod
-    def _info(row: tuple) -> ConversationInfo:
+    def _info(row: tuple[Any, ...]) -> ConversationInfo:
         cid, root_id, title, head_id, created_at = row
         return ConversationInfo(
             id=cid, root_id=root_id, title=title, head_id=head_id, created_at=created_at

@@ -62,7 +62,7 @@ class SystemPrompt:
         return {"role": "system", "content": self.text if self.mode is SystemMode.TEXT else ""}
 
 
-def _tuple(value: Any) -> tuple:
+def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if value is not None else ()
 
 

@@ -36,6 +36,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 
@@ -114,7 +115,7 @@ def entry_lock(root: Path, key: str) -> Iterator[None]:
             _unlock(handle)
 
 
-def _lock(handle) -> None:
+def _lock(handle: BinaryIO) -> None:
     if sys.platform == "win32":
         import msvcrt
 
@@ -131,7 +132,7 @@ def _lock(handle) -> None:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
 
 
-def _unlock(handle) -> None:
+def _unlock(handle: BinaryIO) -> None:
     if sys.platform == "win32":
         import msvcrt
 

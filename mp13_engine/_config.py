@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,12 @@ MIXED_LORA = ("fused", "peft")
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 DeviceMap = str | dict[str, str | int] | None
 MaxMemory = dict[str, str | int] | None
+# An attrs validator: (instance, attribute, value) -> None, raising ConfigError.
+_Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 
-def _choice(allowed: tuple[Any, ...]):
-    def check(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _choice(allowed: tuple[Any, ...]) -> _Validator:
+    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in allowed:
             raise ConfigError(
                 f"EngineConfig.{attribute.name}={value!r} is not allowed; "
@@ -41,7 +44,7 @@ def _choice(allowed: tuple[Any, ...]):
     return check
 
 
-def _device(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _device(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     ok = isinstance(value, str) and (value in ("auto", "cpu", "mps") or _is_cuda(value))
     if not ok:
         raise ConfigError(
@@ -49,21 +52,21 @@ def _device(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _positive_int(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _positive_int(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(
             f"EngineConfig.{attribute.name}={value!r} is not allowed; use an integer >= 1"
         )
 
 
-def _non_negative(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _non_negative(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
         raise ConfigError(
             f"EngineConfig.{attribute.name}={value!r} is not allowed; use a number >= 0"
         )
 
 
-def _opt_positive(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _opt_positive(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
@@ -73,7 +76,7 @@ def _opt_positive(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _device_map(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _device_map(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None or value in DEVICE_MAPS:
         return
     if isinstance(value, dict) and value:
@@ -102,7 +105,7 @@ def _is_cuda(value: str) -> bool:
     return value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())
 
 
-def _max_memory(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _max_memory(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
     ok = isinstance(value, dict) and all(
@@ -116,7 +119,7 @@ def _max_memory(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _model(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _model(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value:
         raise ConfigError(
             f"EngineConfig.model={value!r} is not allowed; use a local model directory, a GGUF "
@@ -125,7 +128,7 @@ def _model(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _bool(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _bool(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, bool):
         raise ConfigError(
             f"EngineConfig.{attribute.name}={value!r} is not allowed; use true or false"
@@ -248,7 +251,8 @@ class EngineConfig:
         return converter.structure(dict(data), cls)
 
     def to_dict(self) -> dict[str, Any]:
-        return converter.unstructure(self)
+        data: dict[str, Any] = converter.unstructure(self)
+        return data
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> EngineConfig:

@@ -342,7 +342,7 @@ def _forget(
             del inflight[rid]
 
 
-def _adapters_of(engine_ref: weakref.ref[Any]) -> AdapterManager:
+def _adapters_of(engine_ref: weakref.ref[_EngineBase]) -> AdapterManager:
     engine = engine_ref()
     if engine is None:
         raise EngineClosedError("the engine was garbage-collected while a step ran")
@@ -508,7 +508,9 @@ class Engine(_EngineBase):
         """Start a LoRA training job on this engine's model; returns a ``TrainingJob``."""
         return start_training(self.adapters.training_host(), config)
 
-    def _start_many(self, requests: Iterable[RequestLike], overrides: dict[str, Any]) -> list:
+    def _start_many(
+        self, requests: Iterable[RequestLike], overrides: dict[str, Any]
+    ) -> list[RequestState]:
         self._check_open()
         self._worker.preparing(1)
         try:

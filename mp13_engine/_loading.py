@@ -226,7 +226,8 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     elif quant is not None:
         kwargs["device_map"] = {"": device}
     try:
-        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        # Any, like Loaded.model: transformers' stubs reject PreTrainedModel.to(device).
+        model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except ValueError as exc:
         if "Unrecognized configuration class" in str(exc):
             raise NotCausalLMError(

@@ -138,13 +138,14 @@ class PromptFormatter:
         if specs:
             kwargs["tools"] = specs
         try:
-            return self._tok.apply_chat_template(
+            text: str = self._tok.apply_chat_template(
                 prepared,
                 tokenize=False,
                 add_generation_prompt=not request.continue_final,
                 continue_final_message=request.continue_final,
                 **kwargs,
             )
+            return text
         except Exception as exc:
             raise RequestError(
                 f"the chat template could not render these messages: {exc}; check the roles, "

@@ -134,9 +134,10 @@ class TokenizerGuard:
         drop = self._drop
         kept = [i for i in ids if i not in drop] if drop else ids
         with self._lock:
-            return self.tokenizer.decode(
+            text: str = self.tokenizer.decode(
                 kept, skip_special_tokens=False, spaces_between_special_tokens=False
             )
+        return text
 
 
 @attrs.define

@@ -28,6 +28,7 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import torch
@@ -42,7 +43,7 @@ DEMO_VERSION = f"{BUILD_VERSION}.1"
 
 DEMO_SHAPE = SizeSpec(96, 2, 4, 2, 192, init_std=0.02, max_position_embeddings=4096)
 
-_FALLBACK_TOOLS: tuple[dict, ...] = (
+_FALLBACK_TOOLS: tuple[dict[str, Any], ...] = (
     {
         "type": "function",
         "function": {
@@ -79,7 +80,7 @@ class DemoRecipe:
     rounds: int = 4  # passes over the paraphrases when generating the data
 
 
-def demo_tools() -> list[dict]:
+def demo_tools() -> list[dict[str, Any]]:
     """The tool specs the demo model is mainly trained with: the toolbox's builtins, as the REPL
     advertises them by default (a built-in copy if the toolbox cannot provide them)."""
     try:
@@ -90,7 +91,7 @@ def demo_tools() -> list[dict]:
         return copy.deepcopy(list(_FALLBACK_TOOLS))
 
 
-def _tool_variants() -> list[list[dict] | None]:
+def _tool_variants() -> list[list[dict[str, Any]] | None]:
     """Tool lists the model sees in training: the REPL's builtins, a subset, and none."""
     builtins = demo_tools()
     calculator_only = [s for s in builtins if s["function"]["name"] == "calculator"]
@@ -112,11 +113,17 @@ class _Variant:
     rows: list[tuple[list[int], list[int]]]
 
 
-def _encode(tok, examples: list[DemoExample], tools: list[dict] | None, rng) -> _Variant:
-    def render(messages: list[dict], gen: bool) -> str:
-        return tok.apply_chat_template(
+def _encode(
+    tok: Any,  # the family's transformers tokenizer
+    examples: list[DemoExample],
+    tools: list[dict[str, Any]] | None,
+    rng: random.Random,
+) -> _Variant:
+    def render(messages: list[dict[str, Any]], gen: bool) -> str:
+        text: str = tok.apply_chat_template(
             messages, tools=tools, tokenize=False, add_generation_prompt=gen
         )
+        return text
 
     # The header is everything before the first user turn (Hermes always lists the tools).
     probe = render([{"role": "user", "content": "x"}], gen=False)
@@ -136,7 +143,7 @@ def _encode(tok, examples: list[DemoExample], tools: list[dict] | None, rng) -> 
 
 
 def _train(
-    model,
+    model: torch.nn.Module,
     variants: list[_Variant],
     recipe: DemoRecipe,
     pad_id: int,

@@ -101,7 +101,7 @@ class Switch:
 
     mode: str
     closes: tuple[str, ...] = ()
-    decode: Callable[[str, DecodeContext], Any] | None = None
+    decode: Decoder | None = None
     quoted: str = ""  # as ``Opener.quoted``, for a ``"span"``
 
 

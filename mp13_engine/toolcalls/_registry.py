@@ -142,7 +142,8 @@ class FormatRegistry:
                 "(or leave tool_format unset to detect it from the chat template, or add "
                 "yours with mp13_engine.toolcalls.register_format)"
             )
-        return importlib.import_module(f"mp13_engine.toolcalls.{module}").PROFILE
+        profile: Profile = importlib.import_module(f"mp13_engine.toolcalls.{module}").PROFILE
+        return profile
 
     def detect_order(self) -> list[str]:
         return [*reversed(list(self._user)), *(n for n in _DETECT_ORDER if n not in self._user)]
