@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from mp13_engine import FinishReason, RequestMetrics
-from mp13_toolbox import ToolCall, ToolResult
+from mp13_toolbox import ToolCall, ToolResult, ToolsScope
 
 
 def new_id() -> str:
@@ -105,7 +105,7 @@ class Command:
     kind: CommandKind
     text: str | None = None
     names: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
-    scope: Any = None  # mp13_toolbox.ToolsScope; Any keeps this module import-light
+    scope: ToolsScope | None = None
     params: dict[str, Any] = attrs.field(factory=dict, converter=_dict, hash=False)
     data: dict[str, Any] = attrs.field(factory=dict, converter=_dict, hash=False)
     created_at: float = attrs.field(factory=time.time, eq=False)

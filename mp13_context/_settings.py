@@ -36,6 +36,7 @@ import attrs
 from mp13_context._errors import CommandError
 from mp13_context._model import Command, CommandKind
 from mp13_engine import RequestError, check_request_field
+from mp13_toolbox import ToolsScope
 
 
 class SystemMode(str, enum.Enum):
@@ -76,7 +77,7 @@ class EffectiveSettings:
 
     system: SystemPrompt = attrs.field(factory=SystemPrompt)
     adapters: tuple[str, ...] | None = None
-    tool_scopes: tuple[Any, ...] = attrs.field(default=(), converter=_tuple)
+    tool_scopes: tuple[ToolsScope, ...] = attrs.field(default=(), converter=_tuple)
     params: dict[str, Any] = attrs.field(factory=dict, hash=False)
     system_prev: int | None = None
     adapters_prev: int | None = None

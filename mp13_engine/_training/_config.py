@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -23,6 +23,8 @@ SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 OVERFLOW = ("truncate", "drop")
 LOSS_ON = ("assistant", "all")
+#: Training data: a .json/.jsonl file, or the rows themselves (dicts).
+Dataset = str | os.PathLike[str] | Sequence[Mapping[str, Any]]
 # An attrs validator: (instance, attribute, value) -> None, raising ConfigError.
 _Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
@@ -105,7 +107,7 @@ def _check_dataset(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         )
 
 
-def _path(value: Any) -> Any:
+def _path(value: Any) -> Any:  # str | os.PathLike -> str; rows as they are
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
@@ -132,8 +134,10 @@ class TrainingConfig:
     """
 
     adapter: str = attrs.field(validator=_check_adapter)
-    dataset: Any = attrs.field(converter=_path, validator=_check_dataset, eq=False)
-    validation: Any = attrs.field(default=None, converter=_path, validator=_check_dataset, eq=False)
+    dataset: Dataset = attrs.field(converter=_path, validator=_check_dataset, eq=False)
+    validation: Dataset | None = attrs.field(
+        default=None, converter=_path, validator=_check_dataset, eq=False
+    )
     validation_split: float = attrs.field(default=0.0, validator=_fraction(upper_open=True))
     lora_r: int = attrs.field(default=8, validator=_positive_int)
     lora_alpha: float = attrs.field(default=16.0, validator=_positive_float)
