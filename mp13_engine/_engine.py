@@ -19,8 +19,8 @@ Seams for other engine parts:
   it reads ``engine.config``, reads/replaces ``engine._state.model`` (only
   through ``_run_on_worker``) and is asked ``_resolve_for_wave(adapters)`` for
   each row the decode loop admits, on the worker.
-- ``engine._run_on_worker(fn, *a, **kw)`` / ``await engine._arun_on_worker(...)``
-  run ``fn`` on the worker between two steps and return its result (or raise).
+- ``engine._run_on_worker(fn, *a, **kw)`` runs ``fn`` on the worker between two
+  steps and returns its result (or raises).
 - ``engine._submit_job(job)`` queues stepwise work (see ``_scheduler.Job``);
   ``engine._cancel_job(job)`` drops a job that has not finished.
 
@@ -38,9 +38,9 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -72,6 +72,7 @@ from mp13_engine._watchdog import StepClock
 from mp13_engine._worker import Worker
 
 RequestLike = Request | str | Sequence[dict[str, Any]]
+T = TypeVar("T")
 
 
 class _EngineBase:
@@ -319,12 +320,10 @@ class _EngineBase:
             prefix_cache=self._prefix.stats(),
         )
 
-    def _run_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _run_on_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` on the worker thread between two steps; return its result or raise."""
-        return self._worker.call(fn, *args, **kwargs).result()
-
-    async def _arun_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.wrap_future(self._worker.call(fn, *args, **kwargs))
+        result: T = self._worker.call(fn, *args, **kwargs).result()
+        return result
 
     def _submit_job(self, job: Job) -> None:
         """Queue stepwise work (training); the scheduler interleaves its steps with decode steps."""
@@ -335,7 +334,11 @@ class _EngineBase:
 
 
 def _forget(
-    inflight: dict[str, RequestState], lock: Any, rid: str, st: RequestState, _future: Any
+    inflight: dict[str, RequestState],
+    lock: threading.RLock,
+    rid: str,
+    st: RequestState,
+    _future: Future[Response],
 ) -> None:
     with lock:
         if inflight.get(rid) is st:
@@ -365,7 +368,7 @@ def _evolve(req: Request, overrides: dict[str, Any]) -> Request:
     return attrs.evolve(req, **overrides)
 
 
-async def _await_state(st: RequestState, cancel: Any) -> Response:
+async def _await_state(st: RequestState, cancel: Callable[[str], bool]) -> Response:
     """Await a request's response; cancelling the awaiting task cancels the request."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Response] = loop.create_future()
@@ -395,7 +398,7 @@ class Engine(_EngineBase):
     @classmethod
     def load(
         cls,
-        model: EngineConfig | str | Any = None,
+        model: EngineConfig | str | os.PathLike[str] | None = None,
         /,
         *,
         progress: Progress | None = None,
@@ -414,7 +417,7 @@ class Engine(_EngineBase):
     @classmethod
     async def aload(
         cls,
-        model: EngineConfig | str | Any = None,
+        model: EngineConfig | str | os.PathLike[str] | None = None,
         /,
         *,
         progress: Progress | None = None,
@@ -521,7 +524,9 @@ class Engine(_EngineBase):
         return states
 
 
-def _config_from(model: Any, fields: dict[str, Any]) -> EngineConfig:
+def _config_from(
+    model: EngineConfig | str | os.PathLike[str] | None, fields: dict[str, Any]
+) -> EngineConfig:
     if isinstance(model, EngineConfig):
         return model.replace(**fields) if fields else model
     if model is None:
