@@ -169,6 +169,20 @@ class Store:
         with self.lock:
             self.conn.close()
 
+    def copy_to(self, path: str) -> None:
+        """Copy the whole database into a new file ``path`` (SQLite's online backup)."""
+        if _in_memory(path) or os.path.exists(path):
+            raise StoreError(f"{path!r} exists; a copy never overwrites, pick a new file name")
+        with self.lock:
+            try:
+                target = sqlean.connect(path)
+                try:
+                    self.conn.backup(target)
+                finally:
+                    target.close()
+            except _SQL_ERRORS as exc:
+                raise StoreError(f"copying the session into {path!r} failed: {exc}") from exc
+
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
         """One write transaction; SQLite errors become ``StoreError``."""
