@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -237,15 +237,18 @@ class EngineConfig:
         return tuple(a.name for a in attrs.fields(cls))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
-        """Build from a plain dict; unknown keys raise ``ConfigError`` listing the known ones."""
-        data = _upgrade(data)
-        unknown = sorted(set(data) - set(cls.field_names()))
+    def _check_names(cls, names: Iterable[str]) -> None:
+        unknown = sorted(set(names) - set(cls.field_names()))
         if unknown:
             raise ConfigError(
                 f"unknown EngineConfig field(s) {', '.join(unknown)}; "
                 f"known fields: {', '.join(cls.field_names())}"
             )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
+        """Build from a plain dict; unknown keys raise ``ConfigError`` listing the known ones."""
+        cls._check_names(data)
         if "model" not in data:
             raise ConfigError("EngineConfig.model is required: a model directory or hub id")
         return converter.structure(dict(data), cls)
@@ -276,31 +279,6 @@ class EngineConfig:
         return text
 
     def replace(self, **changes: Any) -> EngineConfig:
-        changes = _upgrade(changes)
-        unknown = sorted(set(changes) - set(self.field_names()))
-        if unknown:
-            raise ConfigError(
-                f"unknown EngineConfig field(s) {', '.join(unknown)}; "
-                f"known fields: {', '.join(self.field_names())}"
-            )
+        """A copy with ``changes``; unknown names raise ``ConfigError`` as in ``from_dict``."""
+        self._check_names(changes)
         return attrs.evolve(self, **changes)
-
-
-def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Accept the older spelling ``local_files_only`` (its opposite is ``download``)."""
-    if "local_files_only" not in data:
-        return data
-    data = dict(data)
-    value = data.pop("local_files_only")
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"EngineConfig.local_files_only={value!r} is not allowed; use download=true or "
-            "download=false (local_files_only is its older, opposite spelling)"
-        )
-    if "download" in data and data["download"] == value:
-        raise ConfigError(
-            f"EngineConfig sets both download={data['download']!r} and local_files_only="
-            f"{value!r}, which contradict each other; keep only download"
-        )
-    data.setdefault("download", not value)
-    return data
