@@ -32,11 +32,6 @@ from mp13_engine._gguf import cached_checkpoint, find_gguf
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-# Architecture name suffixes of decoder-only LM heads. A checkpoint whose
-# config lists architectures but none of these is not a causal LM (e.g. a BERT
-# encoder saved as BertModel, which AutoModelForCausalLM would otherwise accept).
-
-
 @attrs.define
 class Loaded:
     """What ``load_model`` returns: the model, its tokenizer and the resolved placement."""
