@@ -290,18 +290,9 @@ class OutputProcessor:
             return
         self._raw.append(text)
         parser = self._parser
-        if parser is None:
-            self._content.append(text)
-            if out is not None:
-                out.append(Chunk(id=self._id, text=text))
-            return
-        events = self._safely(parser.feed, text)
-        if events is None:  # the parser failed on this text: keep it as content
-            self._content.append(text)
-            if out is not None:
-                out.append(Chunk(id=self._id, text=text))
-            return
-        self._events(events, out)
+        # No parser, or it failed on this text (``_safely``): the text is content.
+        events = self._safely(parser.feed, text) if parser is not None else None
+        self._events([ContentDelta(text)] if events is None else events, out)
 
     def _safely(self, call: Callable[..., _T], *args: str) -> _T | None:
         """``call(*args)``, or None after turning the parser off if it raised."""
