@@ -121,16 +121,6 @@ def _configure(conn: Any, path: str) -> None:
     conn.execute("PRAGMA wal_autocheckpoint=10000")
 
 
-def connect(path: str) -> Any:
-    """A writable connection with mp13's settings, for a file known to be ours (tests)."""
-    try:
-        conn = _open(path, read_only=False)
-        _configure(conn, path)
-        return conn
-    except _SQL_ERRORS as exc:
-        raise StoreError(f"cannot open session file {path!r}: {exc}; check the path") from exc
-
-
 _READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
 
 

@@ -42,8 +42,6 @@ import attrs
 
 from mp13_engine._errors import ModelLoadError
 
-STAGES = ("download", "extract", "convert", "ready")
-
 
 @attrs.frozen
 class FetchProgress:
