@@ -49,11 +49,6 @@ class PromptFormatter:
         self.template_support = (
             toolcalls.template_support(tokenizer) if self.chat_template is not None else None
         )
-        self.template_uses_tools = (
-            self.template_support.tools
-            if self.template_support is not None
-            else bool(self.chat_template and "tools" in self.chat_template)
-        )
         self._bos_text = self._bos_prefix(tokenizer)
         self.special = SpecialText.of(tokenizer)
 
