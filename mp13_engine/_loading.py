@@ -32,6 +32,7 @@ from mp13_engine._gguf import cached_checkpoint, find_gguf
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+
 @attrs.define
 class Loaded:
     """What ``load_model`` returns: the model, its tokenizer and the resolved placement."""

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import pathlib
 import random
 import shutil
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +32,8 @@ import attrs
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape
+from mp13_engine._cache import cache_root
+from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape, built_once
 from mp13_engine.testing._demo_data import DemoExample, demo_examples
 from mp13_engine.testing._families import FAMILIES
 
@@ -248,29 +247,16 @@ def demo_model_path(
 ) -> pathlib.Path:
     """The demo model's folder: a copy built in the cache, else the shipped one, else a new build.
 
-    The cache folder is ``cache_dir``, else ``$MP13_CACHE_DIR``, else ``~/.cache/mp13``; a built
-    model lives in ``demo-<DEMO_VERSION>`` inside it. A model already built there wins (so a
-    user can rebuild and use their own); otherwise the copy shipped in the package is used when
-    it matches ``DEMO_VERSION`` (``use_shipped=False`` skips it); otherwise the model is built
-    there on first use (one to two minutes on CPU) and reused afterwards.
+    The cache folder is ``cache_dir``, else mp13's cache (``$MP13_CACHE``, see
+    ``tiny_model_path``); a built model lives in ``demo-<DEMO_VERSION>`` inside it. A model
+    already built there wins (so a user can rebuild and use their own); otherwise the copy
+    shipped in the package is used when it matches ``DEMO_VERSION`` (``use_shipped=False``
+    skips it); otherwise the model is built there on first use (one to two minutes on CPU)
+    and reused afterwards.
     """
-    root = cache_dir or os.environ.get("MP13_CACHE_DIR") or pathlib.Path.home() / ".cache" / "mp13"
-    dest = pathlib.Path(root).expanduser() / f"demo-{DEMO_VERSION}"
+    root = pathlib.Path(cache_dir).expanduser() if cache_dir else cache_root()
+    dest = root / f"demo-{DEMO_VERSION}"
     if (dest / "model.safetensors").exists():
         return dest
     shipped = shipped_demo_model() if use_shipped else None
-    if shipped is not None:
-        return shipped
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # Build aside and rename, so a concurrent or interrupted build never leaves half a model.
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
-        build_demo_model(tmp)
-        try:
-            os.replace(tmp, dest)
-        except OSError:  # another process finished first; its model is as good as ours
-            if not (dest / "model.safetensors").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+    return shipped if shipped is not None else built_once(dest, build_demo_model)

@@ -81,6 +81,7 @@ def test_mp13_engine_testing_names_are_pinned():
         "build_tokenizer",
         "demo_model_path",
         "demo_tools",
+        "tiny_model_path",
     ]
 
 
