@@ -25,7 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -47,7 +47,7 @@ from mp13_engine.toolcalls._types import (
     StreamEvent,
     ToolCallCompleted,
 )
-from mp13_engine.toolcalls._values import PayloadError, tool_schemas
+from mp13_engine.toolcalls._values import PayloadError, ToolLike, tool_schemas
 from mp13_toolbox import ToolCall
 
 _CONTENT, _REASONING = 0, 1
@@ -68,7 +68,12 @@ class _Span:
 class StreamMachine:
     """Incremental parser state for one output of one format (see the module docstring)."""
 
-    def __init__(self, profile: Profile, tools: Any = None, in_reasoning: bool | None = None):
+    def __init__(
+        self,
+        profile: Profile,
+        tools: Iterable[ToolLike] | None = None,
+        in_reasoning: bool | None = None,
+    ):
         p = profile
         self._p = p
         self._schemas = tool_schemas(tools)

@@ -27,7 +27,6 @@ import re
 import threading
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import Any
 
 from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._profile import Profile
@@ -179,7 +178,7 @@ class FormatRegistry:
             self._user = MappingProxyType({k: v for k, v in self._user.items() if k != name})
 
 
-def _check(profile: Any) -> None:
+def _check(profile: object) -> None:
     """Refuse a profile the stream machine could not run, before anyone relies on it."""
     if not isinstance(profile, Profile):
         raise ToolFormatError(
