@@ -12,7 +12,7 @@ import enum
 from mp13_toolbox import (
     ApprovalRequest,
     Toolbox,
-    ToolboxState,
+    ToolboxSnapshot,
     ToolBudget,
     ToolCall,
     ToolsScope,
@@ -87,8 +87,10 @@ def main() -> None:
     asyncio.run(one_turn())
 
     # 5. State (no callables) round-trips through JSON; callables relink by name.
-    saved = tb.state().to_json()
-    restored = Toolbox.from_state(ToolboxState.from_json(saved), functions=[convert_temperature])
+    saved = tb.snapshot().to_json()
+    restored = Toolbox.from_snapshot(
+        ToolboxSnapshot.from_json(saved), functions=[convert_temperature]
+    )
     print("restored tools:", restored.names(), "unresolved:", restored.unresolved())
 
 

@@ -18,13 +18,12 @@ widen what tools may do.
 
 from __future__ import annotations
 
-from typing import Any
-
 from mp13_context._cursor import Cursor, TryOut
 from mp13_context._events import EventCallback
 from mp13_context._protocol import EngineClient
 from mp13_context._scope import ScopeState
 from mp13_context._session import Session
+from mp13_toolbox import Approver, Toolbox
 
 
 class ChatContext:
@@ -40,10 +39,10 @@ class ChatContext:
         self,
         session: Session,
         engine: EngineClient | None = None,
-        toolbox: Any = None,
+        toolbox: Toolbox | None = None,
         *,
         scope: str = "default",
-        approval: Any = None,
+        approval: Approver | None = None,
         on_event: EventCallback | None = None,
     ) -> None:
         self._state = ScopeState(
@@ -62,7 +61,7 @@ class ChatContext:
         return self._state.engine
 
     @property
-    def toolbox(self) -> Any:
+    def toolbox(self) -> Toolbox | None:
         return self._state.toolbox
 
     @property
@@ -70,7 +69,7 @@ class ChatContext:
         return self._state.name
 
     @property
-    def approval(self) -> Any:
+    def approval(self) -> Approver | None:
         return self._state.approval
 
     @property

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 from mp13_context._errors import ContextError
 from mp13_context._model import Command, CommandKind
-from mp13_context._request import tool_view
 from mp13_context._scope import ScopeState
 from mp13_context._settings import EffectiveSettings, SystemPrompt, adapter_names, validate_params
+from mp13_toolbox import ToolsScope, ToolsView
 
 
 class CommandTarget(Protocol):
@@ -94,11 +94,11 @@ class ToolCommands(_Handle):
     tools, never enable or advertise more than the toolbox's global modes allow.
     """
 
-    def set(self, scope: Any) -> None:
+    def set(self, scope: ToolsScope) -> None:
         """Replace all layers with ``scope``."""
         self._cur.record(Command(kind=CommandKind.TOOLS_SET, scope=scope))
 
-    def add(self, scope: Any) -> None:
+    def add(self, scope: ToolsScope) -> None:
         """Put one more layer on top."""
         self._cur.record(Command(kind=CommandKind.TOOLS_ADD, scope=scope))
 
@@ -110,16 +110,16 @@ class ToolCommands(_Handle):
         """Undo the last tools command on this branch."""
         self._cur.record(Command(kind=CommandKind.TOOLS_POP))
 
-    def show(self) -> tuple[Any, ...]:
+    def show(self) -> tuple[ToolsScope, ...]:
         """The scope layers here, bottom first."""
         return self._cur.settings.tool_scopes
 
-    def view(self) -> Any:
+    def view(self) -> ToolsView:
         """The resolved ``ToolsView`` here (needs a toolbox on the context)."""
         toolbox = self._cur.scope_state.toolbox
         if toolbox is None:
             raise ContextError("no toolbox on this context; pass ChatContext(..., toolbox=tb)")
-        return tool_view(toolbox, self._cur.settings)
+        return toolbox.view(list(self._cur.settings.tool_scopes))
 
 
 class ParamCommands(_Handle):

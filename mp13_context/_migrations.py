@@ -86,7 +86,7 @@ def _m0004_hashes(conn: Any) -> None:
     """Tamper evidence (see ``_integrity``): a hash per node, computed for existing nodes."""
     conn.execute("ALTER TABLE nodes ADD COLUMN hash TEXT NOT NULL DEFAULT ''")
     hashes: dict[str, str] = {}
-    waiting: dict[str, list[tuple]] = {}  # parent id -> rows stored before their parent
+    waiting: dict[str, list[tuple[Any, ...]]] = {}  # parent id -> rows stored before their parent
     updates = []
     rows = conn.execute(
         "SELECT id, parent_id, kind, turn, commands, label, created_at FROM nodes ORDER BY seq"

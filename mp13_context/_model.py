@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from mp13_engine import FinishReason, RequestMetrics
-from mp13_toolbox import ToolCall, ToolResult
+from mp13_toolbox import ToolCall, ToolResult, ToolsScope
 
 
 def new_id() -> str:
@@ -80,7 +80,8 @@ class CommandKind(str, enum.Enum):
         return self not in (CommandKind.LOG, CommandKind.API_CALL)
 
 
-def _tuple(value: Any) -> tuple:
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    """A converter: None -> (), one string -> (it,), any other iterable -> a tuple."""
     if value is None:
         return ()
     if isinstance(value, str):
@@ -104,8 +105,8 @@ class Command:
 
     kind: CommandKind
     text: str | None = None
-    names: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
-    scope: Any = None  # mp13_toolbox.ToolsScope; Any keeps this module import-light
+    names: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
+    scope: ToolsScope | None = None
     params: dict[str, Any] = attrs.field(factory=dict, converter=_dict, hash=False)
     data: dict[str, Any] = attrs.field(factory=dict, converter=_dict, hash=False)
     created_at: float = attrs.field(factory=time.time, eq=False)
@@ -133,8 +134,8 @@ class Turn:
     role: Role
     text: str = ""
     reasoning: str = ""
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
-    tool_results: tuple[ToolResult, ...] = attrs.field(default=(), converter=_tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=as_tuple)
+    tool_results: tuple[ToolResult, ...] = attrs.field(default=(), converter=as_tuple)
     finish_reason: FinishReason | None = None
     metrics: RequestMetrics | None = None
     truncated: bool = False
@@ -142,7 +143,7 @@ class Turn:
     continuation: bool = False
     auto: bool = False
     error: str | None = None
-    parse_errors: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    parse_errors: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
     request_id: str | None = None
     node_id: str | None = attrs.field(default=None, eq=False)
 
@@ -168,7 +169,7 @@ class Node:
     depth: int = 0
     seq: int = 0
     turn: Turn | None = None
-    commands: tuple[Command, ...] = attrs.field(default=(), converter=_tuple)
+    commands: tuple[Command, ...] = attrs.field(default=(), converter=as_tuple)
     archived: bool = False
     main_line: bool = False
     label: str = ""

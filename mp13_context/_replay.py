@@ -38,10 +38,11 @@ from mp13_context._errors import ContextError
 from mp13_context._events import EventCallback
 from mp13_context._messages import whole_turn
 from mp13_context._model import Command, ConversationInfo, Node, Role, Turn
+from mp13_context._protocol import EngineClient
 from mp13_context._session import Session
 from mp13_context._sync import run_sync
 from mp13_engine import RequestMetrics
-from mp13_toolbox import ToolCall
+from mp13_toolbox import Approver, Toolbox, ToolCall
 
 
 @attrs.frozen(kw_only=True)
@@ -147,12 +148,12 @@ def _calls(turns: list[Turn]) -> tuple[ToolCall, ...]:
 async def areplay(
     source: Cursor | ConversationInfo | str,
     into: Session | None = None,
-    engine: Any = None,
-    toolbox: Any = None,
+    engine: EngineClient | None = None,
+    toolbox: Toolbox | None = None,
     *,
     session: Session | None = None,
     title: str | None = None,
-    approval: Any = None,
+    approval: Approver | None = None,
     on_event: EventCallback | None = None,
 ) -> ReplayReport:
     """Async ``replay`` (see the module docstring)."""
@@ -235,8 +236,8 @@ async def areplay(
 def replay(
     source: Cursor | ConversationInfo | str,
     into: Session | None = None,
-    engine: Any = None,
-    toolbox: Any = None,
+    engine: EngineClient | None = None,
+    toolbox: Toolbox | None = None,
     **kwargs: Any,
 ) -> ReplayReport:
     """Re-run ``source`` into a new conversation of ``into`` and compare (module docstring).

@@ -23,6 +23,7 @@ from mp13_context._settings import (
     changed_params,
 )
 from mp13_engine import Request
+from mp13_toolbox import Toolbox, ToolsView
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_context._session import Session
@@ -33,7 +34,7 @@ def run_params(settings: EffectiveSettings, overrides: Mapping[str, Any]) -> dic
     return changed_params({**RUNNER_DEFAULTS, **settings.params}, overrides)
 
 
-def tool_view(toolbox: Any, settings: EffectiveSettings) -> Any:
+def tool_view(toolbox: Toolbox | None, settings: EffectiveSettings) -> ToolsView | None:
     """The toolbox's view under the path's scope layers (``None`` without a toolbox)."""
     return toolbox.view(list(settings.tool_scopes)) if toolbox is not None else None
 
@@ -68,7 +69,7 @@ def build_request(
 
 def request_at(
     session: Session,
-    toolbox: Any,
+    toolbox: Toolbox | None,
     node_id: str,
     overrides: Mapping[str, Any],
     *,

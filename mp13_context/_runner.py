@@ -48,7 +48,7 @@ from mp13_context._model import Role, Turn, new_id
 from mp13_context._request import request_at, run_params, tool_view
 from mp13_context._scope import ScopeState
 from mp13_engine import FinishReason, Request, Response
-from mp13_toolbox import BudgetState, ToolBudget, ToolCall, ToolResult
+from mp13_toolbox import BudgetTracker, Toolbox, ToolBudget, ToolCall, ToolResult, ToolsView
 
 
 class Exchange:
@@ -255,7 +255,7 @@ class Exchange:
     async def tool_round(
         self,
         calls: tuple[ToolCall, ...],
-        budget: BudgetState,
+        budget: BudgetTracker,
         rounds: int,
         params: Mapping[str, Any],
     ) -> tuple[list[ToolResult], bool]:
@@ -274,20 +274,21 @@ class Exchange:
             )
         self._results = []
         view = None
-        if refusal is None:
+        if toolbox is not None and refusal is None:
             budget.start_round()
             view = tool_view(toolbox, self.session.settings_at(self.at))
         for call in calls:
-            if refusal is not None:
-                result = ToolResult(name=call.name, content=refusal, call_id=call.id, is_error=True)
-            else:
+            if toolbox is not None and refusal is None:
                 result = await self._execute(toolbox, call, view, budget)
+            else:
+                content = refusal or ""  # a refusal is set whenever there is no toolbox
+                result = ToolResult(name=call.name, content=content, call_id=call.id, is_error=True)
             self._results.append(result)
             await self.emit(EventKind.TOOL_RESULT, tool_result=result)
         return self._results, refusal is None
 
     async def _execute(
-        self, toolbox: Any, call: ToolCall, view: Any, budget: BudgetState
+        self, toolbox: Toolbox, call: ToolCall, view: ToolsView | None, budget: BudgetTracker
     ) -> ToolResult:
         try:
             result = await toolbox.aexecute(call, view, approval=self.scope.approval, budget=budget)

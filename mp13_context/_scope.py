@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from mp13_context._errors import ContextError, ReadOnlyError
 from mp13_context._events import EventCallback
 from mp13_context._protocol import EngineClient
+from mp13_toolbox import Approver, Toolbox
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_context._session import Session
@@ -37,10 +38,10 @@ class ScopeState:
         self,
         session: Session,
         engine: EngineClient | None,
-        toolbox: Any,
+        toolbox: Toolbox | None,
         *,
         name: str,
-        approval: Any,
+        approval: Approver | None,
         on_event: EventCallback | None,
     ) -> None:
         self.session = session

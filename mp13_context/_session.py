@@ -101,6 +101,11 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def save_copy(self, path: str | os.PathLike[str]) -> None:
+        """Write an exact copy of the session (same ids, hashes and saved positions) into
+        the new file ``path``; ``StoreError`` if ``path`` exists. This session stays open."""
+        self._store.copy_to(os.fspath(path))
+
     def refresh(self) -> None:
         """Forget cached nodes, so changes written by another connection are seen."""
         self._nodes.clear()
@@ -183,7 +188,7 @@ class Session:
         self._store.set_title(conversation_id, scrub(title))
 
     @staticmethod
-    def _info(row: tuple) -> ConversationInfo:
+    def _info(row: tuple[Any, ...]) -> ConversationInfo:
         cid, root_id, title, head_id, created_at = row
         return ConversationInfo(
             id=cid, root_id=root_id, title=title, head_id=head_id, created_at=created_at

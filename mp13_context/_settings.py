@@ -34,8 +34,9 @@ from typing import Any
 import attrs
 
 from mp13_context._errors import CommandError
-from mp13_context._model import Command, CommandKind
+from mp13_context._model import Command, CommandKind, as_tuple
 from mp13_engine import RequestError, check_request_field
+from mp13_toolbox import ToolsScope
 
 
 class SystemMode(str, enum.Enum):
@@ -62,10 +63,6 @@ class SystemPrompt:
         return {"role": "system", "content": self.text if self.mode is SystemMode.TEXT else ""}
 
 
-def _tuple(value: Any) -> tuple:
-    return tuple(value) if value is not None else ()
-
-
 @attrs.frozen(kw_only=True)
 class EffectiveSettings:
     """System message, adapters, tool scope layers and parameters at a node.
@@ -76,7 +73,7 @@ class EffectiveSettings:
 
     system: SystemPrompt = attrs.field(factory=SystemPrompt)
     adapters: tuple[str, ...] | None = None
-    tool_scopes: tuple[Any, ...] = attrs.field(default=(), converter=_tuple)
+    tool_scopes: tuple[ToolsScope, ...] = attrs.field(default=(), converter=as_tuple)
     params: dict[str, Any] = attrs.field(factory=dict, hash=False)
     system_prev: int | None = None
     adapters_prev: int | None = None

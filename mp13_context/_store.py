@@ -45,6 +45,8 @@ from mp13_context._migrations import migrate, missing_migrations
 
 # Errors of sqlean and the standard library share names but not classes.
 _SQL_ERRORS = (sqlean.Error, _std_sqlite3.Error)
+#: A result row; sqlean is untyped, so its columns are whatever SQLite stored.
+Row = tuple[Any, ...]
 
 
 @attrs.define
@@ -119,16 +121,6 @@ def _configure(conn: Any, path: str) -> None:
     conn.execute("PRAGMA wal_autocheckpoint=10000")
 
 
-def connect(path: str) -> Any:
-    """A writable connection with mp13's settings, for a file known to be ours (tests)."""
-    try:
-        conn = _open(path, read_only=False)
-        _configure(conn, path)
-        return conn
-    except _SQL_ERRORS as exc:
-        raise StoreError(f"cannot open session file {path!r}: {exc}; check the path") from exc
-
-
 _READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
 
 
@@ -167,6 +159,20 @@ class Store:
         with self.lock:
             self.conn.close()
 
+    def copy_to(self, path: str) -> None:
+        """Copy the whole database into a new file ``path`` (SQLite's online backup)."""
+        if _in_memory(path) or os.path.exists(path):
+            raise StoreError(f"{path!r} exists; a copy never overwrites, pick a new file name")
+        with self.lock:
+            try:
+                target = sqlean.connect(path)
+                try:
+                    self.conn.backup(target)
+                finally:
+                    target.close()
+            except _SQL_ERRORS as exc:
+                raise StoreError(f"copying the session into {path!r} failed: {exc}") from exc
+
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
         """One write transaction; SQLite errors become ``StoreError``."""
@@ -184,10 +190,11 @@ class Store:
             except _SQL_ERRORS as exc:
                 raise StoreError(f"saving to {self.path!r} failed: {exc}") from exc
 
-    def read(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
         with self.lock:
             try:
-                return self.conn.execute(sql, args).fetchall()
+                rows: list[Row] = self.conn.execute(sql, args).fetchall()
+                return rows
             except _SQL_ERRORS as exc:
                 raise StoreError(f"reading {self.path!r} failed: {exc}") from exc
 
@@ -226,7 +233,7 @@ class Store:
             "WHERE n.id IS NULL" + (" AND c.id = ?" if args else ""),
             args,
         )
-        rows: list[VerifyRow] = self.read(sql, args)  # type: ignore[assignment]
+        rows: list[VerifyRow] = self.read(sql, args)
         report = verify_rows(rows)
         missing = tuple(
             IntegrityProblem(
@@ -243,7 +250,7 @@ class Store:
     def intern_state(self, data: str) -> int:
         rows = self.read("SELECT id FROM states WHERE data = ?", (data,))
         if rows:
-            return rows[0][0]
+            return int(rows[0][0])
         with self.tx() as conn:
             return self.intern_in(conn, data)
 
@@ -252,8 +259,8 @@ class Store:
         """``intern_state`` inside the caller's transaction."""
         row = conn.execute("SELECT id FROM states WHERE data = ?", (data,)).fetchone()
         if row:
-            return row[0]
-        return conn.execute("INSERT INTO states (data) VALUES (?)", (data,)).lastrowid
+            return int(row[0])
+        return int(conn.execute("INSERT INTO states (data) VALUES (?)", (data,)).lastrowid)
 
     @staticmethod
     def existing(conn: Any, table: str, ids: list[str]) -> list[str]:
@@ -299,7 +306,7 @@ class Store:
                 "INSERT INTO search (text, role, conversation_id, node_id) VALUES (?, ?, ?, ?)",
                 (found[1], found[0], row["conversation_id"], row["id"]),
             )
-        return seq
+        return int(seq)
 
     def set_commands(self, node_id: str, commands: str, state_id: int, digest: str) -> None:
         with self.tx() as conn:
@@ -357,7 +364,7 @@ class Store:
             "SELECT id FROM walk WHERE id IS NOT NULL ORDER BY d DESC LIMIT 1",
             (node_id,),
         )
-        return rows[0][0]
+        return str(rows[0][0])
 
     def has_children(self, node_id: str) -> bool:
         return bool(self.read("SELECT 1 FROM nodes WHERE parent_id = ? LIMIT 1", (node_id,)))
@@ -384,7 +391,7 @@ class Store:
         rows = self.read("SELECT data FROM states WHERE id = ?", (state_id,))
         if not rows:
             raise StoreError(f"state {state_id} is missing from {self.path!r}; the file is damaged")
-        return rows[0][0]
+        return str(rows[0][0])
 
     # The head (newest node) comes from the (conversation_id, seq) index rather than a
     # column updated on every save: one page less to write per turn.
@@ -393,10 +400,10 @@ class Store:
         "n.conversation_id = c.id ORDER BY n.seq DESC LIMIT 1), c.created_at FROM conversations c"
     )
 
-    def conversations(self) -> list[tuple]:
+    def conversations(self) -> list[Row]:
         return self.read(f"{self._CONVERSATION} ORDER BY c.created_at, c.rowid")
 
-    def conversation(self, cid: str) -> tuple | None:
+    def conversation(self, cid: str) -> Row | None:
         rows = self.read(f"{self._CONVERSATION} WHERE c.id = ?", (cid,))
         return rows[0] if rows else None
 
@@ -406,9 +413,9 @@ class Store:
         )
         return rows[0][0] if rows else None
 
-    def search(self, query: str, limit: int, cid: str | None, by_rank: bool) -> list[tuple]:
+    def search(self, query: str, limit: int, cid: str | None, by_rank: bool) -> list[Row]:
         where = "search MATCH ?" + (" AND conversation_id = ?" if cid else "")
-        args: tuple = (query, cid, limit) if cid else (query, limit)
+        args: tuple[Any, ...] = (query, cid, limit) if cid else (query, limit)
         # Newest first walks the index backwards and stops at ``limit``; ranking must
         # score every match, which is slow for common words in a big session.
         order = "rank" if by_rank else "rowid DESC"

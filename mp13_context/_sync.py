@@ -26,17 +26,18 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    box: dict[str, Any] = {}
+    results: list[T] = []
+    errors: list[BaseException] = []
 
     def body() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            results.append(asyncio.run(coro))
         except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
+            errors.append(exc)
 
     thread = threading.Thread(target=body, name="mp13-context-sync", daemon=True)
     thread.start()
     thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if errors:
+        raise errors[0]
+    return results[0]

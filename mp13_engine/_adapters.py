@@ -46,12 +46,11 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
 from mp13_engine._adapter_files import (
-    METADATA_FILE,
     adapter_name_problem,
     check_4bit_layout,
     check_compatible,
@@ -75,6 +74,7 @@ if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
     from mp13_engine._training._host import TrainingHost
 
 _COMBO_PREFIX = "__combo__"
+T = TypeVar("T")
 
 
 class AdapterSource(str, enum.Enum):
@@ -152,7 +152,7 @@ class EngineSeam(Protocol):
     config: EngineConfig
     _state: EngineState
 
-    def _run_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
+    def _run_on_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
     def _submit_job(self, job: Job) -> None: ...
 
@@ -182,7 +182,7 @@ class AdapterManager:
         value = self._engine.config.adapters_dir
         return Path(value).expanduser() if value else None
 
-    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return self._engine._run_on_worker(fn, *args)
 
     # ----- public API (any thread)
@@ -218,8 +218,7 @@ class AdapterManager:
         if name is None:
             name = directory.name
             _check_name(name)
-        info: AdapterInfo = self._run(self._load_on_worker, directory, name, replace)
-        return info
+        return self._run(self._load_on_worker, directory, name, replace)
 
     def unload(self, name: str) -> None:
         """Remove adapter ``name``.
@@ -248,8 +247,7 @@ class AdapterManager:
 
     def save(self, name: str, path: str | os.PathLike[str]) -> Path:
         """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata)."""
-        saved: Path = self._run(self._save_on_worker, name, Path(path).expanduser().resolve())
-        return saved
+        return self._run(self._save_on_worker, name, Path(path).expanduser().resolve())
 
     def set_default(self, names: str | Sequence[str] | None) -> None:
         """Adapters used when ``Request.adapters`` is None (``[]``/None = base model)."""
@@ -508,13 +506,3 @@ class AdapterManager:
         with self._state.lock:
             self._state.infos[name] = attrs.evolve(info, path=str(path))
         return path
-
-
-__all__ = [
-    "METADATA_FILE",
-    "AdapterInfo",
-    "AdapterManager",
-    "AdapterSource",
-    "EngineSeam",
-    "adapter_name_problem",
-]

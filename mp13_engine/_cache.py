@@ -36,12 +36,11 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 
 from mp13_engine._errors import ModelLoadError
-
-STAGES = ("download", "extract", "convert", "ready")
 
 
 @attrs.frozen
@@ -114,7 +113,7 @@ def entry_lock(root: Path, key: str) -> Iterator[None]:
             _unlock(handle)
 
 
-def _lock(handle) -> None:
+def _lock(handle: BinaryIO) -> None:
     if sys.platform == "win32":
         import msvcrt
 
@@ -131,7 +130,7 @@ def _lock(handle) -> None:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
 
 
-def _unlock(handle) -> None:
+def _unlock(handle: BinaryIO) -> None:
     if sys.platform == "win32":
         import msvcrt
 

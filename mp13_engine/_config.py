@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,12 @@ MIXED_LORA = ("fused", "peft")
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 DeviceMap = str | dict[str, str | int] | None
 MaxMemory = dict[str, str | int] | None
+# An attrs validator: (instance, attribute, value) -> None, raising ConfigError.
+_Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 
-def _choice(allowed: tuple[Any, ...]):
-    def check(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _choice(allowed: tuple[Any, ...]) -> _Validator:
+    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in allowed:
             raise ConfigError(
                 f"EngineConfig.{attribute.name}={value!r} is not allowed; "
@@ -41,7 +44,7 @@ def _choice(allowed: tuple[Any, ...]):
     return check
 
 
-def _device(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _device(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     ok = isinstance(value, str) and (value in ("auto", "cpu", "mps") or _is_cuda(value))
     if not ok:
         raise ConfigError(
@@ -49,21 +52,21 @@ def _device(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _positive_int(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _positive_int(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(
             f"EngineConfig.{attribute.name}={value!r} is not allowed; use an integer >= 1"
         )
 
 
-def _non_negative(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _non_negative(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
         raise ConfigError(
             f"EngineConfig.{attribute.name}={value!r} is not allowed; use a number >= 0"
         )
 
 
-def _opt_positive(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _opt_positive(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
@@ -73,7 +76,7 @@ def _opt_positive(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _device_map(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _device_map(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None or value in DEVICE_MAPS:
         return
     if isinstance(value, dict) and value:
@@ -102,7 +105,7 @@ def _is_cuda(value: str) -> bool:
     return value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())
 
 
-def _max_memory(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _max_memory(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
     ok = isinstance(value, dict) and all(
@@ -116,7 +119,7 @@ def _max_memory(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _model(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _model(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value:
         raise ConfigError(
             f"EngineConfig.model={value!r} is not allowed; use a local model directory, a GGUF "
@@ -125,7 +128,7 @@ def _model(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _bool(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _bool(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, bool):
         raise ConfigError(
             f"EngineConfig.{attribute.name}={value!r} is not allowed; use true or false"
@@ -234,21 +237,25 @@ class EngineConfig:
         return tuple(a.name for a in attrs.fields(cls))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
-        """Build from a plain dict; unknown keys raise ``ConfigError`` listing the known ones."""
-        data = _upgrade(data)
-        unknown = sorted(set(data) - set(cls.field_names()))
+    def _check_names(cls, names: Iterable[str]) -> None:
+        unknown = sorted(set(names) - set(cls.field_names()))
         if unknown:
             raise ConfigError(
                 f"unknown EngineConfig field(s) {', '.join(unknown)}; "
                 f"known fields: {', '.join(cls.field_names())}"
             )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
+        """Build from a plain dict; unknown keys raise ``ConfigError`` listing the known ones."""
+        cls._check_names(data)
         if "model" not in data:
             raise ConfigError("EngineConfig.model is required: a model directory or hub id")
         return converter.structure(dict(data), cls)
 
     def to_dict(self) -> dict[str, Any]:
-        return converter.unstructure(self)
+        data: dict[str, Any] = converter.unstructure(self)
+        return data
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> EngineConfig:
@@ -272,31 +279,6 @@ class EngineConfig:
         return text
 
     def replace(self, **changes: Any) -> EngineConfig:
-        changes = _upgrade(changes)
-        unknown = sorted(set(changes) - set(self.field_names()))
-        if unknown:
-            raise ConfigError(
-                f"unknown EngineConfig field(s) {', '.join(unknown)}; "
-                f"known fields: {', '.join(self.field_names())}"
-            )
+        """A copy with ``changes``; unknown names raise ``ConfigError`` as in ``from_dict``."""
+        self._check_names(changes)
         return attrs.evolve(self, **changes)
-
-
-def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Accept the older spelling ``local_files_only`` (its opposite is ``download``)."""
-    if "local_files_only" not in data:
-        return data
-    data = dict(data)
-    value = data.pop("local_files_only")
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"EngineConfig.local_files_only={value!r} is not allowed; use download=true or "
-            "download=false (local_files_only is its older, opposite spelling)"
-        )
-    if "download" in data and data["download"] == value:
-        raise ConfigError(
-            f"EngineConfig sets both download={data['download']!r} and local_files_only="
-            f"{value!r}, which contradict each other; keep only download"
-        )
-    data.setdefault("download", not value)
-    return data

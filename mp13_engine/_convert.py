@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any
+from typing import Any, TypeVar
 
 import cattrs
 
 from mp13_engine._errors import ConfigError
+
+T = TypeVar("T")
 
 
 def _is_union_with_dict(tp: Any) -> bool:
@@ -41,7 +43,7 @@ class _Converter:
     def __init__(self) -> None:
         self._conv = _make_converter()
 
-    def structure(self, data: Any, cls: type) -> Any:
+    def structure(self, data: Any, cls: type[T]) -> T:
         try:
             return self._conv.structure(data, cls)
         except ConfigError:

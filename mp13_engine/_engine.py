@@ -19,8 +19,8 @@ Seams for other engine parts:
   it reads ``engine.config``, reads/replaces ``engine._state.model`` (only
   through ``_run_on_worker``) and is asked ``_resolve_for_wave(adapters)`` for
   each row the decode loop admits, on the worker.
-- ``engine._run_on_worker(fn, *a, **kw)`` / ``await engine._arun_on_worker(...)``
-  run ``fn`` on the worker between two steps and return its result (or raise).
+- ``engine._run_on_worker(fn, *a, **kw)`` runs ``fn`` on the worker between two
+  steps and returns its result (or raises).
 - ``engine._submit_job(job)`` queues stepwise work (see ``_scheduler.Job``);
   ``engine._cancel_job(job)`` drops a job that has not finished.
 
@@ -38,9 +38,9 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -64,7 +64,7 @@ from mp13_engine._request_fields import check_field_names, check_request_field
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
 from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream
-from mp13_engine._toolwire import ToolWire
+from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._job import TrainingJob, start_training
 from mp13_engine._types import FinishReason, Request, Response
@@ -72,6 +72,7 @@ from mp13_engine._watchdog import StepClock
 from mp13_engine._worker import Worker
 
 RequestLike = Request | str | Sequence[dict[str, Any]]
+T = TypeVar("T")
 
 
 class _EngineBase:
@@ -83,8 +84,8 @@ class _EngineBase:
         self.config = config
         check_supported(loaded.model.config)
         tok = loaded.tokenizer
-        toolwire = ToolWire.for_tokenizer(tok, config.tool_format)
-        formatter = PromptFormatter(tok, toolwire.format)
+        tool_format = ToolCallFormat.for_tokenizer(tok, config.tool_format)
+        formatter = PromptFormatter(tok, tool_format.name)
         self._state = EngineState(
             config=config,
             model=loaded.model,
@@ -96,12 +97,12 @@ class _EngineBase:
             pad_id=int(tok.pad_token_id if tok.pad_token_id is not None else 0),
             eos_ids=eos_ids_of(loaded.model, tok),
             context_len=context_len_of(loaded.model),
-            tool_format=toolwire.format,
+            tool_format=tool_format.name,
         )
         self._metrics = MetricsRecorder(config.metrics_window)
         # What each request's output processor needs; it must not reach the engine (the
         # worker keeps states a while, see _stop_worker).
-        self._output = OutputSetup(self._state.tokens.decode, toolwire, self._metrics.record)
+        self._output = OutputSetup(self._state.tokens.decode, tool_format, self._metrics.record)
         self._inflight: dict[str, RequestState] = {}
         # Re-entrant: a future's done-callback (_forget) may run on a thread that holds it.
         self._inflight_lock = threading.RLock()
@@ -319,12 +320,10 @@ class _EngineBase:
             prefix_cache=self._prefix.stats(),
         )
 
-    def _run_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _run_on_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` on the worker thread between two steps; return its result or raise."""
-        return self._worker.call(fn, *args, **kwargs).result()
-
-    async def _arun_on_worker(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.wrap_future(self._worker.call(fn, *args, **kwargs))
+        result: T = self._worker.call(fn, *args, **kwargs).result()
+        return result
 
     def _submit_job(self, job: Job) -> None:
         """Queue stepwise work (training); the scheduler interleaves its steps with decode steps."""
@@ -335,14 +334,18 @@ class _EngineBase:
 
 
 def _forget(
-    inflight: dict[str, RequestState], lock: Any, rid: str, st: RequestState, _future: Any
+    inflight: dict[str, RequestState],
+    lock: threading.RLock,
+    rid: str,
+    st: RequestState,
+    _future: Future[Response],
 ) -> None:
     with lock:
         if inflight.get(rid) is st:
             del inflight[rid]
 
 
-def _adapters_of(engine_ref: weakref.ref[Any]) -> AdapterManager:
+def _adapters_of(engine_ref: weakref.ref[_EngineBase]) -> AdapterManager:
     engine = engine_ref()
     if engine is None:
         raise EngineClosedError("the engine was garbage-collected while a step ran")
@@ -365,7 +368,7 @@ def _evolve(req: Request, overrides: dict[str, Any]) -> Request:
     return attrs.evolve(req, **overrides)
 
 
-async def _await_state(st: RequestState, cancel: Any) -> Response:
+async def _await_state(st: RequestState, cancel: Callable[[str], bool]) -> Response:
     """Await a request's response; cancelling the awaiting task cancels the request."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Response] = loop.create_future()
@@ -395,7 +398,7 @@ class Engine(_EngineBase):
     @classmethod
     def load(
         cls,
-        model: EngineConfig | str | Any = None,
+        model: EngineConfig | str | os.PathLike[str] | None = None,
         /,
         *,
         progress: Progress | None = None,
@@ -408,13 +411,13 @@ class Engine(_EngineBase):
         downloading a hub model with ``download=True``.
         """
         config = _config_from(model, fields)
-        ToolWire.check(config.tool_format)  # fail before loading any weights
+        ToolCallFormat.check(config.tool_format)  # fail before loading any weights
         return cls(config, load_model(config, progress))
 
     @classmethod
     async def aload(
         cls,
-        model: EngineConfig | str | Any = None,
+        model: EngineConfig | str | os.PathLike[str] | None = None,
         /,
         *,
         progress: Progress | None = None,
@@ -422,7 +425,7 @@ class Engine(_EngineBase):
     ) -> Engine:
         """``load`` in a thread, so the running loop stays responsive."""
         config = _config_from(model, fields)
-        ToolWire.check(config.tool_format)
+        ToolCallFormat.check(config.tool_format)
         loaded = await asyncio.to_thread(load_model, config, progress)
         return cls(config, loaded)
 
@@ -508,7 +511,9 @@ class Engine(_EngineBase):
         """Start a LoRA training job on this engine's model; returns a ``TrainingJob``."""
         return start_training(self.adapters.training_host(), config)
 
-    def _start_many(self, requests: Iterable[RequestLike], overrides: dict[str, Any]) -> list:
+    def _start_many(
+        self, requests: Iterable[RequestLike], overrides: dict[str, Any]
+    ) -> list[RequestState]:
         self._check_open()
         self._worker.preparing(1)
         try:
@@ -519,7 +524,9 @@ class Engine(_EngineBase):
         return states
 
 
-def _config_from(model: Any, fields: dict[str, Any]) -> EngineConfig:
+def _config_from(
+    model: EngineConfig | str | os.PathLike[str] | None, fields: dict[str, Any]
+) -> EngineConfig:
     if isinstance(model, EngineConfig):
         return model.replace(**fields) if fields else model
     if model is None:

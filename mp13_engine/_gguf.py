@@ -323,14 +323,3 @@ def _remove_older_versions(root: Path, source: str, dtype_name: str, keep: Path)
             continue
         if meta.get("source") == source and meta.get("dtype") == dtype_name:
             shutil.rmtree(entry, ignore_errors=True)
-
-
-__all__ = [
-    "ENTRY_FILE",
-    "cached_checkpoint",
-    "convert",
-    "entry_key",
-    "find_gguf",
-    "has_magic",
-    "require_gguf_package",
-]

@@ -32,10 +32,6 @@ from mp13_engine._gguf import cached_checkpoint, find_gguf
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-# Architecture name suffixes of decoder-only LM heads. A checkpoint whose
-# config lists architectures but none of these is not a causal LM (e.g. a BERT
-# encoder saved as BertModel, which AutoModelForCausalLM would otherwise accept).
-
 
 @attrs.define
 class Loaded:
@@ -226,7 +222,8 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     elif quant is not None:
         kwargs["device_map"] = {"": device}
     try:
-        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        # Any, like Loaded.model: transformers' stubs reject PreTrainedModel.to(device).
+        model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except ValueError as exc:
         if "Unrecognized configuration class" in str(exc):
             raise NotCausalLMError(

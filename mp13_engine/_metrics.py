@@ -96,19 +96,6 @@ class EngineMetrics:
     prefix_cache: PrefixCacheStats = attrs.field(factory=PrefixCacheStats)
 
 
-@attrs.frozen(kw_only=True)
-class _Live:
-    """The counters of a snapshot that do not come from the window."""
-
-    queue_depth: int
-    running: int
-    total_requests: int
-    rejected: int
-    steps: int
-    slow_steps: int
-    prefix_cache: PrefixCacheStats
-
-
 @attrs.frozen
 class _Entry:
     start: float
@@ -144,7 +131,8 @@ class MetricsRecorder:
         with self._lock:
             entries = list(self._entries)
             total, rejected = self._total, self._rejected
-        live = _Live(
+        live = EngineMetrics(
+            window=self.window,
             queue_depth=queue_depth,
             running=running,
             total_requests=total,
@@ -154,16 +142,15 @@ class MetricsRecorder:
             prefix_cache=prefix_cache or PrefixCacheStats(),
         )
         if not entries:
-            return EngineMetrics(window=self.window, **attrs.asdict(live, recurse=False))
-        metrics = [e.response.metrics for e in entries]
+            return live
+        metrics = [e.response.metrics for e in entries]  # every one ran: batch_size >= 1
         completion = sum(m.completion_tokens for m in metrics)
         span = max(e.end for e in entries) - min(e.start for e in entries)
         latencies = [m.total_s for m in metrics]
         ttfts = [m.ttft_s for m in metrics if m.ttft_s is not None]
         reasons = collections.Counter(e.response.finish_reason.value for e in entries)
-        ran = [m.batch_size for m in metrics if m.batch_size]
-        return EngineMetrics(
-            window=self.window,
+        return attrs.evolve(
+            live,
             requests=len(entries),
             prompt_tokens=sum(m.prompt_tokens for m in metrics),
             completion_tokens=completion,
@@ -172,7 +159,6 @@ class MetricsRecorder:
             latency_p95_s=_percentile(latencies, 0.95),
             ttft_p50_s=_percentile(ttfts, 0.5),
             ttft_p95_s=_percentile(ttfts, 0.95),
-            mean_batch_size=sum(ran) / len(ran) if ran else 0.0,
+            mean_batch_size=sum(m.batch_size for m in metrics) / len(metrics),
             finish_reasons={r.value: reasons.get(r.value, 0) for r in FinishReason},
-            **attrs.asdict(live, recurse=False),
         )

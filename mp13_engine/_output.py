@@ -40,7 +40,7 @@ from typing import TypeVar
 
 import attrs
 
-from mp13_engine._toolwire import ToolWire
+from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine._types import Chunk, FinishReason, Request, Response
 from mp13_engine.toolcalls import (
     ContentDelta,
@@ -290,18 +290,9 @@ class OutputProcessor:
             return
         self._raw.append(text)
         parser = self._parser
-        if parser is None:
-            self._content.append(text)
-            if out is not None:
-                out.append(Chunk(id=self._id, text=text))
-            return
-        events = self._safely(parser.feed, text)
-        if events is None:  # the parser failed on this text: keep it as content
-            self._content.append(text)
-            if out is not None:
-                out.append(Chunk(id=self._id, text=text))
-            return
-        self._events(events, out)
+        # No parser, or it failed on this text (``_safely``): the text is content.
+        events = self._safely(parser.feed, text) if parser is not None else None
+        self._events([ContentDelta(text)] if events is None else events, out)
 
     def _safely(self, call: Callable[..., _T], *args: str) -> _T | None:
         """``call(*args)``, or None after turning the parser off if it raised."""
@@ -337,13 +328,13 @@ class OutputProcessor:
 class OutputSetup:
     """What the output processors of one engine share (immutable, any thread).
 
-    ``decode`` turns ids into text (``TokenizerGuard.decode``); ``toolwire``
+    ``decode`` turns ids into text (``TokenizerGuard.decode``); ``tool_format``
     gives each request its tool-call parser; ``on_finish(submit_t, end_t,
     response)`` sees every response once (the engine's metrics).
     """
 
     decode: Callable[[list[int]], str]
-    toolwire: ToolWire
+    tool_format: ToolCallFormat
     on_finish: Callable[[float, float, Response], None] | None = None
 
     def processor(self, request: Request, prompt_text: str | None) -> OutputProcessor:
@@ -351,5 +342,5 @@ class OutputSetup:
             request.id,
             self.decode,
             request.stop,
-            self.toolwire.parser(request, prompt_text),
+            self.tool_format.parser(request, prompt_text),
         )

@@ -49,11 +49,6 @@ class PromptFormatter:
         self.template_support = (
             toolcalls.template_support(tokenizer) if self.chat_template is not None else None
         )
-        self.template_uses_tools = (
-            self.template_support.tools
-            if self.template_support is not None
-            else bool(self.chat_template and "tools" in self.chat_template)
-        )
         self._bos_text = self._bos_prefix(tokenizer)
         self.special = SpecialText.of(tokenizer)
 
@@ -138,13 +133,14 @@ class PromptFormatter:
         if specs:
             kwargs["tools"] = specs
         try:
-            return self._tok.apply_chat_template(
+            text: str = self._tok.apply_chat_template(
                 prepared,
                 tokenize=False,
                 add_generation_prompt=not request.continue_final,
                 continue_final_message=request.continue_final,
                 **kwargs,
             )
+            return text
         except Exception as exc:
             raise RequestError(
                 f"the chat template could not render these messages: {exc}; check the roles, "

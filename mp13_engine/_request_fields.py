@@ -137,10 +137,10 @@ def _number(
             return None
         if not _is_number(value) or not math.isfinite(value):
             raise _fail(name, value, allowed)
-        value = float(value)
-        if not ((value > lo if lo_open else value >= lo) and value <= hi):
-            raise _fail(name, value, allowed)
-        return value
+        number = float(value)
+        if not ((number > lo if lo_open else number >= lo) and number <= hi):
+            raise _fail(name, number, allowed)
+        return number
 
     return FieldRule(check, allowed)
 

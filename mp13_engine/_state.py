@@ -50,7 +50,7 @@ class TokenizerGuard:
         self._drop = frozenset(
             i for i, text in specials.items() if text not in (chat_template or "")
         )
-        self._as_text: Any = None  # the backend copy that never matches special tokens
+        self._as_text: Tokenizer | None = None  # a backend copy: special tokens are text
 
     @property
     def lock(self) -> threading.RLock:
@@ -123,10 +123,11 @@ class TokenizerGuard:
             backend.add_tokens([AddedToken(_MIDDLE, special=False, normalized=False)])
             backend.encode_special_tokens = True
             self._as_text = backend
+        backend = self._as_text
         if not middle:
-            enc = self._as_text.encode(text, add_special_tokens=False)
+            enc = backend.encode(text, add_special_tokens=False)
             return list(enc.ids), list(enc.offsets)
-        enc = self._as_text.encode(_MIDDLE + text, add_special_tokens=False)
+        enc = backend.encode(_MIDDLE + text, add_special_tokens=False)
         cut = len(_MIDDLE)
         return list(enc.ids[1:]), [(s - cut, e - cut) for s, e in enc.offsets[1:]]
 
@@ -134,9 +135,10 @@ class TokenizerGuard:
         drop = self._drop
         kept = [i for i in ids if i not in drop] if drop else ids
         with self._lock:
-            return self.tokenizer.decode(
+            text: str = self.tokenizer.decode(
                 kept, skip_special_tokens=False, spaces_between_special_tokens=False
             )
+        return text
 
 
 @attrs.define

@@ -78,7 +78,6 @@ class RequestState:
         "adapter_names",
         "batch_size",
         "cached_tokens",
-        "finish_t",
         "first_token_t",
         "future",
         "id",
@@ -114,7 +113,6 @@ class RequestState:
         self.submit_t = time.perf_counter()
         self.start_t: float | None = None
         self.first_token_t: float | None = None
-        self.finish_t: float | None = None
         self.tokens: list[int] = []  # generated ids (EOS excluded)
         self.future: Future[Response] = Future()
         # Cancelling the future cancels the request (the worker resolves it at its next step).
@@ -192,7 +190,6 @@ class RequestState:
             if failure is not None:
                 reason, error = FinishReason.ERROR, error or failure
             self.status = RequestStatus.ended(reason)
-            self.finish_t = now
             response = self._response(reason, error, output, now)
             self.response = response
             if self._setup is not None and self._setup.on_finish is not None:

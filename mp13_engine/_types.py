@@ -11,22 +11,13 @@ it. ``Response.text`` never contains tool-call markup or reasoning; those are in
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from mp13_engine._request_fields import FIELDS, check_request, new_request_id
-from mp13_toolbox import ToolCall
-
-
-def _check(name: str, value: Any) -> Any:
-    """Field ``name``'s rule (``_request_fields``), the converter of that ``Request`` field.
-
-    Each field's converter is a lambda calling this, the form type checkers read.
-    """
-    return FIELDS[name].check(name, value)
-
+from mp13_toolbox import ToolCall, ToolSpec
 
 #: Adapter name that means "the base model, no adapter".
 BASE_ADAPTER = "__base__"
@@ -58,12 +49,94 @@ class FinishReason(str, enum.Enum):
     ERROR = "error"  # the request failed; Response.error says why
 
 
-def _tuple(value: Any) -> tuple:
+def _tuple(value: Any) -> tuple[Any, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         return (value,)
     return tuple(value)
+
+
+# ``Request``'s converters: each runs its field's rule (``_request_fields.FIELDS``). Their
+# parameter types are what ``Request(...)`` accepts (mypy's attrs plugin reads them); they
+# return the field's annotated type, which the rule guarantees.
+_ToolLike = Mapping[str, Any] | ToolSpec | Callable[..., Any]
+
+
+def _messages(v: Sequence[Mapping[str, Any]] | None) -> Any:
+    return FIELDS["messages"].check("messages", v)
+
+
+def _prompt(v: str | None) -> Any:
+    return FIELDS["prompt"].check("prompt", v)
+
+
+def _id(v: str | None) -> Any:
+    return FIELDS["id"].check("id", v)
+
+
+def _max_new_tokens(v: int | None) -> Any:
+    return FIELDS["max_new_tokens"].check("max_new_tokens", v)
+
+
+def _min_new_tokens(v: int) -> Any:
+    return FIELDS["min_new_tokens"].check("min_new_tokens", v)
+
+
+def _do_sample(v: bool | None) -> Any:
+    return FIELDS["do_sample"].check("do_sample", v)
+
+
+def _temperature(v: float | None) -> Any:
+    return FIELDS["temperature"].check("temperature", v)
+
+
+def _top_p(v: float) -> Any:
+    return FIELDS["top_p"].check("top_p", v)
+
+
+def _top_k(v: int) -> Any:
+    return FIELDS["top_k"].check("top_k", v)
+
+
+def _repetition_penalty(v: float) -> Any:
+    return FIELDS["repetition_penalty"].check("repetition_penalty", v)
+
+
+def _seed(v: int | None) -> Any:
+    return FIELDS["seed"].check("seed", v)
+
+
+def _stop(v: str | Sequence[str] | None) -> Any:
+    return FIELDS["stop"].check("stop", v)
+
+
+def _adapters(v: str | Sequence[str] | None) -> Any:
+    return FIELDS["adapters"].check("adapters", v)
+
+
+def _tools(v: _ToolLike | Sequence[_ToolLike] | None) -> Any:
+    return FIELDS["tools"].check("tools", v)
+
+
+def _parse_tools(v: bool) -> Any:
+    return FIELDS["parse_tools"].check("parse_tools", v)
+
+
+def _continue_final(v: bool) -> Any:
+    return FIELDS["continue_final"].check("continue_final", v)
+
+
+def _return_prompt(v: bool) -> Any:
+    return FIELDS["return_prompt"].check("return_prompt", v)
+
+
+def _chat_template_kwargs(v: Mapping[str, Any] | None) -> Any:
+    return FIELDS["chat_template_kwargs"].check("chat_template_kwargs", v)
+
+
+def _timeout_s(v: float | None) -> Any:
+    return FIELDS["timeout_s"].check("timeout_s", v)
 
 
 @attrs.frozen(kw_only=True)
@@ -98,40 +171,30 @@ class Request:
     """
 
     messages: tuple[dict[str, Any], ...] | None = attrs.field(
-        default=None, converter=lambda v: _check("messages", v), hash=False
+        default=None, converter=_messages, hash=False
     )
-    prompt: str | None = attrs.field(default=None, converter=lambda v: _check("prompt", v))
-    id: str = attrs.field(factory=new_request_id, converter=lambda v: _check("id", v))
-    max_new_tokens: int | None = attrs.field(
-        default=None, converter=lambda v: _check("max_new_tokens", v)
-    )
-    min_new_tokens: int = attrs.field(default=0, converter=lambda v: _check("min_new_tokens", v))
-    do_sample: bool | None = attrs.field(default=None, converter=lambda v: _check("do_sample", v))
-    temperature: float | None = attrs.field(
-        default=None, converter=lambda v: _check("temperature", v)
-    )
-    top_p: float = attrs.field(default=1.0, converter=lambda v: _check("top_p", v))
-    top_k: int = attrs.field(default=0, converter=lambda v: _check("top_k", v))
-    repetition_penalty: float = attrs.field(
-        default=1.0, converter=lambda v: _check("repetition_penalty", v)
-    )
-    seed: int | None = attrs.field(default=None, converter=lambda v: _check("seed", v))
-    stop: tuple[str, ...] = attrs.field(default=(), converter=lambda v: _check("stop", v))
-    adapters: tuple[str, ...] | None = attrs.field(
-        default=None, converter=lambda v: _check("adapters", v)
-    )
+    prompt: str | None = attrs.field(default=None, converter=_prompt)
+    id: str = attrs.field(factory=new_request_id, converter=_id)
+    max_new_tokens: int | None = attrs.field(default=None, converter=_max_new_tokens)
+    min_new_tokens: int = attrs.field(default=0, converter=_min_new_tokens)
+    do_sample: bool | None = attrs.field(default=None, converter=_do_sample)
+    temperature: float | None = attrs.field(default=None, converter=_temperature)
+    top_p: float = attrs.field(default=1.0, converter=_top_p)
+    top_k: int = attrs.field(default=0, converter=_top_k)
+    repetition_penalty: float = attrs.field(default=1.0, converter=_repetition_penalty)
+    seed: int | None = attrs.field(default=None, converter=_seed)
+    stop: tuple[str, ...] = attrs.field(default=(), converter=_stop)
+    adapters: tuple[str, ...] | None = attrs.field(default=None, converter=_adapters)
     tools: tuple[dict[str, Any], ...] | None = attrs.field(
-        default=None, converter=lambda v: _check("tools", v), hash=False
+        default=None, converter=_tools, hash=False
     )
-    parse_tools: bool = attrs.field(default=True, converter=lambda v: _check("parse_tools", v))
-    continue_final: bool = attrs.field(
-        default=False, converter=lambda v: _check("continue_final", v)
-    )
-    return_prompt: bool = attrs.field(default=False, converter=lambda v: _check("return_prompt", v))
+    parse_tools: bool = attrs.field(default=True, converter=_parse_tools)
+    continue_final: bool = attrs.field(default=False, converter=_continue_final)
+    return_prompt: bool = attrs.field(default=False, converter=_return_prompt)
     chat_template_kwargs: dict[str, Any] | None = attrs.field(
-        default=None, converter=lambda v: _check("chat_template_kwargs", v), hash=False
+        default=None, converter=_chat_template_kwargs, hash=False
     )
-    timeout_s: float | None = attrs.field(default=None, converter=lambda v: _check("timeout_s", v))
+    timeout_s: float | None = attrs.field(default=None, converter=_timeout_s)
 
     def __attrs_post_init__(self) -> None:
         check_request(self)

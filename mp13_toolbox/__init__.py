@@ -32,7 +32,7 @@ from mp13_toolbox._approval import (
     Approver,
     Risk,
 )
-from mp13_toolbox._budget import BudgetState, ToolBudget
+from mp13_toolbox._budget import BudgetTracker, ToolBudget
 from mp13_toolbox._builtins import BUILTINS, CalculatorError
 from mp13_toolbox._context import ToolContext
 from mp13_toolbox._errors import (
@@ -40,14 +40,14 @@ from mp13_toolbox._errors import (
     ToolboxError,
     ToolRegistrationError,
     ToolSettingError,
-    ToolStateError,
+    ToolSnapshotError,
     UnknownToolError,
 )
 from mp13_toolbox._execute import TRUNCATION_MARKER
 from mp13_toolbox._registry import ToolInfo, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec, parse_docstring
 from mp13_toolbox._scopes import ToolsScope, ToolsView
-from mp13_toolbox._state import ToolboxState
+from mp13_toolbox._snapshot import ToolboxSnapshot
 from mp13_toolbox._toolbox import Toolbox
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import validate
@@ -60,7 +60,7 @@ __all__ = [
     "ApprovalAnswer",
     "ApprovalRequest",
     "Approver",
-    "BudgetState",
+    "BudgetTracker",
     "CalculatorError",
     "Mp13Error",
     "Risk",
@@ -74,11 +74,11 @@ __all__ = [
     "ToolRegistrationError",
     "ToolResult",
     "ToolSettingError",
+    "ToolSnapshotError",
     "ToolSpec",
-    "ToolStateError",
     "Toolbox",
     "ToolboxError",
-    "ToolboxState",
+    "ToolboxSnapshot",
     "ToolsScope",
     "ToolsView",
     "UnknownToolError",

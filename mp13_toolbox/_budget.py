@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Per-turn tool budgets: how many calls and rounds one user turn may use.
 
-``ToolBudget`` is the frozen configuration; ``BudgetState`` is the mutable
+``ToolBudget`` is the frozen configuration; ``BudgetTracker`` is the mutable
 tracker for ONE turn, made with ``ToolBudget.start()``. A turn runner uses it
 like this::
 
@@ -24,7 +24,7 @@ Rules, checked by ``Toolbox.execute`` before a call runs:
   than ``max_repeats`` times gets an error result that quotes the earlier
   result, so the model can use it instead of calling again.
 
-``BudgetState`` guards itself with a lock: parallel calls from threads or
+``BudgetTracker`` guards itself with a lock: parallel calls from threads or
 ``asyncio.gather`` may share it.
 """
 
@@ -53,9 +53,9 @@ class ToolBudget:
     max_rounds: int | None = attrs.field(default=None, validator=_non_negative)
     max_repeats: int = attrs.field(default=0, validator=_non_negative)
 
-    def start(self) -> BudgetState:
+    def start(self) -> BudgetTracker:
         """A fresh tracker for one turn."""
-        return BudgetState(self)
+        return BudgetTracker(self)
 
 
 def call_key(call: ToolCall) -> str:
@@ -72,7 +72,7 @@ def call_key(call: ToolCall) -> str:
     return f"{call.name}\x00{args}"
 
 
-class BudgetState:
+class BudgetTracker:
     """Mutable per-turn counters for a ``ToolBudget`` (see the module doc)."""
 
     def __init__(self, budget: ToolBudget | None = None) -> None:

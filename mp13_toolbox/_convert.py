@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The package's one cattrs converter.
 
-Used to (un)structure toolbox state, to turn tool return values into JSON, and
+Used to (un)structure toolbox snapshots, to turn tool return values into JSON, and
 to build a tool's typed arguments (enums, attrs classes, dataclasses, tuples)
 from the validated JSON the model sent. Enums travel as their values.
 

@@ -15,7 +15,7 @@ lists it in full::
     │   ├── UnknownToolError          a name that is not registered
     │   ├── ToolSettingError          a mode, risk, approval, answer, budget or scope
     │   │                             value that is not one of the allowed ones
-    │   ├── ToolStateError            toolbox state cannot be (de)serialized
+    │   ├── ToolSnapshotError         a toolbox snapshot cannot be (de)serialized
     │   └── CalculatorError           the builtin calculator refuses an expression
     ├── EngineError               (mp13_engine._errors)
     ├── ContextError              (mp13_context._errors)
@@ -36,7 +36,7 @@ class Mp13Error(Exception):
 
 
 class ToolboxError(Mp13Error):
-    """Something about tools, their registration or their state is wrong."""
+    """Something about tools, their registration or their snapshot is wrong."""
 
 
 class ToolRegistrationError(ToolboxError, ValueError):
@@ -54,5 +54,5 @@ class ToolSettingError(ToolboxError, ValueError):
     """A tool mode, risk, approval policy or answer, budget limit or scope target not allowed."""
 
 
-class ToolStateError(ToolboxError, ValueError):
-    """Toolbox state could not be serialized or restored."""
+class ToolSnapshotError(ToolboxError, ValueError):
+    """A toolbox snapshot could not be serialized or restored."""

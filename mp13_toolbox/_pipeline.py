@@ -24,7 +24,7 @@ import attrs
 
 from mp13_toolbox import _execute as ex
 from mp13_toolbox._approval import Approval, ApprovalRequest
-from mp13_toolbox._budget import BudgetState
+from mp13_toolbox._budget import BudgetTracker
 from mp13_toolbox._context import ToolCatalog, ToolContext
 from mp13_toolbox._convert import converter, error_text
 from mp13_toolbox._errors import ToolboxError
@@ -63,11 +63,11 @@ class Plan:
     run_timeout: float | None  # what is left of it after validation: the run's limit
 
 
-def require_budget_state(budget: object) -> None:
+def require_budget_tracker(budget: object) -> None:
     """Misuse by the caller, the one thing ``execute`` raises for."""
-    if budget is not None and not isinstance(budget, BudgetState):
+    if budget is not None and not isinstance(budget, BudgetTracker):
         raise ToolboxError(
-            f"budget must be a per-turn BudgetState, got {type(budget).__name__}; "
+            f"budget must be a per-turn BudgetTracker, got {type(budget).__name__}; "
             "pass ToolBudget(...).start() once per turn"
         )
 
@@ -77,7 +77,7 @@ def prepare(
     tool: RegisteredTool | None,
     call: ToolCall,
     view: ToolsView,
-    budget: BudgetState | None,
+    budget: BudgetTracker | None,
 ) -> Plan | ToolResult:
     """``call`` of ``tool`` (``None``: not registered) checked up to approval."""
     mode = view.mode(call.name)
@@ -170,7 +170,7 @@ def _failure(plan: Plan, exc: BaseException) -> ToolResult:
 
 
 def finish(
-    plan: Plan, outcome: ex.Outcome, budget: BudgetState | None, max_chars: int | None
+    plan: Plan, outcome: ex.Outcome, budget: BudgetTracker | None, max_chars: int | None
 ) -> ToolResult:
     """The result of a run: its output text capped at ``max_chars``, or why it has none."""
     if outcome.timed_out:

@@ -16,7 +16,7 @@ runner (the context layer does exactly this)::
 unknown, disabled or unresolved tool, bad arguments, a denied approval, a
 spent budget, an exception or a timeout all become a ``ToolResult`` with
 ``is_error=True`` and a message the model can act on. Only misuse by the
-caller (e.g. passing a ``ToolBudget`` instead of its ``start()`` state) raises.
+caller (e.g. passing a ``ToolBudget`` instead of its ``start()`` tracker) raises.
 
 Steps of one call: look up (view + registry) -> budget -> validate arguments
 -> approval -> run with timeout -> output text, capped.
@@ -47,13 +47,13 @@ from mp13_toolbox._approval import (
     as_risk,
     decide,
 )
-from mp13_toolbox._budget import BudgetState
+from mp13_toolbox._budget import BudgetTracker
 from mp13_toolbox._builtins import BUILTINS
 from mp13_toolbox._errors import ToolRegistrationError, ToolSettingError, UnknownToolError
 from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
-from mp13_toolbox._state import ToolboxState, callables_by_name, relink
+from mp13_toolbox._snapshot import ToolboxSnapshot, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -251,7 +251,7 @@ class Toolbox:
         return [t.name for t in self._registry.snapshot()]
 
     def unresolved(self) -> builtins.list[str]:
-        """Names loaded from state whose callables could not be relinked."""
+        """Names restored from a snapshot whose callables could not be relinked."""
         return [t.name for t in self._registry.snapshot() if not t.resolved]
 
     def __contains__(self, name: object) -> bool:
@@ -362,7 +362,7 @@ class Toolbox:
         call: ToolCall,
         view: ToolsView | None = None,
         approval: Approver | None = None,
-        budget: BudgetState | None = None,
+        budget: BudgetTracker | None = None,
     ) -> ToolResult:
         """Run one call and return its result; never raises because of the tool.
 
@@ -371,7 +371,7 @@ class Toolbox:
         propagates (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.require_budget_state(budget)
+        pl.require_budget_tracker(budget)
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
@@ -388,7 +388,7 @@ class Toolbox:
         call: ToolCall,
         view: ToolsView | None = None,
         approval: Approver | None = None,
-        budget: BudgetState | None = None,
+        budget: BudgetTracker | None = None,
     ) -> ToolResult:
         """Async twin of ``execute``; every tool runs on a worker thread, never on the loop.
 
@@ -400,7 +400,7 @@ class Toolbox:
         and ``SystemExit`` included, is an error result (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.require_budget_state(budget)
+        pl.require_budget_tracker(budget)
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
@@ -417,7 +417,7 @@ class Toolbox:
         calls: Iterable[ToolCall],
         view: ToolsView | None = None,
         approval: Approver | None = None,
-        budget: BudgetState | None = None,
+        budget: BudgetTracker | None = None,
     ) -> builtins.list[ToolResult]:
         """Run one round's calls concurrently; results in the order of ``calls``."""
         return list(
@@ -425,7 +425,7 @@ class Toolbox:
         )
 
     def _prepare(
-        self, call: ToolCall, view: ToolsView | None, budget: BudgetState | None
+        self, call: ToolCall, view: ToolsView | None, budget: BudgetTracker | None
     ) -> pl.Plan | ToolResult:
         view = self.view() if view is None else view
         return pl.prepare(self, self._registry.get(call.name), call, view, budget)
@@ -490,13 +490,13 @@ class Toolbox:
             plan.call, f"The user declined the call of {plan.tool.name!r}; it was not run."
         )
 
-    # state --------------------------------------------------------------------------------
+    # snapshot -----------------------------------------------------------------------------
 
-    def state(self) -> ToolboxState:
-        """Everything but the callables, for saving (see ``ToolboxState``)."""
+    def snapshot(self) -> ToolboxSnapshot:
+        """Everything but the callables, for saving (see ``ToolboxSnapshot``)."""
         with self._registry.lock:
             tools = tuple(t.record() for t in self._registry.snapshot())
-            return ToolboxState(
+            return ToolboxSnapshot(
                 tools=tools,
                 remembered=dict(self._remembered),
                 approval_defaults=dict(self._approval_defaults),
@@ -504,44 +504,44 @@ class Toolbox:
                 default_timeout_s=self.default_timeout_s,
             )
 
-    def load_state(
+    def restore(
         self,
-        state: ToolboxState,
+        snapshot: ToolboxSnapshot,
         functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
         handlers: Mapping[str, Callable[[ToolCall], Any]] | None = None,
     ) -> builtins.list[str]:
-        """Apply saved state; relink callables by name; return the unresolved names.
+        """Apply a snapshot; relink callables by name; return the unresolved names.
 
         A saved tool is relinked to, in order: a callable in ``handlers`` (for
         external tools) or ``functions`` (a list, matched by ``__name__``, or a
         ``{name: func}`` map) with its name, else the callable already
         registered here under that name, else a builtin of that name. The saved
-        spec and settings win. Tools registered here but absent from the state
+        spec and settings win. Tools registered here but absent from the snapshot
         are kept. Saved tools with nothing to relink stay listed as unresolved
         and are never executed.
         """
         funcs = callables_by_name(functions)
         handlers = dict(handlers or {})
         with self._registry.lock:
-            for rec in state.tools:
+            for rec in snapshot.tools:
                 tool = relink(rec, self._registry.get(rec.spec.name), handlers, funcs)
                 self._registry.add(tool, replace=True)
-            self._remembered = {k: v for k, v in state.remembered.items() if k in self._registry}
-            self._approval_defaults = {**DEFAULT_APPROVALS, **state.approval_defaults}
-            self.max_output_chars = state.max_output_chars
-            self.default_timeout_s = state.default_timeout_s
+            self._remembered = {k: v for k, v in snapshot.remembered.items() if k in self._registry}
+            self._approval_defaults = {**DEFAULT_APPROVALS, **snapshot.approval_defaults}
+            self.max_output_chars = snapshot.max_output_chars
+            self.default_timeout_s = snapshot.default_timeout_s
         return self.unresolved()
 
     @classmethod
-    def from_state(
+    def from_snapshot(
         cls,
-        state: ToolboxState,
+        snapshot: ToolboxSnapshot,
         functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
         handlers: Mapping[str, Callable[[ToolCall], Any]] | None = None,
     ) -> Toolbox:
         """A new toolbox holding exactly the saved tools (builtins relink by themselves)."""
         tb = cls()
-        tb.load_state(state, functions=functions, handlers=handlers)
+        tb.restore(snapshot, functions=functions, handlers=handlers)
         return tb
 
 

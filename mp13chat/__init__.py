@@ -25,17 +25,16 @@ which is all the built-in commands use too; ``line`` is a ``CommandLine``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from mp13chat._app import ChatApp
 from mp13chat._config import ChatConfig, default_config_path, load_config
 from mp13chat._errors import ChatConfigError, ChatError, UnknownCommandError, UsageError
 from mp13chat._registry import Command, CommandLine, CommandRegistry, command, group_command
 from mp13chat._repl import Repl
-from mp13chat._tools import ToolRegistration, register_tool
+from mp13chat._tools import ToolLike, ToolRegistration, register_tool
 
 
-def main(argv: Sequence[str] | None = None, *, tools: Iterable[Any] = ()) -> int:
+def main(argv: Sequence[str] | None = None, *, tools: Iterable[ToolLike] = ()) -> int:
     """Run the REPL (the ``mp13chat`` console script); returns the exit status.
 
     ``argv`` defaults to ``sys.argv[1:]``. The app's toolbox gets the builtins plus

@@ -56,7 +56,7 @@ from mp13chat._oneshot import AnswerView, refuse
 from mp13chat._registry import Command, CommandRegistry
 from mp13chat._repl import QuitRequested, Repl
 from mp13chat._style import make_prompt_style, make_theme
-from mp13chat._tools import ToolRegistration, as_registration
+from mp13chat._tools import ToolLike, ToolRegistration, as_registration
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_engine import Engine, TrainingJob
@@ -79,7 +79,7 @@ class ChatApp:
         engine: EngineClient | None = None,
         session: Session | None = None,
         toolbox: Toolbox | None = None,
-        tools: Iterable[Any] = (),
+        tools: Iterable[ToolLike] = (),
         commands: Iterable[Command[Repl]] | None = None,
         console: Console | None = None,
         input: Input | None = None,  # prompt-toolkit's parameter name

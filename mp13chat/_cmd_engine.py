@@ -26,7 +26,6 @@ from mp13chat._completer import path_candidates
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
 from mp13chat._repl import Repl
-from mp13chat._startup import resolved_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_engine import TrainingJob  # imports torch
@@ -52,7 +51,7 @@ def engine(repl: Repl, line: CommandLine) -> None:
             ("model", _fmt(eng.config.model)),
             # What the model really runs on, not the configured "auto".
             ("device", eng.device),
-            ("dtype", resolved_dtype(eng)),
+            ("dtype", eng.dtype),
             ("quantization", _fmt(eng.config.quantization)),
             ("max_batch_size", _fmt(eng.config.max_batch_size)),
             ("tool format", _fmt(eng.tool_format)),

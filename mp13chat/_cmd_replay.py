@@ -21,14 +21,9 @@ from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._registry import Command, CommandLine, command
 from mp13chat._repl import Repl
-from mp13chat._tree import short
+from mp13chat._tree import short, snippet
 
 SNIP = 50
-
-
-def _snip(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= SNIP else flat[: SNIP - 1] + "…"
 
 
 def _calls(calls: Sequence[ToolCall]) -> str:
@@ -48,9 +43,9 @@ def report_table(report: ReplayReport) -> Table:
         rows.append(
             (
                 t.index + 1,
-                _snip(t.user_text),
-                _snip(t.original_text),
-                _snip(t.replayed_text),
+                snippet(t.user_text, SNIP),
+                snippet(t.original_text, SNIP),
+                snippet(t.replayed_text, SNIP),
                 same,
                 f"{t.similarity:.2f}",
                 f"{_calls(t.original_tool_calls)} {calls_same} {_calls(t.replayed_tool_calls)}",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
-import tempfile
 from pathlib import Path
 
 from rich.text import Text
@@ -114,12 +113,7 @@ def save(repl: Repl, line: CommandLine) -> None:
             render.print_ok(repl.console, f"saved as you go in {where}")
         return
     target = Path(line.text).expanduser()
-    if target.exists():
-        raise UsageError(f"{target} exists; pick a new file name (a copy never overwrites)")
-    with tempfile.TemporaryDirectory() as tmp:  # the copy goes through a JSON export
-        dump = Path(tmp) / "session.json"
-        repl.session.export_json(dump)
-        Session.import_json(dump, into=str(target)).close()
+    repl.session.save_copy(target)
     render.print_ok(repl.console, f"session copied to {target}; /open {target} to use it")
 
 

@@ -7,8 +7,8 @@
 2. ``demo`` (also when unset) — ``mp13_engine.testing.demo_model_path()``, a tiny model
    trained to answer a handful of prompts and call a tool, shipped with mp13 — or
    ``tiny`` — a random tiny chatml model (starts fastest; prints gibberish; used by the
-   end-to-end test). Built models are cached under ``$MP13_CACHE_DIR`` (default
-   ``~/.cache/mp13``);
+   end-to-end test). Built models are cached in mp13's cache folder (``$MP13_CACHE``,
+   default ``~/.cache/mp13``);
 3. a *named real model* of ``mp13_engine.models`` (``models.names()``, e.g.
    ``smollm2-135m``) — fetched once into that module's cache on first use
    (``models.fetch``, with progress events), later starts load the cached copy;
@@ -22,8 +22,6 @@ itself, or a test double — so resolving never needs the network in tests.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -51,12 +49,6 @@ class ModelChoice:
     label: str
     note: str | None = None  # shown in the banner (e.g. "random weights")
     demo: bool = False  # the built-in demo model (trained to show a tool round)
-
-
-def cache_dir() -> Path:
-    """Where built-in models are cached (``$MP13_CACHE_DIR`` or ``~/.cache/mp13``)."""
-    env = os.environ.get("MP13_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "mp13"
 
 
 def engine_catalog() -> ModelCatalog | None:
@@ -110,20 +102,6 @@ def resolve_model(
             demo=True,
             note=f"a tiny model trained on a few prompts; try {tries}",
         )
-    dest = cache_dir() / f"tiny-chatml-{testing.BUILD_VERSION}"
-    if not (dest / "config.json").exists():
-        _build_atomically(dest, lambda tmp: testing.build_tiny_model(tmp, family="chatml", seed=0))
     note = "random weights: replies are gibberish; use --model PATH for a real model"
-    return ModelChoice(path=str(dest), label="tiny random chatml model", note=note)
-
-
-def _build_atomically(dest: Path, build: Callable[[Path], object]) -> None:
-    # Two REPLs starting at once must not see a half-written model: build aside, rename.
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    build(tmp)
-    try:
-        os.replace(tmp, dest)
-    except OSError:  # another process won the race; its copy is identical
-        shutil.rmtree(tmp, ignore_errors=True)
+    path = testing.tiny_model_path("chatml", seed=0)
+    return ModelChoice(path=str(path), label="tiny random chatml model", note=note)

@@ -102,13 +102,8 @@ def engine_fields(config: ChatConfig, adapters_dir: Path | None) -> dict[str, An
 
 def engine_summary(engine: Engine) -> str:
     """``cpu · float32`` (plus the quantization): where and how the model really runs."""
-    parts = [engine.device, resolved_dtype(engine), engine.config.quantization]
+    parts = [engine.device, engine.dtype, engine.config.quantization]
     return " · ".join(p for p in parts if p)
-
-
-def resolved_dtype(engine: Engine) -> str:
-    """The dtype the loaded weights compute in (``float32``), not the configured ``auto``."""
-    return str(engine.model.dtype).removeprefix("torch.")
 
 
 def make_toolbox(

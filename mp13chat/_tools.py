@@ -35,7 +35,12 @@ class ToolRegistration:
     options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, hash=False)
 
 
-def register_tool(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+#: What ``main(tools=...)`` takes: a function (marked by ``register_tool`` or not) or a
+#: registration.
+ToolLike = Callable[..., Any] | ToolRegistration
+
+
+def register_tool(func: Callable[..., Any] | None = None, /, **options: Any) -> Callable[..., Any]:
     """Attach ``Toolbox.register`` options to ``func`` for ``mp13chat.main(tools=[func])``.
 
     A call (``register_tool(f, risk="high")``) or a decorator (``@register_tool`` /
@@ -60,7 +65,7 @@ def register_tool(func: Callable[..., Any] | None = None, /, **options: Any) -> 
     return mark(func)
 
 
-def as_registration(tool: Any) -> ToolRegistration:
+def as_registration(tool: ToolLike) -> ToolRegistration:
     """A ``ToolRegistration`` for a marked function, a plain function or a registration."""
     if isinstance(tool, ToolRegistration):
         return tool

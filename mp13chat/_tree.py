@@ -52,7 +52,7 @@ def resolve_id(prefix: str, ids: Iterable[str], what: str = "node") -> str:
     raise UsageError(f"{what} id {prefix!r} is ambiguous ({shown}); type more of it")
 
 
-def _snippet(text: str, width: int = SNIPPET) -> str:
+def snippet(text: str, width: int = SNIPPET) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
@@ -67,14 +67,14 @@ def command_text(cmd: Command) -> str:
             )
             return f"set {shown}"
         case CommandKind.SYSTEM_SET | CommandKind.SYSTEM_ADD if cmd.text:
-            return f"system {verb} {_snippet(cmd.text, 40)!r}"
+            return f"system {verb} {snippet(cmd.text, 40)!r}"
         case CommandKind.ADAPTERS_SET | CommandKind.ADAPTERS_ADD:
             return f"adapters {verb} {', '.join(cmd.names) or 'base model'}"
         case CommandKind.TOOLS_SET | CommandKind.TOOLS_ADD if cmd.scope is not None:
             modes = ", ".join(f"{k}={v.value}" for k, v in cmd.scope.modes.items())
             return f"tools {verb} {modes}"
         case CommandKind.LOG:
-            return f"note {_snippet(cmd.text or '', 40)!r}"
+            return f"note {snippet(cmd.text or '', 40)!r}"
         case CommandKind.API_CALL:
             return f"call {cmd.text}"
     return f"{family} {verb}".strip()
@@ -129,13 +129,13 @@ def node_label(node: Node) -> Text:
     else:
         label.append(f"{turn.role.value}: ", style="bold")
         if turn.role is Role.TOOL:
-            label.append(", ".join(f"{r.name} → {_snippet(r.content)}" for r in turn.tool_results))
+            label.append(", ".join(f"{r.name} → {snippet(r.content)}" for r in turn.tool_results))
         else:
             body = turn.text
             if turn.tool_calls:
                 calls = ", ".join(f"{c.name}(…)" for c in turn.tool_calls)
                 body = f"{body} [{calls}]" if body else f"[{calls}]"
-            label.append(_snippet(body))
+            label.append(snippet(body))
         flags = [
             name
             for name, on in (

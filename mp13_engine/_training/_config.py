@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -22,33 +23,37 @@ SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 OVERFLOW = ("truncate", "drop")
 LOSS_ON = ("assistant", "all")
+#: Training data: a .json/.jsonl file, or the rows themselves (dicts).
+Dataset = str | os.PathLike[str] | Sequence[Mapping[str, Any]]
+# An attrs validator: (instance, attribute, value) -> None, raising ConfigError.
+_Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 
 def _fail(field: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"TrainingConfig.{field}={value!r} is invalid: {allowed}.")
 
 
-def _positive_int(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None and attribute.default is None:
         return
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise _fail(attribute.name, value, "use an integer >= 1")
 
 
-def _non_negative_int(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _non_negative_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise _fail(attribute.name, value, "use an integer >= 0")
 
 
-def _positive_float(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _positive_float(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
         raise _fail(attribute.name, value, "use a number > 0")
     if not math.isfinite(value):
         raise _fail(attribute.name, value, "use a finite number > 0")
 
 
-def _fraction(upper_open: bool):
-    def check(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _fraction(upper_open: bool) -> _Validator:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
         ok = ok and (value < 1 if upper_open else value <= 1)
         if not ok:
@@ -58,8 +63,8 @@ def _fraction(upper_open: bool):
     return check
 
 
-def _one_of(choices: tuple[str, ...]):
-    def check(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _one_of(choices: tuple[str, ...]) -> _Validator:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value not in choices:
             raise _fail(attribute.name, value, f"allowed values are {', '.join(choices)}")
 
@@ -72,7 +77,7 @@ def _targets(value: Any) -> str | tuple[str, ...]:
     return tuple(value)
 
 
-def _check_targets(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _check_targets(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, str):
         if not value:
             raise _fail(attribute.name, value, 'use "all-linear" or a list of module names')
@@ -81,7 +86,7 @@ def _check_targets(_: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise _fail(attribute.name, value, 'use "all-linear" or a non-empty list of module names')
 
 
-def _check_adapter(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _check_adapter(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     problem = adapter_name_problem(value)
     if problem is not None:
         raise _fail(
@@ -93,7 +98,7 @@ def _check_adapter(_: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _check_dataset(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _check_dataset(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None and attribute.name == "validation":
         return
     if not isinstance(value, (str, os.PathLike, list, tuple)):
@@ -102,7 +107,7 @@ def _check_dataset(_: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-def _path(value: Any) -> Any:
+def _path(value: Any) -> Any:  # str | os.PathLike -> str; rows as they are
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
@@ -129,8 +134,10 @@ class TrainingConfig:
     """
 
     adapter: str = attrs.field(validator=_check_adapter)
-    dataset: Any = attrs.field(converter=_path, validator=_check_dataset, eq=False)
-    validation: Any = attrs.field(default=None, converter=_path, validator=_check_dataset, eq=False)
+    dataset: Dataset = attrs.field(converter=_path, validator=_check_dataset, eq=False)
+    validation: Dataset | None = attrs.field(
+        default=None, converter=_path, validator=_check_dataset, eq=False
+    )
     validation_split: float = attrs.field(default=0.0, validator=_fraction(upper_open=True))
     lora_r: int = attrs.field(default=8, validator=_positive_int)
     lora_alpha: float = attrs.field(default=16.0, validator=_positive_float)

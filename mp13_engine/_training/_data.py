@@ -178,7 +178,9 @@ def load_examples(source: Any, what: str = "dataset") -> list[Example]:
     return [to_example(label, row) for label, row in rows]
 
 
-def split(examples: Sequence[Example], fraction: float, seed: int) -> tuple[list, list]:
+def split(
+    examples: Sequence[Example], fraction: float, seed: int
+) -> tuple[list[Example], list[Example]]:
     """(train, validation): a seeded random ``fraction`` held out (at least one row each)."""
     import random
 

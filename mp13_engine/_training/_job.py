@@ -47,7 +47,7 @@ from typing import Any
 
 import attrs
 
-from mp13_engine._errors import ConfigError, Mp13Error, TrainingError
+from mp13_engine._errors import ConfigError, TrainingError
 from mp13_engine._training._config import (
     TrainingConfig,
     TrainingEvent,
@@ -60,6 +60,7 @@ from mp13_engine._training._data import Example, load_examples, split
 from mp13_engine._training._host import TrainingHost
 from mp13_engine._training._render import TrainingRow, render_example
 from mp13_engine._training._trainer import Trainer, load_checkpoint, save_checkpoint, seeded
+from mp13_toolbox import Mp13Error
 
 TRAINING_GROUP = ("train",)
 

@@ -27,7 +27,7 @@ EOS (prompt/completion), or anywhere (text, or ``loss_on="all"``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -36,7 +36,10 @@ from mp13_engine._errors import ChatTemplateError, DatasetError
 from mp13_engine._training._data import Example, ExampleKind
 
 #: ``(messages, tools) -> (messages, tools)``: the serving-side adaptation of a chat.
-Prepare = Callable[[list, Any], tuple[list, Any]]
+Prepare = Callable[
+    [Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None],
+    tuple[list[dict[str, Any]], list[dict[str, Any]] | None],
+]
 #: ``(text, (messages, tools), render) -> (ids, offsets)``: the engine's encoding of a rendered
 #: chat, where message text that spells control tokens stays text (``TokenizerGuard.encode_chat``).
 EncodeChat = Callable[[str, Any, Callable[[Any], str]], tuple[list[int], list[tuple[int, int]]]]
@@ -68,12 +71,13 @@ def _common_prefix(a: str, b: str) -> int:
 
 def _render(tokenizer: Any, messages: Any, tools: Any, add_generation_prompt: bool) -> str:
     try:
-        return tokenizer.apply_chat_template(
+        text: str = tokenizer.apply_chat_template(
             list(messages),
             tools=list(tools) if tools else None,
             tokenize=False,
             add_generation_prompt=add_generation_prompt,
         )
+        return text
     except Exception as exc:  # jinja raises TemplateError/TypeError/... from user templates
         raise DatasetError(
             f"The chat template could not render a training chat: {exc}. Check the message "

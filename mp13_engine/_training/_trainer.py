@@ -37,7 +37,9 @@ _STATE_FILE = "trainer_state.pt"
 _AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def batches(rows: Sequence[TrainingRow], pad_id: int, device: Any) -> dict[str, torch.Tensor]:
+def batches(
+    rows: Sequence[TrainingRow], pad_id: int, device: torch.device
+) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 outside the mask)."""
     width = max(len(r.ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -77,8 +79,8 @@ class Trainer:
     rows: Sequence[TrainingRow]
     params: list[torch.nn.Parameter]
     optimizer: torch.optim.Optimizer
-    scheduler: Any
-    device: Any
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    device: torch.device
     cuda_devices: list[int]  # every GPU holding part of the model (their RNGs are forked)
     pad_id: int
     autocast: tuple[str, torch.dtype] | None  # (device type, dtype) to train under autocast

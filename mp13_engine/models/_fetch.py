@@ -55,7 +55,7 @@ def is_complete(entry: CatalogEntry, root: Path) -> bool:
         meta = json.loads((entry_dir(entry, root) / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return meta.get("requirement") == entry.requirement and meta.get("sha256") == entry.sha256
+    return bool(meta.get("requirement") == entry.requirement and meta.get("sha256") == entry.sha256)
 
 
 def fetch_entry(

@@ -18,6 +18,7 @@ from mp13_engine.testing._build import (
     build_tiny_encoder,
     build_tiny_model,
     build_tokenizer,
+    tiny_model_path,
 )
 from mp13_engine.testing._demo import (
     DEMO_VERSION,
@@ -46,4 +47,5 @@ __all__ = [
     "build_tokenizer",
     "demo_model_path",
     "demo_tools",
+    "tiny_model_path",
 ]

@@ -15,7 +15,11 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import pathlib
+import shutil
+import tempfile
+from collections.abc import Callable
 from types import MappingProxyType
 
 import attrs
@@ -29,6 +33,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from mp13_engine._cache import cache_root
 from mp13_engine._errors import ConfigError
 from mp13_engine.testing._corpus import CORPUS
 from mp13_engine.testing._families import FAMILIES, FamilySpec
@@ -136,6 +141,39 @@ def build_tiny_model(
     return build_with_shape(
         dest_dir, _family(family), _size(size), seed, chat_template=chat_template, init_std=init_std
     )
+
+
+def tiny_model_path(
+    family: str = "chatml", seed: int = 0, cache_dir: str | pathlib.Path | None = None
+) -> pathlib.Path:
+    """``build_tiny_model(family=family, seed=seed)`` built once into a cache folder and reused.
+
+    The folder is ``cache_dir``, else mp13's cache (``$MP13_CACHE``, else
+    ``$XDG_CACHE_HOME/mp13``, else ``~/.cache/mp13``); the model lives in
+    ``tiny-<family>-<seed>-<BUILD_VERSION>`` inside it.
+    """
+    root = pathlib.Path(cache_dir).expanduser() if cache_dir else cache_root()
+    dest = root / f"tiny-{family}-{seed}-{BUILD_VERSION}"
+    return built_once(dest, lambda tmp: build_tiny_model(tmp, family=family, seed=seed))
+
+
+def built_once(dest: pathlib.Path, build: Callable[[pathlib.Path], object]) -> pathlib.Path:
+    """``dest``, made by ``build(folder)`` unless it already holds a model: built aside and
+    renamed into place, so a concurrent or interrupted build never leaves half a model."""
+    if (dest / "model.safetensors").exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        build(tmp)
+        try:
+            os.replace(tmp, dest)
+        except OSError:  # another process finished first; its model is as good as ours
+            if not (dest / "model.safetensors").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
 
 
 def build_with_shape(

@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import pathlib
 import random
 import shutil
-import tempfile
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape
+from mp13_engine._cache import cache_root
+from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape, built_once
 from mp13_engine.testing._demo_data import DemoExample, demo_examples
 from mp13_engine.testing._families import FAMILIES
 
@@ -42,7 +42,7 @@ DEMO_VERSION = f"{BUILD_VERSION}.1"
 
 DEMO_SHAPE = SizeSpec(96, 2, 4, 2, 192, init_std=0.02, max_position_embeddings=4096)
 
-_FALLBACK_TOOLS: tuple[dict, ...] = (
+_FALLBACK_TOOLS: tuple[dict[str, Any], ...] = (
     {
         "type": "function",
         "function": {
@@ -79,7 +79,7 @@ class DemoRecipe:
     rounds: int = 4  # passes over the paraphrases when generating the data
 
 
-def demo_tools() -> list[dict]:
+def demo_tools() -> list[dict[str, Any]]:
     """The tool specs the demo model is mainly trained with: the toolbox's builtins, as the REPL
     advertises them by default (a built-in copy if the toolbox cannot provide them)."""
     try:
@@ -90,7 +90,7 @@ def demo_tools() -> list[dict]:
         return copy.deepcopy(list(_FALLBACK_TOOLS))
 
 
-def _tool_variants() -> list[list[dict] | None]:
+def _tool_variants() -> list[list[dict[str, Any]] | None]:
     """Tool lists the model sees in training: the REPL's builtins, a subset, and none."""
     builtins = demo_tools()
     calculator_only = [s for s in builtins if s["function"]["name"] == "calculator"]
@@ -112,11 +112,17 @@ class _Variant:
     rows: list[tuple[list[int], list[int]]]
 
 
-def _encode(tok, examples: list[DemoExample], tools: list[dict] | None, rng) -> _Variant:
-    def render(messages: list[dict], gen: bool) -> str:
-        return tok.apply_chat_template(
+def _encode(
+    tok: Any,  # the family's transformers tokenizer
+    examples: list[DemoExample],
+    tools: list[dict[str, Any]] | None,
+    rng: random.Random,
+) -> _Variant:
+    def render(messages: list[dict[str, Any]], gen: bool) -> str:
+        text: str = tok.apply_chat_template(
             messages, tools=tools, tokenize=False, add_generation_prompt=gen
         )
+        return text
 
     # The header is everything before the first user turn (Hermes always lists the tools).
     probe = render([{"role": "user", "content": "x"}], gen=False)
@@ -136,7 +142,7 @@ def _encode(tok, examples: list[DemoExample], tools: list[dict] | None, rng) -> 
 
 
 def _train(
-    model,
+    model: torch.nn.Module,
     variants: list[_Variant],
     recipe: DemoRecipe,
     pad_id: int,
@@ -241,29 +247,16 @@ def demo_model_path(
 ) -> pathlib.Path:
     """The demo model's folder: a copy built in the cache, else the shipped one, else a new build.
 
-    The cache folder is ``cache_dir``, else ``$MP13_CACHE_DIR``, else ``~/.cache/mp13``; a built
-    model lives in ``demo-<DEMO_VERSION>`` inside it. A model already built there wins (so a
-    user can rebuild and use their own); otherwise the copy shipped in the package is used when
-    it matches ``DEMO_VERSION`` (``use_shipped=False`` skips it); otherwise the model is built
-    there on first use (one to two minutes on CPU) and reused afterwards.
+    The cache folder is ``cache_dir``, else mp13's cache (``$MP13_CACHE``, see
+    ``tiny_model_path``); a built model lives in ``demo-<DEMO_VERSION>`` inside it. A model
+    already built there wins (so a user can rebuild and use their own); otherwise the copy
+    shipped in the package is used when it matches ``DEMO_VERSION`` (``use_shipped=False``
+    skips it); otherwise the model is built there on first use (one to two minutes on CPU)
+    and reused afterwards.
     """
-    root = cache_dir or os.environ.get("MP13_CACHE_DIR") or pathlib.Path.home() / ".cache" / "mp13"
-    dest = pathlib.Path(root).expanduser() / f"demo-{DEMO_VERSION}"
+    root = pathlib.Path(cache_dir).expanduser() if cache_dir else cache_root()
+    dest = root / f"demo-{DEMO_VERSION}"
     if (dest / "model.safetensors").exists():
         return dest
     shipped = shipped_demo_model() if use_shipped else None
-    if shipped is not None:
-        return shipped
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # Build aside and rename, so a concurrent or interrupted build never leaves half a model.
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
-        build_demo_model(tmp)
-        try:
-            os.replace(tmp, dest)
-        except OSError:  # another process finished first; its model is as good as ours
-            if not (dest / "model.safetensors").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+    return shipped if shipped is not None else built_once(dest, build_demo_model)

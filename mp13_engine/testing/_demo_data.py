@@ -15,6 +15,7 @@ expected greedy answers, used by the tests and the REPL's banner hint.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import attrs
 
@@ -23,7 +24,7 @@ import attrs
 class DemoExample:
     """One training row: ``messages`` end with a user or tool message; the target follows."""
 
-    messages: tuple[dict, ...]
+    messages: tuple[dict[str, Any], ...]
     answer: str | None = None  # plain assistant text, or
     tool_call: tuple[str, str] | None = None  # (tool name, arguments as JSON text)
 
@@ -98,16 +99,16 @@ def _timestamp(rng: random.Random) -> str:
     )
 
 
-def _user(text: str) -> dict:
+def _user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
 
-def _call_message(name: str, arguments: dict) -> dict:
+def _call_message(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     call = {"type": "function", "function": {"name": name, "arguments": arguments}}
     return {"role": "assistant", "content": "", "tool_calls": [call]}
 
 
-def _history(rng: random.Random) -> list[dict]:
+def _history(rng: random.Random) -> list[dict[str, Any]]:
     """Zero or one earlier plain exchange, so later turns are answered too."""
     if rng.random() < 0.8:
         return []

@@ -50,7 +50,7 @@ class FamilySpec:
 
     def chat_template(self) -> str:
         """The family's chat template text (package data)."""
-        return resources.files(__package__).joinpath("_templates", self.template).read_text("utf-8")
+        return (resources.files(__package__) / "_templates" / self.template).read_text("utf-8")
 
 
 _CHATML = FamilySpec(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from tokenizers import (
     AddedToken,
@@ -165,8 +165,3 @@ def build_bpe_tokenizer(
     else:
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
     return tok
-
-
-def corpus_from(parts: Iterable[str]) -> str:
-    """Join corpus parts with blank lines (a tiny helper so callers don't care about spacing)."""
-    return "\n\n".join(parts)

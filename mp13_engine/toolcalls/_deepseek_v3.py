@@ -15,6 +15,7 @@ wrappers. ``<think>`` reasoning, which R1/V3.1 templates may open in the prompt.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import (
@@ -33,7 +34,7 @@ CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
 
 
-def json_args(text: str) -> dict:
+def json_args(text: str) -> dict[str, Any]:
     text = text.strip()
     if text.startswith("```"):
         text = text[3:]

@@ -38,7 +38,6 @@ from mp13_engine.toolcalls._values import (
     bare_name,
     convert_value,
     guess_value,
-    param_schema,
 )
 from mp13_toolbox import ToolCall
 
@@ -92,7 +91,7 @@ def _read(text: str, i: int, schema: Any) -> tuple[Any, int]:
     return (guess_value(raw) if schema is None else convert_value(raw, schema)), end
 
 
-def _read_object(text: str, i: int, schema: Any, tool: str | None = None, ctx: Any = None):
+def _read_object(text: str, i: int, schema: Any) -> tuple[dict[str, Any], int]:
     out: dict[str, Any] = {}
     i = _skip(text, i + 1)
     props = schema.get("properties") if isinstance(schema, Mapping) else None
@@ -103,10 +102,7 @@ def _read_object(text: str, i: int, schema: Any, tool: str | None = None, ctx: A
         key = text[i:colon].strip().strip("\"'")
         if not key or any(ch in key for ch in "{}[],"):
             raise PayloadError(f"bad key {text[i:colon]!r}")
-        if tool is not None:
-            sub = param_schema(ctx.schemas, tool, key)
-        else:
-            sub = props.get(key) if isinstance(props, Mapping) else None
+        sub = props.get(key) if isinstance(props, Mapping) else None
         out[key], i = _read(text, colon + 1, sub)
         i = _skip(text, i)
         if text.startswith(",", i):
@@ -121,7 +117,7 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     if m is None:
         raise PayloadError("expected call:NAME{...}")
     name = bare_name(m.group(1))
-    args, end = _read_object(payload, m.end(), None, tool=name, ctx=ctx)
+    args, end = _read_object(payload, m.end(), ctx.schemas.get(name))
     if payload[end:].strip():
         raise PayloadError("unexpected text after the call's arguments")
     return [ToolCall(name=name, arguments=args)]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from mp13_engine.toolcalls._profile import (
     DecodeContext,
+    Decoder,
     MessageStyle,
     Opener,
     Profile,
@@ -35,7 +36,7 @@ _RECIPIENT = re.compile(r"\bto=([^\s<]+)")
 _CHANNEL = re.compile(r"<\|channel\|>\s*([A-Za-z_]+)")
 
 
-def _tool_body(name: str):
+def _tool_body(name: str) -> Decoder:
     def decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
         text = payload.strip()
         if ctx.truncated and not text:

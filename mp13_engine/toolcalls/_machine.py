@@ -25,10 +25,12 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from mp13_engine.toolcalls._profile import DecodeContext, Opener, Profile, Switch
+import attrs
+
+from mp13_engine.toolcalls._profile import DecodeContext, Decoder, Opener, Profile, Switch
 from mp13_engine.toolcalls._scan import (
     BracketScan,
     GuardedTagScan,
@@ -45,30 +47,33 @@ from mp13_engine.toolcalls._types import (
     StreamEvent,
     ToolCallCompleted,
 )
-from mp13_engine.toolcalls._values import PayloadError, tool_schemas
+from mp13_engine.toolcalls._values import PayloadError, ToolLike, tool_schemas
 from mp13_toolbox import ToolCall
 
 _CONTENT, _REASONING = 0, 1
 
 
+@attrs.define
 class _Span:
     """An open tool-call span: where its raw text and payload start, and its scanner."""
 
-    __slots__ = ("decode", "opener", "opener_text", "payload_start", "raw_start", "scanner")
-
-    def __init__(self, opener, opener_text, raw_start, payload_start, scanner, decode) -> None:
-        self.opener: Opener = opener
-        self.opener_text: str = opener_text
-        self.raw_start: int = raw_start
-        self.payload_start: int = payload_start
-        self.scanner: Any = scanner
-        self.decode = decode
+    opener: Opener
+    opener_text: str
+    raw_start: int
+    payload_start: int
+    scanner: Any
+    decode: Decoder | None  # None only from a profile bug: the span then fails to decode
 
 
 class StreamMachine:
     """Incremental parser state for one output of one format (see the module docstring)."""
 
-    def __init__(self, profile: Profile, tools: Any = None, in_reasoning: bool | None = None):
+    def __init__(
+        self,
+        profile: Profile,
+        tools: Iterable[ToolLike] | None = None,
+        in_reasoning: bool | None = None,
+    ):
         p = profile
         self._p = p
         self._schemas = tool_schemas(tools)
@@ -229,7 +234,11 @@ class StreamMachine:
         return self._tag_patterns[ends]
 
     def _tag_scanner(
-        self, start: int, ends: tuple[str, ...], quoted: str = "", verbatim: tuple = ()
+        self,
+        start: int,
+        ends: tuple[str, ...],
+        quoted: str = "",
+        verbatim: tuple[tuple[str, str], ...] = (),
     ) -> Any:
         if not (quoted or verbatim):
             return TagScan(start, self._tag_pattern(ends))
@@ -336,6 +345,8 @@ class StreamMachine:
         payload = buf[span.payload_start : payload_end]
         ctx = DecodeContext(self._schemas, span.opener, span.opener_text, truncated=how == "cut")
         try:
+            if span.decode is None:
+                raise PayloadError("the format switched to a tool span without a decoder")
             result = span.decode(payload, ctx)
             if not isinstance(result, Switch) and not result:
                 raise PayloadError("no tool call in the markup")

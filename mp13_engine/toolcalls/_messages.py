@@ -31,8 +31,8 @@ from typing import Any
 
 from mp13_engine.toolcalls._registry import get_profile
 from mp13_engine.toolcalls._template import TemplateSupport
-from mp13_engine.toolcalls._values import PayloadError, arguments_object, dumps
-from mp13_toolbox import ToolCall
+from mp13_engine.toolcalls._values import PayloadError, ToolLike, arguments_object, dumps
+from mp13_toolbox import ToolCall, ToolSpec
 
 _ALNUM = string.ascii_letters + string.digits
 
@@ -211,7 +211,7 @@ def prepare_messages(
 
 def prepare_chat(
     messages: Iterable[Mapping[str, Any]],
-    tools: Iterable[Any] | None,
+    tools: Iterable[ToolLike] | None,
     format: str,
     *,
     chat_template: str | None = None,
@@ -278,14 +278,14 @@ def _wire(call: ToolCall, arguments: str, ids: str) -> dict[str, Any]:
     return entry
 
 
-def _spec(tool: Any) -> dict[str, Any]:
-    spec = tool.to_openai() if hasattr(tool, "to_openai") else dict(tool)
+def _spec(tool: ToolLike) -> dict[str, Any]:
+    spec = tool.to_openai() if isinstance(tool, ToolSpec) else dict(tool)
     if "function" not in spec:
         spec = {"type": "function", "function": spec}
     return spec
 
 
-def tools_system_prompt(tools: Iterable[Any], format: str) -> str:
+def tools_system_prompt(tools: Iterable[ToolLike], format: str) -> str:
     """A system-message block describing ``tools`` and ``format``'s call syntax.
 
     For chat templates without tool support. Shape (documented, stable)::

@@ -17,18 +17,22 @@ streams at once.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from mp13_engine.toolcalls._machine import StreamMachine
 from mp13_engine.toolcalls._registry import get_profile
 from mp13_engine.toolcalls._types import ParsedOutput, StreamEvent
+from mp13_engine.toolcalls._values import ToolLike
 
 
 class StreamParser:
     """Incremental parser for one model output: ``feed`` deltas, then ``finish``."""
 
     def __init__(
-        self, format: str, tools: Iterable[Any] | None = None, *, in_reasoning: bool | None = None
+        self,
+        format: str,
+        tools: Iterable[ToolLike] | None = None,
+        *,
+        in_reasoning: bool | None = None,
     ) -> None:
         self.format = format
         self._machine = StreamMachine(get_profile(format), tools, in_reasoning)
@@ -49,7 +53,7 @@ class StreamParser:
 def parse(
     text: str,
     format: str,
-    tools: Iterable[Any] | None = None,
+    tools: Iterable[ToolLike] | None = None,
     *,
     in_reasoning: bool | None = None,
 ) -> ParsedOutput:

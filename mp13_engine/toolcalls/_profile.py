@@ -68,15 +68,6 @@ class Opener:
     quoted: str = ""
     verbatim: tuple[tuple[str, str], ...] = ()
 
-    @property
-    def guarded(self) -> bool:
-        """Whether closing tags inside quoted text are text (see the class docstring)."""
-        return bool(self.ends and (self.quoted or self.verbatim))
-
-    @property
-    def literal(self) -> str | None:
-        return None if self.regex else self.pattern
-
     def source(self) -> str:
         return self.pattern if self.regex else re.escape(self.pattern)
 
@@ -101,7 +92,7 @@ class Switch:
 
     mode: str
     closes: tuple[str, ...] = ()
-    decode: Callable[[str, DecodeContext], Any] | None = None
+    decode: Decoder | None = None
     quoted: str = ""  # as ``Opener.quoted``, for a ``"span"``
 
 

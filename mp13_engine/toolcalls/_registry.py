@@ -27,7 +27,6 @@ import re
 import threading
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import Any
 
 from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._profile import Profile
@@ -142,7 +141,8 @@ class FormatRegistry:
                 "(or leave tool_format unset to detect it from the chat template, or add "
                 "yours with mp13_engine.toolcalls.register_format)"
             )
-        return importlib.import_module(f"mp13_engine.toolcalls.{module}").PROFILE
+        profile: Profile = importlib.import_module(f"mp13_engine.toolcalls.{module}").PROFILE
+        return profile
 
     def detect_order(self) -> list[str]:
         return [*reversed(list(self._user)), *(n for n in _DETECT_ORDER if n not in self._user)]
@@ -178,7 +178,7 @@ class FormatRegistry:
             self._user = MappingProxyType({k: v for k, v in self._user.items() if k != name})
 
 
-def _check(profile: Any) -> None:
+def _check(profile: object) -> None:
     """Refuse a profile the stream machine could not run, before anyone relies on it."""
     if not isinstance(profile, Profile):
         raise ToolFormatError(

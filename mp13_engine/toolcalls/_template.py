@@ -73,9 +73,10 @@ def template_support(tokenizer: Any) -> TemplateSupport:
     """Probe ``tokenizer.apply_chat_template`` (its own chat template) for tool support."""
 
     def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-        return tokenizer.apply_chat_template(
+        text: str = tokenizer.apply_chat_template(
             messages, tools=tools, tokenize=False, add_generation_prompt=False
         )
+        return text
 
     return probe(render)
 

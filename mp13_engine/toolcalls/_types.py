@@ -12,13 +12,16 @@ events carry exactly the final ``tool_calls``, in order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import attrs
 
 from mp13_toolbox import ToolCall
 
 
-def _tuple(value: object) -> tuple:
-    return tuple(value) if value is not None else ()  # type: ignore[arg-type]
+def _tuple(value: Iterable[Any] | None) -> tuple[Any, ...]:
+    return tuple(value) if value is not None else ()
 
 
 @attrs.frozen

@@ -19,7 +19,11 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from mp13_toolbox import ToolCall
+from mp13_toolbox import ToolCall, ToolSpec
+
+#: A tool as the parsers take it: an OpenAI-style spec dict (or bare function dict), or a
+#: ``mp13_toolbox.ToolSpec``.
+ToolLike = Mapping[str, Any] | ToolSpec
 
 
 class PayloadError(Exception):
@@ -139,11 +143,11 @@ def calls_json(calls: Iterable[ToolCall]) -> str:
 # --- schema-based conversion of raw-text parameter values -------------------------------------
 
 
-def tool_schemas(tools: Iterable[Any] | None) -> dict[str, dict[str, Any]]:
+def tool_schemas(tools: Iterable[ToolLike] | None) -> dict[str, dict[str, Any]]:
     """Map tool name -> JSON-schema ``parameters`` from OpenAI-style specs (or ``ToolSpec``)."""
     out: dict[str, dict[str, Any]] = {}
     for tool in tools or ():
-        spec = tool.to_openai() if hasattr(tool, "to_openai") else tool
+        spec = tool.to_openai() if isinstance(tool, ToolSpec) else tool
         if not isinstance(spec, Mapping):
             continue
         fn = spec.get("function", spec)

@@ -112,7 +112,7 @@ def test_engine_flags_reach_engine_load(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Engine, "load", staticmethod(fake_load))
     monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path))
-    monkeypatch.setenv("MP13_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MP13_CACHE", str(tmp_path / "cache"))
     app = ChatApp()
     app.apply_options(
         parse_cli(

@@ -37,7 +37,7 @@ def test_start_ask_interrupt_a_long_reply_and_quit(tmp_path):
     env = dict(
         os.environ,
         MP13_CONFIG_DIR=str(tmp_path / "config"),
-        MP13_CACHE_DIR=str(tmp_path / "cache"),
+        MP13_CACHE=str(tmp_path / "cache"),
         PROMPT_TOOLKIT_NO_CPR="1",
         TERM="xterm",
     )

@@ -121,7 +121,7 @@ def test_banner_names_the_model_once_and_engine_shows_the_resolved_device(
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    monkeypatch.setenv("MP13_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MP13_CACHE", str(tmp_path / "cache"))
     console, out = _console()
     with create_pipe_input() as inp:
         app = ChatApp(

@@ -107,7 +107,7 @@ def test_console_script_one_shot_on_the_tiny_model(tmp_path):
     env = dict(
         os.environ,
         MP13_CONFIG_DIR=str(tmp_path / "config"),
-        MP13_CACHE_DIR=str(tmp_path / "cache"),
+        MP13_CACHE=str(tmp_path / "cache"),
     )
     done = subprocess.run(
         [sys.executable, "-m", "mp13chat", "--model", "tiny", "--max-new-tokens", "5", "-p", "hi"],

@@ -126,6 +126,24 @@ def test_reopen_gives_identical_trees(tmp_path):
     again.close()
 
 
+def test_save_copy_is_an_exact_copy_and_never_overwrites(tmp_path):
+    session = Session.open(tmp_path / "s.db")
+    _, cur = build_tree(session)
+    target = tmp_path / "copy.db"
+    session.save_copy(target)
+    copy = Session.open(target)
+    assert session_data(copy) == session_data(session)
+    assert copy.verify().ok
+    cid = cur.conversation_id
+    assert copy.position("default", cid) == session.position("default", cid) == cur.node_id
+    cur.ask("after the copy")  # the original stays open and writable; the copy is apart
+    assert session_data(copy) != session_data(session)
+    copy.close()
+    with pytest.raises(StoreError, match="never overwrites"):
+        session.save_copy(target)
+    session.close()
+
+
 def test_each_mutation_is_its_own_small_transaction(tmp_path):
     path = tmp_path / "s.db"
     session = Session.open(path)

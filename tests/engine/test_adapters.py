@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mp13_engine import AdapterError, AdapterInfo, Engine, FinishReason, Request
-from mp13_engine._adapters import METADATA_FILE
+from mp13_engine._adapter_files import METADATA_FILE
 
 PROMPTS = ["Hello there", "What is a cat?", "Tell me a story", "Count to three", "Why?"]
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from mp13_engine import FinishReason, Request, toolcalls
 from mp13_engine._output import _SLIDE, OutputSetup, RequestStatus
 from mp13_engine._streams import RequestState
-from mp13_engine._toolwire import ToolWire
+from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine.testing import TINY_FAMILIES
 from mp13_toolbox import ToolCall
 from tests.engine.toolcalls._toolcalls_cases import FORMATS, TOOLS, USER_FORMAT, samples
@@ -55,7 +55,7 @@ class ByteVocab:
 
 
 def _state(vocab, fmt=None, watched=True, prompt=None, finished=None, **fields):
-    setup = OutputSetup(vocab.decode, ToolWire(fmt), finished)
+    setup = OutputSetup(vocab.decode, ToolCallFormat(fmt), finished)
     req = Request(prompt="p", tools=TOOLS if fmt else None, **fields)
     return RequestState(req, prompt, [1], output=setup, watched=watched)
 

@@ -10,11 +10,14 @@ not handle, prompts that render empty, forging) are in ``test_engine_requests.py
 from __future__ import annotations
 
 import inspect
+import typing
+from collections.abc import Mapping, Sequence
 
 import attrs
 import pytest
 
 import mp13_engine
+import mp13_engine._types
 from mp13_engine import REQUEST_FIELDS, Mp13Error, Request, RequestError, check_request_field
 from mp13_engine._request_fields import RESERVED_TEMPLATE_KWARGS, ROLES
 from mp13_toolbox import ToolSpec, function_spec
@@ -262,3 +265,13 @@ def test_public_names():
     assert "REQUEST_FIELDS" in mp13_engine.__all__
     with pytest.raises(TypeError):
         REQUEST_FIELDS["temperature"] = "anything"  # read-only
+
+
+def test_request_says_what_each_field_accepts():
+    """Request's converters are typed functions, so its __init__ (what type checkers and
+    help() read) names the accepted types of every field instead of leaving them untyped."""
+    hints = typing.get_type_hints(Request.__init__, globalns=vars(mp13_engine._types))
+    assert set(hints) - {"return"} == {f.name for f in attrs.fields(Request)}
+    assert hints["stop"] == str | Sequence[str] | None
+    assert hints["max_new_tokens"] == int | None
+    assert hints["messages"] == Sequence[Mapping[str, typing.Any]] | None

@@ -39,6 +39,7 @@ from mp13_engine.testing import (
     build_tokenizer,
     demo_model_path,
     demo_tools,
+    tiny_model_path,
 )
 from mp13_engine.testing._demo import shipped_demo_model
 from tests._shared import SHARED_TEMPLATES
@@ -397,12 +398,26 @@ def test_chatml_template_renders_nullable_types(tokenizers) -> None:
 # --- the demo model -----------------------------------------------------------------------
 
 
+def test_tiny_model_path_builds_once_into_the_cache(tmp_path: pathlib.Path, monkeypatch) -> None:
+    monkeypatch.setenv("MP13_CACHE", str(tmp_path / "cache"))
+    path = tiny_model_path("chatml", seed=0)
+    assert path.parent == tmp_path / "cache" and path.name.startswith("tiny-chatml-0-")
+    weights = path / "model.safetensors"
+    built = weights.stat().st_mtime_ns
+    assert tiny_model_path("chatml", seed=0) == path  # reused, not rebuilt
+    assert weights.stat().st_mtime_ns == built
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no build left aside
+    assert tiny_model_path("chatml", seed=0, cache_dir=tmp_path / "other").parent == (
+        tmp_path / "other"
+    )
+
+
 def test_demo_model_path_reuses_a_built_model(tmp_path: pathlib.Path, monkeypatch) -> None:
     cached = tmp_path / f"demo-{DEMO_VERSION}"
     cached.mkdir()
     (cached / "model.safetensors").write_bytes(b"")
     assert demo_model_path(tmp_path) == cached
-    monkeypatch.setenv("MP13_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MP13_CACHE", str(tmp_path))
     assert demo_model_path() == cached
 
 

@@ -18,7 +18,7 @@ from mp13_engine import (
     TrainingError,
     TrainingResult,
 )
-from mp13_engine._adapters import METADATA_FILE
+from mp13_engine._adapter_files import METADATA_FILE
 
 SYSTEM = {"role": "system", "content": "Answer."}
 QA = [

@@ -1,23 +1,46 @@
 # SPDX-License-Identifier: MIT
-"""The public surface of mp13_toolbox is pinned: sorted ``__all__``, names importable."""
+"""The public surface of mp13_toolbox is pinned: the exact ``__all__``."""
 
 import pytest
 
 import mp13_toolbox
 
 
-def _isort_key(name: str) -> tuple[int, str]:
-    # ruff's RUF022 order: CONSTANTS, then Classes, then functions, each alphabetical.
-    group = 0 if name.isupper() else 1 if name[0].isupper() else 2
-    return group, name
-
-
-def test_all_is_sorted_and_importable():
-    names = mp13_toolbox.__all__
-    assert names == sorted(names, key=_isort_key)
-    assert len(set(names)) == len(names)
-    for name in names:
-        assert getattr(mp13_toolbox, name) is not None
+def test_names_are_pinned():
+    assert mp13_toolbox.__all__ == [
+        "BUILTINS",
+        "DEFAULT_APPROVALS",
+        "TRUNCATION_MARKER",
+        "Approval",
+        "ApprovalAnswer",
+        "ApprovalRequest",
+        "Approver",
+        "BudgetTracker",
+        "CalculatorError",
+        "Mp13Error",
+        "Risk",
+        "ToolBudget",
+        "ToolCall",
+        "ToolContext",
+        "ToolInfo",
+        "ToolKind",
+        "ToolMode",
+        "ToolRecord",
+        "ToolRegistrationError",
+        "ToolResult",
+        "ToolSettingError",
+        "ToolSnapshotError",
+        "ToolSpec",
+        "Toolbox",
+        "ToolboxError",
+        "ToolboxSnapshot",
+        "ToolsScope",
+        "ToolsView",
+        "UnknownToolError",
+        "function_spec",
+        "parse_docstring",
+        "validate",
+    ]
 
 
 def test_contract_names_of_api_md_are_exported():
@@ -30,8 +53,8 @@ def test_contract_names_of_api_md_are_exported():
         "ToolsView",
         "ToolMode",
         "ToolBudget",
-        "BudgetState",
-        "ToolboxState",
+        "BudgetTracker",
+        "ToolboxSnapshot",
         "Mp13Error",
     }
     assert required <= set(mp13_toolbox.__all__)
@@ -43,7 +66,7 @@ def test_errors_belong_to_the_one_tree():
         "ToolRegistrationError",
         "UnknownToolError",
         "ToolSettingError",
-        "ToolStateError",
+        "ToolSnapshotError",
         "CalculatorError",
     )
     for name in names:

@@ -1,19 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The engine's seam to ``mp13_engine.toolcalls``: which format, and a parser per request.
+"""``ToolCallFormat``: the engine's tool-call wire format, and a fresh parser per request.
 
-Resolved once per engine at load: the tool-call format is
-``EngineConfig.tool_format`` when set (unknown → ``ToolFormatError``), else
-detected from the chat template, else ``toolcalls.DEFAULT_FORMAT`` when the
-template cannot show tools at all (so ``Request.tools`` never vanish: they go
-into the system prompt in that format), else None. With no format, or for a
-request with ``parse_tools=False``, there is no parser: ``Response.text`` is the
-raw decoded text and stream chunks carry raw text deltas. Parsing never raises
+The engine's one seam to ``mp13_engine.toolcalls``, resolved once per engine at
+load: the format is ``EngineConfig.tool_format`` when set (unknown →
+``ToolFormatError``), else detected from the chat template, else
+``toolcalls.DEFAULT_FORMAT`` when the template cannot show tools at all (so
+``Request.tools`` never vanish: they go into the system prompt in that format),
+else None. With no format, or for a request with ``parse_tools=False``, there is
+no parser: ``Response.text`` is the raw decoded text and stream chunks carry raw
+text deltas. Parsing never raises
 on model output (see ``_output`` for what happens if a parser does anyway).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import attrs
 
 from mp13_engine import toolcalls
 from mp13_engine._errors import ToolFormatError
@@ -25,11 +28,11 @@ def _shows_no_tools(tokenizer: Any) -> bool:
     return not toolcalls.template_support(tokenizer).tools
 
 
-class ToolWire:
-    """Tool-call handling for one engine (immutable after construction)."""
+@attrs.frozen
+class ToolCallFormat:
+    """The tool-call format one engine parses (``name``; None: replies are not parsed)."""
 
-    def __init__(self, format: str | None):
-        self.format = format
+    name: str | None
 
     @staticmethod
     def check(configured: str | None) -> None:
@@ -44,7 +47,8 @@ class ToolWire:
             )
 
     @classmethod
-    def for_tokenizer(cls, tokenizer: Any, configured: str | None) -> ToolWire:
+    def for_tokenizer(cls, tokenizer: Any, configured: str | None) -> ToolCallFormat:
+        """The configured format, else the one the chat template shows, else the default."""
         cls.check(configured)
         if configured is not None:
             return cls(configured)
@@ -60,13 +64,13 @@ class ToolWire:
         Knowing the prompt tells the parser whether the reply starts inside a
         reasoning block, so content streams at once instead of being held.
         """
-        if self.format is None or not request.parse_tools:
+        if self.name is None or not request.parse_tools:
             return None
         in_reasoning = (
-            toolcalls.prompt_opens_reasoning(prompt, self.format) if prompt is not None else None
+            toolcalls.prompt_opens_reasoning(prompt, self.name) if prompt is not None else None
         )
         return toolcalls.StreamParser(
-            self.format,
+            self.name,
             tools=list(request.tools) if request.tools else None,
             in_reasoning=in_reasoning,
         )

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Toolbox state: cattrs round trips, relinking by name, unresolved tools never run."""
+"""Toolbox snapshots: cattrs round trips, relinking by name, unresolved tools never run."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from mp13_toolbox import (
     ApprovalAnswer,
     Risk,
     Toolbox,
-    ToolboxState,
+    ToolboxSnapshot,
     ToolCall,
     ToolKind,
     ToolMode,
     ToolRecord,
+    ToolSnapshotError,
     ToolSpec,
-    ToolStateError,
 )
 
 names = st.text("abcdefghij_", min_size=1, max_size=8)
@@ -44,8 +44,8 @@ records = st.builds(
 remembered_answers = st.sampled_from([ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER])
 risks = st.sampled_from(list(Risk))
 approvals = st.sampled_from(list(Approval))
-states = st.builds(
-    ToolboxState,
+snapshots = st.builds(
+    ToolboxSnapshot,
     tools=st.lists(records, max_size=4, unique_by=lambda r: r.spec.name).map(tuple),
     remembered=st.dictionaries(
         names, st.sampled_from([ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER])
@@ -56,10 +56,10 @@ states = st.builds(
 )
 
 
-@given(states)
-def test_state_round_trips_through_dicts_and_json(state):
-    assert ToolboxState.from_dict(state.to_dict()) == state
-    assert ToolboxState.from_json(state.to_json()) == state
+@given(snapshots)
+def test_snapshot_round_trips_through_dicts_and_json(state):
+    assert ToolboxSnapshot.from_dict(state.to_dict()) == state
+    assert ToolboxSnapshot.from_json(state.to_json()) == state
     json.dumps(state.to_dict())  # plain JSON data
 
 
@@ -79,14 +79,14 @@ def test_toolbox_round_trip_relinks_functions_builtins_and_handlers():
     tb.register_external({"name": "ext", "parameters": {"type": "object"}}, lambda c: "e")
     tb.remember("weather", "always")
     tb.set_approval("calculator", "ask")
-    state = tb.state()
+    state = tb.snapshot()
 
-    restored = Toolbox.from_state(
-        ToolboxState.from_json(state.to_json()),
+    restored = Toolbox.from_snapshot(
+        ToolboxSnapshot.from_json(state.to_json()),
         functions=[weather],
         handlers={"ext": lambda c: "e2"},
     )
-    assert restored.state() == state
+    assert restored.snapshot() == state
     assert restored.unresolved() == []
     assert restored.get("weather").description == "Custom text"
     # the remembered "always" still holds, so no approver is needed for a medium-risk tool
@@ -100,30 +100,30 @@ def test_tools_that_cannot_be_relinked_are_listed_and_never_run():
     tb = Toolbox()
     tb.register(weather)
     tb.register_external({"name": "ext", "parameters": {"type": "object"}}, lambda c: "e")
-    state = tb.state()
+    state = tb.snapshot()
 
-    restored = Toolbox.from_state(state)  # no callables given
+    restored = Toolbox.from_snapshot(state)  # no callables given
     assert restored.unresolved() == ["weather", "ext"]
     assert [t.resolved for t in restored.list()] == [False, False]
     assert restored.specs() == []  # never advertised
     r = restored.execute(ToolCall("weather", {"city": "x"}))
     assert r.is_error and "not available in this session" in r.content
     # saving again keeps them, so nothing is lost until they can be relinked
-    assert restored.state() == state
-    # relinking later: register the function, then load the state again
+    assert restored.snapshot() == state
+    # relinking later: register the function, then restore the snapshot again
     restored.register(weather)
-    assert restored.load_state(state) == ["ext"]
+    assert restored.restore(state) == ["ext"]
     assert restored.execute(ToolCall("weather", {"city": "y"})).content == "y:1"
 
 
-def test_load_state_keeps_tools_absent_from_the_state_and_saved_settings_win():
+def test_restore_keeps_tools_absent_from_the_snapshot_and_saved_settings_win():
     tb = Toolbox()
     tb.register(weather)
-    state = tb.state()
+    state = tb.snapshot()
     other = Toolbox()
     other.register(weather, mode="disabled")
     other.register(lambda: "k", name="kept")
-    assert other.load_state(state) == []
+    assert other.restore(state) == []
     assert other.get("weather").mode is ToolMode.ADVERTISED
     assert "kept" in other
 
@@ -136,8 +136,8 @@ def test_load_state_keeps_tools_absent_from_the_state_and_saved_settings_win():
         {"version": 99},
     ],
 )
-def test_malformed_state_raises_a_readable_error(data):
-    with pytest.raises(ToolStateError, match="toolbox state"):
-        ToolboxState.from_dict(data)
-    with pytest.raises(ToolStateError, match="not valid JSON"):
-        ToolboxState.from_json("{")
+def test_malformed_snapshot_raises_a_readable_error(data):
+    with pytest.raises(ToolSnapshotError, match="toolbox snapshot"):
+        ToolboxSnapshot.from_dict(data)
+    with pytest.raises(ToolSnapshotError, match="not valid JSON"):
+        ToolboxSnapshot.from_json("{")

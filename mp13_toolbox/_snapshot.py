@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""Serializable toolbox state: specs, modes, risks, policies, remembered answers.
+"""A toolbox snapshot: specs, modes, risks, policies, remembered answers, saved as data.
 
-``ToolboxState`` holds everything about a toolbox except the callables, so it
+``ToolboxSnapshot`` holds everything about a toolbox except the callables, so it
 can be saved with a session and restored later. ``to_dict``/``from_dict`` (and
 the JSON twins) go through the package converter; malformed input raises
-``ToolStateError`` with cattrs' readable error text. Restoring relinks
-callables by tool name (see ``Toolbox.from_state`` / ``Toolbox.load_state``).
+``ToolSnapshotError`` with cattrs' readable error text. Restoring relinks
+callables by tool name (see ``Toolbox.from_snapshot`` / ``Toolbox.restore``).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import attrs
 from mp13_toolbox._approval import DEFAULT_APPROVALS, Approval, ApprovalAnswer, Risk
 from mp13_toolbox._builtins import BUILTINS
 from mp13_toolbox._convert import converter, error_text
-from mp13_toolbox._errors import ToolStateError
+from mp13_toolbox._errors import ToolSnapshotError
 from mp13_toolbox._registry import RegisteredTool, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec
 
-STATE_VERSION = 1
+SNAPSHOT_VERSION = 1
 
 
 @attrs.frozen
-class ToolboxState:
+class ToolboxSnapshot:
     """A toolbox without its callables; round-trips through ``to_dict``/``from_dict``."""
 
     tools: tuple[ToolRecord, ...] = ()
@@ -37,7 +37,7 @@ class ToolboxState:
     )
     max_output_chars: int | None = 16_000
     default_timeout_s: float | None = 30.0
-    version: int = STATE_VERSION
+    version: int = SNAPSHOT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
@@ -45,33 +45,33 @@ class ToolboxState:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ToolboxState:
-        """Inverse of ``to_dict``; raises ``ToolStateError`` on malformed data."""
-        version = data.get("version", STATE_VERSION) if isinstance(data, dict) else None
-        if version != STATE_VERSION:
-            raise ToolStateError(
-                f"toolbox state version {version!r} is not supported (expected "
-                f"{STATE_VERSION}); save the state again with this version of mp13_toolbox"
+    def from_dict(cls, data: dict[str, Any]) -> ToolboxSnapshot:
+        """Inverse of ``to_dict``; raises ``ToolSnapshotError`` on malformed data."""
+        version = data.get("version", SNAPSHOT_VERSION) if isinstance(data, dict) else None
+        if version != SNAPSHOT_VERSION:
+            raise ToolSnapshotError(
+                f"toolbox snapshot version {version!r} is not supported (expected "
+                f"{SNAPSHOT_VERSION}); save the snapshot again with this version of mp13_toolbox"
             )
         try:
             return converter.structure(data, cls)
         except Exception as exc:
-            raise ToolStateError(
-                f"toolbox state is malformed: {error_text(exc)}; pass data made by "
-                "ToolboxState.to_dict()"
+            raise ToolSnapshotError(
+                f"toolbox snapshot is malformed: {error_text(exc)}; pass data made by "
+                "ToolboxSnapshot.to_dict()"
             ) from exc
 
     def to_json(self) -> str:
-        """``to_dict`` as JSON text (keys sorted, so equal states give equal text)."""
+        """``to_dict`` as JSON text (keys sorted, so equal snapshots give equal text)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> ToolboxState:
-        """Inverse of ``to_json``; raises ``ToolStateError`` on bad JSON or data."""
+    def from_json(cls, text: str) -> ToolboxSnapshot:
+        """Inverse of ``to_json``; raises ``ToolSnapshotError`` on bad JSON or data."""
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise ToolStateError(f"toolbox state is not valid JSON: {exc}") from exc
+            raise ToolSnapshotError(f"toolbox snapshot is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
 
 
