@@ -278,7 +278,8 @@ def test_blocking_tools_time_out_without_blocking_the_callers_loop():
 def _runner_fuzz(seed_calls: list[list[tuple[str, dict]]]) -> int:
     """Each inner list is one reply's calls; returns how many calls were recorded."""
     script = [FakeReply(tool_calls=[ToolCall(n, a) for n, a in calls]) for calls in seed_calls]
-    engine = FakeEngine(responder=lambda request: script.pop(0) if script else FakeReply(text="done"))
+    done = FakeReply(text="done")
+    engine = FakeEngine(responder=lambda request: script.pop(0) if script else done)
     session = Session.open(":memory:")
     cur = ChatContext(session, engine=engine, toolbox=TB).cursor()
     cur.params.set(max_tool_rounds=len(seed_calls) + 1, max_tool_calls=10_000)
