@@ -26,6 +26,7 @@ from mp13_engine import Engine, FinishReason, Request
 
 PROMPTS = ["hello", "one two three", "a longer prompt about many many things " * 3, "x", "ok?"]
 ADAPTERS = [None, [], ["a"], ["b"], ["a", "b"]]
+LENGTHS = (1, 2, 5, 12, 24)
 HOW = ["submit", "submit", "generate", "stream", "agenerate", "cancel", "future-cancel", "timeout"]
 
 
@@ -70,7 +71,7 @@ class _Load:
                 )
 
     def _one(self, rng: random.Random) -> None:
-        spec = (rng.randrange(len(PROMPTS)), rng.randint(1, 24), rng.randrange(len(ADAPTERS)))
+        spec = (rng.randrange(len(PROMPTS)), rng.choice(LENGTHS), rng.randrange(len(ADAPTERS)))
         how = rng.choice(HOW)
         engine = self.engine
         fields = {"timeout_s": rng.choice([0.001, 0.01, 1.0])} if how == "timeout" else {}
@@ -155,7 +156,7 @@ def engine(tiny, adapters):
 
 
 def _solo(engine) -> dict:
-    specs = [(p, n, a) for p in range(len(PROMPTS)) for n in range(1, 25) for a in range(5)]
+    specs = [(p, n, a) for p in range(len(PROMPTS)) for n in LENGTHS for a in range(5)]
     out = engine.generate_many([_request(s) for s in specs])
     return {s: r.raw_text for s, r in zip(specs, out, strict=True)}
 
