@@ -58,6 +58,7 @@ from mp13_context._model import (
 )
 from mp13_context._rows import node_from_row, node_row, stored_commands, stored_turn
 from mp13_context._settings import EffectiveSettings, apply
+from mp13_context._settings_check import settings_problems
 from mp13_context._store import NodeRow, Store
 from mp13_context._text import fts_query, scrub, search_entry
 
@@ -122,10 +123,15 @@ class Session:
     def verify(self, conversation_id: str | None = None) -> IntegrityReport:
         """Recompute every node's hash (of one conversation, or all): ``report.first``
         names the first node, in creation order, altered outside mp13 (or whose tree
-        links are broken). See ``_integrity`` for what the hash covers."""
+        links are broken). See ``_integrity`` for what the hash covers. Then fold every
+        node's commands again: a node whose stored effective settings (what requests
+        from it use) differ was altered too (``_settings_check``)."""
         if conversation_id is not None:
             self.conversation(conversation_id)
-        return self._store.verify(conversation_id)
+        report = self._store.verify(conversation_id)
+        rows = self._store.settings_rows(conversation_id)
+        stale = tuple(settings_problems(rows))
+        return attrs.evolve(report, problems=report.problems + stale) if stale else report
 
     # --- settings ----------------------------------------------------------------------
 

@@ -245,6 +245,20 @@ class Store:
         )
         return attrs.evolve(report, problems=missing + report.problems)
 
+    def settings_rows(self, conversation_id: str | None = None) -> list[tuple[Any, ...]]:
+        """Each node's id, conversation, parent, commands JSON and stored settings JSON
+        (``None`` when its ``state_id`` names no row), parents first: for
+        ``_settings_check``."""
+        where: str = ""
+        args: tuple[str, ...] = ()
+        if conversation_id is not None:
+            where, args = "WHERE n.conversation_id = ?", (conversation_id,)
+        return self.read(
+            "SELECT n.id, n.conversation_id, n.parent_id, n.commands, s.data FROM nodes n "
+            f"LEFT JOIN states s ON s.id = n.state_id {where} ORDER BY n.seq",
+            args,
+        )
+
     # --- writes -----------------------------------------------------------------------
 
     def intern_state(self, data: str) -> int:

@@ -23,6 +23,14 @@ What each workaround relies on (check these on upgrade)
       ``PeftModel.active_adapter`` only when exactly one layer-level adapter is
       still active; otherwise it keeps the deleted name and every later config
       lookup (``generate``, ``get_base_model``) raises ``KeyError``.
+    * ``drop_leaked_forward_hooks``: ``LoraModel._enable_peft_forward_hooks``
+      (the context a forward with ``adapter_names`` runs in) registers
+      ``_adapter_names_pre_forward_hook`` / ``_alora_offsets_pre_forward_hook``
+      partials on every LoRA layer and removes them after its ``yield`` without
+      ``try``/``finally``: a forward that raises leaves them installed, and every
+      later forward without ``adapter_names`` (a training step) gets the stale
+      list, fails ("Length of `adapter_names` should be the same as the number
+      of inputs") or, with a batch of the same size, runs stale adapters.
     * ``undo_failed_wrap``: wrapping a plain model (``PeftModel.from_pretrained``)
       injects LoRA layers *in place* and stores ``peft_config`` in the model's
       ``__dict__`` before it loads weights; a failed load leaves both behind.
@@ -104,6 +112,33 @@ def repoint_active_adapter(model: Any) -> None:
     """
     if model.active_adapter not in model.peft_config:
         model.active_adapter = next(iter(model.peft_config))
+
+
+def drop_leaked_forward_hooks(model: Any) -> int:
+    """Remove the per-forward hooks a failed PEFT forward left on LoRA layers; how many.
+
+    Call between forwards only (no forward of ``model`` running). A no-op on a model
+    PEFT never wrapped.
+    """
+    if not is_peft_model(model):
+        return 0
+    from peft.tuners.lora import model as lora_model
+
+    leaked = {
+        getattr(lora_model, name, None)
+        for name in ("_adapter_names_pre_forward_hook", "_alora_offsets_pre_forward_hook")
+    } - {None}
+    dropped = 0
+    for module in model.modules():
+        hooks = module._forward_pre_hooks
+        if not hooks:
+            continue
+        for key, hook in list(hooks.items()):
+            if getattr(hook, "func", None) in leaked:  # a functools.partial of one of them
+                del hooks[key]
+                module._forward_pre_hooks_with_kwargs.pop(key, None)
+                dropped += 1
+    return dropped
 
 
 def undo_failed_wrap(model: Any, requires_grad: Sequence[bool]) -> None:

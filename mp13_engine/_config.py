@@ -11,6 +11,7 @@ cattrs converter; unknown keys are an error, not silently ignored.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,6 +29,8 @@ ATTN_IMPLEMENTATIONS = (None, "eager", "sdpa", "flash_attention_2", "flex_attent
 MIXED_LORA = ("fused", "peft")
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 DeviceMap = str | dict[str, str | int] | None
+#: Most ``batch_wait_ms`` an engine accepts.
+MAX_BATCH_WAIT_MS = 60_000.0
 MaxMemory = dict[str, str | int] | None
 # An attrs validator: (instance, attribute, value) -> None, raising ConfigError.
 _Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
@@ -60,15 +63,29 @@ def _positive_int(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
 
 
 def _non_negative(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0:
         raise ConfigError(
-            f"EngineConfig.{attribute.name}={value!r} is not allowed; use a number >= 0"
+            f"EngineConfig.{attribute.name}={value!r} is not allowed; use a finite number >= 0"
+        )
+
+
+def _collect_wait(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    _non_negative(inst, attribute, value)
+    # The idle worker sleeps this long for company; far beyond a minute is a mistake, and
+    # past the platform's time_t a sleep cannot even be asked for (the worker would die).
+    if value > MAX_BATCH_WAIT_MS:
+        raise ConfigError(
+            f"EngineConfig.{attribute.name}={value!r} is not allowed; use at most "
+            f"{MAX_BATCH_WAIT_MS:g} ms (a few ms lets requests sent together share their "
+            "first step)"
         )
 
 
 def _opt_positive(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
+    # inf is allowed: no limit, like None.
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
         raise ConfigError(
             f"EngineConfig.{attribute.name}={value!r} is not allowed; use a number of "
@@ -135,6 +152,16 @@ def _bool(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         )
 
 
+def _opt_str(what: str) -> _Validator:
+    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(
+                f"EngineConfig.{attribute.name}={value!r} is not allowed; use {what}, or None"
+            )
+
+    return check
+
+
 def _path_str(value: Any) -> Any:
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
@@ -159,8 +186,10 @@ class EngineConfig:
     ``max_batch_size``: most requests decoding at once (more wait in the queue
     and join as rows finish). ``batch_wait_ms``: while the engine is idle, how
     long it waits after a request arrives for others to join its first step
-    (requests sent "at once" are then prefilled as one batch); a busy engine
-    admits arrivals at its next step. ``prefill_chunk_tokens``: most prompt
+    (requests sent "at once" are then prefilled as one batch; at most 60 000
+    ms); a busy engine admits arrivals at its next step. Numbers must be
+    finite, and no field converts a value of another type (``"false"`` is not
+    ``False``). ``prefill_chunk_tokens``: most prompt
     tokens (padding included) one step computes, so a long prompt is prefilled
     over several steps while running requests keep decoding; smaller keeps
     their token rate steadier, larger prefills faster. ``prefix_cache_mb``:
@@ -198,7 +227,7 @@ class EngineConfig:
         default=None, validator=_choice(ATTN_IMPLEMENTATIONS)
     )
     max_batch_size: int = attrs.field(default=8, validator=_positive_int)
-    batch_wait_ms: float = attrs.field(default=2.0, validator=_non_negative)
+    batch_wait_ms: float = attrs.field(default=2.0, validator=_collect_wait)
     prefill_chunk_tokens: int = attrs.field(default=512, validator=_positive_int)
     prefix_cache_mb: float = attrs.field(default=256.0, validator=_non_negative)
     request_timeout_s: float | None = attrs.field(default=None, validator=_opt_positive)
@@ -206,12 +235,14 @@ class EngineConfig:
     metrics_window: int = attrs.field(default=256, validator=_positive_int)
     max_queue: int = attrs.field(default=4096, validator=_positive_int)
     default_max_new_tokens: int = attrs.field(default=256, validator=_positive_int)
-    tool_format: str | None = None
-    adapters_dir: str | None = attrs.field(default=None, converter=_opt_path_str)
+    tool_format: str | None = attrs.field(default=None, validator=_opt_str("a format name"))
+    adapters_dir: str | None = attrs.field(
+        default=None, converter=_opt_path_str, validator=_opt_str("a directory path")
+    )
     device_map: DeviceMap = attrs.field(default=None, validator=_device_map)
     max_memory: MaxMemory = attrs.field(default=None, validator=_max_memory)
     mixed_lora: str = attrs.field(default="fused", validator=_choice(MIXED_LORA))
-    trust_remote_code: bool = False
+    trust_remote_code: bool = attrs.field(default=False, validator=_bool)
     download: bool = attrs.field(default=False, validator=_bool)
 
     @property

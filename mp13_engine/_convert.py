@@ -6,6 +6,12 @@ renames and hooks live in one place. Structuring errors are re-raised as
 ``ConfigError`` with ``cattrs.transform_error`` text, never as raw exception
 groups.
 
+Scalars are never coerced: ``bool``, ``int``, ``float`` and ``str`` fields get the
+value as it is in the data, and the class's attrs validators judge it. cattrs'
+default would call ``bool("false")`` (``True``: a JSON config saying
+``"trust_remote_code": "false"`` would turn remote code *on*), ``int(8.7)`` or
+``str(123)``; a value of the wrong type is a ``ConfigError`` naming the field instead.
+
 A union with a ``dict`` member (``str | dict[str, str | int] | None``, e.g.
 ``EngineConfig.device_map``) is passed through as is: cattrs cannot structure
 such unions, and the class that declares the field validates it (attrs
@@ -34,7 +40,14 @@ def _is_union_with_dict(tp: Any) -> bool:
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook_func(_is_union_with_dict, lambda value, _: value)
+    for scalar in (bool, int, float, str):
+        conv.register_structure_hook(scalar, _as_given)
     return conv
+
+
+def _as_given(value: Any, _: Any) -> Any:
+    """A scalar field's value unconverted: its class's validator checks the type."""
+    return value
 
 
 class _Converter:

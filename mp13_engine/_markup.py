@@ -54,6 +54,20 @@ Encoder = Callable[[str], tuple[list[int], list[Span]]]
 #: says the text follows a control token (it is not the start of the prompt).
 TextEncoder = Callable[[str, bool], tuple[list[int], list[Span]]]
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (same length, same offsets).
+
+    A lone surrogate (Python's reading of an undecodable byte, e.g. a file name from
+    ``os.listdir`` in a tool result) is not text a tokenizer can encode: it raised
+    a raw ``TypeError`` from ``generate``. The model sees the replacement character,
+    as ``bytes.decode(errors="replace")`` would show it.
+    """
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 # Filler candidates: ASCII (JSON never escapes them, so templates and tool formats that
 # dump data as JSON keep the length), not whitespace (``trim`` keeps them), and rarely
 # part of a control token's spelling. The first one no special token contains is used.

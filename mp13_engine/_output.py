@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -298,7 +299,9 @@ class OutputProcessor:
         """``call(*args)``, or None after turning the parser off if it raised."""
         try:
             return call(*args)
-        except Exception as exc:  # parsers must not raise; if one does, keep the raw text
+        except BaseException as exc:  # parsers must not raise; if one does, keep the raw text
+            if not_ours(exc):
+                raise
             _log.exception("tool-call parser failed; the rest of request %s stays text", self._id)
             self._errors.append(
                 f"tool-call parsing failed ({type(exc).__name__}: {exc}); the rest of the output "
@@ -344,3 +347,14 @@ class OutputSetup:
             request.stop,
             self.tool_format.parser(request, prompt_text),
         )
+
+
+def not_ours(exc: BaseException) -> bool:
+    """Whether ``exc`` is the user's Ctrl+C (on the main thread), which must propagate.
+
+    Anything else that output processing raises is a bug of a parser or a user's
+    format, ``SystemExit`` included: it must fail one request, never stop the worker.
+    """
+    return isinstance(exc, KeyboardInterrupt) and threading.current_thread() is (
+        threading.main_thread()
+    )

@@ -11,7 +11,9 @@ spellings are markup). Raw prompts get the tokenizer's BOS token prefixed as
 text when the tokenizer would normally add one, which keeps that invariant;
 their control-token spellings are markup (their author writes the template).
 Roles beyond system/user/assistant/tool are served only to a template that
-names them (``ipython`` to Llama 3, ``tool_results`` to Mistral...).
+names them (``ipython`` to Llama 3, ``tool_results`` to Mistral...). A lone
+surrogate in any text is rendered as U+FFFD (``_markup.encodable``), so the text
+``format_prompt`` shows is exactly what is tokenized.
 
 Messages are rendered with the tokenizer's chat template; ``continue_final``
 renders without a generation prompt and continues the last assistant message.
@@ -32,7 +34,7 @@ from typing import Any
 
 from mp13_engine import toolcalls
 from mp13_engine._errors import ChatTemplateError, RequestError
-from mp13_engine._markup import Prompt, SpecialText
+from mp13_engine._markup import Prompt, SpecialText, encodable
 from mp13_engine._request_fields import CORE_ROLES, ROLES
 from mp13_engine._types import Request
 
@@ -80,7 +82,7 @@ class PromptFormatter:
 
     def _text(self, request: Request) -> str:
         if request.prompt is not None:
-            text = request.prompt
+            text = encodable(request.prompt)
             if self._bos_text and not text.startswith(self._bos_text):
                 text = self._bos_text + text
             return text
@@ -128,11 +130,11 @@ class PromptFormatter:
         tools: Sequence[Mapping[str, Any]] | None,
         template_kwargs: Mapping[str, Any] | None,
     ) -> str:
-        prepared, specs = self.prepare(messages, tools)
-        kwargs: dict[str, Any] = dict(template_kwargs or {})
-        if specs:
-            kwargs["tools"] = specs
         try:
+            prepared, specs = self.prepare(messages, tools)
+            kwargs: dict[str, Any] = dict(template_kwargs or {})
+            if specs:
+                kwargs["tools"] = specs
             text: str = self._tok.apply_chat_template(
                 prepared,
                 tokenize=False,
@@ -140,12 +142,14 @@ class PromptFormatter:
                 continue_final_message=request.continue_final,
                 **kwargs,
             )
-            return text
         except Exception as exc:
             raise RequestError(
                 f"the chat template could not render these messages: {exc}; check the roles, "
                 "their order and the message shapes this model's template accepts"
             ) from exc
+        # Same length as rendered: the forged spans found against the defanged rendering
+        # keep their offsets.
+        return encodable(text)
 
     def prepare(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None

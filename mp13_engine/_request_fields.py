@@ -78,7 +78,10 @@ def new_request_id() -> str:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not replace the error about the value
+        text = f"<{type(value).__name__} object>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -248,8 +251,46 @@ def _messages(name: str, value: Any) -> tuple[dict[str, Any], ...] | None:
                 f"message {i} has content of type {type(message.get('content')).__name__}; "
                 "content is a string, None or a list of part dicts",
             )
+        problem = _message_fields_problem(message)
+        if problem is not None:
+            raise _fail(name, value, _MESSAGES_ALLOWED, f"message {i} {problem}")
         out.append(dict(message))
     return tuple(out)
+
+
+def _message_fields_problem(message: Mapping[str, Any]) -> str | None:
+    """What is wrong with a message's tool fields (OpenAI's shapes), or None.
+
+    The engine adapts these to each chat template (``toolcalls.prepare_chat``) and
+    the templates index into them, so a shape they cannot read is refused here,
+    by name, instead of failing inside them.
+    """
+    for key in ("name", "tool_call_id"):
+        if message.get(key) is not None and not isinstance(message[key], str):
+            return f"has {key}={_shown(message[key])}; {key} is a string or None"
+    calls = message.get("tool_calls")
+    if calls is None:
+        return None
+    if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence):
+        return f"has tool_calls={_shown(calls)}; tool_calls is a list of call dicts"
+    for j, call in enumerate(calls):
+        fn = call.get("function", call) if isinstance(call, Mapping) else None
+        if not isinstance(fn, Mapping):
+            return (
+                f"has tool call {j} = {_shown(call)}; a call is "
+                "{'type': 'function', 'id': ..., 'function': {'name': ..., 'arguments': {...}}}"
+            )
+        if not isinstance(fn.get("name"), str):
+            return f"has tool call {j} without a name string"
+        if not isinstance(fn.get("arguments"), (Mapping, str, type(None))):
+            return (
+                f"has tool call {j} with arguments {_shown(fn['arguments'])}; arguments are "
+                "a dict or its JSON text"
+            )
+        call_id = call.get("id") if isinstance(call, Mapping) else None
+        if call_id is not None and not isinstance(call_id, str):
+            return f"has tool call {j} with id {_shown(call_id)}; an id is a string"
+    return None
 
 
 _MESSAGES_ALLOWED = (
@@ -278,6 +319,13 @@ def _tool_dict(spec: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     if not isinstance(fn.get("description", ""), (str, type(None))):
         return None
+    # Chat templates read both (``tool.function.parameters``, ``...description``); OpenAI
+    # lets a function leave them out, meaning no parameters and no description.
+    function = out["function"]
+    if params is None:
+        function["parameters"] = {"type": "object", "properties": {}}
+    if function.get("description") is None:
+        function["description"] = ""
     return out
 
 

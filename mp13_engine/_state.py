@@ -19,7 +19,14 @@ import torch
 from tokenizers import AddedToken, Tokenizer
 
 from mp13_engine._config import EngineConfig
-from mp13_engine._markup import Prompt, Span, SpecialText, encode_protected, special_tokens
+from mp13_engine._markup import (
+    Prompt,
+    Span,
+    SpecialText,
+    encodable,
+    encode_protected,
+    special_tokens,
+)
 from mp13_engine._prompt import PromptFormatter
 
 # Private-use text no prompt contains: marks "a control token came before" (see _encode_as_text).
@@ -38,6 +45,9 @@ class TokenizerGuard:
     their tool-call and reasoning markup as special, and the tool-call parsers
     need it) and drops every other special token (BOS, padding, reserved ones).
     Decoding with ``skip_special_tokens=True`` would drop the markup too.
+
+    Every text is made encodable first (``_markup.encodable``: a lone surrogate
+    becomes U+FFFD, offsets unchanged), so no text makes the tokenizer raise.
     """
 
     def __init__(self, tokenizer: Any, chat_template: str | None = None):
@@ -60,7 +70,7 @@ class TokenizerGuard:
     def encode(self, text: str) -> list[int]:
         """``text`` as the tokenizer encodes it (control-token spellings are control tokens)."""
         with self._lock:
-            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return list(self.tokenizer(encodable(text), add_special_tokens=False)["input_ids"])
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """The ids ``generate`` feeds for ``prompt``: its forged spans encoded as text."""
@@ -75,7 +85,7 @@ class TokenizerGuard:
 
         Such tokenizers take ``split_special_tokens`` per call, so nothing shared changes.
         """
-        text, forged, tok = prompt.text, set(prompt.forged), self.tokenizer
+        text, forged, tok = encodable(prompt.text), set(prompt.forged), self.tokenizer
         ids: list[int] = []
         last = 0
         with self._lock:
@@ -101,6 +111,7 @@ class TokenizerGuard:
         self, text: str, forged: tuple[Span, ...] = ()
     ) -> tuple[list[int], list[Span]]:
         """Ids and character offsets of ``text``, with the ``forged`` spans encoded as text."""
+        text = encodable(text)
         with self._lock:
             return encode_protected(
                 self._encode_with_offsets, self._encode_as_text, self._special_ids, text, forged

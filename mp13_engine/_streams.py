@@ -55,7 +55,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
-from mp13_engine._output import Output, OutputProcessor, OutputSetup, RequestStatus
+from mp13_engine._output import Output, OutputProcessor, OutputSetup, RequestStatus, not_ours
 from mp13_engine._types import Chunk, FinishReason, Request, RequestMetrics, Response
 
 _log = logging.getLogger(__name__)
@@ -215,7 +215,9 @@ class RequestState:
             return Output(), None
         try:
             return self._out.close(chunks), None
-        except Exception as exc:  # e.g. the tokenizer failed: still resolve the request
+        except BaseException as exc:  # e.g. the tokenizer failed: still resolve the request
+            if not_ours(exc):
+                raise
             _log.exception("building the output of request %s failed", self.id)
             return Output(), f"decoding the output failed: {type(exc).__name__}: {exc}"
 

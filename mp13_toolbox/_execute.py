@@ -201,20 +201,37 @@ def _json_fallback(value: Any) -> Any:
     try:
         plain = converter.unstructure(value)
     except Exception:
-        return str(value)
+        return printable(value)
     if plain is value:
-        return str(value)
+        return printable(value)
     return plain
 
 
+def printable(value: object) -> str:
+    """``str(value)``, else its ``repr``, else a placeholder: never raises.
+
+    What a tool returns or raises is arbitrary: an int of 5,000 digits, a structure
+    nested past the recursion limit or an object whose ``__str__`` fails must still
+    give the model a result to read.
+    """
+    for show in (str, repr):
+        try:
+            text = show(value)
+        except Exception:
+            continue
+        if isinstance(text, str):
+            return text
+    return f"<a {type(value).__name__} that cannot be shown as text>"
+
+
 def output_text(value: object) -> str:
-    """The text a tool's return value becomes (see the module doc)."""
+    """The text a tool's return value becomes (see the module doc); never raises."""
     if isinstance(value, str):
         return value
     try:
         return json.dumps(converter.unstructure(value), ensure_ascii=False, default=_json_fallback)
-    except (TypeError, ValueError, RecursionError):
-        return str(value)
+    except Exception:  # not JSON-able (too deep, an int too long to print, a failing hook)
+        return printable(value)
 
 
 def cap(text: str, max_chars: int | None) -> tuple[str, bool]:

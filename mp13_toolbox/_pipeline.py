@@ -164,7 +164,8 @@ def _failure(plan: Plan, exc: BaseException) -> ToolResult:
             "before it returned a result."
         )
     else:
-        detail = f": {exc}" if str(exc) else ""
+        message = ex.printable(exc)
+        detail = f": {message}" if message else ""
         text = f"Tool {name!r} failed: {type(exc).__name__}{detail}"
     return error_result(plan.call, text)
 

@@ -168,7 +168,7 @@ class Toolbox:
             )
         try:
             tool_spec = spec if isinstance(spec, ToolSpec) else ToolSpec.from_openai(dict(spec))
-        except (KeyError, TypeError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ToolRegistrationError(
                 f"cannot read the tool spec {spec!r}: {exc!r}; pass {{'name': ..., 'description': "
                 "..., 'parameters': {...}}} or the OpenAI {'type': 'function', 'function': {...}}"

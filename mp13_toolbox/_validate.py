@@ -10,7 +10,9 @@ the ones ``_schema`` emits plus the common ones found in hand-written specs:
 ``minItems``/``maxItems``, ``uniqueItems``, ``anyOf``/``oneOf``/``allOf``,
 ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum``,
 ``minLength``/``maxLength`` and ``pattern``. Unknown keywords are ignored
-(JSON-schema semantics), so foreign specs never make a tool uncallable.
+(JSON-schema semantics), and so is a known keyword whose value has the wrong
+type (``"required": 5``, ``"properties": []``, ``"minLength": "3"``): that is
+the spec's fault, not the call's, so foreign specs never make a tool uncallable.
 
 The only conversion is the lossless one JSON itself blurs: an integral float
 (``3.0``) where an ``integer`` is expected becomes ``3``. Nothing else is
@@ -184,7 +186,7 @@ class _Checker:
         if not isinstance(schema, dict) or len(problems) >= _MAX_PROBLEMS or self._over():
             return value
         if "anyOf" in schema or "oneOf" in schema:
-            options = schema.get("anyOf") or schema.get("oneOf") or []
+            options = _list(schema.get("anyOf")) or _list(schema.get("oneOf"))
             firsts: list[str] = []
             for option in options:
                 trial = _Checker(self.deadline)
@@ -204,7 +206,7 @@ class _Checker:
                         f"({'; '.join(firsts[:3])})"
                     )
                     return value
-        for sub in schema.get("allOf", ()):
+        for sub in _list(schema.get("allOf")):
             value = self.check(sub, value, path)
         t = schema.get("type")
         if t is not None:
@@ -220,7 +222,7 @@ class _Checker:
                     f"{_where(path)}: expected {expected}, got {_json_type(value)} {_show(value)}"
                 )
                 return value
-        if "enum" in schema and value not in schema["enum"]:
+        if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
             allowed = ", ".join(_show(v, 30) for v in schema["enum"])
             problems.append(f"{_where(path)}: {_show(value)} is not one of: {allowed}")
             return value
@@ -241,15 +243,19 @@ class _Checker:
         self, schema: dict[str, Any], value: dict[str, Any], path: str
     ) -> dict[str, Any]:
         problems = self.problems
-        props = schema.get("properties") or {}
+        props = schema.get("properties")
+        props = props if isinstance(props, dict) else {}
         result = dict(value)
-        missing = [k for k in schema.get("required", ()) if k not in value]
+        missing = [
+            k for k in _list(schema.get("required")) if isinstance(k, str) and k not in value
+        ]
         for key in missing:
-            sub = props.get(key) or {}
-            kind = sub.get("type", "value")
+            sub = props.get(key)
+            kind = sub.get("type", "value") if isinstance(sub, dict) else "value"
             where = _where(_join(path, key))
             problems.append(f"{where} is required ({_kind(kind)}) but was not given")
         extra = schema.get("additionalProperties", True)
+        extra = extra if isinstance(extra, (bool, dict)) else True
         for key, item in value.items():
             sub_path = _join(path, key)
             if key in props:
@@ -265,7 +271,7 @@ class _Checker:
         self, schema: dict[str, Any], n: int, path: str, keyword: str, unit: str
     ) -> None:
         """``min{keyword}``/``max{keyword}`` (``Items``, ``Length``) against a length ``n``."""
-        low, high = schema.get(f"min{keyword}"), schema.get(f"max{keyword}")
+        low, high = _bound(schema.get(f"min{keyword}")), _bound(schema.get(f"max{keyword}"))
         if low is not None and n < low:
             self.problems.append(f"{_where(path)}: needs at least {low} {unit}, got {n}")
         if high is not None and n > high:
@@ -273,7 +279,7 @@ class _Checker:
 
     def check_array(self, schema: dict[str, Any], value: list[Any], path: str) -> list[Any]:
         self.check_length(schema, len(value), path, "Items", "items")
-        prefix = schema.get("prefixItems") or []
+        prefix = _list(schema.get("prefixItems"))
         items = schema.get("items")
         result = list(value)
         for i, item in enumerate(value):
@@ -327,6 +333,17 @@ class _Checker:
                 and not holds(value, lim)
             ):
                 self.problems.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
+
+
+def _list(value: Any) -> list[Any]:
+    """A keyword's list value; anything else (a malformed spec) counts as absent."""
+    return value if isinstance(value, list) else []
+
+
+def _bound(value: Any) -> float | None:
+    """A length bound, or None when absent or not a number (a malformed spec)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value if ok else None
 
 
 def _join(path: str, key: str) -> str:

@@ -55,6 +55,7 @@ from mp13chat._model import ModelCatalog, engine_catalog
 from mp13chat._oneshot import AnswerView, refuse
 from mp13chat._registry import Command, CommandRegistry
 from mp13chat._repl import QuitRequested, Repl
+from mp13chat._safe_console import SafeConsole
 from mp13chat._style import make_prompt_style, make_theme
 from mp13chat._tools import ToolLike, ToolRegistration, as_registration
 
@@ -67,8 +68,10 @@ class ChatApp:
 
     ``engine``, ``session`` and ``toolbox`` may be given (tests pass a ``FakeEngine``);
     otherwise they are created from the config on start. ``input``/``output`` are
-    prompt-toolkit's (tests pass a pipe input and ``DummyOutput``), ``console`` rich's.
-    ``model_catalog`` stands in for ``mp13_engine.models`` (named real models).
+    prompt-toolkit's (tests pass a pipe input and ``DummyOutput``), ``console`` rich's:
+    the app's own is a ``_safe_console.SafeConsole``, which shows control characters in
+    data (replies, tool results, imports) instead of obeying them; a console passed in
+    is used as it is. ``model_catalog`` stands in for ``mp13_engine.models`` (named real models).
     """
 
     def __init__(
@@ -95,7 +98,7 @@ class ChatApp:
         self.toolbox: Any = toolbox
         self.context: Any = None
         self.cursor: Any = None
-        self.console = console or Console(theme=make_theme(), highlight=False)
+        self.console = console or SafeConsole(theme=make_theme(), highlight=False)
         self.commands: CommandRegistry[Repl] = CommandRegistry(
             builtin_commands() if commands is None else commands
         )
@@ -171,7 +174,7 @@ class ChatApp:
     async def _answer_once(self, question: str, options: CliOptions) -> int:
         """The one-shot run (``_oneshot``): start quietly, answer, say how it went."""
         self.interactive = False
-        self.console = Console(theme=make_theme(), highlight=False, stderr=True)
+        self.console = SafeConsole(theme=make_theme(), highlight=False, stderr=True)
         if options.session is None:  # a one-shot answer records nothing unless asked to
             self.config = attrs.evolve(self.config, session=":memory:")
         try:

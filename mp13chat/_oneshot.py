@@ -2,7 +2,8 @@
 """One-shot mode: ``mp13chat -p QUESTION`` (or piped input) answers once and exits.
 
 The answer — and only the answer — goes to standard output, streamed as plain text
-(no markdown, no colours) and ended with a newline, so it can be piped or captured.
+(no markdown, no colours) and ended with a newline, so it can be piped or captured
+(on a terminal, control characters in it are shown, not obeyed: ``_safe_console``).
 Everything else goes to standard error through the app's console: loading progress on
 a terminal, tool calls and results, a note when the answer was cut at the token limit,
 and errors. No banner. Tools run under their approval policy, but nobody can be asked:
@@ -21,6 +22,7 @@ from rich.console import Console
 from mp13_context import Event, EventKind, Role
 from mp13_toolbox import ApprovalAnswer, ApprovalRequest
 from mp13chat import _render as render
+from mp13chat._safe_console import terminal_safe
 
 
 class AnswerView:
@@ -32,9 +34,13 @@ class AnswerView:
         self.stream = stream
         self._wrote = False
         self._ends_with_newline = True
+        isatty = getattr(out, "isatty", None)
+        self._terminal = bool(isatty and isatty())
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
+        # Raw text when piped (it is data); on a terminal, control sequences the model or
+        # a tool wrote are shown, not obeyed (``_safe_console``).
+        self.out.write(terminal_safe(text) if self._terminal else text)
         self.out.flush()
         self._wrote = True
         self._ends_with_newline = text.endswith("\n")

@@ -71,10 +71,31 @@ def _one_of(choices: tuple[str, ...]) -> _Validator:
     return check
 
 
-def _targets(value: Any) -> str | tuple[str, ...]:
-    if isinstance(value, str):
-        return value
+#: Largest ``TrainingConfig.seed``: the trainer derives per-epoch and per-step seeds from it
+#: (``seed * 1_000_003 + n``), which must stay within torch's 64-bit seeds.
+SEED_MAX = 2**32 - 1
+
+
+def _targets(value: Any) -> Any:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        return value  # a string, or something the validator refuses by name
     return tuple(value)
+
+
+def _flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # Not truthiness: shuffle="no" would shuffle, gradient_checkpointing="false" turn it on.
+    if not isinstance(value, bool):
+        raise _fail(attribute.name, value, "use True or False")
+
+
+def _opt_path(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, str):
+        raise _fail(attribute.name, value, "use a directory path (a str or os.PathLike), or None")
+
+
+def _seed(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= SEED_MAX:
+        raise _fail(attribute.name, value, f"use an integer from 0 to 2**32-1 ({SEED_MAX})")
 
 
 def _check_targets(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -82,7 +103,11 @@ def _check_targets(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not value:
             raise _fail(attribute.name, value, 'use "all-linear" or a list of module names')
         return
-    if not value or not all(isinstance(v, str) and v for v in value):
+    if (
+        not isinstance(value, tuple)
+        or not value
+        or not all(isinstance(v, str) and v for v in value)
+    ):
         raise _fail(attribute.name, value, 'use "all-linear" or a non-empty list of module names')
 
 
@@ -131,6 +156,9 @@ class TrainingConfig:
     (default: ``adapters_dir/adapter``, else ``./adapters/adapter``) with
     checkpoints every ``checkpoint_every`` steps; ``resume_from`` a checkpoint
     directory (or ``"latest"``) resumes optimizer, scheduler and data order.
+
+    Types are strict: flags take ``True``/``False`` (not ``"no"``), paths a
+    ``str`` or ``os.PathLike``, and ``seed`` an integer from 0 to 2**32-1.
     """
 
     adapter: str = attrs.field(validator=_check_adapter)
@@ -157,14 +185,14 @@ class TrainingConfig:
     max_seq_len: int = attrs.field(default=1024, validator=_positive_int)
     overflow: str = attrs.field(default="truncate", validator=_one_of(OVERFLOW))
     loss_on: str = attrs.field(default="assistant", validator=_one_of(LOSS_ON))
-    seed: int = attrs.field(default=0, validator=_non_negative_int)
-    shuffle: bool = True
-    gradient_checkpointing: bool = False
+    seed: int = attrs.field(default=0, validator=_seed)
+    shuffle: bool = attrs.field(default=True, validator=_flag)
+    gradient_checkpointing: bool = attrs.field(default=False, validator=_flag)
     precision: str = attrs.field(default="auto", validator=_one_of(PRECISIONS))
-    continue_training: bool = False
-    output_dir: str | None = attrs.field(default=None, converter=_path)
+    continue_training: bool = attrs.field(default=False, validator=_flag)
+    output_dir: str | None = attrs.field(default=None, converter=_path, validator=_opt_path)
     checkpoint_every: int = attrs.field(default=0, validator=_non_negative_int)
-    resume_from: str | None = attrs.field(default=None, converter=_path)
+    resume_from: str | None = attrs.field(default=None, converter=_path, validator=_opt_path)
     eval_every: int = attrs.field(default=0, validator=_non_negative_int)
     eval_batch_size: int = attrs.field(default=8, validator=_positive_int)
 

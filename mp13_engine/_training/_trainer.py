@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from mp13_engine._adapter_files import write_adapter_dir
-from mp13_engine._compat import peft_base_model
+from mp13_engine._compat import drop_leaked_forward_hooks, peft_base_model
 from mp13_engine._errors import TrainingError
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._render import TrainingRow
@@ -59,6 +59,9 @@ def batches(
 
 
 def _loss_sum(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    # A serving forward that failed may have left PEFT's adapter_names hooks behind
+    # (``_compat``); a training forward passes no adapter_names and would get stale ones.
+    drop_leaked_forward_hooks(model)
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
     logits = out.logits[:, :-1, :].float()
     targets = batch["labels"][:, 1:].to(logits.device)  # a spread model's logits: its last device

@@ -14,7 +14,9 @@ Invariants:
   gives the same final result.
 - Each feed looks only at the new text plus a held-back tail shorter than the
   longest marker; open spans are scanned incrementally by their scanner.
-- Model output never raises: decoder failures of any kind become an error
+- Model output never raises: decoder failures of any kind (any exception but
+  the caller's ``KeyboardInterrupt``, and a result that is not a list of
+  ``ToolCall``: a user format's decoder may return anything) become an error
   line, and the span's raw text stays in the content.
 - A span whose scanner skipped a closing tag as quoted text (``Opener.quoted``,
   ``verbatim``) and whose payload then fails to decode ends at that first tag
@@ -51,6 +53,14 @@ from mp13_engine.toolcalls._values import PayloadError, ToolLike, tool_schemas
 from mp13_toolbox import ToolCall
 
 _CONTENT, _REASONING = 0, 1
+
+
+def _described(exc: BaseException) -> str:
+    try:
+        detail = str(exc)
+    except Exception:  # an exception whose __str__ fails is still described
+        detail = "(no message)"
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 @attrs.define
@@ -352,9 +362,23 @@ class StreamMachine:
                 raise PayloadError("no tool call in the markup")
         except PayloadError as exc:
             return f"{'truncated' if how == 'cut' else 'malformed'} tool call: {exc}"
-        except Exception as exc:  # a decoder bug must not break the stream: report it instead
-            return f"could not decode tool call ({type(exc).__name__}: {exc})"
-        return result
+        except KeyboardInterrupt:  # the user's Ctrl+C while a caller parses: theirs to handle
+            raise
+        except BaseException as exc:  # a decoder bug (a user format's too: SystemExit) is
+            return f"could not decode tool call ({_described(exc)})"  # reported, not raised
+        if isinstance(result, Switch):
+            return result
+        calls = [result] if isinstance(result, ToolCall) else result
+        if not isinstance(calls, (list, tuple)) or not all(isinstance(c, ToolCall) for c in calls):
+            what = type(calls).__name__
+            if isinstance(calls, (list, tuple)):
+                odd = next(c for c in calls if not isinstance(c, ToolCall))
+                what = f"a {what} holding {type(odd).__name__}"
+            return (
+                f"could not decode tool call: the {self._p.name!r} decoder returned {what}, "
+                "not a list of mp13_toolbox.ToolCall (fix the format's decode function)"
+            )
+        return list(calls)
 
     def _switch(self, switch: Switch, raw_start: int, consume_end: int) -> None:
         if switch.mode == "reasoning":

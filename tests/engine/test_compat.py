@@ -120,6 +120,26 @@ def test_a_failed_wrap_is_undone(tiny_model_path, tmp_path, monkeypatch):
 # ----- PEFT: LoRA layers (the fused mixed-adapter path)
 
 
+def test_a_failed_forward_leaves_peft_hooks_that_are_then_dropped(tiny_model_path):
+    """PEFT removes its per-forward ``adapter_names`` hooks without ``finally``."""
+    model = _wrapped(tiny_model_path, a=_lora()).eval()
+    layer = _compat.peft_base_model(model).model.layers[0]
+
+    def fail(module, args, kwargs):
+        raise RuntimeError("fault inside the forward")
+
+    handle = layer.register_forward_pre_hook(fail, with_kwargs=True)
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(RuntimeError, match="fault inside"):
+        model(input_ids=ids, adapter_names=["a", "__base__"])
+    handle.remove()
+    leaked = _compat.drop_leaked_forward_hooks(model)
+    assert leaked > 0, f"{TINY_PEFT}: a failed forward left no hooks (PEFT fixed it?)"
+    assert _compat.drop_leaked_forward_hooks(model) == 0
+    model(input_ids=ids[:1])  # no stale adapter_names: a batch of another size works
+    assert _compat.drop_leaked_forward_hooks(_base(tiny_model_path)) == 0
+
+
 def test_tuner_modules_and_adapter_names(tiny_model_path, two):
     found = _compat.peft_tuner_modules(two)
     assert found.lora and not found.others

@@ -96,11 +96,18 @@ def _assert_chunks_match(chunks, resp):
 
 
 def _stop_hits(text: str, sizes: list[int], stops: list[str]) -> list[int]:
-    """Where stop strings start in the text generated up to the first token completing one."""
+    """Where stop strings start in the text released up to the first token completing one.
+
+    Text is released token by token; a token that ends inside a character is held back
+    whole until a later token completes the character.
+    """
     data, end = text.encode("utf-8"), 0
     for size in sizes:
         end += size
-        so_far = data[:end].decode("utf-8", errors="ignore")
+        try:
+            so_far = data[:end].decode("utf-8")
+        except UnicodeDecodeError:  # ends inside a character: nothing released yet
+            continue
         hits = [so_far.find(s) for s in stops if s and so_far.find(s) >= 0]
         if hits:
             return hits
