@@ -32,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 from prompt_toolkit import PromptSession
+from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.input import Input
 from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
@@ -407,7 +408,7 @@ class ChatApp:
             )
         return self._prompt
 
-    def prompt_text(self) -> list[tuple[str, str]]:
+    def prompt_text(self) -> StyleAndTextTuples:
         """The prompt: conversation title (or id), try-out marker, the cursor's node."""
         try:
             label = position.prompt_label(self)
