@@ -15,8 +15,10 @@ needed). Rows may use different adapters:
   the config asks for it (``mixed_lora="peft"``), when planning fails (logged,
   never a failed request), and when the loop retries rows after a fault.
 
-Plans are dropped whenever adapters or their weights may have changed
-(:meth:`forget_plans`, called by the loop after every worker call or job step).
+A forward that raises leaves no PEFT per-forward hook behind (they would pile
+up on every LoRA layer with each fault). Plans are dropped whenever adapters or
+their weights may have changed (:meth:`forget_plans`, called by the loop after
+every worker call or job step).
 Worker thread only; returns float32 logits ``(rows, vocab)``, wherever the
 model leaves them (a model spread over devices may return them on its last).
 """
@@ -31,7 +33,7 @@ from typing import Any
 
 import torch
 
-from mp13_engine._compat import is_peft_model, peft_base_model
+from mp13_engine._compat import drop_leaked_forward_hooks, is_peft_model, peft_base_model
 from mp13_engine._state import EngineState
 from mp13_engine._types import BASE_ADAPTER
 
@@ -81,8 +83,17 @@ class ModelCall:
             # Fused: PEFT adds nothing (every row on the base) and the plan's hooks add the
             # deltas. Unfused: PEFT's own per-row loop. Either way no global adapter switch.
             kwargs["adapter_names"] = [BASE_ADAPTER] * len(names) if plan else list(names)
-        with plan.installed() if plan is not None else contextlib.nullcontext():
-            out = model(**kwargs)
+        try:
+            with plan.installed() if plan is not None else contextlib.nullcontext():
+                out = model(**kwargs)
+        except BaseException:
+            if peft:
+                # PEFT installs per-forward ``adapter_names`` hooks and removes them only
+                # when the forward returns: after a fault they would pile up on every layer.
+                dropped = drop_leaked_forward_hooks(model)
+                if dropped:
+                    _log.debug("removed %d PEFT hooks a failed forward left behind", dropped)
+            raise
         return out.logits[:, -1, :].float()
 
     def _plan(self, manager: Any, names: tuple[str, ...]) -> Any:

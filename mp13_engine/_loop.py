@@ -33,8 +33,9 @@ Faults (nothing a model raises stops the loop)
     batch is then retried row by row without the fused LoRA hooks, so only the
     rows that fail alone end ``ERROR`` (the others keep their tokens and go on
     in the same step); a prefill group splits into single rows that retry at
-    the next step. A row whose logits hold NaN or infinity ends ``ERROR``;
-    its neighbours are untouched.
+    the next step, also without the fused hooks. Hooks a failed PEFT forward
+    leaves behind are removed (``ModelCall``). A row whose logits hold NaN or
+    infinity ends ``ERROR``; its neighbours are untouched.
 
 Adapters and weights
     A worker call (``_run_on_worker``: adapter load/unload, ...) or a job step
@@ -272,13 +273,14 @@ class DecodeLoop:
     ) -> torch.Tensor | None:
         rows = group.rows
         try:
-            return self._forward(rows, group.kv, ids, new, fused=True)
+            return self._forward(rows, group.kv, ids, new, fused=group.fused)
         except BaseException as exc:
-            if len(rows) == 1:
+            if len(rows) == 1 and not group.fused:
                 self._fail(rows, exc)
                 self.prefills.remove(group)
             else:
-                # Retry each row alone from the next step: only a row that fails alone fails.
+                # Retry each row alone, unfused, from the next step: only a row that fails
+                # alone on PEFT's own path fails.
                 at = self.prefills.index(group)
                 self.prefills.remove(group)
                 for part in reversed(group.split()):
@@ -435,17 +437,23 @@ def _ended(st: RequestState) -> bool:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in _describe(exc).lower()
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    """``Type: message``, even for an exception whose ``__str__`` itself raises."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "(its message could not be read)"
+    return f"{type(exc).__name__}: {text}"
 
 
 def _message(exc: BaseException) -> str:
     if _is_oom(exc):
         return (
-            f"out of memory while generating ({exc}); retry with fewer or shorter requests, "
-            "a smaller max_batch_size or prefill_chunk_tokens, or a quantized model"
+            f"out of memory while generating ({_describe(exc)}); retry with fewer or "
+            "shorter requests, a smaller max_batch_size or prefill_chunk_tokens, or a "
+            "quantized model"
         )
     return f"generation failed: {_describe(exc)}"

@@ -43,10 +43,18 @@ class Row:
 class PrefillGroup:
     """Rows whose prompts are being computed together, chunk by chunk."""
 
-    __slots__ = ("done", "ids", "kv", "real", "rows")
+    __slots__ = ("done", "fused", "ids", "kv", "real", "rows")
 
-    def __init__(self, rows: list[Row], todo: list[list[int]], kv: BatchKV, pad_id: int):
+    def __init__(
+        self,
+        rows: list[Row],
+        todo: list[list[int]],
+        kv: BatchKV,
+        pad_id: int,
+        fused: bool = True,
+    ):
         self.rows = rows
+        self.fused = fused  # False after a fault: the retry uses PEFT's own per-row path
         self.ids = left_pad(todo, pad_id)  # (rows, width): the tokens still to compute
         self.real = [len(t) for t in todo]
         self.kv = kv if kv.rows else BatchKV(lens=[0] * len(rows))
@@ -80,9 +88,13 @@ class PrefillGroup:
             self.done = max(0, self.done - lead)
 
     def split(self) -> list[PrefillGroup]:
-        """Each row as its own group (after a fault), keeping what it computed."""
+        """Each row as its own group (after a fault), keeping what it computed.
+
+        The parts retry without the fused LoRA hooks (PEFT's own path), as a decode
+        batch does, so a fault in the fused path fails no row that works alone.
+        """
         parts = []
         for i, row in enumerate(self.rows):
             todo = self.ids[i, max(self.done, self.width - self.real[i]) :].tolist()
-            parts.append(PrefillGroup([row], [todo], self.kv.take(i), 0))
+            parts.append(PrefillGroup([row], [todo], self.kv.take(i), 0, fused=False))
         return parts

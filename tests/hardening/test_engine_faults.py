@@ -220,23 +220,11 @@ def _leaked_hooks(model) -> int:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redteam: mp13_engine/_forward.py (perf) should call "
-    "_compat.drop_leaked_forward_hooks after a forward that raised: PEFT's adapter_names "
-    "hooks pile up on every LoRA layer with each fault (a leak, and slower forwards)",
-)
 def test_faults_leave_no_peft_hooks_behind(engine):
     _fault_inside_a_peft_forward(engine)
     assert engine._run_on_worker(_leaked_hooks, engine.model) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redteam: mp13_engine/_loop.py (perf) retries a failed prefill group row by row "
-    "WITH the fused LoRA hooks again (a decode batch retries without them), so a fault "
-    "in the fused path fails every adapter row while prompts are computed",
-)
 def test_a_fault_in_the_fused_lora_hook_while_prompts_are_computed_falls_back_to_peft(
     engine, monkeypatch
 ):
@@ -275,12 +263,6 @@ class _NoStr(RuntimeError):
         raise ValueError("no str")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redteam: mp13_engine/_loop.py (perf) formats the fault with str(exc) while "
-    "isolating it; an exception whose __str__ raises escapes the isolation and fails "
-    "every row of the step (low severity)",
-)
 def test_a_fault_whose_message_cannot_be_read_still_fails_only_its_row(engine):
     fired = []
 
