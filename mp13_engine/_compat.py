@@ -58,13 +58,19 @@ What each workaround relies on (check these on upgrade)
       per-layer cache kinds ``DynamicCache(config=...)`` would build
       ("full_attention", "sliding_attention", "linear_attention", ...).
     * ``kv_cache``, ``kv_layers``, ``layer_kv``, ``set_layer_kv``: a
-      ``DynamicCache`` whose ``layers`` list the engine fills with plain
-      ``DynamicLayer``s, and each layer's ``keys`` / ``values`` tensors
-      (``(rows, heads, columns, dim)``) and ``is_initialized`` flag, read and
-      replaced directly (rows join, leave and are rolled back; no public API
-      does that). ``update`` concatenates into new tensors, never in place,
-      which the rollback relies on; an empty ``DynamicCache()`` appends layers
-      as the first forward reaches them.
+      ``DynamicCache`` whose ``layers`` list the engine fills with its own
+      ``DynamicLayer`` subclass (below), and each layer's ``keys`` / ``values``
+      tensors (``(rows, heads, columns, dim)``) and ``is_initialized`` flag,
+      read and replaced directly (rows join, leave and are rolled back; no
+      public API does that); ``Cache.layer_class_to_replicate`` makes an empty
+      ``DynamicCache()`` append that class as the first forward reaches each layer.
+    * The growing layer: ``DynamicLayer.update(keys, values, *args, **kwargs)``
+      returns the layer's whole keys and values after appending; the plain
+      layer concatenates into new tensors at every call, which on CPU cost a
+      third of a SmolLM2 decode step at 8 rows (fresh multi-MB buffers, page
+      faults). The subclass appends into spare columns of buffers it owns and
+      returns views; it writes only past the columns it hands out, so a view
+      taken earlier (a row cut out, a rollback) never changes.
     torch
     * ``tensor_version``: ``Tensor._version``, torch's in-place modification
       counter, tells the fused path that a cached copy of a weight is stale
@@ -79,6 +85,7 @@ Invariants
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import warnings
@@ -260,19 +267,88 @@ def cache_layer_types(config: Any) -> list[str] | None:
     return list(types)
 
 
+#: Spare columns a growing layer allocates beyond what it holds: at least this many, and
+#: at least half as many again (so a decode step reallocates once every many steps).
+_SPARE_COLUMNS = 64
+
+
+@functools.cache
+def _growing_layer() -> type:
+    """``DynamicLayer`` appending into spare columns of buffers it owns (see above)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):  # type: ignore[misc]
+        _buffers: tuple[Any, Any] | None = None
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            new = int(key_states.shape[-2])
+            held = int(self.keys.shape[-2]) if self.keys.numel() else 0
+            start = self._start(held + new)
+            if start is None:
+                self._grow(key_states, value_states, held, held + new)
+                start = 0
+            assert self._buffers is not None
+            kbuf, vbuf = self._buffers
+            end = start + held
+            kbuf[:, :, end : end + new].copy_(key_states)
+            vbuf[:, :, end : end + new].copy_(value_states)
+            self.keys = kbuf[:, :, start : end + new]
+            self.values = vbuf[:, :, start : end + new]
+            return self.keys, self.values
+
+        def _start(self, needed: int) -> int | None:
+            """Where the held keys start in this layer's buffers, if they can grow there."""
+            if self._buffers is None:
+                return None
+            kbuf, vbuf = self._buffers
+            keys, values = self.keys, self.values
+            # Same memory (``_base`` is not kept under inference mode): otherwise the keys
+            # were replaced (rows selected or joined) and the buffers are not theirs any more.
+            if _memory(keys) != _memory(kbuf) or _memory(values) != _memory(vbuf):
+                return None
+            if keys.shape[:2] != kbuf.shape[:2] or keys.stride() != kbuf.stride():
+                return None
+            step = kbuf.stride(2)
+            start, rest = divmod(keys.storage_offset() - kbuf.storage_offset(), step)
+            vstart = values.storage_offset() - vbuf.storage_offset()
+            if rest or vstart != start * vbuf.stride(2) or start + needed > kbuf.shape[2]:
+                return None
+            return start
+
+        def _grow(self, keys: Any, values: Any, held: int, needed: int) -> None:
+            cap = needed + max(_SPARE_COLUMNS, needed // 2)
+            rows, heads = keys.shape[:2]
+            kbuf = keys.new_empty((rows, heads, cap, keys.shape[-1]))
+            vbuf = values.new_empty((rows, heads, cap, values.shape[-1]))
+            if held:
+                kbuf[:, :, :held].copy_(self.keys)
+                vbuf[:, :, :held].copy_(self.values)
+            self._buffers = (kbuf, vbuf)
+            self.keys, self.values = kbuf[:, :, :held], vbuf[:, :, :held]
+
+    return GrowingLayer
+
+
+def _memory(tensor: Any) -> int:
+    return int(tensor.untyped_storage().data_ptr())
+
+
 def kv_cache(layers: Sequence[tuple[Any, Any]] = ()) -> Any:
-    """A ``DynamicCache`` of plain layers holding ``layers`` (per layer: keys, values).
+    """A ``DynamicCache`` of growing layers holding ``layers`` (per layer: keys, values).
 
     Empty, it grows one layer per model layer at the first forward.
     """
     from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
 
+    layer_class = _growing_layer()
     cache = DynamicCache()
+    cache.layer_class_to_replicate = layer_class
     if layers:
         made: list[Any] = []
         for keys, values in layers:
-            layer = DynamicLayer()
+            layer = layer_class()
             layer.lazy_initialization(keys, values)
             layer.keys, layer.values = keys, values
             made.append(layer)

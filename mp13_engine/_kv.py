@@ -13,12 +13,16 @@ Concept
 
     * A row *joins* (:meth:`join`) by padding the shorter of the two caches on
       the left to the same number of columns and concatenating the batches.
-    * Rows *leave* (:meth:`select`) through ``batch_select_indices``; columns
-      that no remaining row uses any more are then cut from the left, so a
-      long row that finished stops costing memory and attention at once.
+    * Rows *leave* (:meth:`select`): the kept rows are copied without the
+      columns no remaining row uses any more (cut from the left), so a long
+      row that finished stops costing memory and attention at once.
+    * A decode step appends one column per layer *in place*, into spare
+      columns of buffers the cache layer owns (``_compat.kv_cache``): the
+      plain ``DynamicLayer`` concatenates into new tensors at every step, which
+      cost a third of a decode step on CPU.
     * A forward that fails half-way has appended KV to some layers only:
-      :meth:`lengths` / :meth:`rollback` cut every layer back (``update``
-      concatenates into new tensors, so the old columns are untouched).
+      :meth:`lengths` / :meth:`rollback` cut every layer back (appends write
+      only past the columns handed out, so the old columns are untouched).
 
 Why full layers for sliding-window models
     ``DynamicSlidingWindowLayer`` drops old columns by a count shared by the
@@ -193,15 +197,18 @@ class BatchKV:
         if not keep:
             self.cache, self.lens = kv_cache(), []
             return
+        lens = [self.lens[i] for i in keep]
         if self.width:
+            # Columns no kept row uses are cut before the copy, so the new tensors are compact.
+            extra = self.width - max(lens)
             index = torch.tensor(list(keep), dtype=torch.long)
             for layer in kv_layers(self.cache):
                 kv = _kv(layer)
                 if kv is not None:
                     idx = index.to(kv[0].device)
-                    set_layer_kv(layer, kv[0].index_select(0, idx), kv[1].index_select(0, idx))
-        self.lens = [self.lens[i] for i in keep]
-        self._trim()
+                    keys = kv[0][:, :, extra:].index_select(0, idx)
+                    set_layer_kv(layer, keys, kv[1][:, :, extra:].index_select(0, idx))
+        self.lens = lens
 
     def take(self, i: int) -> BatchKV:
         """Row ``i`` alone, as views of this cache (no copy; a forward on it copies)."""

@@ -239,12 +239,51 @@ def test_a_filled_cache_is_used_by_the_model_and_update_never_writes_in_place(ti
         ).logits[:, -1]
     torch.testing.assert_close(last, full)
     after = [_compat.layer_kv(layer)[0] for layer in _compat.kv_layers(prefix)]
-    # update concatenated into new tensors (what rolling back a failed step relies on)
+    # update handed out new views and left the old columns as they were (what rolling
+    # back a failed step relies on)
     pairs = zip(after, kept, strict=True)
     assert all(a.shape[2] == 6 and b.shape[2] == 5 and a is not b for a, b in pairs)
     layer = _compat.kv_layers(prefix)[0]
     _compat.set_layer_kv(layer, None, None)
     assert _compat.layer_kv(layer) is None
+
+
+def test_a_cache_layer_appends_in_place_and_never_into_columns_it_handed_out():
+    cache = _compat.kv_cache()
+    layer_of = lambda: _compat.kv_layers(cache)[0]  # noqa: E731
+    reference = torch.randn(2, 3, 4, 8)
+    with torch.inference_mode():
+        cache.update(reference, reference + 1, 0)
+        memory = layer_of().keys.untyped_storage().data_ptr()
+        for step in range(40):  # decode steps: one column each, in the same buffers
+            col = torch.full((2, 3, 1, 8), float(step))
+            keys, values = cache.update(col, col + 1, 0)
+            reference = torch.cat([reference, col], dim=2)
+        assert keys.untyped_storage().data_ptr() == memory
+        torch.testing.assert_close(keys, reference)
+        torch.testing.assert_close(values, reference + 1)
+
+        # a rollback (a cut view) then an append: views handed out before stay as they were
+        before = keys.clone()
+        layer = layer_of()
+        _compat.set_layer_kv(layer, keys[:, :, :-3], values[:, :, :-3])
+        new, _ = cache.update(torch.full((2, 3, 1, 8), -1.0), torch.zeros(2, 3, 1, 8), 0)
+        assert new.shape[2] == reference.shape[2] - 2
+        torch.testing.assert_close(new[:, :, :-1], reference[:, :, :-3])
+        torch.testing.assert_close(keys[:, :, :-3], before[:, :, :-3])
+
+        # rows selected into a new tensor: the layer grows a buffer of its own again
+        picked = new.index_select(0, torch.tensor([1]))
+        _compat.set_layer_kv(layer, picked, picked.clone())
+        grown, _ = cache.update(torch.ones(1, 3, 2, 8), torch.ones(1, 3, 2, 8), 0)
+        torch.testing.assert_close(grown, torch.cat([picked, torch.ones(1, 3, 2, 8)], dim=2))
+        assert grown.untyped_storage().data_ptr() != picked.untyped_storage().data_ptr()
+
+        # a cache built from another cache's views never writes into that cache's memory
+        source = new.clone()
+        other = _compat.kv_cache([(new, new)])
+        other.update(torch.full((2, 3, 1, 8), 9.0), torch.full((2, 3, 1, 8), 9.0), 0)
+        torch.testing.assert_close(new, source)
 
 
 def test_tensor_version_counts_in_place_writes():
