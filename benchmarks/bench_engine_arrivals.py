@@ -321,38 +321,82 @@ def training(path: str, tokens: int, tmp: str) -> list[list[str]]:
     ]
 
 
+#: The parts of this benchmark, in the order they run (``--only``).
+PARTS = ("staggered", "arrivals", "conversation", "memory", "training")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, to check the script works")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--only",
+        action="append",
+        choices=PARTS,
+        default=[],
+        help="run only this part (repeat for several); all parts by default",
+    )
+    ap.add_argument(
+        "--no-tiny", action="store_true", help="only the --model models, not the tiny one"
+    )
     add_model_option(ap)
     args = ap.parse_args()
     torch.set_num_threads(1)
     quick = args.quick
     repeats = 1 if quick else args.repeats
-    sizes = ("tiny",) if quick else ("small",)
+    parts = set(args.only or PARTS)
+    sizes = () if args.no_tiny else ("tiny",) if quick else ("small",)
     print(f"load before: {_load()}")
     for label, path in build_models(extra=args.model, sizes=sizes).items():
         path = str(path)
-        with Engine.load(path, device="cpu", prefix_cache_mb=0) as engine:
-            from transformers import AutoModelForCausalLM
-
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-            hf = HFSide(model, engine._state.tokens.encode)
-            sides = [Mp13Side(engine), hf]
-            try:
+        if parts & {"staggered", "arrivals"}:
+            _against_transformers(label, path, parts, quick, repeats)
+        turns = 6 if quick else 40
+        if "conversation" in parts:
+            print_table(
+                f"[{label}] a {turns}-turn conversation: time to first token (ms)",
+                ["engine", "turn 1", f"turn {turns}", "last / first", "goal"],
+                conversation(path, turns, reply=4 if quick else 8),
+            )
+        conversations = 60 if quick else 1000
+        if "memory" in parts:
+            print_table(
+                f"[{label}] {conversations} distinct two-turn conversations through the "
+                "prefix cache",
+                ["conversations", "budget MiB", "peak MiB", "blocks evicted", "hit rate", "within"],
+                memory(path, conversations, budget_mb=0.5 if quick else 8.0),
+            )
+        if "training" in parts:
+            with tempfile.TemporaryDirectory() as tmp:
                 print_table(
-                    f"[{label}] staggered: short ({8} tokens) {0.2 if not quick else 0.05} s after "
-                    f"a long one ({200 if not quick else 40}); short latency / alone",
-                    ["side", "ratio (median)", "ratio (best)", "goal"],
-                    staggered(
-                        sides,
-                        long_n=40 if quick else 200,
-                        short_n=8,
-                        gap=0.05 if quick else 0.2,
-                        repeats=repeats,
-                    ),
+                    f"[{label}] decoding while a training job runs (ms per token)",
+                    ["alone", "during training", "ratio", "training steps/s meanwhile"],
+                    training(path, tokens=8 if quick else 64, tmp=tmp),
                 )
+    print(f"\nload after: {_load()}")
+
+
+def _against_transformers(label: str, path: str, parts: set[str], quick: bool, repeats: int):
+    """The parts that run the same schedule on the engine and on transformers' batching."""
+    from transformers import AutoModelForCausalLM
+
+    # As many rows at once as the schedule sends: transformers' manager has no row cap here
+    # (its max_batch_tokens=1024 holds all 16 requests).
+    with Engine.load(path, device="cpu", prefix_cache_mb=0, max_batch_size=16) as engine:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        hf = HFSide(model, engine._state.tokens.encode)
+        sides = [Mp13Side(engine), hf]
+        try:
+            if "staggered" in parts:
+                long_n = 40 if quick else 200
+                gap = 0.05 if quick else 0.2
+                print_table(
+                    f"[{label}] staggered: short (8 tokens) {gap} s after a long one "
+                    f"({long_n}); short latency / alone",
+                    ["side", "ratio (median)", "ratio (best)", "goal"],
+                    staggered(sides, long_n=long_n, short_n=8, gap=gap, repeats=repeats),
+                )
+            if "arrivals" in parts:
                 count = 6 if quick else 16
                 print_table(
                     f"[{label}] random arrivals: {count} requests, same schedule; ratio to "
@@ -366,27 +410,8 @@ def main() -> None:
                         repeats=repeats,
                     ),
                 )
-            finally:
-                hf.close()
-        turns = 6 if quick else 40
-        print_table(
-            f"[{label}] a {turns}-turn conversation: time to first token (ms)",
-            ["engine", "turn 1", f"turn {turns}", "last / first", "goal"],
-            conversation(path, turns, reply=4 if quick else 8),
-        )
-        conversations = 60 if quick else 1000
-        print_table(
-            f"[{label}] {conversations} distinct two-turn conversations through the prefix cache",
-            ["conversations", "budget MiB", "peak MiB", "blocks evicted", "hit rate", "within"],
-            memory(path, conversations, budget_mb=0.5 if quick else 8.0),
-        )
-        with tempfile.TemporaryDirectory() as tmp:
-            print_table(
-                f"[{label}] decoding while a training job runs (ms per token)",
-                ["alone", "during training", "ratio", "training steps/s meanwhile"],
-                training(path, tokens=8 if quick else 64, tmp=tmp),
-            )
-    print(f"\nload after: {_load()}")
+        finally:
+            hf.close()
 
 
 if __name__ == "__main__":
