@@ -92,6 +92,9 @@ class _Load:
             response = asyncio.run(self._agenerate(request, rng.random() * 0.02))
             if response is not None:
                 self._check(spec, how, response)
+            else:  # the task was cancelled first (and its request left the engine): exercised
+                with self.lock:
+                    self.results[(how, "task cancelled")] += 1
             return
         future = engine.submit(request)
         future.add_done_callback(lambda _, rid=request.id: self._resolved(rid))
