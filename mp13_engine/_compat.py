@@ -277,14 +277,15 @@ def _growing_layer() -> type:
     """``DynamicLayer`` appending into spare columns of buffers it owns (see above)."""
     from transformers.cache_utils import DynamicLayer
 
-    class GrowingLayer(DynamicLayer):  # type: ignore[misc]
+    class GrowingLayer(DynamicLayer):
         _buffers: tuple[Any, Any] | None = None
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
             new = int(key_states.shape[-2])
-            held = int(self.keys.shape[-2]) if self.keys.numel() else 0
+            keys: Any = self.keys
+            held = int(keys.shape[-2]) if keys.numel() else 0
             start = self._start(held + new)
             if start is None:
                 self._grow(key_states, value_states, held, held + new)
@@ -303,7 +304,8 @@ def _growing_layer() -> type:
             if self._buffers is None:
                 return None
             kbuf, vbuf = self._buffers
-            keys, values = self.keys, self.values
+            keys: Any = self.keys
+            values: Any = self.values
             # Same memory (``_base`` is not kept under inference mode): otherwise the keys
             # were replaced (rows selected or joined) and the buffers are not theirs any more.
             if _memory(keys) != _memory(kbuf) or _memory(values) != _memory(vbuf):
@@ -315,7 +317,7 @@ def _growing_layer() -> type:
             vstart = values.storage_offset() - vbuf.storage_offset()
             if rest or vstart != start * vbuf.stride(2) or start + needed > kbuf.shape[2]:
                 return None
-            return start
+            return int(start)
 
         def _grow(self, keys: Any, values: Any, held: int, needed: int) -> None:
             cap = needed + max(_SPARE_COLUMNS, needed // 2)
