@@ -94,7 +94,8 @@ class ModelCall:
                 if dropped:
                     _log.debug("removed %d PEFT hooks a failed forward left behind", dropped)
             raise
-        return out.logits[:, -1, :].float()
+        logits: torch.Tensor = out.logits[:, -1, :].float()
+        return logits
 
     def _plan(self, manager: Any, names: tuple[str, ...]) -> Any:
         if all(n == BASE_ADAPTER for n in names):
