@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -51,7 +51,7 @@ class ModelCall:
         self._state = state
         self._adapters = adapters
         self._plans: dict[tuple[str, ...], Any] = {}
-        self._keeps_logits: dict[type, bool] = {}
+        self._signatures: dict[type, tuple[bool, str]] = {}
         self._plan_failed = False
 
     def forget_plans(self) -> None:
@@ -71,11 +71,12 @@ class ModelCall:
             "input_ids": input_ids,
             "attention_mask": mask,
             "position_ids": positions,
-            "past_key_values": cache,
             "use_cache": True,
         }
         peft = is_peft_model(model)
-        if self._keeps_last_logits(peft_base_model(model)):
+        keeps_last, cache_name = self._signature(peft_base_model(model))
+        kwargs[cache_name] = cache
+        if keeps_last:
             kwargs["logits_to_keep"] = 1
         plan = None
         if peft:
@@ -118,14 +119,18 @@ class ModelCall:
         self._plans[names] = plan
         return plan
 
-    def _keeps_last_logits(self, base: Any) -> bool:
-        """Whether the causal LM's forward takes ``logits_to_keep`` (every recent one does)."""
+    def _signature(self, base: Any) -> tuple[bool, str]:
+        """What the causal LM's forward takes: ``logits_to_keep`` (every recent one does),
+        and the name of its cache argument (``cache`` since transformers 5.2x, which
+        deprecates ``past_key_values``; older and custom models take ``past_key_values``)."""
         kind = type(base)
-        known = self._keeps_logits.get(kind)
+        known = self._signatures.get(kind)
         if known is None:
+            params: Mapping[str, Any]
             try:
-                known = "logits_to_keep" in inspect.signature(kind.forward).parameters
+                params = inspect.signature(kind.forward).parameters
             except (AttributeError, TypeError, ValueError):
-                known = False  # not a transformers model class (a wrapper): ask for nothing
-            self._keeps_logits[kind] = known
+                params = {}  # not a transformers model class (a wrapper): ask for nothing
+            cache = "cache" if "cache" in params else "past_key_values"
+            known = self._signatures[kind] = ("logits_to_keep" in params, cache)
         return known
