@@ -275,11 +275,11 @@ class _EngineBase:
     def cancel(self, request_id: str) -> bool:
         """Cancel a request by id; True if it was queued or running.
 
-        A queued request is removed and resolved at once, never running; a
-        running one is resolved by the worker at its next decode step (within
-        one step), with the text produced so far, and its row's cache is freed
-        then. Either way its response has ``finish_reason=CANCELLED``. The
-        caller never waits for the model.
+        The request is resolved at once, with the text produced so far: a
+        queued one never runs; a running one stops computing at the loop's
+        next step (within one step), which frees its row's cache. Either way
+        its response has ``finish_reason=CANCELLED``. The caller never waits
+        for the model.
         """
         with self._inflight_lock:
             st = self._inflight.get(request_id)

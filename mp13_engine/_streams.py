@@ -28,8 +28,10 @@ The loop sets ``batch_size``, ``cached_tokens``, ``adapter`` and
 ``adapter_names`` (they go into the metrics) and reads ``prompt_ids`` and
 ``max_new_tokens`` (LENGTH is the loop's decision, as EOS is).
 
-Other threads: ``cancel()`` asks to cancel (``CANCELLING``); a running row is
-then resolved by the worker at its next step, within one step. Every method is
+Other threads: ``cancel()`` asks to cancel (``CANCELLING``); ``Engine.cancel``
+then resolves the request itself, and the loop drops the row at its next step.
+A cancel from a stream or a future (``cancel()`` alone) is resolved by the loop
+at its next step, within one step. Every method is
 lock-protected, so cancel, close and the worker can race safely: a request
 resolves exactly once, with the text produced until it ended. Once a cancel
 was asked (``cancel()`` returned True), the request ends ``CANCELLED`` unless

@@ -126,15 +126,21 @@ class Worker:
     def cancel(self, state: RequestState) -> bool:
         """Cancel a request; False when it had already ended.
 
-        A queued request is taken out and resolved here (nobody else would); any
-        other is marked (``RequestState.cancel``) and the loop resolves it at its
-        next step, freeing its row's cache then.
+        Resolved here, at once, with the text produced so far: a queued request is
+        taken out of the queue; a running one is marked (``RequestState.cancel``)
+        and resolved, so the caller does not wait for the step in progress. The
+        loop drops its row, and frees the row's cache, at its next step (a step
+        already running finishes its forward first; the row's token from it is
+        discarded).
         """
         with self._cond:
             queued = self._sched.remove_request(state)
         if queued:
             return state.finish(FinishReason.CANCELLED)
-        return state.cancel()
+        if not state.cancel():
+            return False
+        state.finish(FinishReason.CANCELLED)  # a no-op when the loop resolved it meanwhile
+        return True
 
     def cancel_job(self, job: Job) -> bool:
         with self._cond:

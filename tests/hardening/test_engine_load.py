@@ -166,7 +166,8 @@ def _solo(engine) -> dict:
 
 def _settle(engine) -> None:
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (engine._inflight or engine._loop.kv.rows):
+    loop = engine._loop
+    while time.monotonic() < deadline and (engine._inflight or loop.kv.rows or loop.prefills):
         time.sleep(0.01)
     assert not engine._inflight and engine._loop.kv.rows == 0 and not engine._loop.prefills
 
