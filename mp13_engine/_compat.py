@@ -66,11 +66,11 @@ What each workaround relies on (check these on upgrade)
       ``DynamicCache()`` append that class as the first forward reaches each layer.
     * The growing layer: ``DynamicLayer.update(keys, values, *args, **kwargs)``
       returns the layer's whole keys and values after appending; the plain
-      layer concatenates into new tensors at every call, which on CPU cost a
-      third of a SmolLM2 decode step at 8 rows (fresh multi-MB buffers, page
-      faults). The subclass appends into spare columns of buffers it owns and
-      returns views; it writes only past the columns it hands out, so a view
-      taken earlier (a row cut out, a rollback) never changes.
+      layer concatenates into new tensors at every call, a large part of a
+      batched decode step on CPU (fresh multi-MB buffers, page faults). The
+      subclass appends into spare columns of buffers it owns and returns
+      views; it writes only past the columns it hands out, so a view taken
+      earlier (a row cut out, a rollback) never changes.
     torch
     * ``tensor_version``: ``Tensor._version``, torch's in-place modification
       counter, tells the fused path that a cached copy of a weight is stale

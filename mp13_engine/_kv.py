@@ -18,8 +18,8 @@ Concept
       row that finished stops costing memory and attention at once.
     * A decode step appends one column per layer *in place*, into spare
       columns of buffers the cache layer owns (``_compat.kv_cache``): the
-      plain ``DynamicLayer`` concatenates into new tensors at every step, which
-      cost a third of a decode step on CPU.
+      plain ``DynamicLayer`` concatenates into new tensors at every step, a
+      large part of a batched decode step on CPU.
     * A forward that fails half-way has appended KV to some layers only:
       :meth:`lengths` / :meth:`rollback` cut every layer back (appends write
       only past the columns handed out, so the old columns are untouched).

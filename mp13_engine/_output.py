@@ -73,7 +73,7 @@ class RequestStatus(enum.IntEnum):
 
     WAITING = 0  # prepared or queued; not admitted to a batch yet
     RUNNING = 1  # admitted; the worker appends its tokens
-    CANCELLING = 2  # cancel asked before it ended; the worker ends it at its next step
+    CANCELLING = 2  # cancel asked before it ended; resolved by Engine.cancel or the next step
     FINISHED_STOPPED = 3  # end-of-sequence token or stop string
     FINISHED_LENGTH = 4  # max_new_tokens (or the context window) reached
     FINISHED_CANCELLED = 5
