@@ -69,8 +69,10 @@ What each workaround relies on (check these on upgrade)
       layer concatenates into new tensors at every call, a large part of a
       batched decode step on CPU (fresh multi-MB buffers, page faults). The
       subclass appends into spare columns of buffers it owns and returns
-      views; it writes only past the columns it hands out, so a view taken
-      earlier (a row cut out, a rollback) never changes.
+      views. It appends in place only while the layer still holds the views it
+      handed out last; keys the engine replaced (rows selected, joined, cut or
+      rolled back) are copied into new buffers first, so a view taken earlier
+      never changes.
     torch
     * ``tensor_version``: ``Tensor._version``, torch's in-place modification
       counter, tells the fused path that a cached copy of a weight is stale
@@ -278,63 +280,46 @@ def _growing_layer() -> type:
     from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
-        _buffers: tuple[Any, Any] | None = None
+        _buffers: tuple[Any, Any] | None = None  # keys and values, with spare columns
+        _handed: tuple[Any, Any] | None = None  # the views ``update`` returned last
+        _capacity = 0  # columns in the buffers
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
-            new = int(key_states.shape[-2])
             keys: Any = self.keys
             held = int(keys.shape[-2]) if keys.numel() else 0
-            start = self._start(held + new)
-            if start is None:
-                self._grow(key_states, value_states, held, held + new)
-                start = 0
+            end = held + int(key_states.shape[-2])
+            handed = self._handed
+            # The held keys are still the views handed out (not replaced: rows selected,
+            # joined, cut or rolled back), so they are the buffers' first ``held`` columns.
+            if (
+                handed is None
+                or handed[0] is not keys
+                or handed[1] is not self.values
+                or end > self._capacity
+            ):
+                self._grow(key_states, value_states, held, end)
             assert self._buffers is not None
             kbuf, vbuf = self._buffers
-            end = start + held
-            kbuf[:, :, end : end + new].copy_(key_states)
-            vbuf[:, :, end : end + new].copy_(value_states)
-            self.keys = kbuf[:, :, start : end + new]
-            self.values = vbuf[:, :, start : end + new]
+            kbuf[:, :, held:end].copy_(key_states)
+            vbuf[:, :, held:end].copy_(value_states)
+            self.keys, self.values = kbuf[:, :, :end], vbuf[:, :, :end]
+            self._handed = (self.keys, self.values)
             return self.keys, self.values
 
-        def _start(self, needed: int) -> int | None:
-            """Where the held keys start in this layer's buffers, if they can grow there."""
-            if self._buffers is None:
-                return None
-            kbuf, vbuf = self._buffers
-            keys: Any = self.keys
-            values: Any = self.values
-            # Same memory (``_base`` is not kept under inference mode): otherwise the keys
-            # were replaced (rows selected or joined) and the buffers are not theirs any more.
-            if _memory(keys) != _memory(kbuf) or _memory(values) != _memory(vbuf):
-                return None
-            if keys.shape[:2] != kbuf.shape[:2] or keys.stride() != kbuf.stride():
-                return None
-            step = kbuf.stride(2)
-            start, rest = divmod(keys.storage_offset() - kbuf.storage_offset(), step)
-            vstart = values.storage_offset() - vbuf.storage_offset()
-            if rest or vstart != start * vbuf.stride(2) or start + needed > kbuf.shape[2]:
-                return None
-            return int(start)
-
-        def _grow(self, keys: Any, values: Any, held: int, needed: int) -> None:
+        def _grow(self, new_keys: Any, new_values: Any, held: int, needed: int) -> None:
+            """New buffers for ``needed`` columns and spare ones, holding the held keys."""
             cap = needed + max(_SPARE_COLUMNS, needed // 2)
-            rows, heads = keys.shape[:2]
-            kbuf = keys.new_empty((rows, heads, cap, keys.shape[-1]))
-            vbuf = values.new_empty((rows, heads, cap, values.shape[-1]))
+            rows, heads = new_keys.shape[:2]
+            kbuf = new_keys.new_empty((rows, heads, cap, new_keys.shape[-1]))
+            vbuf = new_values.new_empty((rows, heads, cap, new_values.shape[-1]))
             if held:
                 kbuf[:, :, :held].copy_(self.keys)
                 vbuf[:, :, :held].copy_(self.values)
-            self._buffers = (kbuf, vbuf)
-            self.keys, self.values = kbuf[:, :, :held], vbuf[:, :, :held]
+            self._buffers, self._capacity = (kbuf, vbuf), cap
 
     return GrowingLayer
-
-
-def _memory(tensor: Any) -> int:
-    return int(tensor.untyped_storage().data_ptr())
 
 
 def kv_cache(layers: Sequence[tuple[Any, Any]] = ()) -> Any:
