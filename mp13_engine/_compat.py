@@ -73,6 +73,15 @@ What each workaround relies on (check these on upgrade)
       handed out last; keys the engine replaced (rows selected, joined, cut or
       rolled back) are copied into new buffers first, so a view taken earlier
       never changes.
+    * ``register_attention`` / ``attention_implementation``: a function
+      registered with ``AttentionInterface.register`` (transformers' documented
+      way to add an attention implementation) runs wherever the model's
+      attention modules look up ``config._attn_implementation``; the packed
+      step (``_packed``) sets that name for one forward and restores it. It
+      relies on every layer calling ``cache.update(...)`` and then the
+      interface function with the forward's keyword arguments (checked after
+      every packed forward), and on mask creation being skipped for a name
+      without a registered mask function (``masking_utils``).
     torch
     * ``tensor_version``: ``Tensor._version``, torch's in-place modification
       counter, tells the fused path that a cached copy of a weight is stale
@@ -87,11 +96,12 @@ Invariants
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -341,6 +351,26 @@ def kv_cache(layers: Sequence[tuple[Any, Any]] = ()) -> Any:
             made.append(layer)
         cache.layers = made
     return cache
+
+
+@functools.cache
+def register_attention(name: str, function: Callable[..., Any]) -> None:
+    """Make ``function`` an attention implementation of transformers under ``name``."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(name, function)
+
+
+@contextlib.contextmanager
+def attention_implementation(model: Any, name: str) -> Iterator[None]:
+    """Run the enclosed forward of ``model`` (a transformers model) with attention ``name``."""
+    config = model.config
+    before = config._attn_implementation
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
 
 
 def kv_layers(cache: Any) -> list[Any]:

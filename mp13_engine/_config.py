@@ -192,7 +192,10 @@ class EngineConfig:
     ``False``). ``prefill_chunk_tokens``: most prompt
     tokens (padding included) one step computes, so a long prompt is prefilled
     over several steps while running requests keep decoding; smaller keeps
-    their token rate steadier, larger prefills faster. ``prefix_cache_mb``:
+    their token rate steadier, larger prefills faster. ``packed_steps``:
+    compute a step's prompt chunks and running rows in one forward when they
+    share an adapter (the model's weights are read once; off: one forward per
+    batch, for comparison or a model that misbehaves packed). ``prefix_cache_mb``:
     memory for the keys and values of prompts already computed, reused by
     later prompts that start with the same tokens and adapters (the earlier
     turns of a conversation, a shared system prompt), least recently used
@@ -229,6 +232,7 @@ class EngineConfig:
     max_batch_size: int = attrs.field(default=8, validator=_positive_int)
     batch_wait_ms: float = attrs.field(default=2.0, validator=_collect_wait)
     prefill_chunk_tokens: int = attrs.field(default=512, validator=_positive_int)
+    packed_steps: bool = attrs.field(default=True, validator=_bool)
     prefix_cache_mb: float = attrs.field(default=256.0, validator=_non_negative)
     request_timeout_s: float | None = attrs.field(default=None, validator=_opt_positive)
     slow_step_s: float | None = attrs.field(default=None, validator=_opt_positive)

@@ -117,6 +117,7 @@ class _EngineBase:
             self._prefix,
             config.max_batch_size,
             config.prefill_chunk_tokens,
+            config.packed_steps,
         )
         self._worker = Worker(
             Scheduler(config.max_batch_size, config.batch_wait_ms / 1000.0),

@@ -19,6 +19,8 @@ A forward that raises leaves no PEFT per-forward hook behind (they would pile
 up on every LoRA layer with each fault). Plans are dropped whenever adapters or
 their weights may have changed (:meth:`forget_plans`, called by the loop after
 every worker call or job step).
+A *packed* forward (:meth:`ModelCall.packed`) computes several batches of rows
+in one input row (see ``_packed``).
 Worker thread only; returns float32 logits ``(rows, vocab)``, wherever the
 model leaves them (a model spread over devices may return them on its last).
 """
@@ -33,7 +35,14 @@ from typing import Any
 
 import torch
 
-from mp13_engine._compat import drop_leaked_forward_hooks, is_peft_model, peft_base_model
+from mp13_engine._compat import (
+    attention_implementation,
+    drop_leaked_forward_hooks,
+    is_peft_model,
+    peft_base_model,
+    register_attention,
+)
+from mp13_engine._packed import ATTENTION, PACK_KWARG, PackedCache, packed_attention
 from mp13_engine._state import EngineState
 from mp13_engine._types import BASE_ADAPTER
 
@@ -61,23 +70,27 @@ class ModelCall:
         self,
         names: Sequence[str],
         input_ids: torch.Tensor,
-        mask: torch.Tensor,
+        mask: torch.Tensor | None,
         positions: torch.Tensor,
         cache: Any,
         fused: bool = True,
+        keep: torch.Tensor | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> torch.Tensor:
+        """Each row's last logits; with ``keep``, the logits of input row 0 at ``keep``."""
         model = self._state.model
         kwargs: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": mask,
             "position_ids": positions,
             "use_cache": True,
+            **(extra or {}),
         }
         peft = is_peft_model(model)
         keeps_last, cache_name = self._signature(peft_base_model(model))
         kwargs[cache_name] = cache
         if keeps_last:
-            kwargs["logits_to_keep"] = 1
+            kwargs["logits_to_keep"] = 1 if keep is None else keep
         plan = None
         if peft:
             plan = self._plan(self._adapters(), tuple(names)) if fused else None
@@ -95,7 +108,24 @@ class ModelCall:
                 if dropped:
                     _log.debug("removed %d PEFT hooks a failed forward left behind", dropped)
             raise
-        logits: torch.Tensor = out.logits[:, -1, :].float()
+        if keep is None:
+            return out.logits[:, -1, :].float()  # type: ignore[no-any-return]
+        kept = out.logits[0] if keeps_last else out.logits[0, keep]
+        return kept.float()  # type: ignore[no-any-return]
+
+    def packed(self, name: str, cache: PackedCache) -> torch.Tensor:
+        """One forward over ``cache``'s parts, every row on adapter ``name`` (``_packed``).
+
+        Returns the logits of each sampled row ``(rows, vocab)``, part by part.
+        """
+        base = peft_base_model(self._state.model)
+        register_attention(ATTENTION, packed_attention)
+        with attention_implementation(base, ATTENTION):
+            logits = self(
+                [name], cache.input_ids, None, cache.position_ids, cache,
+                keep=cache.keep, extra={PACK_KWARG: cache},
+            )  # fmt: skip
+        cache.check()
         return logits
 
     def _plan(self, manager: Any, names: tuple[str, ...]) -> Any:

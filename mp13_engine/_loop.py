@@ -17,6 +17,14 @@ One :meth:`DecodeLoop.step` (worker thread):
 4. **decode** one token for every running row in one forward, and let rows
    that ended *leave* at once.
 
+Steps 3 and 4 run as *one* forward when they can (``_packed``: the running
+rows' tokens and the prompt chunks side by side in one input row, each batch
+attending to its own cache): a step in which prompts arrive then reads the
+model's weights once, not once per batch. Not when the rows are on different
+adapters, nor for a model whose attention cannot run packed (found out at the
+first try; the loop stops packing for it), nor when ``EngineConfig.packed_steps``
+is off.
+
 Why own the cache (and not transformers' continuous batching)
     transformers ships continuous batching (``generate_batch``, a paged cache
     and its scheduler) but it cannot give each row its own LoRA adapter nor its
@@ -67,6 +75,7 @@ from mp13_engine._forward import ModelCall
 from mp13_engine._generation import bad_rows, choose
 from mp13_engine._kv import BatchKV
 from mp13_engine._output import RequestStatus
+from mp13_engine._packed import PackedCache, PackingUnsupported, Part, rollback
 from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._rows import PrefillGroup, Row
 from mp13_engine._state import EngineState
@@ -77,6 +86,12 @@ _log = logging.getLogger(__name__)
 
 #: Rows that ended this way keep their KV in the prefix cache (prompt and reply).
 _COMPLETED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH)
+
+#: Packed forwards that may fail in a row (each step then retried unpacked) before the
+#: loop stops packing: a model that fails only packed would otherwise pay twice per step.
+_PACK_FAULTS = 3
+
+Chunk = tuple[PrefillGroup, int, int, list[int]]  # group, start, end, real tokens per row
 
 
 class DecodeLoop:
@@ -89,6 +104,7 @@ class DecodeLoop:
         prefix: PrefixCache,
         max_batch_size: int,
         chunk_tokens: int,
+        packed: bool = True,
     ):
         self._state = state
         self._adapters = adapters
@@ -96,6 +112,8 @@ class DecodeLoop:
         self._call = ModelCall(state, adapters)
         self._max_rows = max_batch_size
         self._chunk = chunk_tokens
+        self._pack = packed  # off for good once a model turns out not to run packed
+        self._pack_faults = 0  # packed forwards failed in a row
         self._eos = torch.tensor(state.eos_ids, dtype=torch.long)
         self._eos_set = frozenset(state.eos_ids)
         self.kv = BatchKV()
@@ -104,6 +122,7 @@ class DecodeLoop:
         self._epochs = [0, 0]  # [base weights, adapter weights]: part of the prefix-cache keys
         self.steps = 0  # steps run (read by tests and metrics)
         self.forwards = 0
+        self.packed = 0  # forwards that computed several batches at once
 
     # ----- any thread (approximate while a step runs)
     @property
@@ -128,8 +147,10 @@ class DecodeLoop:
             # adapters, whose weights must stay ordinary (trainable later) tensors.
             self._admit(admitted)
             with torch.inference_mode():
-                tokens = self._prefill_step()
-                tokens += self._decode_step()
+                packed = self._packed_step()
+                tokens = packed if packed is not None else self._prefill_step()
+                if packed is None:
+                    tokens += self._decode_step()
         finally:
             if was_training:
                 model.train()
@@ -246,10 +267,65 @@ class DecodeLoop:
                 group.append(row)
                 width = max(width, n)
 
+    # ----- 3 and 4 in one forward
+    def _packed_step(self) -> int | None:
+        """Prompt chunks and decode rows in one packed forward; None: not this step."""
+        if not self._pack or not self.prefills:
+            return None
+        chunks = self._chunks()
+        rows = self.running
+        if len(chunks) + bool(rows) < 2:
+            return None  # one batch: its own forward is the same thing
+        groups = [c[0] for c in chunks]
+        names = {r.adapter for r in rows} | {r.adapter for g in groups for r in g.rows}
+        if len(names) != 1 or not all(g.fused for g in groups):
+            return None  # rows on different adapters are told apart by batch row
+        parts = [Part(g.kv, g.ids[:, a:b], new, b == g.width) for g, a, b, new in chunks]
+        if rows:
+            ids = torch.tensor([[r.last] for r in rows], dtype=torch.long)
+            parts.insert(0, Part(self.kv, ids, [1] * len(rows), True))
+        lengths = [p.kv.lengths() for p in parts]
+        self.forwards += 1
+        try:
+            logits = self._call.packed(names.pop(), PackedCache(parts, self._state.device))
+        except BaseException as exc:
+            rollback(parts, lengths)
+            self._packing_failed(exc)
+            return None  # this step runs unpacked, with its own fault handling
+        self._pack_faults = 0
+        self.packed += 1
+        for part in parts:
+            part.kv.advance(part.new)
+        tokens = self._decoded(rows, logits[: len(rows)]) if rows else 0
+        at = len(rows)
+        for group, start, end, _ in chunks:
+            tokens += len(group.rows) * (end - start)
+            n = len(group.rows) if end == group.width else 0
+            self._prefilled(group, end, logits[at : at + n])
+            at += n
+        return tokens
+
+    def _packing_failed(self, exc: BaseException) -> None:
+        if isinstance(exc, PackingUnsupported):
+            _log.info("this model's attention cannot run packed (%s); not packing", exc)
+            self._pack = False
+            return
+        self._pack_faults += 1
+        if self._pack_faults >= _PACK_FAULTS:
+            _log.warning(
+                "%d packed forwards failed in a row (last: %s); prompt chunks and decode rows "
+                "run in separate forwards from now on",
+                self._pack_faults,
+                _describe(exc),
+            )
+            self._pack = False
+
     # ----- 3. prefill
-    def _prefill_step(self) -> int:
+    def _chunks(self) -> list[Chunk]:
+        """The prompt chunks of this step, within the token budget."""
         budget = self._chunk
         spent = 0
+        chunks: list[Chunk] = []
         # Shortest remaining prompt first: a short request that arrives while a long prompt
         # is being prefilled gets its first token at once instead of after the long one.
         # Admission is capped by max_batch_size, so the long one still moves on.
@@ -258,15 +334,24 @@ class DecodeLoop:
                 break
             start, end, new = group.chunk(budget - spent)
             spent += len(group.rows) * (end - start)
-            ids = group.ids[:, start:end]
-            logits = self._forward_group(group, ids, new)
-            if logits is None:
-                continue
-            group.done = end
-            if end == group.width:
-                self.prefills.remove(group)
-                self._complete(group, logits)
+            chunks.append((group, start, end, new))
+        return chunks
+
+    def _prefill_step(self) -> int:
+        spent = 0
+        for group, start, end, new in self._chunks():
+            spent += len(group.rows) * (end - start)
+            logits = self._forward_group(group, group.ids[:, start:end], new)
+            if logits is not None:
+                self._prefilled(group, end, logits)
         return spent
+
+    def _prefilled(self, group: PrefillGroup, end: int, logits: torch.Tensor) -> None:
+        """A chunk up to column ``end`` was computed; ``logits`` when the prompts are done."""
+        group.done = end
+        if end == group.width:
+            self.prefills.remove(group)
+            self._complete(group, logits)
 
     def _forward_group(
         self, group: PrefillGroup, ids: torch.Tensor, new: list[int]
@@ -312,6 +397,10 @@ class DecodeLoop:
             rows = self.running
         if logits is None:
             return 0
+        return self._decoded(rows, logits)
+
+    def _decoded(self, rows: list[Row], logits: torch.Tensor) -> int:
+        """The running ``rows`` got their next logits: sample, and let ended rows leave."""
         size = len(rows)
         for row in rows:
             row.seq.append(row.last)

@@ -26,6 +26,7 @@ class StepHarness:
         max_batch_size: int = 8,
         chunk_tokens: int = 512,
         prefix_cache_mb: float = 0.0,
+        packed: bool = True,
     ):
         engine.close()  # the test thread is the worker from now on
         self.engine = engine
@@ -36,6 +37,7 @@ class StepHarness:
             self.prefix,
             max_batch_size,
             chunk_tokens,
+            packed,
         )
         self.waiting: list[RequestState] = []
 
