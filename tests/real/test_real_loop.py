@@ -2,7 +2,7 @@
 """The step loop on a real model: a reply does not depend on how its request was batched.
 
 Greedy replies of SmolLM2-135M-Instruct are the same alone, in a batch whose
-rows leave at different times, joining a batch mid-way, computed in small
+rows leave at different times, joining a batch mid-way (in a packed step), computed in small
 prefill chunks, and on a prefix-cache hit (the next turn of a conversation).
 """
 
@@ -47,9 +47,11 @@ def test_replies_are_the_same_alone_batched_joining_and_chunked(real_engine, pla
     while len(getattr(real_engine._inflight.get(first.id), "tokens", ())) < 4:
         assert time.monotonic() < deadline
         time.sleep(0.001)
+    packed = real_engine._loop.packed
     late = [real_engine.submit(_ask(i)) for i in (0, 1)]
     joined = [fut.result(120).raw_text] + [f.result(120).raw_text for f in late]
     assert joined == [alone[2], alone[0], alone[1]]
+    assert real_engine._loop.packed > packed  # the late prompts ran beside the decoding row
 
 
 def test_the_next_turn_reuses_the_cache_and_replies_the_same(real_engine, plain):
