@@ -98,8 +98,3 @@ def resolve(word: str, folder: Path | None) -> str:
         return word
     under = folder / word
     return str(under) if is_adapter(under) else word
-
-
-def train_output(folder: Path | None, name: str) -> Path | None:
-    """Where ``/train start NAME`` saves: ``FOLDER/NAME`` (None: the engine's default)."""
-    return folder / name if folder is not None else None

@@ -27,6 +27,13 @@ from mp13chat._errors import UsageError
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("4bit", "8bit")
 STDIN = "-"
+#: Flags that set an ``EngineConfig`` field (``ChatConfig.engine``): flag -> field.
+ENGINE_FLAGS = {
+    "device": "device",
+    "dtype": "dtype",
+    "quantize": "quantization",
+    "download": "download",
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -48,25 +55,12 @@ class CliOptions:
 
     def apply(self, config: ChatConfig) -> ChatConfig:
         """``config`` with these flags applied (a new value; ``config`` is unchanged)."""
+        # A flag left out is None (False for --download): the config file's value stays.
+        given = {k: v for k, v in attrs.asdict(self).items() if v is not None and v is not False}
         changes: dict[str, Any] = {
-            name: value
-            for name, value in (
-                ("model", self.model),
-                ("session", self.session),
-                ("system", self.system),
-            )
-            if value is not None
+            k: given[k] for k in ("model", "session", "system") if k in given
         }
-        engine = dict(config.engine)
-        for field, value in (
-            ("device", self.device),
-            ("dtype", self.dtype),
-            ("quantization", self.quantize),
-        ):
-            if value is not None:
-                engine[field] = value
-        if self.download:
-            engine["download"] = True
+        engine = {**config.engine, **{f: given[k] for k, f in ENGINE_FLAGS.items() if k in given}}
         if engine != config.engine:
             changes["engine"] = engine
         if self.max_new_tokens is not None:

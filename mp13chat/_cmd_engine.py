@@ -21,8 +21,7 @@ from rich.text import Text
 
 from mp13_engine import TrainingConfig
 from mp13chat import _render as render
-from mp13chat._adapter_folder import train_output
-from mp13chat._completer import path_candidates
+from mp13chat._completer import complete_paths
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
 from mp13chat._repl import Repl
@@ -156,7 +155,7 @@ def _training_options() -> list[str]:
 
 def _complete_train(repl: Repl, index: int, words: list[str]) -> list[str]:
     if index == 1:
-        return path_candidates(words[-1] if words else "")
+        return complete_paths(repl, index, words)
     return [f"{name}=" for name in _training_options()] if index >= 2 else []
 
 
@@ -169,9 +168,8 @@ def _training_config(words: list[str], adapters_dir: Path | None) -> TrainingCon
         if not sep:
             raise UsageError(f"write options as key=value (e.g. max_steps=50), got {word!r}")
         options[key] = parse_value(value)
-    output = train_output(adapters_dir, words[0])
-    if output is not None:
-        options.setdefault("output_dir", str(output))
+    if adapters_dir is not None:  # else the engine's default folder
+        options.setdefault("output_dir", str(adapters_dir / words[0]))
     known = _training_options()
     unknown = sorted(set(options) - set(known))
     if unknown:

@@ -33,11 +33,6 @@ from mp13chat._repl import Repl
 DISPLAY_SETTINGS = ("stream", "markdown", "show_reasoning")
 
 
-def param_names() -> list[str]:
-    """Parameter names the context layer accepts (for completion and help)."""
-    return sorted(PARAMS)
-
-
 # --- system message ------------------------------------------------------------------
 
 
@@ -113,7 +108,7 @@ SYSTEM: Command[Repl] = group_command(
 
 def _complete_settings(repl: Repl, index: int, words: list[str]) -> list[str]:
     if index == 0:
-        return [*param_names(), *DISPLAY_SETTINGS]
+        return [*sorted(PARAMS), *DISPLAY_SETTINGS]
     if index == 1 and words and words[0] in (*DISPLAY_SETTINGS, "do_sample"):
         return ["on", "off"]
     return []

@@ -23,8 +23,10 @@ from mp13chat._registry import Command
 from mp13chat._repl import Repl
 
 
-def path_candidates(word: str) -> list[str]:
-    """File and folder names completing ``word`` (folders end with ``/``)."""
+def complete_paths(_repl: Repl, _index: int, words: list[str]) -> list[str]:
+    """Argument completer for a file path: the file and folder names completing the word
+    being typed (folders end with ``/``)."""
+    word = words[-1] if words else ""
     expanded = os.path.expanduser(word)
     folder, _, stem = expanded.rpartition("/")
     base = Path(folder or ".")
@@ -38,11 +40,6 @@ def path_candidates(word: str) -> list[str]:
         for e in entries
         if e.name.startswith(stem) and (stem.startswith(".") or not e.name.startswith("."))
     ]
-
-
-def complete_paths(_repl: Repl, _index: int, words: list[str]) -> list[str]:
-    """Argument completer for commands whose argument is a file path."""
-    return path_candidates(words[-1] if words else "")
 
 
 class CommandCompleter(Completer):

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from mp13_context import TryOut
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._repl import Repl
-from mp13chat._tree import resolve_id, short
+from mp13chat._tree import resolve_id, short, snippet
 
 TITLE_LENGTH = 48
 LABEL_LENGTH = 24
@@ -24,9 +24,7 @@ def prompt_label(repl: Repl) -> str:
     """``[title-or-id @node]`` (``try`` inside a try-out), computed for every prompt."""
     cur = repl.cursor
     info = repl.session.conversation(cur.conversation_id)
-    name = info.title or short(info.id)
-    if len(name) > LABEL_LENGTH:
-        name = name[: LABEL_LENGTH - 1] + "…"
+    name = snippet(info.title or short(info.id), LABEL_LENGTH)
     extra = " try" if isinstance(cur, TryOut) else ""
     return f"[{name}{extra} @{short(cur.node_id)}]"
 
