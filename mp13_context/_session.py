@@ -60,7 +60,7 @@ from mp13_context._rows import node_from_row, node_row, stored_commands, stored_
 from mp13_context._settings import EffectiveSettings, apply
 from mp13_context._settings_check import settings_problems
 from mp13_context._store import NodeRow, Store
-from mp13_context._text import fts_query, scrub, search_entry
+from mp13_context._text import fts_query, scrub
 
 
 class Session:
@@ -172,8 +172,8 @@ class Session:
         title = scrub(title)
         root = Node(id=new_id(), conversation_id=cid, parent_id=None, kind=NodeKind.ROOT)
         row, root = node_row(root, self._settings.initial, "", None, None)
-        with self._store.lock:
-            seq = self._store.insert_conversation(cid, title, row, root.created_at)
+        with self._store.lock, self._store.tx() as conn:
+            seq = self._store.insert_conversation_in(conn, cid, title, row, root.created_at)
             self._cache(attrs.evolve(root, seq=seq), self._settings.initial)
         return ConversationInfo(id=cid, root_id=root.id, title=title, head_id=root.id)
 
@@ -302,7 +302,7 @@ class Session:
                 row, parent = node_row(node, sid, parent.hash, turn_json, cmds_json)
                 planned.append((row, parent, sid))
             with self._store.tx() as conn:
-                seqs = [Store.insert_node_in(conn, r, search_entry(n.turn)) for r, n, _ in planned]
+                seqs = [Store.insert_node_in(conn, row) for row, _, _ in planned]
             nodes = []
             for (_, node, node_sid), seq in zip(planned, seqs, strict=True):
                 nodes.append(attrs.evolve(node, seq=seq))

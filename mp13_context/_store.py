@@ -41,7 +41,7 @@ import sqlean
 
 from mp13_context._errors import ReadOnlyError, StoreError
 from mp13_context._integrity import IntegrityProblem, IntegrityReport, VerifyRow, verify_rows
-from mp13_context._migrations import migrate, missing_migrations
+from mp13_context._migrations import index_turn, migrate, missing_migrations
 
 # Errors of sqlean and the standard library share names but not classes.
 _SQL_ERRORS = (sqlean.Error, _std_sqlite3.Error)
@@ -287,16 +287,11 @@ class Store:
             found += [r[0] for r in rows]
         return found
 
-    def insert_conversation(
-        self, cid: str, title: str, root: dict[str, Any], created_at: float
-    ) -> int:
-        with self.tx() as conn:
-            return self.insert_conversation_in(conn, cid, title, root, created_at)
-
     def insert_conversation_in(
         self, conn: Any, cid: str, title: str, root: dict[str, Any], created_at: float
     ) -> int:
-        """``insert_conversation`` inside the caller's transaction."""
+        """Insert a conversation and its root node inside the caller's transaction; return
+        the root's seq."""
         conn.execute(
             "INSERT INTO conversations (id, title, root_id, head_id, created_at) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -305,9 +300,9 @@ class Store:
         return self.insert_node_in(conn, root)
 
     @staticmethod
-    def insert_node_in(conn: Any, row: dict[str, Any], found: tuple[str, str] | None = None) -> int:
-        """Append a node inside the caller's transaction and index ``found`` = ``(role,
-        text)``; return its seq."""
+    def insert_node_in(conn: Any, row: dict[str, Any]) -> int:
+        """Append a node, and index its turn for search, inside the caller's transaction;
+        return its seq."""
         seq = conn.execute(
             "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
             "archived, main_line, label, created_at, state_id, hash) "
@@ -315,11 +310,7 @@ class Store:
             ":archived, :main_line, :label, :created_at, :state_id, :hash)",
             row,
         ).lastrowid
-        if found is not None:
-            conn.execute(
-                "INSERT INTO search (text, role, conversation_id, node_id) VALUES (?, ?, ?, ?)",
-                (found[1], found[0], row["conversation_id"], row["id"]),
-            )
+        index_turn(conn, row["id"], row["conversation_id"], row["turn"])
         return int(seq)
 
     def set_commands(self, node_id: str, commands: str, state_id: int, digest: str) -> None:
