@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from mp13_context._convert import dumps, unstructure
+from mp13_context._convert import unstructure
 from mp13_context._errors import (
     ContextError,
     CursorError,
@@ -44,7 +44,7 @@ from mp13_context._errors import (
 from mp13_context._export import export_session, read_document
 from mp13_context._import import ImportLimits, ImportReport, plan_import, write_plans
 from mp13_context._integrity import IntegrityReport
-from mp13_context._interned import SettingsTable
+from mp13_context._interned import ScratchSettings, SettingsTable
 from mp13_context._messages import render
 from mp13_context._model import (
     Command,
@@ -148,21 +148,12 @@ class Session:
 
         For checks and debugging: it must always equal ``settings_at``.
         """
-        values: dict[int, EffectiveSettings] = {}
-        ids: dict[str, int] = {}
-
-        def intern(settings: EffectiveSettings) -> int:
-            return ids.setdefault(dumps(settings), len(ids) + 1)
-
-        settings = EffectiveSettings()
-        sid = intern(settings)
-        values[sid] = settings
+        table = ScratchSettings()
+        sid = table.initial
         for node in self.path(node_id):
             for cmd in node.commands:
-                settings = apply(settings, sid, cmd, values.__getitem__)
-                sid = intern(settings)
-                values[sid] = settings
-        return settings
+                sid = table.intern(apply(table.get(sid), sid, cmd, table.get))
+        return table.get(sid)
 
     # --- conversations -----------------------------------------------------------------
 
