@@ -233,8 +233,7 @@ class Store:
             "WHERE n.id IS NULL" + (" AND c.id = ?" if args else ""),
             args,
         )
-        rows: list[VerifyRow] = self.read(sql, args)
-        report = verify_rows(rows)
+        report = verify_rows(VerifyRow(*r) for r in self.read(sql, args))
         missing = tuple(
             IntegrityProblem(
                 message=f"conversation {cid}'s root node {root} does not exist",
