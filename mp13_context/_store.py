@@ -69,10 +69,9 @@ class NodeRow:
     hash: str
 
 
-_NODE_COLUMNS = (
-    "seq, id, conversation_id, parent_id, kind, depth, turn, commands, archived, main_line, "
-    "label, created_at, state_id, hash"
-)
+#: The columns of ``nodes``, in ``NodeRow``'s order (an insert sets all but ``seq``).
+_NODE_COLUMNS = ", ".join(f.name for f in attrs.fields(NodeRow))
+_INSERTED = [f.name for f in attrs.fields(NodeRow) if f.name != "seq"]
 
 
 def _in_memory(path: str) -> bool:
@@ -302,13 +301,8 @@ class Store:
     def insert_node_in(conn: Any, row: dict[str, Any]) -> int:
         """Append a node, and index its turn for search, inside the caller's transaction;
         return its seq."""
-        seq = conn.execute(
-            "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
-            "archived, main_line, label, created_at, state_id, hash) "
-            "VALUES (:id, :conversation_id, :parent_id, :kind, :depth, :turn, :commands, "
-            ":archived, :main_line, :label, :created_at, :state_id, :hash)",
-            row,
-        ).lastrowid
+        columns, values = ", ".join(_INSERTED), ", ".join(f":{c}" for c in _INSERTED)
+        seq = conn.execute(f"INSERT INTO nodes ({columns}) VALUES ({values})", row).lastrowid
         index_turn(conn, row["id"], row["conversation_id"], row["turn"])
         return int(seq)
 
