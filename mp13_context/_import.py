@@ -277,7 +277,6 @@ def plan_import(
                 depth=depth,
                 seq=0,
                 hash="",
-                turn=attrs.evolve(node.turn, node_id=None) if node.turn is not None else None,
             )
             planned.append(PlannedNode(new, where))
         header = attrs.evolve(info, id=cid, root_id=planned[0].node.id, head_id=None)
