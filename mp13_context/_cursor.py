@@ -165,7 +165,7 @@ class Cursor:
     def _remember(self) -> None:
         """Save where this cursor is as its scope's place in the conversation."""
         node = self.node
-        self.scope_state.remember(node.conversation_id, node.id)
+        self.session.save_position(self.scope_state.name, node.conversation_id, node.id)
 
     def _move(self, node_id: str, *, command_node: str | None = None) -> None:
         self._node_id = node_id
@@ -254,8 +254,7 @@ class Cursor:
 
     def clone(self) -> Cursor:
         """A new cursor at the same node (appending from either makes siblings)."""
-        self._command_node = None  # two cursors on one node: neither may add commands to it
-        return Cursor(self.scope_state, self.node_id, overrides=self.overrides)
+        return self.with_params()
 
     def fork(self, label: str = "") -> Cursor:
         """A new cursor on a new branch (a fork hub below this node); this cursor stays."""

@@ -65,7 +65,7 @@ from mp13_context._schema import (
     kind_of,
 )
 from mp13_context._store import Store
-from mp13_context._text import scrub, search_entry
+from mp13_context._text import scrub
 
 FORMAT = "mp13.session"
 #: 2: nodes carry ``hash``. 1: no hashes (still read).
@@ -277,7 +277,6 @@ def plan_import(
                 depth=depth,
                 seq=0,
                 hash="",
-                turn=attrs.evolve(node.turn, node_id=None) if node.turn is not None else None,
             )
             planned.append(PlannedNode(new, where))
         header = attrs.evolve(info, id=cid, root_id=planned[0].node.id, head_id=None)
@@ -321,7 +320,7 @@ def write_plans(store: Store, states: SettingsTable, plans: list[PlannedConversa
                             conn, info.id, scrub(info.title), row, info.created_at
                         )
                     else:
-                        store.insert_node_in(conn, row, search_entry(node.turn))
+                        store.insert_node_in(conn, row)
         staged.commit()
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -115,23 +115,23 @@ class IntegrityReport:
         return self.problems[0] if self.problems else None
 
 
-#: A row for ``verify``: id, conversation id, parent id, kind, turn, commands, label,
-#: created_at, stored hash, the parent's stored hash and conversation (None when the
-#: parent is missing), and the conversation's root id (None when the conversation is).
-VerifyRow = tuple[
-    str,
-    str,
-    str | None,
-    str,
-    str | None,
-    str | None,
-    str,
-    float,
-    str,
-    str | None,
-    str | None,
-    str | None,
-]
+class VerifyRow(NamedTuple):
+    """A row for ``verify``: a node's stored columns, then its parent's stored hash and
+    conversation (``None`` when the parent is missing) and its conversation's root id
+    (``None`` when the conversation is)."""
+
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    kind: str
+    turn: str | None
+    commands: str | None
+    label: str
+    created_at: float
+    hash: str
+    parent_hash: str | None
+    parent_conversation_id: str | None
+    root_id: str | None
 
 
 def verify_rows(rows: Iterable[VerifyRow]) -> IntegrityReport:
@@ -144,46 +144,39 @@ def verify_rows(rows: Iterable[VerifyRow]) -> IntegrityReport:
     problems: list[IntegrityProblem] = []
     checked = 0
     for row in rows:
-        (
-            nid,
-            cid,
-            parent_id,
-            kind,
-            turn,
-            commands,
-            label,
-            created_at,
-            stored,
-            parent_hash,
-            parent_cid,
-            root_id,
-        ) = row
+        nid, cid, parent_id = row.id, row.conversation_id, row.parent_id
+        parent_hash = row.parent_hash
         checked += 1
 
         def problem(message: str, nid: str = nid, cid: str = cid) -> None:
             problems.append(IntegrityProblem(message=message, node_id=nid, conversation_id=cid))
 
-        if root_id is None:
+        if row.root_id is None:
             problem(f"node {nid} belongs to conversation {cid}, which does not exist")
             continue
         if parent_id is None:
-            if nid != root_id:
+            if nid != row.root_id:
                 problem(f"node {nid} has no parent but is not the root of conversation {cid}")
                 continue
             parent_hash = ""
         elif parent_hash is None:
             problem(f"node {nid}'s parent {parent_id} does not exist")
             continue
-        elif parent_cid != cid:
-            problem(f"node {nid}'s parent {parent_id} is in another conversation ({parent_cid})")
+        elif row.parent_conversation_id != cid:
+            problem(
+                f"node {nid}'s parent {parent_id} is in another conversation "
+                f"({row.parent_conversation_id})"
+            )
             continue
         try:
-            expected = row_hash(parent_hash, kind, turn, commands, label, created_at)
+            expected = row_hash(
+                parent_hash, row.kind, row.turn, row.commands, row.label, row.created_at
+            )
         except (ValueError, TypeError) as exc:
             problem(f"node {nid}'s stored data is not readable JSON ({exc})")
             continue
-        if not stored:
+        if not row.hash:
             problem(f"node {nid} has no hash (was it inserted outside mp13?)")
-        elif stored != expected:
+        elif row.hash != expected:
             problem(f"node {nid} was altered outside mp13: its content does not match its hash")
     return IntegrityReport(checked=checked, problems=tuple(problems))

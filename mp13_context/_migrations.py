@@ -44,15 +44,20 @@ def _m0001_core(conn: Any) -> None:
     conn.execute("CREATE TABLE states (id INTEGER PRIMARY KEY, data TEXT NOT NULL UNIQUE)")
 
 
-def search_text(turn_json: str | None) -> tuple[str, str] | None:
-    """``(role, text)`` to index for a stored turn, or ``None`` when there is nothing."""
+def index_turn(conn: Any, node_id: str, conversation_id: str, turn_json: str | None) -> None:
+    """Add a stored turn's text, reasoning and tool results to the search index (the one
+    definition of what is searchable: new nodes, imports and this migration use it)."""
     if not turn_json:
-        return None
+        return
     turn = json.loads(turn_json)
     parts = [turn.get("text", ""), turn.get("reasoning", "")]
     parts += [r.get("content", "") for r in turn.get("tool_results", ())]
     text = "\n".join(p for p in parts if p)
-    return (turn["role"], text) if text else None
+    if text:
+        conn.execute(
+            "INSERT INTO search (text, role, conversation_id, node_id) VALUES (?, ?, ?, ?)",
+            (text, turn["role"], conversation_id, node_id),
+        )
 
 
 def _m0002_search(conn: Any) -> None:
@@ -67,12 +72,7 @@ def _m0002_search(conn: Any) -> None:
     # Files made before this migration already have turns: index them now.
     rows = conn.execute("SELECT id, conversation_id, turn FROM nodes WHERE turn IS NOT NULL")
     for node_id, conversation_id, turn_json in rows.fetchall():
-        found = search_text(turn_json)
-        if found is not None:
-            conn.execute(
-                "INSERT INTO search (text, role, conversation_id, node_id) VALUES (?, ?, ?, ?)",
-                (found[1], found[0], conversation_id, node_id),
-            )
+        index_turn(conn, node_id, conversation_id, turn_json)
 
 
 def _m0003_positions(conn: Any) -> None:

@@ -6,9 +6,10 @@ exactly the type its field declares (no ``"5"`` for ``5``, no ``1`` for
 ``true``, finite numbers only), enums hold known values, and attrs classes are
 walked field by field from their annotations, so a new field is checked
 without a change here (a field type with no checker fails when this module is
-imported, not on a user's file). Types stored in their own format (commands,
-tool scopes) have hand-written checkers. ``check_shape`` bounds nesting and
-string sizes and refuses lone surrogates, without recursion.
+imported, not on a user's file). Tool scopes, stored in their own format, have a
+hand-written checker; fields stored under another name (a command's ``at``) are
+listed in ``_STORED_AS``. ``check_shape`` bounds nesting and string sizes and
+refuses lone surrogates, without recursion.
 
 A failure is a ``SerializationError`` whose ``where`` is the path to the value
 (``conversations[0].nodes[3].turn.text``). Checkers never convert or fix data.
@@ -26,9 +27,9 @@ from typing import Any
 import attrs
 
 from mp13_context._errors import SerializationError
-from mp13_context._model import Command, CommandKind, ConversationInfo, Node, Turn
+from mp13_context._model import Command, ConversationInfo, Node, Turn
 from mp13_context._text import has_surrogates
-from mp13_toolbox import ToolMode
+from mp13_toolbox import ToolMode, ToolsScope
 
 Path = tuple[str | int, ...]
 
@@ -169,16 +170,20 @@ def checker_for(tp: Any) -> Checker:
     raise TypeError(f"no import checker for {tp!r}")  # a new field type: add it here
 
 
-# Fields the converter leaves out of stored data (see ``_convert``).
-_OMITTED: dict[type, set[str]] = {Turn: {"node_id"}}
+# Fields the converter stores under another name, or leaves out (None; see ``_convert``).
+_STORED_AS: dict[type, dict[str, str | None]] = {
+    Turn: {"node_id": None},
+    Command: {"created_at": "at"},
+}
 
 
 def _record(cls: type) -> Checker:
     hints = typing.get_type_hints(cls)
+    stored = _STORED_AS.get(cls, {})
     fields = [
-        (f.name, checker_for(hints[f.name]), f.default is attrs.NOTHING)
+        (key, checker_for(hints[f.name]), f.default is attrs.NOTHING)
         for f in attrs.fields(cls)
-        if f.name not in _OMITTED.get(cls, ())
+        if (key := stored.get(f.name, f.name)) is not None
     ]
     name = cls.__name__
 
@@ -203,28 +208,8 @@ def _check_scope(value: Any, path: Path) -> None:
     _SCALARS[str](value.get("label", ""), (*path, "label"))
 
 
-def _check_command(value: Any, path: Path) -> None:
-    if not isinstance(value, dict):
-        raise fail(path, f"expected a command object, got {kind_of(value)}")
-    if "kind" not in value:
-        raise fail(path, "the command has no 'kind'")
-    _enum(CommandKind)(value["kind"], (*path, "kind"))
-    fields: dict[str, Checker] = {
-        "at": _SCALARS[float],
-        "text": checker_for(str | None),
-        "names": checker_for(tuple[str, ...]),
-        "params": checker_for(dict[str, Any]),
-        "data": checker_for(dict[str, Any]),
-    }
-    for key, check in fields.items():
-        if key in value:
-            check(value[key], (*path, key))
-    if value.get("scope") is not None:
-        _check_scope(value["scope"], (*path, "scope"))
-
-
 # Types stored in their own format (hooks in ``_convert``), checked by hand.
-_SPECIAL: dict[Any, Checker] = {Command: _check_command}
+_SPECIAL: dict[Any, Checker] = {ToolsScope: _check_scope}
 
 CHECK_INFO = _record(ConversationInfo)
 CHECK_NODE = _record(Node)  # built here: a field type without a checker fails at import time

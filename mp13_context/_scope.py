@@ -68,10 +68,6 @@ class ScopeState:
                 "recorded; open it without read_only to ask, retry or continue"
             )
 
-    def remember(self, conversation_id: str, node_id: str) -> None:
-        """Save ``node_id`` as this scope's place in its conversation."""
-        self.session.save_position(self.name, conversation_id, node_id)
-
     def cancel(self, request_id: str) -> bool:
         """Cancel a request of this scope by id, else ask the engine; True if it was running."""
         cancel = self.running.get(request_id)

@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from mp13_context._convert import dumps, unstructure
+from mp13_context._convert import unstructure
 from mp13_context._errors import (
     ContextError,
     CursorError,
@@ -44,7 +44,7 @@ from mp13_context._errors import (
 from mp13_context._export import export_session, read_document
 from mp13_context._import import ImportLimits, ImportReport, plan_import, write_plans
 from mp13_context._integrity import IntegrityReport
-from mp13_context._interned import SettingsTable
+from mp13_context._interned import ScratchSettings, SettingsTable
 from mp13_context._messages import render
 from mp13_context._model import (
     Command,
@@ -60,7 +60,7 @@ from mp13_context._rows import node_from_row, node_row, stored_commands, stored_
 from mp13_context._settings import EffectiveSettings, apply
 from mp13_context._settings_check import settings_problems
 from mp13_context._store import NodeRow, Store
-from mp13_context._text import fts_query, scrub, search_entry
+from mp13_context._text import fts_query, scrub
 
 
 class Session:
@@ -148,21 +148,12 @@ class Session:
 
         For checks and debugging: it must always equal ``settings_at``.
         """
-        values: dict[int, EffectiveSettings] = {}
-        ids: dict[str, int] = {}
-
-        def intern(settings: EffectiveSettings) -> int:
-            return ids.setdefault(dumps(settings), len(ids) + 1)
-
-        settings = EffectiveSettings()
-        sid = intern(settings)
-        values[sid] = settings
+        table = ScratchSettings()
+        sid = table.initial
         for node in self.path(node_id):
             for cmd in node.commands:
-                settings = apply(settings, sid, cmd, values.__getitem__)
-                sid = intern(settings)
-                values[sid] = settings
-        return settings
+                sid = table.intern(apply(table.get(sid), sid, cmd, table.get))
+        return table.get(sid)
 
     # --- conversations -----------------------------------------------------------------
 
@@ -172,8 +163,8 @@ class Session:
         title = scrub(title)
         root = Node(id=new_id(), conversation_id=cid, parent_id=None, kind=NodeKind.ROOT)
         row, root = node_row(root, self._settings.initial, "", None, None)
-        with self._store.lock:
-            seq = self._store.insert_conversation(cid, title, row, root.created_at)
+        with self._store.lock, self._store.tx() as conn:
+            seq = self._store.insert_conversation_in(conn, cid, title, row, root.created_at)
             self._cache(attrs.evolve(root, seq=seq), self._settings.initial)
         return ConversationInfo(id=cid, root_id=root.id, title=title, head_id=root.id)
 
@@ -302,7 +293,7 @@ class Session:
                 row, parent = node_row(node, sid, parent.hash, turn_json, cmds_json)
                 planned.append((row, parent, sid))
             with self._store.tx() as conn:
-                seqs = [Store.insert_node_in(conn, r, search_entry(n.turn)) for r, n, _ in planned]
+                seqs = [Store.insert_node_in(conn, row) for row, _, _ in planned]
             nodes = []
             for (_, node, node_sid), seq in zip(planned, seqs, strict=True):
                 nodes.append(attrs.evolve(node, seq=seq))

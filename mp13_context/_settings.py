@@ -155,10 +155,7 @@ def validate_params(params: dict[str, Any]) -> dict[str, Any]:
 def adapter_names(names: str | Sequence[str]) -> tuple[str, ...]:
     """``names`` (one name or a sequence of them) as ``Request.adapters`` holds them, by the
     engine's own rule: one normalisation for both layers. ``CommandError`` otherwise."""
-    try:
-        return check_request_field("adapters", names) or ()
-    except RequestError as exc:
-        raise CommandError(str(exc)) from exc
+    return tuple(_request_field("adapters", names) or ())
 
 
 # --- the fold ----------------------------------------------------------------------------

@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from mp13_context._convert import dumps, loads, structure
+from mp13_context._convert import loads, structure
 from mp13_context._integrity import IntegrityProblem
+from mp13_context._interned import ScratchSettings
 from mp13_context._model import Command
 from mp13_context._settings import EffectiveSettings, apply
 
@@ -37,23 +38,16 @@ def _meaning(settings: EffectiveSettings) -> tuple[object, ...]:
 
 def settings_problems(rows: Iterable[SettingsRow]) -> list[IntegrityProblem]:
     """Nodes (rows parents first) whose stored settings differ from their commands' fold."""
-    values: dict[int, EffectiveSettings] = {}
-    ids: dict[str, int] = {}
-
-    def intern(settings: EffectiveSettings) -> int:
-        sid = ids.setdefault(dumps(settings), len(ids) + 1)
-        values[sid] = settings
-        return sid
-
+    table = ScratchSettings()
     folded: dict[str, int] = {}
     problems: list[IntegrityProblem] = []
     for nid, cid, parent_id, commands, stored in rows:
-        sid = intern(EffectiveSettings()) if parent_id is None else folded.get(parent_id)
+        sid = table.initial if parent_id is None else folded.get(parent_id)
         if sid is None:
             continue
         try:
             for raw in json.loads(commands) if commands else ():
-                sid = intern(apply(values[sid], sid, structure(raw, Command), values.__getitem__))
+                sid = table.intern(apply(table.get(sid), sid, structure(raw, Command), table.get))
             kept = loads(stored, EffectiveSettings) if stored is not None else None
         except Exception as exc:  # unreadable data is a finding too, never a crash
             problems.append(
@@ -65,7 +59,7 @@ def settings_problems(rows: Iterable[SettingsRow]) -> list[IntegrityProblem]:
             )
             continue
         folded[nid] = sid
-        if kept is None or _meaning(kept) != _meaning(values[sid]):
+        if kept is None or _meaning(kept) != _meaning(table.get(sid)):
             problems.append(
                 IntegrityProblem(
                     message=(

@@ -41,7 +41,7 @@ import sqlean
 
 from mp13_context._errors import ReadOnlyError, StoreError
 from mp13_context._integrity import IntegrityProblem, IntegrityReport, VerifyRow, verify_rows
-from mp13_context._migrations import migrate, missing_migrations
+from mp13_context._migrations import index_turn, migrate, missing_migrations
 
 # Errors of sqlean and the standard library share names but not classes.
 _SQL_ERRORS = (sqlean.Error, _std_sqlite3.Error)
@@ -69,10 +69,9 @@ class NodeRow:
     hash: str
 
 
-_NODE_COLUMNS = (
-    "seq, id, conversation_id, parent_id, kind, depth, turn, commands, archived, main_line, "
-    "label, created_at, state_id, hash"
-)
+#: The columns of ``nodes``, in ``NodeRow``'s order (an insert sets all but ``seq``).
+_NODE_COLUMNS = ", ".join(f.name for f in attrs.fields(NodeRow))
+_INSERTED = [f.name for f in attrs.fields(NodeRow) if f.name != "seq"]
 
 
 def _in_memory(path: str) -> bool:
@@ -233,8 +232,7 @@ class Store:
             "WHERE n.id IS NULL" + (" AND c.id = ?" if args else ""),
             args,
         )
-        rows: list[VerifyRow] = self.read(sql, args)
-        report = verify_rows(rows)
+        report = verify_rows(VerifyRow(*r) for r in self.read(sql, args))
         missing = tuple(
             IntegrityProblem(
                 message=f"conversation {cid}'s root node {root} does not exist",
@@ -287,16 +285,11 @@ class Store:
             found += [r[0] for r in rows]
         return found
 
-    def insert_conversation(
-        self, cid: str, title: str, root: dict[str, Any], created_at: float
-    ) -> int:
-        with self.tx() as conn:
-            return self.insert_conversation_in(conn, cid, title, root, created_at)
-
     def insert_conversation_in(
         self, conn: Any, cid: str, title: str, root: dict[str, Any], created_at: float
     ) -> int:
-        """``insert_conversation`` inside the caller's transaction."""
+        """Insert a conversation and its root node inside the caller's transaction; return
+        the root's seq."""
         conn.execute(
             "INSERT INTO conversations (id, title, root_id, head_id, created_at) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -305,21 +298,12 @@ class Store:
         return self.insert_node_in(conn, root)
 
     @staticmethod
-    def insert_node_in(conn: Any, row: dict[str, Any], found: tuple[str, str] | None = None) -> int:
-        """Append a node inside the caller's transaction and index ``found`` = ``(role,
-        text)``; return its seq."""
-        seq = conn.execute(
-            "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
-            "archived, main_line, label, created_at, state_id, hash) "
-            "VALUES (:id, :conversation_id, :parent_id, :kind, :depth, :turn, :commands, "
-            ":archived, :main_line, :label, :created_at, :state_id, :hash)",
-            row,
-        ).lastrowid
-        if found is not None:
-            conn.execute(
-                "INSERT INTO search (text, role, conversation_id, node_id) VALUES (?, ?, ?, ?)",
-                (found[1], found[0], row["conversation_id"], row["id"]),
-            )
+    def insert_node_in(conn: Any, row: dict[str, Any]) -> int:
+        """Append a node, and index its turn for search, inside the caller's transaction;
+        return its seq."""
+        columns, values = ", ".join(_INSERTED), ", ".join(f":{c}" for c in _INSERTED)
+        seq = conn.execute(f"INSERT INTO nodes ({columns}) VALUES ({values})", row).lastrowid
+        index_turn(conn, row["id"], row["conversation_id"], row["turn"])
         return int(seq)
 
     def set_commands(self, node_id: str, commands: str, state_id: int, digest: str) -> None:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Text the store can keep and search: lone surrogates, the search index, plain-word queries.
+"""Text the store can keep and search: lone surrogates and plain-word queries.
 
 Invariants:
 
@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from mp13_context._model import Turn
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
@@ -30,15 +28,6 @@ def has_surrogates(text: str) -> bool:
 def scrub(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD."""
     return _SURROGATE.sub(REPLACEMENT, text)
-
-
-def search_entry(turn: Turn | None) -> tuple[str, str] | None:
-    """``(role, text)`` to index for a turn (text, reasoning, tool results)."""
-    if turn is None:
-        return None
-    parts = [turn.text, turn.reasoning, *(r.content for r in turn.tool_results)]
-    text = "\n".join(p for p in parts if p)
-    return (turn.role.value, text) if text else None
 
 
 def _plain(word: str) -> str:

@@ -26,8 +26,7 @@ from typing import Union
 
 import attrs
 
-from mp13_toolbox._errors import ToolSettingError
-from mp13_toolbox._types import ToolCall
+from mp13_toolbox._types import ToolCall, enum_setting
 
 
 class Risk(str, enum.Enum):
@@ -67,24 +66,13 @@ DEFAULT_APPROVALS: Mapping[Risk, Approval] = types.MappingProxyType(
 
 
 def as_risk(value: Risk | str) -> Risk:
-    try:
-        return Risk(value)
-    except ValueError:
-        raise ToolSettingError(
-            f"unknown risk {value!r}; use one of: {', '.join(r.value for r in Risk)}"
-        ) from None
+    return enum_setting(Risk, value, "risk")
 
 
 def as_approval(value: Approval | str | None) -> Approval | None:
     if value is None:
         return None
-    try:
-        return Approval(value)
-    except ValueError:
-        raise ToolSettingError(
-            f"unknown approval policy {value!r}; use one of: "
-            f"{', '.join(a.value for a in Approval)} (or None for the risk default)"
-        ) from None
+    return enum_setting(Approval, value, "approval policy", " (or None for the risk default)")
 
 
 _ANSWER_WORDS = {

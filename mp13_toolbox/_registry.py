@@ -103,16 +103,12 @@ class RegisteredTool(ToolRecord):
         return ToolRecord(**{f.name: getattr(self, f.name) for f in attrs.fields(ToolRecord)})
 
     def info(self) -> ToolInfo:
+        """The public description: the record's fields, its name, description and status."""
         return ToolInfo(
             name=self.name,
             description=self.spec.description,
-            mode=self.mode,
-            risk=self.risk,
-            approval=self.approval,
-            timeout_s=self.timeout_s,
-            kind=self.kind,
             resolved=self.resolved,
-            spec=self.spec,
+            **attrs.asdict(self.record(), recurse=False),
         )
 
 

@@ -118,11 +118,8 @@ def _jsonable(value: Any) -> bool:
 
 def _enum_schema(values: list[Any]) -> dict[str, Any]:
     kinds = {type(v) for v in values}
-    out: dict[str, Any] = {}
-    for py, js in ((str, "string"), (bool, "boolean"), (int, "integer"), (float, "number")):
-        if kinds == {py}:
-            out["type"] = js
-            break
+    kind = kinds.pop() if len(kinds) == 1 else None
+    out = dict(_SCALARS[kind]) if kind in _SCALARS and kind is not type(None) else {}
     out["enum"] = values
     return out
 

@@ -47,7 +47,7 @@ from typing import Any
 import attrs
 
 from mp13_toolbox._errors import ToolSettingError
-from mp13_toolbox._types import ToolMode
+from mp13_toolbox._types import ToolMode, enum_setting
 
 # Strength of a mode when equally specific entries of ONE layer target the same tool.
 _STRENGTH = {ToolMode.SILENT: 0, ToolMode.ADVERTISED: 1, ToolMode.DISABLED: 2}
@@ -57,11 +57,7 @@ _PATTERN_CHARS = frozenset("*?[")
 
 
 def as_mode(value: ToolMode | str) -> ToolMode:
-    try:
-        return ToolMode(value)
-    except ValueError:
-        known = ", ".join(m.value for m in ToolMode)
-        raise ToolSettingError(f"unknown tool mode {value!r}; use one of: {known}") from None
+    return enum_setting(ToolMode, value, "tool mode")
 
 
 def _as_modes(value: Mapping[str, ToolMode | str] | None) -> dict[str, ToolMode]:

@@ -10,9 +10,13 @@ are frozen values. ``ToolCall.arguments`` is always a JSON object (a ``dict``).
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
+
+from mp13_toolbox._errors import ToolSettingError
+
+_E = TypeVar("_E", bound=enum.Enum)
 
 
 class ToolMode(str, enum.Enum):
@@ -26,6 +30,16 @@ class ToolMode(str, enum.Enum):
     ADVERTISED = "advertised"
     SILENT = "silent"
     DISABLED = "disabled"
+
+
+def enum_setting(cls: type[_E], value: object, what: str, hint: str = "") -> _E:
+    """``value`` as a member of ``cls`` (a setting: mode, risk, policy), or a
+    ``ToolSettingError`` that lists the allowed values."""
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)
+        raise ToolSettingError(f"unknown {what} {value!r}; use one of: {allowed}{hint}") from None
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

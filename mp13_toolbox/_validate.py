@@ -97,29 +97,25 @@ def _where(path: str) -> str:
     return f"argument {path!r}" if path else "the arguments"
 
 
+# JSON type name -> whether a value is of it ("integer", which may normalise, is apart).
+_IS_TYPE: dict[str, Callable[[Any], bool]] = {
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "array": lambda v: isinstance(v, (list, tuple)),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
 def _match_type(value: Any, t: str) -> tuple[bool, Any]:
     """Whether ``value`` is JSON type ``t``; the (possibly normalised) value."""
     if t == "integer":
-        if isinstance(value, bool):
-            return False, value
-        if isinstance(value, int):
-            return True, value
         if isinstance(value, float) and value.is_integer():
             return True, int(value)
-        return False, value
-    if t == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool), value
-    if t == "string":
-        return isinstance(value, str), value
-    if t == "boolean":
-        return isinstance(value, bool), value
-    if t == "null":
-        return value is None, value
-    if t == "array":
-        return isinstance(value, (list, tuple)), value
-    if t == "object":
-        return isinstance(value, dict), value
-    return True, value  # unknown type names are not enforced
+        return isinstance(value, int) and not isinstance(value, bool), value
+    check = _IS_TYPE.get(t)
+    return (check is None or check(value)), value  # unknown type names are not enforced
 
 
 def _too_deep(value: Any, limit: int) -> str | None:

@@ -32,16 +32,12 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
 
 import attrs
 
+from mp13_context._model import as_tuple
 from mp13_engine import Chunk, FinishReason, Request, RequestMetrics, Response
 from mp13_toolbox import ToolCall
-
-
-def _calls(value: Any) -> tuple[ToolCall, ...]:
-    return tuple(value) if value else ()
 
 
 @attrs.frozen(kw_only=True)
@@ -50,7 +46,7 @@ class FakeReply:
 
     text: str = ""
     reasoning: str = ""
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_calls)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=as_tuple)
     finish_reason: FinishReason = FinishReason.STOP
     error: str | None = None
     raise_exc: BaseException | None = None
