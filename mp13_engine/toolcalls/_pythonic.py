@@ -18,7 +18,7 @@ from mp13_engine.toolcalls._profile import (
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import py_repr, python_call_list
+from mp13_engine.toolcalls._values import py_call, python_call_list
 from mp13_toolbox import ToolCall
 
 LIST_OPENER = Opener(
@@ -35,11 +35,7 @@ def decode_python_list(payload: str, ctx: DecodeContext) -> list[ToolCall]:
 
 
 def render_python_list(calls: Sequence[ToolCall]) -> str:
-    body = ", ".join(
-        f"{c.name}(" + ", ".join(f"{k}={py_repr(v)}" for k, v in c.arguments.items()) + ")"
-        for c in calls
-    )
-    return f"[{body}]"
+    return "[" + ", ".join(py_call(c) for c in calls) + "]"
 
 
 PROFILE = Profile(

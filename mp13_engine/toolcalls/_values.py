@@ -157,12 +157,22 @@ def tool_schemas(tools: Iterable[ToolLike] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def param_schema(schemas: Mapping[str, Mapping[str, Any]], tool: str, param: str) -> Any:
-    """The JSON schema of one parameter, or ``None`` when the tool or parameter is unknown."""
+def param_value(schemas: Mapping[str, Mapping[str, Any]], tool: str, param: str, raw: str) -> Any:
+    """A raw-text value of ``tool``'s parameter ``param``, converted with its schema if known."""
     props = (schemas.get(tool) or {}).get("properties")
-    if isinstance(props, Mapping):
-        return props.get(param)
-    return None
+    return convert_value(raw, props.get(param) if isinstance(props, Mapping) else None)
+
+
+def strip_layout(raw: str) -> str:
+    """A raw parameter value without the one newline of layout after its opening tag and
+    before its closing tag (``<parameter=k>\nvalue\n</parameter>``)."""
+    raw = raw[1:] if raw.startswith("\n") else raw
+    return raw[:-1] if raw.endswith("\n") else raw
+
+
+def raw_text(value: Any) -> str:
+    """A parameter value written as raw text, as templates do: a string as is, else JSON."""
+    return value if isinstance(value, str) else dumps(value)
 
 
 def param_order(schemas: Mapping[str, Mapping[str, Any]], tool: str) -> list[str]:
@@ -363,6 +373,12 @@ def python_call_list(src: str, schemas: Mapping[str, Mapping[str, Any]]) -> list
     if not items:
         raise PayloadError("empty list of tool calls")
     return [python_call(item, schemas) for item in items]
+
+
+def py_call(call: ToolCall) -> str:
+    """A call written as Python source, ``name(key=literal, ...)``."""
+    args = ", ".join(f"{k}={py_repr(v)}" for k, v in call.arguments.items())
+    return f"{call.name}({args})"
 
 
 def py_repr(value: Any) -> str:
