@@ -136,9 +136,10 @@ class StreamMachine:
             self._und_keep = max(len(t) for t in (*opens, *closes)) - 1
             self._und_from = 0
 
-    # -- public surface used by StreamParser ---------------------------------------------------
+    # -- public surface (``StreamParser``) ------------------------------------------------------
 
     def feed(self, delta: str) -> list[StreamEvent]:
+        """Events (content / reasoning deltas, completed calls) that ``delta`` made certain."""
         if delta and not self._done:
             self._buf += delta
             self._run(final=False)
@@ -146,13 +147,15 @@ class StreamMachine:
         return events
 
     def close(self) -> list[StreamEvent]:
+        """End of output: the events still held back (idempotent)."""
         if not self._done:
             self._run(final=True)
             self._done = True
         events, self._events = self._events, []
         return events
 
-    def result(self) -> ParsedOutput:
+    def finish(self) -> ParsedOutput:
+        """End of output (``close`` if not done) and the whole result."""
         self.close()
         return ParsedOutput(
             content="".join(self._parts[_CONTENT]),
