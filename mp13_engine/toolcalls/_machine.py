@@ -121,7 +121,7 @@ class StreamMachine:
         # Span and reasoning patterns, compiled once per parser, not once per span.
         self._tag_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], int]] = {}
         self._guard_patterns: dict[tuple[Any, ...], GuardPattern] = {}
-        self._reason_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], Literals]] = {}
+        self._reason_lits_by: dict[tuple[str, ...], Literals] = {}
         self._stop_pattern = compile_stops(p.stops)
         self._reason_re: re.Pattern[str] | None = None
         self._reason_lits = Literals(())
@@ -231,14 +231,11 @@ class StreamMachine:
         return True
 
     def _enter_reasoning(self, closes: Sequence[str]) -> None:
+        # A reasoning block ends like a tag-closed span: at a closing tag, or cut by a stop.
         key = tuple(closes)
-        if key not in self._reason_patterns:
-            stops = [s for s in self._p.stops if s not in closes]
-            parts = [f"(?P<c>{alternation(closes)})"]
-            if stops:
-                parts.append(f"(?P<s>{alternation(stops)})")
-            self._reason_patterns[key] = (re.compile("|".join(parts)), Literals([*closes, *stops]))
-        self._reason_re, self._reason_lits = self._reason_patterns[key]
+        if key not in self._reason_lits_by:
+            self._reason_lits_by[key] = Literals([*closes, *self._p.stops])
+        self._reason_re, self._reason_lits = self._tag_pattern(key)[0], self._reason_lits_by[key]
         self._mode = "reasoning"
 
     def _tag_pattern(self, ends: tuple[str, ...]) -> tuple[re.Pattern[str], int]:
@@ -271,7 +268,7 @@ class StreamMachine:
             return False
         self._emit(_REASONING, buf[pos : m.start()])
         self._pos = m.end()
-        if m.lastgroup == "c":
+        if m.lastgroup == "e":
             self._mode = "text"
             if self._started[_REASONING] and not self._pending[_REASONING]:
                 self._pending[_REASONING] = "\n"
