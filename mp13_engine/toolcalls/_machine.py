@@ -38,6 +38,7 @@ from mp13_engine.toolcalls._scan import (
     GuardedTagScan,
     GuardPattern,
     Literals,
+    Scanner,
     TagScan,
     alternation,
     compile_stops,
@@ -71,7 +72,7 @@ class _Span:
     opener_text: str
     raw_start: int
     payload_start: int
-    scanner: Any
+    scanner: Scanner
     decode: Decoder | None  # None only from a profile bug: the span then fails to decode
 
 
@@ -249,7 +250,7 @@ class StreamMachine:
         ends: tuple[str, ...],
         quoted: str = "",
         verbatim: tuple[tuple[str, str], ...] = (),
-    ) -> Any:
+    ) -> Scanner:
         if not (quoted or verbatim):
             return TagScan(start, self._tag_pattern(ends))
         key = (ends, quoted, verbatim)
@@ -299,7 +300,7 @@ class StreamMachine:
         if opener.keep_from is not None and opener.keep_from in text:
             start = m.start() + text.index(opener.keep_from)
         if opener.ends:
-            scanner: Any = self._tag_scanner(m.end(), opener.ends, opener.quoted, opener.verbatim)
+            scanner = self._tag_scanner(m.end(), opener.ends, opener.quoted, opener.verbatim)
         else:
             scanner = BracketScan(
                 start, self._stop_pattern, after=opener.after, quotes=opener.quotes
@@ -329,7 +330,7 @@ class StreamMachine:
             self._pos = opener_end
             return True
         result = self._decode(span, buf, how, payload_end)
-        fallback = getattr(span.scanner, "fallback", None)
+        fallback = span.scanner.fallback
         if isinstance(result, str) and fallback is not None and fallback[1] < payload_end:
             # A closing tag was read as quoted text, and the longer payload does not decode:
             # the quoting was the model's mistake, so the span ends at that tag after all.
