@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mp13_engine.toolcalls._profile import (
-    DecodeContext,
     MessageStyle,
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import py_call, python_call_list
+from mp13_engine.toolcalls._values import decode_python_list, py_call
 from mp13_toolbox import ToolCall
 
 LIST_OPENER = Opener(
@@ -28,10 +27,6 @@ LIST_OPENER = Opener(
     keep_from="[",
     quotes="\"'",
 )
-
-
-def decode_python_list(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    return python_call_list(payload, ctx.schemas)
 
 
 def render_python_list(calls: Sequence[ToolCall]) -> str:

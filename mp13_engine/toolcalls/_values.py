@@ -366,13 +366,13 @@ def parse_python(src: str) -> ast.AST:
         raise PayloadError(f"not a Python expression ({exc.__class__.__name__})") from exc
 
 
-def python_call_list(src: str, schemas: Mapping[str, Mapping[str, Any]]) -> list[ToolCall]:
-    """``[f(a=1), g()]`` (or a single call) as a list of ``ToolCall``."""
-    node = parse_python(src)
+def decode_python_list(payload: str, ctx: Any) -> list[ToolCall]:
+    """Decoder for ``[f(a=1), g()]`` (or a single call) payloads, the pythonic formats'."""
+    node = parse_python(payload)
     items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
     if not items:
         raise PayloadError("empty list of tool calls")
-    return [python_call(item, schemas) for item in items]
+    return [python_call(item, ctx.schemas) for item in items]
 
 
 def py_call(call: ToolCall) -> str:
