@@ -430,10 +430,7 @@ class Engine(_EngineBase):
         **fields: Any,
     ) -> Engine:
         """``load`` in a thread, so the running loop stays responsive."""
-        config = _config_from(model, fields)
-        ToolCallFormat.check(config.tool_format)
-        loaded = await asyncio.to_thread(load_model, config, progress)
-        return cls(config, loaded)
+        return await asyncio.to_thread(cls.load, model, progress=progress, **fields)
 
     # ----- sync API
     def generate(self, request: RequestLike, **overrides: Any) -> Response:
