@@ -221,18 +221,15 @@ def _as_type(raw: str, kind: str) -> Any:
     text = raw.strip()
     if kind == "string":
         return raw
-    if kind == "integer":
+    if kind in ("integer", "number"):
         value = guess_value(text)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(raw)
+        if kind == "number":
+            return value
         if isinstance(value, float) and not value.is_integer():
             raise ValueError(raw)
         return int(value)
-    if kind == "number":
-        value = guess_value(text)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(raw)
-        return value
     if kind == "boolean":
         lowered = text.lower()
         if lowered in ("true", "1", "yes"):
