@@ -164,8 +164,8 @@ def param_value(schemas: Mapping[str, Mapping[str, Any]], tool: str, param: str,
 
 
 def strip_layout(raw: str) -> str:
-    """A raw parameter value without the one newline of layout after its opening tag and
-    before its closing tag (``<parameter=k>\nvalue\n</parameter>``)."""
+    """A raw parameter value without the one newline of layout right after its opening tag
+    and right before its closing tag (templates write each value on lines of its own)."""
     raw = raw[1:] if raw.startswith("\n") else raw
     return raw[:-1] if raw.endswith("\n") else raw
 
