@@ -36,38 +36,70 @@ MaxMemory = dict[str, str | int] | None
 _Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 
-def _choice(allowed: tuple[Any, ...]) -> _Validator:
+def _rule(ok: Callable[[Any], bool], use: str) -> _Validator:
+    """A validator: ``ok(value)``, or a ConfigError naming the field, the value and ``use``."""
+
     def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value not in allowed:
-            raise ConfigError(
-                f"EngineConfig.{attribute.name}={value!r} is not allowed; "
-                f"use one of {', '.join(repr(a) for a in allowed)}"
-            )
+        if not ok(value):
+            raise ConfigError(f"EngineConfig.{attribute.name}={value!r} is not allowed; use {use}")
 
     return check
 
 
-def _device(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    ok = isinstance(value, str) and (value in ("auto", "cpu", "mps") or _is_cuda(value))
-    if not ok:
-        raise ConfigError(
-            f"EngineConfig.device={value!r} is not allowed; use one of {DEVICES_HELP}"
-        )
+def is_int(value: Any) -> bool:
+    """An ``int`` that is not a ``bool`` (``True`` is an int in Python, never a count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _positive_int(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(
-            f"EngineConfig.{attribute.name}={value!r} is not allowed; use an integer >= 1"
-        )
+def is_number(value: Any) -> bool:
+    """An ``int`` or ``float`` that is not a ``bool``."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _non_negative(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value < 0:
-        raise ConfigError(
-            f"EngineConfig.{attribute.name}={value!r} is not allowed; use a finite number >= 0"
-        )
+def _choice(allowed: tuple[Any, ...]) -> _Validator:
+    return _rule(lambda v: v in allowed, f"one of {', '.join(repr(a) for a in allowed)}")
+
+
+def _is_cuda(value: str) -> bool:
+    return value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())
+
+
+_device = _rule(
+    lambda v: isinstance(v, str) and (v in ("auto", "cpu", "mps") or _is_cuda(v)),
+    f"one of {DEVICES_HELP}",
+)
+_positive_int = _rule(lambda v: is_int(v) and v >= 1, "an integer >= 1")
+_non_negative = _rule(
+    lambda v: is_number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0"
+)
+# inf is allowed: no limit, like None.
+_opt_positive = _rule(
+    lambda v: v is None or (is_number(v) and v > 0),
+    "a number of seconds > 0, or None for no limit",
+)
+
+
+def _is_memory_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and (k.isdigit() or k == "cpu") and isinstance(v, (str, int))
+        for k, v in value.items()
+    )
+
+
+_max_memory = _rule(
+    lambda v: v is None or _is_memory_map(v),
+    'a dict of GPU index (as a string) or \'cpu\' -> size, e.g. {"0": "20GiB", "cpu": "64GiB"}',
+)
+_model = _rule(
+    lambda v: isinstance(v, str) and bool(v),
+    "a local model directory, a GGUF file (or a directory holding one), or a hub id (in the "
+    "local Hugging Face cache, or with download=True)",
+)
+_bool = _rule(lambda v: isinstance(v, bool), "true or false")
+
+
+def _opt_str(what: str) -> _Validator:
+    return _rule(lambda v: v is None or isinstance(v, str), f"{what}, or None")
 
 
 def _collect_wait(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -82,17 +114,6 @@ def _collect_wait(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
         )
 
 
-def _opt_positive(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    # inf is allowed: no limit, like None.
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-        raise ConfigError(
-            f"EngineConfig.{attribute.name}={value!r} is not allowed; use a number of "
-            "seconds > 0, or None for no limit"
-        )
-
-
 def _device_map(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None or value in DEVICE_MAPS:
         return
@@ -102,7 +123,7 @@ def _device_map(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
             for k, v in value.items()
             if not isinstance(k, str)
             or not (
-                (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+                (is_int(v) and v >= 0)
                 or (isinstance(v, str) and (v in ("cpu", "disk") or _is_cuda(v)))
             )
         }
@@ -116,50 +137,6 @@ def _device_map(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         f"EngineConfig.device_map={value!r} is not allowed; use None, one of "
         f"{', '.join(repr(d) for d in DEVICE_MAPS)}, or a dict of module name -> device"
     )
-
-
-def _is_cuda(value: str) -> bool:
-    return value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())
-
-
-def _max_memory(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    ok = isinstance(value, dict) and all(
-        isinstance(k, str) and (k.isdigit() or k == "cpu") and isinstance(v, (str, int))
-        for k, v in value.items()
-    )
-    if not ok:
-        raise ConfigError(
-            f"EngineConfig.max_memory={value!r} is not allowed; use a dict of GPU index "
-            '(as a string) or \'cpu\' -> size, e.g. {"0": "20GiB", "cpu": "64GiB"}'
-        )
-
-
-def _model(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(
-            f"EngineConfig.model={value!r} is not allowed; use a local model directory, a GGUF "
-            "file (or a directory holding one), or a hub id (in the local Hugging Face cache, "
-            "or with download=True)"
-        )
-
-
-def _bool(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"EngineConfig.{attribute.name}={value!r} is not allowed; use true or false"
-        )
-
-
-def _opt_str(what: str) -> _Validator:
-    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(
-                f"EngineConfig.{attribute.name}={value!r} is not allowed; use {what}, or None"
-            )
-
-    return check
 
 
 def _path_str(value: Any) -> Any:

@@ -251,16 +251,22 @@ class _EngineBase:
         self, request: RequestLike, overrides: dict[str, Any], watched: bool = False
     ) -> RequestState:
         """Prepare and queue one request; ``watched``: a stream will read its chunks."""
+        return self._start_many([request], overrides, watched)[0]
+
+    def _start_many(
+        self, requests: Iterable[RequestLike], overrides: dict[str, Any], watched: bool = False
+    ) -> list[RequestState]:
+        """Prepare requests and queue them together (they share their first step)."""
         self._check_open()
-        # Announce the request while its prompt renders, so an idle engine that is
-        # collecting waits for it (concurrent callers then share their first step).
+        # Announce the requests while their prompts render, so an idle engine that is
+        # collecting waits for them (concurrent callers then share their first step).
         self._worker.preparing(1)
         try:
-            st = self._prepare(request, overrides, watched)
-            self._submit([st])
+            states = [self._prepare(r, overrides, watched) for r in requests]
+            self._submit(states)
         finally:
             self._worker.preparing(-1)
-        return st
+        return states
 
     def _check_open(self) -> None:
         if self._worker.closed:
@@ -425,10 +431,7 @@ class Engine(_EngineBase):
         **fields: Any,
     ) -> Engine:
         """``load`` in a thread, so the running loop stays responsive."""
-        config = _config_from(model, fields)
-        ToolCallFormat.check(config.tool_format)
-        loaded = await asyncio.to_thread(load_model, config, progress)
-        return cls(config, loaded)
+        return await asyncio.to_thread(cls.load, model, progress=progress, **fields)
 
     # ----- sync API
     def generate(self, request: RequestLike, **overrides: Any) -> Response:
@@ -511,18 +514,6 @@ class Engine(_EngineBase):
     def train(self, config: TrainingConfig) -> TrainingJob:
         """Start a LoRA training job on this engine's model; returns a ``TrainingJob``."""
         return start_training(self.adapters.training_host(), config)
-
-    def _start_many(
-        self, requests: Iterable[RequestLike], overrides: dict[str, Any]
-    ) -> list[RequestState]:
-        self._check_open()
-        self._worker.preparing(1)
-        try:
-            states = [self._prepare(r, overrides) for r in requests]
-            self._submit(states)
-        finally:
-            self._worker.preparing(-1)
-        return states
 
 
 def _config_from(

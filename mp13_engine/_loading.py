@@ -41,7 +41,6 @@ class Loaded:
     tokenizer: Any
     device: torch.device
     dtype: torch.dtype
-    source: str
 
 
 def resolve_device(name: str) -> torch.device:
@@ -256,7 +255,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:
         # Left padding is masked out, so any valid id works; eos is the usual choice.
         tokenizer.pad_token = tokenizer.eos_token
-    return Loaded(model=model, tokenizer=tokenizer, device=device, dtype=dtype, source=source)
+    return Loaded(model=model, tokenizer=tokenizer, device=device, dtype=dtype)
 
 
 def _accelerator_dtype() -> torch.dtype:

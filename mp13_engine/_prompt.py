@@ -62,10 +62,6 @@ class PromptFormatter:
         with_special = tokenizer("a", add_special_tokens=True)["input_ids"]
         return tokenizer.bos_token if with_special and with_special[0] == bos_id else ""
 
-    def render(self, request: Request) -> str:
-        """The exact prompt text for ``request`` (raises ``RequestError``/``ChatTemplateError``)."""
-        return self._text(request)
-
     def prompt(self, request: Request) -> Prompt:
         """The prompt text for ``request`` and the spans of it that are data spelling markup.
 
@@ -74,13 +70,14 @@ class PromptFormatter:
         chat is rendered a second time with that data defanged, to tell the
         template's markup from the data's (see ``mp13_engine._markup``).
         """
-        text = self._text(request)
+        text = self.render(request)
         if request.prompt is not None:
             return Prompt(text)
         data = (request.messages or (), request.tools, request.chat_template_kwargs)
         return Prompt(text, self.special.forged_in(text, data, self._defanged(request)))
 
-    def _text(self, request: Request) -> str:
+    def render(self, request: Request) -> str:
+        """The exact prompt text for ``request`` (raises ``RequestError``/``ChatTemplateError``)."""
         if request.prompt is not None:
             text = encodable(request.prompt)
             if self._bos_text and not text.startswith(self._bos_text):

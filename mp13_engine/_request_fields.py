@@ -226,45 +226,35 @@ def _messages(name: str, value: Any) -> tuple[dict[str, Any], ...] | None:
         raise _fail(name, value, _MESSAGES_ALLOWED)
     if not value:
         raise _fail(name, value, _MESSAGES_ALLOWED, "there is no message")
-    out = []
     for i, message in enumerate(value):
-        if not isinstance(message, Mapping):
-            raise _fail(name, value, _MESSAGES_ALLOWED, f"message {i} is not a dict")
-        role = message.get("role")
-        if role is None:
-            raise _fail(
-                name, value, _MESSAGES_ALLOWED, f"message {i} has no 'role'; give one of {ROLES}"
-            )
-        if role not in ROLES:
-            raise _fail(
-                name,
-                value,
-                _MESSAGES_ALLOWED,
-                f"message {i} has role {role!r}; the roles are {', '.join(ROLES)} "
-                "(use 'user' for the human and 'assistant' for the model)",
-            )
-        if not _content_ok(message.get("content")):
-            raise _fail(
-                name,
-                value,
-                _MESSAGES_ALLOWED,
-                f"message {i} has content of type {type(message.get('content')).__name__}; "
-                "content is a string, None or a list of part dicts",
-            )
-        problem = _message_fields_problem(message)
+        problem = _message_problem(message)
         if problem is not None:
             raise _fail(name, value, _MESSAGES_ALLOWED, f"message {i} {problem}")
-        out.append(dict(message))
-    return tuple(out)
+    return tuple(dict(message) for message in value)
 
 
-def _message_fields_problem(message: Mapping[str, Any]) -> str | None:
-    """What is wrong with a message's tool fields (OpenAI's shapes), or None.
+def _message_problem(message: Any) -> str | None:
+    """What is wrong with one message (its role, content and OpenAI's tool fields), or None.
 
-    The engine adapts these to each chat template (``toolcalls.prepare_chat``) and
-    the templates index into them, so a shape they cannot read is refused here,
+    The engine adapts the tool fields to each chat template (``toolcalls.prepare_chat``)
+    and the templates index into them, so a shape they cannot read is refused here,
     by name, instead of failing inside them.
     """
+    if not isinstance(message, Mapping):
+        return "is not a dict"
+    role = message.get("role")
+    if role is None:
+        return f"has no 'role'; give one of {ROLES}"
+    if role not in ROLES:
+        return (
+            f"has role {role!r}; the roles are {', '.join(ROLES)} "
+            "(use 'user' for the human and 'assistant' for the model)"
+        )
+    if not _content_ok(message.get("content")):
+        return (
+            f"has content of type {type(message.get('content')).__name__}; "
+            "content is a string, None or a list of part dicts"
+        )
     for key in ("name", "tool_call_id"):
         if message.get(key) is not None and not isinstance(message[key], str):
             return f"has {key}={_shown(message[key])}; {key} is a string or None"

@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 
 from mp13_engine import toolcalls
-from mp13_engine._errors import ToolFormatError
 from mp13_engine._types import Request
 
 
@@ -36,15 +35,12 @@ class ToolCallFormat:
 
     @staticmethod
     def check(configured: str | None) -> None:
-        """Validate a configured format name (before any model loads)."""
-        if configured is None:
-            return
-        known = list(toolcalls.formats())
-        if configured not in known:
-            raise ToolFormatError(
-                f"unknown tool_format {configured!r}; use one of {', '.join(known)} "
-                "or None to detect it from the chat template"
-            )
+        """Validate a configured format name (before any model loads).
+
+        An unknown name raises the registry's ``ToolFormatError``, which lists the known formats.
+        """
+        if configured is not None:
+            toolcalls.get_profile(configured)
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any, configured: str | None) -> ToolCallFormat:

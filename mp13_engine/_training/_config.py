@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from mp13_engine._adapter_files import adapter_name_problem
+from mp13_engine._config import is_int, is_number
 from mp13_engine._errors import ConfigError
 
 SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
@@ -33,42 +34,42 @@ def _fail(field: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"TrainingConfig.{field}={value!r} is invalid: {allowed}.")
 
 
+def _rule(ok: Callable[[Any], bool], allowed: str) -> _Validator:
+    """A validator: ``ok(value)``, or a ConfigError naming the field, the value and ``allowed``."""
+
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not ok(value):
+            raise _fail(attribute.name, value, allowed)
+
+    return check
+
+
 def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None and attribute.default is None:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not is_int(value) or value < 1:
         raise _fail(attribute.name, value, "use an integer >= 1")
 
 
-def _non_negative_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _fail(attribute.name, value, "use an integer >= 0")
+_non_negative_int = _rule(lambda v: is_int(v) and v >= 0, "use an integer >= 0")
 
 
 def _positive_float(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+    if not is_number(value) or not value > 0:
         raise _fail(attribute.name, value, "use a number > 0")
     if not math.isfinite(value):
         raise _fail(attribute.name, value, "use a finite number > 0")
 
 
 def _fraction(upper_open: bool) -> _Validator:
-    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-        ok = ok and (value < 1 if upper_open else value <= 1)
-        if not ok:
-            bound = "0 <= x < 1" if upper_open else "0 <= x <= 1"
-            raise _fail(attribute.name, value, f"use a number with {bound}")
-
-    return check
+    return _rule(
+        lambda v: is_number(v) and v >= 0 and (v < 1 if upper_open else v <= 1),
+        f"use a number with {'0 <= x < 1' if upper_open else '0 <= x <= 1'}",
+    )
 
 
 def _one_of(choices: tuple[str, ...]) -> _Validator:
-    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value not in choices:
-            raise _fail(attribute.name, value, f"allowed values are {', '.join(choices)}")
-
-    return check
+    return _rule(lambda v: v in choices, f"allowed values are {', '.join(choices)}")
 
 
 #: Largest ``TrainingConfig.seed``: the trainer derives per-epoch and per-step seeds from it
@@ -82,20 +83,15 @@ def _targets(value: Any) -> Any:
     return tuple(value)
 
 
-def _flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    # Not truthiness: shuffle="no" would shuffle, gradient_checkpointing="false" turn it on.
-    if not isinstance(value, bool):
-        raise _fail(attribute.name, value, "use True or False")
-
-
-def _opt_path(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and not isinstance(value, str):
-        raise _fail(attribute.name, value, "use a directory path (a str or os.PathLike), or None")
-
-
-def _seed(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= SEED_MAX:
-        raise _fail(attribute.name, value, f"use an integer from 0 to 2**32-1 ({SEED_MAX})")
+# Not truthiness: shuffle="no" would shuffle, gradient_checkpointing="false" turn it on.
+_flag = _rule(lambda v: isinstance(v, bool), "use True or False")
+_opt_path = _rule(
+    lambda v: v is None or isinstance(v, str),
+    "use a directory path (a str or os.PathLike), or None",
+)
+_seed = _rule(
+    lambda v: is_int(v) and 0 <= v <= SEED_MAX, f"use an integer from 0 to 2**32-1 ({SEED_MAX})"
+)
 
 
 def _check_targets(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -59,7 +59,13 @@ from mp13_engine._training._config import (
 from mp13_engine._training._data import Example, load_examples, split
 from mp13_engine._training._host import TrainingHost
 from mp13_engine._training._render import TrainingRow, render_example
-from mp13_engine._training._trainer import Trainer, load_checkpoint, save_checkpoint, seeded
+from mp13_engine._training._trainer import (
+    Trainer,
+    cuda_devices,
+    load_checkpoint,
+    save_checkpoint,
+    seeded,
+)
 from mp13_toolbox import Mp13Error
 
 TRAINING_GROUP = ("train",)
@@ -253,7 +259,7 @@ class TrainingJob:
                 bias="none",
                 task_type="CAUSAL_LM",
             )
-            with seeded(cfg.seed, host.model()):
+            with seeded(cfg.seed, cuda_devices(host.model())):
                 model = host.add_adapter(cfg.adapter, lora)
         try:
             model.set_adapter(cfg.adapter)  # also makes only this adapter trainable

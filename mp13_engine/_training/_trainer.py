@@ -174,7 +174,10 @@ class Trainer:
         rows = self._rows_for(self.micro)
         batch = batches(rows, self.pad_id, self.device)
         t0 = time.perf_counter()
-        with self._rng(), self._autocast():
+        # Dropout draws from the global RNG: fork it and seed it per micro-batch, so results do
+        # not depend on what else ran on this thread, and resumed runs draw the same masks.
+        micro_seed = cfg.seed * 1_000_003 + self.micro + 1
+        with seeded(micro_seed, self.cuda_devices), self._autocast():
             loss_sum, _ = _loss_sum(model, batch)
         if not torch.isfinite(loss_sum):
             raise TrainingError(
@@ -200,19 +203,6 @@ class Trainer:
         self.last_loss = self._window["loss"] / self._window["n_loss"]
         self.last_tokens_per_s = self._window["tokens"] / compute if compute > 0 else None
         return True
-
-    def _rng(self) -> Any:
-        # Dropout draws from the global RNG: fork it and seed it per micro-batch, so results do
-        # not depend on what else ran on this thread, and resumed runs draw the same masks.
-        fork = torch.random.fork_rng(devices=self.cuda_devices)
-
-        @contextlib.contextmanager
-        def seeded() -> Any:
-            with fork:
-                torch.manual_seed(self.config.seed * 1_000_003 + self.micro + 1)
-                yield
-
-        return seeded()
 
     def _autocast(self) -> Any:
         if self.autocast is None:
@@ -282,9 +272,9 @@ def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> N
 
 
 @contextlib.contextmanager
-def seeded(seed: int, model: Any) -> Iterator[None]:
-    """Run with the global torch RNG seeded to ``seed`` and restore it afterwards."""
-    with torch.random.fork_rng(devices=cuda_devices(model)):
+def seeded(seed: int, devices: list[int]) -> Iterator[None]:
+    """Run with the global torch RNG (CPU and ``devices``) seeded to ``seed``, then restore it."""
+    with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         yield
 

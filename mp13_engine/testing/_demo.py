@@ -20,7 +20,6 @@ Invariants:
 
 from __future__ import annotations
 
-import copy
 import json
 import pathlib
 import random
@@ -36,36 +35,12 @@ from mp13_engine._cache import cache_root
 from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape, built_once
 from mp13_engine.testing._demo_data import DemoExample, demo_examples
 from mp13_engine.testing._families import FAMILIES
+from mp13_toolbox import Toolbox
 
 # Names the cache folder: bump the second part when the data, shape or recipe changes.
 DEMO_VERSION = f"{BUILD_VERSION}.1"
 
 DEMO_SHAPE = SizeSpec(96, 2, 4, 2, 192, init_std=0.02, max_position_embeddings=4096)
-
-_FALLBACK_TOOLS: tuple[dict[str, Any], ...] = (
-    {
-        "type": "function",
-        "function": {
-            "name": "calculator",
-            "description": "Evaluate an arithmetic expression exactly and safely.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "expression": {"type": "string", "description": 'The expression, e.g. "2*3".'}
-                },
-                "required": ["expression"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "current_time",
-            "description": "The current date and time as ISO 8601 text.",
-            "parameters": {"type": "object", "properties": {}},
-        },
-    },
-)
 
 
 @attrs.frozen
@@ -81,13 +56,8 @@ class DemoRecipe:
 
 def demo_tools() -> list[dict[str, Any]]:
     """The tool specs the demo model is mainly trained with: the toolbox's builtins, as the REPL
-    advertises them by default (a built-in copy if the toolbox cannot provide them)."""
-    try:
-        from mp13_toolbox import Toolbox
-
-        return Toolbox(builtins=True).specs()
-    except Exception:  # the toolbox's builtins are optional for the engine; use our copy
-        return copy.deepcopy(list(_FALLBACK_TOOLS))
+    advertises them by default."""
+    return Toolbox(builtins=True).specs()
 
 
 def _tool_variants() -> list[list[dict[str, Any]] | None]:

@@ -65,16 +65,13 @@ _CHATML = FamilySpec(
     pipeline="qwen2",
 )
 
-_QWEN3 = FamilySpec(
+# ChatML's tokens and pipeline, with reasoning markup.
+_QWEN3 = attrs.evolve(
+    _CHATML,
     name="qwen3",
     model_type="qwen3",
     template="qwen3.jinja",
-    control_tokens=_CHATML.control_tokens,
     markup_tokens=(*_CHATML.markup_tokens, "<think>", "</think>"),
-    eos_token="<|im_end|>",
-    pad_token="<|endoftext|>",
-    end_of_turn=("<|im_end|>", "<|endoftext|>"),
-    pipeline="qwen2",
 )
 
 _LLAMA3 = FamilySpec(

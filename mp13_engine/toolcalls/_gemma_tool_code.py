@@ -20,7 +20,7 @@ import ast
 from collections.abc import Sequence
 
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import PayloadError, py_repr, python_call
+from mp13_engine.toolcalls._values import PayloadError, py_call, python_call
 from mp13_toolbox import ToolCall
 
 
@@ -47,10 +47,7 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
 
 
 def _render(calls: Sequence[ToolCall]) -> str:
-    lines = "\n".join(
-        f"print({c.name}(" + ", ".join(f"{k}={py_repr(v)}" for k, v in c.arguments.items()) + "))"
-        for c in calls
-    )
+    lines = "\n".join(f"print({py_call(c)})" for c in calls)
     return f"```tool_code\n{lines}\n```"
 
 

@@ -20,13 +20,7 @@ from mp13_engine.toolcalls._profile import (
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import (
-    PayloadError,
-    bare_name,
-    convert_value,
-    dumps,
-    param_schema,
-)
+from mp13_engine.toolcalls._values import PayloadError, bare_name, param_value, raw_text
 from mp13_toolbox import ToolCall
 
 _PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
@@ -44,7 +38,7 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     args: dict[str, Any] = {}
     for key, raw in pairs:
         key = key.strip()
-        args[key] = convert_value(raw, param_schema(ctx.schemas, name, key))
+        args[key] = param_value(ctx.schemas, name, key, raw)
     return [ToolCall(name=name, arguments=args)]
 
 
@@ -52,8 +46,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
     out = []
     for c in calls:
         pairs = "".join(
-            f"<arg_key>{k}</arg_key>\n<arg_value>{v if isinstance(v, str) else dumps(v)}"
-            "</arg_value>\n"
+            f"<arg_key>{k}</arg_key>\n<arg_value>{raw_text(v)}</arg_value>\n"
             for k, v in c.arguments.items()
         )
         out.append(f"<tool_call>{c.name}\n{pairs}</tool_call>")

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import calls_from_json, dumps
+from mp13_engine.toolcalls._profile import THINK, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import decode_json_calls, dumps
 from mp13_toolbox import ToolCall
-
-
-def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    return calls_from_json(payload.strip())
 
 
 def _render(calls: Sequence[ToolCall]) -> str:
@@ -29,7 +25,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
 PROFILE = Profile(
     name="hermes",
     openers=(Opener("<tool_call>", ends=("</tool_call>",), quoted='"'),),
-    decode=_decode,
+    decode=decode_json_calls,
     render=_render,
     reasoning=THINK,
     close_only_reasoning=True,

@@ -24,7 +24,8 @@ from mp13_engine.toolcalls._profile import (
     MessageStyle,
     Profile,
 )
-from mp13_engine.toolcalls._pythonic import LIST_OPENER, decode_python_list, render_python_list
+from mp13_engine.toolcalls._pythonic import LIST_OPENER, render_python_list
+from mp13_engine.toolcalls._values import decode_python_list
 from mp13_toolbox import ToolCall
 
 

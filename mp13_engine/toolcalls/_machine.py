@@ -38,6 +38,7 @@ from mp13_engine.toolcalls._scan import (
     GuardedTagScan,
     GuardPattern,
     Literals,
+    Scanner,
     TagScan,
     alternation,
     compile_stops,
@@ -71,7 +72,7 @@ class _Span:
     opener_text: str
     raw_start: int
     payload_start: int
-    scanner: Any
+    scanner: Scanner
     decode: Decoder | None  # None only from a profile bug: the span then fails to decode
 
 
@@ -121,7 +122,7 @@ class StreamMachine:
         # Span and reasoning patterns, compiled once per parser, not once per span.
         self._tag_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], int]] = {}
         self._guard_patterns: dict[tuple[Any, ...], GuardPattern] = {}
-        self._reason_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], Literals]] = {}
+        self._reason_lits_by: dict[tuple[str, ...], Literals] = {}
         self._stop_pattern = compile_stops(p.stops)
         self._reason_re: re.Pattern[str] | None = None
         self._reason_lits = Literals(())
@@ -136,9 +137,10 @@ class StreamMachine:
             self._und_keep = max(len(t) for t in (*opens, *closes)) - 1
             self._und_from = 0
 
-    # -- public surface used by StreamParser ---------------------------------------------------
+    # -- public surface (``StreamParser``) ------------------------------------------------------
 
     def feed(self, delta: str) -> list[StreamEvent]:
+        """Events (content / reasoning deltas, completed calls) that ``delta`` made certain."""
         if delta and not self._done:
             self._buf += delta
             self._run(final=False)
@@ -146,13 +148,15 @@ class StreamMachine:
         return events
 
     def close(self) -> list[StreamEvent]:
+        """End of output: the events still held back (idempotent)."""
         if not self._done:
             self._run(final=True)
             self._done = True
         events, self._events = self._events, []
         return events
 
-    def result(self) -> ParsedOutput:
+    def finish(self) -> ParsedOutput:
+        """End of output (``close`` if not done) and the whole result."""
         self.close()
         return ParsedOutput(
             content="".join(self._parts[_CONTENT]),
@@ -228,14 +232,11 @@ class StreamMachine:
         return True
 
     def _enter_reasoning(self, closes: Sequence[str]) -> None:
+        # A reasoning block ends like a tag-closed span: at a closing tag, or cut by a stop.
         key = tuple(closes)
-        if key not in self._reason_patterns:
-            stops = [s for s in self._p.stops if s not in closes]
-            parts = [f"(?P<c>{alternation(closes)})"]
-            if stops:
-                parts.append(f"(?P<s>{alternation(stops)})")
-            self._reason_patterns[key] = (re.compile("|".join(parts)), Literals([*closes, *stops]))
-        self._reason_re, self._reason_lits = self._reason_patterns[key]
+        if key not in self._reason_lits_by:
+            self._reason_lits_by[key] = Literals([*closes, *self._p.stops])
+        self._reason_re, self._reason_lits = self._tag_pattern(key)[0], self._reason_lits_by[key]
         self._mode = "reasoning"
 
     def _tag_pattern(self, ends: tuple[str, ...]) -> tuple[re.Pattern[str], int]:
@@ -249,7 +250,7 @@ class StreamMachine:
         ends: tuple[str, ...],
         quoted: str = "",
         verbatim: tuple[tuple[str, str], ...] = (),
-    ) -> Any:
+    ) -> Scanner:
         if not (quoted or verbatim):
             return TagScan(start, self._tag_pattern(ends))
         key = (ends, quoted, verbatim)
@@ -268,7 +269,7 @@ class StreamMachine:
             return False
         self._emit(_REASONING, buf[pos : m.start()])
         self._pos = m.end()
-        if m.lastgroup == "c":
+        if m.lastgroup == "e":
             self._mode = "text"
             if self._started[_REASONING] and not self._pending[_REASONING]:
                 self._pending[_REASONING] = "\n"
@@ -299,7 +300,7 @@ class StreamMachine:
         if opener.keep_from is not None and opener.keep_from in text:
             start = m.start() + text.index(opener.keep_from)
         if opener.ends:
-            scanner: Any = self._tag_scanner(m.end(), opener.ends, opener.quoted, opener.verbatim)
+            scanner = self._tag_scanner(m.end(), opener.ends, opener.quoted, opener.verbatim)
         else:
             scanner = BracketScan(
                 start, self._stop_pattern, after=opener.after, quotes=opener.quotes
@@ -329,7 +330,7 @@ class StreamMachine:
             self._pos = opener_end
             return True
         result = self._decode(span, buf, how, payload_end)
-        fallback = getattr(span.scanner, "fallback", None)
+        fallback = span.scanner.fallback
         if isinstance(result, str) and fallback is not None and fallback[1] < payload_end:
             # A closing tag was read as quoted text, and the longer payload does not decode:
             # the quoting was the model's mistake, so the span ends at that tag after all.

@@ -140,6 +140,7 @@ def prepare_messages(
         tool_role = "tool"
     as_user = tool_role == "tool" and support is not None and not support.results
     merge = style.merge_tool_results or as_user
+    rewrite = ID_STYLES.get(style.ids)
     ids: dict[str, str] = {}
     unanswered: list[str] = []
     counter = 0
@@ -150,7 +151,6 @@ def prepare_messages(
         role = msg.get("role")
         if role == "assistant" and msg.get("tool_calls"):
             calls = [_call(tc) for tc in msg["tool_calls"]]
-            rewrite = ID_STYLES.get(style.ids)
             if rewrite is not None:
                 fixed = []
                 for call in calls:
@@ -190,8 +190,8 @@ def prepare_messages(
                 call_id = msg.get("tool_call_id")
                 if call_id in ids:
                     msg["tool_call_id"] = ids[call_id]
-                elif ID_STYLES.get(style.ids) is not None and call_id:
-                    msg["tool_call_id"] = ID_STYLES[style.ids](
+                elif rewrite is not None and call_id:
+                    msg["tool_call_id"] = rewrite(
                         ToolCall(str(msg.get("name", "")), {}, call_id), counter
                     )
                 elif not call_id and unanswered:

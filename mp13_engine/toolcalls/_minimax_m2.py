@@ -24,9 +24,9 @@ from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, O
 from mp13_engine.toolcalls._values import (
     PayloadError,
     bare_name,
-    convert_value,
-    dumps,
-    param_schema,
+    param_value,
+    raw_text,
+    strip_layout,
 )
 from mp13_toolbox import ToolCall
 
@@ -43,10 +43,7 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
         args: dict[str, Any] = {}
         for pm in _PARAM.finditer(m.group(2)):
             key = pm.group(1).strip()
-            raw = pm.group(2)
-            raw = raw[1:] if raw.startswith("\n") else raw
-            raw = raw[:-1] if raw.endswith("\n") else raw
-            args[key] = convert_value(raw, param_schema(ctx.schemas, name, key))
+            args[key] = param_value(ctx.schemas, name, key, strip_layout(pm.group(2)))
         calls.append(ToolCall(name=name, arguments=args))
     if payload.count("<invoke") != len(calls):
         raise PayloadError("an <invoke> block is not closed")
@@ -57,8 +54,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
     body = "".join(
         f'<invoke name="{c.name}">\n'
         + "".join(
-            f'<parameter name="{k}">{v if isinstance(v, str) else dumps(v)}</parameter>\n'
-            for k, v in c.arguments.items()
+            f'<parameter name="{k}">{raw_text(v)}</parameter>\n' for k, v in c.arguments.items()
         )
         + "</invoke>\n"
         for c in calls

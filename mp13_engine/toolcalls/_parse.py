@@ -20,12 +20,15 @@ from collections.abc import Iterable
 
 from mp13_engine.toolcalls._machine import StreamMachine
 from mp13_engine.toolcalls._registry import get_profile
-from mp13_engine.toolcalls._types import ParsedOutput, StreamEvent
+from mp13_engine.toolcalls._types import ParsedOutput
 from mp13_engine.toolcalls._values import ToolLike
 
 
-class StreamParser:
-    """Incremental parser for one model output: ``feed`` deltas, then ``finish``."""
+class StreamParser(StreamMachine):
+    """Incremental parser for one model output: ``feed`` deltas, then ``finish``.
+
+    The stream machine run for the profile of ``format`` (looked up by name).
+    """
 
     def __init__(
         self,
@@ -35,19 +38,7 @@ class StreamParser:
         in_reasoning: bool | None = None,
     ) -> None:
         self.format = format
-        self._machine = StreamMachine(get_profile(format), tools, in_reasoning)
-
-    def feed(self, delta: str) -> list[StreamEvent]:
-        """Events (content / reasoning deltas, completed calls) that ``delta`` made certain."""
-        return self._machine.feed(delta)
-
-    def close(self) -> list[StreamEvent]:
-        """End of output: the events still held back (idempotent)."""
-        return self._machine.close()
-
-    def finish(self) -> ParsedOutput:
-        """End of output (``close`` if not done) and the whole result."""
-        return self._machine.result()
+        super().__init__(get_profile(format), tools, in_reasoning)
 
 
 def parse(

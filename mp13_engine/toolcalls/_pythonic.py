@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mp13_engine.toolcalls._profile import (
-    DecodeContext,
     MessageStyle,
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import py_repr, python_call_list
+from mp13_engine.toolcalls._values import decode_python_list, py_call
 from mp13_toolbox import ToolCall
 
 LIST_OPENER = Opener(
@@ -30,16 +29,8 @@ LIST_OPENER = Opener(
 )
 
 
-def decode_python_list(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    return python_call_list(payload, ctx.schemas)
-
-
 def render_python_list(calls: Sequence[ToolCall]) -> str:
-    body = ", ".join(
-        f"{c.name}(" + ", ".join(f"{k}={py_repr(v)}" for k, v in c.arguments.items()) + ")"
-        for c in calls
-    )
-    return f"[{body}]"
+    return "[" + ", ".join(py_call(c) for c in calls) + "]"
 
 
 PROFILE = Profile(

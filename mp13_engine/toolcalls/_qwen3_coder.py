@@ -36,9 +36,9 @@ from mp13_engine.toolcalls._profile import (
 from mp13_engine.toolcalls._values import (
     PayloadError,
     bare_name,
-    convert_value,
-    dumps,
-    param_schema,
+    param_value,
+    raw_text,
+    strip_layout,
 )
 from mp13_toolbox import ToolCall
 
@@ -48,14 +48,6 @@ FUNCTION_OPENER = Opener("<function=", ends=("</function>",), verbatim=PARAMETER
 _FUNCTION = re.compile(r"<function=([^>\n]*)>")
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>")
 _TAG = re.compile(r"<parameter=|</function>|<function=")
-
-
-def _strip_layout(value: str) -> str:
-    if value.startswith("\n"):
-        value = value[1:]
-    if value.endswith("\n"):
-        value = value[:-1]
-    return value
 
 
 def _value_end(body: str, start: int) -> tuple[int, int]:
@@ -93,8 +85,7 @@ def _calls(body: str, ctx: DecodeContext) -> list[ToolCall]:
                 break
             key = pm.group(1).strip()
             end, pos = _value_end(body, pm.end())
-            raw = _strip_layout(body[pm.end() : end])
-            args[key] = convert_value(raw, param_schema(ctx.schemas, name, key))
+            args[key] = param_value(ctx.schemas, name, key, strip_layout(body[pm.end() : end]))
         if ctx.truncated and not closed:
             raise PayloadError("<function=...> is not closed")
         calls.append(ToolCall(name=name, arguments=args))
@@ -111,14 +102,10 @@ def decode_functions(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     return _calls(payload, ctx)
 
 
-def _value(v: Any) -> str:
-    return v if isinstance(v, str) else dumps(v)
-
-
 def render_function(c: ToolCall, sep: str) -> str:
     """One ``<function=...>`` block; ``sep`` is the layout around each value."""
     params = "".join(
-        f"<parameter={k}>{sep}{_value(v)}{sep}</parameter>\n" for k, v in c.arguments.items()
+        f"<parameter={k}>{sep}{raw_text(v)}{sep}</parameter>\n" for k, v in c.arguments.items()
     )
     return f"<function={c.name}>\n{params}</function>"
 

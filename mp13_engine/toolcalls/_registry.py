@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The format registry: format name -> ``Profile``; the built-ins plus formats users add.
 
-Built-in formats live in an immutable map (name -> the private module holding
-its ``PROFILE``), imported on first use, so importing the package loads no
-format it does not need. ``_DETECT_ORDER`` lists them from the most specific
+Built-in formats are listed once, in ``_DETECT_ORDER``: from the most specific
 template signature to the most generic (``<tool_call>`` alone means hermes),
-which makes detection a data lookup instead of an if-chain.
+which makes detection a data lookup instead of an if-chain. Each one's
+``PROFILE`` lives in the private module named after it (``_hermes``), imported
+on first use, so importing the package loads no format it does not need.
 
 Formats users add (``register_format``) live in the one process-wide
 ``FormatRegistry``, the documented exception to "no module-level mutable
@@ -32,34 +32,8 @@ from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._profile import Profile
 from mp13_toolbox import ToolCall
 
-_MODULES = MappingProxyType(
-    {
-        "hermes": "_hermes",
-        "qwen3_coder": "_qwen3_coder",
-        "llama3_json": "_llama3_json",
-        "pythonic": "_pythonic",
-        "llama4_pythonic": "_llama4_pythonic",
-        "mistral": "_mistral",
-        "mistral_v11": "_mistral_v11",
-        "granite": "_granite",
-        "granite_20b_fc": "_granite_20b_fc",
-        "phi4_mini": "_phi4_mini",
-        "deepseek_v3": "_deepseek_v3",
-        "deepseek_v31": "_deepseek_v31",
-        "glm45": "_glm45",
-        "kimi_k2": "_kimi_k2",
-        "harmony": "_harmony",
-        "functiongemma": "_functiongemma",
-        "gemma_tool_code": "_gemma_tool_code",
-        "internlm": "_internlm",
-        "jamba": "_jamba",
-        "xlam": "_xlam",
-        "minimax": "_minimax",
-        "minimax_m2": "_minimax_m2",
-        "seed_oss": "_seed_oss",
-    }
-)
-
+#: The built-in formats, from the most specific template signature to the most generic;
+#: each one's ``PROFILE`` lives in the private module of its name (``hermes``: ``_hermes``).
 _DETECT_ORDER: tuple[str, ...] = (
     "seed_oss",
     "minimax_m2",
@@ -85,6 +59,7 @@ _DETECT_ORDER: tuple[str, ...] = (
     "llama3_json",
     "hermes",
 )
+_BUILTIN = frozenset(_DETECT_ORDER)
 
 #: The format the engine uses for a chat template that cannot show tools at all (no
 #: ``tools=`` support and no known call syntax): Hermes' ``<tool_call>{json}</tool_call>``,
@@ -128,20 +103,19 @@ class FormatRegistry:
         self._user: MappingProxyType[str, Profile] = MappingProxyType({})
 
     def names(self) -> list[str]:
-        return sorted(set(_MODULES) | set(self._user))
+        return sorted(_BUILTIN | set(self._user))
 
     def get(self, name: str) -> Profile:
         user = self._user.get(name) if isinstance(name, str) else None
         if user is not None:
             return user
-        module = _MODULES.get(name) if isinstance(name, str) else None
-        if module is None:
+        if not isinstance(name, str) or name not in _BUILTIN:
             raise ToolFormatError(
                 f"unknown tool-call format {name!r}; use one of: {', '.join(self.names())} "
                 "(or leave tool_format unset to detect it from the chat template, or add "
                 "yours with mp13_engine.toolcalls.register_format)"
             )
-        profile: Profile = importlib.import_module(f"mp13_engine.toolcalls.{module}").PROFILE
+        profile: Profile = importlib.import_module(f"mp13_engine.toolcalls._{name}").PROFILE
         return profile
 
     def detect_order(self) -> list[str]:
@@ -150,9 +124,9 @@ class FormatRegistry:
     def register(self, profile: Profile, *, replace: bool = False) -> FormatHandle:
         _check(profile)
         with self._lock:
-            taken = profile.name in self._user or profile.name in _MODULES
+            taken = profile.name in self._user or profile.name in _BUILTIN
             if taken and not replace:
-                where = "built-in" if profile.name in _MODULES else "registered"
+                where = "built-in" if profile.name in _BUILTIN else "registered"
                 raise ToolFormatError(
                     f"tool-call format {profile.name!r} is already {where}; pick another "
                     "name, or pass replace=True to use yours instead while it is registered"
@@ -168,7 +142,7 @@ class FormatRegistry:
             if current is None:
                 if only is not None:
                     return
-                what = "a built-in format" if name in _MODULES else "not registered"
+                what = "a built-in format" if name in _BUILTIN else "not registered"
                 raise ToolFormatError(
                     f"cannot unregister tool-call format {name!r}: it is {what}; only formats "
                     "added with register_format can be removed"

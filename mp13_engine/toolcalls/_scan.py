@@ -67,12 +67,32 @@ class Literals:
         return best
 
 
-class TagScan:
+class Scanner:
+    """What every scanner keeps: its position, and where its span ends should its reading fail."""
+
+    def __init__(self, start: int) -> None:
+        self._i = start
+        #: The first closing tag or stop skipped as quoted text: ``(how, start, end)``.
+        self.fallback: tuple[str, int, int] | None = None
+
+    def shift(self, n: int) -> None:
+        """The buffer lost its first ``n`` characters."""
+        self._i = max(0, self._i - n)
+        if self.fallback is not None:
+            how, a, b = self.fallback
+            self.fallback = (how, a - n, b - n)
+
+    def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
+        """The span's end once it is known (see the module docstring), else None."""
+        raise NotImplementedError
+
+
+class TagScan(Scanner):
     """The payload ends at the first closing tag; a stop marker first means it was cut."""
 
     def __init__(self, start: int, pattern: tuple[re.Pattern[str], int]) -> None:
+        super().__init__(start)
         self._re, self._keep = pattern
-        self._from = start
 
     @staticmethod
     def compile(ends: Sequence[str], stops: Sequence[str]) -> tuple[re.Pattern[str], int]:
@@ -83,17 +103,13 @@ class TagScan:
             parts.append(f"(?P<s>{alternation(stops)})")
         return re.compile("|".join(parts)), max(len(t) for t in (*ends, *stops)) - 1
 
-    def shift(self, n: int) -> None:
-        """The buffer lost its first ``n`` characters."""
-        self._from = max(0, self._from - n)
-
     def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
-        m = self._re.search(buf, self._from)
+        m = self._re.search(buf, self._i)
         if m:
             return ("end" if m.lastgroup == "e" else "cut", m.start(), m.end())
         if final:
             return ("cut", len(buf), len(buf))
-        self._from = max(self._from, len(buf) - self._keep)
+        self._i = max(self._i, len(buf) - self._keep)
         return None
 
 
@@ -102,7 +118,7 @@ def compile_stops(stops: Sequence[str]) -> tuple[re.Pattern[str] | None, Literal
     return (re.compile(alternation(stops)) if stops else None), Literals(stops)
 
 
-class BracketScan:
+class BracketScan(Scanner):
     """The payload is one balanced bracket value (or one string), optionally after ``after``.
 
     With ``after``, a payload that starts with a bracket right away is taken as
@@ -120,7 +136,7 @@ class BracketScan:
         after: str | None = None,
         quotes: str = '"',
     ) -> None:
-        self._i = start
+        super().__init__(start)
         self._after = after
         self._after_re = re.compile(re.escape(after) + r"|\{|\s") if after else None
         # -1: a bracket right away, or else find `after`; 0: find `after`; 1: find the
@@ -133,14 +149,6 @@ class BracketScan:
         chars = "(?P<c>[" + re.escape(_OPEN + _CLOSE + quotes + "\\") + "])"
         stop_alt = f"(?P<s>{self._stop_re.pattern})|" if self._stop_re is not None else ""
         self._tok = re.compile(stop_alt + chars)
-        self.fallback: tuple[str, int, int] | None = None
-
-    def shift(self, n: int) -> None:
-        """The buffer lost its first ``n`` characters."""
-        self._i = max(0, self._i - n)
-        if self.fallback is not None:
-            how, a, b = self.fallback
-            self.fallback = (how, a - n, b - n)
 
     def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
         # Never decide on characters that may begin a stop marker still arriving.
@@ -239,7 +247,7 @@ class BracketScan:
             self._i, self._depth, self._quote = i, depth, quote
 
 
-class GuardedTagScan:
+class GuardedTagScan(Scanner):
     """A ``TagScan`` whose closing tags and stop markers inside quoted text are text.
 
     Quoted text is a string opened by one of ``quotes`` (a backslash escapes the
@@ -250,19 +258,10 @@ class GuardedTagScan:
     """
 
     def __init__(self, start: int, pattern: GuardPattern) -> None:
+        super().__init__(start)
         self._p = pattern
-        self._i = start
         self._quote: str | None = None
         self._closer: str | None = None  # the verbatim region we are in, by its closer
-        #: The first closing tag or stop skipped as quoted text: ``(how, start, end)``.
-        self.fallback: tuple[str, int, int] | None = None
-
-    def shift(self, n: int) -> None:
-        """The buffer lost its first ``n`` characters."""
-        self._i = max(0, self._i - n)
-        if self.fallback is not None:
-            how, a, b = self.fallback
-            self.fallback = (how, a - n, b - n)
 
     def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
         p = self._p

@@ -78,14 +78,6 @@ def template_support(tokenizer: Any) -> TemplateSupport:
         )
         return text
 
-    return probe(render)
-
-
-def probe(
-    render: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], str],
-) -> TemplateSupport:
-    """``template_support`` for any ``render(messages, tools) -> text`` function."""
-
     def shows(text: str, messages: list[dict[str, Any]], tools: Any = None) -> bool:
         try:
             return text in render([dict(m) for m in messages], tools)

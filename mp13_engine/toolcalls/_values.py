@@ -157,12 +157,22 @@ def tool_schemas(tools: Iterable[ToolLike] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def param_schema(schemas: Mapping[str, Mapping[str, Any]], tool: str, param: str) -> Any:
-    """The JSON schema of one parameter, or ``None`` when the tool or parameter is unknown."""
+def param_value(schemas: Mapping[str, Mapping[str, Any]], tool: str, param: str, raw: str) -> Any:
+    """A raw-text value of ``tool``'s parameter ``param``, converted with its schema if known."""
     props = (schemas.get(tool) or {}).get("properties")
-    if isinstance(props, Mapping):
-        return props.get(param)
-    return None
+    return convert_value(raw, props.get(param) if isinstance(props, Mapping) else None)
+
+
+def strip_layout(raw: str) -> str:
+    """A raw parameter value without the one newline of layout right after its opening tag
+    and right before its closing tag (templates write each value on lines of its own)."""
+    raw = raw[1:] if raw.startswith("\n") else raw
+    return raw[:-1] if raw.endswith("\n") else raw
+
+
+def raw_text(value: Any) -> str:
+    """A parameter value written as raw text, as templates do: a string as is, else JSON."""
+    return value if isinstance(value, str) else dumps(value)
 
 
 def param_order(schemas: Mapping[str, Mapping[str, Any]], tool: str) -> list[str]:
@@ -211,18 +221,15 @@ def _as_type(raw: str, kind: str) -> Any:
     text = raw.strip()
     if kind == "string":
         return raw
-    if kind == "integer":
+    if kind in ("integer", "number"):
         value = guess_value(text)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(raw)
+        if kind == "number":
+            return value
         if isinstance(value, float) and not value.is_integer():
             raise ValueError(raw)
         return int(value)
-    if kind == "number":
-        value = guess_value(text)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(raw)
-        return value
     if kind == "boolean":
         lowered = text.lower()
         if lowered in ("true", "1", "yes"):
@@ -356,13 +363,19 @@ def parse_python(src: str) -> ast.AST:
         raise PayloadError(f"not a Python expression ({exc.__class__.__name__})") from exc
 
 
-def python_call_list(src: str, schemas: Mapping[str, Mapping[str, Any]]) -> list[ToolCall]:
-    """``[f(a=1), g()]`` (or a single call) as a list of ``ToolCall``."""
-    node = parse_python(src)
+def decode_python_list(payload: str, ctx: Any) -> list[ToolCall]:
+    """Decoder for ``[f(a=1), g()]`` (or a single call) payloads, the pythonic formats'."""
+    node = parse_python(payload)
     items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
     if not items:
         raise PayloadError("empty list of tool calls")
-    return [python_call(item, schemas) for item in items]
+    return [python_call(item, ctx.schemas) for item in items]
+
+
+def py_call(call: ToolCall) -> str:
+    """A call written as Python source, ``name(key=literal, ...)``."""
+    args = ", ".join(f"{k}={py_repr(v)}" for k, v in call.arguments.items())
+    return f"{call.name}({args})"
 
 
 def py_repr(value: Any) -> str:

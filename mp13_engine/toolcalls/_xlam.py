@@ -12,23 +12,8 @@ prompt's "Salesforce xLAM" / "single JSON array" wording identifies them.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-
-from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import calls_from_json
-from mp13_toolbox import ToolCall
-
-
-def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    return calls_from_json(payload.strip())
-
-
-def _render(calls: Sequence[ToolCall]) -> str:
-    return json.dumps(
-        [{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False
-    )
-
+from mp13_engine.toolcalls._profile import MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._values import calls_json, decode_json_calls
 
 PROFILE = Profile(
     name="xlam",
@@ -43,8 +28,8 @@ PROFILE = Profile(
             keep_from="[",
         ),
     ),
-    decode=_decode,
-    render=_render,
+    decode=decode_json_calls,
+    render=calls_json,
     reasoning=(("<think>", "</think>"),),
     detect=(r"Salesforce xLAM", r"make calls in a single JSON array"),
     messages=MessageStyle(arguments="object"),
