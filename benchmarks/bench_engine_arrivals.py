@@ -11,7 +11,9 @@ printed before and after.
 1. **Staggered**: a short request (8 tokens) arrives 0.2 s after a long one
    (200 tokens): the short one's latency ÷ its latency alone. Goal ≤ 1.3.
 2. **Random arrivals**: 16 requests, lengths 8–128, exponential gaps (fixed
-   seed), the same schedule for mp13 and for transformers' continuous batching
+   seed), the same schedule for mp13, for mp13 with ``packed_steps=False`` (a
+   step's prompt chunks and decode rows in separate forwards), and for
+   transformers' continuous batching
    (``model.init_continuous_batching`` with ``num_blocks=32,
    max_batch_tokens=1024``: its defaults size the paged cache from RAM and are
    far slower on a CPU). Goal: mean latency ≤ 0.9×, p95 ≤ 1.0× transformers'.
@@ -65,10 +67,9 @@ def _pct(values: list[float], q: float) -> float:
 class Mp13Side:
     """The engine: submit prompt ids, wait for the futures, report finish times."""
 
-    name = "mp13"
-
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, name: str = "mp13"):
         self.engine = engine
+        self.name = name
 
     def submit(self, prompt: str, n: int) -> object:
         req = Request(prompt=prompt, max_new_tokens=n, min_new_tokens=n)
@@ -184,7 +185,7 @@ def arrivals(sides, count: int, lengths: tuple[int, int], gap: float, repeats: i
             if rep:
                 means[side.name].append(statistics.mean(lat))
                 p95s[side.name].append(_pct(lat, 0.95))
-    base = sides[1].name
+    base = sides[-1].name
     rows = []
     for side in sides:
         mean, p95 = statistics.median(means[side.name]), statistics.median(p95s[side.name])
@@ -382,10 +383,15 @@ def _against_transformers(label: str, path: str, parts: set[str], quick: bool, r
 
     # As many rows at once as the schedule sends: transformers' manager has no row cap here
     # (its max_batch_tokens=1024 holds all 16 requests).
-    with Engine.load(path, device="cpu", prefix_cache_mb=0, max_batch_size=16) as engine:
+    with (
+        Engine.load(path, device="cpu", prefix_cache_mb=0, max_batch_size=16) as engine,
+        Engine.load(
+            path, device="cpu", prefix_cache_mb=0, max_batch_size=16, packed_steps=False
+        ) as unpacked,
+    ):
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         hf = HFSide(model, engine._state.tokens.encode)
-        sides = [Mp13Side(engine), hf]
+        sides = [Mp13Side(engine), Mp13Side(unpacked, "mp13 unpacked"), hf]
         try:
             if "staggered" in parts:
                 long_n = 40 if quick else 200
