@@ -121,10 +121,8 @@ class ModelCall:
         base = peft_base_model(self._state.model)
         register_attention(ATTENTION, packed_attention)
         with attention_implementation(base, ATTENTION):
-            logits = self(
-                [name], cache.input_ids, None, cache.position_ids, cache,
-                keep=cache.keep, extra={PACK_KWARG: cache},
-            )  # fmt: skip
+            ids, pos = cache.input_ids, cache.position_ids
+            logits = self([name], ids, None, pos, cache, keep=cache.keep, extra={PACK_KWARG: cache})
         cache.check()
         return logits
 

@@ -119,8 +119,9 @@ class PackedCache:
         self.attended = 0
 
     # ----- what the model calls
-    def update(self, keys: torch.Tensor, values: torch.Tensor, layer_idx: int, *args: Any,
-               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    def update(
+        self, keys: torch.Tensor, values: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append each part's slice of ``(1, heads, tokens, dim)`` to its own cache layer."""
         current = []
         for part, (a, b) in zip(self.parts, self._spans, strict=True):
@@ -147,10 +148,10 @@ class PackedCache:
         ):
             q = query[0, :, a:b].unflatten(1, (part.rows, part.width)).transpose(0, 1)
             mask = self._mask(i, window, q.device)
+            gqa = keys.shape[1] != q.shape[1]
             out = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=mask, scale=scaling,
-                enable_gqa=keys.shape[1] != q.shape[1],
-            )  # fmt: skip
+                q, keys, values, attn_mask=mask, scale=scaling, enable_gqa=gqa
+            )
             outs.append(out.transpose(1, 2).reshape(1, b - a, out.shape[1], out.shape[3]))
         self.attended += 1
         return torch.cat(outs, dim=1)

@@ -248,6 +248,35 @@ def test_a_filled_cache_is_used_by_the_model_and_update_never_writes_in_place(ti
     assert _compat.layer_kv(layer) is None
 
 
+def test_a_registered_attention_gets_every_layer_and_the_forward_keywords(tiny_model_path):
+    """What the packed step relies on: each layer updates the cache, then calls the named
+    attention with the forward's keywords; no mask is built for the name; the model's
+    own implementation is back after the forward, also after one that raised."""
+    model = _base(tiny_model_path).eval()
+    seen: list[tuple[int, object, object]] = []
+
+    def spy(module, query, key, value, attention_mask, **kwargs):
+        seen.append((module.layer_idx, attention_mask, kwargs.get("mp13_canary")))
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, is_causal=True, enable_gqa=key.shape[1] != query.shape[1]
+        )
+        return out.transpose(1, 2), None
+
+    _compat.register_attention("mp13_canary", spy)
+    own = model.config._attn_implementation
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.inference_mode():
+        expected = model(input_ids=ids).logits
+        with _compat.attention_implementation(model, "mp13_canary"):
+            got = model(input_ids=ids, mp13_canary="passed down").logits
+        with pytest.raises(RuntimeError), _compat.attention_implementation(model, "mp13_canary"):
+            raise RuntimeError("a failed forward")
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    layers = model.config.num_hidden_layers
+    assert seen == [(i, None, "passed down") for i in range(layers)]
+    assert model.config._attn_implementation == own
+
+
 def test_a_cache_layer_appends_in_place_and_never_into_columns_it_handed_out():
     cache = _compat.kv_cache()
     layer_of = lambda: _compat.kv_layers(cache)[0]  # noqa: E731
