@@ -329,7 +329,7 @@ PARTS = ("staggered", "arrivals", "conversation", "memory", "training")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, to check the script works")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument(
         "--only",
         action="append",
