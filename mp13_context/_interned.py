@@ -17,6 +17,7 @@ commands again without trusting (or touching) the store.
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from mp13_context._convert import dumps, loads
@@ -25,7 +26,7 @@ from mp13_context._settings import EffectiveSettings, apply, check_command
 from mp13_context._store import Store
 
 
-class Interning:
+class Interning(abc.ABC):
     """``data -> id`` and ``id -> settings`` caches over a backing store of settings."""
 
     def __init__(self) -> None:
@@ -33,13 +34,13 @@ class Interning:
         self._ids: dict[str, int] = {}
         self._initial: int | None = None
 
+    @abc.abstractmethod
     def _new_id(self, data: str) -> int:
         """The id the backing store keeps the settings JSON ``data`` under (added if new)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _load(self, sid: int) -> EffectiveSettings:
         """Settings ``sid`` from the backing store (not in the caches)."""
-        raise NotImplementedError
 
     @property
     def initial(self) -> int:

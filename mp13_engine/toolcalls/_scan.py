@@ -22,6 +22,7 @@ sloppy quoting costs no more than it did without guards.
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -67,7 +68,7 @@ class Literals:
         return best
 
 
-class Scanner:
+class Scanner(abc.ABC):
     """What every scanner keeps: its position, and where its span ends should its reading fail."""
 
     def __init__(self, start: int) -> None:
@@ -82,9 +83,9 @@ class Scanner:
             how, a, b = self.fallback
             self.fallback = (how, a - n, b - n)
 
+    @abc.abstractmethod
     def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
         """The span's end once it is known (see the module docstring), else None."""
-        raise NotImplementedError
 
 
 class TagScan(Scanner):
