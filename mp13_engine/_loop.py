@@ -75,7 +75,7 @@ from mp13_engine._forward import ModelCall
 from mp13_engine._generation import bad_rows, choose
 from mp13_engine._kv import BatchKV
 from mp13_engine._output import RequestStatus
-from mp13_engine._packed import PackedCache, PackingUnsupported, Part, rollback
+from mp13_engine._packed import PackedCache, PackingUnsupported, Part
 from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._rows import PrefillGroup, Row
 from mp13_engine._state import EngineState
@@ -147,10 +147,9 @@ class DecodeLoop:
             # adapters, whose weights must stay ordinary (trainable later) tensors.
             self._admit(admitted)
             with torch.inference_mode():
-                packed = self._packed_step()
-                tokens = packed if packed is not None else self._prefill_step()
-                if packed is None:
-                    tokens += self._decode_step()
+                tokens = self._packed_step()
+                if tokens is None:
+                    tokens = self._prefill_step() + self._decode_step()
         finally:
             if was_training:
                 model.train()
@@ -289,7 +288,8 @@ class DecodeLoop:
         try:
             logits = self._call.packed(names.pop(), PackedCache(parts, self._state.device))
         except BaseException as exc:
-            rollback(parts, lengths)
+            for part, held in zip(parts, lengths, strict=True):
+                part.kv.rollback(held)
             self._packing_failed(exc)
             return None  # this step runs unpacked, with its own fault handling
         self._pack_faults = 0

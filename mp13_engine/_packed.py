@@ -92,6 +92,7 @@ class PackedCache:
         pos: list[torch.Tensor] = []
         keep: list[int] = []
         self._masks: list[torch.Tensor] = []  # per part: (rows, 1, width, columns) bool
+        self._windowed: dict[tuple[int, int], torch.Tensor] = {}  # (part, window): mask
         self._spans: list[tuple[int, int]] = []
         at = 0
         for part in self.parts:
@@ -166,13 +167,15 @@ class PackedCache:
 
     def _mask(self, i: int, window: int | None, device: torch.device) -> torch.Tensor:
         mask = self._masks[i]
-        if window is not None:
+        if window is not None and (i, window) in self._windowed:
+            mask = self._windowed[i, window]
+        elif window is not None:
             # transformers' sliding window: a key at most ``window - 1`` tokens back. Columns
             # are token distances within a row (a row's tokens have no gaps).
             width, cols = int(mask.shape[2]), int(mask.shape[3])
             own = (cols - width + torch.arange(width, device=mask.device)).view(1, 1, -1, 1)
             col = torch.arange(cols, device=mask.device).view(1, 1, 1, -1)
-            mask = mask & ((col > own - window) | (col == own))
+            mask = self._windowed[i, window] = mask & ((col > own - window) | (col == own))
         return mask.to(device)
 
 
@@ -195,9 +198,3 @@ def packed_attention(
         raise PackingUnsupported(f"attention with {odd or 'dropout or no causal mask'}")
     window = kwargs.get("sliding_window")
     return cache.attend(int(module.layer_idx), query, scaling, window), None
-
-
-def rollback(parts: Sequence[Part], lengths: Sequence[list[int]]) -> None:
-    """Undo what a failed packed forward appended to each part's cache."""
-    for part, n in zip(parts, lengths, strict=True):
-        part.kv.rollback(n)
