@@ -20,7 +20,9 @@ up on every LoRA layer with each fault). Plans are dropped whenever adapters or
 their weights may have changed (:meth:`forget_plans`, called by the loop after
 every worker call or job step).
 A *packed* forward (:meth:`ModelCall.packed`) computes several batches of rows
-in one input row (see ``_packed``).
+in one input row (see ``_packed``); rows on several adapters pack only with a
+fused plan, spread over each row's tokens (PEFT's loop needs one batch row per
+adapter).
 Worker thread only; returns float32 logits ``(rows, vocab)``, wherever the
 model leaves them (a model spread over devices may return them on its last).
 """
@@ -42,6 +44,7 @@ from mp13_engine._compat import (
     peft_base_model,
     register_attention,
 )
+from mp13_engine._fused_lora import FusedPlan
 from mp13_engine._packed import ATTENTION, PACK_KWARG, PackedCache, packed_attention
 from mp13_engine._state import EngineState
 from mp13_engine._types import BASE_ADAPTER
@@ -59,7 +62,7 @@ class ModelCall:
     def __init__(self, state: EngineState, adapters: Callable[[], Any]):
         self._state = state
         self._adapters = adapters
-        self._plans: dict[tuple[str, ...], Any] = {}
+        self._plans: dict[tuple[str, ...], FusedPlan | None] = {}
         self._signatures: dict[type, tuple[bool, str]] = {}
         self._plan_failed = False
 
@@ -74,10 +77,57 @@ class ModelCall:
         positions: torch.Tensor,
         cache: Any,
         fused: bool = True,
-        keep: torch.Tensor | None = None,
-        extra: Mapping[str, Any] | None = None,
     ) -> torch.Tensor:
-        """Each row's last logits; with ``keep``, the logits of input row 0 at ``keep``."""
+        """Each row's last logits ``(rows, vocab)``; row ``i`` on adapter ``names[i]``."""
+        plan = self._plan(tuple(names)) if fused else None
+        # Fused: PEFT adds nothing (every row on the base) and the plan's hooks add the
+        # deltas. Unfused: PEFT's own per-row loop. Either way no global adapter switch.
+        rows = [BASE_ADAPTER] * len(names) if plan else list(names)
+        out = self._run(rows, plan, input_ids, mask, positions, cache, keep=1)
+        return out.logits[:, -1, :].float()  # type: ignore[no-any-return]
+
+    def packable(self, names: Sequence[str]) -> bool:
+        """Whether rows on ``names`` can share a packed input row: one adapter, or a fused plan."""
+        return len(set(names)) == 1 or self._plan(tuple(names)) is not None
+
+    def packed(self, names: Sequence[str], cache: PackedCache) -> torch.Tensor:
+        """One forward over ``cache``'s parts; ``names``: each row's adapter, in part order.
+
+        Returns the logits of each sampled row ``(rows, vocab)``, part by part. Rows on
+        several adapters need a fused plan (:meth:`packable`); it is spread over each
+        row's tokens.
+        """
+        distinct = set(names)
+        if len(distinct) == 1:
+            name = distinct.pop()
+            plan = self._plan((name,))
+            rows = [BASE_ADAPTER if plan else name]
+        else:
+            plan = self._plan(tuple(names))
+            if plan is None:
+                raise ValueError("rows on several adapters pack only with a fused LoRA plan")
+            plan, rows = plan.spread(cache.row_tokens), [BASE_ADAPTER]
+        base = peft_base_model(self._state.model)
+        register_attention(ATTENTION, packed_attention)
+        with attention_implementation(base, ATTENTION):
+            ids, pos = cache.input_ids, cache.position_ids
+            out = self._run(rows, plan, ids, None, pos, cache, cache.keep, {PACK_KWARG: cache})
+        cache.check()
+        kept = out.logits[0] if self._signature(base)[0] else out.logits[0, cache.keep]
+        return kept.float()  # type: ignore[no-any-return]
+
+    def _run(
+        self,
+        rows: list[str],
+        plan: FusedPlan | None,
+        input_ids: torch.Tensor,
+        mask: torch.Tensor | None,
+        positions: torch.Tensor,
+        cache: Any,
+        keep: int | torch.Tensor,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """The model's forward; ``rows``: PEFT's ``adapter_names``, ``plan``'s hooks installed."""
         model = self._state.model
         kwargs: dict[str, Any] = {
             "input_ids": input_ids,
@@ -90,16 +140,12 @@ class ModelCall:
         keeps_last, cache_name = self._signature(peft_base_model(model))
         kwargs[cache_name] = cache
         if keeps_last:
-            kwargs["logits_to_keep"] = 1 if keep is None else keep
-        plan = None
+            kwargs["logits_to_keep"] = keep
         if peft:
-            plan = self._plan(self._adapters(), tuple(names)) if fused else None
-            # Fused: PEFT adds nothing (every row on the base) and the plan's hooks add the
-            # deltas. Unfused: PEFT's own per-row loop. Either way no global adapter switch.
-            kwargs["adapter_names"] = [BASE_ADAPTER] * len(names) if plan else list(names)
+            kwargs["adapter_names"] = rows
         try:
             with plan.installed() if plan is not None else contextlib.nullcontext():
-                out = model(**kwargs)
+                return model(**kwargs)
         except BaseException:
             if peft:
                 # PEFT installs per-forward ``adapter_names`` hooks and removes them only
@@ -108,31 +154,16 @@ class ModelCall:
                 if dropped:
                     _log.debug("removed %d PEFT hooks a failed forward left behind", dropped)
             raise
-        if keep is None:
-            return out.logits[:, -1, :].float()  # type: ignore[no-any-return]
-        kept = out.logits[0] if keeps_last else out.logits[0, keep]
-        return kept.float()  # type: ignore[no-any-return]
 
-    def packed(self, name: str, cache: PackedCache) -> torch.Tensor:
-        """One forward over ``cache``'s parts, every row on adapter ``name`` (``_packed``).
-
-        Returns the logits of each sampled row ``(rows, vocab)``, part by part.
-        """
-        base = peft_base_model(self._state.model)
-        register_attention(ATTENTION, packed_attention)
-        with attention_implementation(base, ATTENTION):
-            ids, pos = cache.input_ids, cache.position_ids
-            logits = self([name], ids, None, pos, cache, keep=cache.keep, extra={PACK_KWARG: cache})
-        cache.check()
-        return logits
-
-    def _plan(self, manager: Any, names: tuple[str, ...]) -> Any:
-        if all(n == BASE_ADAPTER for n in names):
+    def _plan(self, names: tuple[str, ...]) -> FusedPlan | None:
+        """The fused plan of rows on ``names`` (kept per composition, most recent last)."""
+        if all(n == BASE_ADAPTER for n in names) or not is_peft_model(self._state.model):
             return None
         if names in self._plans:
-            return self._plans[names]
+            plan = self._plans[names] = self._plans.pop(names)
+            return plan
         try:
-            plan = manager._fused_plan_on_worker(names)
+            plan = self._adapters()._fused_plan_on_worker(names)
         except Exception:
             # A PEFT change the fused path does not know: serve with PEFT's own loop.
             if not self._plan_failed:

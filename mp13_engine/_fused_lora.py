@@ -26,6 +26,13 @@ How it plugs in (public extension points only, no patching)
     while its batch's rows stay the same and makes a new one when rows join or
     leave (the per-row weights change then).
 
+Packed forwards (``_packed``)
+    A packed forward lays several batches' tokens side by side in one input
+    row, so rows cannot be told apart by batch index. :meth:`FusedPlan.spread`
+    turns a plan's ``(rows, R)`` weights into ``(1, tokens, R)`` weights, each
+    row's line repeated once per token it has in the packed row; the delta is
+    then computed per token, and rows on different adapters share the forward.
+
 When it does not apply (:meth:`FusedLora.plan` returns None; PEFT's loop serves the batch)
     * no row uses an adapter;
     * a module holds one of the batch's adapters in a form other than plain
@@ -76,12 +83,19 @@ class _LayerPlan:
     module: Any
     a_cat: torch.Tensor  # (R, in)
     b_cat: torch.Tensor  # (out, R)
-    row_weights: torch.Tensor | float  # (rows, R): scaling on each row's own columns, else 0
+    # (rows, R): scaling on each row's own columns, else 0; (1, tokens, R) once spread
+    row_weights: torch.Tensor | float
 
     def hook(self, module: Any, args: tuple[Any, ...], output: torch.Tensor) -> torch.Tensor:
         x = args[0]
         rows = self.row_weights
-        if isinstance(rows, torch.Tensor):
+        if isinstance(rows, torch.Tensor) and rows.dim() == 3:  # spread: one line per token
+            if x.shape[:-1] != rows.shape[:-1]:
+                raise RuntimeError(
+                    f"fused LoRA plan was spread over {rows.shape[1]} packed tokens but the "
+                    f"layer got an input of shape {tuple(x.shape)}"
+                )
+        elif isinstance(rows, torch.Tensor):
             if x.shape[0] != rows.shape[0]:
                 raise RuntimeError(
                     f"fused LoRA plan was made for {rows.shape[0]} rows but the layer got a "
@@ -111,6 +125,30 @@ class FusedPlan:
         finally:
             for handle in handles:
                 handle.remove()
+
+    def spread(self, tokens: torch.Tensor) -> FusedPlan:
+        """This plan for one packed input row where row ``i`` has ``tokens[i]`` tokens.
+
+        Each row's weights are repeated once per token, in row order, as
+        ``(1, sum(tokens), R)``; layers that shared a row table share the spread one.
+        """
+        spread: dict[int, torch.Tensor] = {}
+        layers = []
+        for layer in self.layers:
+            weights = layer.row_weights
+            if isinstance(weights, torch.Tensor):
+                if weights.dim() != 2 or weights.shape[0] != tokens.shape[0]:
+                    raise ValueError(
+                        f"a plan for {weights.shape[0]} rows cannot be spread over "
+                        f"{tokens.shape[0]} rows"
+                    )
+                key = id(weights)
+                if key not in spread:
+                    counts = tokens.to(weights.device)
+                    spread[key] = weights.repeat_interleave(counts, dim=0).unsqueeze(0)
+                weights = spread[key]
+            layers.append(attrs.evolve(layer, row_weights=weights))
+        return FusedPlan(tuple(layers))
 
 
 @attrs.frozen

@@ -20,8 +20,10 @@ One :meth:`DecodeLoop.step` (worker thread):
 Steps 3 and 4 run as *one* forward when they can (``_packed``: the running
 rows' tokens and the prompt chunks side by side in one input row, each batch
 attending to its own cache): a step in which prompts arrive then reads the
-model's weights once, not once per batch. Not when the rows are on different
-adapters, nor for a model whose attention cannot run packed (found out at the
+model's weights once, not once per batch. Rows on different adapters pack
+when the fused LoRA path serves them (its weights spread per token). Not when
+PEFT's own loop serves mixed rows, nor for a group retried unfused after a
+fault, nor for a model whose attention cannot run packed (found out at the
 first try; the loop stops packing for it), nor when ``EngineConfig.packed_steps``
 is off.
 
@@ -276,9 +278,9 @@ class DecodeLoop:
         if len(chunks) + bool(rows) < 2:
             return None  # one batch: its own forward is the same thing
         groups = [c[0] for c in chunks]
-        names = {r.adapter for r in rows} | {r.adapter for g in groups for r in g.rows}
-        if len(names) != 1 or not all(g.fused for g in groups):
-            return None  # rows on different adapters are told apart by batch row
+        names = [r.adapter for r in rows] + [r.adapter for g in groups for r in g.rows]
+        if not all(g.fused for g in groups) or not self._call.packable(names):
+            return None  # rows that PEFT's loop serves are told apart by batch row
         parts = [Part(g.kv, g.ids[:, a:b], new, b == g.width) for g, a, b, new in chunks]
         if rows:
             ids = torch.tensor([[r.last] for r in rows], dtype=torch.long)
@@ -286,7 +288,7 @@ class DecodeLoop:
         lengths = [p.kv.lengths() for p in parts]
         self.forwards += 1
         try:
-            logits = self._call.packed(names.pop(), PackedCache(parts, self._state.device))
+            logits = self._call.packed(names, PackedCache(parts, self._state.device))
         except BaseException as exc:
             for part, held in zip(parts, lengths, strict=True):
                 part.kv.rollback(held)

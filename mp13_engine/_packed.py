@@ -25,9 +25,13 @@ Concept
     sequence *without* a cache per row, and its paged cache cannot hold a row
     per LoRA adapter (see ``_loop``).
 
+Rows on different adapters pack when the fused LoRA path serves them: its
+per-row weights are spread over the rows' tokens (``FusedPlan.spread``).
+
 When the loop does not pack (each batch gets its own forward, as before)
-    * rows on different adapters: the fused LoRA path and PEFT's per-row
-      ``adapter_names`` tell rows apart by batch row, and a packed input has one;
+    * rows on different adapters that the fused path does not serve (PEFT's
+      per-row ``adapter_names`` tells rows apart by batch row, and a packed
+      input has one), and groups being retried unfused after a fault;
     * a model whose attention does something the function here does not
       (logit soft-capping, attention sinks, dropout), or that does not send each
       layer's attention through transformers' interface right after updating
@@ -91,6 +95,7 @@ class PackedCache:
         ids: list[torch.Tensor] = []
         pos: list[torch.Tensor] = []
         keep: list[int] = []
+        widths: list[int] = []
         self._masks: list[torch.Tensor] = []  # per part: (rows, 1, width, columns) bool
         self._windowed: dict[tuple[int, int], torch.Tensor] = {}  # (part, window): mask
         self._spans: list[tuple[int, int]] = []
@@ -108,12 +113,15 @@ class PackedCache:
             self._spans.append((at, at + n))
             ids.append(part.ids.reshape(-1))
             pos.append(positions.reshape(-1))
+            widths.extend([part.width] * part.rows)
             if part.sample:
                 keep.extend(at + (i + 1) * part.width - 1 for i in range(part.rows))
             at += n
         self.input_ids = torch.cat(ids).to(device).unsqueeze(0)
         self.position_ids = torch.cat(pos).to(device).unsqueeze(0)
         self.keep = torch.tensor(keep, dtype=torch.long, device=device)
+        #: Tokens each row has in the packed input, rows in part order (fused LoRA spreads by it).
+        self.row_tokens = torch.tensor(widths, dtype=torch.long)
         self._current: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._layer = -1
         self.updates = 0

@@ -100,6 +100,36 @@ def test_a_batch_of_another_size_is_refused_clearly(three):
         three(**_batch(3), adapter_names=[BASE_ADAPTER] * 3)
 
 
+def test_a_spread_plan_adds_each_row_delta_to_each_of_its_packed_tokens(three):
+    """Packed: row i's tokens lie side by side in one input row; each gets row i's delta."""
+    plan = FusedLora().plan(three, ROWS)
+    tokens = torch.tensor([1, 3, 1, 5, 2, 1, 4, 1])
+    spread = plan.spread(tokens)
+    gen = torch.Generator().manual_seed(1)
+    for layer, packed in zip(plan.layers, spread.layers, strict=True):
+        x = torch.randn(len(ROWS), 5, layer.a_cat.shape[1], generator=gen)
+        zero = torch.zeros(len(ROWS), 5, layer.b_cat.shape[0])
+        by_row = layer.hook(layer.module, (x,), zero)
+        flat = torch.cat([x[i, : int(n)] for i, n in enumerate(tokens)]).unsqueeze(0)
+        got = packed.hook(layer.module, (flat,), torch.zeros(1, flat.shape[1], zero.shape[2]))
+        expected = torch.cat([by_row[i, : int(n)] for i, n in enumerate(tokens)]).unsqueeze(0)
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    # Layers that shared a row table share the spread one (one copy per table, not per layer).
+    tables = {id(layer.row_weights) for layer in spread.layers}
+    assert len(tables) == len({id(layer.row_weights) for layer in plan.layers})
+
+
+def test_a_spread_plan_refuses_another_layout_clearly(three):
+    plan = FusedLora().plan(three, ROWS)
+    with pytest.raises(ValueError, match="8 rows cannot be spread over 3"):
+        plan.spread(torch.tensor([1, 1, 1]))
+    spread = plan.spread(torch.ones(len(ROWS), dtype=torch.long))
+    layer = spread.layers[0]
+    x = torch.zeros(1, 5, layer.a_cat.shape[1])
+    with pytest.raises(RuntimeError, match="spread over 8 packed tokens"):
+        layer.hook(layer.module, (x,), torch.zeros(1, 5, layer.b_cat.shape[0]))
+
+
 def test_all_base_wave_needs_no_plan(three):
     assert FusedLora().plan(three, [BASE_ADAPTER] * 3) is None
 

@@ -2,7 +2,7 @@
 """Packed steps: prompt chunks and running rows in one forward (``mp13_engine._packed``).
 
 What they must keep: every request's greedy tokens equal its solo run (rows joining,
-chunked prompts, a sliding window, a prefix-cache hit, one adapter), each batch's cache
+chunked prompts, a sliding window, a prefix-cache hit, mixed adapters), each batch's cache
 equal to what its own forward gives, and a loop that goes on unpacked, losing nothing,
 when the model cannot run packed or a packed forward fails.
 """
@@ -97,19 +97,45 @@ def test_a_prefix_cache_hit_and_a_fresh_prompt_pack_with_running_rows(tiny_model
     ]
 
 
-def test_each_batch_gets_the_cache_and_logits_of_its_own_forward(tiny_model_path):
-    engine = Engine.load(str(tiny_model_path), device="cpu", dtype="float32")
+@pytest.fixture(scope="module")
+def two_adapters(tiny_model_path, tmp_path_factory):
+    from tests.engine.test_adapters import _peft_adapter
+
+    root = tmp_path_factory.mktemp("packed-adapters")
+    _peft_adapter(tiny_model_path, root / "a", seed=3)
+    _peft_adapter(tiny_model_path, root / "b", seed=4, r=2)
+    return root
+
+
+# Each row's adapter: the decode batch's three rows, then the prompt batch's two.
+_ROW_ADAPTERS = {
+    "base": [BASE_ADAPTER] * 5,
+    "mixed": ["a", BASE_ADAPTER, "b", "b", "a"],
+}
+
+
+@pytest.mark.parametrize("rows", list(_ROW_ADAPTERS))
+def test_each_batch_gets_the_cache_and_logits_of_its_own_forward(
+    tiny_model_path, two_adapters, rows
+):
+    names = _ROW_ADAPTERS[rows]
+    engine = Engine.load(
+        str(tiny_model_path), device="cpu", dtype="float32", adapters_dir=str(two_adapters)
+    )
+    if rows == "mixed":
+        engine.adapters.load("a")
+        engine.adapters.load("b")
     call = ModelCall(engine._state, lambda: engine.adapters)
     vocab = engine.model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
 
     def decode_batch() -> BatchKV:  # three rows of different lengths, right-aligned
         parts = []
-        for n in (9, 3, 14):
+        for name, n in zip(names[:3], (9, 3, 14), strict=True):
             kv = BatchKV(lens=[0])
             ids = torch.randint(0, vocab, (1, n), generator=gen)
             mask, pos = kv.inputs([n], torch.device("cpu"))
-            call([BASE_ADAPTER], ids, mask, pos, kv.cache)
+            call([name], ids, mask, pos, kv.cache)
             kv.advance([n])
             parts.append(kv)
         return BatchKV.concat(parts)
@@ -120,17 +146,17 @@ def test_each_batch_gets_the_cache_and_logits_of_its_own_forward(tiny_model_path
         prompt = torch.randint(0, vocab, (2, 7), generator=gen)
         new = [7, 4]  # the second prompt is left-padded by 3
 
-        def separate(kv: BatchKV, ids, n) -> torch.Tensor:
+        def separate(kv: BatchKV, ids, n, rows) -> torch.Tensor:
             mask, pos = kv.inputs(n, torch.device("cpu"))
-            out = call([BASE_ADAPTER] * ids.shape[0], ids, mask, pos, kv.cache)
+            out = call(rows, ids, mask, pos, kv.cache)
             kv.advance(n)
             return out
 
         copies = [BatchKV.concat([base.take(i) for i in range(3)]) for _ in range(2)]
         expected = torch.cat(
             [
-                separate(copies[0], step, [1, 1, 1]),
-                separate(fresh := BatchKV(lens=[0, 0]), prompt, new),
+                separate(copies[0], step, [1, 1, 1], names[:3]),
+                separate(fresh := BatchKV(lens=[0, 0]), prompt, new, names[3:]),
             ]
         )
         parts = [
@@ -138,7 +164,7 @@ def test_each_batch_gets_the_cache_and_logits_of_its_own_forward(tiny_model_path
             Part(BatchKV(lens=[0, 0]), prompt, new, True),
         ]
         cache = PackedCache(parts, torch.device("cpu"))
-        got = call.packed(BASE_ADAPTER, cache)
+        got = call.packed(names, cache)
         for part in parts:
             part.kv.advance(part.new)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
@@ -202,34 +228,58 @@ def test_failing_packed_forwards_lose_nothing_and_stop_packing(tiny_model_path, 
     assert len(calls) == 3 and not h.loop._pack
 
 
-def test_rows_on_different_adapters_are_not_packed(tiny_model_path, tmp_path):
-    from tests.engine.test_adapters import _peft_adapter
+# (arrival step, prompt, max_new_tokens, adapters): rows on "a", the base and "b" join
+# while others decode; the last two arrive together, one prefill group of two adapters.
+MIXED = [
+    (0, "Hello there, how are you today?", 12, ["a"]),
+    (2, "Count to three please, slowly", 6, []),
+    (3, "Tell me about the seven seas", 9, ["b"]),
+    (3, "x", 7, ["a"]),
+]
 
-    _peft_adapter(tiny_model_path, tmp_path / "a", seed=3)
+
+def _run_mixed(h: StepHarness) -> list[str]:
+    states, step, pending = [], 0, list(MIXED)
+    while pending or not all(s.done for s in states):
+        while pending and pending[0][0] <= step:
+            _, prompt, n, adapters = pending.pop(0)
+            states.append(h.submit(Request(prompt=prompt, max_new_tokens=n, adapters=adapters)))
+        h.step()
+        step += 1
+        assert step < 500
+    assert all(s.response.ok for s in states), [s.response.error for s in states]
+    return [s.response.raw_text for s in states]
+
+
+def _two_adapter_engine(path, adapters_dir, **config) -> Engine:
+    engine = Engine.load(
+        str(path), device="cpu", dtype="float32", adapters_dir=str(adapters_dir), **config
+    )
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    return engine
+
+
+@pytest.mark.parametrize("mixed_lora", ["fused", "peft"])
+def test_rows_on_different_adapters_pack_when_the_fused_path_serves_them(
+    tiny_model_path, two_adapters, mixed_lora
+):
+    """Fused: the plan's per-row weights are spread per token; PEFT's loop: not packed."""
     results = {}
     for packed in (False, True):
-        engine = Engine.load(
-            str(tiny_model_path), device="cpu", dtype="float32", adapters_dir=str(tmp_path)
+        engine = _two_adapter_engine(
+            tiny_model_path, two_adapters, prefix_cache_mb=0, mixed_lora=mixed_lora
         )
-        engine.adapters.load("a")
         h = StepHarness(engine, chunk_tokens=24, packed=packed)
-        mixed = [
-            (0, "Hello there, how are you today?", 12, ["a"]),
-            (2, "Count to three please, slowly", 6, []),
-        ]
-        texts = []
-        for adapters in (None, ["a"]):  # mixed; then every row on "a"
-            states, step, pending = [], 0, list(mixed)
-            while pending or not all(s.done for s in states):
-                while pending and pending[0][0] <= step:
-                    _, prompt, n, own = pending.pop(0)
-                    req = Request(prompt=prompt, max_new_tokens=n, adapters=adapters or own)
-                    states.append(h.submit(req))
-                h.step()
-                step += 1
-            texts.append([s.response.raw_text for s in states])
-            if adapters is None:
-                assert h.loop.packed == 0  # two adapters in the step: separate forwards
-        results[packed] = (texts, h.loop.packed)
+        results[packed] = (_run_mixed(h), h.loop.packed, h.loop.forwards)
     assert results[True][0] == results[False][0]
-    assert results[True][1] >= 1  # all on "a": packed
+    if mixed_lora == "fused":
+        assert results[True][1] >= 2 and results[True][2] < results[False][2]
+    else:
+        assert results[True][1] == 0  # PEFT tells rows apart by batch row: separate forwards
+    solo = StepHarness(_two_adapter_engine(tiny_model_path, two_adapters, prefix_cache_mb=0))
+    expected = [
+        solo.solo(Request(prompt=prompt, max_new_tokens=n, adapters=adapters)).raw_text
+        for _, prompt, n, adapters in MIXED
+    ]
+    assert results[True][0] == expected
