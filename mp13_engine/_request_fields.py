@@ -36,12 +36,21 @@ import attrs
 from mp13_engine._errors import RequestError
 from mp13_toolbox import ToolRegistrationError, ToolSpec, function_spec
 
-#: Roles a message may have. The first four are what every chat template handles;
-#: ``developer`` (OpenAI's successor of ``system``), ``ipython`` (Llama 3.x tool
-#: results), ``tool_results`` (Mistral) and ``tools`` (Phi-4-mini's tool list) are
-#: template-specific: the engine serves them only to a template that names them.
+#: Roles a message may have, in a request and in training data. The first four are
+#: what every chat template handles; ``developer`` (OpenAI's successor of ``system``),
+#: ``ipython`` (Llama 3.x tool results), ``tool_results`` (Mistral), ``tools`` and
+#: ``tool_response`` (Phi-4-mini's tool list and tool results; ``tool`` is adapted to
+#: the latter) are template-specific: the engine serves them only to a template that
+#: names them.
 CORE_ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-ROLES: tuple[str, ...] = (*CORE_ROLES, "developer", "ipython", "tool_results", "tools")
+ROLES: tuple[str, ...] = (
+    *CORE_ROLES,
+    "developer",
+    "ipython",
+    "tool_results",
+    "tools",
+    "tool_response",
+)
 
 #: ``apply_chat_template`` arguments the engine sets itself -> what to use instead.
 #: (A test checks this covers every named argument of transformers' signature.)

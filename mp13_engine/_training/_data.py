@@ -4,7 +4,8 @@
 Accepted row shapes (exactly one per row):
 
 * ``{"messages": [...], "tools": [...]?}`` — a chat in OpenAI shape: roles
-  ``system``/``user``/``assistant``/``tool``; assistant messages may carry
+  ``system``/``user``/``assistant``/``tool``, and the template-specific roles a
+  request accepts (``_request_fields.ROLES``); assistant messages may carry
   ``tool_calls`` (``{"function": {"name", "arguments"}}``, arguments a dict or
   a JSON string) and tool messages a ``content`` result. It must contain at
   least one assistant message.
@@ -28,12 +29,12 @@ from typing import Any
 import attrs
 
 from mp13_engine._errors import DatasetError
+from mp13_engine._request_fields import ROLES
 
 _SHAPES = (
     'each row must be {"messages": [...]} (chat), {"prompt": ..., "completion": ...} '
     'or {"text": ...}'
 )
-_ROLES = ("system", "user", "assistant", "tool", "ipython", "tool_response")
 
 
 class ExampleKind(enum.Enum):
@@ -109,8 +110,8 @@ def _check_messages(label: str, messages: Any) -> tuple[dict[str, Any], ...]:
         raise _bad(label, '"messages" must be a non-empty list of {"role", "content"} objects')
     out = []
     for j, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in _ROLES:
-            raise _bad(label, f"message {j} needs a role, one of {', '.join(_ROLES)}")
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise _bad(label, f"message {j} needs a role, one of {', '.join(ROLES)}")
         content = message.get("content")
         calls = message.get("tool_calls")
         if content is not None and not isinstance(content, str):

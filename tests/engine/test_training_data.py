@@ -108,6 +108,17 @@ def test_missing_file_and_bad_json(tmp_path):
         load_examples(empty)
 
 
+def test_chats_take_the_roles_a_request_takes():
+    from mp13_engine._request_fields import ROLES
+
+    for role in ROLES:
+        chat = [{"role": role, "content": "x"}, {"role": "assistant", "content": "y"}]
+        assert load_examples([{"messages": chat}])[0].messages[0]["role"] == role
+    with pytest.raises(DatasetError) as err:
+        load_examples([{"messages": [{"role": "wizard", "content": "hi"}]}])
+    assert all(role in str(err.value) for role in ROLES)
+
+
 @pytest.mark.parametrize(
     ("row", "needle"),
     [
