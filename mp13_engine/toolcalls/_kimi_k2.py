@@ -35,6 +35,13 @@ _SECTION = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>")
 _KIMI_ID = re.compile(r"^functions\.[^\s:]+:\d+$")
 
 
+def kimi_id(call: ToolCall, index: int) -> str:
+    """Kimi K2 ids are ``functions.NAME:N``; any other id is rewritten to that form."""
+    if call.id and _KIMI_ID.match(call.id):
+        return call.id
+    return f"functions.{call.name}:{index}"
+
+
 def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     head, sep, args = payload.partition(_ARG)
     head = head.strip()
@@ -47,9 +54,7 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
 
 def _render(calls: Sequence[ToolCall]) -> str:
     body = "".join(
-        "<|tool_call_begin|>"
-        + (c.id if c.id and _KIMI_ID.match(c.id) else f"functions.{c.name}:{i}")
-        + f"{_ARG}{dumps(c.arguments)}<|tool_call_end|>"
+        "<|tool_call_begin|>" + kimi_id(c, i) + f"{_ARG}{dumps(c.arguments)}<|tool_call_end|>"
         for i, c in enumerate(calls)
     )
     return f"{_SECTION[0]}{body}{_SECTION[1]}"

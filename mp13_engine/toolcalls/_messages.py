@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from mp13_engine.toolcalls._kimi_k2 import kimi_id
 from mp13_engine.toolcalls._registry import get_profile
 from mp13_engine.toolcalls._template import TemplateSupport
 from mp13_engine.toolcalls._values import PayloadError, ToolLike, arguments_object, dumps
@@ -48,13 +49,6 @@ def mistral_id(call_id: str | None, index: int) -> str:
         digest, r = divmod(digest, len(_ALNUM))
         out.append(_ALNUM[r])
     return "".join(out)
-
-
-def kimi_id(call: ToolCall, index: int) -> str:
-    """Kimi K2 ids are ``functions.NAME:N``; others are rewritten to that form."""
-    if call.id and call.id.startswith("functions.") and ":" in call.id:
-        return call.id
-    return f"functions.{call.name}:{index}"
 
 
 #: Id rewriting per ``MessageStyle.ids``: (call, running index) -> id the template accepts.

@@ -140,6 +140,27 @@ def test_kimi_ids_count_calls_across_the_conversation_and_reach_the_results():
     assert again.tool_calls == (ToolCall(CALL.name, CALL.arguments, "functions.get_weather:0"),)
 
 
+def test_kimi_keeps_only_ids_of_its_own_form_in_the_history_and_in_rendered_calls():
+    """``functions.NAME:N`` is kept; ``functions.ping:last`` (no index) is rewritten."""
+    from mp13_engine.toolcalls._kimi_k2 import PROFILE
+
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        _canonical([CALL, PING], ["functions.get_weather:7", "functions.ping:last"]),
+        {"role": "tool", "tool_call_id": "functions.get_weather:7", "content": "RAIN-42"},
+        {"role": "tool", "tool_call_id": "functions.ping:last", "content": "PONG-7"},
+    ]
+    prompt = render_template(
+        KIMI, toolcalls.prepare_messages(messages, "kimi_k2", chat_template=KIMI), True
+    )
+    assert "## Return of functions.get_weather:7\nRAIN-42" in prompt
+    assert "## Return of functions.ping:1\nPONG-7" in prompt
+    calls = [ToolCall("ping", {}, "functions.ping:last"), ToolCall("ping", {}, "functions.ping:4")]
+    rendered = PROFILE.render(calls)
+    assert "functions.ping:0<|tool_call_argument_begin|>" in rendered
+    assert "functions.ping:4<|tool_call_argument_begin|>" in rendered
+
+
 def test_kimi_accepts_whitespace_around_the_id_and_detects_the_first_template():
     text = (
         "<|tool_calls_section_begin|><|tool_call_begin|> functions.get_weather:3 "
