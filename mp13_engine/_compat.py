@@ -287,6 +287,7 @@ _SPARE_COLUMNS = 64
 @functools.cache
 def _growing_layer() -> type:
     """``DynamicLayer`` appending into spare columns of buffers it owns (see above)."""
+    import torch
     from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
@@ -329,6 +330,21 @@ def _growing_layer() -> type:
                 vbuf[:, :, :held].copy_(self.values)
             self._buffers, self._capacity = (kbuf, vbuf), cap
 
+        def hold(self, pieces: Sequence[Any], coming: int) -> None:
+            """Hold one row's ``pieces`` (each ``(2, heads, n, dim)``: keys then values)
+            joined along the columns, copied once into buffers with room for ``coming``
+            more columns, so those are appended in place."""
+            first = pieces[0]
+            held = sum(int(p.shape[-2]) for p in pieces)
+            cap = held + coming + max(_SPARE_COLUMNS, (held + coming) // 2)
+            both = first.new_empty((2, 1, first.shape[1], cap, first.shape[-1]))
+            torch.cat(list(pieces), dim=2, out=both[:, 0, :, :held])
+            kbuf, vbuf = both[0], both[1]
+            self._buffers, self._capacity = (kbuf, vbuf), cap
+            self.lazy_initialization(kbuf, vbuf)
+            self.keys, self.values = kbuf[:, :, :held], vbuf[:, :, :held]
+            self._handed = (self.keys, self.values)
+
     return GrowingLayer
 
 
@@ -337,19 +353,37 @@ def kv_cache(layers: Sequence[tuple[Any, Any]] = ()) -> Any:
 
     Empty, it grows one layer per model layer at the first forward.
     """
-    from transformers import DynamicCache
-
-    layer_class = _growing_layer()
-    cache = DynamicCache()
-    cache.layer_class_to_replicate = layer_class
+    cache = _empty_cache()
     if layers:
         made: list[Any] = []
         for keys, values in layers:
-            layer = layer_class()
+            layer = cache.layer_class_to_replicate()
             layer.lazy_initialization(keys, values)
             layer.keys, layer.values = keys, values
             made.append(layer)
         cache.layers = made
+    return cache
+
+
+def kv_cache_joined(layers: Sequence[Sequence[Any]], coming: int) -> Any:
+    """A one-row ``DynamicCache`` whose layer ``i`` holds ``layers[i]``'s pieces (each
+    ``(2, heads, n, dim)``: keys then values) joined along the columns, in one copy, with
+    room for ``coming`` more columns."""
+    cache = _empty_cache()
+    made: list[Any] = []
+    for pieces in layers:
+        layer = cache.layer_class_to_replicate()
+        layer.hold(pieces, coming)
+        made.append(layer)
+    cache.layers = made
+    return cache
+
+
+def _empty_cache() -> Any:
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = _growing_layer()
     return cache
 
 

@@ -43,12 +43,22 @@ caller updates ``lens`` (:meth:`advance`); worker thread only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from mp13_engine._compat import cache_layer_types, kv_cache, kv_layers, layer_kv, set_layer_kv
+from mp13_engine._compat import (
+    cache_layer_types,
+    kv_cache,
+    kv_cache_joined,
+    kv_layers,
+    layer_kv,
+    set_layer_kv,
+)
 from mp13_engine._errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from mp13_engine._prefix_cache import PrefixHit
 
 #: Cache layer kinds (``_compat.cache_layer_types``) that rows can share padded. Not
 #: ``chunked_attention``: its mask groups columns into chunks, and left padding would shift
@@ -230,10 +240,10 @@ class BatchKV:
         return out
 
     @classmethod
-    def from_layers(cls, layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> BatchKV:
-        """One row from per-layer keys and values ``(heads, n, dim)`` (a prefix-cache hit)."""
-        n = int(layers[0][0].shape[1])
-        return cls(kv_cache([(k.unsqueeze(0), v.unsqueeze(0)) for k, v in layers]), [n])
+    def from_hit(cls, hit: PrefixHit, coming: int) -> BatchKV:
+        """One row holding a prefix-cache hit's keys and values, copied once into buffers
+        with room for the ``coming`` tokens of the rest of its prompt."""
+        return cls(kv_cache_joined(hit.blocks, coming), [hit.tokens])
 
     @classmethod
     def concat(cls, parts: Sequence[BatchKV]) -> BatchKV:

@@ -248,7 +248,7 @@ class DecodeLoop:
                 fresh.append(row)
                 continue
             st.cached_tokens = hit.tokens
-            kv = BatchKV.from_layers(hit.layers)
+            kv = BatchKV.from_hit(hit, len(prompt) - hit.tokens)
             self.prefills.append(
                 PrefillGroup([row], [prompt[hit.tokens :]], kv, self._state.pad_id)
             )

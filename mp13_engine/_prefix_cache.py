@@ -58,10 +58,18 @@ class _Node:
 
 @attrs.frozen
 class PrefixHit:
-    """A lookup's result: ``tokens`` cached tokens and their per-layer keys and values."""
+    """A lookup's result: ``tokens`` cached tokens and their keys and values, block by block."""
 
     tokens: int
-    layers: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (heads, tokens, dim)
+    #: Per layer, per block: the block's keys and values ``(2, heads, block, dim)`` (the
+    #: cache's own tensors: copy them, never write them).
+    blocks: tuple[tuple[torch.Tensor, ...], ...]
+
+    @property
+    def layers(self) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+        """Per layer, the keys and values of all ``tokens``, ``(heads, tokens, dim)`` (a copy)."""
+        joined = [torch.cat(layer, dim=2) for layer in self.blocks]
+        return tuple((both[0], both[1]) for both in joined)
 
 
 class PrefixCache:
@@ -109,11 +117,7 @@ class PrefixCache:
                 self._saved += tokens
         if not path:
             return None
-        layers = []
-        for parts in zip(*(node.kv for node in path), strict=True):
-            both = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
-            layers.append((both[0], both[1]))
-        return PrefixHit(tokens, tuple(layers))
+        return PrefixHit(tokens, tuple(zip(*(node.kv for node in path), strict=True)))
 
     def insert(
         self,

@@ -277,6 +277,26 @@ def test_a_registered_attention_gets_every_layer_and_the_forward_keywords(tiny_m
     assert model.config._attn_implementation == own
 
 
+def test_a_cache_joined_from_pieces_holds_them_in_order_and_appends_in_place():
+    """A prefix-cache hit's blocks are copied once, into buffers with room for the rest."""
+    gen = torch.Generator().manual_seed(0)
+    pieces = [torch.randn(2, 2, n, 4, generator=gen) for n in (6, 3)]  # keys, values stacked
+    cache = _compat.kv_cache_joined([pieces, pieces], coming=5)
+    joined = torch.cat(pieces, dim=2).unsqueeze(1)  # (2, 1 row, heads, 9, dim)
+    with torch.inference_mode():
+        for index, layer in enumerate(_compat.kv_layers(cache)):
+            keys, values = _compat.layer_kv(layer)
+            torch.testing.assert_close(keys, joined[0])
+            torch.testing.assert_close(values, joined[1])
+            memory = keys.untyped_storage().data_ptr()
+            new = torch.ones(1, 2, 5, 4)
+            keys, values = cache.update(new, -new, index)
+            assert keys.untyped_storage().data_ptr() == memory  # appended in place
+            torch.testing.assert_close(keys, torch.cat([joined[0], new], dim=2))
+            torch.testing.assert_close(values, torch.cat([joined[1], -new], dim=2))
+    assert [p.shape[2] for p in pieces] == [6, 3]  # the pieces themselves are untouched
+
+
 def test_a_cache_layer_appends_in_place_and_never_into_columns_it_handed_out():
     cache = _compat.kv_cache()
     layer_of = lambda: _compat.kv_layers(cache)[0]  # noqa: E731
