@@ -15,7 +15,7 @@ import ast
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -133,11 +133,21 @@ def decode_json_calls(payload: str, ctx: Any) -> list[ToolCall]:
     return calls_from_json(payload.strip())
 
 
-def calls_json(calls: Iterable[ToolCall]) -> str:
-    """Calls as the JSON list ``[{"name": ..., "arguments": {...}}, ...]``."""
-    return json.dumps(
-        [{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False
+def json_each(
+    before: str = "", after: str = "", sep: str = "\n", key: str = "arguments"
+) -> Callable[[Iterable[ToolCall]], str]:
+    """The renderer of formats that write each call as one ``{"name": ..., key: {...}}``
+    object between ``before`` and ``after``, the calls joined by ``sep``."""
+    return lambda calls: sep.join(
+        before + dumps({"name": c.name, key: c.arguments}) + after for c in calls
     )
+
+
+def json_list(before: str = "", after: str = "") -> Callable[[Iterable[ToolCall]], str]:
+    """The renderer of formats that write the calls as one JSON list,
+    ``[{"name": ..., "arguments": {...}}, ...]``, between ``before`` and ``after``."""
+    items = json_each(sep=", ")
+    return lambda calls: f"{before}[{items(calls)}]{after}"
 
 
 # --- schema-based conversion of raw-text parameter values -------------------------------------
