@@ -170,20 +170,17 @@ class StreamMachine:
     def _run(self, final: bool) -> None:
         while self._modes[self._mode](final):
             pass
-        if self._pos:
-            self._buf = self._buf[self._pos :]
-            self._base += self._pos
+        shift = self._pos
+        if shift:
+            self._buf = self._buf[shift:]
+            self._base += shift
             if self._span is not None:
-                self._span.raw_start -= self._pos
-                self._span.payload_start -= self._pos
-            self._rebase(self._pos)
+                self._span.raw_start -= shift
+                self._span.payload_start -= shift
+                self._span.scanner.shift(shift)
+            if self._mode == "undecided":
+                self._und_from = max(0, self._und_from - shift)
             self._pos = 0
-
-    def _rebase(self, shift: int) -> None:
-        if self._span is not None:
-            self._span.scanner.shift(shift)
-        if self._mode == "undecided":
-            self._und_from = max(0, self._und_from - shift)
 
     # -- emission -----------------------------------------------------------------------------
 
@@ -204,6 +201,19 @@ class StreamMachine:
         self._parts[kind].append(out)
         self._events.append(ContentDelta(out) if kind == _CONTENT else ReasoningDelta(out))
 
+    def _emit_until(
+        self, kind: int, marker: re.Pattern[str] | None, lits: Literals, final: bool
+    ) -> re.Match[str] | None:
+        """Emit ``kind`` text up to the next ``marker`` (returned, not consumed), or else as
+        far as no marker can still be arriving (``None``)."""
+        buf, pos = self._buf, self._pos
+        m = marker.search(buf, pos) if marker is not None else None
+        end = m.start() if m is not None else len(buf) if final else lits.hold(buf, pos)
+        self._emit(kind, buf[pos:end])
+        if m is None:
+            self._pos = end
+        return m
+
     def _error(self, where: int, reason: str) -> None:
         self._errors.append(
             f"{self._p.name}: {reason} (tool-call markup at offset {self._base + where}); "
@@ -213,14 +223,9 @@ class StreamMachine:
     # -- modes --------------------------------------------------------------------------------
 
     def _text(self, final: bool) -> bool:
-        buf, pos = self._buf, self._pos
-        m = self._text_re.search(buf, pos) if self._text_re is not None else None
+        m = self._emit_until(_CONTENT, self._text_re, self._text_lits, final)
         if m is None:
-            end = len(buf) if final else self._text_lits.hold(buf, pos)
-            self._emit(_CONTENT, buf[pos:end])
-            self._pos = end
             return False
-        self._emit(_CONTENT, buf[pos : m.start()])
         group = m.lastgroup or "s"
         if group == "s":
             self._pos = m.end()
@@ -259,15 +264,9 @@ class StreamMachine:
         return GuardedTagScan(start, self._guard_patterns[key])
 
     def _reasoning(self, final: bool) -> bool:
-        buf, pos = self._buf, self._pos
-        assert self._reason_re is not None
-        m = self._reason_re.search(buf, pos)
+        m = self._emit_until(_REASONING, self._reason_re, self._reason_lits, final)
         if m is None:
-            end = len(buf) if final else self._reason_lits.hold(buf, pos)
-            self._emit(_REASONING, buf[pos:end])
-            self._pos = end
             return False
-        self._emit(_REASONING, buf[pos : m.start()])
         self._pos = m.end()
         if m.lastgroup == "e":
             self._mode = "text"
