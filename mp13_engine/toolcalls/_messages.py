@@ -265,10 +265,9 @@ def _text(content: Any) -> str:
 
 
 def _wire(call: ToolCall, arguments: str, ids: str) -> dict[str, Any]:
-    args: Any = dumps(call.arguments) if arguments == "string" else dict(call.arguments)
-    entry: dict[str, Any] = {"type": "function", "function": {"name": call.name, "arguments": args}}
-    if call.id is not None and ids != "none":
-        entry["id"] = call.id
+    entry = ToolCall(call.name, call.arguments, None if ids == "none" else call.id).to_openai()
+    if arguments == "string":
+        entry["function"]["arguments"] = dumps(call.arguments)
     return entry
 
 
