@@ -35,10 +35,9 @@ import attrs
 from mp13_engine.toolcalls._profile import DecodeContext, Decoder, Opener, Profile, Switch
 from mp13_engine.toolcalls._scan import (
     BracketScan,
-    GuardedTagScan,
-    GuardPattern,
     Literals,
     Scanner,
+    TagPattern,
     TagScan,
     alternation,
     compile_stops,
@@ -120,11 +119,10 @@ class StreamMachine:
             "undecided": self._undecided,
         }
         # Span and reasoning patterns, compiled once per parser, not once per span.
-        self._tag_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], int]] = {}
-        self._guard_patterns: dict[tuple[Any, ...], GuardPattern] = {}
+        self._tag_patterns: dict[tuple[Any, ...], TagPattern] = {}
         self._reason_lits_by: dict[tuple[str, ...], Literals] = {}
         self._stop_pattern = compile_stops(p.stops)
-        self._reason_re: re.Pattern[str] | None = None
+        self._reason: TagPattern | None = None
         self._reason_lits = Literals(())
         if in_reasoning is None:
             self._mode = "undecided" if p.close_only_reasoning and p.reasoning else "text"
@@ -241,34 +239,24 @@ class StreamMachine:
         key = tuple(closes)
         if key not in self._reason_lits_by:
             self._reason_lits_by[key] = Literals([*closes, *self._p.stops])
-        self._reason_re, self._reason_lits = self._tag_pattern(key)[0], self._reason_lits_by[key]
+        self._reason, self._reason_lits = self._tag_pattern(key), self._reason_lits_by[key]
         self._mode = "reasoning"
 
-    def _tag_pattern(self, ends: tuple[str, ...]) -> tuple[re.Pattern[str], int]:
-        if ends not in self._tag_patterns:
-            self._tag_patterns[ends] = TagScan.compile(ends, self._p.stops)
-        return self._tag_patterns[ends]
-
-    def _tag_scanner(
-        self,
-        start: int,
-        ends: tuple[str, ...],
-        quoted: str = "",
-        verbatim: tuple[tuple[str, str], ...] = (),
-    ) -> Scanner:
-        if not (quoted or verbatim):
-            return TagScan(start, self._tag_pattern(ends))
+    def _tag_pattern(
+        self, ends: tuple[str, ...], quoted: str = "", verbatim: tuple[tuple[str, str], ...] = ()
+    ) -> TagPattern:
         key = (ends, quoted, verbatim)
-        if key not in self._guard_patterns:
-            self._guard_patterns[key] = GuardPattern.compile(ends, self._p.stops, quoted, verbatim)
-        return GuardedTagScan(start, self._guard_patterns[key])
+        if key not in self._tag_patterns:
+            self._tag_patterns[key] = TagPattern.compile(ends, self._p.stops, quoted, verbatim)
+        return self._tag_patterns[key]
 
     def _reasoning(self, final: bool) -> bool:
-        m = self._emit_until(_REASONING, self._reason_re, self._reason_lits, final)
+        assert self._reason is not None
+        m = self._emit_until(_REASONING, self._reason.regex, self._reason_lits, final)
         if m is None:
             return False
         self._pos = m.end()
-        if m.lastgroup == "e":
+        if m.group() in self._reason.ends:
             self._mode = "text"
             if self._started[_REASONING] and not self._pending[_REASONING]:
                 self._pending[_REASONING] = "\n"
@@ -298,8 +286,10 @@ class StreamMachine:
         start = m.end()
         if opener.keep_from is not None and opener.keep_from in text:
             start = m.start() + text.index(opener.keep_from)
+        scanner: Scanner
         if opener.ends:
-            scanner = self._tag_scanner(m.end(), opener.ends, opener.quoted, opener.verbatim)
+            pattern = self._tag_pattern(opener.ends, opener.quoted, opener.verbatim)
+            scanner = TagScan(m.end(), pattern)
         else:
             scanner = BracketScan(
                 start, self._stop_pattern, after=opener.after, quotes=opener.quotes
@@ -384,7 +374,7 @@ class StreamMachine:
         if switch.mode == "reasoning":
             self._enter_reasoning(switch.closes)
         elif switch.mode == "span":
-            scanner = self._tag_scanner(consume_end, switch.closes, switch.quoted)
+            scanner = TagScan(consume_end, self._tag_pattern(switch.closes, switch.quoted))
             opener = Opener("", ends=switch.closes, quoted=switch.quoted)
             self._span = _Span(opener, "", raw_start, consume_end, scanner, switch.decode)
             self._pos = raw_start
