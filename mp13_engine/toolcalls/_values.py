@@ -67,6 +67,11 @@ def arguments_object(value: Any) -> dict[str, Any]:
     return value
 
 
+def json_arguments(text: str) -> dict[str, Any]:
+    """A call's arguments written as JSON text (blank: none), as an object."""
+    return arguments_object(loads(text) if text.strip() else None)
+
+
 def call_from_obj(
     obj: Any,
     *,
