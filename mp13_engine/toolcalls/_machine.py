@@ -120,10 +120,8 @@ class StreamMachine:
         }
         # Span and reasoning patterns, compiled once per parser, not once per span.
         self._tag_patterns: dict[tuple[Any, ...], TagPattern] = {}
-        self._reason_lits_by: dict[tuple[str, ...], Literals] = {}
         self._stop_pattern = compile_stops(p.stops)
         self._reason: TagPattern | None = None
-        self._reason_lits = Literals(())
         if in_reasoning is None:
             self._mode = "undecided" if p.close_only_reasoning and p.reasoning else "text"
         elif in_reasoning and p.reasoning:
@@ -236,10 +234,7 @@ class StreamMachine:
 
     def _enter_reasoning(self, closes: Sequence[str]) -> None:
         # A reasoning block ends like a tag-closed span: at a closing tag, or cut by a stop.
-        key = tuple(closes)
-        if key not in self._reason_lits_by:
-            self._reason_lits_by[key] = Literals([*closes, *self._p.stops])
-        self._reason, self._reason_lits = self._tag_pattern(key), self._reason_lits_by[key]
+        self._reason = self._tag_pattern(tuple(closes))
         self._mode = "reasoning"
 
     def _tag_pattern(
@@ -252,7 +247,7 @@ class StreamMachine:
 
     def _reasoning(self, final: bool) -> bool:
         assert self._reason is not None
-        m = self._emit_until(_REASONING, self._reason.regex, self._reason_lits, final)
+        m = self._emit_until(_REASONING, self._reason.regex, self._reason.literals, final)
         if m is None:
             return False
         self._pos = m.end()

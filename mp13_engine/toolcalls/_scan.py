@@ -247,7 +247,7 @@ class TagScan(Scanner):
                 if final:
                     return ("cut", len(buf), len(buf))
                 # No complete token is left; a marker still arriving starts in the tail.
-                self._i = max(self._i, len(buf) - p.keep)
+                self._i = max(self._i, len(buf) - p.literals.keep)
                 return None
             tok = m.group()
             self._i = m.end()
@@ -291,7 +291,7 @@ class TagPattern:
     """What a ``TagScan`` (or a reasoning block) looks for; build once per parser."""
 
     regex: re.Pattern[str]
-    keep: int
+    literals: Literals  # its markers, for "could this tail start one?" (``keep``, ``hold``)
     ends: frozenset[str]
     stops: frozenset[str]
     quotes: str
@@ -315,7 +315,7 @@ class TagPattern:
             parts.append("[" + re.escape(quotes + "\\") + "]")
         return cls(
             regex=re.compile("|".join(parts)),
-            keep=max(len(t) for t in literals) - 1,
+            literals=Literals(literals),
             ends=frozenset(ends),
             stops=frozenset(stops),
             quotes=quotes,
