@@ -141,18 +141,16 @@ def _target(
     return lambda: handler(**kwargs)
 
 
-def _timed_out(plan: Plan) -> ToolResult:
-    text = (
-        f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
-        "discarded. Try simpler arguments or another approach."
-    )
-    return error_result(plan.call, text)
-
-
-def _failure(plan: Plan, exc: BaseException) -> ToolResult:
-    """The error result for whatever a tool raised (not only ``Exception``s)."""
-    name = plan.tool.name
-    if isinstance(exc, SystemExit):
+def _failure(plan: Plan, outcome: ex.Outcome) -> ToolResult:
+    """The error result of a run that gave no value: a timeout, or whatever the tool
+    raised (not only ``Exception``s)."""
+    name, exc = plan.tool.name, outcome.error
+    if outcome.timed_out:
+        text = (
+            f"Tool {name!r} timed out after {plan.timeout:g} s; its result was "
+            "discarded. Try simpler arguments or another approach."
+        )
+    elif isinstance(exc, SystemExit):
         # argparse-style tools exit on bad arguments, after printing to stderr.
         text = (
             f"Tool {name!r} exited (SystemExit, status {exc.code!r}) instead of returning "
@@ -174,10 +172,8 @@ def finish(
     plan: Plan, outcome: ex.Outcome, budget: BudgetTracker | None, max_chars: int | None
 ) -> ToolResult:
     """The result of a run: its output text capped at ``max_chars``, or why it has none."""
-    if outcome.timed_out:
-        return _timed_out(plan)
-    if outcome.error is not None:
-        return _failure(plan, outcome.error)
+    if outcome.timed_out or outcome.error is not None:
+        return _failure(plan, outcome)
     value = outcome.value
     if isinstance(value, ToolResult):
         text, is_error = value.content, value.is_error

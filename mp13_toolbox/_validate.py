@@ -46,7 +46,7 @@ import json
 import operator
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 import regex
 
@@ -97,9 +97,14 @@ def _where(path: str) -> str:
     return f"argument {path!r}" if path else "the arguments"
 
 
+def _is_number(value: object) -> TypeGuard[float]:
+    """A JSON number (``bool`` is not one, though Python says it is an ``int``)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 # JSON type name -> whether a value is of it ("integer", which may normalise, is apart).
 _IS_TYPE: dict[str, Callable[[Any], bool]] = {
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "number": _is_number,
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
@@ -231,7 +236,7 @@ class _Checker:
             return self.check_array(schema, list(value), path)
         if isinstance(value, str):
             self.check_string(schema, value, path)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        elif _is_number(value):
             self.check_number(schema, value, path)
         return value
 
@@ -323,11 +328,7 @@ class _Checker:
     def check_number(self, schema: dict[str, Any], value: float, path: str) -> None:
         for key, (holds, op) in _BOUNDS.items():
             lim = schema.get(key)
-            if (
-                isinstance(lim, (int, float))
-                and not isinstance(lim, bool)
-                and not holds(value, lim)
-            ):
+            if _is_number(lim) and not holds(value, lim):
                 self.problems.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
 
 
@@ -338,8 +339,7 @@ def _list(value: Any) -> list[Any]:
 
 def _bound(value: Any) -> float | None:
     """A length bound, or None when absent or not a number (a malformed spec)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return value if ok else None
+    return value if _is_number(value) else None
 
 
 def _join(path: str, key: str) -> str:

@@ -18,13 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import (
-    PayloadError,
-    arguments_object,
-    bare_name,
-    dumps,
-    loads,
-)
+from mp13_engine.toolcalls._values import PayloadError, bare_name, dumps, json_arguments
 from mp13_toolbox import ToolCall
 
 SEP = "<｜tool▁sep｜>"
@@ -43,7 +37,7 @@ def json_args(text: str) -> dict[str, Any]:
         if not text.rstrip().endswith("```"):
             raise PayloadError("unterminated ```json block")
         text = text.rstrip()[:-3]
-    return arguments_object(loads(text) if text.strip() else None)
+    return json_arguments(text)
 
 
 def _decode_v3(payload: str, ctx: DecodeContext) -> list[ToolCall]:

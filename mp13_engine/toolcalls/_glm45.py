@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from mp13_engine.toolcalls._profile import (
     COMMON_STOPS,
@@ -20,7 +19,7 @@ from mp13_engine.toolcalls._profile import (
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import PayloadError, bare_name, param_value, raw_text
+from mp13_engine.toolcalls._values import PayloadError, bare_name, raw_arguments, raw_text
 from mp13_toolbox import ToolCall
 
 _PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
@@ -35,11 +34,7 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     pairs = _PAIR.findall(rest)
     if rest.count("<arg_key>") != len(pairs) or rest.count("<arg_value>") != len(pairs):
         raise PayloadError("every <arg_key> needs exactly one <arg_value> after it")
-    args: dict[str, Any] = {}
-    for key, raw in pairs:
-        key = key.strip()
-        args[key] = param_value(ctx.schemas, name, key, raw)
-    return [ToolCall(name=name, arguments=args)]
+    return [ToolCall(name=name, arguments=raw_arguments(ctx.schemas, name, pairs))]
 
 
 def _render(calls: Sequence[ToolCall]) -> str:

@@ -12,22 +12,14 @@ content.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mp13_engine.toolcalls._profile import THINK, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import calls_json, decode_json_calls
-from mp13_toolbox import ToolCall
-
-
-def _render(calls: Sequence[ToolCall]) -> str:
-    return "<|tool_call|>" + calls_json(calls)
-
+from mp13_engine.toolcalls._values import decode_json_calls, json_list
 
 PROFILE = Profile(
     name="granite",
     openers=(Opener("<|tool_call|>"), Opener("<tool_call>")),
     decode=decode_json_calls,
-    render=_render,
+    render=json_list("<|tool_call|>"),
     reasoning=THINK,
     wrappers=("<|tool_call|>", "</tool_call>", "<response>", "</response>"),
     detect=(r"<\|tool_call\|>",),

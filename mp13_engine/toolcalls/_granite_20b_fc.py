@@ -16,10 +16,8 @@ writes past calls in that same syntax and results after
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile, Switch
-from mp13_engine.toolcalls._values import calls_from_json, dumps
+from mp13_engine.toolcalls._values import calls_from_json, json_each
 from mp13_toolbox import ToolCall
 
 NO_FUNCTION = "no_function"
@@ -30,17 +28,11 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall] | Switch:
     return calls or Switch("text")
 
 
-def _render(calls: Sequence[ToolCall]) -> str:
-    return "".join(
-        "<function_call> " + dumps({"name": c.name, "arguments": c.arguments}) for c in calls
-    )
-
-
 PROFILE = Profile(
     name="granite_20b_fc",
     openers=(Opener("<function_call>"),),
     decode=_decode,
-    render=_render,
+    render=json_each("<function_call> ", sep=""),
     wrappers=("<function_call>",),
     detect=(r"<\|function_call_library\|>", r"<function_call>"),
     messages=MessageStyle(arguments="object"),

@@ -22,13 +22,7 @@ from mp13_engine.toolcalls._profile import (
     Profile,
     Switch,
 )
-from mp13_engine.toolcalls._values import (
-    PayloadError,
-    arguments_object,
-    bare_name,
-    dumps,
-    loads,
-)
+from mp13_engine.toolcalls._values import PayloadError, bare_name, dumps, json_arguments
 from mp13_toolbox import ToolCall
 
 _BODY_END = ("<|call|>", "<|end|>", "<|return|>")
@@ -41,7 +35,7 @@ def _tool_body(name: str) -> Decoder:
         text = payload.strip()
         if ctx.truncated and not text:
             raise PayloadError("the call's body never came")
-        return [ToolCall(name=name, arguments=arguments_object(loads(text) if text else None))]
+        return [ToolCall(name=name, arguments=json_arguments(text))]
 
     return decode
 

@@ -8,25 +8,14 @@ the end of the output is accepted without its closing tag.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mp13_engine.toolcalls._profile import THINK, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import decode_json_calls, dumps
-from mp13_toolbox import ToolCall
-
-
-def _render(calls: Sequence[ToolCall]) -> str:
-    return "\n".join(
-        "<tool_call>\n" + dumps({"name": c.name, "arguments": c.arguments}) + "\n</tool_call>"
-        for c in calls
-    )
-
+from mp13_engine.toolcalls._values import decode_json_calls, json_each
 
 PROFILE = Profile(
     name="hermes",
     openers=(Opener("<tool_call>", ends=("</tool_call>",), quoted='"'),),
     decode=decode_json_calls,
-    render=_render,
+    render=json_each("<tool_call>\n", "\n</tool_call>"),
     reasoning=THINK,
     close_only_reasoning=True,
     lenient_eof=True,

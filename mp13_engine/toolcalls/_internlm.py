@@ -13,27 +13,14 @@ rejects any other role) gets results under role ``tool``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mp13_engine.toolcalls._profile import MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import decode_json_calls, dumps
-from mp13_toolbox import ToolCall
-
-
-def _render(calls: Sequence[ToolCall]) -> str:
-    return "\n".join(
-        "<|action_start|><|plugin|>\n"
-        + dumps({"name": c.name, "parameters": c.arguments})
-        + "<|action_end|>"
-        for c in calls
-    )
-
+from mp13_engine.toolcalls._values import decode_json_calls, json_each
 
 PROFILE = Profile(
     name="internlm",
     openers=(Opener("<|action_start|><|plugin|>", ends=("<|action_end|>",), quoted='"'),),
     decode=decode_json_calls,
-    render=_render,
+    render=json_each("<|action_start|><|plugin|>\n", "<|action_end|>", key="parameters"),
     lenient_eof=True,
     detect=(r"<\|action_start\|>", r"<\|plugin\|>"),
     messages=MessageStyle(

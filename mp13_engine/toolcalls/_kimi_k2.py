@@ -23,10 +23,9 @@ from collections.abc import Sequence
 from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import (
     PayloadError,
-    arguments_object,
     bare_name,
     dumps,
-    loads,
+    json_arguments,
 )
 from mp13_toolbox import ToolCall
 
@@ -48,8 +47,7 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     name = bare_name(head)
     if not sep or not name or any(ch.isspace() for ch in name):
         raise PayloadError("expected functions.NAME:N<|tool_call_argument_begin|>{arguments}")
-    value = loads(args.strip()) if args.strip() else None
-    return [ToolCall(name=name, arguments=arguments_object(value), id=head)]
+    return [ToolCall(name=name, arguments=json_arguments(args.strip()), id=head)]
 
 
 def _render(calls: Sequence[ToolCall]) -> str:

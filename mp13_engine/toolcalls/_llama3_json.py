@@ -9,10 +9,8 @@ balance, so a call is emitted the moment its last ``}`` arrives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import calls_from_json, dumps
+from mp13_engine.toolcalls._values import calls_from_json, json_each
 from mp13_toolbox import ToolCall
 
 _ARGS_KEYS = ("parameters", "arguments")
@@ -32,15 +30,11 @@ def decode_json_call(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     return calls_from_json(payload.strip(), args_keys=_ARGS_KEYS, require_args=ctx.opener.regex)
 
 
-def _render(calls: Sequence[ToolCall]) -> str:
-    return "; ".join(dumps({"name": c.name, "parameters": c.arguments}) for c in calls)
-
-
 PROFILE = Profile(
     name="llama3_json",
     openers=(Opener("<|python_tag|>"), JSON_OPENER),
     decode=decode_json_call,
-    render=_render,
+    render=json_each(sep="; ", key="parameters"),
     wrappers=("<|python_tag|>",),
     detect=(r"<\|python_tag\|>", r"\"parameters\": dictionary of argument name"),
     # The template raises on several calls in one message: those go back as content.

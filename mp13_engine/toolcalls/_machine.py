@@ -35,10 +35,9 @@ import attrs
 from mp13_engine.toolcalls._profile import DecodeContext, Decoder, Opener, Profile, Switch
 from mp13_engine.toolcalls._scan import (
     BracketScan,
-    GuardedTagScan,
-    GuardPattern,
     Literals,
     Scanner,
+    TagPattern,
     TagScan,
     alternation,
     compile_stops,
@@ -120,12 +119,9 @@ class StreamMachine:
             "undecided": self._undecided,
         }
         # Span and reasoning patterns, compiled once per parser, not once per span.
-        self._tag_patterns: dict[tuple[str, ...], tuple[re.Pattern[str], int]] = {}
-        self._guard_patterns: dict[tuple[Any, ...], GuardPattern] = {}
-        self._reason_lits_by: dict[tuple[str, ...], Literals] = {}
+        self._tag_patterns: dict[tuple[Any, ...], TagPattern] = {}
         self._stop_pattern = compile_stops(p.stops)
-        self._reason_re: re.Pattern[str] | None = None
-        self._reason_lits = Literals(())
+        self._reason: TagPattern | None = None
         if in_reasoning is None:
             self._mode = "undecided" if p.close_only_reasoning and p.reasoning else "text"
         elif in_reasoning and p.reasoning:
@@ -170,20 +166,17 @@ class StreamMachine:
     def _run(self, final: bool) -> None:
         while self._modes[self._mode](final):
             pass
-        if self._pos:
-            self._buf = self._buf[self._pos :]
-            self._base += self._pos
+        shift = self._pos
+        if shift:
+            self._buf = self._buf[shift:]
+            self._base += shift
             if self._span is not None:
-                self._span.raw_start -= self._pos
-                self._span.payload_start -= self._pos
-            self._rebase(self._pos)
+                self._span.raw_start -= shift
+                self._span.payload_start -= shift
+                self._span.scanner.shift(shift)
+            if self._mode == "undecided":
+                self._und_from = max(0, self._und_from - shift)
             self._pos = 0
-
-    def _rebase(self, shift: int) -> None:
-        if self._span is not None:
-            self._span.scanner.shift(shift)
-        if self._mode == "undecided":
-            self._und_from = max(0, self._und_from - shift)
 
     # -- emission -----------------------------------------------------------------------------
 
@@ -204,6 +197,19 @@ class StreamMachine:
         self._parts[kind].append(out)
         self._events.append(ContentDelta(out) if kind == _CONTENT else ReasoningDelta(out))
 
+    def _emit_until(
+        self, kind: int, marker: re.Pattern[str] | None, lits: Literals, final: bool
+    ) -> re.Match[str] | None:
+        """Emit ``kind`` text up to the next ``marker`` (returned, not consumed), or else as
+        far as no marker can still be arriving (``None``)."""
+        buf, pos = self._buf, self._pos
+        m = marker.search(buf, pos) if marker is not None else None
+        end = m.start() if m is not None else len(buf) if final else lits.hold(buf, pos)
+        self._emit(kind, buf[pos:end])
+        if m is None:
+            self._pos = end
+        return m
+
     def _error(self, where: int, reason: str) -> None:
         self._errors.append(
             f"{self._p.name}: {reason} (tool-call markup at offset {self._base + where}); "
@@ -213,14 +219,9 @@ class StreamMachine:
     # -- modes --------------------------------------------------------------------------------
 
     def _text(self, final: bool) -> bool:
-        buf, pos = self._buf, self._pos
-        m = self._text_re.search(buf, pos) if self._text_re is not None else None
+        m = self._emit_until(_CONTENT, self._text_re, self._text_lits, final)
         if m is None:
-            end = len(buf) if final else self._text_lits.hold(buf, pos)
-            self._emit(_CONTENT, buf[pos:end])
-            self._pos = end
             return False
-        self._emit(_CONTENT, buf[pos : m.start()])
         group = m.lastgroup or "s"
         if group == "s":
             self._pos = m.end()
@@ -233,43 +234,24 @@ class StreamMachine:
 
     def _enter_reasoning(self, closes: Sequence[str]) -> None:
         # A reasoning block ends like a tag-closed span: at a closing tag, or cut by a stop.
-        key = tuple(closes)
-        if key not in self._reason_lits_by:
-            self._reason_lits_by[key] = Literals([*closes, *self._p.stops])
-        self._reason_re, self._reason_lits = self._tag_pattern(key)[0], self._reason_lits_by[key]
+        self._reason = self._tag_pattern(tuple(closes))
         self._mode = "reasoning"
 
-    def _tag_pattern(self, ends: tuple[str, ...]) -> tuple[re.Pattern[str], int]:
-        if ends not in self._tag_patterns:
-            self._tag_patterns[ends] = TagScan.compile(ends, self._p.stops)
-        return self._tag_patterns[ends]
-
-    def _tag_scanner(
-        self,
-        start: int,
-        ends: tuple[str, ...],
-        quoted: str = "",
-        verbatim: tuple[tuple[str, str], ...] = (),
-    ) -> Scanner:
-        if not (quoted or verbatim):
-            return TagScan(start, self._tag_pattern(ends))
+    def _tag_pattern(
+        self, ends: tuple[str, ...], quoted: str = "", verbatim: tuple[tuple[str, str], ...] = ()
+    ) -> TagPattern:
         key = (ends, quoted, verbatim)
-        if key not in self._guard_patterns:
-            self._guard_patterns[key] = GuardPattern.compile(ends, self._p.stops, quoted, verbatim)
-        return GuardedTagScan(start, self._guard_patterns[key])
+        if key not in self._tag_patterns:
+            self._tag_patterns[key] = TagPattern.compile(ends, self._p.stops, quoted, verbatim)
+        return self._tag_patterns[key]
 
     def _reasoning(self, final: bool) -> bool:
-        buf, pos = self._buf, self._pos
-        assert self._reason_re is not None
-        m = self._reason_re.search(buf, pos)
+        assert self._reason is not None
+        m = self._emit_until(_REASONING, self._reason.regex, self._reason.literals, final)
         if m is None:
-            end = len(buf) if final else self._reason_lits.hold(buf, pos)
-            self._emit(_REASONING, buf[pos:end])
-            self._pos = end
             return False
-        self._emit(_REASONING, buf[pos : m.start()])
         self._pos = m.end()
-        if m.lastgroup == "e":
+        if m.group() in self._reason.ends:
             self._mode = "text"
             if self._started[_REASONING] and not self._pending[_REASONING]:
                 self._pending[_REASONING] = "\n"
@@ -299,8 +281,10 @@ class StreamMachine:
         start = m.end()
         if opener.keep_from is not None and opener.keep_from in text:
             start = m.start() + text.index(opener.keep_from)
+        scanner: Scanner
         if opener.ends:
-            scanner = self._tag_scanner(m.end(), opener.ends, opener.quoted, opener.verbatim)
+            pattern = self._tag_pattern(opener.ends, opener.quoted, opener.verbatim)
+            scanner = TagScan(m.end(), pattern)
         else:
             scanner = BracketScan(
                 start, self._stop_pattern, after=opener.after, quotes=opener.quotes
@@ -385,7 +369,7 @@ class StreamMachine:
         if switch.mode == "reasoning":
             self._enter_reasoning(switch.closes)
         elif switch.mode == "span":
-            scanner = self._tag_scanner(consume_end, switch.closes, switch.quoted)
+            scanner = TagScan(consume_end, self._tag_pattern(switch.closes, switch.quoted))
             opener = Opener("", ends=switch.closes, quoted=switch.quoted)
             self._span = _Span(opener, "", raw_start, consume_end, scanner, switch.decode)
             self._pos = raw_start

@@ -22,7 +22,6 @@ The input is never modified, and nothing in a chat is ever silently dropped.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import string
 from collections.abc import Iterable, Mapping
@@ -32,7 +31,13 @@ from typing import Any
 from mp13_engine.toolcalls._kimi_k2 import kimi_id
 from mp13_engine.toolcalls._registry import get_profile
 from mp13_engine.toolcalls._template import TemplateSupport
-from mp13_engine.toolcalls._values import PayloadError, ToolLike, arguments_object, dumps
+from mp13_engine.toolcalls._values import (
+    PayloadError,
+    ToolLike,
+    arguments_object,
+    dumps,
+    raw_text,
+)
 from mp13_toolbox import ToolCall, ToolSpec
 
 _ALNUM = string.ascii_letters + string.digits
@@ -146,14 +151,10 @@ def prepare_messages(
         if role == "assistant" and msg.get("tool_calls"):
             calls = [_call(tc) for tc in msg["tool_calls"]]
             if rewrite is not None:
-                fixed = []
-                for call in calls:
-                    new = rewrite(call, counter)
-                    counter += 1
-                    if call.id:
-                        ids[call.id] = new
-                    fixed.append(ToolCall(call.name, call.arguments, new))
-                calls = fixed
+                renamed = [(c, rewrite(c, counter + i)) for i, c in enumerate(calls)]
+                counter += len(calls)
+                ids.update((c.id, new) for c, new in renamed if c.id)
+                calls = [ToolCall(c.name, c.arguments, new) for c, new in renamed]
             unanswered = [c.id for c in calls if c.id]
             too_many = 0 < style.max_calls < len(calls)
             if calls_in_content or too_many:
@@ -168,10 +169,7 @@ def prepare_messages(
                 elif content_none is None and not str(msg["content"]).strip():
                     msg["content"] = None
         elif role == "tool":
-            content = msg.get("content")
-            if not isinstance(content, str):
-                content = json.dumps(content, ensure_ascii=False)
-            content = style.tool_content.format(content=content)
+            content = style.tool_content.format(content=raw_text(msg.get("content")))
             if as_user:
                 name = str(msg.get("name") or "")
                 msg = {
@@ -265,10 +263,9 @@ def _text(content: Any) -> str:
 
 
 def _wire(call: ToolCall, arguments: str, ids: str) -> dict[str, Any]:
-    args: Any = dumps(call.arguments) if arguments == "string" else dict(call.arguments)
-    entry: dict[str, Any] = {"type": "function", "function": {"name": call.name, "arguments": args}}
-    if call.id is not None and ids != "none":
-        entry["id"] = call.id
+    entry = ToolCall(call.name, call.arguments, None if ids == "none" else call.id).to_openai()
+    if arguments == "string":
+        entry["function"]["arguments"] = dumps(call.arguments)
     return entry
 
 

@@ -16,10 +16,11 @@ from mp13_engine.toolcalls._profile import (
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import call_from_obj, dumps, loads
+from mp13_engine.toolcalls._values import call_from_obj, json_each, loads
 from mp13_toolbox import ToolCall
 
 STOPS = (*COMMON_STOPS, "[e~[")
+_LINES = json_each()
 
 
 def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
@@ -27,8 +28,7 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
 
 
 def _render(calls: Sequence[ToolCall]) -> str:
-    lines = "\n".join(dumps({"name": c.name, "arguments": c.arguments}) for c in calls)
-    return f"<tool_calls>\n{lines}\n</tool_calls>"
+    return f"<tool_calls>\n{_LINES(calls)}\n</tool_calls>"
 
 
 PROFILE = Profile(

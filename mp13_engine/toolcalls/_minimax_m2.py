@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from mp13_engine.toolcalls._minimax import STOPS
 from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import (
     PayloadError,
     bare_name,
-    param_value,
+    raw_arguments,
     raw_text,
     strip_layout,
 )
@@ -40,11 +39,8 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
         name = bare_name(m.group(1))
         if not name:
             raise PayloadError("<invoke> has no name")
-        args: dict[str, Any] = {}
-        for pm in _PARAM.finditer(m.group(2)):
-            key = pm.group(1).strip()
-            args[key] = param_value(ctx.schemas, name, key, strip_layout(pm.group(2)))
-        calls.append(ToolCall(name=name, arguments=args))
+        pairs = [(pm.group(1), strip_layout(pm.group(2))) for pm in _PARAM.finditer(m.group(2))]
+        calls.append(ToolCall(name=name, arguments=raw_arguments(ctx.schemas, name, pairs)))
     if payload.count("<invoke") != len(calls):
         raise PayloadError("an <invoke> block is not closed")
     return calls

@@ -11,7 +11,6 @@ not keep to one tokenizer version, so the v11 shapes (``name[ARGS]{...}``,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
@@ -20,6 +19,7 @@ from mp13_engine.toolcalls._values import (
     arguments_object,
     bare_name,
     decode_json_calls,
+    dumps,
     loads,
 )
 from mp13_toolbox import ToolCall
@@ -54,7 +54,7 @@ def _render(calls: Sequence[ToolCall]) -> str:
         if c.id is not None:
             item["id"] = c.id
         items.append(item)
-    return "[TOOL_CALLS]" + json.dumps(items, ensure_ascii=False)
+    return "[TOOL_CALLS]" + dumps(items)
 
 
 PROFILE = Profile(

@@ -17,10 +17,8 @@ them, which also renders ``tool_calls`` itself).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import PayloadError, calls_from_json, calls_json
+from mp13_engine.toolcalls._values import PayloadError, calls_from_json, json_list
 from mp13_toolbox import ToolCall
 
 _TAGGED = Opener("<|tool_call|>", ends=("<|/tool_call|>",), quoted='"')
@@ -36,19 +34,11 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
         return calls_from_json(f"[{text}]")  # parallel calls written without the list
 
 
-def _render(calls: Sequence[ToolCall]) -> str:
-    return "functools" + calls_json(calls)
-
-
-def _render_tagged(calls: Sequence[ToolCall]) -> str:
-    return f"<|tool_call|>{calls_json(calls)}<|/tool_call|>"
-
-
 PROFILE = Profile(
     name="phi4_mini",
     openers=(Opener("functools"), _TAGGED),
     decode=_decode,
-    render=_render,
+    render=json_list("functools"),
     lenient_eof=True,
     detect=(r"functools", r"<\|/tool\|>", r"<\|/tool_call\|>"),
     messages=MessageStyle(calls_in_content=True, tool_role="tools"),
@@ -59,7 +49,7 @@ PROFILE = Profile(
             r"""message\[['"]tools['"]\]""",
             MessageStyle(
                 calls_in_content=True,
-                render=_render_tagged,
+                render=json_list("<|tool_call|>", "<|/tool_call|>"),
                 tools_field="tools",
                 tool_role="tool_response",
             ),

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from mp13_engine.toolcalls._profile import (
     THINK,
@@ -36,7 +35,7 @@ from mp13_engine.toolcalls._profile import (
 from mp13_engine.toolcalls._values import (
     PayloadError,
     bare_name,
-    param_value,
+    raw_arguments,
     raw_text,
     strip_layout,
 )
@@ -74,7 +73,7 @@ def _calls(body: str, ctx: DecodeContext) -> list[ToolCall]:
         name = bare_name(fm.group(1))
         if not name:
             raise PayloadError("<function=...> has no name")
-        args: dict[str, Any] = {}
+        pairs: list[tuple[str, str]] = []
         pos, closed = fm.end(), False
         while (tm := _TAG.search(body, pos)) is not None and tm.group() != "<function=":
             if tm.group() == "</function>":
@@ -83,12 +82,11 @@ def _calls(body: str, ctx: DecodeContext) -> list[ToolCall]:
             pm = _PARAMETER.match(body, tm.start())
             if pm is None:
                 break
-            key = pm.group(1).strip()
             end, pos = _value_end(body, pm.end())
-            args[key] = param_value(ctx.schemas, name, key, strip_layout(body[pm.end() : end]))
+            pairs.append((pm.group(1), strip_layout(body[pm.end() : end])))
         if ctx.truncated and not closed:
             raise PayloadError("<function=...> is not closed")
-        calls.append(ToolCall(name=name, arguments=args))
+        calls.append(ToolCall(name=name, arguments=raw_arguments(ctx.schemas, name, pairs)))
     if not calls:
         raise PayloadError("no <function=...> block")
     return calls

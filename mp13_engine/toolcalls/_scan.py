@@ -12,9 +12,9 @@ Invariant: the result for a buffer depends only on the buffer's text, never
 on how it was split, because complete markers are looked for from positions
 that were safe to skip (a partial marker at the tail is looked at again).
 
-``GuardedTagScan`` reads a tag-closed payload that may quote its own closing
-tag as text (a JSON string mentioning ``</tool_call>``, an ``<escape>`` region,
-a raw parameter value): closing tags inside quoted text do not end the span.
+``TagScan`` reads a tag-closed payload, which may quote its own closing tag
+as text (a JSON string mentioning ``</tool_call>``, an ``<escape>`` region, a
+raw parameter value): closing tags inside quoted text do not end the span.
 The first one it skipped is kept as ``fallback``: where the span ends when the
 guarded reading fails (its payload does not decode, or no clean end came), so
 sloppy quoting costs no more than it did without guards.
@@ -86,32 +86,6 @@ class Scanner(abc.ABC):
     @abc.abstractmethod
     def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
         """The span's end once it is known (see the module docstring), else None."""
-
-
-class TagScan(Scanner):
-    """The payload ends at the first closing tag; a stop marker first means it was cut."""
-
-    def __init__(self, start: int, pattern: tuple[re.Pattern[str], int]) -> None:
-        super().__init__(start)
-        self._re, self._keep = pattern
-
-    @staticmethod
-    def compile(ends: Sequence[str], stops: Sequence[str]) -> tuple[re.Pattern[str], int]:
-        """The (regex, longest marker - 1) pair a ``TagScan`` needs; build once per parser."""
-        stops = [s for s in stops if s not in ends]
-        parts = [f"(?P<e>{alternation(ends)})"]
-        if stops:
-            parts.append(f"(?P<s>{alternation(stops)})")
-        return re.compile("|".join(parts)), max(len(t) for t in (*ends, *stops)) - 1
-
-    def scan(self, buf: str, final: bool) -> tuple[str, int, int] | None:
-        m = self._re.search(buf, self._i)
-        if m:
-            return ("end" if m.lastgroup == "e" else "cut", m.start(), m.end())
-        if final:
-            return ("cut", len(buf), len(buf))
-        self._i = max(self._i, len(buf) - self._keep)
-        return None
 
 
 def compile_stops(stops: Sequence[str]) -> tuple[re.Pattern[str] | None, Literals]:
@@ -248,17 +222,18 @@ class BracketScan(Scanner):
             self._i, self._depth, self._quote = i, depth, quote
 
 
-class GuardedTagScan(Scanner):
-    """A ``TagScan`` whose closing tags and stop markers inside quoted text are text.
+class TagScan(Scanner):
+    """The payload ends at the first closing tag; a stop marker first means it was cut.
 
-    Quoted text is a string opened by one of ``quotes`` (a backslash escapes the
+    Closing tags and stop markers inside quoted text are text. Quoted text is a
+    string opened by one of the pattern's ``quotes`` (a backslash escapes the
     next character inside it, as in JSON and Python) or a *verbatim* region
     between a literal opener and its closer (``<escape>...<escape>``,
     ``<parameter=k>...</parameter>``). Every token is examined once, in order,
     and only when it is complete, so the state never depends on the split.
     """
 
-    def __init__(self, start: int, pattern: GuardPattern) -> None:
+    def __init__(self, start: int, pattern: TagPattern) -> None:
         super().__init__(start)
         self._p = pattern
         self._quote: str | None = None
@@ -272,7 +247,7 @@ class GuardedTagScan(Scanner):
                 if final:
                     return ("cut", len(buf), len(buf))
                 # No complete token is left; a marker still arriving starts in the tail.
-                self._i = max(self._i, len(buf) - p.keep)
+                self._i = max(self._i, len(buf) - p.literals.keep)
                 return None
             tok = m.group()
             self._i = m.end()
@@ -312,11 +287,11 @@ class GuardedTagScan(Scanner):
 
 
 @attrs.frozen
-class GuardPattern:
-    """What a ``GuardedTagScan`` looks for; build once per parser with ``compile``."""
+class TagPattern:
+    """What a ``TagScan`` (or a reasoning block) looks for; build once per parser."""
 
     regex: re.Pattern[str]
-    keep: int
+    literals: Literals  # its markers, for "could this tail start one?" (``keep``, ``hold``)
     ends: frozenset[str]
     stops: frozenset[str]
     quotes: str
@@ -329,15 +304,18 @@ class GuardPattern:
         stops: Sequence[str],
         quotes: str = "",
         verbatim: Sequence[tuple[str, str]] = (),
-    ) -> GuardPattern:
+    ) -> TagPattern:
         stops = [s for s in stops if s not in ends]
         literals = [*ends, *stops, *(t for pair in verbatim for t in pair)]
-        parts = [alternation(literals)]
+        if quotes or verbatim:
+            parts = [alternation(literals)]
+        else:  # unguarded: where a closing tag and a longer stop marker both start, the tag
+            parts = [alternation(ends), *([alternation(stops)] if stops else [])]
         if quotes:
             parts.append("[" + re.escape(quotes + "\\") + "]")
         return cls(
             regex=re.compile("|".join(parts)),
-            keep=max(len(t) for t in literals) - 1,
+            literals=Literals(literals),
             ends=frozenset(ends),
             stops=frozenset(stops),
             quotes=quotes,

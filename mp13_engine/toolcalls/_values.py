@@ -15,7 +15,7 @@ import ast
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -67,6 +67,11 @@ def arguments_object(value: Any) -> dict[str, Any]:
     return value
 
 
+def json_arguments(text: str) -> dict[str, Any]:
+    """A call's arguments written as JSON text (blank: none), as an object."""
+    return arguments_object(loads(text) if text.strip() else None)
+
+
 def call_from_obj(
     obj: Any,
     *,
@@ -89,14 +94,9 @@ def call_from_obj(
     name = next((obj[k] for k in name_keys if k in obj), None)
     if not isinstance(name, str) or not bare_name(name):
         raise PayloadError(f"a tool call needs a non-empty string {name_keys[0]!r}")
-    args: Any = None
-    for key in args_keys:
-        if key in obj:
-            args = obj[key]
-            break
-    else:
-        if require_args:
-            raise PayloadError(f"a call needs one of {', '.join(args_keys)}")
+    if require_args and not any(k in obj for k in args_keys):
+        raise PayloadError(f"a call needs one of {', '.join(args_keys)}")
+    args = next((obj[k] for k in args_keys if k in obj), None)
     call_id = obj.get("id")
     return ToolCall(
         name=bare_name(name),
@@ -133,11 +133,21 @@ def decode_json_calls(payload: str, ctx: Any) -> list[ToolCall]:
     return calls_from_json(payload.strip())
 
 
-def calls_json(calls: Iterable[ToolCall]) -> str:
-    """Calls as the JSON list ``[{"name": ..., "arguments": {...}}, ...]``."""
-    return json.dumps(
-        [{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False
+def json_each(
+    before: str = "", after: str = "", sep: str = "\n", key: str = "arguments"
+) -> Callable[[Iterable[ToolCall]], str]:
+    """The renderer of formats that write each call as one ``{"name": ..., key: {...}}``
+    object between ``before`` and ``after``, the calls joined by ``sep``."""
+    return lambda calls: sep.join(
+        before + dumps({"name": c.name, key: c.arguments}) + after for c in calls
     )
+
+
+def json_list(before: str = "", after: str = "") -> Callable[[Iterable[ToolCall]], str]:
+    """The renderer of formats that write the calls as one JSON list,
+    ``[{"name": ..., "arguments": {...}}, ...]``, between ``before`` and ``after``."""
+    items = json_each(sep=", ")
+    return lambda calls: f"{before}[{items(calls)}]{after}"
 
 
 # --- schema-based conversion of raw-text parameter values -------------------------------------
@@ -157,10 +167,19 @@ def tool_schemas(tools: Iterable[ToolLike] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def param_value(schemas: Mapping[str, Mapping[str, Any]], tool: str, param: str, raw: str) -> Any:
-    """A raw-text value of ``tool``'s parameter ``param``, converted with its schema if known."""
+def _properties(schemas: Mapping[str, Mapping[str, Any]], tool: str) -> Mapping[str, Any]:
+    """``tool``'s parameter schemas by name, in schema order (empty when unknown)."""
     props = (schemas.get(tool) or {}).get("properties")
-    return convert_value(raw, props.get(param) if isinstance(props, Mapping) else None)
+    return props if isinstance(props, Mapping) else {}
+
+
+def raw_arguments(
+    schemas: Mapping[str, Mapping[str, Any]], tool: str, pairs: Iterable[tuple[str, str]]
+) -> dict[str, Any]:
+    """``(key, raw text)`` pairs as ``tool``'s arguments: keys stripped, each value converted
+    with its parameter's schema when known (the raw-text formats' arguments)."""
+    props = _properties(schemas, tool)
+    return {key.strip(): convert_value(raw, props.get(key.strip())) for key, raw in pairs}
 
 
 def strip_layout(raw: str) -> str:
@@ -173,12 +192,6 @@ def strip_layout(raw: str) -> str:
 def raw_text(value: Any) -> str:
     """A parameter value written as raw text, as templates do: a string as is, else JSON."""
     return value if isinstance(value, str) else dumps(value)
-
-
-def param_order(schemas: Mapping[str, Mapping[str, Any]], tool: str) -> list[str]:
-    """Parameter names of a tool in schema order (for positional arguments)."""
-    props = (schemas.get(tool) or {}).get("properties")
-    return list(props) if isinstance(props, Mapping) else []
 
 
 # Python and JSON spellings of the literal words a model may write.
@@ -204,16 +217,12 @@ def _schema_types(schema: Any) -> list[str]:
     return types
 
 
+# The JSON type of an enum value, by the first class it is an instance of (bool before int).
+_ENUM_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (type(None), "null"))
+
+
 def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if value is None:
-        return "null"
-    return "string"
+    return next((name for cls, name in _ENUM_TYPES if isinstance(value, cls)), "string")
 
 
 def _as_type(raw: str, kind: str) -> Any:
@@ -284,13 +293,11 @@ def guess_value(raw: str) -> Any:
         try:
             value = json.loads(text)
         except (ValueError, RecursionError):
-            value = None
-            if text[0] in "[{":
-                try:
-                    value = literal_value(ast.parse(text, mode="eval").body)
-                except (SyntaxError, ValueError, PayloadError, RecursionError, MemoryError):
-                    return raw
-            else:
+            if text[0] not in "[{":
+                return raw
+            try:
+                value = literal_value(ast.parse(text, mode="eval").body)
+            except (SyntaxError, ValueError, PayloadError, RecursionError, MemoryError):
                 return raw
         if isinstance(value, float) and not math.isfinite(value):
             return raw
@@ -342,7 +349,7 @@ def python_call(node: ast.AST, schemas: Mapping[str, Mapping[str, Any]]) -> Tool
     name = bare_name(_dotted(node.func))
     args: dict[str, Any] = {}
     if node.args:
-        order = param_order(schemas, name)
+        order = list(_properties(schemas, name))
         for i, arg in enumerate(node.args):
             if isinstance(arg, ast.Starred):
                 raise PayloadError("'*' is not allowed in a tool call")

@@ -13,7 +13,7 @@ prompt's "Salesforce xLAM" / "single JSON array" wording identifies them.
 from __future__ import annotations
 
 from mp13_engine.toolcalls._profile import MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import calls_json, decode_json_calls
+from mp13_engine.toolcalls._values import decode_json_calls, json_list
 
 PROFILE = Profile(
     name="xlam",
@@ -29,7 +29,7 @@ PROFILE = Profile(
         ),
     ),
     decode=decode_json_calls,
-    render=calls_json,
+    render=json_list(),
     reasoning=(("<think>", "</think>"),),
     detect=(r"Salesforce xLAM", r"make calls in a single JSON array"),
     messages=MessageStyle(arguments="object"),
