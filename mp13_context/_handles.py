@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from mp13_context._errors import ContextError
 from mp13_context._model import Command, CommandKind
+from mp13_context._request import tool_view
 from mp13_context._scope import ScopeState
 from mp13_context._settings import EffectiveSettings, SystemPrompt, adapter_names, validate_params
 from mp13_toolbox import ToolsScope, ToolsView
@@ -119,7 +120,7 @@ class ToolCommands(_Handle):
         toolbox = self._cur.scope_state.toolbox
         if toolbox is None:
             raise ContextError("no toolbox on this context; pass ChatContext(..., toolbox=tb)")
-        return toolbox.view(list(self._cur.settings.tool_scopes))
+        return tool_view(toolbox, self._cur.settings)
 
 
 class ParamCommands(_Handle):

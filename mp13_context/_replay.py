@@ -171,8 +171,7 @@ async def areplay(
                 "replay(conv, session=source_session, into=..., engine=...)"
             )
         src = session
-        info = src.conversation(source if isinstance(source, str) else source.id)
-        leaf = src.leaf(info.root_id).id
+        leaf = src.leaf(src.conversation(cid).root_id).id
     if engine is None:
         raise ContextError("replay needs an engine: replay(source, engine=...)")
     into = into if into is not None else src

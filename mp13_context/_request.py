@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The engine ``Request`` for the next reply from a node: pure functions, no cursor.
 
-``build_request`` turns effective settings, the rendered messages and the
-advertised tool specs into a ``Request``; ``run_params`` layers the
-parameters (runner defaults, then those set on the path, then overrides);
-``request_at`` reads what those need from a session and a toolbox. The cursor
+``request_at`` turns a node's effective settings, its rendered messages and the
+tool specs its scope layers advertise into a ``Request``; ``run_params`` layers
+the parameters (runner defaults, then those set on the path, then overrides). The cursor
 (``Cursor.request``) and the turn runner both build requests here, so what a
 cursor shows is what the runner sends.
 
@@ -34,37 +33,9 @@ def run_params(settings: EffectiveSettings, overrides: Mapping[str, Any]) -> dic
     return changed_params({**RUNNER_DEFAULTS, **settings.params}, overrides)
 
 
-def tool_view(toolbox: Toolbox | None, settings: EffectiveSettings) -> ToolsView | None:
-    """The toolbox's view under the path's scope layers (``None`` without a toolbox)."""
-    return toolbox.view(list(settings.tool_scopes)) if toolbox is not None else None
-
-
-def build_request(
-    settings: EffectiveSettings,
-    messages: list[dict[str, Any]],
-    *,
-    tools: list[dict[str, Any]] | None,
-    params: Mapping[str, Any],
-    continue_final: bool = False,
-) -> Request:
-    """The request for a reply after ``messages`` under ``settings``.
-
-    ``tools``: the advertised specs (``None`` or empty sends none); ``params`` as
-    ``run_params`` gives them (only the ``Request`` fields among them are used).
-    With ``continue_final`` the last message is the assistant reply to go on with;
-    a reply that showed no text yet (only reasoning) has no message, so it
-    continues from an empty one.
-    """
-    if continue_final and (not messages or messages[-1].get("role") != "assistant"):
-        messages = [*messages, {"role": "assistant", "content": ""}]
-    fields = {name: params[name] for name in REQUEST_PARAMS if name in params}
-    return Request(
-        messages=messages,
-        adapters=settings.adapters,
-        tools=tools or None,
-        continue_final=continue_final,
-        **fields,
-    )
+def tool_view(toolbox: Toolbox, settings: EffectiveSettings) -> ToolsView:
+    """The toolbox's view under the path's scope layers."""
+    return toolbox.view(list(settings.tool_scopes))
 
 
 def request_at(
@@ -75,13 +46,25 @@ def request_at(
     *,
     continue_final: bool = False,
 ) -> Request:
-    """The request for the next reply after node ``node_id``."""
+    """The request for the next reply after node ``node_id``: the path's messages under
+    its effective settings, the tools its scope layers advertise (none without a
+    toolbox) and the parameters ``run_params`` gives (only the ``Request`` fields
+    among them are used).
+
+    With ``continue_final`` the last message is the assistant reply to go on with;
+    a reply that showed no text yet (only reasoning) has no message, so it
+    continues from an empty one.
+    """
     settings = session.settings_at(node_id)
-    view = tool_view(toolbox, settings)
-    return build_request(
-        settings,
-        session.messages(node_id),
-        tools=toolbox.specs(view) if toolbox is not None else None,
-        params=run_params(settings, overrides),
+    messages = session.messages(node_id)
+    if continue_final and (not messages or messages[-1].get("role") != "assistant"):
+        messages = [*messages, {"role": "assistant", "content": ""}]
+    params = run_params(settings, overrides)
+    tools = toolbox.specs(tool_view(toolbox, settings)) if toolbox is not None else None
+    return Request(
+        messages=messages,
+        adapters=settings.adapters,
+        tools=tools or None,
         continue_final=continue_final,
+        **{name: params[name] for name in REQUEST_PARAMS if name in params},
     )

@@ -136,10 +136,7 @@ class Exchange:
             except asyncio.CancelledError:
                 # Keep the tree well formed: every call gets a result, done or cancelled.
                 done = [*self._results]
-                done += [
-                    ToolResult(name=c.name, content="cancelled", call_id=c.id, is_error=True)
-                    for c in calls[len(done) :]
-                ]
+                done += [error_result(c, "cancelled") for c in calls[len(done) :]]
                 tool_turn = Turn(role=Role.TOOL, tool_results=tuple(done), auto=True)
                 await self.record_turns(turn, tool_turn)
                 raise
@@ -213,24 +210,16 @@ class Exchange:
                 response = await self._stream(request, text, reasoning)
         except asyncio.CancelledError:
             self.engine.cancel(request.id)
-            partial = attrs.evolve(
-                base,
-                text="".join(text),
-                reasoning="".join(reasoning),
-                finish_reason=FinishReason.CANCELLED,
-                cancelled=True,
-            )
-            return partial, True
+            ended: dict[str, Any] = {"finish_reason": FinishReason.CANCELLED, "cancelled": True}
+            task_cancelled = True
         except Exception as exc:  # an engine failure is recorded, never raised
-            failed = attrs.evolve(
-                base,
-                text="".join(text),
-                reasoning="".join(reasoning),
-                finish_reason=FinishReason.ERROR,
-                error=f"engine failed: {type(exc).__name__}: {exc}",
-            )
-            return failed, False
-        return from_response(base, response), False
+            error = f"engine failed: {type(exc).__name__}: {exc}"
+            ended, task_cancelled = {"finish_reason": FinishReason.ERROR, "error": error}, False
+        else:
+            return from_response(base, response), False
+        # Either way the turn keeps what was streamed before it ended.
+        partial = attrs.evolve(base, text="".join(text), reasoning="".join(reasoning), **ended)
+        return partial, task_cancelled
 
     async def _stream(self, request: Request, text: list[str], reasoning: list[str]) -> Response:
         rid = request.id
@@ -281,8 +270,7 @@ class Exchange:
             if toolbox is not None and refusal is None:
                 result = await self._execute(toolbox, call, view, budget)
             else:
-                content = refusal or ""  # a refusal is set whenever there is no toolbox
-                result = ToolResult(name=call.name, content=content, call_id=call.id, is_error=True)
+                result = error_result(call, refusal or "")  # refusal is set without a toolbox
             self._results.append(result)
             await self.emit(EventKind.TOOL_RESULT, tool_result=result)
         return self._results, refusal is None
@@ -293,13 +281,13 @@ class Exchange:
         try:
             result = await toolbox.aexecute(call, view, approval=self.scope.approval, budget=budget)
         except Exception as exc:  # the toolbox should not raise; never lose a call if it does
-            result = ToolResult(
-                name=call.name,
-                content=f"tool {call.name} failed: {type(exc).__name__}: {exc}",
-                call_id=call.id,
-                is_error=True,
-            )
+            result = error_result(call, f"tool {call.name} failed: {type(exc).__name__}: {exc}")
         return result if result.call_id is not None else attrs.evolve(result, call_id=call.id)
+
+
+def error_result(call: ToolCall, content: str) -> ToolResult:
+    """The error result ``call`` gets when it did not run (or failed)."""
+    return ToolResult(name=call.name, content=content, call_id=call.id, is_error=True)
 
 
 def from_response(base: Turn, resp: Response) -> Turn:

@@ -312,9 +312,8 @@ class Session:
                 )
             if not commands:
                 return node
-            cmds, _ = stored_commands(tuple(commands))
-            sid = self._settings.fold(self._settings_of[node_id], cmds)
-            all_cmds, cmds_json = stored_commands(node.commands + cmds)
+            all_cmds, cmds_json = stored_commands(node.commands + tuple(commands))
+            sid = self._settings.fold(self._settings_of[node_id], all_cmds[len(node.commands) :])
             parent_hash = self.node(node.parent_id).hash if node.parent_id else ""
             _, turn_json = stored_turn(node.turn)
             _, node = node_row(

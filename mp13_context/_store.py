@@ -120,6 +120,11 @@ def _configure(conn: Any, path: str) -> None:
     conn.execute("PRAGMA wal_autocheckpoint=10000")
 
 
+def _of_conversation(cid: str | None) -> tuple[str, tuple[str, ...]]:
+    """``WHERE`` (on ``nodes n``) and its arguments for one conversation, or for all."""
+    return ("WHERE n.conversation_id = ?", (cid,)) if cid is not None else ("", ())
+
+
 _READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
 
 
@@ -217,10 +222,7 @@ class Store:
 
     def verify(self, conversation_id: str | None = None) -> IntegrityReport:
         """Every node's hash against its content (see ``_integrity.verify_rows``)."""
-        where = ""
-        args: tuple[str, ...] = ()
-        if conversation_id is not None:
-            where, args = "WHERE n.conversation_id = ?", (conversation_id,)
+        where, args = _of_conversation(conversation_id)
         sql = (
             "SELECT n.id, n.conversation_id, n.parent_id, n.kind, n.turn, n.commands, n.label, "
             "n.created_at, n.hash, p.hash, p.conversation_id, c.root_id FROM nodes n "
@@ -247,10 +249,7 @@ class Store:
         """Each node's id, conversation, parent, commands JSON and stored settings JSON
         (``None`` when its ``state_id`` names no row), parents first: for
         ``_settings_check``."""
-        where: str = ""
-        args: tuple[str, ...] = ()
-        if conversation_id is not None:
-            where, args = "WHERE n.conversation_id = ?", (conversation_id,)
+        where, args = _of_conversation(conversation_id)
         return self.read(
             "SELECT n.id, n.conversation_id, n.parent_id, n.commands, s.data FROM nodes n "
             f"LEFT JOIN states s ON s.id = n.state_id {where} ORDER BY n.seq",
@@ -341,15 +340,17 @@ class Store:
 
     # --- reads ------------------------------------------------------------------------
 
+    def _nodes(self, where: str, value: str) -> list[NodeRow]:
+        """The node rows whose column ``where`` holds ``value``, in creation order."""
+        sql = f"SELECT {_NODE_COLUMNS} FROM nodes WHERE {where} = ? ORDER BY seq"
+        return [NodeRow(*r) for r in self.read(sql, (value,))]
+
     def node(self, node_id: str) -> NodeRow | None:
-        rows = self.read(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,))
-        return NodeRow(*rows[0]) if rows else None
+        rows = self._nodes("id", node_id)
+        return rows[0] if rows else None
 
     def children(self, node_id: str) -> list[NodeRow]:
-        rows = self.read(
-            f"SELECT {_NODE_COLUMNS} FROM nodes WHERE parent_id = ? ORDER BY seq", (node_id,)
-        )
-        return [NodeRow(*r) for r in rows]
+        return self._nodes("parent_id", node_id)
 
     def leaf(self, node_id: str) -> str:
         """Down the main line from ``node_id``: at each step the main-line child, else the
@@ -380,10 +381,7 @@ class Store:
         return [NodeRow(*r) for r in rows]
 
     def conversation_nodes(self, cid: str) -> list[NodeRow]:
-        rows = self.read(
-            f"SELECT {_NODE_COLUMNS} FROM nodes WHERE conversation_id = ? ORDER BY seq", (cid,)
-        )
-        return [NodeRow(*r) for r in rows]
+        return self._nodes("conversation_id", cid)
 
     def state(self, state_id: int) -> str:
         rows = self.read("SELECT data FROM states WHERE id = ?", (state_id,))

@@ -218,9 +218,7 @@ async def adapters_load(repl: Repl, line: CommandLine) -> None:
 
     A bare NAME loads the adapter saved under that name in the adapters folder (where
     /train saves; every adapter there made for this model loads at start anyway)."""
-    words = line.words
-    if len(words) not in (1, 2):
-        raise UsageError("give the adapter folder and optionally a name")
+    words = line.require_words("the adapter folder and optionally a name", 1, 2)
     manager = _manager(repl)
     path = adapter_folder.resolve(words[0], repl.adapters_dir)
     if not adapter_folder.is_adapter(Path(path).expanduser()):
@@ -248,9 +246,7 @@ async def adapters_unload(repl: Repl, line: CommandLine) -> None:
 @command("save", group="adapters", usage="/adapters save NAME PATH", complete=_adapter_names)
 async def adapters_save(repl: Repl, line: CommandLine) -> None:
     """Save an adapter in plain PEFT format."""
-    words = line.words
-    if len(words) != 2:
-        raise UsageError("give the adapter name and a folder")
+    words = line.require_words("the adapter name and a folder", 2, 2)
     manager = _manager(repl)
     position.require_adapters(repl, words[:1])
     path = await asyncio.to_thread(manager.save, words[0], words[1])
@@ -260,9 +256,7 @@ async def adapters_save(repl: Repl, line: CommandLine) -> None:
 @command("use", group="adapters", usage="/adapters use NAME ...", complete=_adapter_names)
 def adapters_use(repl: Repl, line: CommandLine) -> None:
     """Use exactly these adapters on this branch (several are combined)."""
-    names = line.words
-    if not names:
-        raise UsageError("give adapter names (/adapters base for none)")
+    names = line.require_words("adapter names (/adapters base for none)")
     position.require_adapters(repl, names)
     repl.cursor.adapters.set(names)
     _print_in_use(repl)
@@ -271,9 +265,7 @@ def adapters_use(repl: Repl, line: CommandLine) -> None:
 @command("add", group="adapters", usage="/adapters add NAME ...", complete=_adapter_names)
 def adapters_add(repl: Repl, line: CommandLine) -> None:
     """Add adapters to those used on this branch."""
-    names = line.words
-    if not names:
-        raise UsageError("give adapter names")
+    names = line.require_words("adapter names")
     position.require_adapters(repl, names)
     repl.cursor.adapters.add(names)
     _print_in_use(repl)

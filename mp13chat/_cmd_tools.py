@@ -37,13 +37,6 @@ def _complete_assignments(repl: Repl, index: int, words: list[str]) -> list[str]
     return [f"{name}={mode}" for name in [*repl.toolbox.names(), "*"] for mode in MODES]
 
 
-def _name_and(line: CommandLine, what: str) -> tuple[str, str]:
-    words = line.words
-    if len(words) != 2:
-        raise UsageError(f"give a tool name and {what}")
-    return words[0], words[1]
-
-
 def _print_tools(repl: Repl, new_layer: ToolsScope | None = None) -> None:
     """The tools as they are on this branch; after a new layer, a note on each tool it
     asked more of than the global mode allows (the ceiling capped it)."""
@@ -99,16 +92,14 @@ def tools_mode(repl: Repl, line: CommandLine) -> None:
     """Set a tool's global mode (every branch); a pattern like 'calc*' sets several.
 
     The global mode is the ceiling of every branch: scope layers can only narrow it."""
-    target, mode = _name_and(line, "a mode (or a pattern and a mode)")
+    target, mode = line.require_words("a tool name and a mode (or a pattern and a mode)", 2, 2)
     changed = repl.toolbox.set_mode(target, mode)
     render.print_ok(repl.console, f"{', '.join(changed)}: {mode} (global)")
 
 
-def _scope(words: list[str]) -> ToolsScope:
-    if not words:
-        raise UsageError("give at least one NAME=MODE entry")
+def _scope(line: CommandLine) -> ToolsScope:
     modes = {}
-    for word in words:
+    for word in line.require_words("at least one NAME=MODE entry"):
         name, sep, mode = word.partition("=")
         if not sep or not name or not mode:
             raise UsageError(f"write scope entries as NAME=MODE (e.g. '*=silent'), got {word!r}")
@@ -124,7 +115,7 @@ def _scope(words: list[str]) -> ToolsScope:
 )
 def scope_add(repl: Repl, line: CommandLine) -> None:
     """Add a scope layer on this branch, e.g. '*=silent calculator=advertised'."""
-    scope = _scope(line.words)
+    scope = _scope(line)
     repl.cursor.tools.add(scope)
     _print_tools(repl, scope)
 
@@ -134,7 +125,7 @@ def scope_add(repl: Repl, line: CommandLine) -> None:
 )
 def scope_set(repl: Repl, line: CommandLine) -> None:
     """Replace this branch's scope layers with one layer."""
-    scope = _scope(line.words)
+    scope = _scope(line)
     repl.cursor.tools.set(scope)
     _print_tools(repl, scope)
 
@@ -193,7 +184,7 @@ SCOPE: Command[Repl] = group_command(
 )
 def tools_approval(repl: Repl, line: CommandLine) -> None:
     """Set a tool's approval policy; 'default' = by risk, 'forget' = drop always/never."""
-    name, policy = _name_and(line, "a policy")
+    name, policy = line.require_words("a tool name and a policy", 2, 2)
     if policy == "forget":
         repl.toolbox.remember(name, None)
         render.print_ok(repl.console, f"{name}: remembered answer forgotten")
@@ -213,7 +204,7 @@ def tools_approval(repl: Repl, line: CommandLine) -> None:
 )
 def tools_risk(repl: Repl, line: CommandLine) -> None:
     """Set a tool's risk level (picks its default approval policy)."""
-    name, risk = _name_and(line, "a risk level")
+    name, risk = line.require_words("a tool name and a risk level", 2, 2)
     try:
         repl.toolbox.set_risk(name, risk)
     except ValueError as exc:

@@ -60,6 +60,14 @@ class CommandLine:
             raise UsageError(f"give {what}")
         return self.text
 
+    def require_words(self, what: str, low: int = 1, high: int | None = None) -> list[str]:
+        """The words, if there are ``low`` to ``high`` of them (``None``: no upper bound);
+        else ``UsageError("give {what}")``."""
+        words = self.words
+        if len(words) < low or (high is not None and len(words) > high):
+            raise UsageError(f"give {what}")
+        return words
+
 
 @attrs.frozen
 class Command(Generic[R]):

@@ -173,11 +173,10 @@ class _Drawing:
     def __init__(
         self, nodes: Sequence[Node], current_id: str | None, path_ids: Iterable[str], main: set[str]
     ) -> None:
-        self.ids = {n.id for n in nodes}
         self.by_id = {n.id: n for n in nodes}
         self.kids: dict[str, list[Node]] = {}
         for node in sorted(nodes, key=lambda n: n.seq):
-            if node.parent_id in self.ids:
+            if node.parent_id in self.by_id:
                 self.kids.setdefault(node.parent_id, []).append(node)
         self.current_id = current_id
         self.on_path = set(path_ids)
@@ -185,7 +184,7 @@ class _Drawing:
 
     def roots(self) -> list[Node]:
         return sorted(
-            (n for n in self.by_id.values() if n.parent_id not in self.ids), key=lambda n: n.seq
+            (n for n in self.by_id.values() if n.parent_id not in self.by_id), key=lambda n: n.seq
         )
 
     def _shown(self, node: Node) -> bool:

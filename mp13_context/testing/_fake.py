@@ -105,10 +105,9 @@ class FakeEngine:
         return len(self._queue)
 
     def _next(self, request: Request) -> FakeReply:
-        if self._queue:
-            return self._queue.popleft()
-        reply = self.responder(request)
-        return FakeReply(text=reply) if isinstance(reply, str) else reply
+        if not self._queue:
+            self.script(self.responder(request))
+        return self._queue.popleft()
 
     # --- EngineClient ----------------------------------------------------------------
 
