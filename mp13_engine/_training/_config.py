@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from mp13_engine._adapter_files import adapter_name_problem
-from mp13_engine._config import is_int, is_number
+from mp13_engine._config import is_int, is_number, path_str
 from mp13_engine._errors import ConfigError
 
 SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
@@ -128,10 +128,6 @@ def _check_dataset(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         )
 
 
-def _path(value: Any) -> Any:  # str | os.PathLike -> str; rows as they are
-    return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-
 @attrs.frozen(kw_only=True)
 class TrainingConfig:
     """A LoRA (or QLoRA, on a 4/8-bit base) training job on the engine's model.
@@ -158,9 +154,9 @@ class TrainingConfig:
     """
 
     adapter: str = attrs.field(validator=_check_adapter)
-    dataset: Dataset = attrs.field(converter=_path, validator=_check_dataset, eq=False)
+    dataset: Dataset = attrs.field(converter=path_str, validator=_check_dataset, eq=False)
     validation: Dataset | None = attrs.field(
-        default=None, converter=_path, validator=_check_dataset, eq=False
+        default=None, converter=path_str, validator=_check_dataset, eq=False
     )
     validation_split: float = attrs.field(default=0.0, validator=_fraction(upper_open=True))
     lora_r: int = attrs.field(default=8, validator=_positive_int)
@@ -186,9 +182,9 @@ class TrainingConfig:
     gradient_checkpointing: bool = attrs.field(default=False, validator=_flag)
     precision: str = attrs.field(default="auto", validator=_one_of(PRECISIONS))
     continue_training: bool = attrs.field(default=False, validator=_flag)
-    output_dir: str | None = attrs.field(default=None, converter=_path, validator=_opt_path)
+    output_dir: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     checkpoint_every: int = attrs.field(default=0, validator=_non_negative_int)
-    resume_from: str | None = attrs.field(default=None, converter=_path, validator=_opt_path)
+    resume_from: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     eval_every: int = attrs.field(default=0, validator=_non_negative_int)
     eval_batch_size: int = attrs.field(default=8, validator=_positive_int)
 
