@@ -283,6 +283,7 @@ class AdapterManager:
         state = self._engine._state
         return TrainingHost(
             tokenizer=state.tokenizer,
+            pad_id=state.pad_id,
             # TokenizerGuard serialises the engine's tokenizer calls with this (re-entrant) lock;
             # training renders with the tokenizer directly, so it takes the same lock.
             tokenizer_lock=state.tokens.lock,

@@ -267,7 +267,7 @@ class TrainingJob:
             if not params:
                 raise TrainingError(f"Adapter {cfg.adapter!r} has no trainable parameters.")
             self._trainer = Trainer.create(
-                cfg, self._train, self.total_steps, params, model, _pad_id(host.tokenizer)
+                cfg, self._train, self.total_steps, params, model, host.pad_id
             )
             if cfg.resume_from is not None:
                 checkpoint = self._checkpoint_to_resume(cfg.resume_from)
@@ -453,12 +453,6 @@ def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: 
     # RuntimeError: the awaiting loop closed meanwhile, so there is nobody to tell.
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(fn, *args)
-
-
-def _pad_id(tokenizer: Any) -> int:
-    if tokenizer.pad_token_id is not None:
-        return int(tokenizer.pad_token_id)
-    return int(tokenizer.eos_token_id or 0)
 
 
 def start_training(host: TrainingHost, config: TrainingConfig) -> TrainingJob:
