@@ -44,13 +44,7 @@ def _rule(ok: Callable[[Any], bool], allowed: str) -> _Validator:
     return check
 
 
-def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None and attribute.default is None:
-        return
-    if not is_int(value) or value < 1:
-        raise _fail(attribute.name, value, "use an integer >= 1")
-
-
+_positive_int = _rule(lambda v: is_int(v) and v >= 1, "use an integer >= 1")
 _non_negative_int = _rule(lambda v: is_int(v) and v >= 0, "use an integer >= 0")
 
 
@@ -165,7 +159,9 @@ class TrainingConfig:
     target_modules: str | tuple[str, ...] = attrs.field(
         default="all-linear", converter=_targets, validator=_check_targets
     )
-    max_steps: int | None = attrs.field(default=None, validator=_positive_int)
+    max_steps: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive_int)
+    )
     epochs: float = attrs.field(default=1.0, validator=_positive_float)
     learning_rate: float = attrs.field(default=2e-4, validator=_positive_float)
     scheduler: str = attrs.field(default="linear", validator=_one_of(SCHEDULERS))
