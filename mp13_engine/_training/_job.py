@@ -45,8 +45,6 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from mp13_engine._errors import ConfigError, TrainingError
 from mp13_engine._training._config import (
     TrainingConfig,
@@ -69,14 +67,6 @@ from mp13_engine._training._trainer import (
 from mp13_toolbox import Mp13Error
 
 TRAINING_GROUP = ("train",)
-
-
-@attrs.define
-class _RowCounts:
-    """Rows left out of training by ``max_seq_len`` (counted for the result and metadata)."""
-
-    truncated: int = 0
-    dropped: int = 0
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -106,7 +96,8 @@ class TrainingJob:
         self._cancel = threading.Event()
         self._train: list[TrainingRow] = []
         self._val: list[TrainingRow] = []
-        self._counts = _RowCounts()
+        # Rows cut or left out by max_seq_len (counted for the result and metadata).
+        self._truncated = self._dropped = 0
         self._trainer: Trainer | None = None
         self._new_adapter = True
 
@@ -210,7 +201,7 @@ class TrainingJob:
         if not self._train:
             raise TrainingError(
                 f"No training row fits max_seq_len={cfg.max_seq_len} with tokens to learn "
-                f"({self._counts.dropped} dropped). Raise max_seq_len or use "
+                f"({self._dropped} dropped). Raise max_seq_len or use "
                 'overflow="truncate".'
             )
 
@@ -219,12 +210,12 @@ class TrainingJob:
         for row in rows:
             if len(row.ids) > cfg.max_seq_len:
                 if cfg.overflow == "drop":
-                    self._counts.dropped += 1
+                    self._dropped += 1
                     continue
-                self._counts.truncated += 1
+                self._truncated += 1
                 row = TrainingRow(row.ids[: cfg.max_seq_len], row.mask[: cfg.max_seq_len])
             if row.n_loss == 0:
-                self._counts.dropped += 1
+                self._dropped += 1
                 continue
             out.append(row)
         return out
@@ -371,8 +362,8 @@ class TrainingJob:
                     "eval_loss": eval_loss,
                     "train_rows": len(self._train),
                     "validation_rows": len(self._val),
-                    "truncated_rows": self._counts.truncated,
-                    "dropped_rows": self._counts.dropped,
+                    "truncated_rows": self._truncated,
+                    "dropped_rows": self._dropped,
                     "cancelled": cancelled,
                 }
             }
@@ -387,8 +378,8 @@ class TrainingJob:
             eval_loss=eval_loss,
             cancelled=cancelled,
             train_rows=len(self._train),
-            truncated_rows=self._counts.truncated,
-            dropped_rows=self._counts.dropped,
+            truncated_rows=self._truncated,
+            dropped_rows=self._dropped,
             train_tokens=trainer.tokens_seen,
             elapsed_s=time.perf_counter() - trainer.started,
         )
