@@ -336,9 +336,8 @@ class TrainingJob:
             save_checkpoint(trainer, path, model, cfg.adapter)
             self._emit(TrainingEventKind.CHECKPOINT, trainer, path=str(path))
 
-    def _evaluate(self, model: Any, trainer: Trainer) -> float | None:
-        if not self._val:
-            return None
+    def _evaluate(self, model: Any, trainer: Trainer) -> float:
+        """The validation loss, reported as an EVAL event (callers check there are rows)."""
         loss = trainer.evaluate(model, self._val)
         self._emit(TrainingEventKind.EVAL, trainer, eval_loss=loss)
         return loss
