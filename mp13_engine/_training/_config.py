@@ -17,11 +17,10 @@ from typing import Any
 import attrs
 
 from mp13_engine._adapter_files import adapter_name_problem
-from mp13_engine._config import is_int, is_number, path_str
+from mp13_engine._config import DTYPES, is_int, is_number, path_str
 from mp13_engine._errors import ConfigError
 
 SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
-PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 OVERFLOW = ("truncate", "drop")
 LOSS_ON = ("assistant", "all")
 #: Training data: a .json/.jsonl file, or the rows themselves (dicts).
@@ -176,7 +175,7 @@ class TrainingConfig:
     seed: int = attrs.field(default=0, validator=_seed)
     shuffle: bool = attrs.field(default=True, validator=_flag)
     gradient_checkpointing: bool = attrs.field(default=False, validator=_flag)
-    precision: str = attrs.field(default="auto", validator=_one_of(PRECISIONS))
+    precision: str = attrs.field(default="auto", validator=_one_of(DTYPES))
     continue_training: bool = attrs.field(default=False, validator=_flag)
     output_dir: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     checkpoint_every: int = attrs.field(default=0, validator=_non_negative_int)
