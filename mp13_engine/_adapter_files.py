@@ -6,10 +6,10 @@ so ``adapters_dir/<name>`` stays inside ``adapters_dir``. A directory written
 here is plain PEFT format (``adapter_config.json`` +
 ``adapter_model.safetensors``) that ``PeftModel.from_pretrained`` loads; mp13
 adds only ``mp13_adapter.json``. ``check_compatible`` reads shapes without
-loading tensors and never touches the model; ``check_not_offloaded`` refuses a
-base model that a device map partly offloaded, and ``check_4bit_layout`` one
-whose 4-bit weights bitsandbytes repacked (``_compat``): PEFT cannot wrap either
-safely, so these run before the model is touched.
+loading tensors and never touches the model; ``check_wrappable`` refuses a
+base model that a device map partly offloaded, or one whose 4-bit weights
+bitsandbytes repacked (``_compat``): PEFT cannot wrap either safely, so it runs
+before the model is touched.
 """
 
 from __future__ import annotations
@@ -119,12 +119,13 @@ def _adapter_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
     )
 
 
-def check_not_offloaded(base: Any, what: str) -> None:
-    """AdapterError when part of ``base`` is offloaded by a device map (meta weights).
+def check_wrappable(base: Any, what: str) -> None:
+    """AdapterError when PEFT cannot safely wrap ``base`` to ``what`` (before it is touched).
 
-    PEFT cannot put adapters on layers whose weights accelerate keeps on the
-    ``meta`` device, and a failed attempt would leave half-wrapped layers behind,
-    so this is checked before the model is touched.
+    Refused: a base model partly offloaded by a device map (PEFT cannot put
+    adapters on layers whose weights accelerate keeps on the ``meta`` device, and
+    a failed attempt would leave half-wrapped layers behind), and one whose
+    4-bit weights bitsandbytes repacked (see ``_compat``).
     """
     if any(p.device.type == "meta" for p in base.parameters()):
         raise AdapterError(
@@ -132,14 +133,10 @@ def check_not_offloaded(base: Any, what: str) -> None:
             "weights are on the meta device), and PEFT cannot add adapters there. Give the "
             "engine enough GPU/CPU memory (EngineConfig.max_memory) that no layer is offloaded."
         )
-
-
-def check_4bit_layout(base: Any, action: str) -> None:
-    """AdapterError when bitsandbytes repacked 4-bit weights of ``base`` (see ``_compat``)."""
     repacked = repacked_4bit_layers(base)
     if repacked:
         raise AdapterError(
-            f"Cannot {action}: bitsandbytes has repacked the 4-bit weights of "
+            f"Cannot {what}: bitsandbytes has repacked the 4-bit weights of "
             f"{len(repacked)} layer(s) (e.g. {repacked[0]}) for CPU inference, and wrapping "
             "them with LoRA now would corrupt every output. Load or train adapters before the "
             "first request on this engine, or load the model again."

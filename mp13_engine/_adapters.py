@@ -52,9 +52,8 @@ import attrs
 
 from mp13_engine._adapter_files import (
     adapter_name_problem,
-    check_4bit_layout,
     check_compatible,
-    check_not_offloaded,
+    check_wrappable,
     write_adapter_dir,
 )
 from mp13_engine._compat import (
@@ -284,6 +283,7 @@ class AdapterManager:
         state = self._engine._state
         return TrainingHost(
             tokenizer=state.tokenizer,
+            pad_id=state.pad_id,
             # TokenizerGuard serialises the engine's tokenizer calls with this (re-entrant) lock;
             # training renders with the tokenizer directly, so it takes the same lock.
             tokenizer_lock=state.tokens.lock,
@@ -388,8 +388,7 @@ class AdapterManager:
         """
         from peft import get_peft_model
 
-        check_not_offloaded(self._base_model(), "train an adapter")
-        check_4bit_layout(self._base_model(), f"train adapter {name!r}")
+        check_wrappable(self._base_model(), f"train adapter {name!r}")
         model = self._model()
         try:
             if is_peft_model(model):
@@ -453,8 +452,7 @@ class AdapterManager:
             )
         base = self._base_model()
         check_compatible(base, directory, config)
-        check_not_offloaded(base, f"load adapter {str(directory)!r}")
-        check_4bit_layout(base, f"load adapter {str(directory)!r}")
+        check_wrappable(base, f"load adapter {str(directory)!r}")
         if exists:
             self._unload_on_worker(name)
         model = self._model()

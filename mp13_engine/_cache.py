@@ -106,40 +106,30 @@ def entry_lock(root: Path, key: str) -> Iterator[None]:
     except OSError as exc:
         raise _unwritable(root, exc) from exc
     with handle:
-        _lock(handle)
+        _flock(handle, take=True)
         try:
             yield
         finally:
-            _unlock(handle)
+            _flock(handle, take=False)
 
 
-def _lock(handle: BinaryIO) -> None:
+def _flock(handle: BinaryIO, take: bool) -> None:
+    """Take (blocking until it is free) or release the exclusive lock on ``handle``."""
     if sys.platform == "win32":
         import msvcrt
 
         handle.seek(0)
-        while True:
+        while take:
             try:
                 msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
                 return
             except OSError:  # LK_LOCK gives up after ~10 s; keep waiting
                 continue
-    else:
-        import fcntl
-
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-
-
-def _unlock(handle: BinaryIO) -> None:
-    if sys.platform == "win32":
-        import msvcrt
-
-        handle.seek(0)
         msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
     else:
         import fcntl
 
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX if take else fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from mp13_engine._convert import converter
+from mp13_engine._convert import converter, structure
 from mp13_engine._errors import ConfigError
 
 DEVICES_HELP = "'auto', 'cpu', 'cuda' or 'cuda:N', 'mps'"
@@ -139,12 +139,10 @@ def _device_map(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     )
 
 
-def _path_str(value: Any) -> Any:
+def path_str(value: Any) -> Any:
+    """A path as ``str`` (``os.PathLike`` -> ``os.fspath``); anything else, None included, as it
+    is, for the field's validator to judge."""
     return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-
-def _opt_path_str(value: Any) -> Any:
-    return None if value is None else _path_str(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -199,7 +197,7 @@ class EngineConfig:
     the model's input embeddings.
     """
 
-    model: str = attrs.field(converter=_path_str, validator=_model)
+    model: str = attrs.field(converter=path_str, validator=_model)
     device: str = attrs.field(default="auto", validator=_device)
     dtype: str = attrs.field(default="auto", validator=_choice(DTYPES))
     quantization: str | None = attrs.field(default=None, validator=_choice(QUANTIZATIONS))
@@ -218,7 +216,7 @@ class EngineConfig:
     default_max_new_tokens: int = attrs.field(default=256, validator=_positive_int)
     tool_format: str | None = attrs.field(default=None, validator=_opt_str("a format name"))
     adapters_dir: str | None = attrs.field(
-        default=None, converter=_opt_path_str, validator=_opt_str("a directory path")
+        default=None, converter=path_str, validator=_opt_str("a directory path")
     )
     device_map: DeviceMap = attrs.field(default=None, validator=_device_map)
     max_memory: MaxMemory = attrs.field(default=None, validator=_max_memory)
@@ -263,7 +261,7 @@ class EngineConfig:
         cls._check_names(data)
         if "model" not in data:
             raise ConfigError("EngineConfig.model is required: a model directory or hub id")
-        return converter.structure(dict(data), cls)
+        return structure(dict(data), cls)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = converter.unstructure(self)

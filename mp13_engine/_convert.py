@@ -2,7 +2,7 @@
 """The engine package's one cattrs converter.
 
 Every (de)serialization of engine values goes through ``converter`` so that
-renames and hooks live in one place. Structuring errors are re-raised as
+renames and hooks live in one place. ``structure`` re-raises structuring errors as
 ``ConfigError`` with ``cattrs.transform_error`` text, never as raw exception
 groups.
 
@@ -50,31 +50,26 @@ def _as_given(value: Any, _: Any) -> Any:
     return value
 
 
-class _Converter:
-    """Thin wrapper mapping cattrs errors to ``ConfigError``."""
+converter = _make_converter()
 
-    def __init__(self) -> None:
-        self._conv = _make_converter()
 
-    def structure(self, data: Any, cls: type[T]) -> T:
-        try:
-            return self._conv.structure(data, cls)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            # attrs validators raise ConfigError inside the group: surface the first one as is
-            inner = _find_config_error(exc)
-            if inner is not None:
-                raise inner from exc
-            msgs = (
-                "; ".join(cattrs.transform_error(exc))
-                if isinstance(exc, cattrs.BaseValidationError)
-                else str(exc)
-            )
-            raise ConfigError(f"invalid {cls.__name__}: {msgs}") from exc
-
-    def unstructure(self, value: Any) -> Any:
-        return self._conv.unstructure(value)
+def structure(data: Any, cls: type[T]) -> T:
+    """``cls`` from ``data`` through ``converter``; every failure is a ``ConfigError``."""
+    try:
+        return converter.structure(data, cls)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        # attrs validators raise ConfigError inside the group: surface the first one as is
+        inner = _find_config_error(exc)
+        if inner is not None:
+            raise inner from exc
+        msgs = (
+            "; ".join(cattrs.transform_error(exc))
+            if isinstance(exc, cattrs.BaseValidationError)
+            else str(exc)
+        )
+        raise ConfigError(f"invalid {cls.__name__}: {msgs}") from exc
 
 
 def _find_config_error(exc: BaseException) -> ConfigError | None:
@@ -85,6 +80,3 @@ def _find_config_error(exc: BaseException) -> ConfigError | None:
         if found is not None:
             return found
     return None
-
-
-converter = _Converter()

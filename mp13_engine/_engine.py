@@ -162,7 +162,7 @@ class _EngineBase:
     def _coerce(self, request: RequestLike, overrides: dict[str, Any]) -> Request:
         """A ``Request`` from what the caller gave; every field is checked as it is built."""
         if isinstance(request, Request):
-            return _evolve(request, overrides) if overrides else request
+            return _build(request, **overrides) if overrides else request
         if isinstance(request, str):
             # "" is no prompt at all, whatever the model: the same error as Request(prompt="").
             check_request_field("prompt", request)
@@ -364,15 +364,11 @@ def _stop_worker(worker: Worker) -> None:
     worker.close(timeout=1.0)
 
 
-# An unknown keyword is a RequestError naming the fields, not attrs' TypeError.
-def _build(**fields: Any) -> Request:
+def _build(base: Request | None = None, /, **fields: Any) -> Request:
+    """A ``Request`` of ``fields`` (over ``base``, when given); an unknown keyword is a
+    RequestError naming the fields, not attrs' TypeError."""
     check_field_names(fields)
-    return Request(**fields)
-
-
-def _evolve(req: Request, overrides: dict[str, Any]) -> Request:
-    check_field_names(overrides)
-    return attrs.evolve(req, **overrides)
+    return Request(**fields) if base is None else attrs.evolve(base, **fields)
 
 
 async def _await_state(st: RequestState, cancel: Callable[[str], bool]) -> Response:

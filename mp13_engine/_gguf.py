@@ -83,11 +83,7 @@ def find_gguf(path: Path) -> Path | None:
             f"{str(path)!r} holds {len(found)} GGUF files ({names}); mp13 cannot tell which "
             f"one you mean, so give the file itself, e.g. Engine.load({str(found[0])!r})"
         )
-    if found:
-        if not has_magic(found[0]):
-            return find_gguf(found[0])  # raises: named .gguf but not one
-        return found[0]
-    return None
+    return find_gguf(found[0]) if found else None  # the file's own check (magic or error)
 
 
 def require_gguf_package() -> None:
@@ -175,11 +171,10 @@ def convert(
     progress: Progress | None = None,
 ) -> None:
     """Dequantize GGUF ``file`` into a plain Hugging Face checkpoint directory ``dest``."""
-    require_gguf_package()
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    arch = architecture(file)
+    arch = architecture(file)  # MissingDependencyError first when gguf is not installed
     source = str(file)
     try:
         hf_config = AutoConfig.from_pretrained(str(file.parent), gguf_file=str(file))

@@ -117,17 +117,25 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _int(lo: int, *, optional: bool = False, note: str = "") -> FieldRule:
-    allowed = f"an integer >= {lo}{note}" + (", or None" if optional else "")
+def _checked(
+    allowed: str, ok: Callable[[Any], bool], stored: Callable[[Any], Any], optional: bool
+) -> FieldRule:
+    """A rule that accepts what ``ok`` accepts (and None when ``optional``), storing
+    ``stored(value)``."""
 
-    def check(name: str, value: Any) -> int | None:
+    def check(name: str, value: Any) -> Any:
         if value is None and optional:
             return None
-        if not _is_int(value) or value < lo:
+        if not ok(value):
             raise _fail(name, value, allowed)
-        return int(value)
+        return stored(value)
 
     return FieldRule(check, allowed)
+
+
+def _int(lo: int, *, optional: bool = False, note: str = "") -> FieldRule:
+    allowed = f"an integer >= {lo}{note}" + (", or None" if optional else "")
+    return _checked(allowed, lambda v: _is_int(v) and v >= lo, int, optional)
 
 
 def _number(
@@ -159,26 +167,7 @@ def _number(
 
 def _flag(*, optional: bool = False, note: str = "") -> FieldRule:
     allowed = "True or False" + note + (", or None" if optional else "")
-
-    def check(name: str, value: Any) -> bool | None:
-        if value is None and optional:
-            return None
-        if not isinstance(value, bool):
-            raise _fail(name, value, allowed)
-        return value
-
-    return FieldRule(check, allowed)
-
-
-def _seed(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if not _is_int(value) or not 0 <= value <= SEED_MAX:
-        raise _fail(name, value, _SEED_ALLOWED)
-    return int(value)
-
-
-_SEED_ALLOWED = f"an integer from 0 to 2**64-1 ({SEED_MAX}), or None for a random seed"
+    return _checked(allowed, lambda v: isinstance(v, bool), bool, optional)
 
 
 def _names(what: str, *, optional: bool) -> FieldRule:
@@ -411,7 +400,12 @@ FIELDS: Mapping[str, FieldRule] = MappingProxyType(
         "top_p": _number(0.0, 1.0, lo_open=True, note=" (1 turns it off)"),
         "top_k": _int(0, note=" (0 turns it off)"),
         "repetition_penalty": _number(0.0, lo_open=True, note=" (1 turns it off)"),
-        "seed": FieldRule(_seed, _SEED_ALLOWED),
+        "seed": _checked(
+            f"an integer from 0 to 2**64-1 ({SEED_MAX}), or None for a random seed",
+            lambda v: _is_int(v) and 0 <= v <= SEED_MAX,
+            int,
+            optional=True,
+        ),
         "stop": _names("stop strings", optional=False),
         "adapters": _names("adapter names; [] or '__base__' = the base model", optional=True),
         "tools": FieldRule(_tools, _TOOLS_ALLOWED),

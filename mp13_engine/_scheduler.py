@@ -25,8 +25,8 @@ credit). Inference is busy while requests wait or the loop has rows
 
 Threading: every method is called with the engine's scheduler lock held (the
 ``threading.Condition`` the worker waits on). ``add_*`` / ``remove_*`` are
-called by API threads; ``next_work`` / ``charge`` / ``collect_wait`` /
-``job_finished`` by the worker; ``drain`` by ``close``.
+called by API threads; ``next_work`` / ``charge`` / ``collect_wait`` and
+``remove_job`` (a finished job) by the worker; ``drain`` by ``close``.
 """
 
 from __future__ import annotations
@@ -132,6 +132,7 @@ class Scheduler:
         return True
 
     def remove_job(self, job: Job) -> bool:
+        """Drop ``job`` from its group (cancelled, or the worker saw it finish or fail)."""
         q = self._jobs.get(job.group_key)
         if q is not None and job in q:
             q.remove(job)
@@ -186,10 +187,6 @@ class Scheduler:
         """The work handed out last took ``seconds`` of the worker's time."""
         if self._last is not None and self._last in self._used:
             self._used[self._last] += seconds
-
-    def job_finished(self, job: Job) -> None:
-        """The worker reports that ``job`` finished (or failed): drop it from its group."""
-        self.remove_job(job)
 
     def drain(self) -> tuple[list[RequestState], list[Job], list[Call]]:
         """Empty every queue (engine close) and return what was pending."""

@@ -55,7 +55,6 @@ class TokenizerGuard:
         # Re-entrant: training renders rows holding it and encodes them through this guard.
         self._lock = threading.RLock()
         specials = special_tokens(tokenizer)
-        self._special_ids = frozenset(specials)
         self._special = SpecialText(specials)
         self._drop = frozenset(
             i for i, text in specials.items() if text not in (chat_template or "")
@@ -114,7 +113,7 @@ class TokenizerGuard:
         text = encodable(text)
         with self._lock:
             return encode_protected(
-                self._encode_with_offsets, self._encode_as_text, self._special_ids, text, forged
+                self._encode_with_offsets, self._encode_as_text, self._special.ids, text, forged
             )
 
     def _encode_with_offsets(self, text: str) -> tuple[list[int], list[Span]]:

@@ -289,7 +289,7 @@ class Worker:
             self.clock.end()
         if not more:
             with self._cond:
-                self._sched.job_finished(job)
+                self._sched.remove_job(job)
         self._changed(by_call=False)
 
     def _changed(self, by_call: bool) -> None:

@@ -17,11 +17,10 @@ from typing import Any
 import attrs
 
 from mp13_engine._adapter_files import adapter_name_problem
-from mp13_engine._config import is_int, is_number
+from mp13_engine._config import DTYPES, is_int, is_number, path_str
 from mp13_engine._errors import ConfigError
 
 SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
-PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 OVERFLOW = ("truncate", "drop")
 LOSS_ON = ("assistant", "all")
 #: Training data: a .json/.jsonl file, or the rows themselves (dicts).
@@ -44,13 +43,7 @@ def _rule(ok: Callable[[Any], bool], allowed: str) -> _Validator:
     return check
 
 
-def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None and attribute.default is None:
-        return
-    if not is_int(value) or value < 1:
-        raise _fail(attribute.name, value, "use an integer >= 1")
-
-
+_positive_int = _rule(lambda v: is_int(v) and v >= 1, "use an integer >= 1")
 _non_negative_int = _rule(lambda v: is_int(v) and v >= 0, "use an integer >= 0")
 
 
@@ -128,10 +121,6 @@ def _check_dataset(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         )
 
 
-def _path(value: Any) -> Any:  # str | os.PathLike -> str; rows as they are
-    return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-
 @attrs.frozen(kw_only=True)
 class TrainingConfig:
     """A LoRA (or QLoRA, on a 4/8-bit base) training job on the engine's model.
@@ -158,9 +147,9 @@ class TrainingConfig:
     """
 
     adapter: str = attrs.field(validator=_check_adapter)
-    dataset: Dataset = attrs.field(converter=_path, validator=_check_dataset, eq=False)
+    dataset: Dataset = attrs.field(converter=path_str, validator=_check_dataset, eq=False)
     validation: Dataset | None = attrs.field(
-        default=None, converter=_path, validator=_check_dataset, eq=False
+        default=None, converter=path_str, validator=_check_dataset, eq=False
     )
     validation_split: float = attrs.field(default=0.0, validator=_fraction(upper_open=True))
     lora_r: int = attrs.field(default=8, validator=_positive_int)
@@ -169,7 +158,9 @@ class TrainingConfig:
     target_modules: str | tuple[str, ...] = attrs.field(
         default="all-linear", converter=_targets, validator=_check_targets
     )
-    max_steps: int | None = attrs.field(default=None, validator=_positive_int)
+    max_steps: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive_int)
+    )
     epochs: float = attrs.field(default=1.0, validator=_positive_float)
     learning_rate: float = attrs.field(default=2e-4, validator=_positive_float)
     scheduler: str = attrs.field(default="linear", validator=_one_of(SCHEDULERS))
@@ -184,11 +175,11 @@ class TrainingConfig:
     seed: int = attrs.field(default=0, validator=_seed)
     shuffle: bool = attrs.field(default=True, validator=_flag)
     gradient_checkpointing: bool = attrs.field(default=False, validator=_flag)
-    precision: str = attrs.field(default="auto", validator=_one_of(PRECISIONS))
+    precision: str = attrs.field(default="auto", validator=_one_of(DTYPES))
     continue_training: bool = attrs.field(default=False, validator=_flag)
-    output_dir: str | None = attrs.field(default=None, converter=_path, validator=_opt_path)
+    output_dir: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     checkpoint_every: int = attrs.field(default=0, validator=_non_negative_int)
-    resume_from: str | None = attrs.field(default=None, converter=_path, validator=_opt_path)
+    resume_from: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     eval_every: int = attrs.field(default=0, validator=_non_negative_int)
     eval_batch_size: int = attrs.field(default=8, validator=_positive_int)
 

@@ -38,6 +38,8 @@ class TrainingHost:
 
     #: The engine's tokenizer (hold ``tokenizer_lock`` while using it).
     tokenizer: Any
+    #: The id serving pads with (``EngineState.pad_id``); training pads its batches with it.
+    pad_id: int
     #: Serialises tokenizer use with serving (re-entrant).
     tokenizer_lock: AbstractContextManager[Any]
     #: ``(messages, tools) -> (messages, tools)``: serving's adaptation of a chat.

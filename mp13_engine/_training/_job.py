@@ -45,8 +45,6 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from mp13_engine._errors import ConfigError, TrainingError
 from mp13_engine._training._config import (
     TrainingConfig,
@@ -69,14 +67,6 @@ from mp13_engine._training._trainer import (
 from mp13_toolbox import Mp13Error
 
 TRAINING_GROUP = ("train",)
-
-
-@attrs.define
-class _RowCounts:
-    """Rows left out of training by ``max_seq_len`` (counted for the result and metadata)."""
-
-    truncated: int = 0
-    dropped: int = 0
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -106,7 +96,8 @@ class TrainingJob:
         self._cancel = threading.Event()
         self._train: list[TrainingRow] = []
         self._val: list[TrainingRow] = []
-        self._counts = _RowCounts()
+        # Rows cut or left out by max_seq_len (counted for the result and metadata).
+        self._truncated = self._dropped = 0
         self._trainer: Trainer | None = None
         self._new_adapter = True
 
@@ -210,7 +201,7 @@ class TrainingJob:
         if not self._train:
             raise TrainingError(
                 f"No training row fits max_seq_len={cfg.max_seq_len} with tokens to learn "
-                f"({self._counts.dropped} dropped). Raise max_seq_len or use "
+                f"({self._dropped} dropped). Raise max_seq_len or use "
                 'overflow="truncate".'
             )
 
@@ -219,12 +210,12 @@ class TrainingJob:
         for row in rows:
             if len(row.ids) > cfg.max_seq_len:
                 if cfg.overflow == "drop":
-                    self._counts.dropped += 1
+                    self._dropped += 1
                     continue
-                self._counts.truncated += 1
+                self._truncated += 1
                 row = TrainingRow(row.ids[: cfg.max_seq_len], row.mask[: cfg.max_seq_len])
             if row.n_loss == 0:
-                self._counts.dropped += 1
+                self._dropped += 1
                 continue
             out.append(row)
         return out
@@ -267,7 +258,7 @@ class TrainingJob:
             if not params:
                 raise TrainingError(f"Adapter {cfg.adapter!r} has no trainable parameters.")
             self._trainer = Trainer.create(
-                cfg, self._train, self.total_steps, params, model, _pad_id(host.tokenizer)
+                cfg, self._train, self.total_steps, params, model, host.pad_id
             )
             if cfg.resume_from is not None:
                 checkpoint = self._checkpoint_to_resume(cfg.resume_from)
@@ -345,9 +336,8 @@ class TrainingJob:
             save_checkpoint(trainer, path, model, cfg.adapter)
             self._emit(TrainingEventKind.CHECKPOINT, trainer, path=str(path))
 
-    def _evaluate(self, model: Any, trainer: Trainer) -> float | None:
-        if not self._val:
-            return None
+    def _evaluate(self, model: Any, trainer: Trainer) -> float:
+        """The validation loss, reported as an EVAL event (callers check there are rows)."""
         loss = trainer.evaluate(model, self._val)
         self._emit(TrainingEventKind.EVAL, trainer, eval_loss=loss)
         return loss
@@ -371,8 +361,8 @@ class TrainingJob:
                     "eval_loss": eval_loss,
                     "train_rows": len(self._train),
                     "validation_rows": len(self._val),
-                    "truncated_rows": self._counts.truncated,
-                    "dropped_rows": self._counts.dropped,
+                    "truncated_rows": self._truncated,
+                    "dropped_rows": self._dropped,
                     "cancelled": cancelled,
                 }
             }
@@ -387,8 +377,8 @@ class TrainingJob:
             eval_loss=eval_loss,
             cancelled=cancelled,
             train_rows=len(self._train),
-            truncated_rows=self._counts.truncated,
-            dropped_rows=self._counts.dropped,
+            truncated_rows=self._truncated,
+            dropped_rows=self._dropped,
             train_tokens=trainer.tokens_seen,
             elapsed_s=time.perf_counter() - trainer.started,
         )
@@ -453,12 +443,6 @@ def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: 
     # RuntimeError: the awaiting loop closed meanwhile, so there is nobody to tell.
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(fn, *args)
-
-
-def _pad_id(tokenizer: Any) -> int:
-    if tokenizer.pad_token_id is not None:
-        return int(tokenizer.pad_token_id)
-    return int(tokenizer.eos_token_id or 0)
 
 
 def start_training(host: TrainingHost, config: TrainingConfig) -> TrainingJob:

@@ -57,7 +57,8 @@ class TrainingRow:
         return sum(self.mask)
 
 
-def _common_prefix(a: str, b: str) -> int:
+def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items (characters, token ids) ``a`` and ``b`` share."""
     n = min(len(a), len(b))
     i = 0
     # Compare in chunks first: rendered chats share long prefixes.
@@ -69,13 +70,17 @@ def _common_prefix(a: str, b: str) -> int:
     return i
 
 
-def _render(tokenizer: Any, messages: Any, tools: Any, add_generation_prompt: bool) -> str:
+def _render(tokenizer: Any, messages: Any, tools: Any, prepare: Prepare | None, gen: bool) -> str:
+    """The chat rendered by the template, after ``prepare`` adapted it as serving does."""
+    messages = [dict(m) for m in messages]
+    if prepare is not None:
+        messages, tools = prepare(messages, tools)
     try:
         text: str = tokenizer.apply_chat_template(
-            list(messages),
+            messages,
             tools=list(tools) if tools else None,
             tokenize=False,
-            add_generation_prompt=add_generation_prompt,
+            add_generation_prompt=gen,
         )
         return text
     except Exception as exc:  # jinja raises TemplateError/TypeError/... from user templates
@@ -83,15 +88,6 @@ def _render(tokenizer: Any, messages: Any, tools: Any, add_generation_prompt: bo
             f"The chat template could not render a training chat: {exc}. Check the message "
             "roles and order (some templates require user/assistant alternation)."
         ) from exc
-
-
-def _render_prepared(
-    tokenizer: Any, messages: Any, tools: Any, prepare: Prepare | None, gen: bool
-) -> str:
-    messages = [dict(m) for m in messages]
-    if prepare is not None:
-        messages, tools = prepare(messages, tools)
-    return _render(tokenizer, messages, tools, add_generation_prompt=gen)
 
 
 def assistant_spans(
@@ -113,7 +109,7 @@ def assistant_spans(
     def render(upto: int, gen: bool) -> str:
         if upto == 0:
             return ""
-        return _render_prepared(tokenizer, example.messages[:upto], example.tools, prepare, gen)
+        return _render(tokenizer, example.messages[:upto], example.tools, prepare, gen)
 
     full = render(len(example.messages), gen=False)
     spans: list[tuple[int, int]] = []
@@ -256,7 +252,7 @@ def render_example(
                 ids, offsets = encode_chat(
                     full,
                     (example.messages, example.tools),
-                    lambda data: _render_prepared(tokenizer, data[0], data[1], prepare, False),
+                    lambda data: _render(tokenizer, data[0], data[1], prepare, False),
                 )
             if loss_on == "all":
                 mask = [1] * len(ids)
@@ -267,9 +263,7 @@ def render_example(
             full_ids, _ = _encode(tokenizer, example.prompt + example.completion, special=True)
             # Tokenize prompt+completion together (as generation would see it) and find where
             # the prompt's tokens stop matching; BPE can merge across the boundary.
-            cut = 0
-            while cut < min(len(prompt_ids), len(full_ids)) and prompt_ids[cut] == full_ids[cut]:
-                cut += 1
+            cut = _common_prefix(prompt_ids, full_ids)
             ids = full_ids + eos
             first = 0 if loss_on == "all" else cut
             mask = [int(i >= first) for i in range(len(ids))]

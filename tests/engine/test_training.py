@@ -292,7 +292,7 @@ def test_training_renders_tool_chats_exactly_as_serving(tmp_path, template):
             if message["role"] != "assistant":
                 continue
             served = eng.format_prompt(Request(messages=messages[:i], tools=tools))
-            trained = _render(tok, *prepare([dict(m) for m in messages[:i]], tools), True)
+            trained = _render(tok, messages[:i], tools, prepare, True)
             assert trained == served
         full, _ = assistant_spans(tok, to_example("row", CHAT), prepare)
     assert '{"x": "2+2"}' in full  # the call's arguments, written as JSON by every template
