@@ -46,13 +46,16 @@ def _model(tiny_model_factory, tmp_path, family: str) -> str:
 
 
 def _run(h: StepHarness, schedule=SCHEDULE, **fields) -> list[str]:
+    """Each entry ``(step, prompt, max_new_tokens[, adapters])`` arrives at its step."""
     pending = list(schedule)
     states = []
     step = 0
     while pending or not all(s.done for s in states):
         while pending and pending[0][0] <= step:
-            _, prompt, n = pending.pop(0)
-            states.append(h.submit(Request(prompt=prompt, max_new_tokens=n, **fields)))
+            _, prompt, n, *adapters = pending.pop(0)
+            own = {"adapters": adapters[0]} if adapters else {}
+            request = Request(prompt=prompt, max_new_tokens=n, **own, **fields)
+            states.append(h.submit(request))
         h.step()
         step += 1
         assert step < 500
@@ -238,19 +241,6 @@ MIXED = [
 ]
 
 
-def _run_mixed(h: StepHarness) -> list[str]:
-    states, step, pending = [], 0, list(MIXED)
-    while pending or not all(s.done for s in states):
-        while pending and pending[0][0] <= step:
-            _, prompt, n, adapters = pending.pop(0)
-            states.append(h.submit(Request(prompt=prompt, max_new_tokens=n, adapters=adapters)))
-        h.step()
-        step += 1
-        assert step < 500
-    assert all(s.response.ok for s in states), [s.response.error for s in states]
-    return [s.response.raw_text for s in states]
-
-
 def _two_adapter_engine(path, adapters_dir, **config) -> Engine:
     engine = Engine.load(
         str(path), device="cpu", dtype="float32", adapters_dir=str(adapters_dir), **config
@@ -271,7 +261,7 @@ def test_rows_on_different_adapters_pack_when_the_fused_path_serves_them(
             tiny_model_path, two_adapters, prefix_cache_mb=0, mixed_lora=mixed_lora
         )
         h = StepHarness(engine, chunk_tokens=24, packed=packed)
-        results[packed] = (_run_mixed(h), h.loop.packed, h.loop.forwards)
+        results[packed] = (_run(h, MIXED), h.loop.packed, h.loop.forwards)
     assert results[True][0] == results[False][0]
     if mixed_lora == "fused":
         assert results[True][1] >= 2 and results[True][2] < results[False][2]
