@@ -233,16 +233,6 @@ def test_requests_sent_at_once_are_prefilled_as_one_batch(tiny_model_path):
 
 
 @pytest.fixture(scope="module")
-def adapter_dir(tiny_model_path, tmp_path_factory):
-    from tests.engine.test_adapters import _peft_adapter
-
-    root = tmp_path_factory.mktemp("loop-adapters")
-    _peft_adapter(tiny_model_path, root / "a", seed=3)
-    _peft_adapter(tiny_model_path, root / "b", seed=4, r=2)
-    return root
-
-
-@pytest.fixture(scope="module")
 def solo_outputs():
     return {}
 

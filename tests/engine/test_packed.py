@@ -100,16 +100,6 @@ def test_a_prefix_cache_hit_and_a_fresh_prompt_pack_with_running_rows(tiny_model
     ]
 
 
-@pytest.fixture(scope="module")
-def two_adapters(tiny_model_path, tmp_path_factory):
-    from tests.engine.test_adapters import _peft_adapter
-
-    root = tmp_path_factory.mktemp("packed-adapters")
-    _peft_adapter(tiny_model_path, root / "a", seed=3)
-    _peft_adapter(tiny_model_path, root / "b", seed=4, r=2)
-    return root
-
-
 # Each row's adapter: the decode batch's three rows, then the prompt batch's two.
 _ROW_ADAPTERS = {
     "base": [BASE_ADAPTER] * 5,
@@ -119,11 +109,11 @@ _ROW_ADAPTERS = {
 
 @pytest.mark.parametrize("rows", list(_ROW_ADAPTERS))
 def test_each_batch_gets_the_cache_and_logits_of_its_own_forward(
-    tiny_model_path, two_adapters, rows
+    tiny_model_path, adapter_dir, rows
 ):
     names = _ROW_ADAPTERS[rows]
     engine = Engine.load(
-        str(tiny_model_path), device="cpu", dtype="float32", adapters_dir=str(two_adapters)
+        str(tiny_model_path), device="cpu", dtype="float32", adapters_dir=str(adapter_dir)
     )
     if rows == "mixed":
         engine.adapters.load("a")
@@ -252,13 +242,13 @@ def _two_adapter_engine(path, adapters_dir, **config) -> Engine:
 
 @pytest.mark.parametrize("mixed_lora", ["fused", "peft"])
 def test_rows_on_different_adapters_pack_when_the_fused_path_serves_them(
-    tiny_model_path, two_adapters, mixed_lora
+    tiny_model_path, adapter_dir, mixed_lora
 ):
     """Fused: the plan's per-row weights are spread per token; PEFT's loop: not packed."""
     results = {}
     for packed in (False, True):
         engine = _two_adapter_engine(
-            tiny_model_path, two_adapters, prefix_cache_mb=0, mixed_lora=mixed_lora
+            tiny_model_path, adapter_dir, prefix_cache_mb=0, mixed_lora=mixed_lora
         )
         h = StepHarness(engine, chunk_tokens=24, packed=packed)
         results[packed] = (_run(h, MIXED), h.loop.packed, h.loop.forwards)
@@ -267,7 +257,7 @@ def test_rows_on_different_adapters_pack_when_the_fused_path_serves_them(
         assert results[True][1] >= 2 and results[True][2] < results[False][2]
     else:
         assert results[True][1] == 0  # PEFT tells rows apart by batch row: separate forwards
-    solo = StepHarness(_two_adapter_engine(tiny_model_path, two_adapters, prefix_cache_mb=0))
+    solo = StepHarness(_two_adapter_engine(tiny_model_path, adapter_dir, prefix_cache_mb=0))
     expected = [
         solo.solo(Request(prompt=prompt, max_new_tokens=n, adapters=adapters)).raw_text
         for _, prompt, n, adapters in MIXED
