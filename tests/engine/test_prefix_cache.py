@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 import torch
 
 from mp13_engine import Engine, Request
@@ -184,15 +183,6 @@ def test_the_reply_itself_is_reused_by_the_next_turn(tiny_model_path):
     fed = len(first_ids) + len(reply) - 1  # the last reply token was never fed to the model
     assert follow.response.metrics.cached_tokens == fed // 32 * 32
     assert follow.response.metrics.cached_tokens > len(first_ids)
-
-
-@pytest.fixture(scope="module")
-def adapter_dir(tiny_model_path, tmp_path_factory):
-    from tests.engine.test_adapters import _peft_adapter
-
-    root = tmp_path_factory.mktemp("cache-adapters")
-    _peft_adapter(tiny_model_path, root / "a", seed=5)
-    return root
 
 
 def test_the_adapter_is_part_of_the_key(tiny_model_path, adapter_dir):
