@@ -284,6 +284,11 @@ def cache_layer_types(config: Any) -> list[str] | None:
 _SPARE_COLUMNS = 64
 
 
+def _columns_for(needed: int) -> int:
+    """Columns a growing layer allocates when it must hold ``needed``: spare ones beyond."""
+    return needed + max(_SPARE_COLUMNS, needed // 2)
+
+
 @functools.cache
 def _growing_layer() -> type:
     """``DynamicLayer`` appending into spare columns of buffers it owns (see above)."""
@@ -321,7 +326,7 @@ def _growing_layer() -> type:
 
         def _grow(self, new_keys: Any, new_values: Any, held: int, needed: int) -> None:
             """New buffers for ``needed`` columns and spare ones, holding the held keys."""
-            cap = needed + max(_SPARE_COLUMNS, needed // 2)
+            cap = _columns_for(needed)
             rows, heads = new_keys.shape[:2]
             kbuf = new_keys.new_empty((rows, heads, cap, new_keys.shape[-1]))
             vbuf = new_values.new_empty((rows, heads, cap, new_values.shape[-1]))
@@ -336,7 +341,7 @@ def _growing_layer() -> type:
             more columns, so those are appended in place."""
             first = pieces[0]
             held = sum(int(p.shape[-2]) for p in pieces)
-            cap = held + coming + max(_SPARE_COLUMNS, (held + coming) // 2)
+            cap = _columns_for(held + coming)
             both = first.new_empty((2, 1, first.shape[1], cap, first.shape[-1]))
             torch.cat(list(pieces), dim=2, out=both[:, 0, :, :held])
             kbuf, vbuf = both[0], both[1]

@@ -106,7 +106,7 @@ class ModelCall:
             plan = self._plan(tuple(names))
             if plan is None:
                 raise ValueError("rows on several adapters pack only with a fused LoRA plan")
-            plan, rows = plan.spread(cache.row_tokens), [BASE_ADAPTER]
+            plan, rows = plan.spread(cache.row_tokens()), [BASE_ADAPTER]
         base = peft_base_model(self._state.model)
         register_attention(ATTENTION, packed_attention)
         with attention_implementation(base, ATTENTION):

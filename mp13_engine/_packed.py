@@ -95,7 +95,6 @@ class PackedCache:
         ids: list[torch.Tensor] = []
         pos: list[torch.Tensor] = []
         keep: list[int] = []
-        widths: list[int] = []
         self._masks: list[torch.Tensor] = []  # per part: (rows, 1, width, columns) bool
         self._windowed: dict[tuple[int, int], torch.Tensor] = {}  # (part, window): mask
         self._spans: list[tuple[int, int]] = []
@@ -113,19 +112,21 @@ class PackedCache:
             self._spans.append((at, at + n))
             ids.append(part.ids.reshape(-1))
             pos.append(positions.reshape(-1))
-            widths.extend([part.width] * part.rows)
             if part.sample:
                 keep.extend(at + (i + 1) * part.width - 1 for i in range(part.rows))
             at += n
         self.input_ids = torch.cat(ids).to(device).unsqueeze(0)
         self.position_ids = torch.cat(pos).to(device).unsqueeze(0)
         self.keep = torch.tensor(keep, dtype=torch.long, device=device)
-        #: Tokens each row has in the packed input, rows in part order (fused LoRA spreads by it).
-        self.row_tokens = torch.tensor(widths, dtype=torch.long)
         self._current: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._layer = -1
         self.updates = 0
         self.attended = 0
+
+    def row_tokens(self) -> torch.Tensor:
+        """Tokens each row has in the packed input, rows in part order (what a fused LoRA
+        plan is spread by)."""
+        return torch.tensor([p.width for p in self.parts for _ in range(p.rows)])
 
     # ----- what the model calls
     def update(
