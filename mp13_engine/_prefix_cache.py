@@ -65,12 +65,6 @@ class PrefixHit:
     #: cache's own tensors: copy them, never write them).
     blocks: tuple[tuple[torch.Tensor, ...], ...]
 
-    @property
-    def layers(self) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
-        """Per layer, the keys and values of all ``tokens``, ``(heads, tokens, dim)`` (a copy)."""
-        joined = [torch.cat(layer, dim=2) for layer in self.blocks]
-        return tuple((both[0], both[1]) for both in joined)
-
 
 class PrefixCache:
     """A block trie of computed KV, LRU within a byte budget (see the module docstring)."""

@@ -31,6 +31,12 @@ def _layers(ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return out
 
 
+def _hit_layers(hit) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A hit's blocks joined per layer: keys and values ``(heads, tokens, dim)``."""
+    joined = [torch.cat(blocks, dim=2) for blocks in hit.blocks]
+    return [(both[0], both[1]) for both in joined]
+
+
 def _block_bytes() -> int:
     return LAYERS * 2 * HEADS * BLOCK * DIM * 4
 
@@ -41,7 +47,7 @@ def test_lookup_returns_the_longest_cached_whole_block_prefix():
     assert cache.insert("base", ids, _layers(ids)) == 2
     hit = cache.lookup("base", [*ids, 99], limit=10)
     assert hit.tokens == 8
-    for (k, v), (ek, ev) in zip(hit.layers, _layers(ids[:8]), strict=True):
+    for (k, v), (ek, ev) in zip(_hit_layers(hit), _layers(ids[:8]), strict=True):
         assert torch.equal(k, ek) and torch.equal(v, ev)
     assert cache.lookup("base", [1, 2, 3, 4, 5, 0, 7, 8], limit=8).tokens == 4  # diverges
     assert cache.lookup("base", ids, limit=7).tokens == 4  # at most `limit` tokens
@@ -88,7 +94,7 @@ def test_random_use_keeps_every_parent_and_the_budget():
         else:
             hit = cache.lookup(owner, ids, limit=len(ids))
             if hit is not None:
-                assert torch.equal(hit.layers[0][0], _layers(ids[: hit.tokens])[0][0])
+                assert torch.equal(_hit_layers(hit)[0][0], _layers(ids[: hit.tokens])[0][0])
         assert cache.stats().bytes <= cache.budget_bytes
         for node in cache._lru.values():
             assert node.parent.parent is None or id(node.parent) in cache._lru
