@@ -63,8 +63,18 @@ class Plan:
     run_timeout: float | None  # what is left of it after validation: the run's limit
 
 
-def require_budget_tracker(budget: object) -> None:
+def check_arguments(call: object, view: object, budget: object) -> None:
     """Misuse by the caller, the one thing ``execute`` raises for."""
+    if not isinstance(call, ToolCall):
+        raise ToolboxError(
+            f"call must be a ToolCall, got {type(call).__name__}; "
+            "pass ToolCall(name=..., arguments={...})"
+        )
+    if view is not None and not isinstance(view, ToolsView):
+        raise ToolboxError(
+            f"view must be a ToolsView or None, got {type(view).__name__}; "
+            "pass toolbox.view(scopes), or None for the toolbox's own modes"
+        )
     if budget is not None and not isinstance(budget, BudgetTracker):
         raise ToolboxError(
             f"budget must be a per-turn BudgetTracker, got {type(budget).__name__}; "

@@ -371,7 +371,7 @@ class Toolbox:
         propagates (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.require_budget_tracker(budget)
+        pl.check_arguments(call, view, budget)
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
@@ -400,7 +400,7 @@ class Toolbox:
         and ``SystemExit`` included, is an error result (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.require_budget_tracker(budget)
+        pl.check_arguments(call, view, budget)
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
@@ -419,7 +419,13 @@ class Toolbox:
         approval: Approver | None = None,
         budget: BudgetTracker | None = None,
     ) -> builtins.list[ToolResult]:
-        """Run one round's calls concurrently; results in the order of ``calls``."""
+        """Run one round's calls concurrently; results in the order of ``calls``.
+
+        Every call is checked before any runs, so a misused round runs none of them.
+        """
+        calls = builtins.list(calls)
+        for call in calls:
+            pl.check_arguments(call, view, budget)
         return list(
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )

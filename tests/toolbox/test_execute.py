@@ -300,6 +300,32 @@ def test_misuse_of_the_budget_argument_raises_clearly(tb):
         tb.execute(ToolCall("add", {"a": 1}), budget=ToolBudget(max_calls=1))
 
 
+@pytest.mark.parametrize(
+    ("call", "view", "match"),
+    [
+        ("add", None, r"call must be a ToolCall, got str; pass ToolCall\(name="),
+        ({"name": "add", "arguments": {}}, None, "call must be a ToolCall, got dict"),
+        (ToolCall("add", {"a": 1}), ["calc"], r"view must be a ToolsView or None, got list"),
+    ],
+)
+def test_a_call_or_view_of_the_wrong_type_raises_clearly_sync_and_async(tb, call, view, match):
+    """The caller's misuse is a typed error naming the fix, not an 'internal error' result."""
+    with pytest.raises(ToolboxError, match=match):
+        tb.execute(call, view)
+    with pytest.raises(ToolboxError, match=match):
+        asyncio.run(tb.aexecute(call, view))
+    with pytest.raises(ToolboxError, match=match):
+        asyncio.run(tb.aexecute_many([ToolCall("add", {"a": 1, "b": 2}), call], view))
+
+
+def test_a_round_with_one_misused_call_runs_none_of_them(tb):
+    ran: list[int] = []
+    tb.register(lambda: ran.append(1) or "ok", name="mark")
+    with pytest.raises(ToolboxError, match="call must be a ToolCall"):
+        asyncio.run(tb.aexecute_many([ToolCall("mark", {}), "mark"]))
+    assert ran == []
+
+
 def test_threads_and_tasks_share_one_toolbox(tb):
     results: list[str] = []
     lock = threading.Lock()
