@@ -19,6 +19,7 @@ widen what tools may do.
 from __future__ import annotations
 
 from mp13_context._cursor import Cursor, TryOut
+from mp13_context._errors import ContextError
 from mp13_context._events import EventCallback
 from mp13_context._protocol import EngineClient
 from mp13_context._scope import ScopeState
@@ -45,6 +46,7 @@ class ChatContext:
         approval: Approver | None = None,
         on_event: EventCallback | None = None,
     ) -> None:
+        _check_parts(session, engine, toolbox)
         self._state = ScopeState(
             session, engine, toolbox, name=scope, approval=approval, on_event=on_event
         )
@@ -132,3 +134,19 @@ class ChatContext:
     def cancel_all(self) -> int:
         """Cancel the running request of every cursor of this scope; returns how many."""
         return sum(cancel() for cancel in list(self._state.running.values()))
+
+
+def _check_parts(session: object, engine: object, toolbox: object) -> None:
+    """What a context is built from, checked at once instead of at the first request."""
+    if not isinstance(session, Session):
+        raise ContextError(
+            f"ChatContext needs a Session, not {type(session).__name__}; "
+            "open one with Session.open(path) (':memory:' for no file)"
+        )
+    if engine is not None and not isinstance(engine, EngineClient):
+        raise ContextError(
+            f"engine must be an mp13_engine.Engine or another EngineClient (agenerate, "
+            f"astream, cancel, format_prompt, count_tokens), not {type(engine).__name__}"
+        )
+    if toolbox is not None and not isinstance(toolbox, Toolbox):
+        raise ContextError(f"toolbox must be an mp13_toolbox.Toolbox, not {type(toolbox).__name__}")

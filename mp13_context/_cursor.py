@@ -281,6 +281,9 @@ class Cursor:
         its cursor, or ``ChatContext.cancel`` with the id of its ``REQUEST`` event).
         """
         self._check_idle()
+        if isinstance(prompts, str):
+            raise CursorError("batch takes a list of prompts, not one string: batch([text])")
+        prompts = [_prompt(p) for p in prompts]
         self.scope_state.require_engine()
         self.scope_state.require_writable()
         params = validate_params(overrides)
@@ -368,7 +371,9 @@ class Cursor:
     ) -> Turn:
         """Append a user turn and run the reply loop (tool rounds included); the cursor
         moves to the last recorded turn. Returns the final assistant turn."""
-        return await self._reply(self.node_id, on_event, validate_params(overrides), ask=text)
+        return await self._reply(
+            self.node_id, on_event, validate_params(overrides), ask=_prompt(text)
+        )
 
     def ask(self, text: str, **kwargs: Any) -> Turn:
         """Sync ``aask`` (works with or without a running event loop; see ``_sync``)."""
@@ -467,3 +472,12 @@ class TryOut(Cursor):
     def _finish(self) -> None:
         self._closed = True
         self.scope_state.tryouts.pop(self.hub_id, None)
+
+
+def _prompt(text: object) -> str:
+    """A user prompt, checked before anything is recorded."""
+    if not isinstance(text, str):
+        raise CursorError(
+            f"a prompt is a string, not {type(text).__name__}; several prompts go to batch([...])"
+        )
+    return text

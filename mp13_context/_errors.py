@@ -12,8 +12,9 @@
         ├── StoreError               SQLite failed, or the file is not an mp13 session
         │   ├── SchemaError          the file has migrations this version does not know
         │   └── ReadOnlyError        a write to a session opened with read_only=True
-        └── SerializationError       JSON export/import data of the wrong shape (``where``
-            │                        names the place: a path in the document, a node id)
+        └── SerializationError       an export that cannot be read or written, or JSON
+            │                        of the wrong shape (``where`` names the place: a
+            │                        path in the document, a node id)
             ├── ImportConflictError  imported ids that already exist in the session
             └── TamperedError        imported content that does not match its hashes
 
@@ -60,7 +61,7 @@ class ReadOnlyError(StoreError):
 
 
 class SerializationError(ContextError, ValueError):
-    """Exported JSON does not have the shape of an mp13 session.
+    """An export cannot be read or written, or its JSON is not the shape of an mp13 session.
 
     ``where`` names the place when it is known: a path in the document such as
     ``conversations[0].nodes[3].turn.text``, with the node id.

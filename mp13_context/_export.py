@@ -16,6 +16,7 @@ Versions: 1 (no hashes; still read, imported as unverified), 2 (nodes carry
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any, Protocol
@@ -62,9 +63,17 @@ def session_data(session: Exportable) -> SessionData:
 def export_session(session: Exportable, path: str | os.PathLike[str]) -> None:
     data = unstructure(session_data(session))
     tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, ensure_ascii=False, indent=1)
-    os.replace(tmp, path)  # never leave a half-written export behind
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False, indent=1)
+        os.replace(tmp, path)  # never leave a half-written export behind
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise SerializationError(
+            f"cannot write session export {os.fspath(path)!r}: {exc}; check that its folder "
+            "exists and can be written (the session itself is unchanged)"
+        ) from exc
 
 
 def read_document(path: str | os.PathLike[str]) -> Any:

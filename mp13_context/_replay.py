@@ -161,7 +161,7 @@ async def areplay(
         src, leaf = source.session, source.node_id
         engine = engine if engine is not None else source.scope_state.engine
         toolbox = toolbox if toolbox is not None else source.scope_state.toolbox
-    else:
+    elif isinstance(source, (str, ConversationInfo)):
         cid = source if isinstance(source, str) else source.id
         if session is None and into is not None and _has(into, cid):
             session = into  # replaying within one session
@@ -172,6 +172,11 @@ async def areplay(
             )
         src = session
         leaf = src.leaf(src.conversation(cid).root_id).id
+    else:
+        raise ContextError(
+            f"replay replays a Cursor, a ConversationInfo or a conversation id, "
+            f"not {type(source).__name__}"
+        )
     if engine is None:
         raise ContextError("replay needs an engine: replay(source, engine=...)")
     into = into if into is not None else src

@@ -4,9 +4,10 @@
 Invariants:
 
 - A row holds exactly what the node returned to the caller holds: lone
-  surrogates are replaced (``_text``) and ``params.set`` values are validated
-  by ``validate_params`` (the live command's check) *before* the node value is
-  built, so nothing is read back different from what was handed out.
+  surrogates are replaced (``_text``) and each command's fields are checked
+  (``_settings.checked_fields``: the type its kind uses, ``params.set`` values
+  as the live command validates them) *before* the node value is built, so
+  nothing is read back different from what was handed out.
 - ``hash`` is computed from the row's own JSON texts (``_integrity.row_hash``),
   so ``Session.verify`` recomputes it from the row alone.
 """
@@ -20,8 +21,8 @@ import attrs
 
 from mp13_context._convert import loads, structure, unstructure
 from mp13_context._integrity import row_hash
-from mp13_context._model import Command, CommandKind, Node, NodeKind, Turn
-from mp13_context._settings import validate_params
+from mp13_context._model import Command, Node, NodeKind, Turn
+from mp13_context._settings import checked_fields
 from mp13_context._store import NodeRow
 from mp13_context._text import has_surrogates, scrub
 
@@ -44,12 +45,9 @@ def stored_turn(turn: Turn | None) -> tuple[Turn | None, str | None]:
 def stored_commands(commands: tuple[Command, ...]) -> tuple[tuple[Command, ...], str | None]:
     """The commands as they will be stored, and their JSON text (``None`` for none).
 
-    ``CommandError`` for a ``params.set`` value the live command would refuse.
+    ``CommandError`` for a field its kind cannot use (see ``checked_fields``).
     """
-    commands = tuple(
-        attrs.evolve(c, params=validate_params(c.params)) if c.kind is CommandKind.PARAMS_SET else c
-        for c in commands
-    )
+    commands = tuple(checked_fields(c) for c in commands)
     if not commands:
         return commands, None
     text, scrubbed = _json([unstructure(c) for c in commands])

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mp13_context._errors import ContextError, ReadOnlyError
+from mp13_context._errors import ContextError, ReadOnlyError, StoreError
 from mp13_context._events import EventCallback
 from mp13_context._protocol import EngineClient
 from mp13_toolbox import Approver, Toolbox
@@ -61,7 +61,13 @@ class ScopeState:
         return self.engine
 
     def require_writable(self) -> None:
-        """``ReadOnlyError`` before any work whose result would have to be recorded."""
+        """``StoreError`` (``ReadOnlyError`` for a read-only session) before any work whose
+        result would have to be recorded."""
+        if self.session.closed:
+            raise StoreError(
+                "this session is closed, so a reply could not be recorded; open it again "
+                "with Session.open(path) and make a new ChatContext on it"
+            )
         if self.session.read_only:
             raise ReadOnlyError(
                 "this session was opened with read_only=True, so a reply could not be "

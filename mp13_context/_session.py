@@ -96,6 +96,11 @@ class Session:
     def close(self) -> None:
         self._store.close()
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called (every read or write then raises ``StoreError``)."""
+        return self._store.closed
+
     def __enter__(self) -> Session:
         return self
 
@@ -404,12 +409,16 @@ class Session:
         """
         if order not in ("recent", "rank"):
             raise ContextError(f"search order must be 'recent' or 'rank', got {order!r}")
+        if not isinstance(text, str):
+            raise ContextError(f"search text must be a string of words, got {type(text).__name__}")
         query = scrub(text) if raw else fts_query(text)
         if not query.strip():
             return []
         try:
             rows = self._store.search(query, limit, conversation_id, order == "rank")
         except StoreError as exc:
+            if not raw or self.closed:  # plain words always make a valid query
+                raise
             raise StoreError(
                 f"search query {text!r} is not valid FTS5 syntax ({exc.__cause__}); "
                 "search plain words with raw=False"

@@ -235,6 +235,27 @@ def apply(
             return s
 
 
+# What a command of each kind carries, checked before it is recorded: (field, type, fix).
+_SCOPE = ("scope", ToolsScope, "tools.set/tools.add take a ToolsScope; pass ToolsScope({...})")
+_CARRIES: dict[CommandKind, tuple[str, type, str]] = {
+    CommandKind.SYSTEM_SET: ("text", str, "system.set takes the system message as a string"),
+    CommandKind.SYSTEM_ADD: ("text", str, "system.add takes the text to add as a string"),
+    CommandKind.TOOLS_SET: _SCOPE,
+    CommandKind.TOOLS_ADD: _SCOPE,
+}
+
+
+def checked_fields(cmd: Command) -> Command:
+    """``cmd`` with the fields its kind uses checked (``CommandError``) and its params
+    normalised; every command passes here before it is stored."""
+    carries = _CARRIES.get(cmd.kind)
+    if carries is not None and not isinstance(value := getattr(cmd, carries[0]), carries[1]):
+        raise CommandError(f"{carries[2]} (got {type(value).__name__})")
+    if cmd.kind is CommandKind.PARAMS_SET:
+        return attrs.evolve(cmd, params=validate_params(cmd.params))
+    return cmd
+
+
 def check_command(settings: EffectiveSettings, cmd: Command) -> None:
     """Reject a command that cannot apply at ``settings`` (before it is recorded)."""
     pop = _POPS.get(cmd.kind)
@@ -244,5 +265,3 @@ def check_command(settings: EffectiveSettings, cmd: Command) -> None:
             f"nothing to pop: no {family} command on this branch; "
             f"use {family}.set(...) or {family}.reset()/default instead"
         )
-    if cmd.kind in (CommandKind.TOOLS_SET, CommandKind.TOOLS_ADD) and cmd.scope is None:
-        raise CommandError("tools.set/tools.add need a ToolsScope; pass ToolsScope({...})")

@@ -134,6 +134,7 @@ class Store:
     def __init__(self, path: str, *, read_only: bool = False) -> None:
         self.path = path
         self.read_only = read_only
+        self.closed = False
         self.lock = threading.RLock()
         try:
             self.conn = _open(path, read_only=read_only)
@@ -161,7 +162,14 @@ class Store:
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             self.conn.close()
+
+    def _require_open(self) -> None:
+        if self.closed:
+            raise StoreError(
+                f"session {self.path!r} is closed; open it again with Session.open(path)"
+            )
 
     def copy_to(self, path: str) -> None:
         """Copy the whole database into a new file ``path`` (SQLite's online backup)."""
@@ -183,6 +191,7 @@ class Store:
         if self.read_only:
             raise ReadOnlyError(_READ_ONLY)
         with self.lock:
+            self._require_open()
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -196,6 +205,7 @@ class Store:
 
     def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
         with self.lock:
+            self._require_open()
             try:
                 rows: list[Row] = self.conn.execute(sql, args).fetchall()
                 return rows

@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: MIT
+"""A caller's wrong types are typed errors that name the fix, raised before anything is
+recorded, so a misused call never leaves data behind that breaks later requests."""
+
+from __future__ import annotations
+
+import pytest
+
+from mp13_context import (
+    ChatContext,
+    CommandError,
+    ContextError,
+    CursorError,
+    SerializationError,
+    Session,
+    StoreError,
+    replay,
+)
+from mp13_toolbox import Toolbox
+
+
+def _nodes(session: Session) -> int:
+    return sum(len(session.path(session.leaf(c.root_id).id)) for c in session.conversations())
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda cur: cur.ask(5), CursorError, "a prompt is a string, not int"),
+        (lambda cur: cur.batch("p1"), CursorError, r"not one string: batch\(\[text\]\)"),
+        (lambda cur: cur.batch(["ok", None]), CursorError, "a prompt is a string, not NoneType"),
+        (lambda cur: cur.system.set(5), CommandError, r"system.set takes .* string \(got int\)"),
+        (lambda cur: cur.system.add(["x"]), CommandError, r"system.add .* \(got list\)"),
+        (lambda cur: cur.tools.add({"calc": "silent"}), CommandError, r"ToolsScope.*got dict"),
+        (lambda cur: cur.tools.set(None), CommandError, r"ToolsScope.*got NoneType"),
+    ],
+)
+def test_wrong_types_on_a_cursor_raise_and_record_nothing(ctx, session, call, error, match):
+    cur = ctx.cursor()
+    cur.ask("hello")
+    before = (_nodes(session), cur.node_id, cur.messages())
+    with pytest.raises(error, match=match):
+        call(cur)
+    assert (_nodes(session), cur.node_id, cur.messages()) == before
+    assert cur.ask("still works").text  # the branch is not poisoned for later requests
+
+
+def test_wrong_parts_of_a_context_raise_at_once(session, engine):
+    with pytest.raises(ContextError, match=r"needs a Session, not str; open one"):
+        ChatContext("chats.db", engine=engine)
+    with pytest.raises(ContextError, match=r"engine must be an mp13_engine.Engine .* not int"):
+        ChatContext(session, engine=5)
+    with pytest.raises(ContextError, match=r"toolbox must be an mp13_toolbox.Toolbox, not dict"):
+        ChatContext(session, engine=engine, toolbox={})
+    assert ChatContext(session, engine=engine, toolbox=Toolbox()).cursor().ask("hi").text
+
+
+def test_session_misuse_is_typed(ctx, session, tmp_path):
+    ctx.cursor().ask("hello")
+    with pytest.raises(ContextError, match="search text must be a string of words, got int"):
+        session.search(5)
+    with pytest.raises(ContextError, match=r"replays a Cursor, a ConversationInfo or a .* not int"):
+        replay(5, into=session, engine=ctx.engine)
+    missing = tmp_path / "no such folder" / "out.json"
+    with pytest.raises(SerializationError, match=r"cannot write session export .* folder exists"):
+        session.export_json(missing)
+    assert list(tmp_path.iterdir()) == []  # no half-written file or temporary left behind
+    session.export_json(tmp_path / "out.json")
+    assert Session.import_json(tmp_path / "out.json").search("hello")
+
+
+def test_a_closed_session_says_so(ctx, session):
+    cur = ctx.cursor()
+    cur.ask("hello")
+    session.close()
+    assert session.closed
+    with pytest.raises(StoreError, match="this session is closed, so a reply could not be"):
+        cur.ask("again")
+    with pytest.raises(StoreError, match=r"is closed; open it again with Session.open\(path\)"):
+        session.search("hello")
