@@ -441,7 +441,7 @@ class Engine(_EngineBase):
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
         """Submit all requests together (they share steps) and return responses in order."""
-        states = self._start_many(requests, overrides)
+        states = self._start_many(_many(requests), overrides)
         try:
             return [st.future.result() for st in states]
         except BaseException:
@@ -483,7 +483,7 @@ class Engine(_EngineBase):
     async def agenerate_many(
         self, requests: Iterable[RequestLike], **overrides: Any
     ) -> list[Response]:
-        states = self._start_many(requests, overrides)
+        states = self._start_many(_many(requests), overrides)
         try:
             return [await _await_state(st, self.cancel) for st in states]
         except asyncio.CancelledError:
@@ -526,3 +526,22 @@ def _config_from(
     raise ConfigError(
         f"Engine.load got {type(model).__name__}; give an EngineConfig, a model path or a hub id"
     )
+
+
+def _many(requests: object) -> list[RequestLike]:
+    """The requests of a ``*_many`` call; a single request given alone is refused."""
+    if (
+        isinstance(requests, Sequence)
+        and requests
+        and all(isinstance(m, Mapping) for m in requests)
+    ):
+        raise RequestError(
+            "generate_many got one list of message dicts (one conversation); "
+            "pass a list of requests: generate_many([messages, ...])"
+        )
+    if isinstance(requests, (str, Request, Mapping)) or not isinstance(requests, Iterable):
+        raise RequestError(
+            f"generate_many takes a list of requests, not {type(requests).__name__}; "
+            "wrap a single request as [request], or call generate for it"
+        )
+    return list(requests)

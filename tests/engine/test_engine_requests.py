@@ -8,6 +8,8 @@ itself (greedy vs sampled, one spelling of a request vs another) and check error
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from mp13_engine import Engine, FinishReason, Request, RequestError
@@ -99,6 +101,28 @@ def test_an_unknown_override_names_the_fields(engine):
 def test_a_list_of_prompts_is_not_a_request(engine):
     with pytest.raises(RequestError, match="generate_many"):
         engine.generate(["one", "two"])
+
+
+@pytest.mark.parametrize(
+    ("requests", "match"),
+    [
+        ("hi", r"takes a list of requests, not str; wrap a single request as \[request\]"),
+        (Request(prompt="hi"), "takes a list of requests, not Request"),
+        ({"role": "user", "content": "hi"}, "takes a list of requests, not dict"),
+        ([{"role": "user", "content": "hi"}], "one list of message dicts"),
+        (5, "takes a list of requests, not int"),
+    ],
+)
+def test_one_request_given_to_generate_many_is_refused_not_split(engine, requests, match):
+    """A string was split into one request per character; a message list was refused
+    message by message with a hint to use generate_many."""
+    before = engine.metrics().requests
+    with pytest.raises(RequestError, match=match):
+        engine.generate_many(requests, max_new_tokens=1)
+    with pytest.raises(RequestError, match=match):
+        asyncio.run(engine.agenerate_many(requests, max_new_tokens=1))
+    assert engine.metrics().requests == before  # nothing was queued
+    assert [r.ok for r in engine.generate_many(("a", "b"), max_new_tokens=1)] == [True] * 2
 
 
 # --- tools in the forms users try (issue 12.2) ------------------------------------------
