@@ -129,15 +129,15 @@ def make_toolbox(
 
 async def load_saved_adapters(
     console: Console, engine: EngineClient, where: Path | None, *, quiet: bool
-) -> folder.Discovery | None:
+) -> None:
     """Load the adapters of the adapters folder ``where`` made for the loaded model
     (an ``mp13_engine.Engine``; other engine clients have no adapters to load)."""
     if where is None or not where.is_dir():
-        return None
+        return
     from mp13_engine import Engine
 
     if not isinstance(engine, Engine):
-        return None
+        return
     found = await asyncio.to_thread(folder.discover, engine.adapters, where, engine.config.model)
     if not quiet:
         if found.loaded:
@@ -148,7 +148,6 @@ async def load_saved_adapters(
             )
         for name, reason in found.failed:
             render.print_warning(console, f"adapter {name} not loaded: {reason}")
-    return found
 
 
 def session_path(config: ChatConfig, config_dir: Path | None) -> str:
