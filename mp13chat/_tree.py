@@ -87,20 +87,16 @@ BRANCH_BY_ROLE = {Role.ASSISTANT: "reply", Role.USER: "question", Role.TOOL: "to
 def branch_tag(node: Node) -> str:
     """What started the branch whose first node is ``node``."""
     match node.kind:
+        # /try labels its hub "try-out [LABEL]"; a /fork hub holds the user's label, if any.
+        case NodeKind.FORK_HUB if node.label.startswith("try-out"):
+            return f"{BRANCH} {node.label}"
         case NodeKind.FORK_HUB:
-            return _fork_name(node)
+            return f"{BRANCH} fork {node.label}".rstrip()
         case NodeKind.BATCH_HUB:
             return f"{BRANCH} batch"
     if node.turn is not None:
         return f"{BRANCH} {BRANCH_BY_ROLE[node.turn.role]}"
     return BRANCH
-
-
-def _fork_name(hub: Node) -> str:
-    # /try labels its hub "try-out [LABEL]"; a /fork hub holds the user's label, if any.
-    if hub.label.startswith("try-out"):
-        return f"{BRANCH} {hub.label}"
-    return f"{BRANCH} fork {hub.label}".rstrip()
 
 
 def _structural_label(node: Node) -> Text:
