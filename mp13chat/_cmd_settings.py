@@ -237,9 +237,8 @@ async def adapters_load(repl: Repl, line: CommandLine) -> None:
 async def adapters_unload(repl: Repl, line: CommandLine) -> None:
     """Remove an adapter from the engine (queued requests naming it fail)."""
     name = line.require_text("an adapter name")
-    manager = _manager(repl)
     position.require_adapters(repl, [name])
-    await asyncio.to_thread(manager.unload, name)
+    await asyncio.to_thread(_manager(repl).unload, name)
     render.print_ok(repl.console, f"unloaded {name}")
 
 
@@ -247,9 +246,8 @@ async def adapters_unload(repl: Repl, line: CommandLine) -> None:
 async def adapters_save(repl: Repl, line: CommandLine) -> None:
     """Save an adapter in plain PEFT format."""
     words = line.require_words("the adapter name and a folder", 2, 2)
-    manager = _manager(repl)
     position.require_adapters(repl, words[:1])
-    path = await asyncio.to_thread(manager.save, words[0], words[1])
+    path = await asyncio.to_thread(_manager(repl).save, words[0], words[1])
     render.print_ok(repl.console, f"saved {words[0]} to {path}")
 
 
