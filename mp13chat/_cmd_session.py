@@ -34,7 +34,8 @@ def _when(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
 
 
-def _print_conversations(repl: Repl) -> None:
+def _print_conversations(repl: Repl, line: CommandLine | None = None) -> None:
+    """List the conversations of this session (the current one is marked)."""
     current = repl.cursor.conversation_id
     rows = []
     for info in repl.session.conversations():
@@ -43,10 +44,8 @@ def _print_conversations(repl: Repl) -> None:
     repl.console.print(render.table("conversations", ("", "id", "title", "created"), rows))
 
 
-@command("list", group="conversations", aliases=("ls",))
-def list_(repl: Repl, line: CommandLine) -> None:
-    """List the conversations of this session (the current one is marked)."""
-    _print_conversations(repl)
+# /open and /import list them too: the command is the printer itself.
+list_: Command[Repl] = command("list", group="conversations", aliases=("ls",))(_print_conversations)
 
 
 @command("new", group="conversations", usage="/new [TITLE]")

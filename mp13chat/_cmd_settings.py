@@ -36,7 +36,8 @@ DISPLAY_SETTINGS = ("stream", "markdown", "show_reasoning")
 # --- system message ------------------------------------------------------------------
 
 
-def _print_system(repl: Repl) -> None:
+def _print_system(repl: Repl, line: CommandLine | None = None) -> None:
+    """Show the system message in effect on this branch."""
     prompt = repl.cursor.system.show()
     match prompt.mode:
         case SystemMode.DEFAULT:
@@ -49,10 +50,8 @@ def _print_system(repl: Repl) -> None:
             repl.console.print(Panel(Text(prompt.text), title="system", title_align="left"))
 
 
-@command("show", group="system", usage="/system show")
-def system_show(repl: Repl, line: CommandLine) -> None:
-    """Show the system message in effect on this branch."""
-    _print_system(repl)
+# The other /system subcommands show the message too: the command is the printer itself.
+system_show: Command[Repl] = command("show", group="system", usage="/system show")(_print_system)
 
 
 @command("set", group="system", usage="/system set TEXT")
