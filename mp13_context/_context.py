@@ -129,7 +129,10 @@ class ChatContext:
         still on its way to the engine (its ``REQUEST`` event's callback is running)
         is never sent. Ids this context did not send go to ``engine.cancel``.
         """
-        return self._state.cancel(request_id)
+        cancel = self._state.running.get(request_id)
+        if cancel is not None:
+            return cancel()
+        return bool(self.engine is not None and self.engine.cancel(request_id))
 
     def cancel_all(self) -> int:
         """Cancel the running request of every cursor of this scope; returns how many."""

@@ -16,9 +16,7 @@ can mirror the tree from events alone.
 from __future__ import annotations
 
 import enum
-import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import attrs
 
@@ -51,12 +49,3 @@ class Event:
 
 
 EventCallback = Callable[[Event], Awaitable[None] | None]
-
-
-async def deliver(callback: EventCallback | None, event: Event) -> None:
-    """Call a sync or async callback with ``event``."""
-    if callback is None:
-        return
-    out: Any = callback(event)
-    if inspect.isawaitable(out):
-        await out

@@ -51,7 +51,7 @@ from mp13_context._errors import (
     TamperedError,
 )
 from mp13_context._integrity import row_hash
-from mp13_context._interned import SettingsTable
+from mp13_context._interned import SettingsTable, StagedSettings
 from mp13_context._model import ConversationInfo, Node, NodeKind, new_id
 from mp13_context._rows import node_row, stored_commands, stored_turn
 from mp13_context._schema import (
@@ -295,7 +295,7 @@ def write_plans(store: Store, states: SettingsTable, plans: list[PlannedConversa
     with store.lock:
         with store.tx() as conn:
             _refuse_conflicts(store, conn, plans)
-            staged = states.staged(conn)
+            staged = StagedSettings(states, conn)
             for plan in plans:
                 sids: dict[str | None, int] = {None: initial}
                 hashes: dict[str | None, str] = {None: ""}

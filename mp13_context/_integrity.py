@@ -33,33 +33,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import attrs
-
-
-def canonical(kind: str, turn: Any, commands: Any, label: str, created_at: float) -> str:
-    """The canonical JSON text of a node's content (see the module docstring).
-
-    ``turn`` and ``commands`` are JSON values (the unstructured ``Turn`` and the
-    list of unstructured ``Command``s), ``None`` / empty when the node has none.
-    """
-    content = {
-        "kind": kind,
-        "turn": turn,
-        "commands": list(commands or ()),
-        "label": label,
-        "created_at": float(created_at),
-    }
-    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def node_hash(
-    parent_hash: str, kind: str, turn: Any, commands: Any, label: str, created_at: float
-) -> str:
-    """The hash of a node whose parent has ``parent_hash`` (``""`` for a root)."""
-    text = f"{parent_hash}\n{canonical(kind, turn, commands, label, created_at)}"
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def row_hash(
@@ -70,15 +46,23 @@ def row_hash(
     label: str,
     created_at: float,
 ) -> str:
-    """``node_hash`` of a stored row (``turn`` / ``commands`` as their JSON column text)."""
-    return node_hash(
-        parent_hash,
-        kind,
-        json.loads(turn) if turn else None,
-        json.loads(commands) if commands else None,
-        label,
-        created_at,
-    )
+    """The hash of a stored node whose parent has ``parent_hash`` (``""`` for a root).
+
+    ``turn`` and ``commands`` are the row's JSON column text (the unstructured ``Turn``
+    and the list of unstructured ``Command``s), ``None`` / empty when the node has
+    none; the content is hashed in its canonical JSON form (see the module docstring).
+    """
+    turn_value = json.loads(turn) if turn else None
+    commands_value = json.loads(commands) if commands else None
+    content = {
+        "kind": kind,
+        "turn": turn_value,
+        "commands": list(commands_value or ()),
+        "label": label,
+        "created_at": float(created_at),
+    }
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(f"{parent_hash}\n{canonical}".encode("ascii")).hexdigest()
 
 
 @attrs.frozen(kw_only=True)

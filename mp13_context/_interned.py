@@ -8,8 +8,8 @@ store. All tables share ``Interning``: the caches, ``intern``, ``get`` and the
 fold of commands; they differ only in where a new value is kept.
 
 Invariant: the cache only holds settings that are committed to the store. A
-batch written in the caller's transaction (an import) interns through
-``staged(conn)``, whose new values join the cache by ``commit()`` once that
+batch written in the caller's transaction (an import) interns through a
+``StagedSettings``, whose new values join the cache by ``commit()`` once that
 transaction has committed; a rolled-back batch is simply dropped.
 ``ScratchSettings`` keeps its values in memory only, for the checks that fold
 commands again without trusting (or touching) the store.
@@ -87,13 +87,10 @@ class SettingsTable(Interning):
     def _load(self, sid: int) -> EffectiveSettings:
         return loads(self._store.state(sid), EffectiveSettings)
 
-    def staged(self, conn: Any) -> StagedSettings:
-        """Interning inside the caller's transaction on ``conn`` (see the module docstring)."""
-        return StagedSettings(self, conn)
-
 
 class StagedSettings(Interning):
-    """Settings interned inside one transaction; ``commit()`` after it commits."""
+    """Settings interned inside the caller's transaction on ``conn``, on top of ``table``;
+    ``commit()`` after it commits (see the module docstring)."""
 
     def __init__(self, table: SettingsTable, conn: Any) -> None:
         super().__init__()

@@ -118,22 +118,16 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
 )
 
 
-def applied_migrations(conn: Any) -> list[str]:
-    has = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='migrations'"
-    ).fetchone()
-    if not has:
-        return []
-    return [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
-
-
 def missing_migrations(conn: Any) -> list[str]:
     """The migrations this file lacks, after checking (reads only) that it is ours.
 
     ``StoreError`` for a SQLite file of another program, ``SchemaError`` for a
     file with migrations this version does not know.
     """
-    done = applied_migrations(conn)
+    has = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='migrations'"
+    ).fetchone()
+    done = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")] if has else []
     known = [name for name, _ in MIGRATIONS]
     unknown = [n for n in done if n not in known]
     if unknown:

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from mp13_context._convert import loads, structure, unstructure
+from mp13_context._convert import dumps, loads, structure, unstructure
 from mp13_context._integrity import row_hash
 from mp13_context._model import Command, Node, NodeKind, Turn
 from mp13_context._settings import checked_fields
@@ -28,8 +28,8 @@ from mp13_context._text import has_surrogates, scrub
 
 
 def _json(data: Any) -> tuple[str, bool]:
-    """Stored JSON text (as ``dumps``) with lone surrogates replaced, and whether any was."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    """Stored JSON text (``dumps``) with lone surrogates replaced, and whether any was."""
+    text = dumps(data)
     return (scrub(text), True) if has_surrogates(text) else (text, False)
 
 
@@ -38,7 +38,7 @@ def stored_turn(turn: Turn | None) -> tuple[Turn | None, str | None]:
     if turn is None:
         return None, None
     turn = attrs.evolve(turn, node_id=None)
-    text, scrubbed = _json(unstructure(turn))
+    text, scrubbed = _json(turn)
     return (loads(text, Turn) if scrubbed else turn), text
 
 

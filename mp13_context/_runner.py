@@ -36,13 +36,14 @@ of the turn that failed is recorded.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from mp13_context._errors import StoreError
-from mp13_context._events import Event, EventCallback, EventKind, deliver
+from mp13_context._events import Event, EventCallback, EventKind
 from mp13_context._messages import whole_turn
 from mp13_context._model import Role, Turn, new_id
 from mp13_context._request import request_at, run_params, tool_view
@@ -96,7 +97,11 @@ class Exchange:
     # --- the loop ----------------------------------------------------------------------
 
     async def emit(self, kind: EventKind, **fields: Any) -> None:
-        await deliver(self.on_event, Event(kind=kind, **fields))
+        """Report an event to the callback (sync or async), if there is one."""
+        if self.on_event is not None:
+            out: Any = self.on_event(Event(kind=kind, **fields))
+            if inspect.isawaitable(out):
+                await out
 
     async def ask(self, text: str) -> None:
         """Record the user turn that opens this exchange."""

@@ -73,10 +73,3 @@ class ScopeState:
                 "this session was opened with read_only=True, so a reply could not be "
                 "recorded; open it without read_only to ask, retry or continue"
             )
-
-    def cancel(self, request_id: str) -> bool:
-        """Cancel a request of this scope by id, else ask the engine; True if it was running."""
-        cancel = self.running.get(request_id)
-        if cancel is not None:
-            return cancel()
-        return bool(self.engine is not None and self.engine.cancel(request_id))

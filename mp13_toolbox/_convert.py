@@ -23,14 +23,13 @@ from typing import Any
 import attrs
 import cattrs
 
+from mp13_toolbox._validate import IS_TYPE, TYPE_NAMES
+
 converter = cattrs.Converter(forbid_extra_keys=False)
 
+# Scalar annotation -> whether a JSON value fits it: ``_validate``'s check of its JSON type.
 _SCALAR_FITS: dict[Any, Callable[[Any], bool]] = {
-    str: lambda v: isinstance(v, str),
-    bool: lambda v: isinstance(v, bool),
-    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    type(None): lambda v: v is None,
+    py: IS_TYPE[name] for py, name in TYPE_NAMES.items() if py not in (dict, list)
 }
 _SEQUENCE_ORIGINS = (list, tuple, set, frozenset)
 

@@ -116,15 +116,11 @@ class ToolRegistry:
     """Thread-safe ordered map of registered tools."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()  # the toolbox holds it too, around several steps
         self._tools: dict[str, RegisteredTool] = {}
 
-    @property
-    def lock(self) -> threading.RLock:
-        return self._lock
-
     def add(self, tool: RegisteredTool, replace: bool = False) -> None:
-        with self._lock:
+        with self.lock:
             old = self._tools.get(tool.name)
             if old is not None and not replace and old.resolved:
                 raise ToolRegistrationError(
@@ -134,14 +130,14 @@ class ToolRegistry:
             self._tools[tool.name] = tool
 
     def remove(self, name: str) -> RegisteredTool:
-        with self._lock:
+        with self.lock:
             try:
                 return self._tools.pop(name)
             except KeyError:
                 raise self.unknown_tool_error(name) from None
 
     def get(self, name: str) -> RegisteredTool | None:
-        with self._lock:
+        with self.lock:
             return self._tools.get(name)
 
     def require(self, name: str) -> RegisteredTool:
@@ -151,13 +147,13 @@ class ToolRegistry:
         return tool
 
     def update(self, name: str, **changes: Any) -> RegisteredTool:
-        with self._lock:
+        with self.lock:
             tool = attrs.evolve(self.require(name), **changes)
             self._tools[name] = tool
             return tool
 
     def snapshot(self) -> list[RegisteredTool]:
-        with self._lock:
+        with self.lock:
             return list(self._tools.values())
 
     def unknown_tool_error(self, name: str) -> UnknownToolError:

@@ -40,18 +40,16 @@ from mp13_toolbox._context import ToolContext
 from mp13_toolbox._errors import ToolRegistrationError
 from mp13_toolbox._registry import Signature
 from mp13_toolbox._types import ToolSpec
+from mp13_toolbox._validate import TYPE_NAMES
 
 _SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]*):\s*$")
 _ARG_SECTIONS = {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
 _MAX_DEPTH = 8
 
+# Scalar annotation -> its schema, by the JSON type names ``_validate`` checks.
 _SCALARS: dict[Any, dict[str, Any]] = {
-    str: {"type": "string"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    bool: {"type": "boolean"},
-    type(None): {"type": "null"},
+    py: {"type": name} for py, name in TYPE_NAMES.items() if py not in (dict, list)
 }
 _ARRAY_ORIGINS = {
     list,

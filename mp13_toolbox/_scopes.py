@@ -53,7 +53,7 @@ from mp13_toolbox._types import ToolMode, enum_setting
 _STRENGTH = {ToolMode.SILENT: 0, ToolMode.ADVERTISED: 1, ToolMode.DISABLED: 2}
 # How much a mode exposes a tool; a ceiling caps a view on this order.
 _EXPOSURE = {ToolMode.DISABLED: 0, ToolMode.SILENT: 1, ToolMode.ADVERTISED: 2}
-_PATTERN_CHARS = frozenset("*?[")
+_PATTERN_CHARS = frozenset("*?[")  # a target without them is a name, matched exactly
 
 
 def as_mode(value: ToolMode | str) -> ToolMode:
@@ -73,15 +73,11 @@ def _as_modes(value: Mapping[str, ToolMode | str] | None) -> dict[str, ToolMode]
     return out
 
 
-def _is_pattern(target: str) -> bool:
-    return not _PATTERN_CHARS.isdisjoint(target)
-
-
 def _specificity(target: str, name: str) -> int | None:
     """How specifically ``target`` names ``name`` (2 exact, 1 pattern, 0 ``*``); None: no hit."""
     if target == name:
         return 2
-    if not _is_pattern(target) or not fnmatch.fnmatchcase(name, target):
+    if _PATTERN_CHARS.isdisjoint(target) or not fnmatch.fnmatchcase(name, target):
         return None
     return 0 if target == "*" else 1
 

@@ -63,7 +63,8 @@ _BOUNDS: dict[str, tuple[Callable[[float, float], bool], str]] = {
     "exclusiveMinimum": (operator.gt, ">"),
     "exclusiveMaximum": (operator.lt, "<"),
 }
-_TYPE_NAMES = {
+#: Python type -> JSON type name; ``_schema`` and ``_convert`` read scalars from here too.
+TYPE_NAMES = {
     dict: "object",
     list: "array",
     str: "string",
@@ -75,7 +76,7 @@ _TYPE_NAMES = {
 
 
 def _json_type(value: Any) -> str:
-    for py, name in _TYPE_NAMES.items():
+    for py, name in TYPE_NAMES.items():
         if type(value) is py:
             return name
     if isinstance(value, (list, tuple)):
@@ -102,8 +103,9 @@ def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-# JSON type name -> whether a value is of it ("integer", which may normalise, is apart).
-_IS_TYPE: dict[str, Callable[[Any], bool]] = {
+#: JSON type name -> whether a value is of it (``_match_type`` also normalises ``3.0``).
+IS_TYPE: dict[str, Callable[[Any], bool]] = {
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": _is_number,
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),
@@ -115,11 +117,9 @@ _IS_TYPE: dict[str, Callable[[Any], bool]] = {
 
 def _match_type(value: Any, t: str) -> tuple[bool, Any]:
     """Whether ``value`` is JSON type ``t``; the (possibly normalised) value."""
-    if t == "integer":
-        if isinstance(value, float) and value.is_integer():
-            return True, int(value)
-        return isinstance(value, int) and not isinstance(value, bool), value
-    check = _IS_TYPE.get(t)
+    if t == "integer" and isinstance(value, float) and value.is_integer():
+        return True, int(value)
+    check = IS_TYPE.get(t)
     return (check is None or check(value)), value  # unknown type names are not enforced
 
 
