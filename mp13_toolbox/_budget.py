@@ -41,8 +41,11 @@ from mp13_toolbox._types import ToolCall
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: int | None) -> None:
-    if value is not None and value < 0:
-        raise ToolSettingError(f"{attr.name} must be >= 0 or None (no limit), got {value}")
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if value is not None and not (whole and value >= 0):
+        raise ToolSettingError(
+            f"{attr.name} must be a whole number >= 0 or None (no limit), got {value!r}"
+        )
 
 
 @attrs.frozen

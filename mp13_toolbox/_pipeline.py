@@ -63,6 +63,15 @@ class Plan:
     run_timeout: float | None  # what is left of it after validation: the run's limit
 
 
+def check_view(view: object) -> None:
+    """A ``view`` argument that is neither a ``ToolsView`` nor ``None`` (caller misuse)."""
+    if view is not None and not isinstance(view, ToolsView):
+        raise ToolboxError(
+            f"view must be a ToolsView or None, got {type(view).__name__}; "
+            "pass toolbox.view(scopes), or None for the toolbox's own modes"
+        )
+
+
 def check_arguments(call: object, view: object, budget: object) -> None:
     """Misuse by the caller, the one thing ``execute`` raises for."""
     if not isinstance(call, ToolCall):
@@ -70,11 +79,7 @@ def check_arguments(call: object, view: object, budget: object) -> None:
             f"call must be a ToolCall, got {type(call).__name__}; "
             "pass ToolCall(name=..., arguments={...})"
         )
-    if view is not None and not isinstance(view, ToolsView):
-        raise ToolboxError(
-            f"view must be a ToolsView or None, got {type(view).__name__}; "
-            "pass toolbox.view(scopes), or None for the toolbox's own modes"
-        )
+    check_view(view)
     if budget is not None and not isinstance(budget, BudgetTracker):
         raise ToolboxError(
             f"budget must be a per-turn BudgetTracker, got {type(budget).__name__}; "

@@ -63,6 +63,11 @@ def as_mode(value: ToolMode | str) -> ToolMode:
 def _as_modes(value: Mapping[str, ToolMode | str] | None) -> dict[str, ToolMode]:
     if value is None:
         return {}
+    if not isinstance(value, Mapping):
+        raise ToolSettingError(
+            f"a scope's modes are a mapping {{tool name or pattern: mode}}, not "
+            f"{type(value).__name__}; e.g. ToolsScope({{'*': 'silent', 'calc': 'advertised'}})"
+        )
     out: dict[str, ToolMode] = {}
     for target, mode in dict(value).items():
         if not isinstance(target, str) or not target:
@@ -188,16 +193,24 @@ class ToolsView:
                 out[name] = mode
         return ToolsView(out)
 
-    def stack(self, scopes: Iterable[ToolsScope]) -> ToolsView:
-        """This view with ``scopes`` applied in order (later layers win; not capped)."""
+    def stack(self, scopes: Iterable[ToolsScope] | ToolsScope) -> ToolsView:
+        """This view with ``scopes`` (one layer, or several in order) applied; later layers
+        win; not capped."""
+        if isinstance(scopes, ToolsScope):
+            scopes = (scopes,)
         view = self
-        for scope in scopes:
+        for scope in scopes if isinstance(scopes, Iterable) else (scopes,):
+            if not isinstance(scope, ToolsScope):
+                raise ToolSettingError(
+                    f"scope layers are ToolsScope values, not {type(scope).__name__}; "
+                    "pass [ToolsScope({...}), ...]"
+                )
             view = view.apply(scope)
         return view
 
     @classmethod
     def resolve(
-        cls, base: Mapping[str, ToolMode | str], scopes: Iterable[ToolsScope] = ()
+        cls, base: Mapping[str, ToolMode | str], scopes: Iterable[ToolsScope] | ToolsScope = ()
     ) -> ToolsView:
         """Resolve ``scopes`` over the global modes ``base`` (tool name -> mode).
 

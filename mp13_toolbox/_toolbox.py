@@ -49,7 +49,12 @@ from mp13_toolbox._approval import (
 )
 from mp13_toolbox._budget import BudgetTracker
 from mp13_toolbox._builtins import BUILTINS
-from mp13_toolbox._errors import ToolRegistrationError, ToolSettingError, UnknownToolError
+from mp13_toolbox._errors import (
+    ToolRegistrationError,
+    ToolSettingError,
+    ToolSnapshotError,
+    UnknownToolError,
+)
 from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
@@ -211,13 +216,16 @@ class Toolbox:
         self._registry.add(tool, replace=replace)
         return tool
 
-    def add_builtins(self, names: Iterable[str] | None = None) -> list[str]:
-        """Register the builtin tools (all, or those named) via ``register``; return the added.
+    def add_builtins(self, names: str | Iterable[str] | None = None) -> list[str]:
+        """Register the builtin tools (all, one, or those named) via ``register``; return
+        the added.
 
         A name already registered here is left alone: a user's tool of the same name
         is never replaced, and a builtin is never added twice.
         """
-        chosen = list(BUILTINS) if names is None else list(names)
+        if names is None:
+            names = BUILTINS
+        chosen = [names] if isinstance(names, str) else list(names)
         unknown = [n for n in chosen if n not in BUILTINS]
         if unknown:
             raise UnknownToolError(
@@ -325,7 +333,7 @@ class Toolbox:
 
     # views and specs ----------------------------------------------------------------------
 
-    def view(self, scopes: Iterable[ToolsScope] = ()) -> ToolsView:
+    def view(self, scopes: Iterable[ToolsScope] | ToolsScope = ()) -> ToolsView:
         """Resolve ``scopes`` over the tools' global modes (unresolved tools are left out).
 
         The global modes are a ceiling: ``scopes`` can hide or disable tools, never
@@ -341,6 +349,7 @@ class Toolbox:
         A tool is listed only if this toolbox advertises it too (the ceiling holds
         for a view made by hand or before a ``set_mode``).
         """
+        pl.check_view(view)
         view = self.view() if view is None else view
         return [
             t.spec
@@ -526,6 +535,11 @@ class Toolbox:
         are kept. Saved tools with nothing to relink stay listed as unresolved
         and are never executed.
         """
+        if not isinstance(snapshot, ToolboxSnapshot):
+            raise ToolSnapshotError(
+                f"restore takes a ToolboxSnapshot, not {type(snapshot).__name__}; "
+                "read saved data with ToolboxSnapshot.from_dict(data)"
+            )
         funcs = callables_by_name(functions)
         handlers = dict(handlers or {})
         with self._registry.lock:

@@ -10,11 +10,12 @@ are frozen values. ``ToolCall.arguments`` is always a JSON object (a ``dict``).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import attrs
 
-from mp13_toolbox._errors import ToolSettingError
+from mp13_toolbox._errors import ToolboxError, ToolSettingError
 
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -44,6 +45,22 @@ def enum_setting(cls: type[_E], value: object, what: str, hint: str = "") -> _E:
 
 def _as_dict(value: Any) -> dict[str, Any]:
     return dict(value) if value is not None else {}
+
+
+def _call_arguments(value: Any) -> dict[str, Any]:
+    if value is not None and not isinstance(value, Mapping):
+        raise ToolboxError(
+            f"ToolCall.arguments is a JSON object (a dict of argument name to value), "
+            f"not {type(value).__name__}"
+        )
+    return _as_dict(value)
+
+
+def _call_name(_inst: object, _attr: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str):
+        raise ToolboxError(
+            f"ToolCall.name is the tool's name as a string, not {type(value).__name__}"
+        )
 
 
 @attrs.frozen
@@ -82,8 +99,8 @@ class ToolSpec:
 class ToolCall:
     """A call of a tool by the model. ``arguments`` is always a JSON object."""
 
-    name: str
-    arguments: dict[str, Any] = attrs.field(factory=dict, converter=_as_dict, hash=False)
+    name: str = attrs.field(validator=_call_name)
+    arguments: dict[str, Any] = attrs.field(factory=dict, converter=_call_arguments, hash=False)
     id: str | None = None
 
     def to_openai(self) -> dict[str, Any]:

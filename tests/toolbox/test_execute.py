@@ -25,6 +25,8 @@ from mp13_toolbox import (
     ToolMode,
     ToolRegistrationError,
     ToolResult,
+    ToolSettingError,
+    ToolSnapshotError,
     ToolsScope,
     UnknownToolError,
 )
@@ -316,6 +318,35 @@ def test_a_call_or_view_of_the_wrong_type_raises_clearly_sync_and_async(tb, call
         asyncio.run(tb.aexecute(call, view))
     with pytest.raises(ToolboxError, match=match):
         asyncio.run(tb.aexecute_many([ToolCall("add", {"a": 1, "b": 2}), call], view))
+
+
+@pytest.mark.parametrize(
+    ("misuse", "error", "match"),
+    [
+        (lambda tb: tb.view(5), ToolSettingError, "scope layers are ToolsScope values, not int"),
+        (lambda tb: tb.view([{"add": "silent"}]), ToolSettingError, "ToolsScope values, not dict"),
+        (lambda tb: ToolsScope(["add"]), ToolSettingError, "a mapping .*, not list"),
+        (lambda tb: tb.specs(5), ToolboxError, "view must be a ToolsView or None, got int"),
+        (lambda tb: tb.tool_specs("add"), ToolboxError, "view must be a ToolsView or None"),
+        (lambda tb: ToolBudget(max_calls="3"), ToolSettingError, "max_calls must be a whole"),
+        (lambda tb: ToolBudget(max_rounds=1.5), ToolSettingError, "max_rounds must be a whole"),
+        (lambda tb: tb.restore({"tools": []}), ToolSnapshotError, r"ToolboxSnapshot.from_dict"),
+        (lambda tb: ToolCall(5, {}), ToolboxError, "ToolCall.name .* not int"),
+        (lambda tb: ToolCall("add", "a=1"), ToolboxError, "ToolCall.arguments .* not str"),
+    ],
+)
+def test_wrong_types_given_to_the_toolbox_are_typed_errors(tb, misuse, error, match):
+    with pytest.raises(error, match=match):
+        misuse(tb)
+
+
+def test_one_scope_or_one_builtin_name_is_taken_as_one(tb):
+    """A single value where a list is expected is one item, not split into characters."""
+    one = ToolsScope({"add": "silent"})
+    assert tb.view(one) == tb.view([one])
+    assert tb.view(one).mode("add") is ToolMode.SILENT
+    assert tb.add_builtins("calculator") == ["calculator"]
+    assert "calculator" in tb
 
 
 def test_a_round_with_one_misused_call_runs_none_of_them(tb):
