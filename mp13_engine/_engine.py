@@ -63,7 +63,7 @@ from mp13_engine._prompt import PromptFormatter
 from mp13_engine._request_fields import check_field_names, check_request_field
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
-from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream
+from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream, wait_one_way
 from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._job import TrainingJob, start_training
@@ -373,19 +373,8 @@ def _build(base: Request | None = None, /, **fields: Any) -> Request:
 
 async def _await_state(st: RequestState, cancel: Callable[[str], bool]) -> Response:
     """Await a request's response; cancelling the awaiting task cancels the request."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[Response] = loop.create_future()
-
-    def relay(cf: Future[Response]) -> None:
-        def set_result() -> None:
-            if not fut.done():
-                fut.set_result(cf.result())
-
-        loop.call_soon_threadsafe(set_result)
-
-    st.future.add_done_callback(relay)
     try:
-        return await fut
+        return await wait_one_way(st.future)
     except asyncio.CancelledError:
         cancel(st.id)
         raise
