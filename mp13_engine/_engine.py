@@ -421,19 +421,14 @@ class Engine(_EngineBase):
     # ----- sync API
     def generate(self, request: RequestLike, **overrides: Any) -> Response:
         """Run one request to completion. ``overrides`` set Request fields."""
-        st = self._start(request, overrides)
-        try:
-            return st.future.result()
-        except BaseException:
-            self.cancel(st.id)  # KeyboardInterrupt etc.: don't leave it running
-            raise
+        return self.generate_many([request], **overrides)[0]
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
         """Submit all requests together (they share steps) and return responses in order."""
         states = self._start_many(requests, overrides)
         try:
             return [st.future.result() for st in states]
-        except BaseException:
+        except BaseException:  # KeyboardInterrupt etc.: don't leave them running
             for st in states:
                 self.cancel(st.id)
             raise
