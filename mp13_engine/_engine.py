@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """``Engine``: the public facade over one loaded model and its worker thread.
 
-Sync and async methods are twins over one private base (``_EngineBase``):
-both build the same ``RequestState`` and differ only in how they wait
-(blocking on a ``concurrent.futures.Future`` vs awaiting a loop future fed by
+Sync and async methods are twins: both build the same ``RequestState``
+(``_start``) and differ only in how they wait (blocking on a
+``concurrent.futures.Future`` vs awaiting a loop future fed by
 ``call_soon_threadsafe``). So sync calls work from any thread and async calls
 work inside any running loop (notebooks), and they return identical results.
 
@@ -63,7 +63,7 @@ from mp13_engine._prompt import PromptFormatter
 from mp13_engine._request_fields import check_field_names, check_request_field
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
-from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream
+from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream, wait_one_way
 from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._job import TrainingJob, start_training
@@ -75,8 +75,12 @@ RequestLike = Request | str | Sequence[dict[str, Any]]
 T = TypeVar("T")
 
 
-class _EngineBase:
-    """Shared core of the sync and async API (not public)."""
+class Engine:
+    """One model, one worker thread, many concurrent requests (see the module docstring).
+
+    Create with ``Engine.load(EngineConfig(...))`` or ``Engine.load(path, **fields)``;
+    use as a context manager or call ``close()``.
+    """
 
     config: EngineConfig
 
@@ -339,65 +343,6 @@ class _EngineBase:
     def _cancel_job(self, job: Job) -> bool:
         return self._worker.cancel_job(job)
 
-
-def _forget(
-    inflight: dict[str, RequestState],
-    lock: threading.RLock,
-    rid: str,
-    st: RequestState,
-    _future: Future[Response],
-) -> None:
-    with lock:
-        if inflight.get(rid) is st:
-            del inflight[rid]
-
-
-def _adapters_of(engine_ref: weakref.ref[_EngineBase]) -> AdapterManager:
-    engine = engine_ref()
-    if engine is None:
-        raise EngineClosedError("the engine was garbage-collected while a step ran")
-    return engine.adapters
-
-
-def _stop_worker(worker: Worker) -> None:
-    """Finalizer of an engine that was never closed (and of any engine at exit)."""
-    worker.close(timeout=1.0)
-
-
-def _build(base: Request | None = None, /, **fields: Any) -> Request:
-    """A ``Request`` of ``fields`` (over ``base``, when given); an unknown keyword is a
-    RequestError naming the fields, not attrs' TypeError."""
-    check_field_names(fields)
-    return Request(**fields) if base is None else attrs.evolve(base, **fields)
-
-
-async def _await_state(st: RequestState, cancel: Callable[[str], bool]) -> Response:
-    """Await a request's response; cancelling the awaiting task cancels the request."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[Response] = loop.create_future()
-
-    def relay(cf: Future[Response]) -> None:
-        def set_result() -> None:
-            if not fut.done():
-                fut.set_result(cf.result())
-
-        loop.call_soon_threadsafe(set_result)
-
-    st.future.add_done_callback(relay)
-    try:
-        return await fut
-    except asyncio.CancelledError:
-        cancel(st.id)
-        raise
-
-
-class Engine(_EngineBase):
-    """One model, one worker thread, many concurrent requests (see the module docstring).
-
-    Create with ``Engine.load(EngineConfig(...))`` or ``Engine.load(path, **fields)``;
-    use as a context manager or call ``close()``.
-    """
-
     @classmethod
     def load(
         cls,
@@ -432,19 +377,14 @@ class Engine(_EngineBase):
     # ----- sync API
     def generate(self, request: RequestLike, **overrides: Any) -> Response:
         """Run one request to completion. ``overrides`` set Request fields."""
-        st = self._start(request, overrides)
-        try:
-            return st.future.result()
-        except BaseException:
-            self.cancel(st.id)  # KeyboardInterrupt etc.: don't leave it running
-            raise
+        return self.generate_many([request], **overrides)[0]
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
         """Submit all requests together (they share steps) and return responses in order."""
         states = self._start_many(_many(requests), overrides)
         try:
             return [st.future.result() for st in states]
-        except BaseException:
+        except BaseException:  # KeyboardInterrupt etc.: don't leave them running
             for st in states:
                 self.cancel(st.id)
             raise
@@ -510,6 +450,46 @@ class Engine(_EngineBase):
     def train(self, config: TrainingConfig) -> TrainingJob:
         """Start a LoRA training job on this engine's model; returns a ``TrainingJob``."""
         return start_training(self.adapters.training_host(), config)
+
+
+def _forget(
+    inflight: dict[str, RequestState],
+    lock: threading.RLock,
+    rid: str,
+    st: RequestState,
+    _future: Future[Response],
+) -> None:
+    with lock:
+        if inflight.get(rid) is st:
+            del inflight[rid]
+
+
+def _adapters_of(engine_ref: weakref.ref[Engine]) -> AdapterManager:
+    engine = engine_ref()
+    if engine is None:
+        raise EngineClosedError("the engine was garbage-collected while a step ran")
+    return engine.adapters
+
+
+def _stop_worker(worker: Worker) -> None:
+    """Finalizer of an engine that was never closed (and of any engine at exit)."""
+    worker.close(timeout=1.0)
+
+
+def _build(base: Request | None = None, /, **fields: Any) -> Request:
+    """A ``Request`` of ``fields`` (over ``base``, when given); an unknown keyword is a
+    RequestError naming the fields, not attrs' TypeError."""
+    check_field_names(fields)
+    return Request(**fields) if base is None else attrs.evolve(base, **fields)
+
+
+async def _await_state(st: RequestState, cancel: Callable[[str], bool]) -> Response:
+    """Await a request's response; cancelling the awaiting task cancels the request."""
+    try:
+        return await wait_one_way(st.future)
+    except asyncio.CancelledError:
+        cancel(st.id)
+        raise
 
 
 def _config_from(

@@ -111,13 +111,24 @@ def architecture(file: Path) -> str:
         ) from exc
 
 
-def entry_key(file: Path, dtype_name: str) -> str:
-    """The cache key of ``file`` dequantized to ``dtype_name``: its identity, hashed."""
+def _identity(file: Path, dtype_name: str) -> dict[str, Any]:
+    """What makes an entry: the file (resolved path, size, mtime in ns), dtype and FORMAT."""
     resolved = file.resolve()
     stat = resolved.stat()
-    identity = f"{resolved}|{stat.st_size}|{stat.st_mtime_ns}|{dtype_name}|{FORMAT}"
+    return {
+        "source": str(resolved),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "dtype": dtype_name,
+        "format": FORMAT,
+    }
+
+
+def entry_key(file: Path, dtype_name: str) -> str:
+    """The cache key of ``file`` dequantized to ``dtype_name``: its identity, hashed."""
+    identity = "|".join(str(value) for value in _identity(file, dtype_name).values())
     digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", resolved.stem)[:60]
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", file.resolve().stem)[:60]
     return f"{stem}-{dtype_name}-{digest}"
 
 
@@ -153,7 +164,9 @@ def cached_checkpoint(
         report(progress, "convert", 0, 3, message)
         with staging_dir(root, key) as tmp:
             convert(file, tmp / "model", dtype_name, check_config=check_config, progress=progress)
-            meta = _entry_meta(file, dtype_name)
+            import transformers
+
+            meta = {**_identity(file, dtype_name), "transformers": transformers.__version__}
             (tmp / "model" / ENTRY_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
             publish(tmp / "model", final)
         _remove_older_versions(root, meta["source"], dtype_name, keep=final)
@@ -290,21 +303,6 @@ def _supported_architectures() -> list[str]:
     except ImportError:
         return []
     return sorted(a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer"))
-
-
-def _entry_meta(file: Path, dtype_name: str) -> dict[str, Any]:
-    import transformers
-
-    resolved = file.resolve()
-    stat = resolved.stat()
-    return {
-        "source": str(resolved),
-        "size": stat.st_size,
-        "mtime_ns": stat.st_mtime_ns,
-        "dtype": dtype_name,
-        "format": FORMAT,
-        "transformers": transformers.__version__,
-    }
 
 
 def _remove_older_versions(root: Path, source: str, dtype_name: str, keep: Path) -> None:

@@ -42,6 +42,8 @@ Streams: ``RequestStream`` blocks on the state's condition and
 neither decodes nor parses. Closing, abandoning (GC) or breaking out of a
 stream before its last chunk cancels its request; so does cancelling the
 asyncio task awaiting ``astream``.
+``call_soon`` and ``wait_one_way`` carry worker results to event loops (also for
+``agenerate`` and ``TrainingJob``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import Any
+from typing import Any, TypeVar
 
 from mp13_engine._output import Output, OutputProcessor, OutputSetup, RequestStatus, not_ours
 from mp13_engine._types import Chunk, FinishReason, Request, RequestMetrics, Response
@@ -64,6 +66,32 @@ _log = logging.getLogger(__name__)
 
 _RUNNING = RequestStatus.RUNNING
 _CANCELLING = RequestStatus.CANCELLING
+_T = TypeVar("_T")
+
+
+def call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    """Run ``fn(*args)`` on ``loop`` (from any thread); nothing when the loop has closed."""
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is listening any more
+        loop.call_soon_threadsafe(fn, *args)
+
+
+def wake(waiter: asyncio.Future[None]) -> None:
+    """Resolve ``waiter`` (on its loop) unless its awaiting task was cancelled meanwhile."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def wait_one_way(future: Future[_T]) -> _T:
+    """``future``'s outcome, awaited in the running loop through a loop future of its own.
+
+    One way only: cancelling the awaiting task leaves ``future`` alone
+    (``asyncio.wrap_future`` chains both ways and would cancel it for everyone).
+    """
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    future.add_done_callback(lambda _: call_soon(loop, wake, waiter))
+    await waiter
+    return future.result()
 
 
 class RequestState:
@@ -383,9 +411,7 @@ class AsyncRequestStream(_StreamBase):
             if self._scheduled:
                 return
             self._scheduled = True
-        # A closed loop raises RuntimeError: nobody is listening any more.
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._fire)
+        call_soon(self._loop, self._fire)
 
     def _fire(self) -> None:
         with self._sched_lock:

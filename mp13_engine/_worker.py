@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from mp13_engine._errors import EngineClosedError
 from mp13_engine._loop import DecodeLoop
@@ -43,6 +43,8 @@ from mp13_engine._types import FinishReason
 from mp13_engine._watchdog import StepClock, Watchdog
 
 _log = logging.getLogger(__name__)
+
+_W = TypeVar("_W")  # a unit of work the scheduler queues
 
 _CLOSED = "the engine is closed; create a new one with Engine.load(...)"
 
@@ -86,13 +88,17 @@ class Worker:
             if delta < 0:
                 self._cond.notify()
 
-    def submit_requests(self, states: list[RequestState]) -> None:
+    def _enqueue(self, add: Callable[[_W], None], *items: _W) -> None:
+        """``add`` each item to the scheduler and wake the thread; EngineClosedError once closed."""
         with self._cond:
             if self._closed:
                 raise self.closed_error()
-            for st in states:
-                self._sched.add_request(st)
+            for item in items:
+                add(item)
             self._cond.notify()
+
+    def submit_requests(self, states: list[RequestState]) -> None:
+        self._enqueue(self._sched.add_request, *states)
         for st in states:
             timeout = st.request.timeout_s
             if timeout is None:
@@ -101,11 +107,7 @@ class Worker:
                 self._watchdog.track(st, float(timeout))
 
     def submit_job(self, job: Job) -> None:
-        with self._cond:
-            if self._closed:
-                raise self.closed_error()
-            self._sched.add_job(job)
-            self._cond.notify()
+        self._enqueue(self._sched.add_job, job)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
         fut: Future[Any] = Future()
@@ -116,11 +118,7 @@ class Worker:
             except BaseException as exc:
                 fut.set_exception(exc)
             return fut
-        with self._cond:
-            if self._closed:
-                raise self.closed_error()
-            self._sched.add_call(Call(fn, args, kwargs, fut))
-            self._cond.notify()
+        self._enqueue(self._sched.add_call, Call(fn, args, kwargs, fut))
         return fut
 
     def cancel(self, state: RequestState) -> bool:

@@ -40,12 +40,13 @@ import functools
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from collections.abc import AsyncIterator, Hashable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from mp13_engine._errors import ConfigError, TrainingError
+from mp13_engine._streams import call_soon, wait_one_way, wake
 from mp13_engine._training._config import (
     TrainingConfig,
     TrainingEvent,
@@ -67,11 +68,6 @@ from mp13_engine._training._trainer import (
 from mp13_toolbox import Mp13Error
 
 TRAINING_GROUP = ("train",)
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():  # the awaiting task may have been cancelled meanwhile
-        waiter.set_result(None)
 
 
 class TrainingJob:
@@ -118,17 +114,9 @@ class TrainingJob:
         return self._future.result(timeout)
 
     async def aresult(self) -> TrainingResult:
-        """Async twin of :meth:`result`; cancelling the awaiting task leaves the job running.
-
-        Each awaiter gets its own loop future fed one way from the job's future
-        (``asyncio.wrap_future`` chains both ways: cancelling the awaiter would
-        cancel the job's result for everyone).
-        """
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._future.add_done_callback(lambda _: _call_soon(loop, _wake, waiter))
-        await waiter
-        return self._future.result()
+        """Async twin of :meth:`result`; cancelling the awaiting task leaves the job running
+        (each awaiter gets its own loop future, fed one way: ``_streams.wait_one_way``)."""
+        return await wait_one_way(self._future)
 
     def events(self, timeout: float | None = None) -> Iterator[TrainingEvent]:
         """Progress events from the first one; ends after the DONE event (or failure)."""
@@ -436,13 +424,7 @@ class TrainingJob:
         self._cond.notify_all()
         waiters, self._async_waiters = self._async_waiters, []
         for loop, waiter in waiters:
-            _call_soon(loop, _wake, waiter)
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
-    # RuntimeError: the awaiting loop closed meanwhile, so there is nobody to tell.
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(fn, *args)
+            call_soon(loop, wake, waiter)
 
 
 def start_training(host: TrainingHost, config: TrainingConfig) -> TrainingJob:

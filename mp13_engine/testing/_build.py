@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import TypeVar
 
 import attrs
 import torch
@@ -33,7 +32,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from mp13_engine._cache import cache_root
+from mp13_engine._cache import cache_root, staging_dir
 from mp13_engine._errors import ConfigError
 from mp13_engine.testing._corpus import CORPUS
 from mp13_engine.testing._families import FAMILIES, FamilySpec
@@ -66,20 +65,17 @@ SIZES: MappingProxyType[str, SizeSpec] = MappingProxyType(
 )
 
 
-def _family(family: str) -> FamilySpec:
-    spec = FAMILIES.get(family)
+_T = TypeVar("_T")
+
+
+def _pick(table: Mapping[str, _T], what: str, name: str, listed_in: str) -> _T:
+    """``table[name]``, or a ConfigError naming the unknown tiny model ``what`` and the choices."""
+    spec = table.get(name)
     if spec is None:
         raise ConfigError(
-            f"unknown tiny model family {family!r}; use one of {sorted(FAMILIES)} "
-            "(mp13_engine.testing.TINY_FAMILIES)"
+            f"unknown tiny model {what} {name!r}; use one of {sorted(table)} "
+            f"(mp13_engine.testing.{listed_in})"
         )
-    return spec
-
-
-def _size(size: str) -> SizeSpec:
-    spec = SIZES.get(size)
-    if spec is None:
-        raise ConfigError(f"unknown tiny model size {size!r}; use one of {sorted(SIZES)}")
     return spec
 
 
@@ -87,7 +83,7 @@ def build_tokenizer(
     family: str = "chatml", *, chat_template: bool = True
 ) -> PreTrainedTokenizerFast:
     """The family's tokenizer (byte-level BPE + its special tokens + optionally its template)."""
-    spec = _family(family)
+    spec = _pick(FAMILIES, "family", family, "TINY_FAMILIES")
     tok = build_bpe_tokenizer(
         CORPUS,
         BASE_VOCAB,
@@ -138,8 +134,10 @@ def build_tiny_model(
     ``chat_template=False`` leaves the tokenizer without a chat template (for error tests).
     ``init_std`` overrides the size's weight init std. Unknown family or size -> ``ConfigError``.
     """
+    spec = _pick(FAMILIES, "family", family, "TINY_FAMILIES")
+    shape = _pick(SIZES, "size", size, "TINY_SIZES")
     return build_with_shape(
-        dest_dir, _family(family), _size(size), seed, chat_template=chat_template, init_std=init_std
+        dest_dir, spec, shape, seed, chat_template=chat_template, init_std=init_std
     )
 
 
@@ -158,21 +156,18 @@ def tiny_model_path(
 
 
 def built_once(dest: pathlib.Path, build: Callable[[pathlib.Path], object]) -> pathlib.Path:
-    """``dest``, made by ``build(folder)`` unless it already holds a model: built aside and
-    renamed into place, so a concurrent or interrupted build never leaves half a model."""
+    """``dest``, made by ``build(folder)`` unless it already holds a model: built aside in the
+    model cache's staging folder (``_cache.staging_dir``) and renamed into place, so a
+    concurrent or interrupted build never leaves half a model."""
     if (dest / "model.safetensors").exists():
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
+    with staging_dir(dest.parent, dest.name) as tmp:
         build(tmp)
         try:
             os.replace(tmp, dest)
         except OSError:  # another process finished first; its model is as good as ours
             if not (dest / "model.safetensors").exists():
                 raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 

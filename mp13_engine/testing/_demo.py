@@ -32,6 +32,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mp13_engine._cache import cache_root
+from mp13_engine._training._render import TrainingRow
+from mp13_engine._training._trainer import batches
 from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape, built_once
 from mp13_engine.testing._demo_data import DemoExample, demo_examples
 from mp13_engine.testing._families import FAMILIES
@@ -76,10 +78,10 @@ def _target(example: DemoExample) -> str:
 
 @attrs.frozen
 class _Variant:
-    """One tool list: its header ids and every example's (suffix ids, labels)."""
+    """One tool list: its header ids and every example's suffix ids with its loss mask."""
 
     header: list[int]
-    rows: list[tuple[list[int], list[int]]]
+    rows: list[TrainingRow]
 
 
 def _encode(
@@ -107,7 +109,7 @@ def _encode(
             raise AssertionError("the chat template's tool header is not a prefix of the prompt")
         context = tok(prompt[len(header) :], add_special_tokens=False).input_ids
         target = tok(_target(example), add_special_tokens=False).input_ids
-        rows.append((context + target, [-100] * len(context) + target))
+        rows.append(TrainingRow((*context, *target), (0,) * len(context) + (1,) * len(target)))
     return _Variant(tok(header, add_special_tokens=False).input_ids, rows)
 
 
@@ -128,19 +130,13 @@ def _train(
     for step in range(recipe.steps):
         variant = variants[step % len(variants)]
         picks = torch.randint(len(variant.rows), (recipe.batch_size,), generator=gen).tolist()
-        rows = [variant.rows[i] for i in picks]
-        width = max(len(ids) for ids, _ in rows)
-        ids = torch.full((len(rows), width), pad_id)
-        labels = torch.full((len(rows), width), -100)
-        mask = torch.zeros((len(rows), len(variant.header) + width), dtype=torch.long)
-        mask[:, : len(variant.header)] = 1
-        for i, (row_ids, row_labels) in enumerate(rows):
-            ids[i, : len(row_ids)] = torch.tensor(row_ids)
-            labels[i, : len(row_labels)] = torch.tensor(row_labels)
-            mask[i, len(variant.header) : len(variant.header) + len(row_ids)] = 1
+        batch = batches([variant.rows[i] for i in picks], pad_id, torch.device("cpu"))
+        ids, labels = batch["input_ids"], batch["labels"]
+        header = torch.ones((len(picks), len(variant.header)), dtype=torch.long)
+        mask = torch.cat([header, batch["attention_mask"]], dim=1)
         with torch.no_grad():
             cache = model(torch.tensor([variant.header]), use_cache=True).past_key_values
-        cache.batch_repeat_interleave(len(rows))
+        cache.batch_repeat_interleave(len(picks))
         out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, labels=labels)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
