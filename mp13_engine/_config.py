@@ -33,17 +33,30 @@ DeviceMap = str | dict[str, str | int] | None
 MAX_BATCH_WAIT_MS = 60_000.0
 MaxMemory = dict[str, str | int] | None
 # An attrs validator: (instance, attribute, value) -> None, raising ConfigError.
-_Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 
-def _rule(ok: Callable[[Any], bool], use: str) -> _Validator:
-    """A validator: ``ok(value)``, or a ConfigError naming the field, the value and ``use``."""
+def invalid(inst: Any, field: str, value: Any, use: str) -> ConfigError:
+    """The error of every config class's field check: the class, field, value and the fix."""
+    return ConfigError(f"{type(inst).__name__}.{field}={value!r} is not allowed; use {use}")
+
+
+def rule(ok: Callable[[Any], bool], use: str) -> Validator:
+    """A validator: ``ok(value)``, or the ``invalid`` error naming ``use``."""
 
     def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not ok(value):
-            raise ConfigError(f"EngineConfig.{attribute.name}={value!r} is not allowed; use {use}")
+            raise invalid(inst, attribute.name, value, use)
 
     return check
+
+
+def one_of(allowed: tuple[Any, ...]) -> Validator:
+    return rule(lambda v: v in allowed, f"one of {', '.join(repr(a) for a in allowed)}")
+
+
+positive_int = rule(lambda v: is_int(v) and v >= 1, "an integer >= 1")
+flag = rule(lambda v: isinstance(v, bool), "True or False (true or false in JSON)")
 
 
 def is_int(value: Any) -> bool:
@@ -56,24 +69,17 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _choice(allowed: tuple[Any, ...]) -> _Validator:
-    return _rule(lambda v: v in allowed, f"one of {', '.join(repr(a) for a in allowed)}")
-
-
 def _is_cuda(value: str) -> bool:
     return value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())
 
 
-_device = _rule(
+_device = rule(
     lambda v: isinstance(v, str) and (v in ("auto", "cpu", "mps") or _is_cuda(v)),
     f"one of {DEVICES_HELP}",
 )
-_positive_int = _rule(lambda v: is_int(v) and v >= 1, "an integer >= 1")
-_non_negative = _rule(
-    lambda v: is_number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0"
-)
+_non_negative = rule(lambda v: is_number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0")
 # inf is allowed: no limit, like None.
-_opt_positive = _rule(
+_opt_positive = rule(
     lambda v: v is None or (is_number(v) and v > 0),
     "a number of seconds > 0, or None for no limit",
 )
@@ -86,20 +92,19 @@ def _is_memory_map(value: Any) -> bool:
     )
 
 
-_max_memory = _rule(
+_max_memory = rule(
     lambda v: v is None or _is_memory_map(v),
     'a dict of GPU index (as a string) or \'cpu\' -> size, e.g. {"0": "20GiB", "cpu": "64GiB"}',
 )
-_model = _rule(
+_model = rule(
     lambda v: isinstance(v, str) and bool(v),
     "a local model directory, a GGUF file (or a directory holding one), or a hub id (in the "
     "local Hugging Face cache, or with download=True)",
 )
-_bool = _rule(lambda v: isinstance(v, bool), "true or false")
 
 
-def _opt_str(what: str) -> _Validator:
-    return _rule(lambda v: v is None or isinstance(v, str), f"{what}, or None")
+def _opt_str(what: str) -> Validator:
+    return rule(lambda v: v is None or isinstance(v, str), f"{what}, or None")
 
 
 def _collect_wait(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -199,30 +204,30 @@ class EngineConfig:
 
     model: str = attrs.field(converter=path_str, validator=_model)
     device: str = attrs.field(default="auto", validator=_device)
-    dtype: str = attrs.field(default="auto", validator=_choice(DTYPES))
-    quantization: str | None = attrs.field(default=None, validator=_choice(QUANTIZATIONS))
+    dtype: str = attrs.field(default="auto", validator=one_of(DTYPES))
+    quantization: str | None = attrs.field(default=None, validator=one_of(QUANTIZATIONS))
     attn_implementation: str | None = attrs.field(
-        default=None, validator=_choice(ATTN_IMPLEMENTATIONS)
+        default=None, validator=one_of(ATTN_IMPLEMENTATIONS)
     )
-    max_batch_size: int = attrs.field(default=8, validator=_positive_int)
+    max_batch_size: int = attrs.field(default=8, validator=positive_int)
     batch_wait_ms: float = attrs.field(default=2.0, validator=_collect_wait)
-    prefill_chunk_tokens: int = attrs.field(default=512, validator=_positive_int)
-    packed_steps: bool = attrs.field(default=True, validator=_bool)
+    prefill_chunk_tokens: int = attrs.field(default=512, validator=positive_int)
+    packed_steps: bool = attrs.field(default=True, validator=flag)
     prefix_cache_mb: float = attrs.field(default=256.0, validator=_non_negative)
     request_timeout_s: float | None = attrs.field(default=None, validator=_opt_positive)
     slow_step_s: float | None = attrs.field(default=None, validator=_opt_positive)
-    metrics_window: int = attrs.field(default=256, validator=_positive_int)
-    max_queue: int = attrs.field(default=4096, validator=_positive_int)
-    default_max_new_tokens: int = attrs.field(default=256, validator=_positive_int)
+    metrics_window: int = attrs.field(default=256, validator=positive_int)
+    max_queue: int = attrs.field(default=4096, validator=positive_int)
+    default_max_new_tokens: int = attrs.field(default=256, validator=positive_int)
     tool_format: str | None = attrs.field(default=None, validator=_opt_str("a format name"))
     adapters_dir: str | None = attrs.field(
         default=None, converter=path_str, validator=_opt_str("a directory path")
     )
     device_map: DeviceMap = attrs.field(default=None, validator=_device_map)
     max_memory: MaxMemory = attrs.field(default=None, validator=_max_memory)
-    mixed_lora: str = attrs.field(default="fused", validator=_choice(MIXED_LORA))
-    trust_remote_code: bool = attrs.field(default=False, validator=_bool)
-    download: bool = attrs.field(default=False, validator=_bool)
+    mixed_lora: str = attrs.field(default="fused", validator=one_of(MIXED_LORA))
+    trust_remote_code: bool = attrs.field(default=False, validator=flag)
+    download: bool = attrs.field(default=False, validator=flag)
 
     @property
     def local_files_only(self) -> bool:

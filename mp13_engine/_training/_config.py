@@ -11,13 +11,24 @@ from __future__ import annotations
 import enum
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from mp13_engine._adapter_files import adapter_name_problem
-from mp13_engine._config import DTYPES, is_int, is_number, path_str
+from mp13_engine._config import (
+    DTYPES,
+    Validator,
+    flag,
+    invalid,
+    is_int,
+    is_number,
+    one_of,
+    path_str,
+    positive_int,
+    rule,
+)
 from mp13_engine._errors import ConfigError
 
 SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
@@ -25,44 +36,15 @@ OVERFLOW = ("truncate", "drop")
 LOSS_ON = ("assistant", "all")
 #: Training data: a .json/.jsonl file, or the rows themselves (dicts).
 Dataset = str | os.PathLike[str] | Sequence[Mapping[str, Any]]
-# An attrs validator: (instance, attribute, value) -> None, raising ConfigError.
-_Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+_non_negative_int = rule(lambda v: is_int(v) and v >= 0, "an integer >= 0")
+_positive_float = rule(lambda v: is_number(v) and v > 0 and math.isfinite(v), "a finite number > 0")
 
 
-def _fail(field: str, value: Any, allowed: str) -> ConfigError:
-    return ConfigError(f"TrainingConfig.{field}={value!r} is invalid: {allowed}.")
-
-
-def _rule(ok: Callable[[Any], bool], allowed: str) -> _Validator:
-    """A validator: ``ok(value)``, or a ConfigError naming the field, the value and ``allowed``."""
-
-    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if not ok(value):
-            raise _fail(attribute.name, value, allowed)
-
-    return check
-
-
-_positive_int = _rule(lambda v: is_int(v) and v >= 1, "use an integer >= 1")
-_non_negative_int = _rule(lambda v: is_int(v) and v >= 0, "use an integer >= 0")
-
-
-def _positive_float(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not is_number(value) or not value > 0:
-        raise _fail(attribute.name, value, "use a number > 0")
-    if not math.isfinite(value):
-        raise _fail(attribute.name, value, "use a finite number > 0")
-
-
-def _fraction(upper_open: bool) -> _Validator:
-    return _rule(
+def _fraction(upper_open: bool) -> Validator:
+    return rule(
         lambda v: is_number(v) and v >= 0 and (v < 1 if upper_open else v <= 1),
-        f"use a number with {'0 <= x < 1' if upper_open else '0 <= x <= 1'}",
+        f"a number with {'0 <= x < 1' if upper_open else '0 <= x <= 1'}",
     )
-
-
-def _one_of(choices: tuple[str, ...]) -> _Validator:
-    return _rule(lambda v: v in choices, f"allowed values are {', '.join(choices)}")
 
 
 #: Largest ``TrainingConfig.seed``: the trainer derives per-epoch and per-step seeds from it
@@ -76,48 +58,44 @@ def _targets(value: Any) -> Any:
     return tuple(value)
 
 
-# Not truthiness: shuffle="no" would shuffle, gradient_checkpointing="false" turn it on.
-_flag = _rule(lambda v: isinstance(v, bool), "use True or False")
-_opt_path = _rule(
+# Flags are checked, not read for truthiness: shuffle="no" would shuffle.
+_opt_path = rule(
     lambda v: v is None or isinstance(v, str),
-    "use a directory path (a str or os.PathLike), or None",
+    "a directory path (a str or os.PathLike), or None",
 )
-_seed = _rule(
-    lambda v: is_int(v) and 0 <= v <= SEED_MAX, f"use an integer from 0 to 2**32-1 ({SEED_MAX})"
+_seed = rule(
+    lambda v: is_int(v) and 0 <= v <= SEED_MAX, f"an integer from 0 to 2**32-1 ({SEED_MAX})"
 )
 
 
-def _check_targets(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, str):
-        if not value:
-            raise _fail(attribute.name, value, 'use "all-linear" or a list of module names')
-        return
-    if (
-        not isinstance(value, tuple)
-        or not value
-        or not all(isinstance(v, str) and v for v in value)
-    ):
-        raise _fail(attribute.name, value, 'use "all-linear" or a non-empty list of module names')
+_targets_rule = rule(
+    lambda v: (
+        (isinstance(v, str) and bool(v))
+        or (isinstance(v, tuple) and bool(v) and all(isinstance(t, str) and t for t in v))
+    ),
+    '"all-linear" or a non-empty list of module names',
+)
 
 
-def _check_adapter(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_adapter(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     problem = adapter_name_problem(value)
     if problem is not None:
-        raise _fail(
+        raise invalid(
+            inst,
             attribute.name,
             value,
-            f"{problem}. Give a plain name such as 'my-adapter': the adapter is saved to "
+            f"a plain name such as 'my-adapter'; {problem}. The adapter is saved to "
             "adapters_dir/<name> (./adapters/<name> without adapters_dir); to save it "
             "somewhere else, set output_dir",
         )
 
 
-def _check_dataset(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_dataset(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None and attribute.name == "validation":
         return
     if not isinstance(value, (str, os.PathLike, list, tuple)):
-        raise _fail(
-            attribute.name, type(value).__name__, "give a .json/.jsonl path or a list of dict rows"
+        raise invalid(
+            inst, attribute.name, type(value).__name__, "a .json/.jsonl path or a list of dict rows"
         )
 
 
@@ -152,36 +130,36 @@ class TrainingConfig:
         default=None, converter=path_str, validator=_check_dataset, eq=False
     )
     validation_split: float = attrs.field(default=0.0, validator=_fraction(upper_open=True))
-    lora_r: int = attrs.field(default=8, validator=_positive_int)
+    lora_r: int = attrs.field(default=8, validator=positive_int)
     lora_alpha: float = attrs.field(default=16.0, validator=_positive_float)
     lora_dropout: float = attrs.field(default=0.0, validator=_fraction(upper_open=True))
     target_modules: str | tuple[str, ...] = attrs.field(
-        default="all-linear", converter=_targets, validator=_check_targets
+        default="all-linear", converter=_targets, validator=_targets_rule
     )
     max_steps: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_positive_int)
+        default=None, validator=attrs.validators.optional(positive_int)
     )
     epochs: float = attrs.field(default=1.0, validator=_positive_float)
     learning_rate: float = attrs.field(default=2e-4, validator=_positive_float)
-    scheduler: str = attrs.field(default="linear", validator=_one_of(SCHEDULERS))
+    scheduler: str = attrs.field(default="linear", validator=one_of(SCHEDULERS))
     warmup_steps: int = attrs.field(default=0, validator=_non_negative_int)
     weight_decay: float = attrs.field(default=0.0, validator=_fraction(upper_open=False))
     max_grad_norm: float = attrs.field(default=1.0, validator=_positive_float)
-    grad_accum: int = attrs.field(default=1, validator=_positive_int)
-    batch_size: int = attrs.field(default=4, validator=_positive_int)
-    max_seq_len: int = attrs.field(default=1024, validator=_positive_int)
-    overflow: str = attrs.field(default="truncate", validator=_one_of(OVERFLOW))
-    loss_on: str = attrs.field(default="assistant", validator=_one_of(LOSS_ON))
+    grad_accum: int = attrs.field(default=1, validator=positive_int)
+    batch_size: int = attrs.field(default=4, validator=positive_int)
+    max_seq_len: int = attrs.field(default=1024, validator=positive_int)
+    overflow: str = attrs.field(default="truncate", validator=one_of(OVERFLOW))
+    loss_on: str = attrs.field(default="assistant", validator=one_of(LOSS_ON))
     seed: int = attrs.field(default=0, validator=_seed)
-    shuffle: bool = attrs.field(default=True, validator=_flag)
-    gradient_checkpointing: bool = attrs.field(default=False, validator=_flag)
-    precision: str = attrs.field(default="auto", validator=_one_of(DTYPES))
-    continue_training: bool = attrs.field(default=False, validator=_flag)
+    shuffle: bool = attrs.field(default=True, validator=flag)
+    gradient_checkpointing: bool = attrs.field(default=False, validator=flag)
+    precision: str = attrs.field(default="auto", validator=one_of(DTYPES))
+    continue_training: bool = attrs.field(default=False, validator=flag)
     output_dir: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     checkpoint_every: int = attrs.field(default=0, validator=_non_negative_int)
     resume_from: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     eval_every: int = attrs.field(default=0, validator=_non_negative_int)
-    eval_batch_size: int = attrs.field(default=8, validator=_positive_int)
+    eval_batch_size: int = attrs.field(default=8, validator=positive_int)
 
 
 class TrainingEventKind(str, enum.Enum):
