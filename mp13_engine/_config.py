@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +263,10 @@ class EngineConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
         """Build from a plain dict; unknown keys raise ``ConfigError`` listing the known ones."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(
+                f"EngineConfig.from_dict takes a dict of config fields, not {type(data).__name__}"
+            )
         cls._check_names(data)
         if "model" not in data:
             raise ConfigError("EngineConfig.model is required: a model directory or hub id")

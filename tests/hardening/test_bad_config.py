@@ -55,6 +55,12 @@ def test_a_config_value_of_the_wrong_type_or_range_is_refused_by_name(field, val
             EngineConfig(model="m", **{field: value})
 
 
+@pytest.mark.parametrize("data", [5, "model=m", ["model", "m"]])
+def test_from_dict_refuses_what_is_not_a_dict(data):
+    with pytest.raises(ConfigError, match="from_dict takes a dict of config fields, not"):
+        EngineConfig.from_dict(data)
+
+
 def test_json_configs_keep_their_values_exactly():
     data = {"model": "m", "batch_wait_ms": 5, "prefix_cache_mb": 1.5, "download": True}
     config = EngineConfig.from_dict(data)
