@@ -47,6 +47,8 @@ class ChatContext:
         on_event: EventCallback | None = None,
     ) -> None:
         _check_parts(session, engine, toolbox)
+        if not isinstance(scope, str) or not scope:
+            raise ContextError(f"a scope is a non-empty name (a str), not {scope!r}")
         self._state = ScopeState(
             session, engine, toolbox, name=scope, approval=approval, on_event=on_event
         )

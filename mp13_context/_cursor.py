@@ -190,6 +190,7 @@ class Cursor:
 
     def child(self, index: int = -1) -> Cursor:
         """Move to a child (default: the newest)."""
+        index = _whole(index, "a child index")
         kids = self.children()
         if not kids:
             raise CursorError("this node has no children; ask something to create one")
@@ -201,7 +202,7 @@ class Cursor:
     def sibling(self, offset: int) -> Cursor:
         """Move ``offset`` places among the siblings (``+1`` next, ``-1`` previous)."""
         sibs = self.siblings()
-        i = [s.id for s in sibs].index(self.node_id) + offset
+        i = [s.id for s in sibs].index(self.node_id) + _whole(offset, "a sibling offset")
         if not 0 <= i < len(sibs):
             raise CursorError(f"no sibling at offset {offset}: {len(sibs)} siblings here")
         return self._navigate(sibs[i].id)
@@ -226,6 +227,8 @@ class Cursor:
         on a structural node this cursor made and that has no children yet, otherwise on
         a new placeholder child that the cursor moves to. ``CommandError`` if it cannot
         apply here (a pop with nothing to pop, a bad parameter value)."""
+        if not isinstance(cmd, Command):
+            raise CursorError(f"record takes a Command, not {type(cmd).__name__}")
         self._check_idle()
         session = self.session
         here = self.node_id
@@ -307,7 +310,7 @@ class Cursor:
         """Drop the last ``n`` user turns (and what followed) from this branch, keeping
         the commands among them that change settings; the dropped part is archived."""
         self._check_idle()
-        if n <= 0:
+        if _whole(n, "the number of user turns to trim") <= 0:
             return self
         path = self.path()
         users = [i for i, node in enumerate(path) if node.turn and node.turn.role is Role.USER]
@@ -481,3 +484,9 @@ def _prompt(text: object) -> str:
             f"a prompt is a string, not {type(text).__name__}; several prompts go to batch([...])"
         )
     return text
+
+
+def _whole(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise CursorError(f"{what} is a whole number, not {type(value).__name__}")
+    return value

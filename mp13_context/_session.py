@@ -60,7 +60,7 @@ from mp13_context._rows import node_from_row, node_row, stored_commands, stored_
 from mp13_context._settings import EffectiveSettings, apply
 from mp13_context._settings_check import settings_problems
 from mp13_context._store import NodeRow, Store
-from mp13_context._text import fts_query, scrub
+from mp13_context._text import fts_query, scrub, text_arg
 
 
 class Session:
@@ -165,7 +165,7 @@ class Session:
     def new_conversation(self, title: str = "") -> ConversationInfo:
         """A new, empty conversation (just its root node)."""
         cid = new_id()
-        title = scrub(title)
+        title = text_arg(title, "a conversation title")
         root = Node(id=new_id(), conversation_id=cid, parent_id=None, kind=NodeKind.ROOT)
         row, root = node_row(root, self._settings.initial, "", None, None)
         with self._store.lock, self._store.tx() as conn:
@@ -187,7 +187,7 @@ class Session:
 
     def set_title(self, conversation_id: str, title: str) -> None:
         self.conversation(conversation_id)
-        self._store.set_title(conversation_id, scrub(title))
+        self._store.set_title(conversation_id, text_arg(title, "a conversation title"))
 
     @staticmethod
     def _info(row: tuple[Any, ...]) -> ConversationInfo:
@@ -293,7 +293,7 @@ class Session:
                     depth=parent.depth + 1,
                     turn=stored,
                     commands=cmds,
-                    label=scrub(label),
+                    label=text_arg(label, "a branch label"),
                 )
                 row, parent = node_row(node, sid, parent.hash, turn_json, cmds_json)
                 planned.append((row, parent, sid))

@@ -27,6 +27,7 @@ goes back to its default. Adapter names go through the engine's rule for
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -242,6 +243,8 @@ _CARRIES: dict[CommandKind, tuple[str, type, str]] = {
     CommandKind.SYSTEM_ADD: ("text", str, "system.add takes the text to add as a string"),
     CommandKind.TOOLS_SET: _SCOPE,
     CommandKind.TOOLS_ADD: _SCOPE,
+    CommandKind.LOG: ("text", str, "log takes the note as a string"),
+    CommandKind.API_CALL: ("text", str, "record_call takes the call's name as a string"),
 }
 
 
@@ -253,6 +256,14 @@ def checked_fields(cmd: Command) -> Command:
         raise CommandError(f"{carries[2]} (got {type(value).__name__})")
     if cmd.kind is CommandKind.PARAMS_SET:
         return attrs.evolve(cmd, params=validate_params(cmd.params))
+    if cmd.kind is CommandKind.API_CALL:
+        try:
+            json.dumps(cmd.data)
+        except (TypeError, ValueError) as exc:
+            raise CommandError(
+                f"record_call data must be JSON values (str, numbers, bools, None, lists, "
+                f"dicts with str keys): {exc}"
+            ) from exc
     return cmd
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from mp13_context._errors import ContextError
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
@@ -28,6 +30,13 @@ def has_surrogates(text: str) -> bool:
 def scrub(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD."""
     return _SURROGATE.sub(REPLACEMENT, text)
+
+
+def text_arg(value: object, what: str) -> str:
+    """A caller's title or label, scrubbed; ``ContextError`` if it is not a string."""
+    if not isinstance(value, str):
+        raise ContextError(f"{what} must be a string, not {type(value).__name__}")
+    return scrub(value)
 
 
 def _plain(word: str) -> str:

@@ -33,6 +33,19 @@ def _nodes(session: Session) -> int:
         (lambda cur: cur.system.add(["x"]), CommandError, r"system.add .* \(got list\)"),
         (lambda cur: cur.tools.add({"calc": "silent"}), CommandError, r"ToolsScope.*got dict"),
         (lambda cur: cur.tools.set(None), CommandError, r"ToolsScope.*got NoneType"),
+        (lambda cur: cur.log(5), CommandError, r"log takes the note as a string \(got int\)"),
+        (lambda cur: cur.record_call(5), CommandError, r"record_call takes .* \(got int\)"),
+        (lambda cur: cur.record_call("x", o=object()), CommandError, "must be JSON values"),
+        (lambda cur: cur.record("system"), CursorError, "record takes a Command, not str"),
+        (lambda cur: cur.fork(label=5), ContextError, "a branch label must be a string, not int"),
+        (lambda cur: cur.try_out(label=[]), ContextError, "a branch label must be a string"),
+        (lambda cur: cur.trim("1"), CursorError, "turns to trim is a whole number, not str"),
+        (lambda cur: cur.child("0"), CursorError, "a child index is a whole number, not str"),
+        (
+            lambda cur: cur.sibling(True),
+            CursorError,
+            "a sibling offset is a whole number, not bool",
+        ),
     ],
 )
 def test_wrong_types_on_a_cursor_raise_and_record_nothing(ctx, session, call, error, match):
@@ -56,7 +69,14 @@ def test_wrong_parts_of_a_context_raise_at_once(session, engine):
 
 
 def test_session_misuse_is_typed(ctx, session, tmp_path):
-    ctx.cursor().ask("hello")
+    cur = ctx.cursor()
+    cur.ask("hello")
+    with pytest.raises(ContextError, match="a conversation title must be a string, not int"):
+        ctx.cursor(title=5)
+    with pytest.raises(ContextError, match="a conversation title must be a string, not bytes"):
+        session.set_title(cur.conversation_id, b"t")
+    with pytest.raises(ContextError, match="a scope is a non-empty name"):
+        ctx.with_scope(5)
     with pytest.raises(ContextError, match="search text must be a string of words, got int"):
         session.search(5)
     with pytest.raises(ContextError, match=r"replays a Cursor, a ConversationInfo or a .* not int"):
