@@ -246,10 +246,25 @@ class AdapterManager:
 
     def save(self, name: str, path: str | os.PathLike[str]) -> Path:
         """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata)."""
-        return self._run(self._save_on_worker, name, Path(path).expanduser().resolve())
+        target = Path(path).expanduser().resolve()
+        if target.exists() and not target.is_dir():
+            raise AdapterError(
+                f"cannot save adapter {name!r} to {str(target)!r}: it is a file; "
+                "give a folder (new, or one to write the adapter's files into)"
+            )
+        return self._run(self._save_on_worker, name, target)
 
     def set_default(self, names: str | Sequence[str] | None) -> None:
         """Adapters used when ``Request.adapters`` is None (``[]``/None = base model)."""
+        if not (
+            names is None
+            or isinstance(names, str)
+            or (isinstance(names, Sequence) and all(isinstance(n, str) for n in names))
+        ):
+            raise AdapterError(
+                f"set_default takes an adapter name or a list of names ([] or None for the "
+                f"base model), not {names!r}"
+            )
         wanted = adapter_names(names)
         with self._state.lock:
             self._check_loaded(wanted)

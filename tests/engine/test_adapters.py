@@ -144,6 +144,20 @@ def test_set_default_applies_when_request_names_none(engine):
     assert engine.generate(_req(PROMPTS[3], adapters=[])).raw_text == base
     with pytest.raises(AdapterError, match="nope"):
         engine.adapters.set_default(["nope"])
+    for wrong in (5, ["a", 5], {"a"}):
+        with pytest.raises(AdapterError, match="set_default takes an adapter name or a list"):
+            engine.adapters.set_default(wrong)
+    assert engine.adapters.defaults == ("a",)  # a refused call changes nothing
+
+
+def test_saving_onto_a_file_is_refused_and_leaves_the_file(engine, tmp_path):
+    engine.adapters.load("a")
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine", encoding="utf-8")
+    with pytest.raises(AdapterError, match="it is a file; give a folder"):
+        engine.adapters.save("a", taken)
+    assert taken.read_text(encoding="utf-8") == "mine"
+    assert (engine.adapters.save("a", tmp_path / "a-copy") / "adapter_config.json").exists()
 
 
 def test_unknown_adapter_fails_only_that_request(engine):
