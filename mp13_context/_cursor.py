@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -284,8 +284,10 @@ class Cursor:
         its cursor, or ``ChatContext.cancel`` with the id of its ``REQUEST`` event).
         """
         self._check_idle()
-        if isinstance(prompts, str):
-            raise CursorError("batch takes a list of prompts, not one string: batch([text])")
+        if isinstance(prompts, str) or not isinstance(prompts, Iterable):
+            raise CursorError(
+                f"batch takes a list of prompts, not one {type(prompts).__name__}: batch([text])"
+            )
         prompts = [_prompt(p) for p in prompts]
         self.scope_state.require_engine()
         self.scope_state.require_writable()

@@ -67,8 +67,8 @@ def export_session(session: Exportable, path: str | os.PathLike[str]) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(data, fh, ensure_ascii=False, indent=1)
         os.replace(tmp, path)  # never leave a half-written export behind
-    except OSError as exc:
-        with contextlib.suppress(OSError):
+    except (OSError, ValueError) as exc:  # ValueError: a name the file system cannot encode
+        with contextlib.suppress(OSError, ValueError):
             os.remove(tmp)
         raise SerializationError(
             f"cannot write session export {os.fspath(path)!r}: {exc}; check that its folder "

@@ -82,7 +82,7 @@ class Session:
         migration, no WAL switch, works on read-only media); every change raises
         ``ReadOnlyError`` and cursor positions are not saved.
         """
-        return cls(Store(os.fspath(path), read_only=read_only))
+        return cls(Store(_file(path, "a session file"), read_only=read_only))
 
     @property
     def filename(self) -> str:
@@ -110,7 +110,7 @@ class Session:
     def save_copy(self, path: str | os.PathLike[str]) -> None:
         """Write an exact copy of the session (same ids, hashes and saved positions) into
         the new file ``path``; ``StoreError`` if ``path`` exists. This session stays open."""
-        self._store.copy_to(os.fspath(path))
+        self._store.copy_to(_file(path, "a copy's file"))
 
     def refresh(self) -> None:
         """Forget cached nodes, so changes written by another connection are seen."""
@@ -445,7 +445,7 @@ class Session:
 
     def export_json(self, path: str | os.PathLike[str]) -> None:
         """Write the whole session as JSON (see ``SessionData``), node hashes included."""
-        export_session(self, path)
+        export_session(self, _file(path, "an export file"))
 
     @classmethod
     def import_json(
@@ -459,7 +459,7 @@ class Session:
     ) -> Session:
         """Read an export into ``into`` (a session, a file path, or a new in-memory
         session when ``None``) and return that session (see ``import_document``)."""
-        doc = read_document(path)
+        doc = read_document(_file(path, "an export file"))
         session = into if isinstance(into, Session) else cls.open(into or ":memory:")
         try:
             session.import_document(doc, new_ids=new_ids, accept_edits=accept_edits, limits=limits)
@@ -500,3 +500,10 @@ class Session:
             verified=verified,
             edited=edited,
         )
+
+
+def _file(path: object, what: str) -> str:
+    """A caller's file name as a ``str`` (an ``int`` would open a file descriptor)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ContextError(f"{what} is a path (a str or os.PathLike), not {type(path).__name__}")
+    return os.fspath(path)

@@ -44,7 +44,9 @@ from mp13_context._integrity import IntegrityProblem, IntegrityReport, VerifyRow
 from mp13_context._migrations import index_turn, migrate, missing_migrations
 
 # Errors of sqlean and the standard library share names but not classes.
-_SQL_ERRORS = (sqlean.Error, _std_sqlite3.Error)
+# UnicodeEncodeError: SQLite takes UTF-8 only, and a lone surrogate in an id or a file
+# name the caller gave cannot be encoded (stored text is scrubbed before it gets here).
+_SQL_ERRORS = (sqlean.Error, _std_sqlite3.Error, UnicodeEncodeError)
 #: A result row; sqlean is untyped, so its columns are whatever SQLite stored.
 Row = tuple[Any, ...]
 

@@ -50,6 +50,7 @@ from mp13_toolbox._approval import (
 from mp13_toolbox._budget import BudgetTracker
 from mp13_toolbox._builtins import BUILTINS
 from mp13_toolbox._errors import (
+    ToolboxError,
     ToolRegistrationError,
     ToolSettingError,
     ToolSnapshotError,
@@ -225,6 +226,8 @@ class Toolbox:
         """
         if names is None:
             names = BUILTINS
+        if not isinstance(names, (str, Iterable)):
+            raise ToolboxError(f"add_builtins takes builtin names, not {names!r}")
         chosen = [names] if isinstance(names, str) else list(names)
         unknown = [n for n in chosen if n not in BUILTINS]
         if unknown:
@@ -566,6 +569,7 @@ class Toolbox:
 
 
 def _as_timeout(value: float | None) -> float | None:
-    if value is not None and not value > 0:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if value is not None and not (number and value > 0):
         raise ToolRegistrationError(f"timeout_s must be > 0 seconds or None, got {value!r}")
     return value

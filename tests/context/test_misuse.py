@@ -27,7 +27,8 @@ def _nodes(session: Session) -> int:
     ("call", "error", "match"),
     [
         (lambda cur: cur.ask(5), CursorError, "a prompt is a string, not int"),
-        (lambda cur: cur.batch("p1"), CursorError, r"not one string: batch\(\[text\]\)"),
+        (lambda cur: cur.batch("p1"), CursorError, r"not one str: batch\(\[text\]\)"),
+        (lambda cur: cur.batch(3), CursorError, "a list of prompts, not one int"),
         (lambda cur: cur.batch(["ok", None]), CursorError, "a prompt is a string, not NoneType"),
         (lambda cur: cur.system.set(5), CommandError, r"system.set takes .* string \(got int\)"),
         (lambda cur: cur.system.add(["x"]), CommandError, r"system.add .* \(got list\)"),
@@ -87,6 +88,27 @@ def test_session_misuse_is_typed(ctx, session, tmp_path):
     assert list(tmp_path.iterdir()) == []  # no half-written file or temporary left behind
     session.export_json(tmp_path / "out.json")
     assert Session.import_json(tmp_path / "out.json").search("hello")
+
+
+@pytest.mark.parametrize("path", [1, 3.0, None, ["chats.db"]])
+def test_a_file_name_that_is_not_a_path_is_refused(ctx, session, path):
+    """An int would open (and then close) that file descriptor: 1 is standard output."""
+    with pytest.raises(ContextError, match=r"is a path \(a str or os.PathLike\), not"):
+        Session.open(path)
+    with pytest.raises(ContextError, match="an export file is a path"):
+        session.export_json(path)
+    with pytest.raises(ContextError, match="an export file is a path"):
+        Session.import_json(path)
+    with pytest.raises(ContextError, match="a copy's file is a path"):
+        session.save_copy(path)
+
+
+def test_an_id_or_file_name_sqlite_cannot_encode_is_a_store_error(session, tmp_path):
+    """SQLite takes UTF-8 only; a lone surrogate (not an escaped byte) cannot reach it."""
+    with pytest.raises(StoreError, match="surrogates not allowed"):
+        session.node("\ud800")
+    with pytest.raises(StoreError, match="cannot open session file"):
+        Session.open(str(tmp_path / "chats-\ud800.db"))
 
 
 def test_a_closed_session_says_so(ctx, session):

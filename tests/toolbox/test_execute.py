@@ -333,6 +333,8 @@ def test_a_call_or_view_of_the_wrong_type_raises_clearly_sync_and_async(tb, call
         (lambda tb: tb.restore({"tools": []}), ToolSnapshotError, r"ToolboxSnapshot.from_dict"),
         (lambda tb: ToolCall(5, {}), ToolboxError, "ToolCall.name .* not int"),
         (lambda tb: ToolCall("add", "a=1"), ToolboxError, "ToolCall.arguments .* not str"),
+        (lambda tb: tb.set_timeout("add", "5"), ToolRegistrationError, "timeout_s must be > 0"),
+        (lambda tb: tb.add_builtins(3), ToolboxError, "add_builtins takes builtin names, not 3"),
     ],
 )
 def test_wrong_types_given_to_the_toolbox_are_typed_errors(tb, misuse, error, match):
