@@ -42,6 +42,7 @@ Invariants
 from __future__ import annotations
 
 import enum
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -62,6 +63,7 @@ from mp13_engine._compat import (
     repoint_active_adapter,
     undo_failed_wrap,
 )
+from mp13_engine._config import is_number
 from mp13_engine._errors import AdapterError
 from mp13_engine._types import BASE_ADAPTER, adapter_names
 
@@ -187,7 +189,7 @@ class AdapterManager:
     # ----- public API (any thread)
     def resolve_path(self, path: str | os.PathLike[str]) -> Path:
         """The adapter directory ``path`` names: itself, or a short name under ``adapters_dir``."""
-        candidate = Path(path).expanduser()
+        candidate = _folder(path).expanduser()
         if (candidate / "adapter_config.json").is_file():
             return candidate.resolve()
         base = self._adapters_dir()
@@ -246,7 +248,7 @@ class AdapterManager:
 
     def save(self, name: str, path: str | os.PathLike[str]) -> Path:
         """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata)."""
-        target = Path(path).expanduser().resolve()
+        target = _folder(path).expanduser().resolve()
         if target.exists() and not target.is_dir():
             raise AdapterError(
                 f"cannot save adapter {name!r} to {str(target)!r}: it is a file; "
@@ -282,8 +284,14 @@ class AdapterManager:
         Default weights are 1.0 each (the deltas add up). Takes effect for the
         next wave; a cached combination of the same set is rebuilt.
         """
+        if isinstance(names, str) or not isinstance(names, Sequence):
+            raise AdapterError(f"combine() takes a list of adapter names, not {names!r}")
+        if weights is not None and not isinstance(weights, Sequence):
+            raise AdapterError(f"combine() weights are a list of numbers, not {weights!r}")
         names = tuple(names)
         weights = tuple(1.0 for _ in names) if weights is None else tuple(weights)
+        if not all(is_number(w) and math.isfinite(w) for w in weights):
+            raise AdapterError(f"combine() weights are finite numbers, got {list(weights)}")
         if len(names) < 2 or len(weights) != len(names):
             raise AdapterError(
                 "combine() needs at least two adapter names and one weight per name; "
@@ -519,3 +527,12 @@ class AdapterManager:
         with self._state.lock:
             self._state.infos[name] = attrs.evolve(info, path=str(path))
         return path
+
+
+def _folder(path: object) -> Path:
+    """A caller's adapter folder as a ``Path``; ``AdapterError`` for anything but a path."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise AdapterError(
+            f"an adapter folder is a path (a str or os.PathLike), not {type(path).__name__}"
+        )
+    return Path(path)

@@ -150,6 +150,22 @@ def test_set_default_applies_when_request_names_none(engine):
     assert engine.adapters.defaults == ("a",)  # a refused call changes nothing
 
 
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda a: a.combine("ab"), "takes a list of adapter names, not 'ab'"),
+        (lambda a: a.combine(["a", "b"], 2.0), "weights are a list of numbers, not 2.0"),
+        (lambda a: a.combine(["a", "b"], [1.0, "x"]), r"finite numbers, got \[1.0, 'x'\]"),
+        (lambda a: a.combine(["a", "b"], [1.0, float("nan")]), "weights are finite numbers"),
+        (lambda a: a.load(5), "an adapter folder is a path .*, not int"),
+        (lambda a: a.save("a", None), "an adapter folder is a path .*, not NoneType"),
+    ],
+)
+def test_adapter_calls_with_wrong_types_are_adapter_errors(engine, call, match):
+    with pytest.raises(AdapterError, match=match):
+        call(engine.adapters)
+
+
 def test_saving_onto_a_file_is_refused_and_leaves_the_file(engine, tmp_path):
     engine.adapters.load("a")
     taken = tmp_path / "notes.txt"
