@@ -142,6 +142,7 @@ class Session:
 
     def settings_at(self, node_id: str) -> EffectiveSettings:
         """The effective settings after ``node_id``'s commands (an O(1) lookup)."""
+        _require_id(node_id)
         sid = self._settings_of.get(node_id)
         if sid is None:
             self.node(node_id)
@@ -209,6 +210,7 @@ class Session:
 
     def node(self, node_id: str) -> Node:
         """The node with this id (``NotFoundError`` if there is none)."""
+        _require_id(node_id)
         node = self._nodes.get(node_id)
         if node is not None:
             return node
@@ -231,6 +233,7 @@ class Session:
 
     def path(self, node_id: str) -> list[Node]:
         """The nodes from the root down to ``node_id``."""
+        _require_id(node_id)
         out: list[Node] = []
         nid: str | None = node_id
         while nid is not None:
@@ -507,3 +510,11 @@ def _file(path: object, what: str) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise ContextError(f"{what} is a path (a str or os.PathLike), not {type(path).__name__}")
     return os.fspath(path)
+
+
+def _require_id(node_id: object) -> None:
+    """Ids are strings: anything else names no node (and may not even be a dict key)."""
+    if not isinstance(node_id, str):
+        raise NotFoundError(
+            f"no node {node_id!r} in this session; a node id is a string such as cursor.node_id"
+        )

@@ -227,6 +227,7 @@ class AdapterManager:
         Runs between waves, so no running row uses it any more; queued requests
         that name it fail with ERROR (AdapterError) when their wave forms.
         """
+        self.get(name)  # an unknown name (or not a name at all) fails here, on the caller
         self._run(self._unload_on_worker, name)
 
     def list(self) -> list[AdapterInfo]:
@@ -237,14 +238,14 @@ class AdapterManager:
     def get(self, name: str) -> AdapterInfo:
         """The info of adapter ``name``; AdapterError if it is not loaded."""
         with self._state.lock:
-            info = self._state.infos.get(name)
+            info = self._state.infos.get(name) if isinstance(name, str) else None
         if info is None:
             raise self._unknown(name)
         return info
 
     def __contains__(self, name: object) -> bool:
         with self._state.lock:
-            return name in self._state.infos
+            return isinstance(name, str) and name in self._state.infos
 
     def save(self, name: str, path: str | os.PathLike[str]) -> Path:
         """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata)."""

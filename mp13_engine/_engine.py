@@ -292,6 +292,8 @@ class Engine:
         its response has ``finish_reason=CANCELLED``. The caller never waits
         for the model.
         """
+        if not isinstance(request_id, str):
+            return False  # ids are strings: no request has this one
         with self._inflight_lock:
             st = self._inflight.get(request_id)
         if st is None:

@@ -133,10 +133,12 @@ class ToolRegistry:
         with self.lock:
             try:
                 return self._tools.pop(name)
-            except KeyError:
+            except (KeyError, TypeError):  # TypeError: a name that cannot be a key (a list)
                 raise self.unknown_tool_error(name) from None
 
     def get(self, name: str) -> RegisteredTool | None:
+        if not isinstance(name, str):
+            return None  # a name is a str; the caller's error names what it got
         with self.lock:
             return self._tools.get(name)
 
@@ -164,4 +166,4 @@ class ToolRegistry:
         return len(self._tools)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return isinstance(name, str) and name in self._tools

@@ -278,6 +278,8 @@ class Toolbox:
 
     def set_mode(self, target: str, mode: ToolMode | str) -> builtins.list[str]:
         """Set the global mode of a tool, or of all tools matching a ``*`` pattern."""
+        if not isinstance(target, str):
+            raise ToolSettingError(f"set_mode takes a tool name or pattern, not {target!r}")
         scope = ToolsScope({target: mode})
         changed = []
         with self._registry.lock:

@@ -11,6 +11,7 @@ from mp13_context import (
     CommandError,
     ContextError,
     CursorError,
+    NotFoundError,
     SerializationError,
     Session,
     StoreError,
@@ -109,6 +110,15 @@ def test_an_id_or_file_name_sqlite_cannot_encode_is_a_store_error(session, tmp_p
         session.node("\ud800")
     with pytest.raises(StoreError, match="cannot open session file"):
         Session.open(str(tmp_path / "chats-\ud800.db"))
+
+
+@pytest.mark.parametrize("node_id", [["n"], {"n": 1}, 5, None])
+def test_an_id_that_is_not_a_string_names_no_node(ctx, session, node_id):
+    cur = ctx.cursor()
+    cur.ask("hello")
+    for call in (session.node, session.path, session.settings_at, session.messages, cur.goto):
+        with pytest.raises(NotFoundError, match=r"a node id is a string such as cursor\.node_id"):
+            call(node_id)
 
 
 def test_a_closed_session_says_so(ctx, session):

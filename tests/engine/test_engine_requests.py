@@ -103,6 +103,11 @@ def test_a_list_of_prompts_is_not_a_request(engine):
         engine.generate(["one", "two"])
 
 
+def test_cancel_of_an_id_that_is_not_a_string_is_false(engine):
+    assert engine.cancel(["not", "an", "id"]) is False
+    assert engine.cancel(5) is False
+
+
 @pytest.mark.parametrize(
     ("requests", "match"),
     [

@@ -335,6 +335,9 @@ def test_a_call_or_view_of_the_wrong_type_raises_clearly_sync_and_async(tb, call
         (lambda tb: ToolCall("add", "a=1"), ToolboxError, "ToolCall.arguments .* not str"),
         (lambda tb: tb.set_timeout("add", "5"), ToolRegistrationError, "timeout_s must be > 0"),
         (lambda tb: tb.add_builtins(3), ToolboxError, "add_builtins takes builtin names, not 3"),
+        (lambda tb: tb.get(["add"]), UnknownToolError, r"no tool named \['add'\]"),
+        (lambda tb: tb.unregister(["add"]), UnknownToolError, r"no tool named \['add'\]"),
+        (lambda tb: tb.set_mode(["add"], "silent"), ToolSettingError, "a tool name or pattern"),
     ],
 )
 def test_wrong_types_given_to_the_toolbox_are_typed_errors(tb, misuse, error, match):
