@@ -267,6 +267,8 @@ class Session:
         """Append a child of ``parent_id`` (saved at once); return it, as stored."""
         if (kind is NodeKind.TURN) != (turn is not None):
             raise CursorError("a TURN node needs a turn and other kinds must not have one")
+        if not isinstance(commands, (list, tuple)):
+            raise CursorError(f"commands are a list of Command, not {type(commands).__name__}")
         return self._append_chain(parent_id, [(kind, turn, tuple(commands), label)])[0]
 
     def append_turns(self, parent_id: str, turns: Sequence[Turn]) -> list[Node]:
@@ -275,6 +277,8 @@ class Session:
         propagates, e.g. ``StoreError``, and the session is as it was). Returns the
         nodes as stored. The runner records a reply with tool calls and the tool turn
         holding their results this way."""
+        if not isinstance(turns, (list, tuple)):
+            raise CursorError(f"turns are a list of Turn, not {type(turns).__name__}")
         return self._append_chain(parent_id, [(NodeKind.TURN, t, (), "") for t in turns])
 
     def _append_chain(
@@ -285,6 +289,11 @@ class Session:
             sid = self._settings_of[parent_id]
             planned: list[tuple[dict[str, Any], Node, int]] = []
             for kind, turn, commands, label in children:
+                if not isinstance(kind, NodeKind) or not isinstance(turn, (Turn, type(None))):
+                    raise CursorError(
+                        f"a node is a NodeKind with a Turn or None, not {kind!r} with "
+                        f"{type(turn).__name__}"
+                    )
                 cmds, cmds_json = stored_commands(commands)
                 sid = self._settings.fold(sid, cmds)
                 stored, turn_json = stored_turn(turn)
@@ -311,6 +320,8 @@ class Session:
     def add_commands(self, node_id: str, commands: list[Command] | tuple[Command, ...]) -> Node:
         """Append commands to a node that has no children yet (its subtree is empty, so no
         other node's settings change); ``CursorError`` otherwise."""
+        if not isinstance(commands, (list, tuple)):
+            raise CursorError(f"commands are a list of Command, not {type(commands).__name__}")
         with self._store.lock:
             node = self.node(node_id)
             if self.has_children(node_id):
@@ -332,6 +343,8 @@ class Session:
         return node
 
     def set_archived(self, node_id: str, archived: bool = True) -> Node:
+        if not isinstance(archived, bool):
+            raise ContextError(f"archived is True or False, not {archived!r}")
         with self._store.lock:
             node = self.node(node_id)
             self._store.set_flags(node_id, archived=int(archived))

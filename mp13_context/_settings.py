@@ -251,6 +251,8 @@ _CARRIES: dict[CommandKind, tuple[str, type, str]] = {
 def checked_fields(cmd: Command) -> Command:
     """``cmd`` with the fields its kind uses checked (``CommandError``) and its params
     normalised; every command passes here before it is stored."""
+    if not isinstance(cmd, Command):
+        raise CommandError(f"a command is a Command, not {type(cmd).__name__}")
     carries = _CARRIES.get(cmd.kind)
     if carries is not None and not isinstance(value := getattr(cmd, carries[0]), carries[1]):
         raise CommandError(f"{carries[2]} (got {type(value).__name__})")
