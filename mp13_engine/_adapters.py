@@ -536,4 +536,10 @@ def _folder(path: object) -> Path:
         raise AdapterError(
             f"an adapter folder is a path (a str or os.PathLike), not {type(path).__name__}"
         )
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError as exc:
+        raise AdapterError(
+            f"the adapter folder {path!r} has characters the file system cannot encode"
+        ) from exc
     return Path(path)
