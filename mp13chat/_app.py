@@ -110,6 +110,8 @@ class ChatApp:
         self.interactive = True  # False in a one-shot run: no banner, no questions
         self.library_log: LibraryLog | None = None  # set by main(): library warnings
         self.model_catalog = model_catalog
+        if not isinstance(tools, Iterable) or callable(tools):
+            raise ChatError(f"tools is a list of functions, not {tools!r}: tools=[f, ...]")
         self._tools: list[ToolRegistration] = [as_registration(t) for t in tools]
         self._input = input
         self._output = output
@@ -146,6 +148,11 @@ class ChatApp:
         """Parse ``argv``, run the REPL (or answer once) to its end, return the exit status:
         0 done, 1 a failed start or a failed one-shot answer, 2 bad flags or config,
         130 interrupted."""
+        if argv is not None and (isinstance(argv, str) or not isinstance(argv, Sequence)):
+            raise ChatError(
+                f"argv is a list of command-line arguments (e.g. ['--model', 'tiny']), "
+                f"not {argv!r}"
+            )
         options = parse_cli(argv)
         try:
             self.apply_options(options)

@@ -45,3 +45,20 @@ def test_plain_functions_become_registrations_and_junk_is_refused():
 def test_objects_without_attributes_are_refused_clearly():
     with pytest.raises(ChatError, match=r"ChatApp\.register_tool"):
         register_tool(len)
+
+
+@pytest.mark.parametrize("tools", [5, lambda: 0])
+def test_tools_that_are_not_a_list_are_refused(tools):
+    from mp13chat import ChatApp
+
+    with pytest.raises(ChatError, match=r"tools is a list of functions, not .*tools=\[f, \.\.\.\]"):
+        ChatApp(tools=tools)
+
+
+@pytest.mark.parametrize("argv", ["--model tiny", 5])
+def test_argv_that_is_not_a_list_is_refused_not_split(argv):
+    """A string was split into one-character arguments; argparse then failed on them."""
+    from mp13chat import ChatApp
+
+    with pytest.raises(ChatError, match=r"argv is a list of command-line arguments"):
+        ChatApp().main(argv)
