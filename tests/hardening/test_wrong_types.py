@@ -80,6 +80,28 @@ def _probes(obj: object, cur: Cursor, tmp: pathlib.Path) -> Iterator[tuple[str, 
                 )
 
 
+def _run_probes(
+    objects: tuple[object, ...], cur: Cursor, tmp: pathlib.Path, skip: tuple[str, ...] = ()
+) -> tuple[set[str], list[str]]:
+    """The methods probed, and each probe that raised something other than an Mp13Error."""
+    probed: set[str] = set()
+    bare: list[str] = []
+    for obj in objects:
+        for label, call in _probes(obj, cur, tmp):
+            if label.startswith(skip):
+                continue
+            probed.add(label.split("(")[0])
+            try:
+                result = call()
+                if inspect.iscoroutine(result):
+                    result.close()
+            except Mp13Error:
+                pass
+            except Exception as exc:  # what these tests exist to find
+                bare.append(f"{label}: {type(exc).__name__}: {exc}")
+    return probed, bare
+
+
 def test_wrong_types_anywhere_are_mp13_errors(tmp_path, capfd):
     session = Session.open(str(tmp_path / "s.db"))
     toolbox = Toolbox()
@@ -88,19 +110,8 @@ def test_wrong_types_anywhere_are_mp13_errors(tmp_path, capfd):
     cur = ctx.cursor()
     cur.ask("hi")
     cur.ask("there")
-    bare: list[str] = []
-    probed = set()
-    for obj in (cur, cur.system, cur.adapters, cur.tools, cur.params, session, ctx, toolbox):
-        for label, call in _probes(obj, cur, tmp_path):
-            probed.add(label.split("(")[0])
-            try:
-                result = call()
-                if inspect.iscoroutine(result):
-                    result.close()
-            except Mp13Error:
-                pass
-            except Exception as exc:  # what this test exists to find
-                bare.append(f"{label}: {type(exc).__name__}: {exc}")
+    objects = (cur, cur.system, cur.adapters, cur.tools, cur.params, session, ctx, toolbox)
+    probed, bare = _run_probes(objects, cur, tmp_path)
     print("still writable")  # fd 1 was not closed by a probe
     assert "still writable" in capfd.readouterr().out
     assert not bare, "\n".join(bare)
@@ -115,21 +126,11 @@ def test_wrong_types_anywhere_are_mp13_errors(tmp_path, capfd):
 def test_wrong_types_given_to_the_engine_are_mp13_errors(tiny_factory, tmp_path):
     from mp13_engine import Engine
 
-    session = Session.open(":memory:")
-    cur = ChatContext(session, engine=FakeEngine()).cursor()
-    bare: list[str] = []
+    cur = ChatContext(Session.open(":memory:"), engine=FakeEngine()).cursor()
     with Engine.load(str(tiny_factory()), device="cpu", default_max_new_tokens=2) as engine:
-        for obj in (engine, engine.adapters):
-            for label, call in _probes(obj, cur, tmp_path):
-                if label.startswith(("Engine.train", "Engine.load", "Engine.close")):
-                    continue  # train: its config is checked in test_bad_config
-                try:
-                    result = call()
-                    if inspect.iscoroutine(result):
-                        result.close()
-                except Mp13Error:
-                    pass
-                except Exception as exc:
-                    bare.append(f"{label}: {type(exc).__name__}: {exc}")
+        # train: its config is checked in test_bad_config; load and close end the engine.
+        skip = ("Engine.train", "Engine.load", "Engine.close")
+        probed, bare = _run_probes((engine, engine.adapters), cur, tmp_path, skip)
         assert engine.generate("still serving").ok
     assert not bare, "\n".join(bare)
+    assert {"Engine.generate", "Engine.generate_many", "AdapterManager.combine"} <= probed
