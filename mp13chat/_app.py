@@ -150,8 +150,7 @@ class ChatApp:
         130 interrupted."""
         if argv is not None and (isinstance(argv, str) or not isinstance(argv, Sequence)):
             raise ChatError(
-                f"argv is a list of command-line arguments (e.g. ['--model', 'tiny']), "
-                f"not {argv!r}"
+                f"argv is a list of command-line arguments (e.g. ['--model', 'tiny']), not {argv!r}"
             )
         options = parse_cli(argv)
         try:
