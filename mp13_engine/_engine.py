@@ -379,11 +379,14 @@ class Engine:
     # ----- sync API
     def generate(self, request: RequestLike, **overrides: Any) -> Response:
         """Run one request to completion. ``overrides`` set Request fields."""
-        return self.generate_many([request], **overrides)[0]
+        return self._wait([self._start(request, overrides)])[0]
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
         """Submit all requests together (they share steps) and return responses in order."""
-        states = self._start_many(_many(requests), overrides)
+        return self._wait(self._start_many(_many(requests), overrides))
+
+    def _wait(self, states: list[RequestState]) -> list[Response]:
+        """The responses of ``states``, in order; an interrupted wait cancels them."""
         try:
             return [st.future.result() for st in states]
         except BaseException:  # KeyboardInterrupt etc.: don't leave them running

@@ -103,6 +103,12 @@ def test_a_list_of_prompts_is_not_a_request(engine):
         engine.generate(["one", "two"])
 
 
+def test_one_message_given_to_generate_names_what_a_request_is(engine):
+    # Not generate_many's "one list of message dicts": generate was given neither.
+    with pytest.raises(RequestError, match=r"a request must be a Request, .* not dict"):
+        engine.generate({"role": "user", "content": "hi"})
+
+
 def test_cancel_of_an_id_that_is_not_a_string_is_false(engine):
     assert engine.cancel(["not", "an", "id"]) is False
     assert engine.cancel(5) is False
