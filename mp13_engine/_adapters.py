@@ -64,7 +64,8 @@ from mp13_engine._compat import (
     undo_failed_wrap,
 )
 from mp13_engine._config import is_number
-from mp13_engine._errors import AdapterError
+from mp13_engine._errors import AdapterError, RequestError
+from mp13_engine._request_fields import check_request_field
 from mp13_engine._types import BASE_ADAPTER, adapter_names
 
 if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
@@ -259,15 +260,13 @@ class AdapterManager:
 
     def set_default(self, names: str | Sequence[str] | None) -> None:
         """Adapters used when ``Request.adapters`` is None (``[]``/None = base model)."""
-        if not (
-            names is None
-            or isinstance(names, str)
-            or (isinstance(names, Sequence) and all(isinstance(n, str) for n in names))
-        ):
+        try:
+            check_request_field("adapters", names)  # the one rule for a list of adapter names
+        except RequestError as exc:
             raise AdapterError(
                 f"set_default takes an adapter name or a list of names ([] or None for the "
                 f"base model), not {names!r}"
-            )
+            ) from exc
         wanted = adapter_names(names)
         with self._state.lock:
             self._check_loaded(wanted)
