@@ -56,6 +56,8 @@ def one_of(allowed: tuple[Any, ...]) -> Validator:
 
 
 positive_int = rule(lambda v: is_int(v) and v >= 1, "an integer >= 1")
+# Flags are checked, not read for truthiness: shuffle="no" would shuffle, and JSON's
+# "false" would turn trust_remote_code on.
 flag = rule(lambda v: isinstance(v, bool), "True or False (true or false in JSON)")
 
 
@@ -103,7 +105,7 @@ _model = rule(
 )
 
 
-def _opt_str(what: str) -> Validator:
+def optional_str(what: str) -> Validator:
     return rule(lambda v: v is None or isinstance(v, str), f"{what}, or None")
 
 
@@ -219,9 +221,9 @@ class EngineConfig:
     metrics_window: int = attrs.field(default=256, validator=positive_int)
     max_queue: int = attrs.field(default=4096, validator=positive_int)
     default_max_new_tokens: int = attrs.field(default=256, validator=positive_int)
-    tool_format: str | None = attrs.field(default=None, validator=_opt_str("a format name"))
+    tool_format: str | None = attrs.field(default=None, validator=optional_str("a format name"))
     adapters_dir: str | None = attrs.field(
-        default=None, converter=path_str, validator=_opt_str("a directory path")
+        default=None, converter=path_str, validator=optional_str("a directory path")
     )
     device_map: DeviceMap = attrs.field(default=None, validator=_device_map)
     max_memory: MaxMemory = attrs.field(default=None, validator=_max_memory)

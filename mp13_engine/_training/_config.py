@@ -25,6 +25,7 @@ from mp13_engine._config import (
     is_int,
     is_number,
     one_of,
+    optional_str,
     path_str,
     positive_int,
     rule,
@@ -58,11 +59,7 @@ def _targets(value: Any) -> Any:
     return tuple(value)
 
 
-# Flags are checked, not read for truthiness: shuffle="no" would shuffle.
-_opt_path = rule(
-    lambda v: v is None or isinstance(v, str),
-    "a directory path (a str or os.PathLike), or None",
-)
+_opt_path = optional_str("a directory path (a str or os.PathLike)")
 _seed = rule(
     lambda v: is_int(v) and 0 <= v <= SEED_MAX, f"an integer from 0 to 2**32-1 ({SEED_MAX})"
 )
