@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from mp13_context._convert import dumps, loads, structure, unstructure
+from mp13_context._errors import CommandError
 from mp13_context._integrity import row_hash
 from mp13_context._model import Command, Node, NodeKind, Turn
 from mp13_context._settings import checked_fields
@@ -45,12 +46,19 @@ def stored_turn(turn: Turn | None) -> tuple[Turn | None, str | None]:
 def stored_commands(commands: tuple[Command, ...]) -> tuple[tuple[Command, ...], str | None]:
     """The commands as they will be stored, and their JSON text (``None`` for none).
 
-    ``CommandError`` for a field its kind cannot use (see ``checked_fields``).
+    ``CommandError`` for a field its kind cannot use (see ``checked_fields``), or data
+    that is not JSON.
     """
     commands = tuple(checked_fields(c) for c in commands)
     if not commands:
         return commands, None
-    text, scrubbed = _json([unstructure(c) for c in commands])
+    try:
+        text, scrubbed = _json([unstructure(c) for c in commands])
+    except (TypeError, ValueError) as exc:  # free-form data: record_call's keywords
+        raise CommandError(
+            f"record_call data must be JSON values (str, numbers, bools, None, lists, "
+            f"dicts with str keys): {exc}"
+        ) from exc
     if scrubbed:
         commands = tuple(structure(c, Command) for c in json.loads(text))
     return commands, text

@@ -267,9 +267,7 @@ class Session:
         """Append a child of ``parent_id`` (saved at once); return it, as stored."""
         if (kind is NodeKind.TURN) != (turn is not None):
             raise CursorError("a TURN node needs a turn and other kinds must not have one")
-        if not isinstance(commands, (list, tuple)):
-            raise CursorError(f"commands are a list of Command, not {type(commands).__name__}")
-        return self._append_chain(parent_id, [(kind, turn, tuple(commands), label)])[0]
+        return self._append_chain(parent_id, [(kind, turn, _commands(commands), label)])[0]
 
     def append_turns(self, parent_id: str, turns: Sequence[Turn]) -> list[Node]:
         """Append ``turns`` as a chain below ``parent_id`` (each the child of the one
@@ -320,8 +318,7 @@ class Session:
     def add_commands(self, node_id: str, commands: list[Command] | tuple[Command, ...]) -> Node:
         """Append commands to a node that has no children yet (its subtree is empty, so no
         other node's settings change); ``CursorError`` otherwise."""
-        if not isinstance(commands, (list, tuple)):
-            raise CursorError(f"commands are a list of Command, not {type(commands).__name__}")
+        commands = _commands(commands)
         with self._store.lock:
             node = self.node(node_id)
             if self.has_children(node_id):
@@ -331,7 +328,7 @@ class Session:
                 )
             if not commands:
                 return node
-            all_cmds, cmds_json = stored_commands(node.commands + tuple(commands))
+            all_cmds, cmds_json = stored_commands(node.commands + commands)
             sid = self._settings.fold(self._settings_of[node_id], all_cmds[len(node.commands) :])
             parent_hash = self.node(node.parent_id).hash if node.parent_id else ""
             _, turn_json = stored_turn(node.turn)
@@ -531,3 +528,10 @@ def _require_id(node_id: object) -> None:
         raise NotFoundError(
             f"no node {node_id!r} in this session; a node id is a string such as cursor.node_id"
         )
+
+
+def _commands(commands: object) -> tuple[Command, ...]:
+    """A caller's list of commands as a tuple (each is checked when it is stored)."""
+    if not isinstance(commands, (list, tuple)):
+        raise CursorError(f"commands are a list of Command, not {type(commands).__name__}")
+    return tuple(commands)
