@@ -46,9 +46,7 @@ class ChatContext:
         approval: Approver | None = None,
         on_event: EventCallback | None = None,
     ) -> None:
-        _check_parts(session, engine, toolbox)
-        if not isinstance(scope, str) or not scope:
-            raise ContextError(f"a scope is a non-empty name (a str), not {scope!r}")
+        _check_parts(session, engine, toolbox, scope)
         self._state = ScopeState(
             session, engine, toolbox, name=scope, approval=approval, on_event=on_event
         )
@@ -141,7 +139,7 @@ class ChatContext:
         return sum(cancel() for cancel in list(self._state.running.values()))
 
 
-def _check_parts(session: object, engine: object, toolbox: object) -> None:
+def _check_parts(session: object, engine: object, toolbox: object, scope: object) -> None:
     """What a context is built from, checked at once instead of at the first request."""
     if not isinstance(session, Session):
         raise ContextError(
@@ -155,3 +153,5 @@ def _check_parts(session: object, engine: object, toolbox: object) -> None:
         )
     if toolbox is not None and not isinstance(toolbox, Toolbox):
         raise ContextError(f"toolbox must be an mp13_toolbox.Toolbox, not {type(toolbox).__name__}")
+    if not isinstance(scope, str) or not scope:
+        raise ContextError(f"a scope is a non-empty name (a str), not {scope!r}")
