@@ -38,11 +38,11 @@ import attrs
 
 from mp13_toolbox._errors import ToolSettingError
 from mp13_toolbox._types import ToolCall
+from mp13_toolbox._validate import IS_TYPE
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: int | None) -> None:
-    whole = isinstance(value, int) and not isinstance(value, bool)
-    if value is not None and not (whole and value >= 0):
+    if value is not None and not (IS_TYPE["integer"](value) and value >= 0):
         raise ToolSettingError(
             f"{attr.name} must be a whole number >= 0 or None (no limit), got {value!r}"
         )

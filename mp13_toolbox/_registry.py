@@ -131,10 +131,8 @@ class ToolRegistry:
 
     def remove(self, name: str) -> RegisteredTool:
         with self.lock:
-            try:
-                return self._tools.pop(name)
-            except (KeyError, TypeError):  # TypeError: a name that cannot be a key (a list)
-                raise self.unknown_tool_error(name) from None
+            self.require(name)
+            return self._tools.pop(name)
 
     def get(self, name: str) -> RegisteredTool | None:
         if not isinstance(name, str):

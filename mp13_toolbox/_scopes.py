@@ -196,10 +196,8 @@ class ToolsView:
     def stack(self, scopes: Iterable[ToolsScope] | ToolsScope) -> ToolsView:
         """This view with ``scopes`` (one layer, or several in order) applied; later layers
         win; not capped."""
-        if isinstance(scopes, ToolsScope):
-            scopes = (scopes,)
         view = self
-        for scope in scopes if isinstance(scopes, Iterable) else (scopes,):
+        for scope in scopes if isinstance(scopes, Iterable) else (scopes,):  # one layer
             if not isinstance(scope, ToolsScope):
                 raise ToolSettingError(
                     f"scope layers are ToolsScope values, not {type(scope).__name__}; "

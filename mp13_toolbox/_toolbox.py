@@ -61,6 +61,7 @@ from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
 from mp13_toolbox._snapshot import ToolboxSnapshot, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
+from mp13_toolbox._validate import IS_TYPE
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -571,7 +572,6 @@ class Toolbox:
 
 
 def _as_timeout(value: float | None) -> float | None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if value is not None and not (number and value > 0):
+    if value is not None and not (IS_TYPE["number"](value) and value > 0):
         raise ToolRegistrationError(f"timeout_s must be > 0 seconds or None, got {value!r}")
     return value
