@@ -24,7 +24,9 @@ toolbox's branch and the other packages' roots are drawn in
         ├── AdapterError           adapter load / unload / compatibility problems
         ├── TrainingError          a training job cannot start or failed
         │   └── DatasetError           a dataset is missing or has rows of the wrong shape
-        └── ToolFormatError        an unknown tool-call format name
+        └── ToolFormatError        an unknown tool-call format, or a parser given the wrong type
+            └── PayloadError           a tool-call payload is malformed (decoders raise it;
+                                       parse records it, never raises it)
 
 Errors raised by torch, transformers, peft or bitsandbytes are mapped to these at
 the engine boundary (``raise ... from exc``). A request that fails while being
@@ -102,4 +104,4 @@ class DatasetError(TrainingError, ValueError):
 
 
 class ToolFormatError(EngineError, ValueError):
-    """An unknown tool-call format name."""
+    """An unknown or unusable tool-call format, or a parser given something that is not text."""

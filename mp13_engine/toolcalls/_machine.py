@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._profile import DecodeContext, Decoder, Opener, Profile, Switch
 from mp13_engine.toolcalls._scan import (
     BracketScan,
@@ -48,6 +49,7 @@ from mp13_engine.toolcalls._types import (
     ReasoningDelta,
     StreamEvent,
     ToolCallCompleted,
+    require_text,
 )
 from mp13_engine.toolcalls._values import PayloadError, ToolLike, tool_schemas
 from mp13_toolbox import ToolCall
@@ -84,6 +86,10 @@ class StreamMachine:
         tools: Iterable[ToolLike] | None = None,
         in_reasoning: bool | None = None,
     ):
+        if in_reasoning is not None and not isinstance(in_reasoning, bool):
+            raise ToolFormatError(
+                f"in_reasoning is True, False or None (detect it), not {in_reasoning!r}"
+            )
         p = profile
         self._p = p
         self._schemas = tool_schemas(tools)
@@ -137,6 +143,7 @@ class StreamMachine:
 
     def feed(self, delta: str) -> list[StreamEvent]:
         """Events (content / reasoning deltas, completed calls) that ``delta`` made certain."""
+        require_text(delta, "the model output a tool-call parser reads")
         if delta and not self._done:
             self._buf += delta
             self._run(final=False)

@@ -31,12 +31,14 @@ from typing import Any
 from mp13_engine.toolcalls._kimi_k2 import kimi_id
 from mp13_engine.toolcalls._registry import get_profile
 from mp13_engine.toolcalls._template import TemplateSupport
+from mp13_engine.toolcalls._types import require_list, require_text
 from mp13_engine.toolcalls._values import (
     PayloadError,
     ToolLike,
     arguments_object,
     dumps,
     raw_text,
+    tool_list,
 )
 from mp13_toolbox import ToolCall, ToolSpec
 
@@ -124,6 +126,8 @@ def prepare_messages(
     calls written into the content in the format's syntax, one that drops tool
     messages gets each result in a user turn.
     """
+    messages = require_list(messages, Mapping, "messages is a list of message dicts")
+    require_text(chat_template, "the chat template prepare_messages reads", optional=True)
     profile = get_profile(format)
     style = profile.style_for(chat_template)
     render = style.render or profile.render
@@ -221,7 +225,7 @@ def prepare_chat(
     """
     support = support if support is not None else TemplateSupport()
     out = prepare_messages(messages, format, chat_template, support=support)
-    tools = list(tools or ())
+    tools = tool_list(tools)
     if not tools:
         return out, None
     if support.tools:  # as given (the template reads them); only non-dict specs are converted
@@ -292,7 +296,7 @@ def tools_system_prompt(tools: Iterable[ToolLike], format: str) -> str:
         <example call in the format's wire syntax>
         Each result comes back to you in the next message.
     """
-    lines = "\n".join(dumps(_spec(t)) for t in tools)
+    lines = "\n".join(dumps(_spec(t)) for t in tool_list(tools))
     example = get_profile(format).render([ToolCall("function_name", {"argument": "value"})])
     return (
         "# Tools\n\n"

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from mp13_engine.toolcalls._machine import StreamMachine
 from mp13_engine.toolcalls._registry import get_profile
-from mp13_engine.toolcalls._types import ParsedOutput
+from mp13_engine.toolcalls._types import ParsedOutput, require_text
 from mp13_engine.toolcalls._values import ToolLike
 
 
@@ -56,5 +56,6 @@ def parse(
 
 def prompt_opens_reasoning(prompt: str, format: str) -> bool:
     """Whether a rendered prompt ends inside an opened reasoning block (``...<think>\\n``)."""
+    require_text(prompt, "the prompt prompt_opens_reasoning reads")
     tail = prompt.rstrip()
     return any(tail.endswith(open_tag) for open_tag, _ in get_profile(format).reasoning)

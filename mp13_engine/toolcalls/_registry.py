@@ -30,6 +30,7 @@ from types import MappingProxyType
 
 from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._profile import Profile
+from mp13_engine.toolcalls._types import require_text
 from mp13_toolbox import ToolCall
 
 #: The built-in formats, from the most specific template signature to the most generic;
@@ -138,11 +139,12 @@ class FormatRegistry:
 
     def unregister(self, name: str, *, only: Profile | None = None) -> None:
         with self._lock:
-            current = self._user.get(name)
+            current = self._user.get(name) if isinstance(name, str) else None
             if current is None:
                 if only is not None:
                     return
-                what = "a built-in format" if name in _BUILTIN else "not registered"
+                builtin = isinstance(name, str) and name in _BUILTIN
+                what = "a built-in format" if builtin else "not registered"
                 raise ToolFormatError(
                     f"cannot unregister tool-call format {name!r}: it is {what}; only formats "
                     "added with register_format can be removed"
@@ -221,6 +223,7 @@ def unregister_format(name: str) -> None:
 
 def detect_format(chat_template: str | None) -> str | None:
     """The tool-call format a chat template asks for, or ``None`` when no signature matches."""
+    require_text(chat_template, "the chat template detect_format reads", optional=True)
     if not chat_template:
         return None
     for name in REGISTRY.detect_order():
@@ -231,4 +234,6 @@ def detect_format(chat_template: str | None) -> str | None:
 
 def render_calls(calls: Sequence[ToolCall], format: str) -> str:
     """Tool calls written in a format's wire syntax, as its model would emit them."""
+    if not isinstance(calls, (list, tuple)) or not all(isinstance(c, ToolCall) for c in calls):
+        raise ToolFormatError("render_calls takes a list of ToolCall values")
     return get_profile(format).render(list(calls))

@@ -12,12 +12,31 @@ events carry exactly the final ``tool_calls``, in order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
+from mp13_engine._errors import ToolFormatError
 from mp13_toolbox import ToolCall
+
+
+def require_text(value: object, what: str, *, optional: bool = False) -> None:
+    """``ToolFormatError`` unless ``value`` is a str (or ``None`` where ``optional``)."""
+    if not isinstance(value, str) and not (optional and value is None):
+        also = " (or None)" if optional else ""
+        raise ToolFormatError(f"{what} is a str{also}, not {type(value).__name__}")
+
+
+def require_list(value: object, kinds: type | tuple[type, ...], what: str) -> list[Any]:
+    """``value`` as a list; ``ToolFormatError`` (``what``: "tools is a list of ...") unless
+    it is a collection of ``kinds`` (text or a single dict is not)."""
+    items = None
+    if not isinstance(value, (str, bytes, Mapping)) and isinstance(value, Iterable):
+        items = list(value)
+    if items is None or not all(isinstance(item, kinds) for item in items):
+        raise ToolFormatError(f"{what}, not {value!r:.60}")
+    return items
 
 
 def _tuple(value: Iterable[Any] | None) -> tuple[Any, ...]:

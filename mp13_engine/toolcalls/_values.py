@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from mp13_engine._errors import ToolFormatError
+from mp13_engine.toolcalls._types import require_list, require_text
 from mp13_toolbox import ToolCall, ToolSpec
 
 #: A tool as the parsers take it: an OpenAI-style spec dict (or bare function dict), or a
@@ -26,7 +28,7 @@ from mp13_toolbox import ToolCall, ToolSpec
 ToolLike = Mapping[str, Any] | ToolSpec
 
 
-class PayloadError(Exception):
+class PayloadError(ToolFormatError):
     """A tool-call payload is malformed; the message says how.
 
     Raised by decoders (built-in or a registered format's) and caught by the
@@ -118,6 +120,7 @@ def calls_from_json(
     are made bare, arguments given as JSON text are decoded, and anything
     malformed raises ``PayloadError``.
     """
+    require_text(text, "the JSON text calls_from_json reads")
     value = loads(text)
     items = value if isinstance(value, list) else [value]
     if not items:
@@ -153,13 +156,20 @@ def json_list(before: str = "", after: str = "") -> Callable[[Iterable[ToolCall]
 # --- schema-based conversion of raw-text parameter values -------------------------------------
 
 
+def tool_list(tools: object) -> list[ToolLike]:
+    """``tools`` as a list (``None``: no tools); ``ToolFormatError`` if it is not a list of
+    specs."""
+    if tools is None:
+        return []
+    what = "tools is a list of tool specs (OpenAI-style dicts or ToolSpec)"
+    return require_list(tools, (Mapping, ToolSpec), what)
+
+
 def tool_schemas(tools: Iterable[ToolLike] | None) -> dict[str, dict[str, Any]]:
     """Map tool name -> JSON-schema ``parameters`` from OpenAI-style specs (or ``ToolSpec``)."""
     out: dict[str, dict[str, Any]] = {}
-    for tool in tools or ():
+    for tool in tool_list(tools):
         spec = tool.to_openai() if isinstance(tool, ToolSpec) else tool
-        if not isinstance(spec, Mapping):
-            continue
         fn = spec.get("function", spec)
         if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
             params = fn.get("parameters")

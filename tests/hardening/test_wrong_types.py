@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Every public method of the context layer and the toolbox, called with a value of the
+"""Every public method of the context layer, the toolbox, the engine and the tool-call
+parsers, called with a value of the
 wrong type in one argument (the others valid), raises an ``Mp13Error`` or works: never a
 bare ``TypeError``/``AttributeError`` from deep inside, and never a write to standard
 output's file descriptor (``Session.import_json(1)`` used to open and close fd 1)."""
@@ -45,6 +46,10 @@ def _valid(name: str, cur: Cursor, tmp: pathlib.Path) -> Any:
         "mode": "silent",
         "risk": "low",
         "answer": "always",
+        "format": "hermes",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "calculator", "parameters": {}}}],
+        "calls": [ToolCall("calculator", {"expression": "1+1"})],
     }
     return values.get(name, "x")
 
@@ -74,8 +79,9 @@ def _probes(obj: object, cur: Cursor, tmp: pathlib.Path) -> Iterator[tuple[str, 
                     else (q.default if q.default is not q.empty else _valid(q.name, cur, tmp))
                     for q in params
                 ]
+                owner = obj.__name__ if inspect.ismodule(obj) else type(obj).__name__
                 yield (
-                    f"{type(obj).__name__}.{name}({param.name}={value!r:.20})",
+                    f"{owner}.{name}({param.name}={value!r:.20})",
                     (lambda m=method, a=args: m(*a)),
                 )
 
@@ -134,3 +140,14 @@ def test_wrong_types_given_to_the_engine_are_mp13_errors(tiny_factory, tmp_path)
         assert engine.generate("still serving").ok
     assert not bare, "\n".join(bare)
     assert {"Engine.generate", "Engine.generate_many", "AdapterManager.combine"} <= probed
+
+
+def test_wrong_types_given_to_the_tool_call_parsers_are_mp13_errors(tmp_path):
+    from mp13_engine import toolcalls
+
+    cur = ChatContext(Session.open(":memory:"), engine=FakeEngine()).cursor()
+    objects = (toolcalls, toolcalls.StreamParser("hermes"))
+    probed, bare = _run_probes(objects, cur, tmp_path)
+    assert not bare, "\n".join(bare)
+    assert {"mp13_engine.toolcalls.parse", "StreamParser.feed"} <= probed
+    assert "mp13_engine.toolcalls.detect_format" in probed

@@ -239,3 +239,29 @@ def test_a_call_token_without_payload_is_dropped_and_reported():
     assert len(out.errors) == 1 and "[TOOL_CALLS]" in out.errors[0]
     word = toolcalls.parse("functools is a module.", "phi4_mini")
     assert word == toolcalls.ParsedOutput(content="functools is a module.")
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: toolcalls.parse(5, "hermes"),
+            "the model output a tool-call parser reads is a str",
+        ),
+        (lambda: toolcalls.StreamParser("hermes").feed(b"x"), "is a str, not bytes"),
+        (lambda: toolcalls.detect_format(5), "the chat template detect_format reads is a str"),
+        (lambda: toolcalls.prompt_opens_reasoning(None, "hermes"), "is a str, not NoneType"),
+        (lambda: toolcalls.parse("x", "hermes", tools=5), "tools is a list of tool specs"),
+        (lambda: toolcalls.parse("x", "hermes", tools={"name": "f"}), "tools is a list"),
+        (lambda: toolcalls.parse("x", "hermes", in_reasoning="yes"), "in_reasoning is True"),
+        (lambda: toolcalls.render_calls(ToolCall("f", {}), "hermes"), "a list of ToolCall"),
+        (lambda: toolcalls.render_calls([{"name": "f"}], "hermes"), "a list of ToolCall"),
+    ],
+)
+def test_wrong_types_are_tool_format_errors(call, match):
+    """Wrong-typed input is refused with a ToolFormatError that names what is expected
+    (it used to be a TypeError or AttributeError from inside, or a silent misreading)."""
+    with pytest.raises(ToolFormatError, match=match):
+        call()
+    # None as a chat template is "no template", not an error.
+    assert toolcalls.detect_format(None) is None
