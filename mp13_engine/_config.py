@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -66,7 +66,7 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     """An ``int`` or ``float`` that is not a ``bool``."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

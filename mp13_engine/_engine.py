@@ -63,7 +63,13 @@ from mp13_engine._prompt import PromptFormatter
 from mp13_engine._request_fields import check_field_names, check_request_field
 from mp13_engine._scheduler import Job, Scheduler
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
-from mp13_engine._streams import AsyncRequestStream, RequestState, RequestStream, wait_one_way
+from mp13_engine._streams import (
+    AsyncRequestStream,
+    RequestState,
+    RequestStream,
+    wait_one_way,
+    wait_timeout,
+)
 from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._job import TrainingJob, start_training
@@ -411,6 +417,7 @@ class Engine:
         An engine that is never closed is stopped when it is garbage-collected (or at
         interpreter exit), which frees its model; closing it is still the clean way.
         """
+        timeout = wait_timeout(timeout, EngineError, "close")
         self._finalizer.detach()
         self._worker.close(timeout)
 
@@ -443,6 +450,7 @@ class Engine:
         return AsyncRequestStream(st, self.cancel)
 
     async def aclose(self, timeout: float | None = None) -> None:
+        timeout = wait_timeout(timeout, EngineError, "aclose")
         await asyncio.to_thread(self._worker.close, timeout)
 
     async def __aenter__(self) -> Engine:

@@ -59,8 +59,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
 
+from mp13_engine._config import is_number
+from mp13_engine._errors import RequestError
 from mp13_engine._output import Output, OutputProcessor, OutputSetup, RequestStatus, not_ours
 from mp13_engine._types import Chunk, FinishReason, Request, RequestMetrics, Response
+from mp13_toolbox import Mp13Error
 
 _log = logging.getLogger(__name__)
 
@@ -79,6 +82,18 @@ def wake(waiter: asyncio.Future[None]) -> None:
     """Resolve ``waiter`` (on its loop) unless its awaiting task was cancelled meanwhile."""
     if not waiter.done():
         waiter.set_result(None)
+
+
+def wait_timeout(timeout: object, error: type[Mp13Error], call: str) -> float | None:
+    """``timeout`` of a blocking wait (``None``: no limit, or seconds >= 0), else ``error``."""
+    if timeout is None:
+        return None
+    if is_number(timeout) and timeout >= 0:
+        return timeout
+    raise error(
+        f"{call}(timeout={timeout!r:.40}) is not allowed; use a number of seconds >= 0, "
+        "or None to wait without a limit"
+    )
 
 
 async def wait_one_way(future: Future[_T]) -> _T:
@@ -358,7 +373,7 @@ class RequestStream(_StreamBase):
 
     def result(self, timeout: float | None = None) -> Response:
         """Block until the request ends (e.g. after ``close``) and return its response."""
-        return self._state.future.result(timeout)
+        return self._state.future.result(wait_timeout(timeout, RequestError, "result"))
 
     def __iter__(self) -> RequestStream:
         return self

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from mp13_engine._errors import ConfigError, TrainingError
-from mp13_engine._streams import call_soon, wait_one_way, wake
+from mp13_engine._streams import call_soon, wait_one_way, wait_timeout, wake
 from mp13_engine._training._config import (
     TrainingConfig,
     TrainingEvent,
@@ -111,7 +111,7 @@ class TrainingJob:
 
     def result(self, timeout: float | None = None) -> TrainingResult:
         """Wait for the result (``TimeoutError`` after ``timeout`` s); re-raises a failure."""
-        return self._future.result(timeout)
+        return self._future.result(wait_timeout(timeout, TrainingError, "result"))
 
     async def aresult(self) -> TrainingResult:
         """Async twin of :meth:`result`; cancelling the awaiting task leaves the job running
@@ -120,6 +120,7 @@ class TrainingJob:
 
     def events(self, timeout: float | None = None) -> Iterator[TrainingEvent]:
         """Progress events from the first one; ends after the DONE event (or failure)."""
+        timeout = wait_timeout(timeout, TrainingError, "events")
         i = 0
         while True:
             with self._cond:

@@ -253,3 +253,23 @@ def test_streams_with_stop_strings_never_show_cut_text(engine):
 
 def final_stops(reqs, rid):
     return next(r.stop for r in reqs if r.id == rid)
+
+
+@pytest.mark.parametrize("timeout", ["5", -1, float("nan"), True, [1]])
+def test_a_wait_timeout_that_is_not_seconds_is_refused_before_waiting(tiny_model_path, timeout):
+    """A stream's result(timeout) and close(timeout) check the timeout first: close("5")
+    used to mark the engine closed and then fail inside Thread.join, half closed."""
+    from mp13_engine import EngineError, RequestError
+
+    with Engine.load(str(tiny_model_path), device="cpu", default_max_new_tokens=3) as engine:
+        stream = engine.stream("hello")
+        with pytest.raises(
+            RequestError, match=r"result\(timeout=.*\) is not allowed; use a number"
+        ):
+            stream.result(timeout)
+        assert stream.result(30).ok
+        with pytest.raises(EngineError, match=r"close\(timeout=.*seconds >= 0, or None"):
+            engine.close(timeout)
+        with pytest.raises(EngineError, match=r"aclose\(timeout="):
+            asyncio.run(engine.aclose(timeout))
+        assert engine.generate("still serving").ok

@@ -79,6 +79,11 @@ def test_events_and_saved_adapter(engine, tmp_path):
     from peft import PeftConfig
 
     job = engine.train(_cfg(tmp_path, "ev", max_steps=3))
+    for bad in ("60", -1, None.__class__):
+        with pytest.raises(TrainingError, match=r"\(timeout=.*\) is not allowed; use a number"):
+            job.result(bad)
+        with pytest.raises(TrainingError, match=r"events\(timeout="):
+            next(job.events(bad))
     events = list(job.events(timeout=120))
     result = job.result(timeout=60)
     steps = [e for e in events if e.kind == "step"]
