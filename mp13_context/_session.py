@@ -178,7 +178,7 @@ class Session:
         return [self._info(r) for r in self._store.conversations()]
 
     def conversation(self, conversation_id: str) -> ConversationInfo:
-        row = self._store.conversation(conversation_id)
+        row = self._store.conversation(conversation_id) if _storable(conversation_id) else None
         if row is None:
             raise NotFoundError(
                 f"no conversation {conversation_id!r} in this session; "
@@ -221,15 +221,15 @@ class Session:
 
     def children(self, node_id: str, *, archived: bool = True) -> list[Node]:
         """The children in creation order (without archived ones if ``archived=False``)."""
-        out = []
-        for row in self._store.children(node_id):
+        out: list[Node] = []
+        for row in self._store.children(node_id) if _storable(node_id) else ():
             node = self._nodes.get(row.id) or self._from_row(row)
             if archived or not node.archived:
                 out.append(node)
         return out
 
     def has_children(self, node_id: str) -> bool:
-        return self._store.has_children(node_id)
+        return _storable(node_id) and self._store.has_children(node_id)
 
     def path(self, node_id: str) -> list[Node]:
         """The nodes from the root down to ``node_id``."""
@@ -378,10 +378,21 @@ class Session:
     # --- positions (per scope) ---------------------------------------------------------
 
     def position(self, scope: str, conversation_id: str) -> str | None:
+        if not (_storable(scope) and _storable(conversation_id)):
+            return None
         return self._store.position(scope, conversation_id)
 
     def save_position(self, scope: str, conversation_id: str, node_id: str) -> None:
-        """Remember where ``scope`` is in a conversation (not in a read-only session)."""
+        """Remember where ``scope`` is in a conversation (not in a read-only session).
+
+        ``NotFoundError`` unless ``node_id`` is a node of that conversation."""
+        if self.node(node_id).conversation_id != conversation_id:
+            raise NotFoundError(
+                f"node {node_id!r} is not in conversation {conversation_id!r}; "
+                "save the position of one of its own nodes"
+            )
+        if not _storable(scope):
+            raise ContextError(f"a scope name is a UTF-8 string, not {scope!r:.40}")
         if not self.read_only:
             self._store.save_position(scope, conversation_id, node_id)
 
@@ -522,9 +533,21 @@ def _file(path: object, what: str) -> str:
     return os.fspath(path)
 
 
+def _storable(key: object) -> bool:
+    """Whether ``key`` could be a stored id: a string SQLite can take (UTF-8, so no lone
+    surrogate). Anything else names nothing, and may not even be a dict key."""
+    if not isinstance(key, str):
+        return False
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _require_id(node_id: object) -> None:
-    """Ids are strings: anything else names no node (and may not even be a dict key)."""
-    if not isinstance(node_id, str):
+    """``NotFoundError`` for a node id that cannot name a stored node (see ``_storable``)."""
+    if not _storable(node_id):
         raise NotFoundError(
             f"no node {node_id!r} in this session; a node id is a string such as cursor.node_id"
         )

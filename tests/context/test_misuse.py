@@ -104,12 +104,34 @@ def test_a_file_name_that_is_not_a_path_is_refused(ctx, session, path):
         session.save_copy(path)
 
 
-def test_an_id_or_file_name_sqlite_cannot_encode_is_a_store_error(session, tmp_path):
-    """SQLite takes UTF-8 only; a lone surrogate (not an escaped byte) cannot reach it."""
-    with pytest.raises(StoreError, match="surrogates not allowed"):
-        session.node("\ud800")
+def test_an_id_sqlite_cannot_encode_names_nothing(ctx, session, tmp_path):
+    """SQLite takes UTF-8 only, so an id with a lone surrogate can name no stored node or
+    conversation: it is not found (no store failure); a file name is a StoreError."""
+    cur = ctx.cursor()
+    cur.ask("hello")
+    bad = "\ud800"
+    for call in (session.node, session.path, session.set_main_line, cur.goto):
+        with pytest.raises(NotFoundError, match="no node"):
+            call(bad)
+    with pytest.raises(NotFoundError, match="no conversation"):
+        session.conversation(bad)
+    assert session.children(bad) == [] and not session.has_children(bad)
+    assert session.position(bad, cur.conversation_id) is None
+    assert session.position("default", bad) is None
     with pytest.raises(StoreError, match="cannot open session file"):
         Session.open(str(tmp_path / "chats-\ud800.db"))
+
+
+def test_a_position_is_saved_only_for_a_node_of_its_conversation(ctx, session):
+    cur = ctx.cursor()
+    cur.ask("hello")
+    with pytest.raises(NotFoundError, match="no node 'nope'"):
+        session.save_position("default", cur.conversation_id, "nope")
+    with pytest.raises(NotFoundError, match="is not in conversation 'elsewhere'"):
+        session.save_position("default", "elsewhere", cur.node_id)
+    with pytest.raises(ContextError, match="a scope name is a UTF-8 string"):
+        session.save_position("\ud800", cur.conversation_id, cur.node_id)
+    assert session.position("default", cur.conversation_id) == cur.node_id
 
 
 @pytest.mark.parametrize("node_id", [["n"], {"n": 1}, 5, None])
