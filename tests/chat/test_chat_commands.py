@@ -10,7 +10,7 @@ import json
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from mp13_context.testing import FakeEngine
+from mp13_context.testing import FakeEngine, FakeReply
 from mp13chat._completer import CommandCompleter
 
 
@@ -240,3 +240,30 @@ def test_tab_completes_paths_nodes_conversations_and_arguments(make_chat, tmp_pa
     # no completer, or one that cannot answer here (no adapter manager): nothing
     assert complete("/fork ") == []
     assert complete("/adapters unload ") == []
+
+
+def test_reasoning_and_failed_replies_are_shown_as_such(make_chat):
+    engine = FakeEngine()
+    engine.script(
+        FakeReply(reasoning="let me think", text="the answer"),
+        FakeReply(reasoning="hmm", text="again"),
+        FakeReply(error="the model broke"),
+        "fine",
+        FakeReply(error="out of memory"),
+    )
+    h = make_chat(engine)
+    out = h.run("q1")
+    assert "let me think\nthe answer" in out  # streamed reasoning ends its line first
+    out = h.run("/set stream off", "q2")
+    assert out.count("hmm") == 1 and out.count("again") == 1
+    assert out.index("hmm") < out.index("again")
+    out = h.run("q3")
+    assert "error: the model broke" in out
+    assert h.app.cursor.turn.error == "the model broke"
+    out = h.run("q4", "/retry")
+    assert "error: out of memory" in out
+    assert "same reply as before" not in out  # a failed retry needs no greedy-decoding note
+    out = h.run("/history")
+    assert "let me think\nthe answer" in out
+    out = h.run("/set show_reasoning off", "/history")
+    assert "the answer" in out and "let me think" not in out
