@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
@@ -267,3 +268,16 @@ def test_reasoning_and_failed_replies_are_shown_as_such(make_chat):
     assert "let me think\nthe answer" in out
     out = h.run("/set show_reasoning off", "/history")
     assert "the answer" in out and "let me think" not in out
+
+
+def test_prompt_with_a_message_shows_it_in_place_and_counts_it(make_chat):
+    engine = FakeEngine()
+    h = make_chat(engine)
+    h.run("hello")
+    out = h.run("/prompt what is 2+2?")
+    request = h.app.cursor.request()
+    user = {"role": "user", "content": "what is 2+2?"}
+    text = engine.format_prompt(attrs.evolve(request, messages=(*request.messages, user)))
+    assert f"prompt ({engine.count_tokens(text)} tokens)" in out
+    assert "what is 2+2?" in _panel(out) and "‹your message›" not in out
+    assert len(engine.requests) == 1  # shown, never sent

@@ -463,3 +463,16 @@ def test_ctrl_c_stops_a_replay(make_chat):
     out = h.run("/replay slow", "/list", interrupt_after=0.5)
     assert "cancelled" in out
     assert "replay of" in out  # the loop went on: /list shows the partial replay
+
+
+def test_history_off_or_unwritable_keeps_it_in_memory_only(make_chat, tmp_path):
+    h = make_chat(FakeEngine(), history=False)
+    h.run("not kept")
+    assert not (tmp_path / "history").exists()
+    assert "not kept" in h.app._prompt.history.get_strings()  # Up still recalls it
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the config folder should be")
+    again = make_chat(FakeEngine(), app_kwargs={"config_path": blocked / "config.json"})
+    out = again.run("still chatting")
+    assert "echo: still chatting" in out
+    assert "still chatting" in again.app._prompt.history.get_strings()
