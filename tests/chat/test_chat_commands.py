@@ -214,6 +214,7 @@ def test_tab_completes_paths_nodes_conversations_and_arguments(make_chat, tmp_pa
     session = h.app.session
     here = [n.id[:6] for n in session.conversation_nodes(h.app.cursor.conversation_id)]
     assert complete("/goto ") == here
+    assert complete(f"/goto {here[0]} ") == []  # one node only
     ids = sorted(c.id[:6] for c in session.conversations())
     assert sorted(complete("/switch ")) == ids
     assert sorted(complete("/replay ")) == ids
@@ -226,6 +227,7 @@ def test_tab_completes_paths_nodes_conversations_and_arguments(make_chat, tmp_pa
     saved.mkdir(parents=True)
     (saved / "adapter_config.json").write_text("{}")
     assert complete("/adapters load ") == ["mine", "data/", "dump.json", "it's.json"]
+    assert complete("/adapters load mine ") == []  # the second word is a new name
     # scope assignments, settings values, /help's subcommands
     assert complete("/tools scope add cur") == [
         "current_time=advertised",
