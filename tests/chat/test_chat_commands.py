@@ -283,3 +283,26 @@ def test_prompt_with_a_message_shows_it_in_place_and_counts_it(make_chat):
     assert f"prompt ({engine.count_tokens(text)} tokens)" in out
     assert "what is 2+2?" in _panel(out) and "‹your message›" not in out
     assert len(engine.requests) == 1  # shown, never sent
+
+
+def test_prompt_preview_when_the_template_repeats_the_message(make_chat):
+    class RepeatingTemplate(FakeEngine):
+        """A chat template that quotes the last message again at the end."""
+
+        def format_prompt(self, request):
+            last = request.messages[-1]["content"]
+            return super().format_prompt(request) + f"(you asked: {last})"
+
+    engine = RepeatingTemplate()
+    h = make_chat(engine)
+    h.run("hello")
+    out = h.run("/prompt")
+    shown = _panel(out)
+    # no single place for the message: the whole prompt, the slot wherever it goes
+    assert shown.count("‹your message›") == 2
+    assert shown.endswith("(you asked: ‹your message›)")
+    # the count is of the prompt without the message, not of the slot's own words
+    request = h.app.cursor.request()
+    empty = {"role": "user", "content": ""}
+    text = engine.format_prompt(attrs.evolve(request, messages=(*request.messages, empty)))
+    assert f"prompt ({engine.count_tokens(text)} tokens + your message)" in out
