@@ -115,6 +115,12 @@ def test_train_an_adapter_then_list_use_add_and_save_it(make_chat, tiny_engine, 
     assert "this branch uses fact" in out
     assert _rows(out)["fact"][0] == "here"
     assert "adapters fact" in out  # the reply's footer names the adapter it ran with
+    tiny_engine.adapters.set_default(["fact"])
+    try:
+        out = h.run("/adapters default", "/adapters list")
+    finally:
+        tiny_engine.adapters.set_default([])
+    assert _rows(out)["fact"][0] == "here, default"
     copy = tmp_path / "copy"
     out = " ".join(h.run(f"/adapters save fact {copy}").split())
     assert f"saved fact to {copy}" in out
@@ -146,6 +152,9 @@ def test_ctrl_c_while_a_job_starts_keeps_the_job(make_chat, tiny_engine, tmp_pat
     assert "training started; /train watch, /train cancel" in out
     job = h.app.training_job
     assert job is not None and job.adapter == "slow"
+    out = " ".join(h.run(f"/train start second {data}").split())
+    assert "error: a job (slow) is running; /train cancel it or wait" in out
+    assert h.app.training_job is job
     out = h.run("/train cancel", timeout=60)
     assert job.done() and job.result().cancelled
     assert out.count("training cancelled: adapter slow") == 1
