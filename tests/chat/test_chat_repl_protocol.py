@@ -122,3 +122,49 @@ def test_tools_registered_on_the_app_before_it_starts_reach_the_toolbox(tmp_path
             await app.aclose()
 
     assert asyncio.run(started()) == "high"
+
+
+def _app_in_code(tmp_path, config, **kwargs):
+    import io
+
+    from rich.console import Console
+
+    from mp13chat import ChatApp
+
+    console = Console(file=io.StringIO(), width=200)
+    return ChatApp(config, engine=FakeEngine(), console=console, **kwargs), console.file
+
+
+def test_an_app_built_in_code_without_a_config_file_keeps_nothing(tmp_path, monkeypatch):
+    import asyncio
+
+    from mp13chat import ChatConfig
+
+    monkeypatch.chdir(tmp_path)
+    app, out = _app_in_code(tmp_path, ChatConfig())
+
+    async def chat() -> str:
+        await app.start()
+        try:
+            return app.session.filename
+        finally:
+            await app.aclose()
+
+    assert asyncio.run(chat()) == ":memory:"
+    assert app.adapters_dir is None
+    assert list(tmp_path.iterdir()) == []  # no session, history or log file anywhere
+    assert "session:" not in out.getvalue()
+
+
+def test_a_start_that_fails_for_another_reason_suggests_no_model(tmp_path):
+    import asyncio
+
+    from mp13chat import ChatConfig
+
+    not_a_file = tmp_path / "folder.db"
+    not_a_file.mkdir()
+    app, out = _app_in_code(tmp_path, ChatConfig(session=str(not_a_file)))
+    assert asyncio.run(app.run_async()) == 1
+    text = " ".join(out.getvalue().split())
+    assert "error:" in text and "folder.db" in text
+    assert "knows by name" not in text  # model names only when the model was not found
