@@ -12,6 +12,7 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 from mp13_context.testing import FakeEngine, FakeReply
+from mp13_toolbox import ToolCall
 from mp13chat._completer import CommandCompleter
 
 
@@ -306,3 +307,19 @@ def test_prompt_preview_when_the_template_repeats_the_message(make_chat):
     empty = {"role": "user", "content": ""}
     text = engine.format_prompt(attrs.evolve(request, messages=(*request.messages, empty)))
     assert f"prompt ({engine.count_tokens(text)} tokens + your message)" in out
+
+
+def test_a_tool_result_cut_by_the_toolbox_says_so(make_chat):
+    def report() -> str:
+        """A long report."""
+        return "line of the report " * 40
+
+    engine = FakeEngine()
+    engine.script(FakeReply(tool_calls=[ToolCall("report", {}, id="r1")]), "summarised")
+    h = make_chat(engine, app_kwargs={"tools": [report]})
+    h.app.toolbox.max_output_chars = 60
+    out = h.run("the report please")
+    assert "report → result (truncated)" in out
+    [result] = [n.turn for n in h.app.cursor.path() if n.turn and n.turn.role.value == "tool"]
+    assert result.tool_results[0].truncated
+    assert "echo" not in out and "summarised" in out
