@@ -524,3 +524,11 @@ def test_ids_typed_by_their_first_letters_and_long_titles_cut_at_a_word(make_cha
     h.run(f"/goto {first_reply[:8]}")
     assert h.app.cursor.node_id == first_reply
     assert h.app.cursor.turn.text.startswith("echo: Explain")
+
+
+def test_the_prompt_renders_even_when_the_session_cannot_say_where_we_are(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("/title mine")
+    assert h.app.prompt_text()[0][1].startswith("[mine @")
+    h.app.session.close()  # e.g. closed under the REPL by a wrapper app's command
+    assert h.app.prompt_text() == [("class:prompt.branch", ""), ("class:prompt", "> ")]

@@ -168,3 +168,32 @@ def test_a_start_that_fails_for_another_reason_suggests_no_model(tmp_path):
     text = " ".join(out.getvalue().split())
     assert "error:" in text and "folder.db" in text
     assert "knows by name" not in text  # model names only when the model was not found
+
+
+def test_aclose_stops_background_work_and_closes_the_rest_when_one_close_fails(make_chat):
+    import asyncio
+
+    h = make_chat(FakeEngine())
+    closed: list[str] = []
+
+    def failing_close() -> None:
+        raise RuntimeError("the lamp's socket is stuck")
+
+    async def remember_close() -> None:
+        closed.append("lamp log")
+
+    async def forever() -> None:
+        await asyncio.sleep(3600)
+
+    h.app.own(remember_close)
+    h.app.own(failing_close)  # closed first: newest first
+    task = h.call(_started_in_background(h.app, forever()))
+    h.close()
+    assert task.cancelled()
+    assert closed == ["lamp log"]
+    assert h.app.session.closed
+    assert "error: RuntimeError: the lamp's socket is stuck" in h.out.getvalue()
+
+
+async def _started_in_background(app, work):
+    return app.background(work)
