@@ -171,3 +171,12 @@ def test_python_dash_m_mp13chat_is_the_console_script(monkeypatch, capsys):
         runpy.run_module("mp13chat", run_name="__main__")
     assert exit_.value.code == 0
     assert "--model" in capsys.readouterr().out
+
+
+def test_a_parameter_the_engine_refuses_ends_the_answer_with_status_1(run_main, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"params": {"top_p": 5.0}}))
+    engine = FakeEngine()
+    status, out, err = run_main(["-p", "hi"], engine, tty=True)
+    assert (status, out) == (1, "")
+    assert "top_p=5.0; top_p must be a number in (0, 1]" in " ".join(err.split())
+    assert engine.requests == []  # nothing was sent
