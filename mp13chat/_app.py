@@ -248,7 +248,7 @@ class ChatApp:
             return False
         return True
 
-    def _catalog(self) -> ModelCatalog | None:
+    def _catalog(self) -> ModelCatalog:
         return self.model_catalog if self.model_catalog is not None else engine_catalog()
 
     async def start(self) -> None:

@@ -110,7 +110,9 @@ def next_prompt(repl: Repl, message: str | None = None) -> NextPrompt:
         return NextPrompt(text, "", message, engine.count_tokens(text))
     before, found, after = text.partition(_SENTINEL)
     if not found or _SENTINEL in after:  # the template moved the message: show it as is
-        before, after = text.replace(_SENTINEL, SLOT), ""
+        # Counted without the message, like the prompt around a single slot below.
+        tokens = engine.count_tokens(text.replace(_SENTINEL, ""))
+        return NextPrompt(text.replace(_SENTINEL, SLOT), "", None, tokens)
     tokens = engine.count_tokens(before) + (engine.count_tokens(after) if after else 0)
     return NextPrompt(before, after, None, tokens)
 

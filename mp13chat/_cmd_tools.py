@@ -185,14 +185,13 @@ SCOPE: Command[Repl] = group_command(
 def tools_approval(repl: Repl, line: CommandLine) -> None:
     """Set a tool's approval policy; 'default' = by risk, 'forget' = drop always/never."""
     name, policy = line.require_words("a tool name and a policy", 2, 2)
+    if policy not in POLICIES:  # checked here: the toolbox's message names None, not default
+        raise UsageError(f"unknown approval policy {policy!r}; use one of: {', '.join(POLICIES)}")
     if policy == "forget":
         repl.toolbox.remember(name, None)
         render.print_ok(repl.console, f"{name}: remembered answer forgotten")
         return
-    try:
-        repl.toolbox.set_approval(name, None if policy == "default" else policy)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    repl.toolbox.set_approval(name, None if policy == "default" else policy)
     render.print_ok(repl.console, f"{name}: approval {policy}")
 
 

@@ -51,12 +51,10 @@ class ModelChoice:
     demo: bool = False  # the built-in demo model (trained to show a tool round)
 
 
-def engine_catalog() -> ModelCatalog | None:
-    """``mp13_engine.models`` when this build has it, else None."""
-    try:
-        from mp13_engine import models
-    except ImportError:
-        return None
+def engine_catalog() -> ModelCatalog:
+    """``mp13_engine.models`` (shipped in the same distribution as mp13chat)."""
+    from mp13_engine import models
+
     catalog: ModelCatalog = models  # the module satisfies the protocol
     return catalog
 

@@ -39,10 +39,8 @@ def short(node_id: str | None) -> str:
 
 
 def resolve_id(prefix: str, ids: Iterable[str], what: str = "node") -> str:
-    """The one id in ``ids`` starting with ``prefix``; ``UsageError`` otherwise."""
-    prefix = prefix.strip()
-    if not prefix:
-        raise UsageError(f"give a {what} id (or its first letters)")
+    """The one id in ``ids`` starting with ``prefix``; ``UsageError`` otherwise.
+    ``prefix`` is a command's text from ``CommandLine.require_text``: stripped, never empty."""
     matches = sorted({i for i in ids if i.startswith(prefix)})
     if len(matches) == 1:
         return matches[0]
@@ -208,10 +206,9 @@ class _Drawing:
             header = container.add(self._item(node, star))
             self.chain(header, node, skip_first=True)
             return
-        label = Text(branch_tag(node), style="mp13.info")
-        if star:
-            label.append(f" {STAR}", style="mp13.ok")
-        self.chain(container.add(label), node)
+        # Never starred: the main line's child is the column's continuation unless it is
+        # a hub (both take the newest open child, main line first), and hubs are shown.
+        self.chain(container.add(Text(branch_tag(node), style="mp13.info")), node)
 
     def chain(self, container: Tree, node: Node | None, *, skip_first: bool = False) -> None:
         """Draw ``node`` and its continuation down one column of ``container``; every

@@ -169,3 +169,31 @@ def test_every_branch_adapter_change_says_what_the_branch_uses_now(make_chat, en
         "this branch uses mine",
         "this branch uses the engine's default adapters",
     ]
+
+
+def test_a_broken_adapter_in_the_folder_is_named_at_start_and_the_rest_load(
+    make_chat, engine, saved, tmp_path
+):
+    import shutil
+
+    folder = tmp_path / "adapters"
+    shutil.copytree(saved / "mine", folder / "mine")
+    (folder / "broken").mkdir()
+    (folder / "broken" / "adapter_config.json").write_text("{not json")
+    h = make_chat(engine)
+    out = " ".join(h.console.file.getvalue().split())
+    assert f"adapters from {folder}: mine" in out
+    assert "adapter broken not loaded:" in out
+    assert [a.name for a in engine.adapters.list()] == ["mine"]
+    # a folder given by its full path loads under its own name
+    out = h.run(f"/adapters load {saved / 'mine'} again")
+    assert "loaded again (rank 2)" in out
+
+
+def test_no_adapters_folder_or_another_engine_loads_nothing(make_chat, engine, saved, tmp_path):
+    from mp13_context.testing import FakeEngine
+
+    found = discover(engine.adapters, tmp_path / "none", "any")
+    assert found.loaded == () and found.failed == ()
+    h = make_chat(FakeEngine(), app_kwargs={"config_path": saved.parent / "config.json"})
+    assert "adapters from" not in h.console.file.getvalue()

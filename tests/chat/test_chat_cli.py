@@ -271,3 +271,21 @@ def test_public_names_are_pinned():
         "register_tool",
     ]
     assert all(hasattr(mp13chat, name) for name in mp13chat.__all__)
+
+
+def test_a_max_new_tokens_that_is_no_number_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse_cli(["--max-new-tokens", "many"])
+    assert exit_.value.code == 2
+    assert "--max-new-tokens: expected a whole number, got 'many'" in capsys.readouterr().err
+
+
+def test_stdin_for_a_one_shot_question_must_exist_and_need_not_be_a_file():
+    with pytest.raises(UsageError, match="-p - reads the question from standard input, but"):
+        one_shot_question(parse_cli(["-p", "-"]), None)
+
+    class Reader:  # a stream without isatty (a wrapper's own object) counts as piped
+        def read(self) -> str:
+            return "from a reader"
+
+    assert one_shot_question(parse_cli([]), Reader()) == "from a reader"

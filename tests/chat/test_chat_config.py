@@ -65,3 +65,9 @@ def test_underscore_keys_are_ignored(tmp_path):
     data["_note"] = "mine"
     (tmp_path / "c.json").write_text(json.dumps(data))
     assert load_config(tmp_path / "c.json").stream is False
+
+
+def test_a_config_file_that_is_no_object_is_refused(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps(["model", "tiny"]))
+    with pytest.raises(ChatConfigError, match=r"must hold a JSON object, not \['model', 'tiny'\]"):
+        load_config(tmp_path / "c.json")

@@ -5,6 +5,7 @@ and the scrollback gets the whole reply once."""
 from __future__ import annotations
 
 import io
+import time
 import types
 
 from rich.console import Console
@@ -94,3 +95,29 @@ def test_reasoning_after_reply_text_ends_the_live_area_first():
     before = text[: text.rindex("thinking again")]
     shown = before[before.rfind("\x1b[2K") + len("\x1b[2K") :]  # after the live area went
     assert "bold" in shown and "**" not in shown  # the reply was printed as markdown first
+
+
+def test_the_live_area_is_redrawn_as_text_arrives_and_not_for_nothing():
+    console, out = _terminal(height=20)
+    live = LiveMarkdown(console, fps=1000)
+    live.append("- item 1\n")
+    for i in range(2, 5):
+        time.sleep(0.1)  # longer than a redraw of a short reply waits
+        live.append(f"- item {i}\n")
+        assert f"item {i}" in out.getvalue()  # shown while streaming, before close
+    size = len(out.getvalue())
+    live.append("")
+    assert len(out.getvalue()) == size  # an empty delta draws nothing
+    assert live.close() == "".join(f"- item {i}\n" for i in range(1, 5))
+
+
+def test_reasoning_streamed_before_the_reply_ends_its_line_first():
+    for console, out in (_terminal(), (Console(file=io.StringIO(), width=40), None)):
+        out = out or console.file
+        view = _view(console, markdown=console.is_terminal, show_reasoning=True)
+        view(Event(kind=EventKind.REASONING, text="thinking"))
+        view(Event(kind=EventKind.TEXT, text="the answer"))
+        view.end_line()
+        text = out.getvalue()
+        assert "thinking\n" in text
+        assert text.index("thinking") < text.rindex("the answer")

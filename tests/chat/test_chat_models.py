@@ -155,3 +155,16 @@ def test_an_uncached_hub_id_suggests_download_and_the_known_names(tmp_path, tiny
     assert "--download fetches someone/not-cached-model" in text
     assert "demo, tiny, smollm2-135m" in text
     assert "/error" not in text
+
+
+def test_on_a_terminal_a_slow_start_step_shows_a_spinner_that_goes_away():
+    from mp13chat._startup import with_progress
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=60, color_system=None)
+    assert asyncio.run(with_progress(console, "loading the model", lambda: 42)) == 42
+    assert "loading the model" in out.getvalue()  # shown while it ran
+    assert out.getvalue().endswith("\x1b[2K")  # then its line erased (transient)
+    plain = Console(file=io.StringIO())
+    assert asyncio.run(with_progress(plain, "loading the model", lambda: 7)) == 7
+    assert plain.file.getvalue() == ""  # elsewhere nothing: no blank lines in a log

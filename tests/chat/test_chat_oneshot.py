@@ -130,3 +130,53 @@ def test_console_script_one_shot_on_the_tiny_model(tmp_path):
     )
     assert failed.returncode == 1 and failed.stdout == ""
     assert "error:" in failed.stderr
+
+
+def test_an_answer_not_streamed_is_printed_once(run_main, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"stream": False}))
+    status, out, _ = run_main(["-p", "hello there"], FakeEngine(), tty=True)
+    assert (status, out) == (0, "echo: hello there\n")
+
+
+def test_an_engine_that_raises_exits_1_with_its_error(run_main):
+    engine = FakeEngine([FakeReply(raise_exc=RuntimeError("the GPU fell off the bus"))])
+    status, out, err = run_main(["-p", "hi"], engine, tty=True)
+    assert (status, out) == (1, "")
+    assert "the GPU fell off the bus" in err
+
+
+def test_the_repl_from_main_a_failed_start_and_ctrl_c_while_starting(
+    run_main, tmp_path, monkeypatch
+):
+    status, out, _ = run_main(["--model", str(tmp_path / "no-such-model")], tty=True)
+    out = " ".join(out.split())
+    assert status == 1  # the REPL never started
+    assert "no-such-model' does not exist" in out
+    assert "models mp13chat knows by name: demo, tiny" in out
+
+    async def interrupted(self):
+        raise KeyboardInterrupt  # what Ctrl+C while the model loads does
+
+    monkeypatch.setattr(ChatApp, "start", interrupted)
+    status, _, err = run_main([], FakeEngine(), tty=True)
+    assert status == 130
+    assert "mp13chat: interrupted" in err
+
+
+def test_python_dash_m_mp13chat_is_the_console_script(monkeypatch, capsys):
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", ["mp13chat", "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("mp13chat", run_name="__main__")
+    assert exit_.value.code == 0
+    assert "--model" in capsys.readouterr().out
+
+
+def test_a_parameter_the_engine_refuses_ends_the_answer_with_status_1(run_main, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"params": {"top_p": 5.0}}))
+    engine = FakeEngine()
+    status, out, err = run_main(["-p", "hi"], engine, tty=True)
+    assert (status, out) == (1, "")
+    assert "top_p=5.0; top_p must be a number in (0, 1]" in " ".join(err.split())
+    assert engine.requests == []  # nothing was sent

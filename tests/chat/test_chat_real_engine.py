@@ -42,7 +42,6 @@ def _has_steps(job):
     return True
 
 
-@pytest.mark.slow
 def test_train_start_watch_interrupt_and_cancel(make_chat, tiny_engine, tmp_path):
     data = tmp_path / "data.jsonl"
     rows = [
@@ -67,3 +66,107 @@ def test_train_start_watch_interrupt_and_cancel(make_chat, tiny_engine, tmp_path
     # the engine still serves
     out = h.run("/set max_new_tokens 4", "still alive?")
     assert "4 tokens" in out
+
+
+def _dataset(path, rows=4):
+    lines = [
+        {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": "a"}]}
+        for i in range(rows)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in lines))
+    return path
+
+
+def _rows(out):
+    """The rows of a printed table, keyed by their first cell."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) > 1:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_train_an_adapter_then_list_use_add_and_save_it(make_chat, tiny_engine, tmp_path):
+    data = _dataset(tmp_path / "data.jsonl")
+    h = make_chat(tiny_engine, params={"max_new_tokens": 2})
+    out = " ".join(h.run("/train watch", "/train start fact", "/train cancel").split())
+    assert out.count("error: no training job in this run; /train start one") == 2
+    assert "error: give the adapter name and the dataset file; usage: /train start NAME" in out
+    out = " ".join(h.run(f"/train start fact {data} max_steps").split())
+    assert "write options as key=value (e.g. max_steps=50), got 'max_steps'" in out
+    assert h.app.training_job is None
+    out = " ".join(h.run(f"/train start fact {data} max_steps=2 batch_size=2 lora_r=4").split())
+    saved = tmp_path / "adapters" / "fact"
+    assert "training done: adapter fact, 2 steps, final loss" in out
+    assert f"saved at {saved}; /adapters use fact" in out
+    assert (saved / "adapter_config.json").is_file()
+    # the finished job: /engine says so, /train cancel has nothing to stop, watch repeats
+    out = h.run("/engine", "/train cancel", "/train watch")
+    assert _rows(out)["training"] == ["fact: done"]
+    assert "the job has already finished" in out
+    assert "training done: adapter fact" in out
+    # the trained adapter is loaded: listed, used on a branch, saved elsewhere
+    out = h.run("/adapters")
+    assert _rows(out)["fact"][:3] == ["", "4", "trained"]  # used, rank, source
+    assert "q_proj" in _rows(out)["fact"][3]
+    assert "this branch uses the engine's default adapters" in out
+    out = h.run("/adapters base", "/adapters add fact", "/adapters list", "hello")
+    assert "this branch uses fact" in out
+    assert _rows(out)["fact"][0] == "here"
+    assert "adapters fact" in out  # the reply's footer names the adapter it ran with
+    tiny_engine.adapters.set_default(["fact"])
+    try:
+        out = h.run("/adapters default", "/adapters list")
+    finally:
+        tiny_engine.adapters.set_default([])
+    assert _rows(out)["fact"][0] == "here, default"
+    copy = tmp_path / "copy"
+    out = " ".join(h.run(f"/adapters save fact {copy}").split())
+    assert f"saved fact to {copy}" in out
+    assert (copy / "adapter_config.json").is_file()
+    h.run("/adapters unload fact")
+    assert "fact" not in tiny_engine.adapters
+    # a job that fails (here: it cannot save) says why when it ends; chatting goes on
+    (tmp_path / "afile").write_text("")
+    out = " ".join(
+        h.run(f"/train start lost {data} max_steps=1 output_dir={tmp_path}/afile/x").split()
+    )
+    assert "error: Training adapter 'lost' failed: NotADirectoryError" in out
+    assert "The engine keeps serving" in out and "training done" not in out
+    # what was trained stays loaded in the engine: it can be saved elsewhere
+    out = " ".join(h.run(f"/adapters save lost {tmp_path}/found").split())
+    assert f"saved lost to {tmp_path}/found" in out
+    h.run("/adapters unload lost")
+
+
+def test_ctrl_c_while_a_job_starts_keeps_the_job(make_chat, tiny_engine, tmp_path, monkeypatch):
+    import threading
+    import time
+
+    data = _dataset(tmp_path / "data.jsonl", rows=8)
+    entered = threading.Event()
+    train = tiny_engine.train
+
+    def slow_to_start(config):  # Ctrl+C lands while the job is being set up
+        entered.set()
+        time.sleep(0.3)
+        return train(config)
+
+    monkeypatch.setattr(tiny_engine, "train", slow_to_start)
+    h = make_chat(tiny_engine)
+    out = h.run(
+        f"/train start slow {data} max_steps=100000 batch_size=1 output_dir={tmp_path}/out",
+        interrupt_when=entered.is_set,
+        timeout=60,
+    )
+    assert "training started; /train watch, /train cancel" in out
+    job = h.app.training_job
+    assert job is not None and job.adapter == "slow"
+    out = " ".join(h.run(f"/train start second {data}").split())
+    assert "error: a job (slow) is running; /train cancel it or wait" in out
+    assert h.app.training_job is job
+    out = h.run("/train cancel", timeout=60)
+    assert job.done() and job.result().cancelled
+    assert out.count("training cancelled: adapter slow") == 1
+    tiny_engine.adapters.unload("slow")

@@ -463,3 +463,72 @@ def test_ctrl_c_stops_a_replay(make_chat):
     out = h.run("/replay slow", "/list", interrupt_after=0.5)
     assert "cancelled" in out
     assert "replay of" in out  # the loop went on: /list shows the partial replay
+
+
+def test_history_off_or_unwritable_keeps_it_in_memory_only(make_chat, tmp_path):
+    h = make_chat(FakeEngine(), history=False)
+    h.run("not kept")
+    assert not (tmp_path / "history").exists()
+    assert "not kept" in h.app._prompt.history.get_strings()  # Up still recalls it
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the config folder should be")
+    again = make_chat(FakeEngine(), app_kwargs={"config_path": blocked / "config.json"})
+    out = again.run("still chatting")
+    assert "echo: still chatting" in out
+    assert "still chatting" in again.app._prompt.history.get_strings()
+
+
+def test_blank_lines_ctrl_c_while_typing_and_ctrl_d_at_a_question(make_chat):
+    engine = FakeEngine()
+    call = ToolCall("calculator", {"expression": "1+1"}, id="c1")
+    engine.script(FakeReply(tool_calls=[call]), "not run then")
+    h = make_chat(engine)
+    h.app.toolbox.set_approval("calculator", "ask")
+    # blank lines send nothing; Ctrl+D at the approval question answers no
+    out = h.run("", "   ", "add", "\x04")
+    assert "calculator: no" in out and "declined" in out
+    tool_turn = [n.turn for n in h.app.cursor.path() if n.turn and n.turn.role.value == "tool"]
+    assert tool_turn[0].tool_results[0].is_error
+    assert engine.requests[0].messages[-1]["content"] == "add"  # the blanks sent nothing
+    # Ctrl+C while typing drops the line, and the prompt comes back
+    h.run("half typed\x03", "hi")
+    users = [n.turn.text for n in h.app.cursor.path() if n.turn and n.turn.role.value == "user"]
+    assert users == ["add", "hi"]
+
+
+def test_open_a_new_session_file_starts_a_conversation_there(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    h.run("in the old file")
+    fresh = tmp_path / "fresh.db"
+    h.run(f"/open {fresh}", "in the new file")
+    assert h.app.session.filename == str(fresh)
+    [only] = h.app.session.conversations()
+    assert h.app.cursor.conversation_id == only.id
+    assert turns(h.app) == [("user", "in the new file"), ("assistant", "echo: in the new file")]
+
+
+def test_ids_typed_by_their_first_letters_and_long_titles_cut_at_a_word(make_chat):
+    from collections import Counter
+
+    h = make_chat(FakeEngine())
+    h.run("Explain the difference between concurrency and parallelism in Python")
+    info = h.app.session.conversation(h.app.cursor.conversation_id)
+    assert info.title == "Explain the difference between concurrency and…"
+    h.run(*[f"message {i}" for i in range(9)])  # 19 nodes: two ids share a first letter
+    ids = [n.id for n in h.app.session.conversation_nodes(h.app.cursor.conversation_id)]
+    letter, count = Counter(i[0] for i in ids).most_common(1)[0]
+    assert count > 1
+    out = h.run(f"/goto {letter}")
+    assert f"node id '{letter}' is ambiguous (" in out and "type more of it" in out
+    first_reply = ids[2]
+    h.run(f"/goto {first_reply[:8]}")
+    assert h.app.cursor.node_id == first_reply
+    assert h.app.cursor.turn.text.startswith("echo: Explain")
+
+
+def test_the_prompt_renders_even_when_the_session_cannot_say_where_we_are(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("/title mine")
+    assert h.app.prompt_text()[0][1].startswith("[mine @")
+    h.app.session.close()  # e.g. closed under the REPL by a wrapper app's command
+    assert h.app.prompt_text() == [("class:prompt.branch", ""), ("class:prompt", "> ")]

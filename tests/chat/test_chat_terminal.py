@@ -88,3 +88,18 @@ def test_no_echo_leaves_pipes_and_missing_streams_alone(tmp_path):
         assert not changed
     with no_echo(sys.stdin) as changed:  # pytest's stdin is no terminal
         assert not changed or sys.stdin.isatty()
+
+
+def test_no_echo_leaves_a_stream_alone_that_claims_a_terminal_it_is_not(tmp_path):
+    class Claims:  # e.g. a wrapper's stdin proxy: says tty, its descriptor is a file
+        def __init__(self, stream):
+            self.stream = stream
+
+        def fileno(self):
+            return self.stream.fileno()
+
+        def isatty(self):
+            return True
+
+    with open(tmp_path / "f", "w") as stream, no_echo(Claims(stream)) as changed:
+        assert not changed

@@ -62,3 +62,22 @@ def test_argv_that_is_not_a_list_is_refused_not_split(argv):
 
     with pytest.raises(ChatError, match=r"argv is a list of command-line arguments"):
         ChatApp().main(argv)
+
+
+def test_register_tool_refuses_what_is_not_a_function():
+    with pytest.raises(ChatError, match=r"register_tool needs a function, got 42"):
+        register_tool(42)
+    with pytest.raises(ChatError, match=r"register_tool needs a function, got 'lookup'"):
+        register_tool(risk="high")("lookup")
+
+
+def test_a_registration_given_as_is_keeps_its_options():
+    from mp13chat import ChatApp
+
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return word
+
+    given = ToolRegistration(lookup, {"risk": "high"})
+    assert as_registration(given) is given
+    assert ChatApp(tools=[given]).take_pending_tools() == [given]

@@ -70,3 +70,19 @@ def test_show_here_after_fork_names_the_branch_in_words(make_chat):
     h.run("hi", "/fork side")
     out = h.run("/up", "/down")
     assert "⑂ fork side" in out and "fork_hub" not in out
+
+
+def test_an_empty_node_an_app_appended_is_drawn_in_words(make_chat):
+    from mp13_context import NodeKind
+
+    h = make_chat(FakeEngine())
+    h.run("one")
+    reply = h.app.cursor.node_id
+    empty = h.app.session.append(reply, NodeKind.PLACEHOLDER)  # e.g. by a wrapper app
+    h.run(f"/goto {reply}", "two")
+    out = h.run("/tree")
+    # the empty node is an older child of the reply: a branch with nothing to say
+    assert "echo: one\n" in out and "└── ⑂\n" in out
+    assert "placeholder" not in out
+    out = h.run(f"/goto {empty.id}")
+    assert out.strip() == f"{empty.id[:6]} ·"
