@@ -81,16 +81,12 @@ converter.register_structure_hook_func(_is_union, _structure_union)
 def _describe(exc: BaseException, tp: Any) -> str:
     """cattrs' words for ``exc``, plus its own message: a class's validator says what is wrong."""
     text = format_exception(exc, tp)
-    try:
-        detail = str(exc)
-    except Exception:  # an exception that cannot be shown adds nothing
-        detail = ""
+    detail = str(exc)
     return f"{text} ({detail})" if detail and detail not in text else text
 
 
 def error_text(exc: BaseException, path: str = "$") -> str:
-    """``cattrs.transform_error`` text for users instead of a raw exception group; ``path``
-    names what was structured (``$``: the whole value)."""
-    if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc, path, format_exception=_describe))
-    return f"{_describe(exc, None)} @ {path}"
+    """``cattrs.transform_error`` text for users instead of a raw exception group (any
+    other exception gets one line too); ``path`` names what was structured (``$``: the
+    whole value)."""
+    return "; ".join(cattrs.transform_error(exc, path, format_exception=_describe))
