@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import threading
 import time
 
@@ -82,6 +83,31 @@ def test_ctrl_c_on_the_calling_thread_still_stops_the_program():
     tb = raising_box("KeyboardInterrupt", timeout_s=None)
     with pytest.raises(KeyboardInterrupt):
         tb.execute(ToolCall("sync_tool"))
+
+
+def test_ctrl_c_while_execute_waits_stops_the_async_tool_too():
+    tb = Toolbox()
+    started, stopped = threading.Event(), threading.Event()
+
+    @tb.register(timeout_s=30)
+    async def wait_long() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            stopped.set()
+        return "late"
+
+    def press_ctrl_c() -> None:
+        started.wait(5)  # execute is waiting for the tool by now
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        tb.execute(ToolCall("wait_long"))
+    assert time.perf_counter() - t0 < 10  # not the tool's 30 s
+    assert stopped.wait(5)  # the tool was cancelled, not left running
 
 
 def test_an_argparse_tool_given_bad_arguments_gets_a_readable_error(capsys):
