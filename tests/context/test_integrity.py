@@ -123,7 +123,7 @@ def test_verify_names_each_kind_of_broken_link_and_unreadable_row(tmp_path):
     # A pop with nothing to pop (mp13 never records one) changes no settings when
     # folded again: only the hash names the edit.
     pop = '[{"kind":"adapters.pop","at":1.0}]'
-    _raw(path, "UPDATE nodes SET commands = ? WHERE id = ?", (pop, pa[10]))
+    _raw(path, "UPDATE nodes SET commands = ? WHERE id = ?", (pop, pa[4]))
     with Session.open(path) as session:
         found = [(p.node_id, p.message) for p in session.verify().problems]
     unreadable = "Expecting property name enclosed in double quotes"
@@ -134,19 +134,23 @@ def test_verify_names_each_kind_of_broken_link_and_unreadable_row(tmp_path):
         f"node {pa[3]} has no parent but is not the root of conversation {ca}",
     )
     assert found[3] == (
+        pa[4],
+        f"node {pa[4]} was altered outside mp13: its content does not match its hash",
+    )
+    assert found[4] == (
         pa[5],
         f"node {pa[5]}'s parent {pb[1]} is in another conversation ({cb})",
     )
-    assert found[4][0] == pa[7] and found[4][1].startswith(
+    assert found[5][0] == pa[7] and found[5][1].startswith(
         f"node {pa[7]}'s stored data is not readable JSON ({unreadable}"
     )
-    assert found[5] == (pa[9], f"node {pa[9]} has no hash (was it inserted outside mp13?)")
-    assert found[6][0] == pa[10] and "altered outside mp13" in found[6][1]  # its parent's hash
+    assert found[6] == (pa[9], f"node {pa[9]} has no hash (was it inserted outside mp13?)")
+    assert found[7][0] == pa[10] and "altered outside mp13" in found[7][1]  # its parent's hash
     # Unreadable commands: the hash cannot be recomputed, nor the settings folded.
-    assert found[7][0] == found[8][0] == pb[0]
-    assert found[7][1].startswith(f"node {pb[0]}'s stored data is not readable JSON")
-    assert found[8][1].startswith(f"node {pb[0]}'s commands or stored settings cannot be read")
-    assert len(found) == 9
+    assert found[8][0] == found[9][0] == pb[0]
+    assert found[8][1].startswith(f"node {pb[0]}'s stored data is not readable JSON")
+    assert found[9][1].startswith(f"node {pb[0]}'s commands or stored settings cannot be read")
+    assert len(found) == 10
 
 
 def test_appending_commands_to_a_childless_node_keeps_the_chain_valid(session):
