@@ -149,8 +149,8 @@ def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | No
         finished.set()
 
     run = ToolRun(target, report)
-    run.start()
     try:
+        run.start()  # inside: a Ctrl+C while the thread starts must stop the tool too
         if not finished.wait(timeout):
             run.cancel()
             if is_async:
