@@ -541,6 +541,7 @@ def test_a_sync_tool_that_returns_a_coroutine_gets_it_run():
 def test_a_timed_out_sync_tool_never_starts_the_coroutine_it_returns():
     box = Toolbox()
     started = []
+    release, returned = threading.Event(), threading.Event()
 
     async def work() -> str:
         started.append(True)
@@ -548,12 +549,16 @@ def test_a_timed_out_sync_tool_never_starts_the_coroutine_it_returns():
 
     @box.register(timeout_s=0.05)
     def slow() -> Any:
-        time.sleep(0.3)  # times out here, before its coroutine exists
-        return work()
+        release.wait(10)  # times out here, before its coroutine exists
+        coro = work()
+        returned.set()
+        return coro
 
     r = box.execute(ToolCall("slow"))
     assert r.is_error and "timed out after 0.05 s" in r.content
-    time.sleep(0.6)  # the abandoned thread has long returned its coroutine
+    release.set()
+    assert returned.wait(5)
+    time.sleep(0.2)  # the abandoned thread hands the coroutine to its own loop
     assert started == []
 
 
