@@ -99,10 +99,10 @@ def test_a_pattern_out_of_time_stops_all_checking_with_one_message():
     value = "a" * 30 + "!"
     # The later argument is not checked: the budget is spent.
     schema = {"type": "object", "properties": {"s": slow, "n": {"type": "integer"}}}
-    _, problems = validate(schema, {"s": value, "n": "x"}, budget_s=0.05)
+    _, problems = validate(schema, {"s": value, "n": "x"}, budget_s=0.3)
     assert len(problems) == 1 and "could not be checked against the pattern" in problems[0]
     # Inside anyOf the timeout is the answer, not "matches none of the allowed forms".
-    _, problems = validate({"anyOf": [slow, {"type": "integer"}]}, value, budget_s=0.05)
+    _, problems = validate({"anyOf": [slow, {"type": "integer"}]}, value, budget_s=0.3)
     assert len(problems) == 1 and "could not be checked against the pattern" in problems[0]
 
 
