@@ -17,6 +17,7 @@ import attrs
 import cattrs
 from cattrs.errors import BaseValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.v import format_exception
 
 from mp13_context._errors import SerializationError
 from mp13_context._model import Command, CommandKind, Node, Turn
@@ -35,8 +36,6 @@ def _unstructure_scope(scope: ToolsScope) -> dict[str, Any]:
 
 
 def _structure_scope(data: Any, _: type) -> ToolsScope:
-    if isinstance(data, ToolsScope):
-        return data
     return ToolsScope(dict(data.get("modes", {})), label=data.get("label", ""))
 
 
@@ -125,13 +124,22 @@ def unstructure(value: Any) -> Any:
     return converter.unstructure(value)
 
 
+def _describe(exc: BaseException, tp: Any) -> str:
+    """cattrs' words for ``exc``; for a value refused by a class's own check (a
+    ``ValueError``: a scope's empty pattern), that check's reason too."""
+    text = format_exception(exc, tp)
+    return f"{text} ({exc})" if isinstance(exc, ValueError) and str(exc) else text
+
+
 def structure(data: Any, cls: type[T]) -> T:
     """Structure ``data`` as ``cls``; shape errors become ``SerializationError``."""
     try:
         return converter.structure(data, cls)
     except Exception as exc:  # cattrs raises exception groups; show their readable text
         detail = (
-            "; ".join(cattrs.transform_error(exc)) if isinstance(exc, BaseValidationError) else exc
+            "; ".join(cattrs.transform_error(exc, format_exception=_describe))
+            if isinstance(exc, BaseValidationError)
+            else exc
         )
         raise SerializationError(
             f"data is not a valid {cls.__name__}: {detail}; "

@@ -48,14 +48,13 @@ def joined(parts: Sequence[Turn]) -> Turn:
     )
 
 
-def whole_turn(path: Sequence[Node]) -> Turn | None:
-    """The turn of the last node of ``path`` (root first) as the model sees it: a
-    continuation joined to the reply it continues. It carries that node's id;
-    ``None`` for a structural node."""
+def whole_turn(path: Sequence[Node]) -> Turn:
+    """The turn of the last node of ``path`` (root first; a turn node: every caller
+    passes one) as the model sees it: a continuation joined to the reply it
+    continues. It carries that node's id."""
     node = path[-1]
     turn = node.turn
-    if turn is None:
-        return None
+    assert turn is not None, "whole_turn needs a path that ends in a turn node"
     parts = [turn]
     if turn.role is Role.ASSISTANT and turn.continuation:
         for earlier in reversed(path[:-1]):

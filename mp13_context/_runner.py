@@ -152,7 +152,6 @@ class Exchange:
             if not go_on:
                 break
         final = whole_turn(self.session.path(reply))
-        assert final is not None
         await self.emit(EventKind.DONE, node_id=reply, turn=final)
         return final
 

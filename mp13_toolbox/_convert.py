@@ -8,7 +8,8 @@ from the validated JSON the model sent. Enums travel as their values.
 cattrs cannot structure unions of plain types (``int | str``) on its own; the
 hook below picks the first member whose JSON shape fits the value. The value
 was already validated against the tool's schema, so "fits" only has to choose,
-not to check.
+not to check. A value that no member takes (saved data, which nothing validated
+first) is an error, never passed on as it came.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import attrs
 import cattrs
+from cattrs.v import format_exception
 
 from mp13_toolbox._validate import IS_TYPE, TYPE_NAMES
 
@@ -59,21 +61,32 @@ def _fits(value: Any, tp: Any) -> bool:
 
 
 def _structure_union(value: Any, tp: Any) -> Any:
-    members = typing.get_args(tp)
-    for member in members:
+    failed: Exception | None = None
+    for member in typing.get_args(tp):
+        if value is None and member is type(None):
+            return None  # cattrs has no hook for NoneType itself
         if _fits(value, member):
             try:
                 return converter.structure(value, member)
-            except Exception:  # try the next member; the last resort is the raw value
-                continue
-    return value
+            except Exception as exc:  # try the next member
+                failed = exc
+    if failed is not None:
+        raise failed  # a member had the value's shape but refused it: its reason is the best
+    raise ValueError(f"{value!r} is none of {tp}")
 
 
 converter.register_structure_hook_func(_is_union, _structure_union)
 
 
-def error_text(exc: BaseException) -> str:
-    """``cattrs.transform_error`` text for users instead of a raw exception group."""
-    if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc))
-    return f"{type(exc).__name__}: {exc}"
+def _describe(exc: BaseException, tp: Any) -> str:
+    """cattrs' words for ``exc``, plus its own message: a class's validator says what is wrong."""
+    text = format_exception(exc, tp)
+    detail = str(exc)
+    return f"{text} ({detail})" if detail and detail not in text else text
+
+
+def error_text(exc: BaseException, path: str = "$") -> str:
+    """``cattrs.transform_error`` text for users instead of a raw exception group (any
+    other exception gets one line too); ``path`` names what was structured (``$``: the
+    whole value)."""
+    return "; ".join(cattrs.transform_error(exc, path, format_exception=_describe))

@@ -63,11 +63,10 @@ class Outcome:
     timed_out: bool = False  # it did not finish within its timeout; it was abandoned
 
     def unwrap(self) -> Any:
-        """The value, or raise the error (for callables that are not tools: approvers)."""
+        """The value, or raise the error (for callables that are not tools: approvers,
+        which run without a timeout, so there is no timed-out outcome to unwrap)."""
         if self.error is not None:
             raise self.error
-        if self.timed_out:
-            raise TimeoutError("the callable did not finish within its timeout")
         return self.value
 
 
@@ -150,8 +149,8 @@ def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | No
         finished.set()
 
     run = ToolRun(target, report)
-    run.start()
     try:
+        run.start()  # inside: a Ctrl+C while the thread starts must stop the tool too
         if not finished.wait(timeout):
             run.cancel()
             if is_async:

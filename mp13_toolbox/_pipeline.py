@@ -126,8 +126,8 @@ def prepare(
     checked = attrs.evolve(call, arguments=args)
     try:
         target = _target(host, tool, checked, view)
-    except Exception as exc:
-        return error_result(call, invalid_arguments(call.name, [error_text(exc)]))
+    except _ArgumentError as exc:
+        return error_result(call, invalid_arguments(call.name, [str(exc)]))
     run_timeout = None if timeout is None else max(timeout - spent, _MIN_RUN_S)
     return Plan(tool=tool, call=checked, target=target, timeout=timeout, run_timeout=run_timeout)
 
@@ -135,6 +135,10 @@ def prepare(
 def validation_budget_s(timeout: float | None) -> float:
     """Seconds a call's argument validation may take: the default, at most the timeout."""
     return DEFAULT_BUDGET_S if timeout is None else min(DEFAULT_BUDGET_S, timeout)
+
+
+class _ArgumentError(Exception):
+    """An argument that fits the schema but that its type refuses (a class's validator)."""
 
 
 def _target(
@@ -149,7 +153,10 @@ def _target(
     for key, value in call.arguments.items():
         tp = sig.params.get(key, inspect.Parameter.empty)  # **kwargs extras pass as sent
         if tp not in _PASSTHROUGH and value is not None:
-            value = converter.structure(value, tp)
+            try:
+                value = converter.structure(value, tp)
+            except Exception as exc:
+                raise _ArgumentError(error_text(exc, key)) from exc
         kwargs[key] = value
     if sig.context_param is not None:
         kwargs[sig.context_param] = ToolContext(toolbox=catalog, view=view, call=call)
@@ -191,7 +198,9 @@ def finish(
         return _failure(plan, outcome)
     value = outcome.value
     if isinstance(value, ToolResult):
-        text, is_error = value.content, value.is_error
+        # A ToolResult built by the tool is not checked: content that is not text is
+        # encoded like any other return value.
+        text, is_error = ex.output_text(value.content), value.is_error
     else:
         text, is_error = ex.output_text(value), False
     text, truncated = ex.cap(text, max_chars)

@@ -126,3 +126,16 @@ def test_turn_node_id_is_not_stored():
 def test_shape_errors_are_serialization_errors_with_readable_text():
     with pytest.raises(SerializationError, match="not a valid Turn"):
         structure({"role": "robot"}, Turn)
+
+
+def test_turn_sequences_take_none_or_a_single_string():
+    turn = Turn(role=Role.ASSISTANT, tool_calls=None, parse_errors="unclosed <tool_call>")
+    assert turn.tool_calls == () and turn.parse_errors == ("unclosed <tool_call>",)
+    assert loads(dumps(turn), Turn) == turn
+
+
+def test_a_refused_scope_says_why():
+    raw = {"kind": "tools.add", "scope": {"modes": {"": "silent"}}, "at": 1.0}
+    with pytest.raises(SerializationError) as err:
+        structure(raw, Command)
+    assert "a scope target must be a non-empty tool name or pattern: ''" in str(err.value)

@@ -21,7 +21,7 @@ from mp13_context import (
     SystemMode,
 )
 from mp13_context.testing import FakeEngine, FakeReply
-from mp13_engine import FinishReason
+from mp13_engine import Chunk, FinishReason
 from mp13_toolbox import ToolCall
 
 
@@ -80,6 +80,14 @@ def test_unknown_or_bad_params_are_refused_with_the_known_names(ctx):
         cur.params.set(temprature=0.1)
     with pytest.raises(CommandError, match="top_p"):
         cur.params.set(top_p=0)
+    # The context's own limits (not Request fields) are whole numbers with a floor.
+    for name, value, low in (("max_tool_calls", 0, 1), ("max_tool_rounds", True, 0)):
+        with pytest.raises(CommandError) as err:
+            cur.params.set(**{name: value})
+        assert str(err.value) == f"parameter {name} must be an integer >= {low}, got {value!r}"
+    with pytest.raises(CommandError, match="max_continuations must be an integer >= 0, got '2'"):
+        cur.params.set(max_continuations="2")
+    assert cur.settings.params == {}  # nothing refused was recorded
 
 
 def test_params_and_adapters_reach_the_request(ctx, engine):
@@ -556,3 +564,68 @@ def test_a_failing_batch_member_raises_after_the_others_finish(ctx, engine):
     replies = [ctx.cursor(at=u.id).children() for u in ctx.session.children(hub.id)]
     texts = sorted(r[0].turn.text for r in replies if r)
     assert texts == ["echo: one", "echo: three"]  # finished, not cut off
+
+
+def test_a_continuation_after_a_settings_change_is_still_one_reply(ctx, engine):
+    cur = ctx.cursor()
+    engine.script(FakeReply(text="Once upon", finish_reason=FinishReason.LENGTH))
+    cur.ask("story")
+    alt = cur.fork()
+    alt.ask("another story")  # the reply has a child now, so ...
+    cur.system.set("be brief")  # ... this command goes on a placeholder below it
+    assert cur.node.kind is NodeKind.PLACEHOLDER
+    engine.script(" a time.")
+    assert cur.continue_().text == "Once upon a time."
+    assert cur.turn.text == "Once upon a time."  # joined across the placeholder
+    assert contents(cur)[1:] == [("user", "story"), ("assistant", "Once upon a time.")]
+    roles = [t.role for t in cur.exchange()]  # the placeholder is no turn of the exchange
+    assert roles == [Role.USER, Role.ASSISTANT, Role.ASSISTANT]
+    assert repr(ctx) == "<ChatContext scope='default' session=':memory:'>"
+    assert sorted(map(id, ctx.cursors())) == sorted([id(cur), id(alt)])
+
+
+def test_navigation_and_continue_errors_say_what_to_do(ctx):
+    cur = ctx.cursor()
+    cur.ask("q")
+    with pytest.raises(CursorError, match=r"^this node has no children; ask something"):
+        cur.child()
+    cur.parent()  # on the user turn: nothing to continue
+    with pytest.raises(CursorError, match=r"^nothing to continue: the last turn here is not an"):
+        cur.continue_()
+
+    async def in_a_loop():  # the sync call runs on a helper thread: the error crosses back
+        cur.continue_()
+
+    with pytest.raises(CursorError, match=r"^nothing to continue"):
+        asyncio.run(in_a_loop())
+    with pytest.raises(ContextError, match=r"no toolbox on this context; pass ChatContext\("):
+        cur.tools.view()
+
+
+def test_closing_a_try_out_twice_is_harmless(ctx):
+    cur = ctx.cursor()
+    cur.ask("q")
+    t = cur.try_out()
+    t.ask("bad idea")
+    t.close()
+    t.close()
+    assert ctx.tryouts() == [] and ctx.session.node(t.hub_id).archived
+    assert cur.leaf().node_id == cur.node_id
+
+
+def test_an_engine_that_breaks_its_protocol_gives_a_recorded_error(ctx, engine):
+    cur = ctx.cursor()
+    engine.script(FakeReply(finish_reason=FinishReason.ERROR))  # an error without a message
+    turn = cur.ask("x")
+    assert turn.error == "the engine reported an error without a message"
+
+    class NoFinalChunk(FakeEngine):
+        async def astream(self, request):
+            yield Chunk(id=request.id, text="half a")
+
+    broken = ChatContext(ctx.session, engine=NoFinalChunk())
+    turn = broken.cursor().ask("y", on_event=lambda event: None)
+    assert turn.finish_reason is FinishReason.ERROR and turn.text == "half a"
+    assert turn.error == (
+        "engine failed: RuntimeError: the engine's stream ended without a final chunk"
+    )

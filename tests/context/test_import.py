@@ -173,7 +173,9 @@ def _turn_without_turn(doc):
 
 
 def _root_with_parent(doc):
-    ALPHA(doc)["kind"] = "root"
+    alpha = ALPHA(doc)
+    alpha["kind"] = "root"
+    del alpha["turn"]  # a root carries no turn: this must fail as a root with a parent
 
 
 def _bad_param(doc):
@@ -273,6 +275,21 @@ CORPUS = {
         SerializationError,
         "scope.modes",
     ),
+    "scope as text": (
+        _set([lambda d: root(d)["commands"][1], "scope", "everything"]),
+        SerializationError,
+        "commands[1].scope",
+    ),
+    "empty tool pattern": (
+        _set([lambda d: root(d)["commands"][1]["scope"]["modes"], "", "silent"]),
+        SerializationError,
+        "nodes[0]",
+    ),
+    "key that is not a string": (
+        _set([lambda d: TOOL_CALL(d)["turn"]["tool_calls"][0], "arguments", {1: "x"}]),
+        SerializationError,
+        "arguments",
+    ),
     "param of the wrong type": (_bad_param, SerializationError, "nodes[0]"),
     "unknown param": (_unknown_param, SerializationError, "nodes[0]"),
     "pop with nothing to pop": (_pop_nothing, SerializationError, "nodes[2]"),
@@ -344,6 +361,22 @@ def test_a_hostile_document_is_refused_and_changes_nothing(name, live, doc, tmp_
     cur = ChatContext(live, engine=FakeEngine()).cursor(info.id)
     assert cur.ask("still here?").text == "echo: still here?"
     assert live.verify().ok
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("root kind with a parent", "a ROOT node with a parent"),
+        ("scope as text", "expected a tools scope {'modes': {name: mode}, 'label': ...}"),
+        ("empty tool pattern", "a scope target must be a non-empty tool name or pattern: ''"),
+        ("key that is not a string", "a key of type"),
+    ],
+)
+def test_refusals_say_what_is_wrong(name, words, live, doc):
+    mutate, error, _ = CORPUS[name]
+    with pytest.raises(error) as caught:
+        live.import_document(mutate(copy.deepcopy(doc)), new_ids=True)
+    assert words in str(caught.value)
 
 
 def test_the_unmodified_document_imports(live, doc):
@@ -570,3 +603,30 @@ def test_import_document_accepts_session_data(live):
     report = fresh.import_document(session_data(live))
     assert report.verified and session_data(fresh) == session_data(live)
     fresh.close()
+
+
+def test_a_continuation_with_no_reply_before_it_stands_alone(live):
+    # Foreign data: a continuation right after the user turn joins nothing.
+    turn = {"role": "assistant", "text": "turn 1", "continuation": True}
+    report = live.import_document(chain_doc(2, last={"turn": turn}))
+    cur = ChatContext(live, engine=FakeEngine()).cursor(report.conversations[0])
+    assert cur.turn.text == "turn 1" and cur.turn.node_id == "n1"
+    assert cur.messages() == [
+        {"role": "user", "content": "turn 0"},
+        {"role": "assistant", "content": "turn 1"},
+    ]
+
+
+def test_an_import_reuses_settings_already_stored_in_the_file(tmp_path):
+    path, exported = tmp_path / "s.db", tmp_path / "e.json"
+    with Session.open(path) as session:
+        cur = ChatContext(session, engine=FakeEngine()).cursor()
+        cur.system.set("be brief")
+        cur.ask("hi")
+        session.export_json(exported)
+        states = session._store.read("SELECT id, data FROM states ORDER BY id")
+    with Session.open(path) as session:  # a fresh open: nothing cached yet
+        report = session.import_document(json.loads(exported.read_text()), new_ids=True)
+        copy_ = ChatContext(session, engine=FakeEngine()).cursor(report.conversations[0])
+        assert copy_.messages()[0] == {"role": "system", "content": "be brief"}
+        assert session._store.read("SELECT id, data FROM states ORDER BY id") == states

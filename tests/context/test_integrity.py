@@ -100,6 +100,59 @@ def test_verify_sees_edited_commands_moved_nodes_and_missing_parents(saved):
         assert session.verify(conv.id).checked == session.verify().checked
 
 
+def test_verify_names_each_kind_of_broken_link_and_unreadable_row(tmp_path):
+    path = tmp_path / "s.db"
+    with Session.open(path) as session:
+        ctx = ChatContext(session, engine=FakeEngine())
+        a = ctx.cursor(title="a")
+        for text in ("one", "two", "three", "four", "five"):
+            a.ask(text)
+        b = ctx.cursor(title="b")  # problems come in creation order: b's after a's
+        b.ask("other")
+        pa, pb = [n.id for n in session.path(a.node_id)], [n.id for n in session.path(b.node_id)]
+        ca, cb = (
+            session.path(a.node_id)[0].conversation_id,
+            session.path(b.node_id)[0].conversation_id,
+        )
+    _raw(path, "UPDATE nodes SET conversation_id = 'ghost' WHERE id = ?", (pa[1],))
+    _raw(path, "UPDATE nodes SET parent_id = NULL WHERE id = ?", (pa[3],))
+    _raw(path, "UPDATE nodes SET parent_id = ? WHERE id = ?", (pb[1], pa[5]))
+    _raw(path, "UPDATE nodes SET turn = '{not json' WHERE id = ?", (pa[7],))
+    _raw(path, "UPDATE nodes SET hash = '' WHERE id = ?", (pa[9],))
+    _raw(path, "UPDATE nodes SET commands = '[{' WHERE id = ?", (pb[0],))
+    # A pop with nothing to pop (mp13 never records one) changes no settings when
+    # folded again: only the hash names the edit.
+    pop = '[{"kind":"adapters.pop","at":1.0}]'
+    _raw(path, "UPDATE nodes SET commands = ? WHERE id = ?", (pop, pa[4]))
+    with Session.open(path) as session:
+        found = [(p.node_id, p.message) for p in session.verify().problems]
+    unreadable = "Expecting property name enclosed in double quotes"
+    assert found[0] == (pa[1], f"node {pa[1]} belongs to conversation ghost, which does not exist")
+    assert found[1] == (pa[2], f"node {pa[2]}'s parent {pa[1]} is in another conversation (ghost)")
+    assert found[2] == (
+        pa[3],
+        f"node {pa[3]} has no parent but is not the root of conversation {ca}",
+    )
+    assert found[3] == (
+        pa[4],
+        f"node {pa[4]} was altered outside mp13: its content does not match its hash",
+    )
+    assert found[4] == (
+        pa[5],
+        f"node {pa[5]}'s parent {pb[1]} is in another conversation ({cb})",
+    )
+    assert found[5][0] == pa[7] and found[5][1].startswith(
+        f"node {pa[7]}'s stored data is not readable JSON ({unreadable}"
+    )
+    assert found[6] == (pa[9], f"node {pa[9]} has no hash (was it inserted outside mp13?)")
+    assert found[7][0] == pa[10] and "altered outside mp13" in found[7][1]  # its parent's hash
+    # Unreadable commands: the hash cannot be recomputed, nor the settings folded.
+    assert found[8][0] == found[9][0] == pb[0]
+    assert found[8][1].startswith(f"node {pb[0]}'s stored data is not readable JSON")
+    assert found[9][1].startswith(f"node {pb[0]}'s commands or stored settings cannot be read")
+    assert len(found) == 10
+
+
 def test_appending_commands_to_a_childless_node_keeps_the_chain_valid(session):
     ctx = ChatContext(session, engine=FakeEngine())
     cur = ctx.cursor()
@@ -124,6 +177,7 @@ def test_migrating_a_file_without_hashes_computes_them(tmp_path):
         ("u2", "u1", "turn", 2, '{"role":"user","text":"second"}', 3.0),  # stored before its parent
         ("r1", None, "root", 0, None, 1.0),
         ("u1", "r1", "turn", 1, '{"role":"user","text":"first"}', 2.0),
+        ("u3", "u1", "turn", 2, "{not json", 4.0),  # unreadable: left without a hash
     ]
     for nid, parent, kind, depth, turn, at in rows:
         conn.execute(
@@ -133,7 +187,10 @@ def test_migrating_a_file_without_hashes_computes_them(tmp_path):
         )
     conn.close()
     with Session.open(path) as session:
-        assert session.verify().ok
+        problems = session.verify().problems
+        assert [p.node_id for p in problems] == ["u3"]
+        assert "u3's stored data is not readable JSON" in problems[0].message
+        assert session._store.read("SELECT hash FROM nodes WHERE id = 'u3'") == [("",)]
         root = row_hash("", "root", None, None, "", 1.0)
         first = row_hash(root, "turn", '{"role":"user","text":"first"}', None, "", 2.0)
         second = row_hash(first, "turn", '{"role":"user","text":"second"}', None, "", 3.0)
@@ -154,7 +211,14 @@ def test_export_carries_the_hashes(tmp_path, saved):
 # --- check: SQLite's quick check -----------------------------------------------------------
 
 
-def test_check_reports_damage_outside_the_header(tmp_path):
+@pytest.mark.parametrize(
+    ("damage", "finding"),
+    [
+        ("cells", ""),  # SQLite lists what it found
+        ("page header", "SQLite stopped checking"),  # SQLite gives up on the page: said so
+    ],
+)
+def test_check_reports_damage_outside_the_header(tmp_path, damage, finding):
     path = tmp_path / "s.db"
     with Session.open(path) as session:
         cur = ChatContext(session, engine=FakeEngine()).cursor()
@@ -171,14 +235,17 @@ def test_check_reports_damage_outside_the_header(tmp_path):
     data = bytearray(path.read_bytes())
     assert pageno > 1 and len(data) >= pageno * page
     start = (pageno - 1) * page
-    data[start + page // 2 : start + page] = b"\xa5" * (page // 2)
+    if damage == "cells":
+        data[start + page // 2 : start + page] = b"\xa5" * (page // 2)
+    else:
+        data[start : start + 8] = b"\xff" * 8
     path.write_bytes(bytes(data))
     with Session.open(path) as session:
         (info,) = session.conversations()  # the header and the tree still read fine...
         assert session.messages(info.head_id)
         report = session.check()  # ...but the damage is found without reading it by chance
         assert not report.ok and report.checked == len(data) // page
-        assert report.first.message
+        assert report.first.message and report.first.message.startswith(finding)
 
 
 # --- foreign files -------------------------------------------------------------------------

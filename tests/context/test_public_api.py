@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: MIT
 """The public surface of mp13_context is pinned."""
 
+import asyncio
+
 import pytest
 
 import mp13_context
 import mp13_context.testing
 from mp13_context import EngineClient
 from mp13_context.testing import FakeEngine
+from mp13_engine import Request
 
 
 def test_names_are_pinned():
@@ -110,3 +113,12 @@ def test_the_parameter_registry_is_read_only():
     with pytest.raises(TypeError):
         del mp13_context.PARAMS["seed"]
     assert "temperature" in mp13_context.PARAMS  # a live view of the registry
+
+
+def test_the_fake_engine_takes_raw_prompts_and_continuations():
+    engine = FakeEngine()
+    assert engine.format_prompt(Request(prompt="raw text")) == "raw text"
+    assert asyncio.run(engine.agenerate(Request(prompt="raw text"))).text == "echo: raw text"
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Once"}]
+    more = asyncio.run(engine.agenerate(Request(messages=messages, continue_final=True)))
+    assert more.text == " (more)"

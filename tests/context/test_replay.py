@@ -164,3 +164,36 @@ def test_replay_a_conversation_by_id_follows_the_main_line(session):
     assert [t.user_text for t in again.turns] == [t.user_text for t in report.turns]
     with pytest.raises(ContextError, match="needs the session"):
         replay(cur.conversation_id, engine=FakeEngine())
+
+
+def test_replay_refuses_without_its_source_session_or_an_engine(tmp_path, session):
+    cur = source_conversation(session)
+    other = Session.open(tmp_path / "other.db")
+    with pytest.raises(ContextError) as err:  # the id is not in `into` either
+        replay(cur.conversation_id, into=other, engine=FakeEngine())
+    assert str(err.value) == (
+        f"replay of conversation {cur.conversation_id} needs the session it is in: "
+        "replay(conv, session=source_session, into=..., engine=...)"
+    )
+    no_engine = ChatContext(session).cursor(cur.conversation_id)
+    with pytest.raises(
+        ContextError, match=r"^replay needs an engine: replay\(source, engine=\.\.\.\)$"
+    ):
+        replay(no_engine)
+    assert other.conversations() == []
+    other.close()
+
+
+def test_a_reply_that_now_ends_on_its_own_is_not_continued(session):
+    cur = source_conversation(session)  # "long tale" was cut and continued once
+
+    def complete(request):
+        reply = responder(request)
+        return FakeReply(text=reply.text, tool_calls=reply.tool_calls)  # never cut
+
+    engine = FakeEngine(responder=complete)
+    report = replay(cur, engine=engine, toolbox=toolbox())
+    long_turn = report.turns[-1]
+    assert long_turn.original_text == "a long story and the end."
+    assert long_turn.replayed_text == "a long story"
+    assert not any(r.continue_final for r in engine.requests)

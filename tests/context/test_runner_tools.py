@@ -216,3 +216,42 @@ def test_cancelling_during_a_tool_round_gives_every_call_a_result(tctx, engine, 
     assert [m["role"] for m in cur.messages()] == ["user", "assistant", "tool", "tool", "tool"]
     engine.script("fine")
     assert cur.ask("next").text == "fine"
+
+
+def test_reasoning_streams_as_events_and_is_kept_on_the_turn(tctx, engine):
+    engine.script(FakeReply(text="four", reasoning="two and two"))
+    events = []
+    turn = tctx.cursor().ask("2+2", on_event=events.append)
+    streamed = "".join(e.text for e in events if e.kind is EventKind.REASONING)
+    assert streamed == turn.reasoning == "two and two" and turn.text == "four"
+
+
+def test_cancel_while_tools_run_has_no_request_to_cancel(tctx, engine, toolbox):
+    cur = tctx.cursor()
+    answers = []
+
+    def look() -> str:
+        """Looks around."""
+        answers.append(cur.cancel())  # between requests: nothing in flight
+        return "seen"
+
+    toolbox.register(look)
+    engine.script(FakeReply(tool_calls=[call("look")]), "done")
+    assert cur.ask("look").text == "done"
+    assert answers == [False] and cur.exchange()[2].tool_results[0].content == "seen"
+
+
+def test_a_toolbox_that_raises_still_gives_the_call_a_result(session, engine):
+    class Broken(Toolbox):
+        async def aexecute(self, call, view=None, approval=None, budget=None):
+            raise RuntimeError("toolbox bug")
+
+    tb = Broken()
+    tb.register(add)
+    ctx = ChatContext(session, engine=engine, toolbox=tb)
+    engine.script(FakeReply(tool_calls=[ToolCall("add", {"a": 1, "b": 2}, id="c7")]), "sorry")
+    cur = ctx.cursor()
+    assert cur.ask("add").text == "sorry"
+    (result,) = cur.exchange()[2].tool_results
+    assert result.is_error and result.call_id == "c7"
+    assert result.content == "tool add failed: RuntimeError: toolbox bug"

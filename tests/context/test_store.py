@@ -11,6 +11,10 @@ import sqlean
 
 from mp13_context import (
     ChatContext,
+    Command,
+    CommandKind,
+    ContextError,
+    CursorError,
     ImportConflictError,
     NodeKind,
     NotFoundError,
@@ -282,3 +286,59 @@ def test_unknown_ids_raise_not_found(session):
         session.node("nope")
     with pytest.raises(NotFoundError, match="no conversation"):
         session.conversation("nope")
+
+
+def test_a_migration_that_fails_is_rolled_back_and_named(tmp_path):
+    path = tmp_path / "half.db"
+    conn = sqlean.connect(str(path), isolation_level=None)
+    migrate(conn, upto=2)
+    conn.execute("CREATE TABLE positions (x)")  # in the way of the next migration
+    conn.close()
+    with pytest.raises(StoreError) as err:
+        Session.open(path)
+    assert str(err.value) == (
+        f"{str(path)!r} is not a usable mp13 session file (table positions already exists); "
+        "pick another file name"
+    )
+    conn = sqlean.connect(str(path))
+    assert [r[0] for r in conn.execute("SELECT name FROM migrations")] == NAMES[:2]
+    conn.close()
+
+
+def test_tree_edits_that_cannot_apply_are_refused_or_harmless(session):
+    cur = ChatContext(session, engine=FakeEngine()).cursor()
+    cur.ask("q")
+    root, user, reply = session.path(cur.node_id)
+    with pytest.raises(CursorError) as err:
+        session.add_commands(user.id, [Command(kind=CommandKind.LOG, text="x")])
+    assert str(err.value) == (
+        f"node {user.id} already has children; record the commands on a new placeholder "
+        "child instead (cursors do this for you)"
+    )
+    assert session.set_main_line(root.id) == root  # a root has no siblings
+    for text in ("a", "b"):
+        cur.fork().ask(text)
+    first, second = session.children(reply.id)
+    session.set_main_line(first.id)
+    session.set_main_line(second.id)  # one main line among siblings
+    assert not session.node(first.id).main_line and session.node(second.id).main_line
+    with pytest.raises(ContextError) as err:
+        session.search("q", order="best")
+    assert str(err.value) == "search order must be 'recent' or 'rank', got 'best'"
+
+
+def test_a_damaged_file_resumes_at_the_root_and_names_a_missing_state(tmp_path):
+    path = tmp_path / "s.db"
+    with Session.open(path) as session:
+        cur = ChatContext(session, engine=FakeEngine()).cursor()
+        cur.ask("hello")
+        cid, root = cur.conversation_id, session.path(cur.node_id)[0].id
+        head = cur.node_id
+    conn = sqlean.connect(str(path), isolation_level=None)
+    conn.execute("UPDATE positions SET node_id = 'gone'")
+    conn.execute("DELETE FROM states WHERE id = (SELECT state_id FROM nodes WHERE id = ?)", (head,))
+    conn.close()
+    with Session.open(path) as session:
+        assert ChatContext(session, engine=FakeEngine()).cursor(cid).node_id == root
+        with pytest.raises(StoreError, match=r"state \d+ is missing from .*; the file is damaged"):
+            session.settings_at(head)

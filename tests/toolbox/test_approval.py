@@ -74,7 +74,16 @@ def test_approver_answers_and_remembered_decisions():
 
 @pytest.mark.parametrize(
     ("answer", "runs"),
-    [(True, True), (False, False), ("yes", True), ("y", True), ("no", False), ("maybe", False)],
+    [
+        (True, True),
+        (False, False),
+        ("yes", True),
+        ("y", True),
+        ("no", False),
+        ("maybe", False),
+        (None, False),  # an approver that forgot to return: declined, never run
+        (1, False),
+    ],
 )
 def test_one_off_answers_are_not_remembered(answer, runs):
     tb, _ = make()
@@ -111,8 +120,16 @@ def test_async_approver_from_both_twins_and_approver_errors():
     def broken(req):
         raise OSError("no terminal")
 
-    r = tb.execute(ToolCall("medium"), approval=broken)
-    assert r.is_error and "no terminal" in r.content
+    async def abroken(req):
+        await asyncio.sleep(0)
+        raise OSError("no terminal")
+
+    expected = "Approving the call of 'medium' failed (OSError('no terminal')); it was not run."
+    for approver_ in (broken, abroken):
+        r = tb.execute(ToolCall("medium"), approval=approver_)
+        assert r.is_error and r.content == expected
+        r = asyncio.run(tb.aexecute(ToolCall("medium"), approval=approver_))
+        assert r.is_error and r.content == expected
     assert ran == ["medium", "medium"]
 
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import attrs
 import pytest
@@ -103,6 +103,7 @@ def test_bad_arguments_are_reported_not_run(tb):
 
 
 def test_modes_decide_specs_and_execution(tb):
+    assert repr(tb) == "Toolbox(tools=['add', 'convert', 'secret', 'boom'])"  # all, any mode
     view = tb.view([ToolsScope({"boom": "disabled"})])
     names = [s["function"]["name"] for s in tb.specs(view)]
     assert names == ["add", "convert"]  # silent and disabled tools are not advertised
@@ -441,6 +442,124 @@ def test_union_arguments_pick_the_member_that_fits():
     assert box.execute(ToolCall("pick", {"v": 2.0})).content == "int:NoneType"
     assert box.execute(ToolCall("pick", {"v": "2", "opt": "c"})).content == "str:Unit"
     assert box.execute(ToolCall("pick", {"v": 1, "opt": {"value": 3}})).content == "int:Reading"
+
+
+@dataclasses.dataclass
+class Span:
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.end < self.start:
+            raise ValueError("end must not come before start")
+
+
+@attrs.define
+class Count:
+    n: int = attrs.field(validator=attrs.validators.ge(0))
+
+
+def test_union_members_of_every_kind_arrive_typed():
+    box = Toolbox()
+
+    @box.register
+    def pick(
+        when: Literal["now", "later"] | int,
+        size: Annotated[int, "pixels"] | str,
+        pair: tuple[int, int] | str,
+        extra: Any | None = None,
+        count: Count | int = 0,
+    ) -> str:
+        return repr((when, size, pair, extra, count))
+
+    args = {"when": "now", "size": 3, "pair": [1, 2], "extra": {"k": 1}, "count": 5}
+    assert box.execute(ToolCall("pick", args)).content == "('now', 3, (1, 2), {'k': 1}, 5)"
+    args = {"when": 4, "size": "big", "pair": "x", "count": {"n": 2}}
+    assert box.execute(ToolCall("pick", args)).content == "(4, 'big', 'x', None, Count(n=2))"
+
+
+def test_a_class_that_refuses_an_argument_tells_the_model_why():
+    # The value fits the schema, but the class's own check refuses it: the model is
+    # told which argument and the class's reason, and the tool is not run.
+    box = Toolbox()
+    ran = []
+
+    @box.register
+    def measure(span: Span, count: Count | None = None) -> str:
+        ran.append(span)
+        return "ok"
+
+    r = box.execute(ToolCall("measure", {"span": {"start": 3, "end": 1}}))
+    assert r.is_error and r.content == (
+        "Invalid arguments for tool 'measure': invalid value (end must not come before "
+        "start) @ span. Fix the arguments and call it again."
+    )
+    r = box.execute(ToolCall("measure", {"span": {"start": 1, "end": 3}, "count": {"n": -1}}))
+    assert r.is_error and "invalid value ('n' must be >= 0: -1) @ count" in r.content
+    assert ran == []
+    assert box.execute(ToolCall("measure", {"span": {"start": 1, "end": 3}})).content == "ok"
+
+
+def test_a_tool_result_whose_content_is_not_text_is_encoded():
+    box = Toolbox()
+
+    @box.register
+    def raw() -> ToolResult:
+        return ToolResult(name="raw", content={"n": 5}, is_error=True)  # type: ignore[arg-type]
+
+    for r in (box.execute(ToolCall("raw")), asyncio.run(box.aexecute(ToolCall("raw")))):
+        assert r.content == '{"n": 5}' and r.is_error
+
+
+def test_a_bug_inside_the_toolbox_is_an_error_result_not_a_crash(tb, monkeypatch):
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr("mp13_toolbox._pipeline.finish", broken)
+    expected = (
+        "Tool 'add' could not be run because of an internal error (RuntimeError('a bug of ours'))."
+    )
+    call = ToolCall("add", {"a": 1}, id="c1")
+    for r in (tb.execute(call), asyncio.run(tb.aexecute(call))):
+        assert r.is_error and r.call_id == "c1" and r.content == expected
+
+
+def test_a_sync_tool_that_returns_a_coroutine_gets_it_run():
+    box = Toolbox(default_timeout_s=None)  # no timeout: a sync tool runs inline
+
+    async def later(n: int) -> int:
+        await asyncio.sleep(0)
+        return n * 2
+
+    @box.register
+    def deferred(n: int) -> Any:
+        return later(n)
+
+    assert box.execute(ToolCall("deferred", {"n": 21})).content == "42"
+
+
+def test_a_timed_out_sync_tool_never_starts_the_coroutine_it_returns():
+    box = Toolbox()
+    started = []
+    release, returned = threading.Event(), threading.Event()
+
+    async def work() -> str:
+        started.append(True)
+        return "late"
+
+    @box.register(timeout_s=0.05)
+    def slow() -> Any:
+        release.wait(10)  # times out here, before its coroutine exists
+        coro = work()
+        returned.set()
+        return coro
+
+    r = box.execute(ToolCall("slow"))
+    assert r.is_error and "timed out after 0.05 s" in r.content
+    release.set()
+    assert returned.wait(5)
+    time.sleep(0.2)  # the abandoned thread hands the coroutine to its own loop
+    assert started == []
 
 
 def test_an_abandoned_tool_thread_never_blocks_process_exit():

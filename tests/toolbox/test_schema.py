@@ -185,6 +185,87 @@ def test_unsupported_annotations_say_what_to_do():
         function_spec(h)
 
 
+@dataclasses.dataclass
+class Tree:
+    label: str
+    child: Tree | None = None
+
+
+@attrs.define
+class Counted:
+    n: int
+    seen: int = attrs.field(init=False, default=0)
+
+
+@dataclasses.dataclass
+class Tally:
+    n: int
+    seen: int = dataclasses.field(init=False, default=0)
+
+
+def test_bare_containers_nullable_literals_and_fields_set_by_the_class():
+    def f(
+        mode: Literal["x", "y"] | None = None,
+        xs: list = [],  # noqa: B006 - a default the schema records
+        opts: dict = {},  # noqa: B006
+        a: Counted | None = None,
+        b: Tally | None = None,
+    ) -> None: ...
+
+    p = params(f)["properties"]
+    assert p["mode"] == {"type": ["string", "null"], "enum": ["x", "y", None], "default": None}
+    assert p["xs"] == {"type": "array", "default": []}
+    assert p["opts"] == {"type": "object", "default": {}}
+    # A field the class sets itself (init=False) is no argument.
+    for name in ("a", "b"):
+        record = p[name]["anyOf"][0]
+        assert record["properties"] == {"n": {"type": "integer"}}
+        assert record["required"] == ["n"]
+
+
+def test_types_that_cannot_become_a_schema_say_what_to_do():
+    def recursive(t: Tree) -> None: ...
+
+    with pytest.raises(ToolRegistrationError) as err:
+        function_spec(recursive)
+    assert "parameter 't'.child.child" in str(err.value)
+    assert "type nesting is deeper than 8 levels (recursive type?)" in str(err.value)
+
+    Unresolved = dataclasses.make_dataclass("Unresolved", [("x", "NotDefinedAnywhere")])
+
+    def forward(u: object) -> None: ...
+
+    forward.__annotations__["u"] = Unresolved
+    with pytest.raises(ToolRegistrationError) as err:
+        function_spec(forward)
+    assert str(err.value) == (
+        "tool 'forward', parameter 'u': cannot resolve the annotations of Unresolved: "
+        "name 'NotDefinedAnywhere' is not defined; define the types it refers to at module level"
+    )
+
+    def hinted(x: int) -> None: ...
+
+    hinted.__annotations__["x"] = "NotImportable"
+    with pytest.raises(ToolRegistrationError) as err:
+        function_spec(hinted)
+    assert str(err.value).startswith("cannot resolve the type hints of 'hinted': name ")
+    assert "make sure every name used in its annotations is importable" in str(err.value)
+
+    with pytest.raises(ToolRegistrationError) as err:
+        function_spec(max, name="biggest")  # a builtin without a readable signature
+    assert str(err.value).startswith("cannot read the signature of 'biggest': ")
+    assert str(err.value).endswith("wrap it in a def with typed parameters")
+
+    def positional(x: int, /) -> None: ...
+
+    with pytest.raises(ToolRegistrationError) as err:
+        function_spec(positional)
+    assert str(err.value) == (
+        "tool 'positional': positional-only parameter 'x' cannot be passed by name; "
+        "remove the '/' from its signature"
+    )
+
+
 def test_parse_docstring_handles_missing_and_odd_docs():
     assert parse_docstring(None).description == ""
     doc = parse_docstring("Only a summary.")

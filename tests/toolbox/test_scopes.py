@@ -170,5 +170,12 @@ def test_unknown_names_are_not_callable_and_modes_accept_strings():
     assert view.mode("ghost") is None
     assert ToolsScope({"calc": "disabled"}) == ToolsScope({"calc": ToolMode.DISABLED})
     assert hash(ToolsScope({"a": "silent"})) == hash(ToolsScope({"a": ToolMode.SILENT}))
+    assert ToolsScope(None) == ToolsScope({}) and ToolsView(None).modes == {}
+    # Views are values: equal views hash alike, whatever the order of their modes.
+    views = {
+        ToolsView({"a": "silent", "b": "advertised"}),
+        ToolsView({"b": "advertised", "a": "silent"}),
+    }
+    assert views == {ToolsView({"a": ToolMode.SILENT, "b": ToolMode.ADVERTISED})}
     with pytest.raises(ValueError, match="advertised, silent, disabled"):
         ToolsScope({"calc": "hidden"})

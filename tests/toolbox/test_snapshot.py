@@ -141,3 +141,28 @@ def test_malformed_snapshot_raises_a_readable_error(data):
         ToolboxSnapshot.from_dict(data)
     with pytest.raises(ToolSnapshotError, match="not valid JSON"):
         ToolboxSnapshot.from_json("{")
+
+
+def test_saved_settings_of_the_wrong_type_are_refused_not_restored():
+    # These once came back as saved ('x' as the output cap), and every later call of
+    # the restored toolbox raised instead of returning a result.
+    good = Toolbox(builtins=["calculator"]).snapshot().to_dict()
+    with pytest.raises(ToolSnapshotError) as err:
+        ToolboxSnapshot.from_dict({**good, "max_output_chars": "x"})
+    assert str(err.value) == (
+        "toolbox snapshot is malformed: invalid value for type, expected int | None "
+        "('x' is none of int | None) @ $.max_output_chars; pass data made by "
+        "ToolboxSnapshot.to_dict()"
+    )
+    tools = [{**good["tools"][0], "timeout_s": "soon"}]
+    with pytest.raises(ToolSnapshotError, match=r"expected float \| None .* @ \$\.tools\[0\]"):
+        ToolboxSnapshot.from_dict({**good, "tools": tools})
+    assert ToolboxSnapshot.from_dict(good) == Toolbox(builtins=["calculator"]).snapshot()
+
+
+def test_restore_takes_functions_as_a_name_map():
+    tb = Toolbox()
+    tb.register(weather, name="forecast")
+    restored = Toolbox.from_snapshot(tb.snapshot(), functions={"forecast": weather})
+    assert restored.unresolved() == []
+    assert restored.execute(ToolCall("forecast", {"city": "Oslo"})).content == "Oslo:1"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
+import sys
 import threading
 import time
 
@@ -82,6 +84,47 @@ def test_ctrl_c_on_the_calling_thread_still_stops_the_program():
     tb = raising_box("KeyboardInterrupt", timeout_s=None)
     with pytest.raises(KeyboardInterrupt):
         tb.execute(ToolCall("sync_tool"))
+
+
+def waiting_in(thread_id: int) -> list[str]:
+    """The functions of a thread's stack while it blocks in a ``wait``, innermost first."""
+    frame = sys._current_frames().get(thread_id)
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return names if names[:1] == ["wait"] else []
+
+
+def test_ctrl_c_while_execute_waits_stops_the_async_tool_too():
+    tb = Toolbox()
+    started, stopped = threading.Event(), threading.Event()
+
+    @tb.register(timeout_s=60)
+    async def wait_long() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+        return "late"
+
+    def press_ctrl_c() -> None:
+        started.wait(5)
+        main = threading.main_thread().ident
+        assert main is not None
+        deadline = time.monotonic() + 5
+        # Until execute blocks waiting for the tool (not, say, in Thread.start's own wait).
+        while time.monotonic() < deadline and "call_blocking" not in waiting_in(main):
+            time.sleep(0.001)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        tb.execute(ToolCall("wait_long"))
+    assert time.perf_counter() - t0 < 30  # not the tool's 60 s
+    assert stopped.wait(5)  # the tool was cancelled, not left running
 
 
 def test_an_argparse_tool_given_bad_arguments_gets_a_readable_error(capsys):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import collections
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,6 +61,49 @@ def test_enum_anyof_ranges_and_strings():
     assert "argument 'n': must be <= 3, got 9" in text
     assert "argument 'either'" in text and "matches none" in text
     assert "does not match the pattern" in text
+
+
+def test_const_allof_extra_schema_and_lower_bounds():
+    assert validate({"const": "v1"}, "v2")[1] == ['the arguments: must be "v1", got "v2"']
+    # allOf: every part applies, and the integer normalisation carries through.
+    both = {"allOf": [{"type": "integer"}, {"minimum": 3}]}
+    assert validate(both, 4.0) == (4, [])
+    assert validate(both, 2.0)[1] == ["the arguments: must be >= 3, got 2"]
+    # additionalProperties as a schema checks (and normalises) every extra key.
+    counts = {"type": "object", "additionalProperties": {"type": "integer"}}
+    fixed, problems = validate(counts, {"a": 1, "b": "x", "c": 2.0})
+    assert fixed == {"a": 1, "b": "x", "c": 2} and isinstance(fixed["c"], int)
+    assert problems == ["argument 'b': expected integer, got string \"x\""]
+    assert validate({"minItems": 2}, [1])[1] == ["the arguments: needs at least 2 items, got 1"]
+    short = validate({"minLength": 3}, "ab")[1]
+    assert short == ["the arguments: needs at least 3 characters, got 2"]
+
+
+def test_values_from_python_callers_are_named_by_their_json_kind():
+    # execute() is also called from Python, where arguments may hold tuples, dict
+    # subclasses or values JSON cannot encode: the message still names what was sent.
+    assert validate({"type": "string"}, (1, 2))[1] == [
+        "the arguments: expected string, got array [1, 2]"
+    ]
+    ordered = collections.OrderedDict(a=1)
+    assert validate({"type": "integer"}, ordered)[1] == [
+        'the arguments: expected integer, got object {"a": 1}'
+    ]
+    assert validate({"type": "string"}, {1, 2})[1] == [
+        "the arguments: expected string, got set {1, 2}"
+    ]
+
+
+def test_a_pattern_out_of_time_stops_all_checking_with_one_message():
+    slow = {"type": "string", "pattern": "^(a|a)*$"}
+    value = "a" * 30 + "!"
+    # The later argument is not checked: the budget is spent.
+    schema = {"type": "object", "properties": {"s": slow, "n": {"type": "integer"}}}
+    _, problems = validate(schema, {"s": value, "n": "x"}, budget_s=0.3)
+    assert len(problems) == 1 and "could not be checked against the pattern" in problems[0]
+    # Inside anyOf the timeout is the answer, not "matches none of the allowed forms".
+    _, problems = validate({"anyOf": [slow, {"type": "integer"}]}, value, budget_s=0.3)
+    assert len(problems) == 1 and "could not be checked against the pattern" in problems[0]
 
 
 def test_unknown_keywords_and_types_are_ignored():
