@@ -134,19 +134,24 @@ class Cursor:
         """Exactly the messages the next request from here sends."""
         return self.session.messages(self.node_id)
 
-    def request(self, **overrides: Any) -> Request:
-        """The engine ``Request`` the next reply from here would send."""
+    def request(self, message: str | None = None, **overrides: Any) -> Request:
+        """The engine ``Request`` the next reply from here would send; with ``message``,
+        the reply to that user message (what ``ask(message)`` sends). Records nothing."""
         params = {**self.overrides, **validate_params(overrides)}
-        return request_at(self.session, self.scope_state.toolbox, self.node_id, params)
+        ask = None if message is None else _prompt(message)
+        return request_at(self.session, self.scope_state.toolbox, self.node_id, params, ask=ask)
 
-    def prompt(self, **overrides: Any) -> str:
-        """The exact prompt text the engine would feed the model for the next reply."""
-        return self.scope_state.require_engine().format_prompt(self.request(**overrides))
+    def prompt(self, message: str | None = None, **overrides: Any) -> str:
+        """The exact prompt text the engine would feed the model for the next reply (to
+        ``message``, when given)."""
+        request = self.request(message, **overrides)
+        return self.scope_state.require_engine().format_prompt(request)
 
-    def count_tokens(self) -> int:
-        """Tokens the engine feeds for the next reply from here (its ``count_tokens`` of
-        ``request()``: message text that spells control tokens counts as text)."""
-        return self.scope_state.require_engine().count_tokens(self.request())
+    def count_tokens(self, message: str | None = None) -> int:
+        """Tokens the engine feeds for the next reply from here (to ``message``, when
+        given): its ``count_tokens`` of ``request()``; message text that spells control
+        tokens counts as text."""
+        return self.scope_state.require_engine().count_tokens(self.request(message))
 
     def exchange(self) -> list[Turn]:
         """The turns from the last user turn down to here (each with its ``node_id``)."""

@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mp13_context._errors import CursorError
 from mp13_context._settings import (
     REQUEST_PARAMS,
     RUNNER_DEFAULTS,
     EffectiveSettings,
     changed_params,
 )
+from mp13_context._text import scrub
 from mp13_engine import Request
 from mp13_toolbox import Toolbox, ToolsView
 
@@ -45,6 +47,7 @@ def request_at(
     overrides: Mapping[str, Any],
     *,
     continue_final: bool = False,
+    ask: str | None = None,
 ) -> Request:
     """The request for the next reply after node ``node_id``: the path's messages under
     its effective settings, the tools its scope layers advertise (none without a
@@ -53,10 +56,19 @@ def request_at(
 
     With ``continue_final`` the last message is the assistant reply to go on with;
     a reply that showed no text yet (only reasoning) has no message, so it
-    continues from an empty one.
+    continues from an empty one. With ``ask`` it is the reply to that user message
+    (what ``Cursor.ask(ask)`` would send). A node with no message yet (no system
+    message, no turn) and no ``ask`` has nothing to reply to: ``CursorError``.
     """
     settings = session.settings_at(node_id)
     messages = session.messages(node_id)
+    if ask is not None:
+        messages = [*messages, {"role": "user", "content": scrub(ask)}]
+    if not messages and not continue_final:
+        raise CursorError(
+            "there is nothing to reply to here yet (no system message and no turn); "
+            "give the next user message, e.g. cursor.request('hi') or cursor.prompt('hi')"
+        )
     if continue_final and (not messages or messages[-1].get("role") != "assistant"):
         messages = [*messages, {"role": "assistant", "content": ""}]
     params = run_params(settings, overrides)

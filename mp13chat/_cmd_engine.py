@@ -102,10 +102,7 @@ def next_prompt(repl: Repl, message: str | None = None) -> NextPrompt:
     system message, tools and parameters, plus the new user message). Without a
     message, where it would go is cut out and the tokens around it counted."""
     engine = repl.engine
-    request = repl.cursor.request()
-    content = message if message is not None else _SENTINEL
-    user = {"role": "user", "content": content}
-    text = engine.format_prompt(attrs.evolve(request, messages=(*(request.messages or ()), user)))
+    text = engine.format_prompt(repl.cursor.request(message if message is not None else _SENTINEL))
     if message is not None:
         return NextPrompt(text, "", message, engine.count_tokens(text))
     before, found, after = text.partition(_SENTINEL)

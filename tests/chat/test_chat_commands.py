@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import attrs
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
@@ -278,12 +277,23 @@ def test_prompt_with_a_message_shows_it_in_place_and_counts_it(make_chat):
     h = make_chat(engine)
     h.run("hello")
     out = h.run("/prompt what is 2+2?")
-    request = h.app.cursor.request()
-    user = {"role": "user", "content": "what is 2+2?"}
-    text = engine.format_prompt(attrs.evolve(request, messages=(*request.messages, user)))
+    text = h.app.cursor.prompt("what is 2+2?")
     assert f"prompt ({engine.count_tokens(text)} tokens)" in out
     assert "what is 2+2?" in _panel(out) and "‹your message›" not in out
     assert len(engine.requests) == 1  # shown, never sent
+
+
+def test_prompt_and_tokens_on_a_new_conversation_without_a_system_message(make_chat):
+    """Nothing is recorded yet: the preview is the prompt around the first message (it
+    failed with 'invalid Request.messages=[]')."""
+    engine = FakeEngine()
+    h = make_chat(engine)
+    out = h.run("/prompt", "/tokens", "/prompt first words")
+    assert "invalid" not in out and "error" not in out.lower()
+    assert "‹your message›" in out and "first words" in out
+    empty = engine.count_tokens(h.app.cursor.prompt(""))
+    assert f"prompt ({empty} tokens + your message)" in out
+    assert engine.requests == []  # shown, never sent
 
 
 def test_prompt_preview_when_the_template_repeats_the_message(make_chat):
@@ -303,9 +313,7 @@ def test_prompt_preview_when_the_template_repeats_the_message(make_chat):
     assert shown.count("‹your message›") == 2
     assert shown.endswith("(you asked: ‹your message›)")
     # the count is of the prompt without the message, not of the slot's own words
-    request = h.app.cursor.request()
-    empty = {"role": "user", "content": ""}
-    text = engine.format_prompt(attrs.evolve(request, messages=(*request.messages, empty)))
+    text = engine.format_prompt(h.app.cursor.request(""))
     assert f"prompt ({engine.count_tokens(text)} tokens + your message)" in out
 
 

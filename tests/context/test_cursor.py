@@ -498,6 +498,29 @@ def test_prompt_and_token_count_use_the_engine(ctx):
     assert cur.count_tokens() == FakeEngine().count_tokens(cur.prompt())
 
 
+def test_the_next_request_to_a_message_is_previewed_without_recording_it(ctx):
+    """request/prompt/count_tokens(message) show the reply to a message not yet sent,
+    also on a new conversation, which has nothing to reply to without one."""
+    cur = ctx.cursor()
+    with pytest.raises(CursorError, match=r"nothing to reply to here yet.*cursor\.request\('hi'\)"):
+        cur.request()
+    with pytest.raises(CursorError, match="nothing to reply to"):
+        cur.prompt()
+    assert cur.request("hi").messages == ({"role": "user", "content": "hi"},)
+    assert cur.prompt("hi", temperature=0.5).endswith(
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert cur.count_tokens("hi") == FakeEngine().count_tokens(cur.prompt("hi"))
+    assert cur.path()[-1].turn is None  # nothing was recorded
+    with pytest.raises(CursorError, match="a prompt is a string"):
+        cur.request(5)
+    cur.ask("hi")
+    preview = cur.request("again")
+    cur.ask("again")
+    assert ctx.engine.requests[-1].messages == preview.messages  # what ask then sent
+    assert preview.messages[-1] == {"role": "user", "content": "again"}
+
+
 def test_log_and_api_calls_are_recorded_but_change_nothing(ctx):
     cur = ctx.cursor()
     settings = cur.settings
