@@ -338,3 +338,53 @@ def test_a_job_that_fails_mid_run_leaves_the_engine_as_it_was(
     # and a new job on the same name trains normally
     assert engine.train(_cfg(tmp_path, name, max_steps=2)).result(timeout=120).steps == 2
     engine.adapters.unload(name)
+
+
+def test_epochs_grad_accum_and_resume_latest(engine, tmp_path):
+    """No max_steps: epochs over the rows set the length; "latest" resumes the newest checkpoint."""
+    out = tmp_path / "shared-out"
+    with pytest.raises(TrainingError, match=r'resume_from="latest" but .* has no checkpoints'):
+        engine.train(
+            _cfg(tmp_path, "early", max_steps=None, output_dir=str(out), resume_from="latest")
+        )
+    assert "early" not in engine.adapters
+    # 4 rows, 2 a micro-batch, 2 micro-batches a step: one step an epoch.
+    first = engine.train(
+        _cfg(
+            tmp_path,
+            "ep1",
+            max_steps=None,
+            epochs=2,
+            batch_size=2,
+            grad_accum=2,
+            checkpoint_every=1,
+            target_modules="q_proj",
+            output_dir=str(out),
+        )
+    )
+    assert first.adapter == "ep1" and first.total_steps == 2
+    assert [e.step for e in first.events(timeout=120) if e.kind == "step"] == [1, 2]
+    assert first.result(60).steps == 2
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-1", "step-2"]
+    more = engine.train(
+        _cfg(
+            tmp_path,
+            "ep2",
+            max_steps=None,
+            epochs=3,
+            batch_size=2,
+            grad_accum=2,
+            target_modules="q_proj",
+            output_dir=str(out),
+            resume_from="latest",
+        )
+    )
+    assert more.total_steps == 3
+    assert [e.step for e in more.events(timeout=120) if e.kind == "step"] == [3]
+    assert more.result(60).steps == 3
+    assert engine.adapters.get("ep2").targets == ("q_proj",)
+
+
+def test_train_refuses_what_is_not_a_training_config(engine):
+    with pytest.raises(ConfigError, match=r"engine\.train needs a TrainingConfig, got dict"):
+        engine.train({"adapter": "x", "dataset": ROWS})
