@@ -17,6 +17,7 @@ from mp13_engine import (
     Engine,
     EngineConfig,
     FinishReason,
+    ModelLoadError,
     ModelNotFoundError,
     NotCausalLMError,
     Request,
@@ -85,10 +86,86 @@ def test_config_json_errors_name_the_problem(tmp_path):
         EngineConfig.from_json(tmp_path / "missing.json")
 
 
+def test_config_errors_say_what_to_fix(tmp_path):
+    bad = tmp_path / "bad.json"
+    for text, needle in [
+        ("{model: m}", "is not valid JSON"),
+        ('["model", "m"]', "must hold a JSON object of EngineConfig fields"),
+    ]:
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=needle) as info:
+            EngineConfig.from_json(bad)
+        assert str(bad) in str(info.value)  # the message names the file
+    bad.write_text('{"device": "cpu"}')
+    with pytest.raises(ConfigError, match=r"EngineConfig\.model is required"):
+        EngineConfig.from_json(bad)
+    config = EngineConfig(model="m", device="cpu")
+    assert config.replace(max_batch_size=3) == EngineConfig(
+        model="m", device="cpu", max_batch_size=3
+    )
+    with pytest.raises(ConfigError, match=r"unknown EngineConfig field.* max_batchsize"):
+        config.replace(max_batchsize=3)
+    assert config.max_batch_size == 8  # replace made a copy
+    with pytest.raises(ConfigError, match=r"Engine\.load needs a model"):
+        Engine.load(device="cpu")
+    with pytest.raises(ConfigError, match=r"Engine\.load got int; give an EngineConfig"):
+        Engine.load(5)
+
+
+def test_broken_model_directories_name_the_missing_part(tiny_model_path, tmp_path):
+    import shutil
+
+    def broken(name, *, remove=(), write=None):
+        copy = tmp_path / name
+        shutil.copytree(tiny_model_path, copy)
+        for file in remove:
+            (copy / file).unlink()
+        for file, text in (write or {}).items():
+            (copy / file).write_text(text)
+        return str(copy)
+
+    stray = tmp_path / "weights.bin"
+    stray.write_bytes(b"not a model")
+    cases = [
+        (ModelNotFoundError, "is a file, but mp13 loads a model directory", str(stray)),
+        (
+            ModelLoadError,
+            "cannot read the model config in .*config.json",
+            broken("config", write={"config.json": "{not json"}),
+        ),
+        (
+            ModelNotFoundError,
+            "cannot read the weights in .*check the directory is complete",
+            broken("weights", remove=["model.safetensors"]),
+        ),
+        (
+            ModelLoadError,
+            "cannot load the tokenizer in .*the directory needs tokenizer files",
+            broken("tokenizer", write={"tokenizer.json": "{oops"}),
+        ),
+    ]
+    for error, needle, path in cases:
+        with pytest.raises(error, match=needle):
+            Engine.load(path, device="cpu")
+
+
+def test_attention_implementation_is_passed_to_transformers(tiny_model_path):
+    with pytest.raises(ModelLoadError, match="needs a missing package: FlashAttention2"):
+        Engine.load(str(tiny_model_path), device="cpu", attn_implementation="flash_attention_2")
+    with Engine.load(model=str(tiny_model_path), device="cpu", attn_implementation="eager") as eng:
+        assert eng.model.config._attn_implementation == "eager"
+        eager = eng.generate("hi", max_new_tokens=4).raw_text
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        assert eng.generate("hi", max_new_tokens=4).raw_text == eager
+
+
 def test_load_from_config_object_and_kwargs_agree(tiny_model_path):
-    cfg = EngineConfig(model=str(tiny_model_path), device="cpu", max_batch_size=2)
-    with Engine.load(cfg) as a, Engine.load(str(tiny_model_path), device="cpu") as b:
-        assert a.config.max_batch_size == 2
+    cfg = EngineConfig(model=str(tiny_model_path), device="cpu", max_batch_size=4)
+    with (
+        Engine.load(cfg, max_batch_size=2) as a,
+        Engine.load(str(tiny_model_path), device="cpu") as b,
+    ):
+        assert a.config.max_batch_size == 2 and cfg.max_batch_size == 4
         assert b.config.max_batch_size == 8
         ra = a.generate("hi", max_new_tokens=4)
         rb = b.generate("hi", max_new_tokens=4)
