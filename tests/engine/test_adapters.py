@@ -359,3 +359,43 @@ def test_reweighting_a_combination_is_served_with_the_new_weights(
         fresh.adapters.combine(["a", "b"], [2.0, -1.0])
         assert reweighted == fresh.generate(request).raw_text
     assert reweighted != first
+
+
+def test_adapter_directories_of_other_shapes(engine, adapter_dirs, tmp_path):
+    """A legacy ``adapter_model.bin`` adapter serves like its safetensors twin; a directory
+    with no weights, a broken or non-LoRA config is refused with what to do, and a damaged
+    mp13 metadata file is ignored (it only records where the adapter came from)."""
+    import shutil
+
+    from peft import IA3Config
+    from safetensors.torch import load_file
+
+    legacy = tmp_path / "legacy"
+    shutil.copytree(adapter_dirs / "a", legacy)
+    weights = legacy / "adapter_model.safetensors"
+    torch.save(load_file(weights), legacy / "adapter_model.bin")
+    weights.unlink()
+    (legacy / METADATA_FILE).write_text("{not json")
+    engine.adapters.load("a")
+    assert engine.adapters.load(legacy, name="legacy").rank == 4
+    same = [engine.generate(_req(PROMPTS[0], [name])).raw_text for name in ("a", "legacy")]
+    assert same[0] == same[1]
+
+    empty = tmp_path / "empty"
+    shutil.copytree(legacy, empty)
+    (empty / "adapter_model.bin").unlink()
+    broken = tmp_path / "broken"
+    shutil.copytree(adapter_dirs / "a", broken)
+    (broken / "adapter_config.json").write_text("{oops")
+    ia3 = tmp_path / "ia3"
+    IA3Config(target_modules=["q_proj"], feedforward_modules=[]).save_pretrained(ia3)
+    cases = [
+        (empty, "has no adapter_model.safetensors or"),
+        (broken, "Cannot read the adapter config in .*It must be a PEFT adapter directory"),
+        (ia3, "is a IA3 adapter; mp13 serves LoRA adapters only"),
+    ]
+    for directory, needle in cases:
+        with pytest.raises(AdapterError, match=needle):
+            engine.adapters.load(directory, name="bad")
+        assert "bad" not in engine.adapters
+    assert sorted(info.name for info in engine.adapters.list()) == ["a", "legacy"]

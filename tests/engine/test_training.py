@@ -98,6 +98,9 @@ def test_events_and_saved_adapter(engine, tmp_path):
     assert meta["base_model"] and meta["model_type"]
     assert PeftConfig.from_pretrained(str(tmp_path / "ev")).r == 8
     assert list(job.events()) == events  # a late consumer sees the same history
+    # Saving the trained adapter again over its folder keeps what training recorded.
+    assert engine.adapters.save("ev", tmp_path / "ev") == tmp_path / "ev"
+    assert json.loads((tmp_path / "ev" / METADATA_FILE).read_text()) == meta
 
 
 def test_same_seed_same_loss(engine, tmp_path):
