@@ -207,6 +207,47 @@ def test_asyncio_task_cancel_cancels_agenerate_and_astream(engine):
     assert engine.metrics().finish_reasons["cancelled"] == before + 2
 
 
+def test_ctrl_c_in_generate_and_cancelling_agenerate_many_cancel_their_requests(engine):
+    import signal
+    import threading
+
+    def wait_gone(ids):
+        deadline = time.monotonic() + 30
+        while any(i in engine._inflight for i in ids) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert not any(i in engine._inflight for i in ids)
+
+    before = engine.metrics().finish_reasons.get("cancelled", 0)
+    pair = [Request(prompt=p, max_new_tokens=LONG, min_new_tokens=LONG) for p in ("a", "b")]
+    main_thread = threading.main_thread().ident
+
+    def press_ctrl_c():  # a real SIGINT to the main thread, as a terminal sends it
+        _wait_tokens(engine, pair[1].id, 2)
+        signal.pthread_kill(main_thread, signal.SIGINT)
+
+    ctrl_c = threading.Thread(target=press_ctrl_c)
+    ctrl_c.start()
+    with pytest.raises(KeyboardInterrupt):
+        engine.generate_many(pair)
+    ctrl_c.join()
+    wait_gone([r.id for r in pair])
+    assert engine.metrics().finish_reasons.get("cancelled", 0) == before + 2
+
+    async def main():
+        many = [Request(prompt=p, max_new_tokens=LONG, min_new_tokens=LONG) for p in ("c", "d")]
+        task = asyncio.create_task(engine.agenerate_many(many))
+        while len(getattr(engine._inflight.get(many[1].id), "tokens", ())) < 2:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return [r.id for r in many]
+
+    wait_gone(asyncio.run(main()))
+    assert engine.metrics().finish_reasons.get("cancelled", 0) == before + 4
+    assert engine.generate("still serving", max_new_tokens=2).ok
+
+
 def test_cancel_unknown_id_is_false(engine):
     assert engine.cancel("no-such-request") is False
 
