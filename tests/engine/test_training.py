@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 
 import pytest
 
@@ -118,6 +119,8 @@ def test_bad_input_fails_before_any_step(engine, tmp_path):
         (DatasetError, "row 1", {"dataset": [ROWS[0], {"question": "?"}]}),
         (ConfigError, "qkv_proj", {"target_modules": ["q_proj", "qkv_proj"]}),
         (TrainingError, "max_seq_len", {"max_seq_len": 8, "overflow": "drop"}),
+        # Cut to 8 tokens, no row keeps an assistant token to learn from.
+        (TrainingError, r"No training row fits max_seq_len=8 .*\(4 dropped\)", {"max_seq_len": 8}),
     ]
     for error, needle, fields in cases:
         with pytest.raises(error, match=needle):
@@ -136,6 +139,9 @@ def test_request_completes_while_job_runs_and_cancel(engine, tmp_path):
     assert first.kind == "step"
     response = engine.generate("Hello", max_new_tokens=4)
     assert response.ok and not job.done()
+    with pytest.raises(TimeoutError, match="no training event within 0 s"):
+        for _ in job.events(timeout=0):  # every event so far, then none within 0 s
+            pass
     job.cancel()
     result = job.result(timeout=60)
     assert result.cancelled and 1 <= result.steps < 100_000
@@ -154,6 +160,26 @@ def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
     with pytest.raises(TrainingError, match="not a training checkpoint"):
         engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path)))
     assert "r3" not in engine.adapters
+    damaged = tmp_path / "damaged"
+    shutil.copytree(checkpoint, damaged)
+    (damaged / "trainer_state.pt").write_bytes(b"not a torch file")
+    with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*damaged"):
+        engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
+    shutil.copy(checkpoint / "trainer_state.pt", damaged / "trainer_state.pt")
+    (damaged / "adapter_model.safetensors").write_bytes(b"garbage!garbage")
+    with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*header"):
+        engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
+    assert "r4" not in engine.adapters
+
+
+def test_a_diverging_loss_stops_the_job_with_advice(engine, tmp_path):
+    job = engine.train(_cfg(tmp_path, "boom", max_steps=6, learning_rate=1e30))
+    with pytest.raises(
+        TrainingError, match=r"The loss became (nan|inf) at step \d+\. Lower learning_rate"
+    ):
+        job.result(120)
+    assert "boom" not in engine.adapters
+    assert engine.generate("hello", max_new_tokens=3).ok
 
 
 def test_validation_split_and_overflow_counts(engine, tmp_path):
