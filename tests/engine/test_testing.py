@@ -75,6 +75,26 @@ def test_unknown_family_or_size_is_a_config_error(
     assert "chatml" in str(info.value) or "tiny" in str(info.value)
 
 
+def test_bad_build_settings_are_refused_before_anything_is_written(tmp_path: pathlib.Path) -> None:
+    from mp13_engine.testing import FamilySpec
+
+    for std in (0, -0.1, float("nan")):
+        with pytest.raises(ConfigError, match="init_std must be a positive float, got"):
+            build_tiny_model(tmp_path / "m", init_std=std)
+    assert not (tmp_path / "m").exists()
+    with pytest.raises(ValueError, match=r"family 'odd': \['</s>'\] must be listed in control"):
+        FamilySpec(
+            name="odd",
+            model_type="llama",
+            template="chatml.jinja",
+            control_tokens=("<pad>",),
+            markup_tokens=(),
+            eos_token="</s>",
+            pad_token="<pad>",
+            end_of_turn=(),
+        )
+
+
 @pytest.mark.parametrize("family", TINY_FAMILIES)
 def test_family_loads_offline_and_generates(tiny_model_factory, family: str) -> None:
     path = tiny_model_factory(family)
