@@ -325,3 +325,34 @@ def test_prompt_completion_and_text_masks(tiny_model_path):
     assert _runs(tok, rendered) == [f" 4{tok.eos_token}"]
     text = render_example(tok, to_example("r", {"text": "plain words"}))
     assert all(text.mask) and tok.decode(text.ids) == f"plain words{tok.eos_token}"
+
+
+def test_chat_rows_a_template_cannot_render_say_why(tiny_model_path):
+    from transformers import AutoTokenizer
+
+    from mp13_engine import ChatTemplateError
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    chat = to_example("r", CHAT)
+    tok.chat_template = None
+    with pytest.raises(ChatTemplateError, match="no chat template.*Use prompt/completion or text"):
+        render_example(tok, chat)
+    tok.chat_template = "{{ raise_exception('Conversation roles must alternate') }}"
+    with pytest.raises(DatasetError, match="could not render a training chat: Conversation roles"):
+        render_example(tok, chat)
+
+
+def test_a_chat_that_opens_with_the_assistant_learns_every_assistant_turn(tiny_model_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    chat = [
+        {"role": "assistant", "content": "Hello, how can I help?"},
+        {"role": "user", "content": "Say hi."},
+        {"role": "assistant", "content": "Hi."},
+    ]
+    rendered = render_example(tok, to_example("r", {"messages": chat}))
+    runs = _runs(tok, rendered)
+    assert len(runs) == 2
+    assert "Hello, how can I help?" in runs[0] and "Hi." in runs[1]
+    assert "Say hi." not in "".join(runs)
