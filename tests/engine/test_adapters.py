@@ -399,3 +399,41 @@ def test_adapter_directories_of_other_shapes(engine, adapter_dirs, tmp_path):
             engine.adapters.load(directory, name="bad")
         assert "bad" not in engine.adapters
     assert sorted(info.name for info in engine.adapters.list()) == ["a", "legacy"]
+
+
+def _lora_on(base_path: pathlib.Path, dest: pathlib.Path, targets) -> pathlib.Path:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(base_path)
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        config = LoraConfig(r=2, target_modules=targets, init_lora_weights=False)
+        get_peft_model(base, config).save_pretrained(dest)
+    return dest
+
+
+def test_embedding_lora_with_a_regex_target_serves_and_a_misfit_names_the_vocab(
+    engine, tiny_model_path, tiny_model_factory, tmp_path
+):
+    """An adapter whose target_modules is one regex (PEFT keeps it a str) lists that regex;
+    LoRA on the token embedding changes the output; one made for another vocabulary is
+    refused with both sizes."""
+    regex = r".*\.(embed_tokens|q_proj)"
+    info = engine.adapters.load(_lora_on(tiny_model_path, tmp_path / "emb", regex), name="emb")
+    assert info.targets == (regex,) and info.rank == 2
+    base = engine.generate(_req(PROMPTS[0], []))
+    tuned = engine.generate(_req(PROMPTS[0], ["emb"]))
+    assert tuned.ok and tuned.raw_text != base.raw_text
+    engine.adapters.load("a")
+    both = engine.generate(_req(PROMPTS[0], ["emb", "a"]))  # PEFT cannot mix the two kinds
+    assert both.finish_reason is FinishReason.ERROR
+    assert both.error.startswith("Cannot combine adapters ['a', 'emb']: ")
+    assert both.error.endswith(
+        "Use them in separate requests, or load adapters that target the same kind of modules."
+    )
+    assert engine.generate(_req(PROMPTS[0], ["emb"])).raw_text == tuned.raw_text
+    other = _lora_on(tiny_model_factory("llama3"), tmp_path / "other", ["embed_tokens"])
+    with pytest.raises(AdapterError, match=r"embedding LoRA for \d+ tokens, model has \d+"):
+        engine.adapters.load(other, name="other")
+    assert "other" not in engine.adapters

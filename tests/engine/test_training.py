@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from mp13_engine import (
+    AdapterError,
     ConfigError,
     DatasetError,
     Engine,
@@ -119,6 +120,7 @@ def test_bad_input_fails_before_any_step(engine, tmp_path):
         (DatasetError, "row 1", {"dataset": [ROWS[0], {"question": "?"}]}),
         (ConfigError, "qkv_proj", {"target_modules": ["q_proj", "qkv_proj"]}),
         (TrainingError, "max_seq_len", {"max_seq_len": 8, "overflow": "drop"}),
+        (AdapterError, "Cannot add a LoRA adapter", {"target_modules": ["input_layernorm"]}),
         # Cut to 8 tokens, no row keeps an assistant token to learn from.
         (TrainingError, r"No training row fits max_seq_len=8 .*\(4 dropped\)", {"max_seq_len": 8}),
     ]

@@ -335,7 +335,7 @@ def test_chat_rows_a_template_cannot_render_say_why(tiny_model_path):
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
     chat = to_example("r", CHAT)
     tok.chat_template = None
-    with pytest.raises(ChatTemplateError, match="no chat template.*Use prompt/completion or text"):
+    with pytest.raises(ChatTemplateError, match=r"no chat template.*Use prompt/completion or text"):
         render_example(tok, chat)
     tok.chat_template = "{{ raise_exception('Conversation roles must alternate') }}"
     with pytest.raises(DatasetError, match="could not render a training chat: Conversation roles"):
