@@ -310,3 +310,20 @@ def test_a_bug_in_the_decode_loop_fails_its_rows_and_the_engine_serves_on(engine
     assert resp.finish_reason is FinishReason.ERROR
     assert "could not check this request's adapter after a change; send it again" in resp.error
     assert engine.generate(Request(prompt="three", max_new_tokens=3)).ok
+
+
+def test_steps_slower_than_slow_step_s_are_counted_and_logged(tiny_model_path, caplog):
+    with Engine.load(str(tiny_model_path), device="cpu", slow_step_s=1e-9) as engine:
+        with caplog.at_level("WARNING", logger="mp13_engine"):
+            assert engine.generate(Request(prompt="one two", max_new_tokens=4)).ok
+        slow = engine.metrics().slow_steps
+    assert slow >= 1  # every step is slow against a nanosecond
+    assert "slow above 0.00 s" in caplog.text
+
+
+def test_finished_requests_do_not_pile_up_in_the_deadline_watch(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", request_timeout_s=60.0) as engine:
+        done = engine.generate_many([Request(prompt=f"r{i}", max_new_tokens=1) for i in range(130)])
+        assert all(r.ok for r in done)
+        watch = engine._worker._watchdog
+        assert len(watch._live) == 0 and len(watch._heap) <= 64  # stale entries were dropped
