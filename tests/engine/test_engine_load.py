@@ -8,6 +8,7 @@ import json
 import re
 import time
 
+import attrs
 import pytest
 
 from mp13_engine import (
@@ -147,6 +148,40 @@ def test_broken_model_directories_name_the_missing_part(tiny_model_path, tmp_pat
     for error, needle, path in cases:
         with pytest.raises(error, match=needle):
             Engine.load(path, device="cpu")
+
+
+def test_a_tokenizer_without_pad_token_pads_with_eos_and_an_empty_rendering_is_refused(
+    tiny_model_factory, tmp_path
+):
+    """Llama 3 tokenizers ship without a pad token: eos pads (padding is masked, replies are
+    the same); a chat template that renders nothing fails the request, with no model call."""
+    import shutil
+
+    llama3 = tiny_model_factory("llama3")
+    nopad = tmp_path / "nopad"
+    shutil.copytree(llama3, nopad)
+    config = json.loads((nopad / "tokenizer_config.json").read_text())
+    del config["pad_token"]
+    (nopad / "tokenizer_config.json").write_text(json.dumps(config))
+    with (
+        Engine.load(str(nopad), device="cpu") as eng,
+        Engine.load(str(llama3), device="cpu") as ref,
+    ):
+        assert eng.tokenizer.pad_token == eng.tokenizer.eos_token
+        prompts = [Request(prompt=p, max_new_tokens=4) for p in ("a", "a longer prompt here")]
+        assert [r.raw_text for r in eng.generate_many(prompts)] == [
+            r.raw_text for r in ref.generate_many([attrs.evolve(p, id=None) for p in prompts])
+        ]
+    silent = tmp_path / "silent"  # chatml: no BOS either, so nothing at all is fed
+    shutil.copytree(tiny_model_factory("chatml"), silent)
+    (silent / "chat_template.jinja").write_text("{% for m in messages %}{% endfor %}")
+    with Engine.load(str(silent), device="cpu") as eng:
+        empty = eng.generate([{"role": "user", "content": "hi"}])
+    assert empty.finish_reason is FinishReason.ERROR and empty.metrics.batch_size == 0
+    assert (
+        empty.error
+        == f"invalid request {empty.id}: the prompt renders to no tokens; give some text"
+    )
 
 
 def test_attention_implementation_is_passed_to_transformers(tiny_model_path):
