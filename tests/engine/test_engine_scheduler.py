@@ -203,7 +203,8 @@ def test_a_slow_job_shares_the_worker_by_time_and_neither_starves(engine):
     job = Watching("watch", 10_000, [], delay=0.04)
     engine._submit_job(job)
     resp = engine.generate(request)
-    engine._cancel_job(job)
+    assert engine._cancel_job(job) is True
+    assert engine._cancel_job(job) is False  # no longer queued
     assert resp.metrics.completion_tokens == 60
     during = [n for n in seen if 0 < n < 60]
     assert during, "the job starved while the request decoded"

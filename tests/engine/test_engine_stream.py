@@ -233,6 +233,19 @@ def test_ctrl_c_in_generate_and_cancelling_agenerate_many_cancel_their_requests(
     wait_gone([r.id for r in pair])
     assert engine.metrics().finish_reasons.get("cancelled", 0) == before + 2
 
+    # Ctrl+C while iterating a stream: it closes, and its request is cancelled.
+    streamed = Request(prompt="s", max_new_tokens=LONG, min_new_tokens=LONG)
+    pair = [streamed, streamed]  # what press_ctrl_c waits for
+    ctrl_c = threading.Thread(target=press_ctrl_c)
+    ctrl_c.start()
+    with pytest.raises(KeyboardInterrupt), engine.stream(streamed) as stream:
+        for _ in stream:
+            pass
+    ctrl_c.join()
+    assert stream.result(timeout=30).finish_reason is FinishReason.CANCELLED
+    assert list(stream) == []  # closed
+    before += 1
+
     async def main():
         many = [Request(prompt=p, max_new_tokens=LONG, min_new_tokens=LONG) for p in ("c", "d")]
         task = asyncio.create_task(engine.agenerate_many(many))
