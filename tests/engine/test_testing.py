@@ -432,6 +432,37 @@ def test_tiny_model_path_builds_once_into_the_cache(tmp_path: pathlib.Path, monk
     )
 
 
+def test_a_cache_that_cannot_be_written_or_a_build_that_loses_a_race(
+    tmp_path: pathlib.Path,
+) -> None:
+    from mp13_engine import ModelLoadError
+    from mp13_engine.testing._build import built_once
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ModelLoadError, match=r"cannot write mp13's model cache .*MP13_CACHE"):
+        tiny_model_path("chatml", cache_dir=blocker)
+
+    dest = tmp_path / "cache" / "model"
+
+    def finished_first_elsewhere(folder: pathlib.Path) -> None:
+        (folder / "model.safetensors").write_text("ours")
+        dest.mkdir(parents=True)  # another process renames its build into place meanwhile
+        (dest / "model.safetensors").write_text("theirs")
+
+    assert built_once(dest, finished_first_elsewhere) == dest
+    assert (dest / "model.safetensors").read_text() == "theirs"
+    assert [p.name for p in dest.parent.iterdir()] == ["model"]  # ours was dropped
+
+    def blocked(folder: pathlib.Path) -> None:
+        (folder / "model.safetensors").write_text("ours")
+        (dest.parent / "stuck").mkdir()
+        (dest.parent / "stuck" / "half-written").write_text("")
+
+    with pytest.raises(OSError, match="Directory not empty"):  # not a model: not taken as one
+        built_once(dest.parent / "stuck", blocked)
+
+
 def test_demo_model_path_reuses_a_built_model(tmp_path: pathlib.Path, monkeypatch) -> None:
     cached = tmp_path / f"demo-{DEMO_VERSION}"
     cached.mkdir()
