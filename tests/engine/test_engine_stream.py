@@ -207,9 +207,18 @@ def test_asyncio_task_cancel_cancels_agenerate_and_astream(engine):
     assert engine.metrics().finish_reasons["cancelled"] == before + 2
 
 
-def test_ctrl_c_in_generate_and_cancelling_agenerate_many_cancel_their_requests(engine):
+@pytest.fixture
+def fresh_engine(tiny_model_path):
+    """An engine of its own: its finish-reason counts are not a window other tests filled."""
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=8) as eng:
+        yield eng
+
+
+def test_ctrl_c_in_generate_and_cancelling_agenerate_many_cancel_their_requests(fresh_engine):
     import signal
     import threading
+
+    engine = fresh_engine
 
     def wait_gone(ids):
         deadline = time.monotonic() + 30
