@@ -372,6 +372,8 @@ def test_well_formed_variants_of_call_markup_are_read():
     assert toolcalls.parse(wrapped, "hermes").tool_calls == (ToolCall("f", {"a": 1}, "c9"),)
     blank = '<tool_call>\n{"name": "f", "arguments": "  "}\n</tool_call>'
     assert toolcalls.parse(blank, "hermes").tool_calls == (ToolCall("f", {}),)
+    quoted = '<start_function_call>call:f{a:"Paris \\u00e9"}<end_function_call>'  # JSON-quoted
+    assert toolcalls.parse(quoted, "functiongemma").tool_calls == (ToolCall("f", {"a": "Paris é"}),)
     spaced = "<start_function_call>call:f{ a : 3 , b:  4 }<end_function_call>"
     assert toolcalls.parse(spaced, "functiongemma").tool_calls == (ToolCall("f", {"a": 3, "b": 4}),)
     words = "[f(x=False, y=True, z=None)]"
