@@ -463,8 +463,9 @@ class AdapterManager:
                 "adapter directory (adapter_config.json + adapter_model.safetensors)."
             ) from exc
         if not isinstance(config, LoraConfig):
+            kind = getattr(config.peft_type, "value", config.peft_type)  # "IA3", not "PeftType.IA3"
             raise AdapterError(
-                f"Adapter {str(directory)!r} is a {config.peft_type} adapter; mp13 serves LoRA "
+                f"Adapter {str(directory)!r} is a {kind} adapter; mp13 serves LoRA "
                 "adapters only. Convert or retrain it as LoRA."
             )
         exists = name in self

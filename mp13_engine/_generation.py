@@ -73,8 +73,6 @@ class Sampling:
 
     def note(self, tokens: Sequence[int], vocab: int, device: torch.device) -> None:
         """Record tokens the repetition penalty must see (the prompt, then each new token)."""
-        if self.penalty == 1.0 or not tokens:
-            return
         if self.seen is None or self.seen.shape[0] != vocab or self.seen.device != device:
             self.seen = torch.zeros(vocab, dtype=torch.bool, device=device)
         idx = torch.tensor([t for t in tokens if 0 <= t < vocab], dtype=torch.long)

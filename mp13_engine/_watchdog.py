@@ -67,8 +67,7 @@ class StepClock:
     def end(self) -> None:
         with self._lock:
             kind, took = self._kind, time.perf_counter() - self._started
-            if kind is None:
-                return
+            assert kind is not None, "end() without begin()"  # the worker pairs them in finally
             self._kind = None
             limit = self.threshold(kind)
             avg = self._avg.get(kind)

@@ -231,6 +231,8 @@ class TrainingJob:
                 )
             check_targets_exist(host.base_model(), cfg.target_modules)
             targets = cfg.target_modules
+            if isinstance(targets, str) and targets != "all-linear":
+                targets = (targets,)  # one module name; PEFT would read a bare str as a regex
             lora = LoraConfig(
                 r=cfg.lora_r,
                 lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # PEFT types it int; floats work

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import pickle
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -252,6 +253,7 @@ def save_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> N
 def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> None:
     """Restore what :func:`save_checkpoint` wrote into a freshly set-up trainer."""
     from peft import set_peft_model_state_dict
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     try:
@@ -260,7 +262,15 @@ def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> N
         saved = torch.load(str(path / _STATE_FILE), map_location=trainer.device, weights_only=True)
         trainer.optimizer.load_state_dict(saved["optimizer"])
         trainer.scheduler.load_state_dict(saved["scheduler"])
-    except (OSError, KeyError, RuntimeError, ValueError) as exc:
+    # A damaged file raises what its reader raises: pickle's and safetensors' own errors too.
+    except (
+        OSError,
+        KeyError,
+        RuntimeError,
+        ValueError,
+        pickle.UnpicklingError,
+        SafetensorError,
+    ) as exc:
         raise TrainingError(
             f"Cannot resume from checkpoint {str(path)!r}: {exc}. It must come from a job with "
             "the same LoRA settings on the same base model."

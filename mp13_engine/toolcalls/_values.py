@@ -384,8 +384,6 @@ def decode_python_list(payload: str, ctx: Any) -> list[ToolCall]:
     """Decoder for ``[f(a=1), g()]`` (or a single call) payloads, the pythonic formats'."""
     node = parse_python(payload)
     items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
-    if not items:
-        raise PayloadError("empty list of tool calls")
     return [python_call(item, ctx.schemas) for item in items]
 
 

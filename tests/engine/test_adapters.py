@@ -359,3 +359,81 @@ def test_reweighting_a_combination_is_served_with_the_new_weights(
         fresh.adapters.combine(["a", "b"], [2.0, -1.0])
         assert reweighted == fresh.generate(request).raw_text
     assert reweighted != first
+
+
+def test_adapter_directories_of_other_shapes(engine, adapter_dirs, tmp_path):
+    """A legacy ``adapter_model.bin`` adapter serves like its safetensors twin; a directory
+    with no weights, a broken or non-LoRA config is refused with what to do, and a damaged
+    mp13 metadata file is ignored (it only records where the adapter came from)."""
+    import shutil
+
+    from peft import IA3Config
+    from safetensors.torch import load_file
+
+    legacy = tmp_path / "legacy"
+    shutil.copytree(adapter_dirs / "a", legacy)
+    weights = legacy / "adapter_model.safetensors"
+    torch.save(load_file(weights), legacy / "adapter_model.bin")
+    weights.unlink()
+    (legacy / METADATA_FILE).write_text("{not json")
+    engine.adapters.load("a")
+    assert engine.adapters.load(legacy, name="legacy").rank == 4
+    same = [engine.generate(_req(PROMPTS[0], [name])).raw_text for name in ("a", "legacy")]
+    assert same[0] == same[1]
+
+    empty = tmp_path / "empty"
+    shutil.copytree(legacy, empty)
+    (empty / "adapter_model.bin").unlink()
+    broken = tmp_path / "broken"
+    shutil.copytree(adapter_dirs / "a", broken)
+    (broken / "adapter_config.json").write_text("{oops")
+    ia3 = tmp_path / "ia3"
+    IA3Config(target_modules=["q_proj"], feedforward_modules=[]).save_pretrained(ia3)
+    cases = [
+        (empty, "has no adapter_model.safetensors or"),
+        (broken, "Cannot read the adapter config in .*It must be a PEFT adapter directory"),
+        (ia3, "is a IA3 adapter; mp13 serves LoRA adapters only"),
+    ]
+    for directory, needle in cases:
+        with pytest.raises(AdapterError, match=needle):
+            engine.adapters.load(directory, name="bad")
+        assert "bad" not in engine.adapters
+    assert sorted(info.name for info in engine.adapters.list()) == ["a", "legacy"]
+
+
+def _lora_on(base_path: pathlib.Path, dest: pathlib.Path, targets) -> pathlib.Path:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(base_path)
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        config = LoraConfig(r=2, target_modules=targets, init_lora_weights=False)
+        get_peft_model(base, config).save_pretrained(dest)
+    return dest
+
+
+def test_embedding_lora_with_a_regex_target_serves_and_a_misfit_names_the_vocab(
+    engine, tiny_model_path, tiny_model_factory, tmp_path
+):
+    """An adapter whose target_modules is one regex (PEFT keeps it a str) lists that regex;
+    LoRA on the token embedding changes the output; one made for another vocabulary is
+    refused with both sizes."""
+    regex = r".*\.(embed_tokens|q_proj)"
+    info = engine.adapters.load(_lora_on(tiny_model_path, tmp_path / "emb", regex), name="emb")
+    assert info.targets == (regex,) and info.rank == 2
+    base = engine.generate(_req(PROMPTS[0], []))
+    tuned = engine.generate(_req(PROMPTS[0], ["emb"]))
+    assert tuned.ok and tuned.raw_text != base.raw_text
+    engine.adapters.load("a")
+    both = engine.generate(_req(PROMPTS[0], ["emb", "a"]))  # PEFT cannot mix the two kinds
+    assert both.finish_reason is FinishReason.ERROR
+    assert both.error.startswith("Cannot combine adapters ['a', 'emb']: ")
+    assert both.error.endswith(
+        "Use them in separate requests, or load adapters that target the same kind of modules."
+    )
+    assert engine.generate(_req(PROMPTS[0], ["emb"])).raw_text == tuned.raw_text
+    other = _lora_on(tiny_model_factory("llama3"), tmp_path / "other", ["embed_tokens"])
+    with pytest.raises(AdapterError, match=r"embedding LoRA for \d+ tokens, model has \d+"):
+        engine.adapters.load(other, name="other")
+    assert "other" not in engine.adapters

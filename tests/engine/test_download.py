@@ -102,7 +102,14 @@ def test_download_true_fetches_config_tokenizer_and_one_copy_of_the_weights(hub,
 def test_a_repo_with_only_bin_weights_downloads_them(hub):
     hub.files = ["config.json", "pytorch_model.bin", "tokenizer.json"]
     Engine.load(HUB_ID, device="cpu", download=True).close()
-    assert "*.bin" in hub.snapshot_calls[-1]["allow_patterns"]
+    patterns = hub.snapshot_calls[-1]["allow_patterns"]
+    assert "*.bin" in patterns and "*.py" not in patterns  # no code unless trusted
+
+
+def test_trust_remote_code_also_downloads_the_model_code(hub):
+    hub.files = ["config.json", "model.safetensors", "modeling_custom.py", "tokenizer.json"]
+    Engine.load(HUB_ID, device="cpu", download=True, trust_remote_code=True).close()
+    assert "*.py" in hub.snapshot_calls[-1]["allow_patterns"]
 
 
 def test_download_true_uses_the_cache_without_the_network(hub):

@@ -274,3 +274,56 @@ def test_decode_steps_run_in_eval_mode_even_if_a_job_leaves_train_mode(tiny_mode
         assert got.raw_text == expected
         assert modes and not any(modes)
         assert engine._run_on_worker(lambda: engine.model.training)  # restored afterwards
+
+
+def test_a_bug_in_the_decode_loop_fails_its_rows_and_the_engine_serves_on(engine):
+    loop = engine._worker._loop
+    real_step, real_changed = loop.step, loop.weights_changed
+    long = Request(prompt="long", max_new_tokens=500, min_new_tokens=500)
+
+    def step_once(admitted):
+        if engine._inflight.get(long.id) is not None and engine._inflight[long.id].tokens:
+            loop.step = real_step
+            raise RuntimeError("loop bug")
+        return real_step(admitted)
+
+    loop.step = step_once
+    failed = engine.generate(long)
+    assert failed.finish_reason is FinishReason.ERROR
+    assert failed.error == (
+        "the engine's step failed (RuntimeError: loop bug); send the request again"
+    )
+    assert engine.generate(Request(prompt="one two", max_new_tokens=3)).ok
+
+    def changed_once(by_call):
+        loop.weights_changed = real_changed
+        raise RuntimeError("check bug")
+
+    running = engine.submit(Request(prompt="again", max_new_tokens=500, min_new_tokens=500))
+    deadline = time.monotonic() + 30
+    while not any(st.tokens for st in list(engine._inflight.values())):
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    loop.weights_changed = changed_once
+    engine._run_on_worker(lambda: None)  # any call between steps runs the check
+    resp = running.result(timeout=30)
+    assert resp.finish_reason is FinishReason.ERROR
+    assert "could not check this request's adapter after a change; send it again" in resp.error
+    assert engine.generate(Request(prompt="three", max_new_tokens=3)).ok
+
+
+def test_steps_slower_than_slow_step_s_are_counted_and_logged(tiny_model_path, caplog):
+    with Engine.load(str(tiny_model_path), device="cpu", slow_step_s=1e-9) as engine:
+        with caplog.at_level("WARNING", logger="mp13_engine"):
+            assert engine.generate(Request(prompt="one two", max_new_tokens=4)).ok
+        slow = engine.metrics().slow_steps
+    assert slow >= 1  # every step is slow against a nanosecond
+    assert "slow above 0.00 s" in caplog.text
+
+
+def test_finished_requests_do_not_pile_up_in_the_deadline_watch(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", request_timeout_s=60.0) as engine:
+        done = engine.generate_many([Request(prompt=f"r{i}", max_new_tokens=1) for i in range(130)])
+        assert all(r.ok for r in done)
+        watch = engine._worker._watchdog
+        assert len(watch._live) == 0 and len(watch._heap) <= 64  # stale entries were dropped

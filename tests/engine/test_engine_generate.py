@@ -67,6 +67,9 @@ def test_seeded_sampling_reproducible_alone_and_in_a_wave(engine):
     # different seeds give different samples (overwhelmingly likely over 12 tokens)
     other = engine.generate(_fresh(reqs[0], seed=999))
     assert other.raw_text != solo_a[0].raw_text
+    # no seed: each request draws its own, so two runs of one request differ
+    unseeded = [engine.generate(_fresh(reqs[0], seed=None)) for _ in range(2)]
+    assert unseeded[0].raw_text != unseeded[1].raw_text
 
 
 def test_sync_async_parity_including_inside_a_running_loop(engine):

@@ -8,6 +8,7 @@ import json
 import re
 import time
 
+import attrs
 import pytest
 
 from mp13_engine import (
@@ -17,6 +18,7 @@ from mp13_engine import (
     Engine,
     EngineConfig,
     FinishReason,
+    ModelLoadError,
     ModelNotFoundError,
     NotCausalLMError,
     Request,
@@ -85,10 +87,120 @@ def test_config_json_errors_name_the_problem(tmp_path):
         EngineConfig.from_json(tmp_path / "missing.json")
 
 
+def test_config_errors_say_what_to_fix(tmp_path):
+    bad = tmp_path / "bad.json"
+    for text, needle in [
+        ("{model: m}", "is not valid JSON"),
+        ('["model", "m"]', "must hold a JSON object of EngineConfig fields"),
+    ]:
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=needle) as info:
+            EngineConfig.from_json(bad)
+        assert str(bad) in str(info.value)  # the message names the file
+    bad.write_text('{"device": "cpu"}')
+    with pytest.raises(ConfigError, match=r"EngineConfig\.model is required"):
+        EngineConfig.from_json(bad)
+    config = EngineConfig(model="m", device="cpu")
+    assert config.replace(max_batch_size=3) == EngineConfig(
+        model="m", device="cpu", max_batch_size=3
+    )
+    with pytest.raises(ConfigError, match=r"unknown EngineConfig field.* max_batchsize"):
+        config.replace(max_batchsize=3)
+    assert config.max_batch_size == 8  # replace made a copy
+    with pytest.raises(ConfigError, match=r"Engine\.load needs a model"):
+        Engine.load(device="cpu")
+    with pytest.raises(ConfigError, match=r"Engine\.load got int; give an EngineConfig"):
+        Engine.load(5)
+
+
+def test_broken_model_directories_name_the_missing_part(tiny_model_path, tmp_path):
+    import shutil
+
+    def broken(name, *, remove=(), write=None):
+        copy = tmp_path / name
+        shutil.copytree(tiny_model_path, copy)
+        for file in remove:
+            (copy / file).unlink()
+        for file, text in (write or {}).items():
+            (copy / file).write_text(text)
+        return str(copy)
+
+    stray = tmp_path / "weights.bin"
+    stray.write_bytes(b"not a model")
+    cases = [
+        (ModelNotFoundError, "is a file, but mp13 loads a model directory", str(stray)),
+        (
+            ModelLoadError,
+            "cannot read the model config in .*config.json",
+            broken("config", write={"config.json": "{not json"}),
+        ),
+        (
+            ModelNotFoundError,
+            "cannot read the weights in .*check the directory is complete",
+            broken("weights", remove=["model.safetensors"]),
+        ),
+        (
+            ModelLoadError,
+            "cannot load the tokenizer in .*the directory needs tokenizer files",
+            broken("tokenizer", write={"tokenizer.json": "{oops"}),
+        ),
+    ]
+    for error, needle, path in cases:
+        with pytest.raises(error, match=needle):
+            Engine.load(path, device="cpu")
+
+
+def test_a_tokenizer_without_pad_token_pads_with_eos_and_an_empty_rendering_is_refused(
+    tiny_model_factory, tmp_path
+):
+    """Llama 3 tokenizers ship without a pad token: eos pads (padding is masked, replies are
+    the same); a chat template that renders nothing fails the request, with no model call."""
+    import shutil
+
+    llama3 = tiny_model_factory("llama3")
+    nopad = tmp_path / "nopad"
+    shutil.copytree(llama3, nopad)
+    config = json.loads((nopad / "tokenizer_config.json").read_text())
+    del config["pad_token"]
+    (nopad / "tokenizer_config.json").write_text(json.dumps(config))
+    with (
+        Engine.load(str(nopad), device="cpu") as eng,
+        Engine.load(str(llama3), device="cpu") as ref,
+    ):
+        assert eng.tokenizer.pad_token == eng.tokenizer.eos_token
+        prompts = [Request(prompt=p, max_new_tokens=4) for p in ("a", "a longer prompt here")]
+        assert [r.raw_text for r in eng.generate_many(prompts)] == [
+            r.raw_text for r in ref.generate_many([attrs.evolve(p, id=None) for p in prompts])
+        ]
+    silent = tmp_path / "silent"  # chatml: no BOS either, so nothing at all is fed
+    shutil.copytree(tiny_model_factory("chatml"), silent)
+    (silent / "chat_template.jinja").write_text("{% for m in messages %}{% endfor %}")
+    with Engine.load(str(silent), device="cpu") as eng:
+        empty = eng.generate([{"role": "user", "content": "hi"}])
+    assert empty.finish_reason is FinishReason.ERROR and empty.metrics.batch_size == 0
+    assert (
+        empty.error
+        == f"invalid request {empty.id}: the prompt renders to no tokens; give some text"
+    )
+
+
+def test_attention_implementation_is_passed_to_transformers(tiny_model_path):
+    with pytest.raises(ModelLoadError, match="needs a missing package: FlashAttention2"):
+        Engine.load(str(tiny_model_path), device="cpu", attn_implementation="flash_attention_2")
+    with Engine.load(model=str(tiny_model_path), device="cpu", attn_implementation="eager") as eng:
+        assert eng.model.config._attn_implementation == "eager"
+        eager = eng.generate("hi", max_new_tokens=4).raw_text
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        assert eng.generate("hi", max_new_tokens=4).raw_text == eager
+
+
 def test_load_from_config_object_and_kwargs_agree(tiny_model_path):
-    cfg = EngineConfig(model=str(tiny_model_path), device="cpu", max_batch_size=2)
-    with Engine.load(cfg) as a, Engine.load(str(tiny_model_path), device="cpu") as b:
-        assert a.config.max_batch_size == 2
+    cfg = EngineConfig(model=str(tiny_model_path), device="cpu", max_batch_size=4)
+    with (
+        Engine.load(cfg, max_batch_size=2) as a,
+        Engine.load(str(tiny_model_path), device="cpu") as b,
+    ):
+        assert a.config.max_batch_size == 2 and cfg.max_batch_size == 4
         assert b.config.max_batch_size == 8
         ra = a.generate("hi", max_new_tokens=4)
         rb = b.generate("hi", max_new_tokens=4)

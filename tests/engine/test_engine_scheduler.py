@@ -203,7 +203,8 @@ def test_a_slow_job_shares_the_worker_by_time_and_neither_starves(engine):
     job = Watching("watch", 10_000, [], delay=0.04)
     engine._submit_job(job)
     resp = engine.generate(request)
-    engine._cancel_job(job)
+    assert engine._cancel_job(job) is True
+    assert engine._cancel_job(job) is False  # no longer queued
     assert resp.metrics.completion_tokens == 60
     during = [n for n in seen if 0 < n < 60]
     assert during, "the job starved while the request decoded"
@@ -229,3 +230,50 @@ def test_turns_are_shared_by_worker_time():
         follow.append(w.job.group_key if isinstance(w, JobStep) else "decode")
         s.charge(0.002)
     assert "decode" in follow and "cheap" in follow and "slow" not in follow
+
+
+def test_a_job_step_calls_the_engine_inline_and_a_failing_fail_is_contained(engine):
+    """Inside a job step (the worker thread): engine calls run inline, their errors reach the
+    step; waiting for a request there would hang, so generate refuses. A job whose fail()
+    itself raises is logged, and the engine serves on."""
+    from mp13_engine import EngineError
+
+    seen: dict[str, object] = {}
+    done = threading.Event()
+
+    def boom():
+        raise ValueError("boom")
+
+    class Calling(FakeJob):
+        def step(self):
+            seen["thread"] = engine._run_on_worker(lambda: threading.current_thread())
+            try:
+                engine._run_on_worker(boom)
+            except ValueError as exc:
+                seen["error"] = str(exc)
+            try:
+                engine.generate("from inside a step")
+            except EngineError as exc:
+                seen["generate"] = str(exc)
+            done.set()
+            return False
+
+    engine._submit_job(Calling("calling", 1, []))
+    assert done.wait(30)
+    assert seen["thread"] is engine._worker._thread
+    assert seen["error"] == "boom"
+    assert "called on the engine's worker thread" in seen["generate"]
+
+    failed = threading.Event()
+
+    class FailsTwice(FakeJob):
+        def step(self):
+            raise RuntimeError("step bug")
+
+        def fail(self, exc):
+            failed.set()
+            raise RuntimeError("fail bug")
+
+    engine._submit_job(FailsTwice("twice", 1, []))
+    assert failed.wait(30)
+    assert engine.generate(Request(prompt="still here", max_new_tokens=2)).ok

@@ -7,11 +7,12 @@ import asyncio
 import gc
 import time
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mp13_engine import Chunk, Engine, FinishReason, Request
+from mp13_engine import Chunk, Engine, EngineClosedError, FinishReason, Request
 from mp13_engine._output import Detokenizer
 
 LONG = 1500  # tokens: far more than any test waits for
@@ -206,6 +207,35 @@ def test_asyncio_task_cancel_cancels_agenerate_and_astream(engine):
     assert engine.metrics().finish_reasons["cancelled"] == before + 2
 
 
+@pytest.fixture
+def fresh_engine(tiny_model_path):
+    """An engine of its own: its finish-reason counts are not a window other tests filled."""
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=8) as eng:
+        yield eng
+
+
+def test_cancelling_the_task_awaiting_agenerate_many_cancels_every_request(fresh_engine):
+    engine = fresh_engine
+
+    async def main():
+        many = [Request(prompt=p, max_new_tokens=LONG, min_new_tokens=LONG) for p in ("c", "d")]
+        task = asyncio.create_task(engine.agenerate_many(many))
+        while len(getattr(engine._inflight.get(many[1].id), "tokens", ())) < 2:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return [r.id for r in many]
+
+    ids = asyncio.run(main())
+    deadline = time.monotonic() + 30
+    while any(i in engine._inflight for i in ids) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert not any(i in engine._inflight for i in ids)
+    assert engine.metrics().finish_reasons["cancelled"] == 2
+    assert engine.generate("still serving", max_new_tokens=2).ok
+
+
 def test_cancel_unknown_id_is_false(engine):
     assert engine.cancel("no-such-request") is False
 
@@ -273,3 +303,34 @@ def test_a_wait_timeout_that_is_not_seconds_is_refused_before_waiting(tiny_model
         with pytest.raises(EngineError, match=r"aclose\(timeout="):
             asyncio.run(engine.aclose(timeout))
         assert engine.generate("still serving").ok
+
+
+def test_async_with_engine_and_async_stream(tiny_model_path):
+    """``async with`` an engine and its streams: leaving a stream early cancels only its request;
+    ``aclose`` does the same; ``result()`` gives each response; leaving the engine closes it."""
+
+    async def main():
+        async with await Engine.aload(str(tiny_model_path), device="cpu") as eng:
+            long = Request(prompt="ctx", max_new_tokens=LONG, min_new_tokens=LONG)
+            async with eng.astream(long) as early:
+                first = await anext(early)
+            left = await early.result()
+            closed = eng.astream(attrs.evolve(long, id=None))
+            await anext(closed)
+            await closed.aclose()
+            assert [c async for c in closed] == []  # a closed stream yields nothing more
+            aclosed = await closed.result()
+            whole = eng.astream("Hi", max_new_tokens=3)
+            chunks = [c async for c in whole]
+            done = await whole.result()
+        return eng, first, left, aclosed, chunks, done
+
+    eng, first, left, aclosed, chunks, done = asyncio.run(main())
+    assert first.id == left.id and not first.done
+    assert left.finish_reason is FinishReason.CANCELLED
+    assert aclosed.finish_reason is FinishReason.CANCELLED and aclosed.id != left.id
+    assert chunks[-1].done and chunks[-1].response == done
+    assert done.finish_reason is FinishReason.LENGTH and done.metrics.completion_tokens == 3
+    assert "".join(c.text for c in chunks) == done.text
+    with pytest.raises(EngineClosedError):
+        eng.generate("after", max_new_tokens=1)

@@ -318,6 +318,12 @@ def test_defang_keeps_lengths_and_structure():
     out = special.defang(data)
     assert out == ({"content": "a" + "#" * 12 + "b", "n": 3}, ["#" * 12], None)
     assert special.spelled_in(data) and not special.spelled_in(out)
+    # No special tokens at all: nothing is markup, so nothing is defanged or forged.
+    none = SpecialText({})
+    assert none.find("<s>hi</s>") == [] and none.defang(data) is data
+    assert not none.spelled_in(data) and none.forged("<s>hi", "<s>hi") == ()
+    # A template that dropped the data spelling a token: the rendering holds nothing forged.
+    assert special.forged("user: hi", "user: hi") == ()
 
 
 def test_python_tokenizers_without_offsets_are_protected_too(tiny_model_factory):

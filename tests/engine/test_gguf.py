@@ -126,13 +126,15 @@ def test_the_second_load_uses_the_cache_and_reports_no_conversion(gguf_file, ggu
 def test_a_changed_file_is_converted_again_and_its_old_entry_removed(gguf_file, gguf_cache):
     Engine.load(gguf_file, device="cpu").close()
     (old,) = _entries(gguf_cache)
+    stranger = gguf_cache / "not-an-entry"  # no entry file: not ours to judge, left alone
+    stranger.mkdir()
     stat = gguf_file.stat()
     os.utime(gguf_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
     events: list = []
     Engine.load(gguf_file, device="cpu", progress=events.append).close()
     assert events  # converted again
-    (new,) = _entries(gguf_cache)
-    assert new != old
+    (new,) = [e for e in _entries(gguf_cache) if e != stranger]
+    assert new != old and stranger.is_dir()
 
 
 def test_each_dtype_has_its_own_entry(gguf_file, gguf_cache):
@@ -184,6 +186,12 @@ def test_a_file_named_gguf_that_is_not_one_is_refused(tmp_path):
     bad.write_bytes(b"<html>404 Not Found</html>")
     with pytest.raises(GGUFError, match="is not one"):
         Engine.load(bad, device="cpu")
+
+
+def test_a_truncated_gguf_says_to_fetch_it_again(gguf_file):
+    gguf_file.write_bytes(gguf_file.read_bytes()[:100])
+    with pytest.raises(GGUFError, match="may be truncated or corrupt, so fetch it again"):
+        Engine.load(gguf_file, device="cpu")
 
 
 def test_an_architecture_transformers_cannot_read_is_named(tmp_path):

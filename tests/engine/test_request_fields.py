@@ -53,6 +53,7 @@ BAD = {
         [{"description": "no name"}],
         [{"type": "x", "function": {}}],
         [{"name": "f", "parameters": "not a dict"}],
+        [{"name": "f", "description": 5}],
         [int],
     ],
     "parse_tools": [None, "yes", 1],

@@ -75,6 +75,26 @@ def test_unknown_family_or_size_is_a_config_error(
     assert "chatml" in str(info.value) or "tiny" in str(info.value)
 
 
+def test_bad_build_settings_are_refused_before_anything_is_written(tmp_path: pathlib.Path) -> None:
+    from mp13_engine.testing import FamilySpec
+
+    for std in (0, -0.1, float("nan")):
+        with pytest.raises(ConfigError, match="init_std must be a positive float, got"):
+            build_tiny_model(tmp_path / "m", init_std=std)
+    assert not (tmp_path / "m").exists()
+    with pytest.raises(ValueError, match=r"family 'odd': \['</s>'\] must be listed in control"):
+        FamilySpec(
+            name="odd",
+            model_type="llama",
+            template="chatml.jinja",
+            control_tokens=("<pad>",),
+            markup_tokens=(),
+            eos_token="</s>",
+            pad_token="<pad>",
+            end_of_turn=(),
+        )
+
+
 @pytest.mark.parametrize("family", TINY_FAMILIES)
 def test_family_loads_offline_and_generates(tiny_model_factory, family: str) -> None:
     path = tiny_model_factory(family)
@@ -410,6 +430,37 @@ def test_tiny_model_path_builds_once_into_the_cache(tmp_path: pathlib.Path, monk
     assert tiny_model_path("chatml", seed=0, cache_dir=tmp_path / "other").parent == (
         tmp_path / "other"
     )
+
+
+def test_a_cache_that_cannot_be_written_or_a_build_that_loses_a_race(
+    tmp_path: pathlib.Path,
+) -> None:
+    from mp13_engine import ModelLoadError
+    from mp13_engine.testing._build import built_once
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ModelLoadError, match=r"cannot write mp13's model cache .*MP13_CACHE"):
+        tiny_model_path("chatml", cache_dir=blocker)
+
+    dest = tmp_path / "cache" / "model"
+
+    def finished_first_elsewhere(folder: pathlib.Path) -> None:
+        (folder / "model.safetensors").write_text("ours")
+        dest.mkdir(parents=True)  # another process renames its build into place meanwhile
+        (dest / "model.safetensors").write_text("theirs")
+
+    assert built_once(dest, finished_first_elsewhere) == dest
+    assert (dest / "model.safetensors").read_text() == "theirs"
+    assert [p.name for p in dest.parent.iterdir()] == ["model"]  # ours was dropped
+
+    def blocked(folder: pathlib.Path) -> None:
+        (folder / "model.safetensors").write_text("ours")
+        (dest.parent / "stuck").mkdir()
+        (dest.parent / "stuck" / "half-written").write_text("")
+
+    with pytest.raises(OSError, match="Directory not empty"):  # not a model: not taken as one
+        built_once(dest.parent / "stuck", blocked)
 
 
 def test_demo_model_path_reuses_a_built_model(tmp_path: pathlib.Path, monkeypatch) -> None:

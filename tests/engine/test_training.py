@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 
 import pytest
 
 from mp13_engine import (
+    AdapterError,
     ConfigError,
     DatasetError,
     Engine,
@@ -98,6 +100,9 @@ def test_events_and_saved_adapter(engine, tmp_path):
     assert meta["base_model"] and meta["model_type"]
     assert PeftConfig.from_pretrained(str(tmp_path / "ev")).r == 8
     assert list(job.events()) == events  # a late consumer sees the same history
+    # Saving the trained adapter again over its folder keeps what training recorded.
+    assert engine.adapters.save("ev", tmp_path / "ev") == tmp_path / "ev"
+    assert json.loads((tmp_path / "ev" / METADATA_FILE).read_text()) == meta
 
 
 def test_same_seed_same_loss(engine, tmp_path):
@@ -115,6 +120,9 @@ def test_bad_input_fails_before_any_step(engine, tmp_path):
         (DatasetError, "row 1", {"dataset": [ROWS[0], {"question": "?"}]}),
         (ConfigError, "qkv_proj", {"target_modules": ["q_proj", "qkv_proj"]}),
         (TrainingError, "max_seq_len", {"max_seq_len": 8, "overflow": "drop"}),
+        (AdapterError, "Cannot add a LoRA adapter", {"target_modules": ["input_layernorm"]}),
+        # Cut to 8 tokens, no row keeps an assistant token to learn from.
+        (TrainingError, r"No training row fits max_seq_len=8 .*\(4 dropped\)", {"max_seq_len": 8}),
     ]
     for error, needle, fields in cases:
         with pytest.raises(error, match=needle):
@@ -133,6 +141,9 @@ def test_request_completes_while_job_runs_and_cancel(engine, tmp_path):
     assert first.kind == "step"
     response = engine.generate("Hello", max_new_tokens=4)
     assert response.ok and not job.done()
+    with pytest.raises(TimeoutError, match="no training event within 0 s"):
+        for _ in job.events(timeout=0):  # every event so far, then none within 0 s
+            pass
     job.cancel()
     result = job.result(timeout=60)
     assert result.cancelled and 1 <= result.steps < 100_000
@@ -151,6 +162,26 @@ def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
     with pytest.raises(TrainingError, match="not a training checkpoint"):
         engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path)))
     assert "r3" not in engine.adapters
+    damaged = tmp_path / "damaged"
+    shutil.copytree(checkpoint, damaged)
+    (damaged / "trainer_state.pt").write_bytes(b"not a torch file")
+    with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*damaged"):
+        engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
+    shutil.copy(checkpoint / "trainer_state.pt", damaged / "trainer_state.pt")
+    (damaged / "adapter_model.safetensors").write_bytes(b"garbage!garbage")
+    with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*header"):
+        engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
+    assert "r4" not in engine.adapters
+
+
+def test_a_diverging_loss_stops_the_job_with_advice(engine, tmp_path):
+    job = engine.train(_cfg(tmp_path, "boom", max_steps=6, learning_rate=1e30))
+    with pytest.raises(
+        TrainingError, match=r"The loss became (nan|inf) at step \d+\. Lower learning_rate"
+    ):
+        job.result(120)
+    assert "boom" not in engine.adapters
+    assert engine.generate("hello", max_new_tokens=3).ok
 
 
 def test_validation_split_and_overflow_counts(engine, tmp_path):
@@ -338,3 +369,53 @@ def test_a_job_that_fails_mid_run_leaves_the_engine_as_it_was(
     # and a new job on the same name trains normally
     assert engine.train(_cfg(tmp_path, name, max_steps=2)).result(timeout=120).steps == 2
     engine.adapters.unload(name)
+
+
+def test_epochs_grad_accum_and_resume_latest(engine, tmp_path):
+    """No max_steps: epochs over the rows set the length; "latest" resumes the newest checkpoint."""
+    out = tmp_path / "shared-out"
+    with pytest.raises(TrainingError, match=r'resume_from="latest" but .* has no checkpoints'):
+        engine.train(
+            _cfg(tmp_path, "early", max_steps=None, output_dir=str(out), resume_from="latest")
+        )
+    assert "early" not in engine.adapters
+    # 4 rows, 2 a micro-batch, 2 micro-batches a step: one step an epoch.
+    first = engine.train(
+        _cfg(
+            tmp_path,
+            "ep1",
+            max_steps=None,
+            epochs=2,
+            batch_size=2,
+            grad_accum=2,
+            checkpoint_every=1,
+            target_modules="q_proj",
+            output_dir=str(out),
+        )
+    )
+    assert first.adapter == "ep1" and first.total_steps == 2
+    assert [e.step for e in first.events(timeout=120) if e.kind == "step"] == [1, 2]
+    assert first.result(60).steps == 2
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-1", "step-2"]
+    more = engine.train(
+        _cfg(
+            tmp_path,
+            "ep2",
+            max_steps=None,
+            epochs=3,
+            batch_size=2,
+            grad_accum=2,
+            target_modules="q_proj",
+            output_dir=str(out),
+            resume_from="latest",
+        )
+    )
+    assert more.total_steps == 3
+    assert [e.step for e in more.events(timeout=120) if e.kind == "step"] == [3]
+    assert more.result(60).steps == 3
+    assert engine.adapters.get("ep2").targets == ("q_proj",)
+
+
+def test_train_refuses_what_is_not_a_training_config(engine):
+    with pytest.raises(ConfigError, match=r"engine\.train needs a TrainingConfig, got dict"):
+        engine.train({"adapter": "x", "dataset": ROWS})

@@ -63,6 +63,10 @@ def _runs(tok, rendered) -> list[str]:
     return runs
 
 
+def _call(arguments: str) -> dict:
+    return {"function": {"name": "calc", "arguments": arguments}}
+
+
 # ----- config
 @pytest.mark.parametrize(
     ("field", "value", "needle"),
@@ -78,6 +82,7 @@ def _runs(tok, rendered) -> list[str]:
         ("batch_size", 0, "batch_size"),
         ("adapter", "__base__", "adapter"),
         ("learning_rate", float("nan"), "learning_rate"),
+        ("dataset", 5, "a .json/.jsonl path or a list of dict rows"),
     ],
 )
 def test_bad_config_fields_name_the_field(field, value, needle):
@@ -106,6 +111,16 @@ def test_missing_file_and_bad_json(tmp_path):
     empty.write_text("[]")
     with pytest.raises(DatasetError, match="empty"):
         load_examples(empty)
+    shapes = [
+        ("broken.json", "[{", "is not valid JSON"),
+        ("two.json", '{"train": [], "test": []}', "exactly one list of rows"),
+        ("scalar.json", "5", "must hold a JSON list of rows"),
+    ]
+    for name, text, needle in shapes:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(DatasetError, match=needle) as err:
+            load_examples(tmp_path / name)
+        assert name in str(err.value)
 
 
 def test_chats_take_the_roles_a_request_takes():
@@ -134,6 +149,16 @@ def test_chats_take_the_roles_a_request_takes():
             {"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": {}}}]}]},
             "tool call needs",
         ),
+        ({"messages": [{"role": "assistant"}]}, "message 0 has no content"),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [_call('{"x": ')]}]},
+            "arguments are not valid JSON",
+        ),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [_call("[1, 2]")]}]},
+            "arguments must be an object",
+        ),
+        ({**CHAT, "tools": "calc"}, '"tools" must be a list'),
     ],
 )
 def test_wrong_shaped_rows(row, needle):
@@ -163,6 +188,14 @@ def test_split_partitions_rows(n, fraction, seed):
     assert len(train) + len(val) == n and val and train
     assert sorted(e.text for e in train + val) == sorted(e.text for e in examples)
     assert split(examples, fraction, seed) == (train, val)
+
+
+def test_a_split_that_leaves_no_training_row_says_so():
+    two = [to_example(f"r{i}", {"text": f"row {i}"}) for i in range(2)]
+    with pytest.raises(
+        DatasetError, match=r"validation_split=0.9 leaves no training rows out of 2"
+    ):
+        split(two, 0.9, 0)
 
 
 # ----- loss masks, token by token
@@ -292,3 +325,34 @@ def test_prompt_completion_and_text_masks(tiny_model_path):
     assert _runs(tok, rendered) == [f" 4{tok.eos_token}"]
     text = render_example(tok, to_example("r", {"text": "plain words"}))
     assert all(text.mask) and tok.decode(text.ids) == f"plain words{tok.eos_token}"
+
+
+def test_chat_rows_a_template_cannot_render_say_why(tiny_model_path):
+    from transformers import AutoTokenizer
+
+    from mp13_engine import ChatTemplateError
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    chat = to_example("r", CHAT)
+    tok.chat_template = None
+    with pytest.raises(ChatTemplateError, match=r"no chat template.*Use prompt/completion or text"):
+        render_example(tok, chat)
+    tok.chat_template = "{{ raise_exception('Conversation roles must alternate') }}"
+    with pytest.raises(DatasetError, match="could not render a training chat: Conversation roles"):
+        render_example(tok, chat)
+
+
+def test_a_chat_that_opens_with_the_assistant_learns_every_assistant_turn(tiny_model_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    chat = [
+        {"role": "assistant", "content": "Hello, how can I help?"},
+        {"role": "user", "content": "Say hi."},
+        {"role": "assistant", "content": "Hi."},
+    ]
+    rendered = render_example(tok, to_example("r", {"messages": chat}))
+    runs = _runs(tok, rendered)
+    assert len(runs) == 2
+    assert "Hello, how can I help?" in runs[0] and "Hi." in runs[1]
+    assert "Say hi." not in "".join(runs)

@@ -114,6 +114,18 @@ def test_raw_text_values_follow_the_schema():
         (" text ", None, " text "),
         ('"quoted"', None, '"quoted"'),
         ("1e400", None, "1e400"),
+        # A value that does not fit its schema type is kept as the model wrote it (guessed).
+        ("4.5", {"type": "integer"}, 4.5),
+        ("maybe", {"type": "boolean"}, "maybe"),
+        ("no", {"type": "boolean"}, False),
+        ("nothing", {"type": "null"}, "nothing"),
+        ("[1]", {"type": "object"}, [1]),
+        ("{'a': 1}", {"type": "array"}, {"a": 1}),
+        ("7", {"type": "decimal"}, 7),  # a type JSON Schema does not have
+        # enum without "type": the enum values' types decide.
+        ("2", {"enum": [1, 2]}, 2),
+        ("2", {"enum": ["1", "2"]}, "2"),
+        ("true", {"enum": [True, None]}, True),
     ],
 )
 def test_convert_value(raw, schema, value):
@@ -265,3 +277,112 @@ def test_wrong_types_are_tool_format_errors(call, match):
         call()
     # None as a chat template is "no template", not an error.
     assert toolcalls.detect_format(None) is None
+
+
+_DS_BEGIN = "<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>"
+_DS_END = "<\uff5ctool\u2581call\u2581end\uff5c><\uff5ctool\u2581calls\u2581end\uff5c>"
+_DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "markup", "problem"),
+    [
+        ("deepseek_v3", f"{_DS_BEGIN}function{_DS_SEP}f\n```json\n{{}}\n{_DS_END}", "unterminated"),
+        (
+            "deepseek_v3",
+            f"{_DS_BEGIN}function{_DS_SEP}\n```json\n{{}}\n```{_DS_END}",
+            "missing function name",
+        ),
+        ("deepseek_v31", f'{_DS_BEGIN}f{{"a": 1}}{_DS_END}', "expected NAME"),
+        (
+            "functiongemma",
+            '<start_function_call>call:f{a:"Pa}<end_function_call>',
+            "bad quoted string",
+        ),
+        (
+            "functiongemma",
+            "<start_function_call>call:f{a:}<end_function_call>",
+            "a value is missing",
+        ),
+        ("functiongemma", "<start_function_call>call:f{a,b:3}<end_function_call>", "bad key 'a,b'"),
+        ("gemma_tool_code", "```tool_code\nx = f(a=1)\n```", "tool_code may only contain calls"),
+        (
+            "glm45",
+            "<tool_call>f\n<arg_key>a</arg_key>\n<arg_key>b</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+            "every <arg_key> needs exactly one <arg_value>",
+        ),
+        (
+            "harmony",
+            "<|channel|>commentary to=functions. <|constrain|>json<|message|>{}<|call|>",
+            "empty recipient",
+        ),
+        (
+            "kimi_k2",
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.f g:0"
+            "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+            "expected functions.NAME:N",
+        ),
+        (
+            "minimax_m2",
+            '<minimax:tool_call>\n<invoke name="">\n</invoke>\n</minimax:tool_call>',
+            "<invoke> has no name",
+        ),
+        ("mistral", "[TOOL_CALLS]functions.[ARGS]{}", "bad function name ''"),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=>\n</function>\n</tool_call>",
+            "<function=...> has no name",
+        ),
+        ("hermes", "<tool_call>\n[1, 2]\n</tool_call>", "must be a JSON object, got int"),
+        (
+            "hermes",
+            '<tool_call>\n{"name": "", "arguments": {}}\n</tool_call>',
+            "non-empty string 'name'",
+        ),
+        (
+            "hermes",
+            '<tool_call>\n{"name": "f", "arguments": "[1]"}\n</tool_call>',
+            "arguments must be a JSON object, got list",
+        ),
+        ("jamba", "<tool_calls>[]</tool_calls>", "empty list of tool calls"),
+        ("pythonic", "[f(a=b'x')]", "unsupported literal b'x'"),
+        ("pythonic", "[f(**{'a': 1})]", "'**' is not allowed"),
+        ("pythonic", "[f(a={**x})]", "'**' is not allowed"),
+        ("pythonic", "[f(*args)]", "'*' is not allowed"),
+        ("pythonic", "[f(a=-'x')]", "a sign applies to numbers only"),
+        ("pythonic", "[f(), 1]", "expected a function call"),
+        ("pythonic", "[f()(1)]", "a call must name a function"),
+        ("pythonic", "[f(a='x' 1)]", "not a Python expression (SyntaxError)"),
+    ],
+)
+def test_each_malformed_call_says_what_is_wrong_and_keeps_the_text(fmt, markup, problem):
+    out = toolcalls.parse("Hi. " + markup, fmt)
+    assert out.tool_calls == ()
+    (error,) = out.errors
+    assert error.startswith(f"{fmt}: malformed tool call: ") and problem in error
+    assert "the text was kept as content" in error
+    assert out.content.startswith("Hi. ") and len(out.content) > len("Hi. ")
+
+
+def test_well_formed_variants_of_call_markup_are_read():
+    wrapped = (
+        '<tool_call>\n{"function": {"name": "f", "arguments": "{\\"a\\": 1}"}, "id": "c9"}\n'
+        "</tool_call>"
+    )
+    assert toolcalls.parse(wrapped, "hermes").tool_calls == (ToolCall("f", {"a": 1}, "c9"),)
+    blank = '<tool_call>\n{"name": "f", "arguments": "  "}\n</tool_call>'
+    assert toolcalls.parse(blank, "hermes").tool_calls == (ToolCall("f", {}),)
+    quoted = '<start_function_call>call:f{a:"Paris \\u00e9"}<end_function_call>'  # JSON-quoted
+    assert toolcalls.parse(quoted, "functiongemma").tool_calls == (ToolCall("f", {"a": "Paris é"}),)
+    spaced = "<start_function_call>call:f{ a : 3 , b:  4 }<end_function_call>"
+    assert toolcalls.parse(spaced, "functiongemma").tool_calls == (ToolCall("f", {"a": 3, "b": 4}),)
+    words = "[f(x=False, y=True, z=None)]"
+    assert toolcalls.parse(words, "pythonic").tool_calls == (
+        ToolCall("f", {"x": False, "y": True, "z": None}),
+    )
+    assert toolcalls.render_calls([ToolCall("f", {"x": False})], "pythonic") == "[f(x=False)]"
+    # Mistral v11: a space before [ARGS], even split across stream deltas, is still the call.
+    parser = toolcalls.StreamParser("mistral")
+    for delta in ["Hi. [TOOL_CALLS]f", " ", '[ARGS]{"a":', " 1}"]:
+        parser.feed(delta)
+    assert parser.finish().tool_calls == (ToolCall("f", {"a": 1}),)

@@ -118,3 +118,44 @@ def test_the_probe_sees_calls_a_template_renders_only_without_content():
 def test_a_template_that_cannot_render_a_user_message_is_left_as_it_is():
     broken = "{{ raise_exception('nope') }}"
     assert support_of(broken) == toolcalls.TemplateSupport()
+
+
+def test_tool_results_get_the_call_ids_their_format_expects():
+    """A result without an id answers the pending call; one whose call is no longer in the
+    chat (history trimmed) still gets an id in the format's own shape."""
+    pending = [EXCHANGE[0], EXCHANGE[1], {"role": "tool", "content": "RAIN-42"}]
+    assert toolcalls.prepare_messages(pending, "hermes")[2]["tool_call_id"] == "c1"
+    orphan = [EXCHANGE[0], {"role": "tool", "tool_call_id": "c0", "name": "f", "content": "4"}]
+    mistral_id = toolcalls.prepare_messages(orphan, "mistral")[1]["tool_call_id"]
+    assert len(mistral_id) == 9 and mistral_id.isalnum() and mistral_id != "c0"
+    assert toolcalls.prepare_messages(orphan, "kimi_k2")[1]["tool_call_id"] == "functions.f:0"
+
+
+def test_empty_content_next_to_calls_is_none_where_the_format_wants_none():
+    blank = {"role": "assistant", "content": "  ", "tool_calls": [CALL]}
+    (deepseek,) = toolcalls.prepare_messages([blank], "deepseek_v3")
+    assert deepseek["content"] is None and deepseek["tool_calls"][0]["function"]["name"] == (
+        "get_weather"
+    )
+    assert toolcalls.prepare_messages([blank], "hermes")[0]["content"] == "  "
+
+
+def test_flat_tool_specs_and_a_contentless_system_message():
+    flat = {"name": "ping", "description": "Check.", "parameters": {"type": "object"}}
+    no_tools = toolcalls.TemplateSupport(tools=False)
+    prepared, specs = toolcalls.prepare_chat(EXCHANGE[:1], [flat], "hermes", support=no_tools)
+    assert specs is None and '"name": "ping"' in prepared[0]["content"]
+    template = (SHARED_TEMPLATES / "phi4_mini_own.jinja").read_text()
+    system = {"role": "system", "content": None}
+    prepared, _ = toolcalls.prepare_chat(
+        [system, EXCHANGE[0]], [flat], "phi4_mini", chat_template=template, support=no_tools
+    )
+    assert prepared[0]["content"] == "" and '"name": "ping"' in prepared[0]["tools"]
+
+
+def test_a_template_that_drops_system_messages_has_no_default_system_prompt():
+    template = (
+        "{% for m in messages %}{% if m.role != 'system' %}{{ m.role }}: {{ m.content }}\n"
+        "{% endif %}{% endfor %}"
+    )
+    assert support_of(template).default_system == ""

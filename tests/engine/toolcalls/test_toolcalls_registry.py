@@ -37,6 +37,7 @@ def test_a_registered_format_parses_streams_and_is_listed_until_unregistered():
     handle = toolcalls.register_format(_profile("acme"))
     try:
         assert "acme" in toolcalls.formats() and handle.name == "acme"
+        assert repr(handle) == "FormatHandle('acme')"
         text = 'Hi <<call>>{"name": "f", "arguments": {"x": "<<end>>"}}<<end>>'
         assert toolcalls.parse(text, "acme").tool_calls == (ToolCall("f", {"x": "<<end>>"}),)
         stream = toolcalls.StreamParser("acme")
@@ -157,3 +158,33 @@ def test_a_decoder_bug_in_a_registered_format_is_an_error_line_not_an_exception(
         out = toolcalls.parse('Hi <<call>>{"name": "f"}<<end>> there', "acme")
     assert out.tool_calls == () and "KeyError" in out.errors[0]
     assert out.content == 'Hi <<call>>{"name": "f"}<<end>> there'
+
+
+def test_a_user_decoder_that_finds_nothing_or_switches_badly_costs_only_its_call():
+    def decode(payload, ctx):
+        word = payload.strip()
+        if word == "nothing":
+            return []
+        if word == "switch":
+            return toolcalls.Switch("span", closes=("<<end>>",))  # a span with no decoder
+        if word == "ctrl-c":
+            raise KeyboardInterrupt
+        return toolcalls.calls_from_json(payload)
+
+    profile = Profile(
+        name="picky",
+        openers=(Opener("<<call>>", ends=("<<end>>",)),),
+        decode=decode,
+        render=lambda calls: "",
+    )
+    with toolcalls.register_format(profile):
+        for word, problem in [
+            ("nothing", "no tool call in the markup"),
+            ("switch", "the format switched to a tool span without a decoder"),
+        ]:
+            out = toolcalls.parse(f"Hi <<call>>{word}<<end>> then {{}}<<end>>", "picky")
+            assert out.tool_calls == () and len(out.errors) == 1
+            assert problem in out.errors[0] and out.content.startswith("Hi <<call>>")
+        # The user's Ctrl+C while a parse runs is theirs: it is never recorded as a parse error.
+        with pytest.raises(KeyboardInterrupt):
+            toolcalls.parse("Hi <<call>>ctrl-c<<end>>", "picky")
