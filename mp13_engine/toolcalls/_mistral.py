@@ -41,7 +41,7 @@ def decode_calls(payload: str, ctx: DecodeContext) -> list[ToolCall]:
         head, args = payload[:cut], payload[cut:]
     name, _, call_id = head.partition("[CALL_ID]")
     name = bare_name(name)
-    if not name or any(ch.isspace() for ch in name):
+    if not name or any(ch.isspace() or ch in "[]{}" for ch in name):  # e.g. a[TOOL_CALLS]b
         raise PayloadError(f"bad function name {name!r} before the arguments")
     value = loads(args.strip())
     return [ToolCall(name=name, arguments=arguments_object(value), id=call_id.strip() or None)]

@@ -329,6 +329,11 @@ _DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
         ),
         ("mistral", "[TOOL_CALLS]functions.[ARGS]{}", "bad function name ''"),
         (
+            "mistral_v11",
+            "[TOOL_CALLS]a[TOOL_CALLS]b[ARGS]{}",
+            "bad function name 'a[TOOL_CALLS]b'",
+        ),
+        (
             "qwen3_coder",
             "<tool_call>\n<function=>\n</function>\n</tool_call>",
             "<function=...> has no name",
