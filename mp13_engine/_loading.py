@@ -252,6 +252,13 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
         raise ModelLoadError(
             f"cannot load the tokenizer in {source}: {exc}; the directory needs tokenizer files"
         ) from exc
+    ordinary = len(tokenizer) - len(set(tokenizer.all_special_ids))
+    if ordinary < 2:  # transformers builds an empty tokenizer when the files are missing
+        raise ModelLoadError(
+            f"the tokenizer in {source} has no vocabulary ({len(tokenizer)} token(s), special "
+            "ones only): its files are missing (tokenizer.json, or tokenizer.model / vocab "
+            "files); copy them from the model's repository"
+        )
     if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:
         # Left padding is masked out, so any valid id works; eos is the usual choice.
         tokenizer.pad_token = tokenizer.eos_token

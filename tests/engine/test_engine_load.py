@@ -144,6 +144,16 @@ def test_broken_model_directories_name_the_missing_part(tiny_model_path, tmp_pat
             "cannot load the tokenizer in .*the directory needs tokenizer files",
             broken("tokenizer", write={"tokenizer.json": "{oops"}),
         ),
+        (  # transformers builds an empty tokenizer: every reply would be ''
+            ModelLoadError,
+            r"has no vocabulary \(2 token\(s\), special ones only\): its files are missing",
+            broken("no-tokenizer", remove=["tokenizer.json"]),
+        ),
+        (
+            ModelLoadError,
+            r"has no vocabulary \(1 token\(s\)",
+            broken("bare", remove=["tokenizer.json", "tokenizer_config.json"]),
+        ),
     ]
     for error, needle, path in cases:
         with pytest.raises(error, match=needle):
