@@ -171,14 +171,11 @@ async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcom
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Outcome] = loop.create_future()
 
-    def settle(outcome: Outcome) -> None:
-        if not fut.done():
-            fut.set_result(outcome)
-
     def report(outcome: Outcome) -> None:
-        # RuntimeError: the caller's loop closed while the abandoned thread ran.
+        # RuntimeError: the caller's loop closed while the abandoned thread ran. ``fut``
+        # is never done before: a run reports once, and ``shield`` keeps it uncancelled.
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, outcome)
+            loop.call_soon_threadsafe(fut.set_result, outcome)
 
     run = ToolRun(target, report)
     run.start()
@@ -213,13 +210,13 @@ def printable(value: object) -> str:
     nested past the recursion limit or an object whose ``__str__`` fails must still
     give the model a result to read.
     """
+    # str() and repr() return a str or raise (a __str__ returning another type is a
+    # TypeError), so the first one that does not raise is the text.
     for show in (str, repr):
         try:
-            text = show(value)
+            return show(value)
         except Exception:
             continue
-        if isinstance(text, str):
-            return text
     return f"<a {type(value).__name__} that cannot be shown as text>"
 
 
