@@ -159,9 +159,9 @@ class ChatApp:
         except ChatError as exc:
             print(f"mp13chat: {exc}", file=sys.stderr)
             return 2
-        log_path = self.config_dir / LOG_FILENAME if self.config_dir else None
+        assert self.config_dir is not None  # apply_options set config_path
         try:
-            with library_log(log_path) as log:
+            with library_log(self.config_dir / LOG_FILENAME) as log:
                 self.library_log = log
                 if question is not None:
                     return asyncio.run(self._answer_once(question, options))
@@ -240,7 +240,7 @@ class ChatApp:
         except Exception as exc:
             self._remember(exc)
             where = None
-            if self.library_log is not None and self.library_log.path is not None:
+            if self.library_log is not None:
                 self.library_log.write_text(self.last_traceback or "")
                 where = self.library_log.path
             hint = _startup.start_hint(self.config, self._catalog(), exc)
@@ -298,10 +298,9 @@ class ChatApp:
         if log is None or log.noticed or not log.records or not self.interactive:
             return
         log.noticed = True
-        where = f" (and {log.path})" if log.path is not None else ""
         render.print_info(
             self.console,
-            f"library warnings go to /warnings{where} instead of the screen; the first: "
+            f"library warnings go to /warnings (and {log.path}) instead of the screen; the first: "
             f"{first_line(log.records[0])}",
         )
 

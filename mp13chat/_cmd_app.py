@@ -77,8 +77,7 @@ def warnings_(repl: Repl, line: CommandLine) -> None:
     ]
     title = f"library warnings ({log.total} in this run)"
     repl.console.print(render.table(title, ("time", "from", "message"), rows))
-    if log.path is not None:
-        render.print_info(repl.console, f"also in {log.path}")
+    render.print_info(repl.console, f"also in {log.path}")
 
 
 @command("config", group="app")

@@ -32,37 +32,33 @@ KEEP = 200  # records kept in memory for /warnings
 class LibraryLog(logging.Handler):
     """Writes records to a file (when given) and keeps the last ``KEEP`` of this run."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path) -> None:
         super().__init__(level=logging.WARNING)
         self.path = path
         self.records: list[logging.LogRecord] = []
         self.total = 0
         self.noticed = False  # the REPL has told the user about this log
         self._lock_records = threading.Lock()
-        self._file: logging.Handler | None = None
         self._routed_transformers = False
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = logging.handlers.RotatingFileHandler(
-                path, maxBytes=MAX_BYTES, backupCount=1, encoding="utf-8", delay=True
-            )
-            self._file.setFormatter(
-                logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = logging.handlers.RotatingFileHandler(
+            path, maxBytes=MAX_BYTES, backupCount=1, encoding="utf-8", delay=True
+        )
+        self._file.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        )
 
     def emit(self, record: logging.LogRecord) -> None:
         with self._lock_records:
             self.total += 1
             self.records.append(record)
             del self.records[:-KEEP]
-        if self._file is not None:
-            self._file.emit(record)
+        self._file.emit(record)
 
     def write_text(self, text: str) -> None:
         """Append ``text`` (e.g. a traceback) to the log file as one ERROR record."""
         record = logging.LogRecord("mp13chat", logging.ERROR, "", 0, text, None, None)
-        if self._file is not None:
-            self._file.emit(record)
+        self._file.emit(record)
 
     def route_transformers(self) -> None:
         """Send transformers' log records here instead of its own stderr handler, and turn
@@ -86,13 +82,12 @@ class LibraryLog(logging.Handler):
         self._routed_transformers = False
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+        self._file.close()
         super().close()
 
 
 @contextmanager
-def library_log(path: Path | None) -> Iterator[LibraryLog]:
+def library_log(path: Path) -> Iterator[LibraryLog]:
     """Route warnings and WARNING+ log records into a ``LibraryLog`` for the block."""
     handler = LibraryLog(path)
     root = logging.getLogger()
