@@ -185,3 +185,28 @@ def test_default_approvals_are_read_only_and_toolboxes_change_their_own_copy():
         Risk.HIGH: Approval.ASK,
     }
     assert Toolbox().approval_defaults == dict(DEFAULT_APPROVALS)
+
+
+def test_always_for_a_tool_removed_while_asked_is_not_remembered_for_its_successor():
+    tb, ran = make()
+    asked: list[str] = []
+
+    def approver(req: ApprovalRequest) -> str:
+        asked.append(req.call.name)
+        if len(asked) == 1:
+            tb.unregister("medium")  # e.g. the user removed it from another window
+        return "always"
+
+    # The call the user approved runs; the "always" has no tool left to stick to.
+    assert tb.execute(ToolCall("medium"), approval=approver).content == "ok"
+    assert ran == ["medium"] and tb.remembered() == {}
+
+    def medium() -> str:
+        ran.append("new medium")
+        return "ok"
+
+    tb.register(medium, risk="medium")
+    assert not tb.execute(ToolCall("medium"), approval=approver).is_error
+    assert asked == ["medium", "medium"]  # the successor is asked about itself
+    assert tb.remembered() == {"medium": ApprovalAnswer.ALWAYS}
+    assert ran == ["medium", "new medium"]

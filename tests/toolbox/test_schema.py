@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Annotated, Any, Literal, Optional, TypedDict
+import typing
+from typing import Annotated, Any, Literal, Optional, TypedDict, TypeVar
 
 import attrs
 import pytest
@@ -272,3 +273,56 @@ def test_parse_docstring_handles_missing_and_odd_docs():
     assert doc.description == "Only a summary." and doc.args == {}
     doc = parse_docstring("Sum.\n\nArgs:\n    a: one\n    b: two\n\nRaises:\n    X: never")
     assert doc.args == {"a": "one", "b": "two"}
+
+
+@dataclasses.dataclass
+class Paging:
+    page: int = 1
+    size: int = 20
+
+
+T = TypeVar("T")
+
+
+def test_loose_annotations_defaults_json_cannot_hold_and_prose_in_args():
+    def fetch(
+        ids: typing.Sequence,  # bare: items of any type
+        meta: dict[str, Any],
+        weight: Annotated[float, 0.5],
+        paging: Paging,
+        tags: frozenset[str] = frozenset(),
+    ) -> None:
+        """Fetch records.
+
+        Args:
+            (the arguments are described by their types)
+            weight: How much each record counts.
+        """
+
+    spec, _ = function_spec(fetch)
+    p = spec.parameters["properties"]
+    assert p["ids"] == {"type": "array"}
+    assert p["meta"] == {"type": "object"}  # any values: no additionalProperties
+    # Annotated metadata that is not text leaves the docstring's description in place.
+    assert p["weight"] == {"type": "number", "description": "How much each record counts."}
+    # A record whose fields all have defaults requires none of them.
+    assert p["paging"] == {
+        "type": "object",
+        "properties": {
+            "page": {"type": "integer", "default": 1},
+            "size": {"type": "integer", "default": 20},
+        },
+        "additionalProperties": False,
+    }
+    # frozenset() has no JSON form: the default is not recorded, the item type is.
+    assert p["tags"] == {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    assert spec.parameters["required"] == ["ids", "meta", "weight", "paging"]
+    assert spec.description == "Fetch records."  # the prose line is neither summary nor arg
+
+    def generic(x: T) -> None: ...
+
+    with pytest.raises(ToolRegistrationError) as err:
+        function_spec(generic)
+    assert str(err.value).startswith(
+        "tool 'generic', parameter 'x': cannot describe type ~T in JSON schema; annotate it"
+    )

@@ -100,3 +100,14 @@ def test_a_thousand_levels_give_a_validation_message():
     assert problems == [
         f"argument 'a' is nested more than {MAX_DEPTH} levels deep; send a flatter value"
     ]
+
+
+def test_without_a_time_bound_patterns_and_sizes_are_still_checked():
+    schema = pattern_schema("^[a-z]+$")
+    schema["properties"]["s"]["maxLength"] = 5
+    assert validate(schema, {"s": "abc"}, budget_s=None) == ({"s": "abc"}, [])
+    _, problems = validate(schema, {"s": "ABCDEF"}, budget_s=None)
+    assert problems == [
+        "argument 's': takes at most 5 characters, got 6",
+        "argument 's': \"ABCDEF\" does not match the pattern '^[a-z]+$'",
+    ]
