@@ -126,6 +126,8 @@ def test_train_saves_under_the_adapters_folder(tmp_path):
     assert config.max_steps == 3
     mine = _training_config(["fact", "d.jsonl", f"output_dir={tmp_path}/x"], tmp_path)
     assert mine.output_dir == f"{tmp_path}/x"  # an explicit output_dir wins
+    # An app without a config file has no adapters folder: the engine picks the folder.
+    assert _training_config(["fact", "d.jsonl"], None).output_dir is None
 
 
 def test_an_unknown_training_option_lists_the_options_not_a_python_class(tmp_path):

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: MIT
+"""What a wrapper app gets when it leaves things out: no session in the config, no
+config file, a session of its own, commands without a docstring, an empty ``params``."""
+
+from __future__ import annotations
+
+from mp13_context import Session
+from mp13_context.testing import FakeEngine, FakeReply
+
+
+def test_with_no_session_configured_the_chats_go_to_chats_db_by_the_config(make_chat, tmp_path):
+    h = make_chat(FakeEngine(), session=None, params={})
+    assert f"session: {tmp_path / 'chats.db'}" in h.out.getvalue()
+    assert h.app.cursor.params.show() == {}  # "params": {} sets nothing on a new conversation
+    assert "echo: kept" in h.run("kept")
+    with Session.open(tmp_path / "chats.db") as saved:
+        assert [c.title for c in saved.conversations()] == ["kept"]
+
+
+def test_a_session_the_wrapper_passed_in_stays_open_when_another_is_opened(make_chat, tmp_path):
+    given = Session.open(tmp_path / "given.db")
+    h = make_chat(FakeEngine(), app_kwargs={"config_path": None, "session": given})
+    out = h.run("/engine")
+    assert "loaded" in out and "adapters folder" not in out  # no config file: no folder
+    h.run("first")
+    out = h.run(f"/open {tmp_path / 'other.db'}")
+    assert f"session {tmp_path / 'other.db'}" in out
+    assert h.app.session.filename == str(tmp_path / "other.db")
+    # The wrapper's session is the wrapper's to close; the one the app opened is the app's.
+    assert not given.closed
+    assert [c.title for c in given.conversations()] == ["first"]
+    other = h.app.session
+    h.close()
+    assert other.closed and not given.closed
+    given.close()
+
+
+def test_a_command_without_a_docstring_and_a_plain_reply_without_reasoning(make_chat):
+    import mp13chat
+
+    @mp13chat.command("ping", group="wrapper")
+    def ping(repl: mp13chat.Repl, line: mp13chat.CommandLine) -> None:
+        repl.console.print("pong")
+
+    engine = FakeEngine([FakeReply(text="the answer", reasoning="secret musing")])
+    h = make_chat(engine, stream=False, show_reasoning=False)
+    h.app.register_command(ping)
+    assert h.run("/help ping").strip() == "usage: /ping"  # nothing more to say
+    out = h.run("/ping", "question")
+    assert "pong" in out
+    assert "the answer" in out and "secret musing" not in out  # show_reasoning off
+    assert out.count("the answer") == 1
