@@ -39,3 +39,28 @@ def test_demo_answers_and_runs_a_tool_round_with_approval(make_chat, demo_engine
     tool_turn = next(t for t in path if t.role.value == "tool")
     assert tool_turn.tool_results[0].content == "391"
     assert "391" in path[-1].text  # the answer quotes the result
+
+
+def test_starting_on_the_demo_model_says_what_to_try_and_asks_before_any_tool(
+    make_chat, tmp_path, monkeypatch, capsys
+):
+    import sys
+
+    from mp13_engine.testing import DEMO_PROMPTS
+    from mp13chat import ChatApp
+    from tests.chat._stdin import FakeStdin
+
+    monkeypatch.setenv("MP13_CACHE", str(tmp_path / "cache"))  # empty: the shipped copy
+    h = make_chat(None, model="demo")  # no engine given: the app loads the model
+    said = " ".join(h.out.getvalue().split())
+    assert "model: built-in demo model · cpu" in said
+    assert "a tiny model trained on a few prompts; try 'hello', " in said
+    assert "the demo asks before running a tool; /tools approval NAME allow stops that" in said
+    assert {t.approval.value for t in h.app.toolbox.list()} == {"ask"}
+    # Answering once (-p) on the demo model prints the answer only: no notes, no asking.
+    prompt, answer = DEMO_PROMPTS[0]
+    monkeypatch.setattr(sys, "stdin", FakeStdin("", True))
+    assert ChatApp().main(["--model", "demo", "-p", prompt]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{answer}\n"
+    assert "trained on a few prompts" not in err and "asks before" not in err

@@ -180,3 +180,27 @@ def test_a_parameter_the_engine_refuses_ends_the_answer_with_status_1(run_main, 
     assert (status, out) == (1, "")
     assert "top_p=5.0; top_p must be a number in (0, 1]" in " ".join(err.split())
     assert engine.requests == []  # nothing was sent
+
+
+def test_a_session_that_cannot_record_ends_the_answer_with_status_1(run_main, tmp_path):
+    import sqlean
+
+    from mp13_context import Session
+
+    db = tmp_path / "full.db"
+    Session.open(db).close()
+    conn = sqlean.connect(str(db))  # recording a turn fails, as on a full disk
+    conn.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON nodes WHEN NEW.turn IS NOT NULL "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+    )
+    conn.commit()
+    conn.close()
+    engine = FakeEngine()
+    status, out, err = run_main(["-p", "hi", "--session", str(db)], engine, tty=True)
+    assert (status, out) == (1, "")
+    err = " ".join(err.split())
+    assert "error: could not record the user turn (saving to " in err
+    assert "failed: database or disk is full); nothing of it was recorded" in err
+    assert "make room on the disk" in err
+    assert engine.requests == []  # nothing was asked of the model
