@@ -652,3 +652,20 @@ def test_an_engine_that_breaks_its_protocol_gives_a_recorded_error(ctx, engine):
     assert turn.error == (
         "engine failed: RuntimeError: the engine's stream ended without a final chunk"
     )
+
+
+def test_a_new_conversation_has_no_exchange_and_archived_branches_can_be_left_out(ctx):
+    cur = ctx.cursor()
+    assert cur.exchange() == []  # nothing asked yet: no user turn to start from
+    cur.ask("first")
+    first_user = cur.path()[-2]
+    cur.parent()
+    cur.parent()  # back at the root, ask again: a second branch
+    root = cur.node
+    cur.ask("second")
+    session = ctx.session
+    session.set_archived(first_user.id)
+    kids = session.children(root.id)
+    assert [k.turn.text for k in kids] == ["first", "second"]
+    assert [k.archived for k in kids] == [True, False]
+    assert [k.turn.text for k in session.children(root.id, archived=False)] == ["second"]
