@@ -669,3 +669,20 @@ def test_a_new_conversation_has_no_exchange_and_archived_branches_can_be_left_ou
     assert [k.turn.text for k in kids] == ["first", "second"]
     assert [k.archived for k in kids] == [True, False]
     assert [k.turn.text for k in session.children(root.id, archived=False)] == ["second"]
+
+
+def test_closing_a_try_out_after_its_origin_went_to_another_conversation(ctx):
+    cur = ctx.cursor()
+    cur.ask("keep this")
+    origin, cid = cur.node_id, cur.conversation_id
+    t = cur.try_out()
+    t.ask("discard this")
+    other = ctx.cursor()
+    other.ask("elsewhere")
+    cur.goto(other.node_id)  # the origin moves on before the try-out is closed
+    t.close()
+    assert ctx.session.node(t.hub_id).archived
+    assert cur.node_id == other.node_id  # closing does not pull the origin back
+    again = ctx.cursor(cid)  # the first conversation resumes where the origin left it
+    assert again.node_id == origin
+    assert contents(again) == [("user", "keep this"), ("assistant", "echo: keep this")]
