@@ -143,8 +143,8 @@ def _ordered(
     """
     children: dict[str, list[tuple[int, int, Node, Path]]] = {}
     for i, (node, path) in enumerate(nodes):
-        if node.parent_id is not None:
-            children.setdefault(node.parent_id, []).append((node.seq, i, node, path))
+        assert node.parent_id is not None  # _conversation kept the one root out of nodes
+        children.setdefault(node.parent_id, []).append((node.seq, i, node, path))
     heap: list[tuple[int, int, Node, Path, int]] = [(root[0].seq, -1, root[0], root[1], 0)]
     placed = 0
     while heap:
