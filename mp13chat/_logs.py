@@ -30,7 +30,7 @@ KEEP = 200  # records kept in memory for /warnings
 
 
 class LibraryLog(logging.Handler):
-    """Writes records to a file (when given) and keeps the last ``KEEP`` of this run."""
+    """Writes records to its file and keeps the last ``KEEP`` of this run."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(level=logging.WARNING)
