@@ -181,8 +181,8 @@ class StreamMachine:
                 self._span.raw_start -= shift
                 self._span.payload_start -= shift
                 self._span.scanner.shift(shift)
-            if self._mode == "undecided":
-                self._und_from = max(0, self._und_from - shift)
+            # Never "undecided" here: that mode consumes nothing until it ends, so _und_from
+            # never needs shifting.
             self._pos = 0
 
     # -- emission -----------------------------------------------------------------------------
