@@ -274,8 +274,8 @@ class OutputProcessor:
                 self._release(rest, out)
             parser = self._parser
             if parser is not None:
-                self._events(self._safely(parser.close) or [], out)
-                parsed = self._safely(parser.finish) if self._parser is not None else None
+                self._events(self._safely(parser.close, out) or [], out)
+                parsed = self._safely(parser.finish, None) if self._parser is not None else None
                 if parsed is not None:
                     self._errors.extend(parsed.errors)
         return Output(
@@ -291,12 +291,15 @@ class OutputProcessor:
             return
         self._raw.append(text)
         parser = self._parser
-        # No parser, or it failed on this text (``_safely``): the text is content.
-        events = self._safely(parser.feed, text) if parser is not None else None
-        self._events([ContentDelta(text)] if events is None else events, out)
+        if parser is None:
+            self._events([ContentDelta(text)], out)
+        else:
+            self._events(self._safely(parser.feed, out, text) or [], out)
 
-    def _safely(self, call: Callable[..., _T], *args: str) -> _T | None:
-        """``call(*args)``, or None after turning the parser off if it raised."""
+    def _safely(self, call: Callable[..., _T], out: list[Chunk] | None, *args: str) -> _T | None:
+        """``call(*args)``, or None after turning the parser off if it raised; its
+        salvage (what it held back, as content) then goes to ``out`` first."""
+        parser = self._parser
         try:
             return call(*args)
         except BaseException as exc:  # parsers must not raise; if one does, keep the raw text
@@ -308,6 +311,8 @@ class OutputProcessor:
                 "is kept as text"
             )
             self._parser = None
+            if parser is not None:
+                self._events(parser._salvage(), out)
             return None
 
     def _events(self, events: list[StreamEvent], out: list[Chunk] | None) -> None:

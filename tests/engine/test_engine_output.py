@@ -260,22 +260,53 @@ def test_characters_split_across_tokens_are_never_streamed_half():
     assert "".join(c.text for c in chunks) == st_.response.text == text
 
 
-def test_a_failing_parser_keeps_the_output_as_text(monkeypatch):
+@pytest.mark.parametrize("when", ["feed", "close", "finish"])
+def test_a_failing_parser_keeps_the_output_as_text(monkeypatch, when):
+    """A parser bug, while streaming or at the end, costs the parse, never the output: the
+    text it held back (here all of it: hermes holds leading text until it knows whether it
+    was reasoning) comes out as content. It used to be lost: a failure at the end gave ''."""
+    vocab = ByteVocab()
+    st_ = _state(vocab, "hermes")
+    assert st_.start()
+    run = toolcalls.StreamParser._run
+
+    def boom(self, final):
+        if when == ("close" if final else "feed"):
+            raise ValueError("parser bug")
+        run(self, final)
+
+    def finish_boom(self):
+        raise ValueError("parser bug")
+
+    st_.append(vocab.ids("Hello ")[0])
+    if when == "finish":
+        monkeypatch.setattr(toolcalls.StreamParser, "finish", finish_boom)
+    else:
+        monkeypatch.setattr(toolcalls.StreamParser, "_run", boom)
+    st_.append(vocab.ids("world")[0])
+    st_.finish(FinishReason.LENGTH)
+    resp = st_.response
+    assert resp.finish_reason is FinishReason.LENGTH and resp.error is None
+    assert resp.raw_text == resp.text == "Hello world"
+    assert resp.parse_errors == (
+        "tool-call parsing failed (ValueError: parser bug); the rest of the output is kept as text",
+    )
+    _assert_chunks_match(_chunks(st_), resp)
+
+
+def test_ctrl_c_inside_the_parser_is_the_users_not_a_parse_error(monkeypatch):
     vocab = ByteVocab()
     st_ = _state(vocab, "hermes")
     assert st_.start()
 
-    def boom(self, delta):
-        raise ValueError("parser bug")
+    def interrupt(self, delta):
+        raise KeyboardInterrupt
 
-    st_.append(vocab.ids("Hello ")[0])
-    monkeypatch.setattr(toolcalls.StreamParser, "feed", boom)
-    st_.append(vocab.ids("world")[0])
-    st_.finish(FinishReason.LENGTH)
-    resp = st_.response
-    assert resp.raw_text == "Hello world" and resp.text.endswith("world")
-    assert any("parser bug" in e for e in resp.parse_errors)
-    _assert_chunks_match(_chunks(st_), resp)
+    monkeypatch.setattr(toolcalls.StreamParser, "feed", interrupt)
+    (hi,) = vocab.ids("Hi")
+    with pytest.raises(KeyboardInterrupt):
+        st_.append(hi)
+    assert st_.tokens == [hi] and st_.response is None
 
 
 # ----- the status of a request
