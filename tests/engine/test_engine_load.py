@@ -116,14 +116,20 @@ def test_config_errors_say_what_to_fix(tmp_path):
 def test_broken_model_directories_name_the_missing_part(tiny_model_path, tmp_path):
     import shutil
 
-    def broken(name, *, remove=(), write=None):
+    def broken(name, *, remove=(), write=None, cut=()):
         copy = tmp_path / name
         shutil.copytree(tiny_model_path, copy)
         for file in remove:
             (copy / file).unlink()
         for file, text in (write or {}).items():
             (copy / file).write_text(text)
+        for file in cut:  # a copy or download that stopped half way
+            data = (copy / file).read_bytes()
+            (copy / file).write_bytes(data[: len(data) // 2])
         return str(copy)
+
+    config = json.loads((tiny_model_path / "config.json").read_text())
+    wider = json.dumps({**config, "hidden_size": 2 * config["hidden_size"]})
 
     stray = tmp_path / "weights.bin"
     stray.write_bytes(b"not a model")
@@ -138,6 +144,17 @@ def test_broken_model_directories_name_the_missing_part(tiny_model_path, tmp_pat
             ModelNotFoundError,
             "cannot read the weights in .*check the directory is complete",
             broken("weights", remove=["model.safetensors"]),
+        ),
+        (  # these two used to escape as safetensors' SafetensorError and a RuntimeError
+            ModelLoadError,
+            "cannot load the weights in .*incomplete metadata.*the weight files must be "
+            "complete and come from the same checkpoint as its config.json",
+            broken("cut", cut=["model.safetensors"]),
+        ),
+        (
+            ModelLoadError,
+            "cannot load the weights in .*ignore_mismatched_sizes.*come from the same checkpoint",
+            broken("wider", write={"config.json": wider}),
         ),
         (
             ModelLoadError,
