@@ -70,9 +70,11 @@ def test_config_json_round_trip(tmp_path):
         model=str(tmp_path), device="cpu", dtype="float32", max_batch_size=3, batch_wait_ms=0.5
     )
     path = tmp_path / "engine.json"
-    cfg.to_json(path)
+    assert cfg.to_json(path) + "\n" == path.read_text()
     assert EngineConfig.from_json(path) == cfg
     assert json.loads(path.read_text())["max_batch_size"] == 3
+    # Without a path it only returns the text.
+    assert json.loads(cfg.to_json()) == cfg.to_dict() and list(tmp_path.iterdir()) == [path]
 
 
 def test_config_json_errors_name_the_problem(tmp_path):

@@ -356,3 +356,24 @@ def test_a_chat_that_opens_with_the_assistant_learns_every_assistant_turn(tiny_m
     assert len(runs) == 2
     assert "Hello, how can I help?" in runs[0] and "Hi." in runs[1]
     assert "Say hi." not in "".join(runs)
+
+
+def test_an_assistant_turn_the_template_drops_teaches_nothing(tiny_model_path):
+    """A template that skips empty messages renders no text for an empty assistant turn:
+    that turn adds no loss, and the later turn is still learned exactly."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    tok.chat_template = (
+        "{% for m in messages %}{% if m.content %}<{{ m.role }}>{{ m.content }}</s>{% endif %}"
+        "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    chat = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    rendered = render_example(tok, to_example("r", {"messages": chat}))
+    assert tok.decode(rendered.ids) == "<user>hi</s><user>again</s><assistant>ok</s>"
+    assert _runs(tok, rendered) == ["ok</s>"]
