@@ -358,9 +358,7 @@ class AdapterManager:
         """The fused LoRA plan of a wave (one PEFT name per row); None = use PEFT's loop."""
         if self._engine.config.mixed_lora != "fused":
             return None
-        model = self._model()
-        if not is_peft_model(model):
-            return None
+        model = self._model()  # a PeftModel: the one caller (_forward) checked, on this thread
         if self._fused is None:
             from mp13_engine._fused_lora import FusedLora
 
