@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mp13_engine import FinishReason, Request, toolcalls
-from mp13_engine._output import _SLIDE, OutputSetup, RequestStatus
-from mp13_engine._streams import RequestState
+from mp13_engine._output import _SLIDE, OutputProcessor, OutputSetup, RequestStatus
+from mp13_engine._streams import RequestState, RequestStream
 from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine.testing import TINY_FAMILIES
 from mp13_toolbox import ToolCall
@@ -292,6 +292,53 @@ def test_a_failing_parser_keeps_the_output_as_text(monkeypatch, when):
         "tool-call parsing failed (ValueError: parser bug); the rest of the output is kept as text",
     )
     _assert_chunks_match(_chunks(st_), resp)
+
+
+def test_a_request_whose_output_cannot_be_built_still_resolves_and_says_why(monkeypatch, caplog):
+    """The tokenizer failing at the end, and then the metrics hook failing too, never leave
+    a request unresolved: it ends as an ERROR naming what failed, streamed and returned."""
+
+    def metrics_hook(submit_t, end_t, response):
+        raise RuntimeError("metrics down")
+
+    vocab = ByteVocab()
+    st_ = _state(vocab, finished=metrics_hook)
+    assert st_.start()
+    st_.append(vocab.ids("Hi")[0])
+
+    def broken(self, out):
+        raise ValueError("tokenizer gone")
+
+    monkeypatch.setattr(OutputProcessor, "close", broken)
+    assert st_.finish(FinishReason.LENGTH)
+    resp = st_.future.result(timeout=1)
+    assert (resp.finish_reason, resp.error) == (
+        FinishReason.ERROR,
+        "decoding the output failed: ValueError: tokenizer gone",
+    )
+    assert resp.metrics.completion_tokens == 1 and resp.raw_text == ""
+    assert _chunks(st_)[-1].response is resp
+    assert "on_finish failed" in caplog.text and "building the output" in caplog.text
+
+
+def test_ctrl_c_while_iterating_a_stream_cancels_its_request(monkeypatch):
+    vocab = ByteVocab()
+    st_ = _state(vocab)
+    assert st_.start()
+    cancelled = []
+    stream = RequestStream(st_, cancelled.append)
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RequestState, "next_chunk", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        next(stream)
+    assert cancelled == [st_.id]
+    with pytest.raises(StopIteration):  # the stream is over
+        next(stream)
+    with pytest.raises(ValueError, match="watched=True"):
+        RequestStream(_state(vocab, watched=False), cancelled.append)
 
 
 def test_ctrl_c_inside_the_parser_is_the_users_not_a_parse_error(monkeypatch):
