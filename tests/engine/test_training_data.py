@@ -123,6 +123,24 @@ def test_missing_file_and_bad_json(tmp_path):
         assert name in str(err.value)
 
 
+def test_tool_calls_in_training_rows_are_normalised_ids_kept_only_when_given():
+    chat = [
+        {"role": "user", "content": "2+2 and 3+3?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "function": {"name": "calc", "arguments": '{"x": "2+2"}'}},
+                _call(" "),  # no id; blank arguments are no arguments
+            ],
+        },
+    ]
+    (example,) = load_examples([{"messages": chat}])
+    assert example.messages[1]["tool_calls"] == [
+        {"type": "function", "function": {"name": "calc", "arguments": {"x": "2+2"}}, "id": "c1"},
+        {"type": "function", "function": {"name": "calc", "arguments": {}}},
+    ]
+
+
 def test_chats_take_the_roles_a_request_takes():
     from mp13_engine._request_fields import ROLES
 
