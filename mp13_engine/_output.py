@@ -296,6 +296,7 @@ class OutputProcessor:
         """``call(*args)``, or None after turning the parser off if it raised; its
         salvage (what it held back, as content) then goes to ``out`` first."""
         parser = self._parser
+        assert parser is not None  # callers only call it while there is a parser
         try:
             return call(*args)
         except BaseException as exc:  # parsers must not raise; if one does, keep the raw text
@@ -307,8 +308,7 @@ class OutputProcessor:
                 "is kept as text"
             )
             self._parser = None
-            if parser is not None:
-                self._events(parser._salvage(), out)
+            self._events(parser._salvage(), out)
             return None
 
     def _events(self, events: list[StreamEvent], out: list[Chunk] | None) -> None:

@@ -260,13 +260,17 @@ def test_characters_split_across_tokens_are_never_streamed_half():
     assert "".join(c.text for c in chunks) == st_.response.text == text
 
 
-@pytest.mark.parametrize("when", ["feed", "close", "finish"])
-def test_a_failing_parser_keeps_the_output_as_text(monkeypatch, when):
+@pytest.mark.parametrize(
+    ("fmt", "when"),
+    [("hermes", "feed"), ("hermes", "close"), ("hermes", "finish"), ("mistral", "close")],
+)
+def test_a_failing_parser_keeps_the_output_as_text(monkeypatch, fmt, when):
     """A parser bug, while streaming or at the end, costs the parse, never the output: the
-    text it held back (here all of it: hermes holds leading text until it knows whether it
-    was reasoning) comes out as content. It used to be lost: a failure at the end gave ''."""
+    text it held back (hermes holds leading text until it knows whether it was reasoning;
+    mistral holds nothing here) comes out as content. It used to be lost: a failure at the
+    end gave ''."""
     vocab = ByteVocab()
-    st_ = _state(vocab, "hermes")
+    st_ = _state(vocab, fmt)
     assert st_.start()
     run = toolcalls.StreamParser._run
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import attrs
 import pytest
 
 from mp13_engine import ToolFormatError, toolcalls
@@ -223,3 +224,8 @@ def test_a_format_without_stop_markers_reads_reasoning_calls_and_quoted_markers(
     assert out.tool_calls == (ToolCall("f", {"x": "<<v>> then <<end>>"}),)
     assert (out.reasoning, out.content, out.errors) == ("I should call f.", "Sure.  Done.", ())
     assert streamed == out
+    # Without reasoning tags it lists no marker to drop at all; the call reads the same.
+    plain = attrs.evolve(profile, name="plain", reasoning=(), close_only_reasoning=False)
+    with toolcalls.register_format(plain):
+        again = toolcalls.parse(text.partition("</think>")[2], "plain")
+    assert again == attrs.evolve(out, reasoning="")
