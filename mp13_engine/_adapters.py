@@ -194,11 +194,12 @@ class AdapterManager:
         if (candidate / "adapter_config.json").is_file():
             return candidate.resolve()
         base = self._adapters_dir()
+        where = ""
         if base is not None and not candidate.is_absolute():
             under = base / candidate
             if (under / "adapter_config.json").is_file():
                 return under.resolve()
-        where = f" or under adapters_dir {str(base)!r}" if base is not None else ""
+            where = f" or under adapters_dir {str(base)!r}"
         raise AdapterError(
             f"No PEFT adapter directory at {str(path)!r}{where} (a directory with "
             "adapter_config.json). Give the path of a directory saved by PEFT or by "
@@ -357,9 +358,7 @@ class AdapterManager:
         """The fused LoRA plan of a wave (one PEFT name per row); None = use PEFT's loop."""
         if self._engine.config.mixed_lora != "fused":
             return None
-        model = self._model()
-        if not is_peft_model(model):
-            return None
+        model = self._model()  # a PeftModel: the one caller (_forward) checked, on this thread
         if self._fused is None:
             from mp13_engine._fused_lora import FusedLora
 

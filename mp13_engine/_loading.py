@@ -180,6 +180,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     ``progress`` receives ``FetchProgress`` reports of the slow first-time steps
     (converting a GGUF file, downloading with ``download=True``).
     """
+    from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     device = resolve_device(config.device)
@@ -236,6 +237,14 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     except OSError as exc:
         raise ModelNotFoundError(
             f"cannot read the weights in {source}: {exc}; check the directory is complete"
+        ) from exc
+    except (RuntimeError, SafetensorError) as exc:
+        if isinstance(exc, torch.OutOfMemoryError):
+            raise
+        # A cut or corrupt weight file, or weights of another size than config.json says.
+        raise ModelLoadError(
+            f"cannot load the weights in {source}: {exc}; the weight files must be complete "
+            "and come from the same checkpoint as its config.json"
         ) from exc
     if mapped:
         device = input_device(model)

@@ -210,6 +210,8 @@ class OutputProcessor:
 
     ``append(token, out)`` and ``close(out)`` add the chunks they produce to
     ``out`` when it is a list (someone streams) and build none when it is None.
+    Its one caller, ``RequestState``, appends only while the request runs, ends it as
+    soon as ``append`` returns True (a stop string), and closes it once.
     """
 
     __slots__ = (
@@ -222,7 +224,6 @@ class OutputProcessor:
         "_raw",
         "_reasoning",
         "_stops",
-        "closed",
     )
 
     def __init__(
@@ -242,17 +243,14 @@ class OutputProcessor:
         self._reasoning: list[str] = []
         self._calls: list[ToolCall] = []
         self._errors: list[str] = []
-        self.closed = False
 
     @property
     def stopped(self) -> bool:
-        """True once a stop string completed (later tokens add nothing)."""
+        """True once a stop string completed (the output ends there)."""
         return self._stops is not None and self._stops.hit
 
     def append(self, token: int, out: list[Chunk] | None) -> bool:
         """Process one generated token; True when it completed a stop string."""
-        if self.closed or self.stopped:
-            return False
         delta = self._detok.push(token)
         if not delta:
             return False
@@ -265,19 +263,17 @@ class OutputProcessor:
 
     def close(self, out: list[Chunk] | None) -> Output:
         """End of output: release what was held back, close the parser, return the fields."""
-        if not self.closed:
-            self.closed = True
-            if not self.stopped:
-                rest = self._detok.flush()
-                if self._stops is not None:
-                    rest = self._stops.feed(rest) + self._stops.flush()
-                self._release(rest, out)
-            parser = self._parser
-            if parser is not None:
-                self._events(self._safely(parser.close) or [], out)
-                parsed = self._safely(parser.finish) if self._parser is not None else None
-                if parsed is not None:
-                    self._errors.extend(parsed.errors)
+        if not self.stopped:
+            rest = self._detok.flush()
+            if self._stops is not None:
+                rest = self._stops.feed(rest) + self._stops.flush()
+            self._release(rest, out)
+        parser = self._parser
+        if parser is not None:
+            self._events(self._safely(parser.close, out) or [], out)
+            parsed = self._safely(parser.finish, None) if self._parser is not None else None
+            if parsed is not None:
+                self._errors.extend(parsed.errors)
         return Output(
             text="".join(self._content),
             raw_text="".join(self._raw),
@@ -291,12 +287,16 @@ class OutputProcessor:
             return
         self._raw.append(text)
         parser = self._parser
-        # No parser, or it failed on this text (``_safely``): the text is content.
-        events = self._safely(parser.feed, text) if parser is not None else None
-        self._events([ContentDelta(text)] if events is None else events, out)
+        if parser is None:
+            self._events([ContentDelta(text)], out)
+        else:
+            self._events(self._safely(parser.feed, out, text) or [], out)
 
-    def _safely(self, call: Callable[..., _T], *args: str) -> _T | None:
-        """``call(*args)``, or None after turning the parser off if it raised."""
+    def _safely(self, call: Callable[..., _T], out: list[Chunk] | None, *args: str) -> _T | None:
+        """``call(*args)``, or None after turning the parser off if it raised; its
+        salvage (what it held back, as content) then goes to ``out`` first."""
+        parser = self._parser
+        assert parser is not None  # callers only call it while there is a parser
         try:
             return call(*args)
         except BaseException as exc:  # parsers must not raise; if one does, keep the raw text
@@ -308,6 +308,7 @@ class OutputProcessor:
                 "is kept as text"
             )
             self._parser = None
+            self._events(parser._salvage(), out)
             return None
 
     def _events(self, events: list[StreamEvent], out: list[Chunk] | None) -> None:

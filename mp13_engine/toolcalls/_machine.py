@@ -168,6 +168,21 @@ class StreamMachine:
             errors=tuple(self._errors),
         )
 
+    def _salvage(self) -> list[StreamEvent]:
+        """After this parser raised (a bug): the events it made but never handed out, then
+        the text it still held back (a partial marker, an open span, undecided text) as
+        content, so the output loses nothing. The parser takes no more input."""
+        if self._done:  # it closed cleanly: everything was handed out already
+            return []
+        self._done = True
+        events, self._events = self._events, []
+        held = self._pending[_CONTENT] + self._buf[self._pos :]
+        self._pending[_CONTENT] = ""
+        self._buf, self._pos = "", 0
+        if held:
+            events.append(ContentDelta(held))
+        return events
+
     # -- the loop -----------------------------------------------------------------------------
 
     def _run(self, final: bool) -> None:
@@ -181,8 +196,8 @@ class StreamMachine:
                 self._span.raw_start -= shift
                 self._span.payload_start -= shift
                 self._span.scanner.shift(shift)
-            if self._mode == "undecided":
-                self._und_from = max(0, self._und_from - shift)
+            # Never "undecided" here: that mode consumes nothing until it ends, so _und_from
+            # never needs shifting.
             self._pos = 0
 
     # -- emission -----------------------------------------------------------------------------

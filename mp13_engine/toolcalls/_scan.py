@@ -167,15 +167,15 @@ class BracketScan(Scanner):
                 continue
             self._i = m.end() if m.group() == self._after else m.start()
             self._phase = 1
-        if self._phase == 1:
-            m = _NONSPACE.search(buf, self._i, limit)
-            if m is None:
-                self._i = max(self._i, limit)
-                return False
-            if m.group() not in _OPEN and m.group() not in self._quotes:
-                return True  # a JSON-string value (quoted) is accepted: it may encode the arguments
-            self._phase = 2
-            self._i = m.start()
+        # Phase 1 here: every way out of phases -1 and 0 above either returns or sets it.
+        m = _NONSPACE.search(buf, self._i, limit)
+        if m is None:
+            self._i = max(self._i, limit)
+            return False
+        if m.group() not in _OPEN and m.group() not in self._quotes:
+            return True  # a JSON-string value (quoted) is accepted: it may encode the arguments
+        self._phase = 2
+        self._i = m.start()
         return False
 
     def _value(self, buf: str, limit: int) -> tuple[str, int, int] | None:

@@ -200,8 +200,18 @@ def test_unload_while_requests_queued(engine):
 
 
 def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
-    with pytest.raises(AdapterError, match="No PEFT adapter directory"):
+    with pytest.raises(AdapterError, match="No PEFT adapter directory") as info:
         engine.adapters.load(tmp_path / "missing")
+    # An absolute path is not looked up under adapters_dir (the message used to say it was).
+    assert str(info.value).startswith(
+        f"No PEFT adapter directory at {str(tmp_path / 'missing')!r} ("
+    )
+    # A short name is looked up under adapters_dir too, and the message says where it looked.
+    with pytest.raises(AdapterError) as info:
+        engine.adapters.load("missing")
+    assert str(info.value).startswith(
+        f"No PEFT adapter directory at 'missing' or under adapters_dir {str(adapter_dirs)!r} "
+    )
     engine.adapters.load("a")
     with pytest.raises(AdapterError, match="already loaded"):
         engine.adapters.load("a")

@@ -70,9 +70,11 @@ def test_config_json_round_trip(tmp_path):
         model=str(tmp_path), device="cpu", dtype="float32", max_batch_size=3, batch_wait_ms=0.5
     )
     path = tmp_path / "engine.json"
-    cfg.to_json(path)
+    assert cfg.to_json(path) + "\n" == path.read_text()
     assert EngineConfig.from_json(path) == cfg
     assert json.loads(path.read_text())["max_batch_size"] == 3
+    # Without a path it only returns the text.
+    assert json.loads(cfg.to_json()) == cfg.to_dict() and list(tmp_path.iterdir()) == [path]
 
 
 def test_config_json_errors_name_the_problem(tmp_path):
@@ -116,14 +118,20 @@ def test_config_errors_say_what_to_fix(tmp_path):
 def test_broken_model_directories_name_the_missing_part(tiny_model_path, tmp_path):
     import shutil
 
-    def broken(name, *, remove=(), write=None):
+    def broken(name, *, remove=(), write=None, cut=()):
         copy = tmp_path / name
         shutil.copytree(tiny_model_path, copy)
         for file in remove:
             (copy / file).unlink()
         for file, text in (write or {}).items():
             (copy / file).write_text(text)
+        for file in cut:  # a copy or download that stopped half way
+            data = (copy / file).read_bytes()
+            (copy / file).write_bytes(data[: len(data) // 2])
         return str(copy)
+
+    config = json.loads((tiny_model_path / "config.json").read_text())
+    wider = json.dumps({**config, "hidden_size": 2 * config["hidden_size"]})
 
     stray = tmp_path / "weights.bin"
     stray.write_bytes(b"not a model")
@@ -138,6 +146,17 @@ def test_broken_model_directories_name_the_missing_part(tiny_model_path, tmp_pat
             ModelNotFoundError,
             "cannot read the weights in .*check the directory is complete",
             broken("weights", remove=["model.safetensors"]),
+        ),
+        (  # these two used to escape as safetensors' SafetensorError and a RuntimeError
+            ModelLoadError,
+            "cannot load the weights in .*incomplete metadata.*the weight files must be "
+            "complete and come from the same checkpoint as its config.json",
+            broken("cut", cut=["model.safetensors"]),
+        ),
+        (
+            ModelLoadError,
+            "cannot load the weights in .*ignore_mismatched_sizes.*come from the same checkpoint",
+            broken("wider", write={"config.json": wider}),
         ),
         (
             ModelLoadError,

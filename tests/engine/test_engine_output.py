@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mp13_engine import FinishReason, Request, toolcalls
-from mp13_engine._output import _SLIDE, OutputSetup, RequestStatus
-from mp13_engine._streams import RequestState
+from mp13_engine._output import _SLIDE, OutputProcessor, OutputSetup, RequestStatus
+from mp13_engine._streams import RequestState, RequestStream
 from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine.testing import TINY_FAMILIES
 from mp13_toolbox import ToolCall
@@ -260,22 +260,104 @@ def test_characters_split_across_tokens_are_never_streamed_half():
     assert "".join(c.text for c in chunks) == st_.response.text == text
 
 
-def test_a_failing_parser_keeps_the_output_as_text(monkeypatch):
+@pytest.mark.parametrize(
+    ("fmt", "when"),
+    [("hermes", "feed"), ("hermes", "close"), ("hermes", "finish"), ("mistral", "close")],
+)
+def test_a_failing_parser_keeps_the_output_as_text(monkeypatch, fmt, when):
+    """A parser bug, while streaming or at the end, costs the parse, never the output: the
+    text it held back (hermes holds leading text until it knows whether it was reasoning;
+    mistral holds nothing here) comes out as content. It used to be lost: a failure at the
+    end gave ''."""
+    vocab = ByteVocab()
+    st_ = _state(vocab, fmt)
+    assert st_.start()
+    run = toolcalls.StreamParser._run
+
+    def boom(self, final):
+        if when == ("close" if final else "feed"):
+            raise ValueError("parser bug")
+        run(self, final)
+
+    def finish_boom(self):
+        raise ValueError("parser bug")
+
+    st_.append(vocab.ids("Hello ")[0])
+    if when == "finish":
+        monkeypatch.setattr(toolcalls.StreamParser, "finish", finish_boom)
+    else:
+        monkeypatch.setattr(toolcalls.StreamParser, "_run", boom)
+    st_.append(vocab.ids("world")[0])
+    st_.finish(FinishReason.LENGTH)
+    resp = st_.response
+    assert resp.finish_reason is FinishReason.LENGTH and resp.error is None
+    assert resp.raw_text == resp.text == "Hello world"
+    assert resp.parse_errors == (
+        "tool-call parsing failed (ValueError: parser bug); the rest of the output is kept as text",
+    )
+    _assert_chunks_match(_chunks(st_), resp)
+
+
+def test_a_request_whose_output_cannot_be_built_still_resolves_and_says_why(monkeypatch, caplog):
+    """The tokenizer failing at the end, and then the metrics hook failing too, never leave
+    a request unresolved: it ends as an ERROR naming what failed, streamed and returned."""
+
+    def metrics_hook(submit_t, end_t, response):
+        raise RuntimeError("metrics down")
+
+    vocab = ByteVocab()
+    st_ = _state(vocab, finished=metrics_hook)
+    assert st_.start()
+    st_.append(vocab.ids("Hi")[0])
+
+    def broken(self, out):
+        raise ValueError("tokenizer gone")
+
+    monkeypatch.setattr(OutputProcessor, "close", broken)
+    assert st_.finish(FinishReason.LENGTH)
+    resp = st_.future.result(timeout=1)
+    assert (resp.finish_reason, resp.error) == (
+        FinishReason.ERROR,
+        "decoding the output failed: ValueError: tokenizer gone",
+    )
+    assert resp.metrics.completion_tokens == 1 and resp.raw_text == ""
+    assert _chunks(st_)[-1].response is resp
+    assert "on_finish failed" in caplog.text and "building the output" in caplog.text
+
+
+def test_ctrl_c_while_iterating_a_stream_cancels_its_request(monkeypatch):
+    vocab = ByteVocab()
+    st_ = _state(vocab)
+    assert st_.start()
+    cancelled = []
+    stream = RequestStream(st_, cancelled.append)
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RequestState, "next_chunk", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        next(stream)
+    assert cancelled == [st_.id]
+    with pytest.raises(StopIteration):  # the stream is over
+        next(stream)
+    with pytest.raises(ValueError, match="watched=True"):
+        RequestStream(_state(vocab, watched=False), cancelled.append)
+
+
+def test_ctrl_c_inside_the_parser_is_the_users_not_a_parse_error(monkeypatch):
     vocab = ByteVocab()
     st_ = _state(vocab, "hermes")
     assert st_.start()
 
-    def boom(self, delta):
-        raise ValueError("parser bug")
+    def interrupt(self, delta):
+        raise KeyboardInterrupt
 
-    st_.append(vocab.ids("Hello ")[0])
-    monkeypatch.setattr(toolcalls.StreamParser, "feed", boom)
-    st_.append(vocab.ids("world")[0])
-    st_.finish(FinishReason.LENGTH)
-    resp = st_.response
-    assert resp.raw_text == "Hello world" and resp.text.endswith("world")
-    assert any("parser bug" in e for e in resp.parse_errors)
-    _assert_chunks_match(_chunks(st_), resp)
+    monkeypatch.setattr(toolcalls.StreamParser, "feed", interrupt)
+    (hi,) = vocab.ids("Hi")
+    with pytest.raises(KeyboardInterrupt):
+        st_.append(hi)
+    assert st_.tokens == [hi] and st_.response is None
 
 
 # ----- the status of a request

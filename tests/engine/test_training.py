@@ -151,6 +151,17 @@ def test_request_completes_while_job_runs_and_cancel(engine, tmp_path):
     assert engine.generate(Request(prompt="Hi", adapters=["long"], max_new_tokens=3)).ok
 
 
+def test_a_job_cancelled_before_its_first_step_leaves_no_adapter(engine, tmp_path):
+    # One optimizer step is 10 000 micro-batches: the cancel lands long before it.
+    job = engine.train(_cfg(tmp_path, "never", max_steps=1, grad_accum=10_000))
+    job.cancel()
+    result = job.result(timeout=60)
+    assert (result.cancelled, result.steps, result.path) == (True, 0, None)
+    assert "never" not in engine.adapters  # the adapter added for the job is gone again
+    assert not (tmp_path / "never").exists()  # nothing was saved
+    assert engine.generate("Hello", max_new_tokens=2).ok
+
+
 def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
     straight = engine.train(_cfg(tmp_path, "r1", max_steps=6, checkpoint_every=3)).result(120)
     checkpoint = tmp_path / "r1" / "checkpoints" / "step-3"
@@ -208,6 +219,15 @@ def test_continue_training_an_adapter(engine, tmp_path):
         engine.train(_cfg(tmp_path, "cont"))
     more = engine.train(_cfg(tmp_path, "cont", max_steps=3, continue_training=True)).result(60)
     assert more.final_loss < first.final_loss
+    # A continued job that cannot start keeps the adapter it was to continue.
+    not_a_checkpoint = tmp_path / "elsewhere"
+    not_a_checkpoint.mkdir()
+    with pytest.raises(TrainingError, match="is not a training checkpoint"):
+        engine.train(
+            _cfg(tmp_path, "cont", continue_training=True, resume_from=str(not_a_checkpoint))
+        )
+    assert "cont" in engine.adapters
+    assert engine.generate(Request(prompt="Hi", adapters=["cont"], max_new_tokens=2)).ok
     with pytest.raises(TrainingError, match="load it"):
         engine.train(_cfg(tmp_path, "ghost", continue_training=True))
 

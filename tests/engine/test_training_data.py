@@ -123,6 +123,24 @@ def test_missing_file_and_bad_json(tmp_path):
         assert name in str(err.value)
 
 
+def test_tool_calls_in_training_rows_are_normalised_ids_kept_only_when_given():
+    chat = [
+        {"role": "user", "content": "2+2 and 3+3?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "function": {"name": "calc", "arguments": '{"x": "2+2"}'}},
+                _call(" "),  # no id; blank arguments are no arguments
+            ],
+        },
+    ]
+    (example,) = load_examples([{"messages": chat}])
+    assert example.messages[1]["tool_calls"] == [
+        {"type": "function", "function": {"name": "calc", "arguments": {"x": "2+2"}}, "id": "c1"},
+        {"type": "function", "function": {"name": "calc", "arguments": {}}},
+    ]
+
+
 def test_chats_take_the_roles_a_request_takes():
     from mp13_engine._request_fields import ROLES
 
@@ -356,3 +374,24 @@ def test_a_chat_that_opens_with_the_assistant_learns_every_assistant_turn(tiny_m
     assert len(runs) == 2
     assert "Hello, how can I help?" in runs[0] and "Hi." in runs[1]
     assert "Say hi." not in "".join(runs)
+
+
+def test_an_assistant_turn_the_template_drops_teaches_nothing(tiny_model_path):
+    """A template that skips empty messages renders no text for an empty assistant turn:
+    that turn adds no loss, and the later turn is still learned exactly."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    tok.chat_template = (
+        "{% for m in messages %}{% if m.content %}<{{ m.role }}>{{ m.content }}</s>{% endif %}"
+        "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    chat = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    rendered = render_example(tok, to_example("r", {"messages": chat}))
+    assert tok.decode(rendered.ids) == "<user>hi</s><user>again</s><assistant>ok</s>"
+    assert _runs(tok, rendered) == ["ok</s>"]

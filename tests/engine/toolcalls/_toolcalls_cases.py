@@ -150,6 +150,11 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             [("get_weather", {"city": "Paris"}, None)],
             "",
         ),
+        (  # stop markers quoted in a string are text, however many
+            '[TOOL_CALLS]get_weather[ARGS]{"city": "<|im_end|> or <|eot_id|>"}</s>',
+            [("get_weather", {"city": "<|im_end|> or <|eot_id|>"}, None)],
+            "",
+        ),
         (
             "[THINK]Need weather.[/THINK]Checking.[TOOL_CALLS]"
             '[{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}]</s>',
@@ -277,6 +282,12 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             [("get_weather", {"city": "Paris"}, None)],
             "",
         ),
+        (  # a code fence without the "json" tag is read the same
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+            '```\n{"city": "Rome"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+            [("get_weather", {"city": "Rome"}, None)],
+            "",
+        ),
     ],
     "deepseek_v31": [
         (
@@ -324,6 +335,11 @@ REAL: dict[str, list[tuple[str, list[tuple[str, dict, str | None]], str]]] = {
             'Checking.\n```tool_code\nprint(get_weather(city="Paris"))\n```<end_of_turn>',
             [("get_weather", {"city": "Paris"}, None)],
             "Checking.",
+        ),
+        (  # lines without print(...), one call each
+            '```tool_code\nget_weather(city="Rome")\nprint(ping())\n```',
+            [("get_weather", {"city": "Rome"}, None), ("ping", {}, None)],
+            "",
         ),
     ],
     "internlm": [

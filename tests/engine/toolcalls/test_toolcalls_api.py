@@ -143,6 +143,10 @@ def test_gemma_positional_arguments_use_schema_order():
     text = "```tool_code\nprint(get_weather('Paris', 2))\n```"
     out = toolcalls.parse(text, "gemma_tool_code", TOOLS)
     assert out.tool_calls[0].arguments == {"city": "Paris", "days": 2}
+    # A spec without a name describes no tool: it is skipped, the named ones still apply.
+    nameless = {"type": "function", "function": {"description": "no name"}}
+    out = toolcalls.parse(text, "gemma_tool_code", [nameless, *TOOLS])
+    assert out.tool_calls[0].arguments == {"city": "Paris", "days": 2}
     assert toolcalls.parse(text, "gemma_tool_code").tool_calls[0].arguments == {
         "arg0": "Paris",
         "arg1": 2,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import attrs
 import pytest
 
 from mp13_engine import ToolFormatError, toolcalls
@@ -188,3 +189,43 @@ def test_a_user_decoder_that_finds_nothing_or_switches_badly_costs_only_its_call
         # The user's Ctrl+C while a parse runs is theirs: it is never recorded as a parse error.
         with pytest.raises(KeyboardInterrupt):
             toolcalls.parse("Hi <<call>>ctrl-c<<end>>", "picky")
+
+
+def test_a_format_without_stop_markers_reads_reasoning_calls_and_quoted_markers():
+    """A user format may list no stop markers and no wrappers at all, open its reasoning in
+    the prompt (only ``</think>`` shows in the output), and mix JSON strings with verbatim
+    regions: a region opener inside a string is text, and a region closer outside any
+    region is plain payload text, whole-text and streamed alike."""
+
+    def decode(payload, ctx):
+        return toolcalls.calls_from_json(payload.replace("<</v>>", ""))
+
+    profile = Profile(
+        name="bare",
+        openers=(
+            Opener("<<call>>", ends=("<<end>>",), quoted='"', verbatim=(("<<v>>", "<</v>>"),)),
+        ),
+        decode=decode,
+        render=lambda calls: "",
+        reasoning=(("<think>", "</think>"),),
+        close_only_reasoning=True,
+        stops=(),
+    )
+    text = (
+        "I should call f.</think>Sure. "
+        '<<call>>{"name": "f", "arguments": {"x": "<<v>> then <<end>>"}}<</v>><<end>> Done.'
+    )
+    with toolcalls.register_format(profile):
+        out = toolcalls.parse(text, "bare")
+        stream = toolcalls.StreamParser("bare")
+        for ch in text:
+            stream.feed(ch)
+        streamed = stream.finish()
+    assert out.tool_calls == (ToolCall("f", {"x": "<<v>> then <<end>>"}),)
+    assert (out.reasoning, out.content, out.errors) == ("I should call f.", "Sure.  Done.", ())
+    assert streamed == out
+    # Without reasoning tags it lists no marker to drop at all; the call reads the same.
+    plain = attrs.evolve(profile, name="plain", reasoning=(), close_only_reasoning=False)
+    with toolcalls.register_format(plain):
+        again = toolcalls.parse(text.partition("</think>")[2], "plain")
+    assert again == attrs.evolve(out, reasoning="")
