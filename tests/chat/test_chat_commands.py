@@ -13,21 +13,12 @@ from prompt_toolkit.document import Document
 from mp13_context.testing import FakeEngine, FakeReply
 from mp13_toolbox import ToolCall
 from mp13chat._completer import CommandCompleter
+from tests.chat._output import table_rows
 
 
 def _flat(out: str) -> str:
     """The output with its line wrapping undone (rich wraps long lines)."""
     return " ".join(out.split())
-
-
-def _rows(out: str) -> dict[str, list[str]]:
-    """The rows of a printed table, keyed by their first cell."""
-    rows = {}
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.split("│")]
-        if len(cells) > 1:
-            rows[cells[0]] = cells[1:]
-    return rows
 
 
 def _panel(out: str) -> str:
@@ -41,15 +32,15 @@ def _panel(out: str) -> str:
 def test_params_shows_branch_parameters_and_display_settings(make_chat):
     h = make_chat(FakeEngine(), params={"max_new_tokens": 9})
     out = h.run("/set temperature 0.5", "/set markdown off", "/params")
-    assert _rows(out)["max_new_tokens"] == ["9", "branch"]
-    assert _rows(out)["temperature"] == ["0.5", "branch"]
-    assert _rows(out)["markdown"] == ["False", "display"]
-    assert _rows(out)["stream"] == ["True", "display"]
+    assert table_rows(out)["max_new_tokens"] == ["9", "branch"]
+    assert table_rows(out)["temperature"] == ["0.5", "branch"]
+    assert table_rows(out)["markdown"] == ["False", "display"]
+    assert table_rows(out)["stream"] == ["True", "display"]
     assert "unset parameters use the engine's defaults" in out
     # /settings is the same command; an unset parameter leaves the table
     out = h.run("/unset temperature", "/settings")
     assert "temperature back to its default" in out
-    assert "temperature" not in _rows(out)
+    assert "temperature" not in table_rows(out)
     # wrong input says what is expected and changes nothing
     out = _flat(h.run("/set stream maybe", "/set stream", "/unset"))
     assert "error: stream is on or off, got 'maybe'; usage: /set NAME VALUE" in out
@@ -88,13 +79,13 @@ def test_tool_scopes_set_show_pop_and_tool_policies(make_chat):
     out = h.run("/tools scope show")
     assert "no scope layers: every tool in its global mode" in out
     out = h.run("/tools scope set calculator=disabled current_time=silent", "go")
-    assert _rows(out)["calculator"][:2] == ["advertised", "disabled"]
-    assert _rows(out)["current_time"][:2] == ["advertised", "silent"]
+    assert table_rows(out)["calculator"][:2] == ["advertised", "disabled"]
+    assert table_rows(out)["current_time"][:2] == ["advertised", "silent"]
     assert [t["function"]["name"] for t in engine.requests[-1].tools] == ["tool_help"]
     out = h.run("/tools scope show")
-    assert _rows(out)["1"] == ["calculator=disabled current_time=silent", ""]
+    assert table_rows(out)["1"] == ["calculator=disabled current_time=silent", ""]
     out = h.run("/tools scope pop", "go again")
-    assert _rows(out)["calculator"][:2] == ["advertised", "advertised"]
+    assert table_rows(out)["calculator"][:2] == ["advertised", "advertised"]
     assert "calculator" in [t["function"]["name"] for t in engine.requests[-1].tools]
     out = h.run("/tree")
     assert "tools set calculator=disabled, current_time=silent" in out and "tools pop" in out
@@ -104,7 +95,7 @@ def test_tool_scopes_set_show_pop_and_tool_policies(make_chat):
     # risk picks the default approval policy; the table shows it
     out = h.run("/tools risk calculator high", "/tools")
     assert "calculator: risk high" in out
-    assert _rows(out)["calculator"][2:4] == ["high", "ask (risk)"]
+    assert table_rows(out)["calculator"][2:4] == ["high", "ask (risk)"]
     out = _flat(h.run("/tools risk calculator extreme"))
     assert "error: unknown risk 'extreme'; use one of: low, medium, high" in out
     assert h.app.toolbox.get("calculator").risk.value == "high"
@@ -135,7 +126,7 @@ def test_config_shows_the_file_every_field_and_its_meaning(make_chat, tmp_path):
     h = make_chat(FakeEngine(), system="Be terse.")
     out = h.run("/config")
     assert f"config ({tmp_path / 'config.json'})" in _flat(out)
-    rows = _rows(out)
+    rows = table_rows(out)
     assert rows["system"][:2] == [
         "'Be terse.'",
         "System message set on every new conversation (null = the",

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tests.chat._output import table_rows
+
 pytest.importorskip("torch")
 
 
@@ -77,16 +79,6 @@ def _dataset(path, rows=4):
     return path
 
 
-def _rows(out):
-    """The rows of a printed table, keyed by their first cell."""
-    rows = {}
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.split("│")]
-        if len(cells) > 1:
-            rows[cells[0]] = cells[1:]
-    return rows
-
-
 def test_train_an_adapter_then_list_use_add_and_save_it(make_chat, tiny_engine, tmp_path):
     data = _dataset(tmp_path / "data.jsonl")
     h = make_chat(tiny_engine, params={"max_new_tokens": 2})
@@ -103,24 +95,24 @@ def test_train_an_adapter_then_list_use_add_and_save_it(make_chat, tiny_engine, 
     assert (saved / "adapter_config.json").is_file()
     # the finished job: /engine says so, /train cancel has nothing to stop, watch repeats
     out = h.run("/engine", "/train cancel", "/train watch")
-    assert _rows(out)["training"] == ["fact: done"]
+    assert table_rows(out)["training"] == ["fact: done"]
     assert "the job has already finished" in out
     assert "training done: adapter fact" in out
     # the trained adapter is loaded: listed, used on a branch, saved elsewhere
     out = h.run("/adapters")
-    assert _rows(out)["fact"][:3] == ["", "4", "trained"]  # used, rank, source
-    assert "q_proj" in _rows(out)["fact"][3]
+    assert table_rows(out)["fact"][:3] == ["", "4", "trained"]  # used, rank, source
+    assert "q_proj" in table_rows(out)["fact"][3]
     assert "this branch uses the engine's default adapters" in out
     out = h.run("/adapters base", "/adapters add fact", "/adapters list", "hello")
     assert "this branch uses fact" in out
-    assert _rows(out)["fact"][0] == "here"
+    assert table_rows(out)["fact"][0] == "here"
     assert "adapters fact" in out  # the reply's footer names the adapter it ran with
     tiny_engine.adapters.set_default(["fact"])
     try:
         out = h.run("/adapters default", "/adapters list")
     finally:
         tiny_engine.adapters.set_default([])
-    assert _rows(out)["fact"][0] == "here, default"
+    assert table_rows(out)["fact"][0] == "here, default"
     copy = tmp_path / "copy"
     out = " ".join(h.run(f"/adapters save fact {copy}").split())
     assert f"saved fact to {copy}" in out
