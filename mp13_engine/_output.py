@@ -308,7 +308,7 @@ class OutputProcessor:
                 "is kept as text"
             )
             self._parser = None
-            self._events(parser._salvage(), out)
+            self._events(parser.salvage(), out)
             return None
 
     def _events(self, events: list[StreamEvent], out: list[Chunk] | None) -> None:

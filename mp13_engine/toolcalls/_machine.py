@@ -168,10 +168,11 @@ class StreamMachine:
             errors=tuple(self._errors),
         )
 
-    def _salvage(self) -> list[StreamEvent]:
-        """After this parser raised (a bug): the events it made but never handed out, then
-        the text it still held back (a partial marker, an open span, undecided text) as
-        content, so the output loses nothing. The parser takes no more input."""
+    def salvage(self) -> list[StreamEvent]:
+        """After this parser raised (a bug, e.g. in a registered format's decoder): the
+        events it made but never handed out, then the text it still held back (a partial
+        marker, an open span, undecided text) as content, so the output loses nothing.
+        The parser takes no more input; after a clean ``close`` there is nothing left."""
         if self._done:  # it closed cleanly: everything was handed out already
             return []
         self._done = True

@@ -30,7 +30,7 @@ from types import MappingProxyType
 
 from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._profile import Profile
-from mp13_engine.toolcalls._types import require_text
+from mp13_engine.toolcalls._types import require_list, require_text
 from mp13_toolbox import ToolCall
 
 #: The built-in formats, from the most specific template signature to the most generic;
@@ -234,6 +234,5 @@ def detect_format(chat_template: str | None) -> str | None:
 
 def render_calls(calls: Sequence[ToolCall], format: str) -> str:
     """Tool calls written in a format's wire syntax, as its model would emit them."""
-    if not isinstance(calls, (list, tuple)) or not all(isinstance(c, ToolCall) for c in calls):
-        raise ToolFormatError("render_calls takes a list of ToolCall values")
-    return get_profile(format).render(list(calls))
+    calls = require_list(calls, ToolCall, "render_calls takes a list of ToolCall values")
+    return get_profile(format).render(calls)
