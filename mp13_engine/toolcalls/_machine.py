@@ -233,10 +233,10 @@ class StreamMachine:
             self._pos = end
         return m
 
-    def _error(self, where: int, reason: str) -> None:
+    def _error(self, where: int, reason: str, kept: str = "the text was kept") -> None:
         self._errors.append(
             f"{self._p.name}: {reason} (tool-call markup at offset {self._base + where}); "
-            "no call was made and the text was kept as content"
+            f"no call was made and {kept} as content"
         )
 
     # -- modes --------------------------------------------------------------------------------
@@ -333,7 +333,8 @@ class StreamMachine:
             if span.opener_text not in self._p.wrappers:
                 self._emit(_CONTENT, buf[raw_start:opener_end])
             else:
-                self._error(raw_start, f"{span.opener_text} is not followed by a payload")
+                reason = f"{span.opener_text} is not followed by a payload"
+                self._error(raw_start, reason, "the marker was dropped, the text after it kept")
             self._pos = opener_end
             return True
         result = self._decode(span, buf, how, payload_end)

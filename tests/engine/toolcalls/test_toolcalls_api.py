@@ -373,6 +373,22 @@ def test_each_malformed_call_says_what_is_wrong_and_keeps_the_text(fmt, markup, 
     assert out.content.startswith("Hi. ") and len(out.content) > len("Hi. ")
 
 
+@pytest.mark.parametrize(
+    ("fmt", "text", "content"),
+    [
+        ("mistral", "Hello [TOOL_CALLS] and more", "Hello  and more"),
+        ("mistral_v11", "x [TOOL_CALLS]foo[ARGS]nope", "x foo[ARGS]nope"),
+        ("llama3_json", "<|python_tag|>no call here", "no call here"),
+    ],
+)
+def test_a_format_token_without_a_payload_is_dropped_and_the_error_says_so(fmt, text, content):
+    out = toolcalls.parse(text, fmt)
+    assert out.tool_calls == () and out.content == content
+    (error,) = out.errors
+    assert "is not followed by a payload" in error
+    assert error.endswith("the marker was dropped, the text after it kept as content")
+
+
 def test_well_formed_variants_of_call_markup_are_read():
     wrapped = (
         '<tool_call>\n{"function": {"name": "f", "arguments": "{\\"a\\": 1}"}, "id": "c9"}\n'
