@@ -66,7 +66,7 @@ from mp13_engine._compat import (
 from mp13_engine._config import is_number
 from mp13_engine._errors import AdapterError, RequestError
 from mp13_engine._request_fields import check_request_field
-from mp13_engine._types import BASE_ADAPTER, adapter_names
+from mp13_engine._types import BASE_ADAPTER, adapter_names, as_tuple
 
 if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
     from mp13_engine._config import EngineConfig
@@ -89,10 +89,6 @@ class AdapterSource(str, enum.Enum):
         return str(self.value)
 
 
-def _names_tuple(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
 @attrs.frozen(kw_only=True)
 class AdapterInfo:
     """What the engine knows about one loaded adapter."""
@@ -101,7 +97,7 @@ class AdapterInfo:
     path: str | None  # directory it was loaded from / last saved to; None if never on disk
     rank: int
     alpha: float
-    targets: tuple[str, ...] = attrs.field(converter=_names_tuple)
+    targets: tuple[str, ...] = attrs.field(converter=as_tuple)
     base_model: str | None  # base model recorded by the adapter (PEFT's base_model_name_or_path)
     source: AdapterSource = AdapterSource.LOADED
 

@@ -49,7 +49,8 @@ class FinishReason(str, enum.Enum):
     ERROR = "error"  # the request failed; Response.error says why
 
 
-def _tuple(value: Any) -> tuple[Any, ...]:
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    """A converter: None -> (), one string -> (it,), any other iterable -> a tuple."""
     if value is None:
         return ()
     if isinstance(value, str):
@@ -228,7 +229,7 @@ class RequestMetrics:
     total_s: float = 0.0
     tokens_per_s: float = 0.0
     batch_size: int = 0
-    adapters: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    adapters: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
     cached_tokens: int = 0
 
 
@@ -240,12 +241,12 @@ class Response:
     text: str = ""
     raw_text: str = ""
     reasoning: str = ""
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=as_tuple)
     finish_reason: FinishReason = FinishReason.STOP
     error: str | None = None
     prompt: str | None = None
     metrics: RequestMetrics = attrs.field(factory=RequestMetrics)
-    parse_errors: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    parse_errors: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
 
     @property
     def ok(self) -> bool:

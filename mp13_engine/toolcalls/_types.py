@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from mp13_engine._errors import ToolFormatError
+from mp13_engine._types import as_tuple
 from mp13_toolbox import ToolCall
 
 
@@ -39,18 +40,14 @@ def require_list(value: object, kinds: type | tuple[type, ...], what: str) -> li
     return items
 
 
-def _tuple(value: Iterable[Any] | None) -> tuple[Any, ...]:
-    return tuple(value) if value is not None else ()
-
-
 @attrs.frozen
 class ParsedOutput:
     """Model output split into visible content, reasoning and tool calls."""
 
     content: str = ""
     reasoning: str = ""
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
-    errors: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=as_tuple)
+    errors: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
 
 
 @attrs.frozen

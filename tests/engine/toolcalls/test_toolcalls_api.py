@@ -411,3 +411,9 @@ def test_well_formed_variants_of_call_markup_are_read():
     for delta in ["Hi. [TOOL_CALLS]f", " ", '[ARGS]{"a":', " 1}"]:
         parser.feed(delta)
     assert parser.finish().tool_calls == (ToolCall("f", {"a": 1}),)
+
+
+def test_parsed_output_takes_one_error_string_as_one_error():
+    one = toolcalls.ParsedOutput(errors="hermes: bad", tool_calls=None)
+    assert one.errors == ("hermes: bad",) and one.tool_calls == ()
+    assert toolcalls.ParsedOutput(errors=["a", "b"]).errors == ("a", "b")
