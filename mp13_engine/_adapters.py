@@ -302,7 +302,7 @@ class AdapterManager:
 
         state = self._engine._state
         return TrainingHost(
-            tokenizer=state.tokenizer,
+            tokenizer=state.tokens.tokenizer,
             pad_id=state.pad_id,
             # TokenizerGuard serialises the engine's tokenizer calls with this (re-entrant) lock;
             # training renders with the tokenizer directly, so it takes the same lock.

@@ -97,9 +97,7 @@ class Engine:
         tool_format = ToolCallFormat.for_tokenizer(tok, config.tool_format)
         formatter = PromptFormatter(tok, tool_format.name)
         self._state = EngineState(
-            config=config,
             model=loaded.model,
-            tokenizer=tok,
             tokens=TokenizerGuard(tok, formatter.chat_template),
             formatter=formatter,
             device=loaded.device,
@@ -107,7 +105,6 @@ class Engine:
             pad_id=int(tok.pad_token_id if tok.pad_token_id is not None else 0),
             eos_ids=eos_ids_of(loaded.model, tok),
             context_len=context_len_of(loaded.model),
-            tool_format=tool_format.name,
         )
         self._metrics = MetricsRecorder(config.metrics_window)
         # What each request's output processor needs; it must not reach the engine (the
@@ -146,7 +143,7 @@ class Engine:
 
     @property
     def tokenizer(self) -> Any:
-        return self._state.tokenizer
+        return self._state.tokens.tokenizer
 
     @property
     def device(self) -> str:
@@ -162,7 +159,7 @@ class Engine:
     @property
     def tool_format(self) -> str | None:
         """The tool-call wire format in use (configured or detected), or None."""
-        return self._state.tool_format
+        return self._state.formatter.tool_format
 
     @property
     def closed(self) -> bool:

@@ -18,7 +18,6 @@ import attrs
 import torch
 from tokenizers import AddedToken, Tokenizer
 
-from mp13_engine._config import EngineConfig
 from mp13_engine._markup import (
     Prompt,
     Span,
@@ -155,9 +154,7 @@ class TokenizerGuard:
 class EngineState:
     """Runtime state of one engine (mutable; owned by the engine, model touched on the worker)."""
 
-    config: EngineConfig
     model: Any
-    tokenizer: Any
     tokens: TokenizerGuard
     formatter: PromptFormatter
     device: torch.device
@@ -165,7 +162,6 @@ class EngineState:
     pad_id: int
     eos_ids: list[int]
     context_len: int | None
-    tool_format: str | None = None
 
 
 def eos_ids_of(model: Any, tokenizer: Any) -> list[int]:

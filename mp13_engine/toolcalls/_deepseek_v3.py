@@ -59,11 +59,9 @@ def _render_v3(calls: Sequence[ToolCall]) -> str:
     return f"{CALLS_BEGIN}{body}{CALLS_END}"
 
 
-OPENER = Opener(CALL_BEGIN, ends=(CALL_END,), quoted='"')
-
 PROFILE = Profile(
     name="deepseek_v3",
-    openers=(OPENER,),
+    openers=(Opener(CALL_BEGIN, ends=(CALL_END,), quoted='"'),),
     decode=_decode_v3,
     render=_render_v3,
     reasoning=THINK,

@@ -11,41 +11,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mp13_engine.toolcalls._deepseek_v3 import (
-    CALL_BEGIN,
-    CALL_END,
-    CALLS_BEGIN,
-    CALLS_END,
-    OPENER,
-    SEP,
-    json_args,
-)
-from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Profile
+import attrs
+
+from mp13_engine.toolcalls import _deepseek_v3 as v3
+from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle
 from mp13_engine.toolcalls._values import PayloadError, bare_name, dumps
 from mp13_toolbox import ToolCall
 
 
 def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    name, sep, args = payload.partition(SEP)
+    name, sep, args = payload.partition(v3.SEP)
     name = bare_name(name)
     if not sep or not name:
         raise PayloadError("expected NAME<｜tool▁sep｜>{arguments}")
-    return [ToolCall(name=name, arguments=json_args(args))]
+    return [ToolCall(name=name, arguments=v3.json_args(args))]
 
 
 def _render(calls: Sequence[ToolCall]) -> str:
-    body = "".join(f"{CALL_BEGIN}{c.name}{SEP}{dumps(c.arguments)}{CALL_END}" for c in calls)
-    return f"{CALLS_BEGIN}{body}{CALLS_END}"
+    body = "".join(
+        f"{v3.CALL_BEGIN}{c.name}{v3.SEP}{dumps(c.arguments)}{v3.CALL_END}" for c in calls
+    )
+    return f"{v3.CALLS_BEGIN}{body}{v3.CALLS_END}"
 
 
-PROFILE = Profile(
+# deepseek_v3's markers, reasoning and wrappers; the call layout and template differ.
+PROFILE = attrs.evolve(
+    v3.PROFILE,
     name="deepseek_v31",
-    openers=(OPENER,),
     decode=_decode,
     render=_render,
-    reasoning=THINK,
-    close_only_reasoning=True,
-    wrappers=(CALLS_BEGIN, CALLS_END),
     detect=(r"\['name'\]\s*\+\s*'<｜tool▁sep｜>'",),
     # DeepSeek's own templates render tool calls only when the content is None.
     messages=MessageStyle(arguments="string", content_none=None),

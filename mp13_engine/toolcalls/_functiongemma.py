@@ -155,7 +155,6 @@ PROFILE = Profile(
     stops=(*COMMON_STOPS, "<start_function_response>"),
     lenient_eof=True,
     detect=(r"<start_function_call>", r"<start_function_declaration>"),
-    messages=MessageStyle(arguments="object"),
     # vLLM's FunctionGemma template writes every past value as <escape>{{ value }}<escape>
     # (a number becomes a string, a dict Python text): there, calls go back in the content.
     variants=((r"<escape>\{\{-?\s*value\s*-?\}\}<escape>", MessageStyle(calls_in_content=True)),),

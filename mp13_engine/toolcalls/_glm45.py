@@ -15,7 +15,6 @@ from mp13_engine.toolcalls._profile import (
     COMMON_STOPS,
     THINK,
     DecodeContext,
-    MessageStyle,
     Opener,
     Profile,
 )
@@ -59,5 +58,4 @@ PROFILE = Profile(
     close_only_reasoning=True,
     stops=(*COMMON_STOPS, "<|user|>", "<|observation|>"),
     detect=(r"<arg_key>",),
-    messages=MessageStyle(arguments="object"),
 )

@@ -16,7 +16,7 @@ writes past calls in that same syntax and results after
 
 from __future__ import annotations
 
-from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile, Switch
+from mp13_engine.toolcalls._profile import DecodeContext, Opener, Profile, Switch
 from mp13_engine.toolcalls._values import calls_from_json, json_each
 from mp13_toolbox import ToolCall
 
@@ -35,5 +35,4 @@ PROFILE = Profile(
     render=json_each("<function_call> ", sep=""),
     wrappers=("<function_call>",),
     detect=(r"<\|function_call_library\|>", r"<function_call>"),
-    messages=MessageStyle(arguments="object"),
 )

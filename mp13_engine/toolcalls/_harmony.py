@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from mp13_engine.toolcalls._profile import (
     DecodeContext,
     Decoder,
-    MessageStyle,
     Opener,
     Profile,
     Switch,
@@ -79,5 +78,4 @@ PROFILE = Profile(
     # Engines usually cut the stop token <|call|> from the text: accept a complete body.
     lenient_eof=True,
     detect=(r"<\|channel\|>",),
-    messages=MessageStyle(arguments="object"),
 )

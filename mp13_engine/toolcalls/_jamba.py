@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mp13_engine.toolcalls._profile import MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._profile import Opener, Profile
 from mp13_engine.toolcalls._values import decode_json_calls, json_list
 
 PROFILE = Profile(
@@ -12,5 +12,4 @@ PROFILE = Profile(
     decode=decode_json_calls,
     render=json_list("<tool_calls>", "</tool_calls>"),
     detect=(r"<tool_calls>",),
-    messages=MessageStyle(arguments="object"),
 )

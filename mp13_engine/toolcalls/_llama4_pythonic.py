@@ -43,6 +43,5 @@ PROFILE = Profile(
     stops=(*COMMON_STOPS, "<|eot|>", "<|eom|>"),
     wrappers=("<|python_start|>", "<|python_end|>"),
     detect=(r"<\|python_start\|>", r"<\|header_start\|>"),
-    messages=MessageStyle(arguments="object"),
     variants=((r"""\+\s*'="'""", MessageStyle(arguments="object", calls_in_content=True)),),
 )

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 
 from mp13_engine.toolcalls._minimax import STOPS
-from mp13_engine.toolcalls._profile import THINK, DecodeContext, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._profile import THINK, DecodeContext, Opener, Profile
 from mp13_engine.toolcalls._values import (
     PayloadError,
     bare_name,
@@ -73,5 +73,4 @@ PROFILE = Profile(
     close_only_reasoning=True,
     stops=STOPS,
     detect=(r"<minimax:tool_call>",),
-    messages=MessageStyle(arguments="object"),
 )

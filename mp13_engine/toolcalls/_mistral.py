@@ -24,8 +24,6 @@ from mp13_engine.toolcalls._values import (
 )
 from mp13_toolbox import ToolCall
 
-THINK_TAGS = (("[THINK]", "[/THINK]"),)
-
 #: ``[TOOL_CALLS]`` then a JSON list, or ``name[ARGS]{...}`` / ``name{...}`` (one call).
 OPENER = Opener("[TOOL_CALLS]", after="[ARGS]")
 
@@ -62,7 +60,7 @@ PROFILE = Profile(
     openers=(OPENER,),
     decode=decode_calls,
     render=_render,
-    reasoning=THINK_TAGS,
+    reasoning=(("[THINK]", "[/THINK]"),),
     wrappers=("[TOOL_CALLS]",),
     detect=(r"\[TOOL_CALLS\]",),
     messages=MessageStyle(arguments="object", ids="mistral9"),

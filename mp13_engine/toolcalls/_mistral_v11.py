@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mp13_engine.toolcalls._mistral import OPENER, THINK_TAGS, decode_calls
-from mp13_engine.toolcalls._profile import MessageStyle, Profile
+import attrs
+
+from mp13_engine.toolcalls._mistral import PROFILE as _MISTRAL
 from mp13_engine.toolcalls._values import dumps
 from mp13_toolbox import ToolCall
 
@@ -25,13 +26,8 @@ def _render(calls: Sequence[ToolCall]) -> str:
     return "".join(f"[TOOL_CALLS]{c.name}[ARGS]{dumps(c.arguments)}" for c in calls)
 
 
-PROFILE = Profile(
-    name="mistral_v11",
-    openers=(OPENER,),
-    decode=decode_calls,
-    render=_render,
-    reasoning=THINK_TAGS,
-    wrappers=("[TOOL_CALLS]",),
-    detect=(r"\[ARGS\]", r"\[CALL_ID\]"),
-    messages=MessageStyle(arguments="object", ids="mistral9"),
+# mistral's markers, decoder, reasoning and message style; only the rendering and the
+# template signature differ.
+PROFILE = attrs.evolve(
+    _MISTRAL, name="mistral_v11", render=_render, detect=(r"\[ARGS\]", r"\[CALL_ID\]")
 )

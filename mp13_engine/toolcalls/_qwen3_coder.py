@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from mp13_engine.toolcalls._profile import (
     THINK,
     DecodeContext,
-    MessageStyle,
     Opener,
     Profile,
 )
@@ -122,5 +121,4 @@ PROFILE = Profile(
     lenient_eof=True,
     wrappers=("</tool_call>",),
     detect=(r"<function=", r"<parameter="),
-    messages=MessageStyle(arguments="object"),
 )

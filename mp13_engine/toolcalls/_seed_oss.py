@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mp13_engine.toolcalls._profile import COMMON_STOPS, MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._profile import COMMON_STOPS, Opener, Profile
 from mp13_engine.toolcalls._qwen3_coder import (
     FUNCTION_OPENER,
     PARAMETERS,
@@ -47,5 +47,4 @@ PROFILE = Profile(
     lenient_eof=True,
     wrappers=("</seed:tool_call>", "<seed:bos>"),
     detect=(r"<seed:tool_call>", r"seed:think"),
-    messages=MessageStyle(arguments="object"),
 )

@@ -12,7 +12,7 @@ prompt's "Salesforce xLAM" / "single JSON array" wording identifies them.
 
 from __future__ import annotations
 
-from mp13_engine.toolcalls._profile import MessageStyle, Opener, Profile
+from mp13_engine.toolcalls._profile import Opener, Profile
 from mp13_engine.toolcalls._values import decode_json_calls, json_list
 
 PROFILE = Profile(
@@ -32,5 +32,4 @@ PROFILE = Profile(
     render=json_list(),
     reasoning=(("<think>", "</think>"),),
     detect=(r"Salesforce xLAM", r"make calls in a single JSON array"),
-    messages=MessageStyle(arguments="object"),
 )
