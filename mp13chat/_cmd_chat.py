@@ -14,14 +14,13 @@ import json
 from rich.panel import Panel
 from rich.text import Text
 
-from mp13_context import Role
+from mp13_context import Role, Turn
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
 from mp13chat._registry import Command, CommandLine, command, parse_int
 from mp13chat._repl import Repl
 from mp13chat._reply import footer, run_exchange
-from mp13chat._reply import retry as retry_reply
 from mp13chat._tree import conversation_tree, node_label, short
 
 
@@ -186,13 +185,42 @@ def close(repl: Repl, line: CommandLine) -> None:
     show_here(repl)
 
 
+def _same_reply_reason(repl: Repl) -> str | None:
+    """Why a retry on this branch gives the same reply again, and how to change that;
+    None when it samples without a fixed seed."""
+    request = repl.cursor.request()
+    if not request.sampling:
+        return (
+            "decoding is greedy (do_sample is off), so the same prompt always gives the "
+            "same reply; /set do_sample on and /set temperature 0.8 sample a different one"
+        )
+    if request.seed is not None:
+        return (
+            f"seed {request.seed} makes sampling repeat itself; /unset seed gives a new "
+            "reply each time"
+        )
+    return None
+
+
+def _content(turn: Turn) -> tuple[str, list[tuple[str, object]]]:
+    # Tool-call ids are generated per reply; the calls themselves are name + arguments.
+    return turn.text, [(c.name, c.arguments) for c in turn.tool_calls]
+
+
 @command("retry", group="branching")
 async def retry(repl: Repl, line: CommandLine) -> None:
     """Generate a new reply to the last message, as a sibling of the old reply.
 
     Under greedy decoding (the default) the new reply equals the old one; /retry then
     says so and how to sample instead (/set do_sample on)."""
-    await retry_reply(repl)
+    old = [t for t in repl.cursor.exchange() if t.role is Role.ASSISTANT]
+    turn = await run_exchange(repl, lambda view: repl.cursor.aretry(on_event=view))
+    if not old or turn is None or turn.cancelled or turn.error:
+        return
+    if _content(turn) == _content(old[-1]):
+        reason = _same_reply_reason(repl)
+        if reason is not None:
+            render.print_info(repl.console, f"same reply as before: {reason}")
 
 
 @command("continue", group="branching", aliases=("cont",))

@@ -150,41 +150,6 @@ async def ask(repl: Repl, text: str) -> Turn | None:
     return await run_exchange(repl, start)
 
 
-def same_reply_reason(repl: Repl) -> str | None:
-    """Why a retry on this branch gives the same reply again, and how to change that;
-    None when it samples without a fixed seed."""
-    request = repl.cursor.request()
-    if not request.sampling:
-        return (
-            "decoding is greedy (do_sample is off), so the same prompt always gives the "
-            "same reply; /set do_sample on and /set temperature 0.8 sample a different one"
-        )
-    if request.seed is not None:
-        return (
-            f"seed {request.seed} makes sampling repeat itself; /unset seed gives a new "
-            "reply each time"
-        )
-    return None
-
-
-def _content(turn: Turn) -> tuple[str, list[tuple[str, object]]]:
-    # Tool-call ids are generated per reply; the calls themselves are name + arguments.
-    return turn.text, [(c.name, c.arguments) for c in turn.tool_calls]
-
-
-async def retry(repl: Repl) -> Turn | None:
-    """A new reply to the last message; says why when it equals the reply it replaces."""
-    old = [t for t in repl.cursor.exchange() if t.role is Role.ASSISTANT]
-    turn = await run_exchange(repl, lambda view: repl.cursor.aretry(on_event=view))
-    if not old or turn is None or turn.cancelled or turn.error:
-        return turn
-    if _content(turn) == _content(old[-1]):
-        reason = same_reply_reason(repl)
-        if reason is not None:
-            render.print_info(repl.console, f"same reply as before: {reason}")
-    return turn
-
-
 async def approve(repl: Repl, request: ApprovalRequest) -> ApprovalAnswer:
     """Ask whether a tool call may run (the context's approver)."""
     # The call's panel is already on screen (the TOOL_CALL event comes first).
