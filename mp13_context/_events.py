@@ -25,6 +25,8 @@ from mp13_toolbox import ToolCall, ToolResult
 
 
 class EventKind(str, enum.Enum):
+    """What an ``Event`` reports; the module docstring gives their order in one exchange."""
+
     USER = "user"
     REQUEST = "request"
     REASONING = "reasoning"
