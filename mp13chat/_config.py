@@ -66,7 +66,8 @@ FIELD_HELP: dict[str, str] = {
     "tool_approvals": (
         "Approval policy per tool: allow / deny / ask, e.g. "
         '{"calculator": "ask"}. Unlisted tools follow their risk level (low: allow, '
-        "medium and high: ask). The demo model asks for every builtin unless set here."
+        "medium and high: ask). While this is empty, the demo model's REPL asks before "
+        "every builtin (a one-shot -p run cannot ask, so unlisted tools follow their risk)."
     ),
 }
 
