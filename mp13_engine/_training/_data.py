@@ -88,6 +88,11 @@ def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
             f"{str(path)!r} is not valid JSON ({exc}). Use a JSON list of rows, or one row per "
             "line in a .jsonl file."
         ) from exc
+    if isinstance(data, dict) and _is_one_row(data):
+        raise DatasetError(
+            f"{str(path)!r} holds one row, not a list of rows; put it in a list ([{{...}}]), "
+            "or write one row per line in a .jsonl file."
+        )
     if isinstance(data, dict):
         lists = [v for v in data.values() if isinstance(v, list)]
         if len(lists) != 1:
@@ -99,6 +104,15 @@ def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
     if not isinstance(data, list):
         raise DatasetError(f"{str(path)!r} must hold a JSON list of rows; {_SHAPES}.")
     return [(f"{path.name} row {i}", row) for i, row in enumerate(data)]
+
+
+def _is_one_row(data: dict[str, Any]) -> bool:
+    """A row's own shape (its ``messages`` are message dicts, or it has text fields), which
+    the one-list-of-rows rule would otherwise read as a list of rows (its messages)."""
+    messages = data.get("messages")
+    if isinstance(messages, list) and messages:
+        return all(isinstance(m, dict) and "role" in m for m in messages)
+    return any(isinstance(data.get(key), str) for key in ("prompt", "completion", "text"))
 
 
 def _bad(label: str, problem: str) -> DatasetError:

@@ -115,6 +115,9 @@ def test_missing_file_and_bad_json(tmp_path):
         ("broken.json", "[{", "is not valid JSON"),
         ("two.json", '{"train": [], "test": []}', "exactly one list of rows"),
         ("scalar.json", "5", "must hold a JSON list of rows"),
+        # One row saved as a .json file: its messages are not a list of rows.
+        ("chat.json", '{"messages": [{"role": "user", "content": "q"}]}', "holds one row, not"),
+        ("pair.json", '{"prompt": "q", "completion": "a"}', r"put it in a list \(\[\{"),
     ]
     for name, text, needle in shapes:
         (tmp_path / name).write_text(text)
