@@ -220,10 +220,11 @@ class AdapterManager:
         return self._run(self._load_on_worker, directory, name, replace)
 
     def unload(self, name: str) -> None:
-        """Remove adapter ``name``.
+        """Remove adapter ``name`` (on the worker, between steps).
 
-        Runs between waves, so no running row uses it any more; queued requests
-        that name it fail with ERROR (AdapterError) when their wave forms.
+        A request running on it ends ``ERROR`` (its cached keys and values came from
+        the old weights), and queued requests that name it end ``ERROR`` when they
+        are admitted; the others go on.
         """
         self.get(name)  # an unknown name (or not a name at all) fails here, on the caller
         self._run(self._unload_on_worker, name)

@@ -199,6 +199,23 @@ def test_unload_while_requests_queued(engine):
         engine.adapters.unload("a")
 
 
+def test_unloading_an_adapter_a_running_request_uses_ends_that_request_error(engine):
+    engine.adapters.load("a")
+    long = Request(prompt="Hello", adapters=["a"], max_new_tokens=2000, min_new_tokens=2000)
+    beside = engine.submit(Request(prompt="Hello", max_new_tokens=40, min_new_tokens=40))
+    stream = engine.stream(long)
+    next(c for c in stream if c.text)  # it is running
+    engine.adapters.unload("a")
+    response = stream.result()
+    assert response.finish_reason is FinishReason.ERROR
+    assert response.error == (
+        "adapter 'a' was unloaded or replaced while this request ran (its cached keys and "
+        "values came from the old weights); send the request again"
+    )
+    assert 0 < response.metrics.completion_tokens < 2000 and response.text  # partial kept
+    assert beside.result(timeout=120).finish_reason is FinishReason.LENGTH  # the others go on
+
+
 def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
     with pytest.raises(AdapterError, match="No PEFT adapter directory") as info:
         engine.adapters.load(tmp_path / "missing")
