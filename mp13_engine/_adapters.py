@@ -279,8 +279,9 @@ class AdapterManager:
     def combine(self, names: Sequence[str], weights: Sequence[float] | None = None) -> None:
         """Set the weights used when a request names exactly these adapters together.
 
-        Default weights are 1.0 each (the deltas add up). Takes effect for the
-        next wave; a cached combination of the same set is rebuilt.
+        Default weights are 1.0 each (the deltas add up). Takes effect at the next
+        step, rebuilding a cached combination of the same set: a request running on
+        that combination ends ``ERROR`` (its cached keys came from the old weights).
         """
         if isinstance(names, str) or not isinstance(names, Sequence):
             raise AdapterError(f"combine() takes a list of adapter names, not {names!r}")

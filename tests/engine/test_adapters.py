@@ -216,6 +216,19 @@ def test_unloading_an_adapter_a_running_request_uses_ends_that_request_error(eng
     assert beside.result(timeout=120).finish_reason is FinishReason.LENGTH  # the others go on
 
 
+def test_reweighting_a_combination_ends_a_request_running_on_it_error(engine):
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    long = Request(prompt="Hello", adapters=["a", "b"], max_new_tokens=2000, min_new_tokens=2000)
+    stream = engine.stream(long)
+    next(c for c in stream if c.text)
+    engine.adapters.combine(["a", "b"], [0.5, 2.0])
+    response = stream.result()
+    assert response.finish_reason is FinishReason.ERROR
+    assert "'a, b' was unloaded or replaced while this request ran" in response.error
+    assert engine.generate(_req(PROMPTS[0], adapters=["a", "b"])).ok  # new weights serve
+
+
 def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
     with pytest.raises(AdapterError, match="No PEFT adapter directory") as info:
         engine.adapters.load(tmp_path / "missing")
