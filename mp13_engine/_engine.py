@@ -247,13 +247,20 @@ class Engine:
         runnable = [s for s in runnable if not s.done]
         if runnable:
             queued, _ = self._worker.depth()
-            if queued + len(runnable) > self.config.max_queue:
+            limit = self.config.max_queue
+            if queued + len(runnable) > limit:
+                # Requests sent together are queued together or not at all (they share
+                # their first step); a group larger than the queue never fits.
+                error = (
+                    f"{len(runnable)} requests sent together are more than the queue holds "
+                    f"(EngineConfig.max_queue={limit}); send at most {limit} at once or raise "
+                    "EngineConfig.max_queue"
+                    if len(runnable) > limit
+                    else f"the queue is full ({queued} of at most {limit} requests queued); "
+                    "retry later or raise EngineConfig.max_queue"
+                )
                 for st in runnable:
-                    st.finish(
-                        FinishReason.ERROR,
-                        error=f"the queue is full ({self.config.max_queue} requests); retry "
-                        "later or raise EngineConfig.max_queue",
-                    )
+                    st.finish(FinishReason.ERROR, error=error)
                 return
             self._worker.submit_requests(runnable)
 
