@@ -181,6 +181,11 @@ class Engine:
             return _build(prompt=request, **overrides)
         if isinstance(request, Sequence) and all(isinstance(m, Mapping) for m in request):
             return _build(messages=list(request), **overrides)
+        if isinstance(request, Mapping):
+            raise RequestError(
+                "a request is a Request, a prompt string or a list of message dicts, not one "
+                "dict; for one message pass it in a list: [message]"
+            )
         raise RequestError(
             "a request must be a Request, a prompt string or a list of message dicts, "
             f"not {type(request).__name__}; for several prompts use generate_many"
@@ -391,7 +396,12 @@ class Engine:
 
     # ----- sync API
     def generate(self, request: RequestLike, **overrides: Any) -> Response:
-        """Run one request to completion. ``overrides`` set Request fields."""
+        """Run one request to completion. ``overrides`` set Request fields.
+
+        ``request``: a ``Request``, a list of message dicts, or a string, which is one
+        user message when the model has a chat template (raw text without one;
+        ``Request(prompt=...)`` is always raw text).
+        """
         return self._wait([self._start(request, overrides)])[0]
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
