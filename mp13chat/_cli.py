@@ -92,7 +92,8 @@ def build_parser(prog: str = "mp13chat") -> argparse.ArgumentParser:
             "error); piped input is read as the question ('echo hi | mp13chat', "
             "'mp13chat -p -'), or appended to -p TEXT. "
             "Config file: --config FILE, else $MP13_CONFIG_DIR/config.json, else "
-            "~/.config/mp13/config.json (created with documented defaults on first run). "
+            "$XDG_CONFIG_HOME/mp13/config.json, else ~/.config/mp13/config.json (created "
+            "with documented defaults on first run). "
             "Keys: Enter sends, Alt+Enter adds a line, Ctrl+C cancels a reply, "
             "Ctrl+D or /quit exits."
         ),
