@@ -326,6 +326,18 @@ class AdapterManager:
     def _unknown(self, name: str) -> AdapterError:
         with self._state.lock:
             known = sorted(self._state.infos)
+        # A name load(name=) would refuse (a path, say) gets no advice to pass it there.
+        problem = adapter_name_problem(name)
+        if problem is not None and isinstance(name, str) and any(c in name for c in "/\\:."):
+            return AdapterError(
+                f"Unknown adapter {name!r}: {problem}. Load the folder with "
+                f"engine.adapters.load({name!r}) and use the name it gets (the folder's name, "
+                f"{Path(name).name!r}); loaded adapters: {known or 'none'}."
+            )
+        if problem is not None:
+            return AdapterError(
+                f"Unknown adapter {name!r}: {problem}; loaded adapters: {known or 'none'}."
+            )
         return AdapterError(
             f"Unknown adapter {name!r}; loaded adapters: {known or 'none'}. Load it with "
             f"engine.adapters.load(path, name={name!r}) or use {BASE_ADAPTER!r} for the base model."

@@ -229,6 +229,20 @@ def test_reweighting_a_combination_ends_a_request_running_on_it_error(engine):
     assert engine.generate(_req(PROMPTS[0], adapters=["a", "b"])).ok  # new weights serve
 
 
+def test_a_path_given_as_an_adapter_name_says_how_to_load_it(engine):
+    # The advice was load(path, name='adapters/pirate'), which load refuses as a name.
+    response = engine.generate(_req(PROMPTS[0], adapters=["adapters/pirate"]))
+    assert response.finish_reason is FinishReason.ERROR
+    assert response.error == (
+        "Unknown adapter 'adapters/pirate': an adapter name is a name, not a path, so it may "
+        "not contain '/', '\\', ':' or '.' (this one has '/'). Load the folder with "
+        "engine.adapters.load('adapters/pirate') and use the name it gets (the folder's name, "
+        "'pirate'); loaded adapters: none."
+    )
+    with pytest.raises(AdapterError, match=r"^Unknown adapter 'x'; .*load\(path, name='x'\)"):
+        engine.adapters.set_default("x")  # a plain name keeps the name= advice
+
+
 def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
     with pytest.raises(AdapterError, match="No PEFT adapter directory") as info:
         engine.adapters.load(tmp_path / "missing")
