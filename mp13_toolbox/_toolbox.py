@@ -91,8 +91,8 @@ class Toolbox:
         self._ask_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        if builtins:
-            self.add_builtins(None if builtins is True else list(builtins))
+        if builtins:  # a name, or names: add_builtins reads a str as one name, not letters
+            self.add_builtins(None if builtins is True else builtins)
 
     # registration -------------------------------------------------------------------------
 
