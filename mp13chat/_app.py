@@ -110,7 +110,7 @@ class ChatApp:
         self.interactive = True  # False in a one-shot run: no banner, no questions
         self.library_log: LibraryLog | None = None  # set by main(): library warnings
         self.model_catalog = model_catalog
-        if not isinstance(tools, Iterable) or callable(tools):
+        if not isinstance(tools, Iterable) or callable(tools) or isinstance(tools, str):
             raise ChatError(f"tools is a list of functions, not {tools!r}: tools=[f, ...]")
         self._tools: list[ToolRegistration] = [as_registration(t) for t in tools]
         self._input = input

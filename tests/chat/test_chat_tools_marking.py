@@ -47,7 +47,7 @@ def test_objects_without_attributes_are_refused_clearly():
         register_tool(len)
 
 
-@pytest.mark.parametrize("tools", [5, lambda: 0])
+@pytest.mark.parametrize("tools", [5, lambda: 0, "word_count"])  # a str: "'w' is not a tool"
 def test_tools_that_are_not_a_list_are_refused(tools):
     from mp13chat import ChatApp
 
