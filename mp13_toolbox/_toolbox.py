@@ -547,6 +547,11 @@ class Toolbox:
                 "read saved data with ToolboxSnapshot.from_dict(data)"
             )
         funcs = callables_by_name(functions)
+        if handlers is not None and not isinstance(handlers, Mapping):
+            raise ToolSnapshotError(
+                f"handlers is a {{tool name: handler}} map, not {handlers!r}; "
+                "pass handlers={'name': handler}"
+            )
         handlers = dict(handlers or {})
         with self._registry.lock:
             for rec in snapshot.tools:

@@ -194,3 +194,8 @@ def test_functions_that_are_not_functions_are_a_snapshot_error(functions, proble
         Toolbox.from_snapshot(tb.snapshot(), functions=functions)
     assert str(err.value).startswith(problem)
     assert str(err.value).endswith("pass functions=[f, ...] or a {name: function} map")
+
+
+def test_handlers_that_are_not_a_map_are_a_snapshot_error():
+    with pytest.raises(ToolSnapshotError, match=r"^handlers is a \{tool name: handler\} map"):
+        Toolbox.from_snapshot(Toolbox().snapshot(), handlers=[_weather])
