@@ -79,6 +79,8 @@ class Toolbox:
     ) -> None:
         self._registry = ToolRegistry()
         self._remembered: dict[str, ApprovalAnswer] = {}
+        self._max_output_chars: int | None = None
+        self._default_timeout_s: float | None = None
         self.max_output_chars = max_output_chars
         self.default_timeout_s = default_timeout_s
         defaults = dict(DEFAULT_APPROVALS)
@@ -93,6 +95,34 @@ class Toolbox:
         )
         if builtins:  # a name, or names: add_builtins reads a str as one name, not letters
             self.add_builtins(None if builtins is True else builtins)
+
+    # Checked when set: a bad value would otherwise surface as a TypeError inside execute,
+    # which must never raise because of its tools.
+    @property
+    def max_output_chars(self) -> int | None:
+        """Longest tool result kept (longer ones are cut, ``truncated``); None: no cap."""
+        return self._max_output_chars
+
+    @max_output_chars.setter
+    def max_output_chars(self, value: int | None) -> None:
+        if value is not None and not (IS_TYPE["integer"](value) and value > 0):
+            raise ToolSettingError(
+                f"max_output_chars must be a whole number > 0 or None (no cap), got {value!r}"
+            )
+        self._max_output_chars = value
+
+    @property
+    def default_timeout_s(self) -> float | None:
+        """Seconds a tool without its own ``timeout_s`` may run; None: no limit."""
+        return self._default_timeout_s
+
+    @default_timeout_s.setter
+    def default_timeout_s(self, value: float | None) -> None:
+        if value is not None and not (IS_TYPE["number"](value) and value > 0):
+            raise ToolSettingError(
+                f"default_timeout_s must be a number of seconds > 0 or None, got {value!r}"
+            )
+        self._default_timeout_s = value
 
     # registration -------------------------------------------------------------------------
 

@@ -131,6 +131,25 @@ def test_output_is_capped_with_a_visible_marker():
     assert not box.execute(ToolCall("spam", {"n": 10})).truncated
 
 
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({"max_output_chars": "x"}, "max_output_chars must be a whole number > 0 or None"),
+        ({"max_output_chars": 0}, "max_output_chars must be a whole number > 0 or None"),
+        ({"default_timeout_s": "30"}, "default_timeout_s must be a number of seconds > 0"),
+    ],
+)
+def test_toolbox_limits_are_checked_when_set_not_when_a_tool_runs(settings, problem):
+    # A string cap made every execute raise a bare TypeError from inside the toolbox.
+    with pytest.raises(ToolSettingError, match=problem):
+        _Toolbox(**settings)
+    box = Toolbox(builtins=["calculator"])
+    with pytest.raises(ToolSettingError, match=problem):
+        for name, value in settings.items():
+            setattr(box, name, value)
+    assert box.execute(ToolCall("calculator", {"expression": "1+1"})).content == "2"
+
+
 def test_sync_timeout_abandons_the_thread_and_returns_an_error():
     box = Toolbox()
     release = threading.Event()
