@@ -468,6 +468,11 @@ class Toolbox:
 
         Every call is checked before any runs, so a misused round runs none of them.
         """
+        if isinstance(calls, (ToolCall, str, Mapping)) or not isinstance(calls, Iterable):
+            raise ToolboxError(
+                f"aexecute_many takes a list of ToolCalls, not {type(calls).__name__}; "
+                "wrap one call as [call], or run it with aexecute"
+            )
         calls = builtins.list(calls)
         for call in calls:
             pl.check_arguments(call, view, budget)

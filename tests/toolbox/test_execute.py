@@ -596,3 +596,10 @@ def test_an_abandoned_tool_thread_never_blocks_process_exit():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "exited"
     assert time.perf_counter() - t0 < 20  # not the 60 s the tool sleeps
+
+
+@pytest.mark.parametrize("calls", [ToolCall("calculator", {"expression": "1"}), 5])
+def test_aexecute_many_given_one_call_says_to_wrap_it(calls):
+    box = Toolbox(builtins=["calculator"])
+    with pytest.raises(ToolboxError, match=r"takes a list of ToolCalls, not .*wrap one call"):
+        asyncio.run(box.aexecute_many(calls))
