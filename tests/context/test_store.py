@@ -236,6 +236,15 @@ def test_search_across_conversations(session):
         session.search('"unbalanced', raw=True)
 
 
+@pytest.mark.parametrize("limit", ["5", 0, -1, 1.5, None, True])
+def test_search_limit_is_a_whole_number_of_hits(session, limit):
+    # "5" and -1 returned every hit, 0 none, 1.5 and None a StoreError about datatypes.
+    ChatContext(session, engine=FakeEngine()).cursor().ask("hello there")
+    with pytest.raises(ContextError, match=r"^search limit must be a whole number >= 1, got "):
+        session.search("hello", limit=limit)
+    assert len(session.search("hello", limit=1)) == 1
+
+
 def test_search_finds_tool_results_and_replies(session):
     engine = FakeEngine()
     engine.script(FakeReply(tool_calls=[ToolCall("x", {})]))
