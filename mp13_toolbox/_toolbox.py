@@ -205,10 +205,12 @@ class Toolbox:
             )
         try:
             tool_spec = spec if isinstance(spec, ToolSpec) else ToolSpec.from_openai(dict(spec))
+        except ToolRegistrationError:
+            raise  # ToolSpec says what is wrong itself
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ToolRegistrationError(
                 f"cannot read the tool spec {spec!r}: {exc!r}; pass {{'name': ..., 'description': "
-                "..., 'parameters': {...}}} or the OpenAI {'type': 'function', 'function': {...}}"
+                "..., 'parameters': {...}} or the OpenAI {'type': 'function', 'function': {...}}"
             ) from exc
         if (
             not isinstance(tool_spec.parameters, dict)
