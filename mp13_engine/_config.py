@@ -289,6 +289,11 @@ class EngineConfig:
             raise ConfigError(f"config file {p} does not exist; check the path") from exc
         except json.JSONDecodeError as exc:
             raise ConfigError(f"config file {p} is not valid JSON: {exc}; fix the file") from exc
+        except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, not text
+            raise ConfigError(
+                f"cannot read config file {p} ({exc.__class__.__name__}: {exc}); give a "
+                "readable JSON file"
+            ) from exc
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a JSON object of EngineConfig fields")
         return cls.from_dict(data)
@@ -297,7 +302,13 @@ class EngineConfig:
         """The JSON text of this config; also written to ``path`` when given."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=True)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            try:
+                Path(path).write_text(text + "\n", encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot write config file {path} ({exc.__class__.__name__}: {exc}); "
+                    "check that its folder exists and can be written"
+                ) from exc
         return text
 
     def replace(self, **changes: Any) -> EngineConfig:

@@ -87,6 +87,14 @@ def test_config_json_errors_name_the_problem(tmp_path):
         EngineConfig.from_json(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         EngineConfig.from_json(tmp_path / "missing.json")
+    # A folder or a binary file was a bare IsADirectoryError / UnicodeDecodeError.
+    with pytest.raises(ConfigError, match=r"^cannot read config file .*give a readable JSON file"):
+        EngineConfig.from_json(tmp_path)
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match=r"^cannot read config file .*UnicodeDecodeError"):
+        EngineConfig.from_json(tmp_path / "binary.json")
+    with pytest.raises(ConfigError, match=r"^cannot write config file .*folder exists"):
+        EngineConfig(model="m").to_json(tmp_path / "no" / "such" / "c.json")
 
 
 def test_config_errors_say_what_to_fix(tmp_path):
