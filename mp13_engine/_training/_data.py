@@ -63,11 +63,18 @@ def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
         return [(f"row {i}", row) for i, row in enumerate(source)]
     path = Path(os.fspath(source)).expanduser()
     if not path.is_file():
+        problem = "is a folder, not a file" if path.is_dir() else "does not exist"
         raise DatasetError(
-            f"The {what} file {str(path)!r} does not exist. Give the path of a .json or .jsonl "
+            f"The {what} file {str(path)!r} {problem}. Give the path of a .json or .jsonl "
             "file, or pass the rows as a Python list."
         )
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(
+            f"cannot read the {what} file {str(path)!r} ({exc.__class__.__name__}: {exc}); "
+            "it must be UTF-8 JSON (.json) or JSON lines (.jsonl)"
+        ) from exc
     if path.suffix.lower() == ".jsonl":
         rows = []
         for lineno, line in enumerate(text.splitlines(), start=1):
