@@ -47,7 +47,12 @@ class ToolboxSnapshot:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolboxSnapshot:
         """Inverse of ``to_dict``; raises ``ToolSnapshotError`` on malformed data."""
-        version = data.get("version", SNAPSHOT_VERSION) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            raise ToolSnapshotError(
+                f"a toolbox snapshot is a JSON object (what to_dict() returns), not "
+                f"{type(data).__name__}; pass data saved from Toolbox.snapshot()"
+            )
+        version = data.get("version", SNAPSHOT_VERSION)
         if version != SNAPSHOT_VERSION:
             raise ToolSnapshotError(
                 f"toolbox snapshot version {version!r} is not supported (expected "

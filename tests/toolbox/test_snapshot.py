@@ -199,3 +199,12 @@ def test_functions_that_are_not_functions_are_a_snapshot_error(functions, proble
 def test_handlers_that_are_not_a_map_are_a_snapshot_error():
     with pytest.raises(ToolSnapshotError, match=r"^handlers is a \{tool name: handler\} map"):
         Toolbox.from_snapshot(Toolbox().snapshot(), handlers=[_weather])
+
+
+@pytest.mark.parametrize("data", [[1], "snapshot", None])
+def test_a_snapshot_that_is_no_object_says_so(data):
+    # It was refused as "version None is not supported".
+    with pytest.raises(ToolSnapshotError, match=r"^a toolbox snapshot is a JSON object"):
+        ToolboxSnapshot.from_dict(data)
+    with pytest.raises(ToolSnapshotError, match=r"^a toolbox snapshot is a JSON object"):
+        ToolboxSnapshot.from_json(json.dumps(data))
