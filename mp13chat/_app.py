@@ -58,7 +58,7 @@ from mp13chat._registry import Command, CommandRegistry
 from mp13chat._repl import QuitRequested, Repl
 from mp13chat._safe_console import SafeConsole
 from mp13chat._style import make_prompt_style, make_theme
-from mp13chat._tools import ToolLike, ToolRegistration, as_registration
+from mp13chat._tools import ToolLike, ToolRegistration, as_registration, check_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_engine import Engine, TrainingJob
@@ -132,6 +132,7 @@ class ChatApp:
         if self.toolbox is not None:
             self.toolbox.register(func, **registration.options)
         else:
+            check_options(func, options)  # now, not when the app starts
             self._tools.append(registration)
         return func
 
