@@ -418,7 +418,7 @@ class Toolbox:
         propagates (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.check_arguments(call, view, budget)
+        pl.check_arguments(call, view, budget, approval)
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
@@ -447,7 +447,7 @@ class Toolbox:
         and ``SystemExit`` included, is an error result (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.check_arguments(call, view, budget)
+        pl.check_arguments(call, view, budget, approval)
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
@@ -477,7 +477,7 @@ class Toolbox:
             )
         calls = builtins.list(calls)
         for call in calls:
-            pl.check_arguments(call, view, budget)
+            pl.check_arguments(call, view, budget, approval)
         return list(
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )

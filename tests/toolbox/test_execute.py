@@ -340,6 +340,21 @@ def test_a_call_or_view_of_the_wrong_type_raises_clearly_sync_and_async(tb, call
         asyncio.run(tb.aexecute_many([ToolCall("add", {"a": 1, "b": 2}), call], view))
 
 
+@pytest.mark.parametrize("approval", [5, "yes"])
+def test_an_approver_that_is_not_a_function_raises_sync_and_async(tb, approval):
+    # It became the model's problem: "Approving the call failed (TypeError ...)".
+    tb.set_approval("add", "ask")
+    call = ToolCall("add", {"a": 1, "b": 2})
+    match = r"^approval must be a function \(request -> answer\) or None, got "
+    with pytest.raises(ToolboxError, match=match):
+        tb.execute(call, approval=approval)
+    with pytest.raises(ToolboxError, match=match):
+        asyncio.run(tb.aexecute(call, approval=approval))
+    with pytest.raises(ToolboxError, match=match):
+        asyncio.run(tb.aexecute_many([call], approval=approval))
+    assert tb.execute(call, approval=lambda request: "yes").content == "3"
+
+
 @pytest.mark.parametrize(
     ("misuse", "error", "match"),
     [
