@@ -351,3 +351,12 @@ def test_a_damaged_file_resumes_at_the_root_and_names_a_missing_state(tmp_path):
         assert ChatContext(session, engine=FakeEngine()).cursor(cid).node_id == root
         with pytest.raises(StoreError, match=r"state \d+ is missing from .*; the file is damaged"):
             session.settings_at(head)
+
+
+def test_a_session_path_sqlite_cannot_open_says_why(tmp_path):
+    # SQLite's own text was "unable to open database file; check the path".
+    with pytest.raises(StoreError, match=r"it is a folder; give a file name in it, e\.g\. "):
+        Session.open(tmp_path)
+    with pytest.raises(StoreError, match=r"its folder .*nodir' does not exist; create it first"):
+        Session.open(tmp_path / "nodir" / "chats.db")
+    assert not (tmp_path / "nodir").exists()  # nothing was created
