@@ -328,11 +328,12 @@ class AdapterManager:
             known = sorted(self._state.infos)
         # A name load(name=) would refuse (a path, say) gets no advice to pass it there.
         problem = adapter_name_problem(name)
-        if problem is not None and isinstance(name, str) and any(c in name for c in "/\\:."):
+        folder = Path(name).name if isinstance(name, str) else None
+        if problem is not None and folder and folder != name and not adapter_name_problem(folder):
             return AdapterError(
                 f"Unknown adapter {name!r}: {problem}. Load the folder with "
                 f"engine.adapters.load({name!r}) and use the name it gets (the folder's name, "
-                f"{Path(name).name!r}); loaded adapters: {known or 'none'}."
+                f"{folder!r}); loaded adapters: {known or 'none'}."
             )
         if problem is not None:
             return AdapterError(

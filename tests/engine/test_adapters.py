@@ -241,6 +241,12 @@ def test_a_path_given_as_an_adapter_name_says_how_to_load_it(engine):
     )
     with pytest.raises(AdapterError, match=r"^Unknown adapter 'x'; .*load\(path, name='x'\)"):
         engine.adapters.set_default("x")  # a plain name keeps the name= advice
+    with pytest.raises(AdapterError) as err:  # no folder name to suggest: no load advice
+        engine.adapters.unload("a.b")
+    assert str(err.value) == (
+        "Unknown adapter 'a.b': an adapter name is a name, not a path, so it may not contain "
+        "'/', '\\', ':' or '.' (this one has '.'); loaded adapters: none."
+    )
 
 
 def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
