@@ -43,7 +43,9 @@ def main() -> None:
         m = resp.metrics
         print("\n1. generate")
         print(f"   reply          : {resp.text!r}")
-        print(f"   finish reason  : {resp.finish_reason.value} (max_new_tokens=24 reached)")
+        why = {"length": "max_new_tokens=24 reached", "stop": "the model ended its reply"}
+        reason = resp.finish_reason.value
+        print(f"   finish reason  : {reason} ({why.get(reason, resp.error or '')})")
         print(
             f"   tokens         : {m.prompt_tokens} prompt -> {m.completion_tokens} new, "
             f"{m.tokens_per_s:.0f} tok/s"

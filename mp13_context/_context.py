@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from mp13_context._cursor import Cursor, TryOut
 from mp13_context._errors import ContextError
-from mp13_context._events import EventCallback
+from mp13_context._events import EventCallback, check_callback
 from mp13_context._protocol import EngineClient
 from mp13_context._scope import ScopeState
 from mp13_context._session import Session
@@ -47,6 +47,8 @@ class ChatContext:
         on_event: EventCallback | None = None,
     ) -> None:
         _check_parts(session, engine, toolbox, scope)
+        check_callback(approval, "approval")
+        check_callback(on_event, "on_event")
         self._state = ScopeState(
             session, engine, toolbox, name=scope, approval=approval, on_event=on_event
         )

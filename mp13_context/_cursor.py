@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mp13_context._errors import CursorError, StoreError
-from mp13_context._events import Event, EventCallback
+from mp13_context._events import Event, EventCallback, check_callback
 from mp13_context._handles import AdapterCommands, ParamCommands, SystemCommands, ToolCommands
 from mp13_context._messages import whole_turn
 from mp13_context._model import Command, CommandKind, Node, NodeKind, Role, Turn
@@ -294,6 +294,7 @@ class Cursor:
                 f"batch takes a list of prompts, not one {type(prompts).__name__}: batch([text])"
             )
         prompts = [_prompt(p) for p in prompts]
+        check_callback(on_event, "on_event")
         self.scope_state.require_engine()
         self.scope_state.require_writable()
         params = validate_params(overrides)
@@ -354,6 +355,7 @@ class Cursor:
     ) -> Turn:
         """Run an exchange from node ``at`` (after recording the user turn ``ask``)."""
         self._check_idle()
+        check_callback(on_event, "on_event")
         exchange = Exchange(self.scope_state, at, {**self.overrides, **overrides}, on_event)
         self._busy = True
         self._exchange = exchange

@@ -20,11 +20,14 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
+from mp13_context._errors import ContextError
 from mp13_context._model import Turn
 from mp13_toolbox import ToolCall, ToolResult
 
 
 class EventKind(str, enum.Enum):
+    """What an ``Event`` reports; the module docstring gives their order in one exchange."""
+
     USER = "user"
     REQUEST = "request"
     REASONING = "reasoning"
@@ -49,3 +52,10 @@ class Event:
 
 
 EventCallback = Callable[[Event], Awaitable[None] | None]
+
+
+def check_callback(value: object, what: str) -> None:
+    """A callback argument (``on_event``, ``approval``) is a callable or None: checked
+    before anything is recorded, not when the first event arrives."""
+    if value is not None and not callable(value):
+        raise ContextError(f"{what} is a function (or None), not {type(value).__name__}")

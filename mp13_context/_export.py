@@ -39,12 +39,16 @@ class Exportable(Protocol):
 
 @attrs.frozen(kw_only=True)
 class ConversationData:
+    """One exported conversation: its header and every node, in creation order."""
+
     info: ConversationInfo
     nodes: tuple[Node, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
 class SessionData:
+    """A whole exported session (``Session.export_json``): format tag, version, conversations."""
+
     format: str = FORMAT
     version: int = VERSION
     conversations: tuple[ConversationData, ...] = ()

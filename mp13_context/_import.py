@@ -46,6 +46,7 @@ import attrs
 from mp13_context._convert import dumps, structure, unstructure
 from mp13_context._errors import (
     CommandError,
+    ContextError,
     ImportConflictError,
     SerializationError,
     TamperedError,
@@ -72,14 +73,25 @@ FORMAT = "mp13.session"
 VERSION = 2
 
 
+def _positive_int(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ContextError(
+            f"ImportLimits.{attribute.name} must be a whole number >= 1, got {value!r}"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class ImportLimits:
     """Bounds an imported document must keep (raise them for very large exports)."""
 
-    max_nesting: int = 64  # JSON nesting depth of the whole document
-    max_text: int = 16 * 1024 * 1024  # characters in one string
-    max_nodes: int = 1_000_000  # nodes in one document
-    max_depth: int = 100_000  # depth of a conversation tree (turns in a row)
+    #: JSON nesting depth of the whole document.
+    max_nesting: int = attrs.field(default=64, validator=_positive_int)
+    #: Characters in one string.
+    max_text: int = attrs.field(default=16 * 1024 * 1024, validator=_positive_int)
+    #: Nodes in one document.
+    max_nodes: int = attrs.field(default=1_000_000, validator=_positive_int)
+    #: Depth of a conversation tree (turns in a row).
+    max_depth: int = attrs.field(default=100_000, validator=_positive_int)
 
 
 @attrs.frozen(kw_only=True)

@@ -166,8 +166,12 @@ async def areplay(
         if session is None and into is not None and _has(into, cid):
             session = into  # replaying within one session
         if session is None:
+            # With `into` given, the id may be mistyped as well as from another session.
+            where = (
+                "" if into is None else f"{cid!r} is not a conversation of into; check the id, or "
+            )
             raise ContextError(
-                f"replay of conversation {cid} needs the session it is in: "
+                f"replay of conversation {cid} needs the session it is in: {where}"
                 "replay(conv, session=source_session, into=..., engine=...)"
             )
         src = session

@@ -435,6 +435,8 @@ class Session:
             raise ContextError(f"search order must be 'recent' or 'rank', got {order!r}")
         if not isinstance(text, str):
             raise ContextError(f"search text must be a string of words, got {type(text).__name__}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ContextError(f"search limit must be a whole number >= 1, got {limit!r}")
         query = scrub(text) if raw else fts_query(text)
         if not query.strip():
             return []

@@ -168,6 +168,8 @@ _POPS: dict[CommandKind, tuple[str, str, str]] = {
     CommandKind.ADAPTERS_POP: ("adapters", "adapters_prev", "adapters"),
     CommandKind.TOOLS_POP: ("tool_scopes", "tools_prev", "tools"),
 }
+#: The handle method that returns a family to its starting point (for the pop error).
+_BACK_TO_START = {"system": "default", "adapters": "default", "tools": "reset"}
 
 
 def _pop(
@@ -267,5 +269,5 @@ def check_command(settings: EffectiveSettings, cmd: Command) -> None:
         family = pop[2]
         raise CommandError(
             f"nothing to pop: no {family} command on this branch; "
-            f"use {family}.set(...) or {family}.reset()/default instead"
+            f"use {family}.set(...) or {family}.{_BACK_TO_START[family]}() instead"
         )

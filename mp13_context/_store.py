@@ -127,6 +127,17 @@ def _of_conversation(cid: str | None) -> tuple[str, tuple[str, ...]]:
     return ("WHERE n.conversation_id = ?", (cid,)) if cid is not None else ("", ())
 
 
+def _why(path: str, exc: BaseException) -> str:
+    """What to do about a file SQLite could not open (its own text says only "unable")."""
+    if os.path.isdir(path):
+        example = os.path.join(path, "chats.db")
+        return f"it is a folder; give a file name in it, e.g. {example!r}"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"its folder {folder!r} does not exist; create it first or pick another path"
+    return f"{exc}; check the path and its permissions"
+
+
 _READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
 
 
@@ -141,7 +152,7 @@ class Store:
         try:
             self.conn = _open(path, read_only=read_only)
         except _SQL_ERRORS as exc:
-            raise StoreError(f"cannot open session file {path!r}: {exc}; check the path") from exc
+            raise StoreError(f"cannot open session file {path!r}: {_why(path, exc)}") from exc
         try:
             # Inspect first, change later: a foreign file is refused untouched.
             missing = missing_migrations(self.conn)

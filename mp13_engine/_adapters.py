@@ -220,10 +220,11 @@ class AdapterManager:
         return self._run(self._load_on_worker, directory, name, replace)
 
     def unload(self, name: str) -> None:
-        """Remove adapter ``name``.
+        """Remove adapter ``name`` (on the worker, between steps).
 
-        Runs between waves, so no running row uses it any more; queued requests
-        that name it fail with ERROR (AdapterError) when their wave forms.
+        A request running on it ends ``ERROR`` (its cached keys and values came from
+        the old weights), and queued requests that name it end ``ERROR`` when they
+        are admitted; the others go on.
         """
         self.get(name)  # an unknown name (or not a name at all) fails here, on the caller
         self._run(self._unload_on_worker, name)
@@ -278,8 +279,9 @@ class AdapterManager:
     def combine(self, names: Sequence[str], weights: Sequence[float] | None = None) -> None:
         """Set the weights used when a request names exactly these adapters together.
 
-        Default weights are 1.0 each (the deltas add up). Takes effect for the
-        next wave; a cached combination of the same set is rebuilt.
+        Default weights are 1.0 each (the deltas add up). Takes effect at the next
+        step, rebuilding a cached combination of the same set: a request running on
+        that combination ends ``ERROR`` (its cached keys came from the old weights).
         """
         if isinstance(names, str) or not isinstance(names, Sequence):
             raise AdapterError(f"combine() takes a list of adapter names, not {names!r}")
@@ -324,6 +326,19 @@ class AdapterManager:
     def _unknown(self, name: str) -> AdapterError:
         with self._state.lock:
             known = sorted(self._state.infos)
+        # A name load(name=) would refuse (a path, say) gets no advice to pass it there.
+        problem = adapter_name_problem(name)
+        folder = Path(name).name if isinstance(name, str) else None
+        if problem is not None and folder and folder != name and not adapter_name_problem(folder):
+            return AdapterError(
+                f"Unknown adapter {name!r}: {problem}. Load the folder with "
+                f"engine.adapters.load({name!r}) and use the name it gets (the folder's name, "
+                f"{folder!r}); loaded adapters: {known or 'none'}."
+            )
+        if problem is not None:
+            return AdapterError(
+                f"Unknown adapter {name!r}: {problem}; loaded adapters: {known or 'none'}."
+            )
         return AdapterError(
             f"Unknown adapter {name!r}; loaded adapters: {known or 'none'}. Load it with "
             f"engine.adapters.load(path, name={name!r}) or use {BASE_ADAPTER!r} for the base model."

@@ -187,7 +187,8 @@ class EngineConfig:
     counted in ``metrics().slow_steps`` and logged (None: 25 times the usual
     step time, at least 2 s). ``metrics_window``: how many recent requests
     ``engine.metrics()`` aggregates. ``max_queue``: most queued requests before
-    new ones are refused. ``tool_format``: tool-call wire format, ``None`` =
+    new ones are refused (requests sent together, as by ``generate_many``, are
+    queued or refused as one). ``tool_format``: tool-call wire format, ``None`` =
     detect from the chat template. ``default_max_new_tokens``: used when a
     request leaves ``max_new_tokens`` unset. ``mixed_lora``: how a step applies
     its rows' LoRA adapters: ``"fused"`` (default) concatenates the step's
@@ -288,6 +289,11 @@ class EngineConfig:
             raise ConfigError(f"config file {p} does not exist; check the path") from exc
         except json.JSONDecodeError as exc:
             raise ConfigError(f"config file {p} is not valid JSON: {exc}; fix the file") from exc
+        except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, not text
+            raise ConfigError(
+                f"cannot read config file {p} ({exc.__class__.__name__}: {exc}); give a "
+                "readable JSON file"
+            ) from exc
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a JSON object of EngineConfig fields")
         return cls.from_dict(data)
@@ -296,7 +302,13 @@ class EngineConfig:
         """The JSON text of this config; also written to ``path`` when given."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=True)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            try:
+                Path(path).write_text(text + "\n", encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot write config file {path} ({exc.__class__.__name__}: {exc}); "
+                    "check that its folder exists and can be written"
+                ) from exc
         return text
 
     def replace(self, **changes: Any) -> EngineConfig:

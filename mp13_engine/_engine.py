@@ -178,6 +178,11 @@ class Engine:
             return _build(prompt=request, **overrides)
         if isinstance(request, Sequence) and all(isinstance(m, Mapping) for m in request):
             return _build(messages=list(request), **overrides)
+        if isinstance(request, Mapping):
+            raise RequestError(
+                "a request is a Request, a prompt string or a list of message dicts, not one "
+                "dict; for one message pass it in a list: [message]"
+            )
         raise RequestError(
             "a request must be a Request, a prompt string or a list of message dicts, "
             f"not {type(request).__name__}; for several prompts use generate_many"
@@ -244,13 +249,20 @@ class Engine:
         runnable = [s for s in runnable if not s.done]
         if runnable:
             queued, _ = self._worker.depth()
-            if queued + len(runnable) > self.config.max_queue:
+            limit = self.config.max_queue
+            if queued + len(runnable) > limit:
+                # Requests sent together are queued together or not at all (they share
+                # their first step); a group larger than the queue never fits.
+                error = (
+                    f"{len(runnable)} requests sent together are more than the queue holds "
+                    f"(EngineConfig.max_queue={limit}); send at most {limit} at once or raise "
+                    "EngineConfig.max_queue"
+                    if len(runnable) > limit
+                    else f"the queue is full ({queued} of at most {limit} requests queued); "
+                    "retry later or raise EngineConfig.max_queue"
+                )
                 for st in runnable:
-                    st.finish(
-                        FinishReason.ERROR,
-                        error=f"the queue is full ({self.config.max_queue} requests); retry "
-                        "later or raise EngineConfig.max_queue",
-                    )
+                    st.finish(FinishReason.ERROR, error=error)
                 return
             self._worker.submit_requests(runnable)
 
@@ -381,7 +393,12 @@ class Engine:
 
     # ----- sync API
     def generate(self, request: RequestLike, **overrides: Any) -> Response:
-        """Run one request to completion. ``overrides`` set Request fields."""
+        """Run one request to completion. ``overrides`` set Request fields.
+
+        ``request``: a ``Request``, a list of message dicts, or a string, which is one
+        user message when the model has a chat template (raw text without one;
+        ``Request(prompt=...)`` is always raw text).
+        """
         return self._wait([self._start(request, overrides)])[0]
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:

@@ -72,7 +72,7 @@ def check_view(view: object) -> None:
         )
 
 
-def check_arguments(call: object, view: object, budget: object) -> None:
+def check_arguments(call: object, view: object, budget: object, approval: object = None) -> None:
     """Misuse by the caller, the one thing ``execute`` raises for."""
     if not isinstance(call, ToolCall):
         raise ToolboxError(
@@ -84,6 +84,11 @@ def check_arguments(call: object, view: object, budget: object) -> None:
         raise ToolboxError(
             f"budget must be a per-turn BudgetTracker, got {type(budget).__name__}; "
             "pass ToolBudget(...).start() once per turn"
+        )
+    if approval is not None and not callable(approval):
+        raise ToolboxError(
+            f"approval must be a function (request -> answer) or None, got "
+            f"{type(approval).__name__}; pass e.g. approval=lambda request: 'yes'"
         )
 
 

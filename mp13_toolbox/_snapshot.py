@@ -47,7 +47,12 @@ class ToolboxSnapshot:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolboxSnapshot:
         """Inverse of ``to_dict``; raises ``ToolSnapshotError`` on malformed data."""
-        version = data.get("version", SNAPSHOT_VERSION) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            raise ToolSnapshotError(
+                f"a toolbox snapshot is a JSON object (what to_dict() returns), not "
+                f"{type(data).__name__}; pass data saved from Toolbox.snapshot()"
+            )
+        version = data.get("version", SNAPSHOT_VERSION)
         if version != SNAPSHOT_VERSION:
             raise ToolSnapshotError(
                 f"toolbox snapshot version {version!r} is not supported (expected "
@@ -102,7 +107,22 @@ def relink(
 def callables_by_name(
     functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
 ) -> dict[str, Callable[..., Any]]:
-    """Callables keyed by name: a mapping as given, a list by each function's ``__name__``."""
+    """Callables keyed by name: a mapping as given, a list by each function's ``__name__``.
+
+    ``ToolSnapshotError`` for anything else (one function, a string, a non-callable),
+    which would otherwise fail as a bare ``TypeError`` or ``AttributeError``."""
+    usage = "pass functions=[f, ...] or a {name: function} map"
     if isinstance(functions, Mapping):
+        bad = [k for k, f in functions.items() if not isinstance(k, str) or not callable(f)]
+        if bad:
+            raise ToolSnapshotError(f"functions[{bad[0]!r}] is not a named function; {usage}")
         return dict(functions)
-    return {f.__name__: f for f in functions}
+    if isinstance(functions, str) or not isinstance(functions, Iterable):
+        raise ToolSnapshotError(f"functions is a list of functions, not {functions!r}; {usage}")
+    named: dict[str, Callable[..., Any]] = {}
+    for f in functions:
+        name = getattr(f, "__name__", None)
+        if not callable(f) or not isinstance(name, str):
+            raise ToolSnapshotError(f"functions holds {f!r}, not a named function; {usage}")
+        named[name] = f
+    return named

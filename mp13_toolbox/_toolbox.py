@@ -79,6 +79,8 @@ class Toolbox:
     ) -> None:
         self._registry = ToolRegistry()
         self._remembered: dict[str, ApprovalAnswer] = {}
+        self._max_output_chars: int | None = None
+        self._default_timeout_s: float | None = None
         self.max_output_chars = max_output_chars
         self.default_timeout_s = default_timeout_s
         defaults = dict(DEFAULT_APPROVALS)
@@ -91,8 +93,36 @@ class Toolbox:
         self._ask_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        if builtins:
-            self.add_builtins(None if builtins is True else list(builtins))
+        if builtins:  # a name, or names: add_builtins reads a str as one name, not letters
+            self.add_builtins(None if builtins is True else builtins)
+
+    # Checked when set: a bad value would otherwise surface as a TypeError inside execute,
+    # which must never raise because of its tools.
+    @property
+    def max_output_chars(self) -> int | None:
+        """Longest tool result kept (longer ones are cut, ``truncated``); None: no cap."""
+        return self._max_output_chars
+
+    @max_output_chars.setter
+    def max_output_chars(self, value: int | None) -> None:
+        if value is not None and not (IS_TYPE["integer"](value) and value > 0):
+            raise ToolSettingError(
+                f"max_output_chars must be a whole number > 0 or None (no cap), got {value!r}"
+            )
+        self._max_output_chars = value
+
+    @property
+    def default_timeout_s(self) -> float | None:
+        """Seconds a tool without its own ``timeout_s`` may run; None: no limit."""
+        return self._default_timeout_s
+
+    @default_timeout_s.setter
+    def default_timeout_s(self, value: float | None) -> None:
+        if value is not None and not (IS_TYPE["number"](value) and value > 0):
+            raise ToolSettingError(
+                f"default_timeout_s must be a number of seconds > 0 or None, got {value!r}"
+            )
+        self._default_timeout_s = value
 
     # registration -------------------------------------------------------------------------
 
@@ -175,10 +205,12 @@ class Toolbox:
             )
         try:
             tool_spec = spec if isinstance(spec, ToolSpec) else ToolSpec.from_openai(dict(spec))
+        except ToolRegistrationError:
+            raise  # ToolSpec says what is wrong itself
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ToolRegistrationError(
                 f"cannot read the tool spec {spec!r}: {exc!r}; pass {{'name': ..., 'description': "
-                "..., 'parameters': {...}}} or the OpenAI {'type': 'function', 'function': {...}}"
+                "..., 'parameters': {...}} or the OpenAI {'type': 'function', 'function': {...}}"
             ) from exc
         if (
             not isinstance(tool_spec.parameters, dict)
@@ -386,7 +418,7 @@ class Toolbox:
         propagates (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.check_arguments(call, view, budget)
+        pl.check_arguments(call, view, budget, approval)
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
@@ -415,7 +447,7 @@ class Toolbox:
         and ``SystemExit`` included, is an error result (see ``_execute``).
         """
         start = time.perf_counter()
-        pl.check_arguments(call, view, budget)
+        pl.check_arguments(call, view, budget, approval)
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
@@ -438,9 +470,14 @@ class Toolbox:
 
         Every call is checked before any runs, so a misused round runs none of them.
         """
+        if isinstance(calls, (ToolCall, str, Mapping)) or not isinstance(calls, Iterable):
+            raise ToolboxError(
+                f"aexecute_many takes a list of ToolCalls, not {type(calls).__name__}; "
+                "wrap one call as [call], or run it with aexecute"
+            )
         calls = builtins.list(calls)
         for call in calls:
-            pl.check_arguments(call, view, budget)
+            pl.check_arguments(call, view, budget, approval)
         return list(
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )
@@ -547,6 +584,11 @@ class Toolbox:
                 "read saved data with ToolboxSnapshot.from_dict(data)"
             )
         funcs = callables_by_name(functions)
+        if handlers is not None and not isinstance(handlers, Mapping):
+            raise ToolSnapshotError(
+                f"handlers is a {{tool name: handler}} map, not {handlers!r}; "
+                "pass handlers={'name': handler}"
+            )
         handlers = dict(handlers or {})
         with self._registry.lock:
             for rec in snapshot.tools:

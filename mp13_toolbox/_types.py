@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from mp13_toolbox._errors import ToolboxError, ToolSettingError
+from mp13_toolbox._errors import ToolboxError, ToolRegistrationError, ToolSettingError
 
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -56,6 +56,21 @@ def _call_arguments(value: Any) -> dict[str, Any]:
     return _as_dict(value)
 
 
+def _spec_text(_inst: object, attr: attrs.Attribute[str], value: str) -> None:
+    # A spec is sent to the model as JSON: a name of 5 would reach it as a number.
+    if not isinstance(value, str) or (attr.name == "name" and not value):
+        what = "a non-empty string" if attr.name == "name" else "a string"
+        raise ToolRegistrationError(f"ToolSpec.{attr.name} is {what}, not {value!r}")
+
+
+def _spec_parameters(value: Any) -> dict[str, Any]:
+    if value is not None and not isinstance(value, Mapping):
+        raise ToolRegistrationError(
+            f"ToolSpec.parameters is a JSON-schema object (a dict), not {type(value).__name__}"
+        )
+    return _as_dict(value)
+
+
 def _call_name(_inst: object, _attr: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str):
         raise ToolboxError(
@@ -67,10 +82,10 @@ def _call_name(_inst: object, _attr: attrs.Attribute[str], value: str) -> None:
 class ToolSpec:
     """One tool as the model sees it: name, description, JSON-schema parameters."""
 
-    name: str
-    description: str = ""
+    name: str = attrs.field(validator=_spec_text)
+    description: str = attrs.field(default="", validator=_spec_text)
     parameters: dict[str, Any] = attrs.field(
-        factory=lambda: {"type": "object", "properties": {}}, converter=_as_dict, hash=False
+        factory=lambda: {"type": "object", "properties": {}}, converter=_spec_parameters, hash=False
     )
 
     def to_openai(self) -> dict[str, Any]:
@@ -87,7 +102,12 @@ class ToolSpec:
     @classmethod
     def from_openai(cls, spec: dict[str, Any]) -> ToolSpec:
         """Accept ``{"type": "function", "function": {...}}`` or the bare function dict."""
-        fn = spec.get("function", spec)
+        fn = spec.get("function", spec) if isinstance(spec, Mapping) else None
+        if not isinstance(fn, Mapping) or "name" not in fn:
+            raise ToolRegistrationError(
+                f"cannot read the tool spec {spec!r}; pass {{'name': ..., 'description': ..., "
+                "'parameters': {...}} or the OpenAI {'type': 'function', 'function': {...}}"
+            )
         return cls(
             name=fn["name"],
             description=fn.get("description", "") or "",

@@ -58,7 +58,7 @@ from mp13chat._registry import Command, CommandRegistry
 from mp13chat._repl import QuitRequested, Repl
 from mp13chat._safe_console import SafeConsole
 from mp13chat._style import make_prompt_style, make_theme
-from mp13chat._tools import ToolLike, ToolRegistration, as_registration
+from mp13chat._tools import ToolLike, ToolRegistration, as_registration, check_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_engine import Engine, TrainingJob
@@ -110,7 +110,7 @@ class ChatApp:
         self.interactive = True  # False in a one-shot run: no banner, no questions
         self.library_log: LibraryLog | None = None  # set by main(): library warnings
         self.model_catalog = model_catalog
-        if not isinstance(tools, Iterable) or callable(tools):
+        if not isinstance(tools, Iterable) or callable(tools) or isinstance(tools, str):
             raise ChatError(f"tools is a list of functions, not {tools!r}: tools=[f, ...]")
         self._tools: list[ToolRegistration] = [as_registration(t) for t in tools]
         self._input = input
@@ -132,6 +132,7 @@ class ChatApp:
         if self.toolbox is not None:
             self.toolbox.register(func, **registration.options)
         else:
+            check_options(func, options)  # now, not when the app starts
             self._tools.append(registration)
         return func
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import attrs
 
-from mp13chat._config import FIELD_HELP, ChatConfig
+from mp13chat._config import ChatConfig
 from mp13chat._errors import UsageError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -92,12 +92,22 @@ def build_parser(prog: str = "mp13chat") -> argparse.ArgumentParser:
             "error); piped input is read as the question ('echo hi | mp13chat', "
             "'mp13chat -p -'), or appended to -p TEXT. "
             "Config file: --config FILE, else $MP13_CONFIG_DIR/config.json, else "
-            "~/.config/mp13/config.json (created with documented defaults on first run). "
+            "$XDG_CONFIG_HOME/mp13/config.json, else ~/.config/mp13/config.json (created "
+            "with documented defaults on first run). "
             "Keys: Enter sends, Alt+Enter adds a line, Ctrl+C cancels a reply, "
             "Ctrl+D or /quit exits."
         ),
     )
-    parser.add_argument("--model", metavar="PATH|NAME", help=FIELD_HELP["model"])
+    # Not FIELD_HELP's text: its "null" is JSON, and `--model null` is a model named null.
+    parser.add_argument(
+        "--model",
+        metavar="PATH|NAME",
+        help="Model to load: a local folder, a named real model mp13 fetches once on first "
+        "use (e.g. 'smollm2-135m'), or a hub id (from the local cache; --download fetches "
+        "it). 'demo' = the built-in demo model (ships with mp13, trained offline from its "
+        "code; the default when neither this flag nor the config's 'model' names one); "
+        "'tiny' = a random tiny model (fast, gibberish).",
+    )
     parser.add_argument(
         "-p",
         "--prompt",
@@ -111,7 +121,12 @@ def build_parser(prog: str = "mp13chat") -> argparse.ArgumentParser:
         action="store_true",
         help="Run the REPL even when the input is piped (commands are then read from it).",
     )
-    parser.add_argument("--system", metavar="TEXT", help=FIELD_HELP["system"])
+    parser.add_argument(
+        "--system",
+        metavar="TEXT",
+        help="System message set on every new conversation (without it: the config's "
+        "'system', else the chat template's default).",
+    )
     parser.add_argument(
         "--max-new-tokens",
         metavar="N",

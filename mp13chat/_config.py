@@ -27,6 +27,9 @@ from typing import Any
 import attrs
 import cattrs
 
+from mp13_context import PARAMS
+from mp13_engine import EngineConfig
+from mp13_toolbox import Approval, Mp13Error
 from mp13chat._convert import make_converter
 from mp13chat._errors import ChatConfigError
 
@@ -66,7 +69,8 @@ FIELD_HELP: dict[str, str] = {
     "tool_approvals": (
         "Approval policy per tool: allow / deny / ask, e.g. "
         '{"calculator": "ask"}. Unlisted tools follow their risk level (low: allow, '
-        "medium and high: ask). The demo model asks for every builtin unless set here."
+        "medium and high: ask). While this is empty, the demo model's REPL asks before "
+        "every builtin (a one-shot -p run cannot ask, so unlisted tools follow their risk)."
     ),
 }
 
@@ -128,13 +132,41 @@ def load_config(path: Path, *, create: bool = True) -> ChatConfig:
         raise ChatConfigError(f"the config file {path} must hold a JSON object, not {data!r}")
     fields = {k: v for k, v in data.items() if not k.startswith("_")}
     try:
-        return make_converter().structure(fields, ChatConfig)
+        config = make_converter().structure(fields, ChatConfig)
     except Exception as exc:
         details = "; ".join(cattrs.transform_error(exc))
         known = ", ".join(FIELD_HELP)
         raise ChatConfigError(
             f"bad config file {path}: {details or exc}. Known fields: {known}."
         ) from exc
+    problems = _entry_problems(config)
+    if problems:
+        raise ChatConfigError(f"bad config file {path}: {'; '.join(problems)}")
+    return config
+
+
+def _entry_problems(config: ChatConfig) -> list[str]:
+    """What is wrong inside ``engine``, ``params`` and ``tool_approvals``, by the rules the
+    libraries apply at start: a typo there names the file instead of failing the start."""
+    problems = []
+    unknown = sorted(set(config.engine) - set(attrs.fields_dict(EngineConfig)))
+    if unknown:
+        problems.append(f"engine: unknown EngineConfig field(s) {', '.join(unknown)}")
+    for name, value in config.params.items():
+        check = PARAMS.get(name)
+        if check is None:
+            problems.append(f"params: unknown parameter {name!r} (known: {', '.join(PARAMS)})")
+            continue
+        try:
+            if value is not None:
+                check(name, value)
+        except Mp13Error as exc:
+            problems.append(f"params: {exc}")
+    policies = ", ".join(a.value for a in Approval)
+    for tool, policy in config.tool_approvals.items():
+        if policy not in {a.value for a in Approval}:
+            problems.append(f"tool_approvals: {tool}: {policy!r} is not one of {policies}")
+    return problems
 
 
 def save_config(config: ChatConfig, path: Path) -> None:

@@ -22,9 +22,22 @@ from typing import Any
 
 import attrs
 
+from mp13_toolbox import Toolbox
 from mp13chat._errors import ChatError
 
 _MARK = "__mp13chat_tool__"
+
+
+def check_options(func: Callable[..., Any], options: Mapping[str, Any]) -> None:
+    """Register ``func`` with ``options`` in a scratch toolbox, so a wrong option (an
+    unknown name, ``risk="extreme"``) fails where it is written, not at the app's start."""
+    try:
+        Toolbox().register(func, **options)
+    except TypeError as exc:  # an option Toolbox.register does not take
+        raise ChatError(
+            f"{exc}; the options are Toolbox.register's: name, description, mode, risk, "
+            "timeout_s, approval, replace"
+        ) from exc
 
 
 @attrs.frozen
@@ -51,6 +64,7 @@ def register_tool(func: Callable[..., Any] | None = None, /, **options: Any) -> 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(f):
             raise ChatError(f"register_tool needs a function, got {f!r}")
+        before = getattr(f, _MARK, None)
         try:
             setattr(f, _MARK, ToolRegistration(f, options))
         except (AttributeError, TypeError) as exc:
@@ -58,6 +72,14 @@ def register_tool(func: Callable[..., Any] | None = None, /, **options: Any) -> 
                 f"cannot attach options to {f!r} (it takes no attributes); give them to "
                 "ChatApp.register_tool(func, **options) instead"
             ) from exc
+        try:
+            check_options(f, options)
+        except BaseException:  # a refused call leaves the function as it was
+            if before is None:
+                delattr(f, _MARK)
+            else:
+                setattr(f, _MARK, before)
+            raise
         return f
 
     if func is None:

@@ -35,7 +35,17 @@ def test_quickstart(tmp_path):
     out = _run("quickstart.py", tmp_path)
     assert "wave sizes     : [8]" in out
     assert "finish reason  : cancelled" in out
+    assert "finish reason  : length (max_new_tokens=24 reached)" in out
     assert "engine.metrics()" in out
+
+
+@pytest.mark.real
+def test_quickstart_on_a_real_model_says_why_its_reply_ended(tmp_path):
+    # --model: a real model ends its reply itself, which the example must not call a cut.
+    from mp13_engine import models
+
+    out = _run("quickstart.py", tmp_path, args=("--model", str(models.fetch("smollm2-135m"))))
+    assert "finish reason  : stop (the model ended its reply)" in out
 
 
 def test_tools_basics(tmp_path):

@@ -191,3 +191,21 @@ def test_overrides_that_relax_a_module_are_recognised():
     assert relaxed == {"mp13_engine.*": "disallow_untyped_defs", "mp13chat._app": "ignore_errors"}
     assert _matches("mp13_engine.*", "mp13_engine") and _matches("a.*", "a.b.c")
     assert not _matches("mp13_engine._loop", "mp13_engine._loops")
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES)
+def test_every_public_class_and_function_has_its_own_docstring(package):
+    # A class without one shows its base's text in help(): EventKind showed str's.
+    import inspect
+
+    def own_doc(obj: object) -> object:
+        return obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
+
+    module = importlib.import_module(package)
+    bare = [
+        name
+        for name in module.__all__
+        if (inspect.isclass(obj := getattr(module, name)) or inspect.isfunction(obj))
+        and not own_doc(obj)
+    ]
+    assert not bare, f"{package} exports names without a docstring of their own: {bare}"

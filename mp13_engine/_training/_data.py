@@ -63,11 +63,18 @@ def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
         return [(f"row {i}", row) for i, row in enumerate(source)]
     path = Path(os.fspath(source)).expanduser()
     if not path.is_file():
+        problem = "is a folder, not a file" if path.is_dir() else "does not exist"
         raise DatasetError(
-            f"The {what} file {str(path)!r} does not exist. Give the path of a .json or .jsonl "
+            f"The {what} file {str(path)!r} {problem}. Give the path of a .json or .jsonl "
             "file, or pass the rows as a Python list."
         )
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(
+            f"cannot read the {what} file {str(path)!r} ({exc.__class__.__name__}: {exc}); "
+            "it must be UTF-8 JSON (.json) or JSON lines (.jsonl)"
+        ) from exc
     if path.suffix.lower() == ".jsonl":
         rows = []
         for lineno, line in enumerate(text.splitlines(), start=1):
@@ -88,6 +95,11 @@ def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
             f"{str(path)!r} is not valid JSON ({exc}). Use a JSON list of rows, or one row per "
             "line in a .jsonl file."
         ) from exc
+    if isinstance(data, dict) and _is_one_row(data):
+        raise DatasetError(
+            f"{str(path)!r} holds one row, not a list of rows; put it in a list ([{{...}}]), "
+            "or write one row per line in a .jsonl file."
+        )
     if isinstance(data, dict):
         lists = [v for v in data.values() if isinstance(v, list)]
         if len(lists) != 1:
@@ -99,6 +111,15 @@ def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
     if not isinstance(data, list):
         raise DatasetError(f"{str(path)!r} must hold a JSON list of rows; {_SHAPES}.")
     return [(f"{path.name} row {i}", row) for i, row in enumerate(data)]
+
+
+def _is_one_row(data: dict[str, Any]) -> bool:
+    """A row's own shape (its ``messages`` are message dicts, or it has text fields), which
+    the one-list-of-rows rule would otherwise read as a list of rows (its messages)."""
+    messages = data.get("messages")
+    if isinstance(messages, list) and messages:
+        return all(isinstance(m, dict) and "role" in m for m in messages)
+    return any(isinstance(data.get(key), str) for key in ("prompt", "completion", "text"))
 
 
 def _bad(label: str, problem: str) -> DatasetError:

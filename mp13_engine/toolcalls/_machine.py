@@ -142,9 +142,17 @@ class StreamMachine:
     # -- public surface (``StreamParser``) ------------------------------------------------------
 
     def feed(self, delta: str) -> list[StreamEvent]:
-        """Events (content / reasoning deltas, completed calls) that ``delta`` made certain."""
+        """Events (content / reasoning deltas, completed calls) that ``delta`` made certain.
+
+        Text fed after the output ended (``close``/``finish``) would be lost, so it raises
+        ``ToolFormatError``: one parser reads one output."""
         require_text(delta, "the model output a tool-call parser reads")
-        if delta and not self._done:
+        if delta and self._done:
+            raise ToolFormatError(
+                "this parser's output has ended (close() or finish() was called), so it "
+                f"cannot read {delta[:40]!r}; start a new StreamParser for another output"
+            )
+        if delta:
             self._buf += delta
             self._run(final=False)
         events, self._events = self._events, []

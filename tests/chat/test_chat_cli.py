@@ -37,6 +37,8 @@ def test_help_explains_every_flag(capsys):
     for flag in FLAGS:
         assert flag in text
     assert "demo model" in text and "One-shot" in text
+    # The config file's JSON "null" is no flag value: `--model null` names a model "null".
+    assert "null" not in text
 
 
 def test_flags_parse():

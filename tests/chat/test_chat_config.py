@@ -71,3 +71,30 @@ def test_a_config_file_that_is_no_object_is_refused(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(["model", "tiny"]))
     with pytest.raises(ChatConfigError, match=r"must hold a JSON object, not \['model', 'tiny'\]"):
         load_config(tmp_path / "c.json")
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"params": {"temprature": 1}}, "params: unknown parameter 'temprature' (known: "),
+        ({"params": {"temperature": "hot"}}, "params: invalid Request.temperature='hot'"),
+        ({"tool_approvals": {"calculator": "maybe"}}, "tool_approvals: calculator: 'maybe' is"),
+        ({"engine": {"devic": "cpu"}}, "engine: unknown EngineConfig field(s) devic"),
+    ],
+)
+def test_a_bad_entry_inside_a_field_names_the_file(tmp_path, fields, problem):
+    # These failed the start with the library's message alone, not naming the config file.
+    (tmp_path / "c.json").write_text(json.dumps(fields))
+    with pytest.raises(ChatConfigError) as err:
+        load_config(tmp_path / "c.json")
+    assert str(err.value).startswith(f"bad config file {tmp_path / 'c.json'}: {problem}")
+
+
+def test_entries_the_libraries_accept_load(tmp_path):
+    fields = {
+        "engine": {"device": "cpu", "max_batch_size": 4},
+        "params": {"temperature": 0.5, "max_tool_rounds": 3, "seed": None},
+        "tool_approvals": {"calculator": "allow", "current_time": "ask"},
+    }
+    (tmp_path / "c.json").write_text(json.dumps(fields))
+    assert load_config(tmp_path / "c.json").params["max_tool_rounds"] == 3

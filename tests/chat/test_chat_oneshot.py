@@ -173,12 +173,15 @@ def test_python_dash_m_mp13chat_is_the_console_script(monkeypatch, capsys):
     assert "--model" in capsys.readouterr().out
 
 
-def test_a_parameter_the_engine_refuses_ends_the_answer_with_status_1(run_main, tmp_path):
+def test_a_parameter_the_engine_refuses_is_a_config_error_with_status_2(run_main, tmp_path):
+    # Checked when the config loads (ChatApp.main: 2 = bad flags or config), naming the file.
     (tmp_path / "config.json").write_text(json.dumps({"params": {"top_p": 5.0}}))
     engine = FakeEngine()
     status, out, err = run_main(["-p", "hi"], engine, tty=True)
-    assert (status, out) == (1, "")
-    assert "top_p=5.0; top_p must be a number in (0, 1]" in " ".join(err.split())
+    assert (status, out) == (2, "")
+    said = " ".join(err.split())
+    assert f"bad config file {tmp_path / 'config.json'}: params:" in said
+    assert "top_p=5.0; top_p must be a number in (0, 1]" in said
     assert engine.requests == []  # nothing was sent
 
 

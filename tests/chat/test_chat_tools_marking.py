@@ -47,7 +47,7 @@ def test_objects_without_attributes_are_refused_clearly():
         register_tool(len)
 
 
-@pytest.mark.parametrize("tools", [5, lambda: 0])
+@pytest.mark.parametrize("tools", [5, lambda: 0, "word_count"])  # a str: "'w' is not a tool"
 def test_tools_that_are_not_a_list_are_refused(tools):
     from mp13chat import ChatApp
 
@@ -81,3 +81,23 @@ def test_a_registration_given_as_is_keeps_its_options():
     given = ToolRegistration(lookup, {"risk": "high"})
     assert as_registration(given) is given
     assert ChatApp(tools=[given]).take_pending_tools() == [given]
+
+
+def test_a_wrong_option_fails_where_it_is_written_not_at_the_start():
+    # risk="extreme" or an unknown option used to pass here and fail the app's start.
+    from mp13_toolbox import ToolSettingError
+    from mp13chat import ChatApp
+
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return word
+
+    with pytest.raises(ToolSettingError, match="unknown risk 'extreme'; use one of: low"):
+        register_tool(lookup, risk="extreme")
+    with pytest.raises(ToolSettingError, match="unknown risk 'extreme'"):
+        register_tool(risk="extreme")(lookup)
+    with pytest.raises(ChatError, match=r"unexpected keyword argument 'colour'; the options are"):
+        register_tool(lookup, colour="red")
+    with pytest.raises(ToolSettingError, match="unknown risk 'extreme'"):
+        ChatApp().register_tool(lookup, risk="extreme")  # before the app started
+    assert not hasattr(lookup, "__mp13chat_tool__")  # nothing was attached

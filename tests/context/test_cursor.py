@@ -66,11 +66,12 @@ def test_system_commands_set_add_pop_none_default(ctx, engine):
 
 def test_pop_with_nothing_to_pop_is_refused(ctx):
     cur = ctx.cursor()
-    with pytest.raises(CommandError, match="nothing to pop"):
+    # The message names methods the handles have (there is no system.reset()).
+    with pytest.raises(CommandError, match=r"nothing to pop.*system\.default\(\) instead"):
         cur.system.pop()
-    with pytest.raises(CommandError):
+    with pytest.raises(CommandError, match=r"adapters\.set\(\.\.\.\) or adapters\.default\(\)"):
         cur.adapters.pop()
-    with pytest.raises(CommandError):
+    with pytest.raises(CommandError, match=r"tools\.set\(\.\.\.\) or tools\.reset\(\)"):
         cur.tools.pop()
 
 

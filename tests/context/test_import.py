@@ -15,6 +15,7 @@ import pytest
 
 from mp13_context import (
     ChatContext,
+    ContextError,
     ImportConflictError,
     ImportLimits,
     SerializationError,
@@ -630,3 +631,10 @@ def test_an_import_reuses_settings_already_stored_in_the_file(tmp_path):
         copy_ = ChatContext(session, engine=FakeEngine()).cursor(report.conversations[0])
         assert copy_.messages()[0] == {"role": "system", "content": "be brief"}
         assert session._store.read("SELECT id, data FROM states ORDER BY id") == states
+
+
+@pytest.mark.parametrize("value", ["x", 0, 2.5, True])
+def test_import_limits_are_whole_numbers_checked_when_built(value):
+    # A string limit surfaced mid-import as "'>' not supported between int and str".
+    with pytest.raises(ContextError, match=r"^ImportLimits.max_nodes must be a whole number >= 1"):
+        ImportLimits(max_nodes=value)

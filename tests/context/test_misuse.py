@@ -48,6 +48,10 @@ def _nodes(session: Session) -> int:
             CursorError,
             "a sibling offset is a whole number, not bool",
         ),
+        # A bare TypeError once the user turn was recorded.
+        (lambda cur: cur.ask("x", on_event=5), ContextError, "on_event is a function .* not int"),
+        (lambda cur: cur.retry(on_event="p"), ContextError, "on_event is a function .* not str"),
+        (lambda cur: cur.batch(["x"], on_event=5), ContextError, "on_event is a function"),
     ],
 )
 def test_wrong_types_on_a_cursor_raise_and_record_nothing(ctx, session, call, error, match):
@@ -67,6 +71,10 @@ def test_wrong_parts_of_a_context_raise_at_once(session, engine):
         ChatContext(session, engine=5)
     with pytest.raises(ContextError, match=r"toolbox must be an mp13_toolbox.Toolbox, not dict"):
         ChatContext(session, engine=engine, toolbox={})
+    with pytest.raises(ContextError, match=r"^approval is a function \(or None\), not str"):
+        ChatContext(session, engine=engine, approval="yes")
+    with pytest.raises(ContextError, match=r"^on_event is a function \(or None\), not int"):
+        ChatContext(session, engine=engine, on_event=5)
     assert ChatContext(session, engine=engine, toolbox=Toolbox()).cursor().ask("hi").text
 
 

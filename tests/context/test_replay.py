@@ -173,8 +173,11 @@ def test_replay_refuses_without_its_source_session_or_an_engine(tmp_path, sessio
         replay(cur.conversation_id, into=other, engine=FakeEngine())
     assert str(err.value) == (
         f"replay of conversation {cur.conversation_id} needs the session it is in: "
+        f"{cur.conversation_id!r} is not a conversation of into; check the id, or "
         "replay(conv, session=source_session, into=..., engine=...)"
     )
+    with pytest.raises(ContextError, match="'nope' is not a conversation of into; check the id"):
+        replay("nope", into=session, engine=FakeEngine())  # a mistyped id, one session
     no_engine = ChatContext(session).cursor(cur.conversation_id)
     with pytest.raises(
         ContextError, match=r"^replay needs an engine: replay\(source, engine=\.\.\.\)$"

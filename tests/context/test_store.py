@@ -236,6 +236,15 @@ def test_search_across_conversations(session):
         session.search('"unbalanced', raw=True)
 
 
+@pytest.mark.parametrize("limit", ["5", 0, -1, 1.5, None, True])
+def test_search_limit_is_a_whole_number_of_hits(session, limit):
+    # "5" and -1 returned every hit, 0 none, 1.5 and None a StoreError about datatypes.
+    ChatContext(session, engine=FakeEngine()).cursor().ask("hello there")
+    with pytest.raises(ContextError, match=r"^search limit must be a whole number >= 1, got "):
+        session.search("hello", limit=limit)
+    assert len(session.search("hello", limit=1)) == 1
+
+
 def test_search_finds_tool_results_and_replies(session):
     engine = FakeEngine()
     engine.script(FakeReply(tool_calls=[ToolCall("x", {})]))
@@ -342,3 +351,12 @@ def test_a_damaged_file_resumes_at_the_root_and_names_a_missing_state(tmp_path):
         assert ChatContext(session, engine=FakeEngine()).cursor(cid).node_id == root
         with pytest.raises(StoreError, match=r"state \d+ is missing from .*; the file is damaged"):
             session.settings_at(head)
+
+
+def test_a_session_path_sqlite_cannot_open_says_why(tmp_path):
+    # SQLite's own text was "unable to open database file; check the path".
+    with pytest.raises(StoreError, match=r"it is a folder; give a file name in it, e\.g\. "):
+        Session.open(tmp_path)
+    with pytest.raises(StoreError, match=r"its folder .*nodir' does not exist; create it first"):
+        Session.open(tmp_path / "nodir" / "chats.db")
+    assert not (tmp_path / "nodir").exists()  # nothing was created

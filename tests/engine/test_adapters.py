@@ -199,6 +199,56 @@ def test_unload_while_requests_queued(engine):
         engine.adapters.unload("a")
 
 
+def test_unloading_an_adapter_a_running_request_uses_ends_that_request_error(engine):
+    engine.adapters.load("a")
+    long = Request(prompt="Hello", adapters=["a"], max_new_tokens=2000, min_new_tokens=2000)
+    beside = engine.submit(Request(prompt="Hello", max_new_tokens=40, min_new_tokens=40))
+    stream = engine.stream(long)
+    next(c for c in stream if c.text)  # it is running
+    engine.adapters.unload("a")
+    response = stream.result()
+    assert response.finish_reason is FinishReason.ERROR
+    assert response.error == (
+        "adapter 'a' was unloaded or replaced while this request ran (its cached keys and "
+        "values came from the old weights); send the request again"
+    )
+    assert 0 < response.metrics.completion_tokens < 2000 and response.text  # partial kept
+    assert beside.result(timeout=120).finish_reason is FinishReason.LENGTH  # the others go on
+
+
+def test_reweighting_a_combination_ends_a_request_running_on_it_error(engine):
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    long = Request(prompt="Hello", adapters=["a", "b"], max_new_tokens=2000, min_new_tokens=2000)
+    stream = engine.stream(long)
+    next(c for c in stream if c.text)
+    engine.adapters.combine(["a", "b"], [0.5, 2.0])
+    response = stream.result()
+    assert response.finish_reason is FinishReason.ERROR
+    assert "'a, b' was unloaded or replaced while this request ran" in response.error
+    assert engine.generate(_req(PROMPTS[0], adapters=["a", "b"])).ok  # new weights serve
+
+
+def test_a_path_given_as_an_adapter_name_says_how_to_load_it(engine):
+    # The advice was load(path, name='adapters/pirate'), which load refuses as a name.
+    response = engine.generate(_req(PROMPTS[0], adapters=["adapters/pirate"]))
+    assert response.finish_reason is FinishReason.ERROR
+    assert response.error == (
+        "Unknown adapter 'adapters/pirate': an adapter name is a name, not a path, so it may "
+        "not contain '/', '\\', ':' or '.' (this one has '/'). Load the folder with "
+        "engine.adapters.load('adapters/pirate') and use the name it gets (the folder's name, "
+        "'pirate'); loaded adapters: none."
+    )
+    with pytest.raises(AdapterError, match=r"^Unknown adapter 'x'; .*load\(path, name='x'\)"):
+        engine.adapters.set_default("x")  # a plain name keeps the name= advice
+    with pytest.raises(AdapterError) as err:  # no folder name to suggest: no load advice
+        engine.adapters.unload("a.b")
+    assert str(err.value) == (
+        "Unknown adapter 'a.b': an adapter name is a name, not a path, so it may not contain "
+        "'/', '\\', ':' or '.' (this one has '.'); loaded adapters: none."
+    )
+
+
 def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
     with pytest.raises(AdapterError, match="No PEFT adapter directory") as info:
         engine.adapters.load(tmp_path / "missing")

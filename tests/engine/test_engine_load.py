@@ -87,6 +87,14 @@ def test_config_json_errors_name_the_problem(tmp_path):
         EngineConfig.from_json(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         EngineConfig.from_json(tmp_path / "missing.json")
+    # A folder or a binary file was a bare IsADirectoryError / UnicodeDecodeError.
+    with pytest.raises(ConfigError, match=r"^cannot read config file .*give a readable JSON file"):
+        EngineConfig.from_json(tmp_path)
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match=r"^cannot read config file .*UnicodeDecodeError"):
+        EngineConfig.from_json(tmp_path / "binary.json")
+    with pytest.raises(ConfigError, match=r"^cannot write config file .*folder exists"):
+        EngineConfig(model="m").to_json(tmp_path / "no" / "such" / "c.json")
 
 
 def test_config_errors_say_what_to_fix(tmp_path):
@@ -287,10 +295,27 @@ def test_full_queue_rejects_with_error(tiny_model_path):
             time.sleep(0.01)
         queued = [eng.submit(Request(prompt=f"q{i}", max_new_tokens=2)) for i in range(2)]
         over = eng.generate(Request(prompt="one too many", max_new_tokens=2))
-        assert over.finish_reason is FinishReason.ERROR and "queue is full" in over.error
+        assert over.finish_reason is FinishReason.ERROR
+        assert over.error == (
+            "the queue is full (2 of at most 2 requests queued); retry later or raise "
+            "EngineConfig.max_queue"
+        )
         eng.close()
         assert busy.result(10).finish_reason is FinishReason.CANCELLED
         assert all(q.result(10).finish_reason is FinishReason.CANCELLED for q in queued)
+
+
+def test_a_group_larger_than_the_queue_is_refused_saying_so(tiny_model_path):
+    # An idle engine: "the queue is full; retry later" would never come true.
+    with Engine.load(str(tiny_model_path), device="cpu", max_queue=2) as eng:
+        group = eng.generate_many([Request(prompt=f"q{i}", max_new_tokens=2) for i in range(3)])
+        assert {r.finish_reason for r in group} == {FinishReason.ERROR}
+        assert group[0].error == (
+            "3 requests sent together are more than the queue holds (EngineConfig.max_queue=2); "
+            "send at most 2 at once or raise EngineConfig.max_queue"
+        )
+        two = [Request(prompt=p, max_new_tokens=2) for p in ("a", "b")]
+        assert all(r.ok for r in eng.generate_many(two))  # a group that fits is served
 
 
 def test_hub_id_in_the_local_cache_loads_offline(tmp_path, monkeypatch, tiny_model_path):

@@ -105,8 +105,14 @@ def test_a_list_of_prompts_is_not_a_request(engine):
 
 def test_one_message_given_to_generate_names_what_a_request_is(engine):
     # Not generate_many's "one list of message dicts": generate was given neither.
-    with pytest.raises(RequestError, match=r"a request must be a Request, .* not dict"):
+    with pytest.raises(RequestError, match=r"not one dict; for one message pass it in a list"):
         engine.generate({"role": "user", "content": "hi"})
+
+
+def test_a_string_is_one_user_message_on_a_chat_model(engine):
+    chat = [{"role": "user", "content": "Hello"}]
+    assert engine.format_prompt("Hello") == engine.format_prompt(chat)
+    assert engine.format_prompt(Request(prompt="Hello")) == "Hello"  # a raw prompt stays raw
 
 
 def test_cancel_of_an_id_that_is_not_a_string_is_false(engine):

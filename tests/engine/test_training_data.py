@@ -103,6 +103,11 @@ def test_config_to_dict_is_json(tmp_path):
 def test_missing_file_and_bad_json(tmp_path):
     with pytest.raises(DatasetError, match="does not exist"):
         load_examples(tmp_path / "nope.jsonl")
+    with pytest.raises(DatasetError, match="is a folder, not a file"):
+        load_examples(tmp_path)
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"text": "caf\xe9"}\n')  # a bare UnicodeDecodeError
+    with pytest.raises(DatasetError, match=r"cannot read .*latin1.jsonl.*must be UTF-8 JSON"):
+        load_examples(tmp_path / "latin1.jsonl")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{not json\n')
     with pytest.raises(DatasetError, match="line 2"):
@@ -115,6 +120,9 @@ def test_missing_file_and_bad_json(tmp_path):
         ("broken.json", "[{", "is not valid JSON"),
         ("two.json", '{"train": [], "test": []}', "exactly one list of rows"),
         ("scalar.json", "5", "must hold a JSON list of rows"),
+        # One row saved as a .json file: its messages are not a list of rows.
+        ("chat.json", '{"messages": [{"role": "user", "content": "q"}]}', "holds one row, not"),
+        ("pair.json", '{"prompt": "q", "completion": "a"}', r"put it in a list \(\[\{"),
     ]
     for name, text, needle in shapes:
         (tmp_path / name).write_text(text)

@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mp13_toolbox import BUILTINS, CalculatorError, Toolbox, ToolCall, ToolsScope, UnknownToolError
+from mp13_toolbox import (
+    BUILTINS,
+    CalculatorError,
+    Toolbox,
+    ToolboxError,
+    ToolCall,
+    ToolsScope,
+    UnknownToolError,
+)
 from mp13_toolbox._builtins import calculator, current_time
 
 
@@ -100,6 +108,16 @@ def test_builtins_register_through_the_public_api_and_never_clobber():
     assert set(Toolbox(builtins=True).names()) == set(BUILTINS)
     with pytest.raises(UnknownToolError, match="builtins: calculator"):
         Toolbox(builtins=["abacus"])
+
+
+def test_toolbox_builtins_takes_one_name_or_several():
+    # A string was read letter by letter: "no builtin tool named 'c', 'a', 'l', ...".
+    assert Toolbox(builtins="calculator").names() == ["calculator"]
+    assert Toolbox(builtins=["calculator", "tool_help"]).names() == ["calculator", "tool_help"]
+    with pytest.raises(UnknownToolError, match=r"^no builtin tool named 'calc'; builtins: "):
+        Toolbox(builtins="calc")
+    with pytest.raises(ToolboxError, match="add_builtins takes builtin names, not 5"):
+        Toolbox(builtins=5)
 
 
 def test_tool_help_lists_the_callable_tools_of_the_callers_view():

@@ -131,6 +131,25 @@ def test_output_is_capped_with_a_visible_marker():
     assert not box.execute(ToolCall("spam", {"n": 10})).truncated
 
 
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({"max_output_chars": "x"}, "max_output_chars must be a whole number > 0 or None"),
+        ({"max_output_chars": 0}, "max_output_chars must be a whole number > 0 or None"),
+        ({"default_timeout_s": "30"}, "default_timeout_s must be a number of seconds > 0"),
+    ],
+)
+def test_toolbox_limits_are_checked_when_set_not_when_a_tool_runs(settings, problem):
+    # A string cap made every execute raise a bare TypeError from inside the toolbox.
+    with pytest.raises(ToolSettingError, match=problem):
+        _Toolbox(**settings)
+    box = Toolbox(builtins=["calculator"])
+    with pytest.raises(ToolSettingError, match=problem):
+        for name, value in settings.items():
+            setattr(box, name, value)
+    assert box.execute(ToolCall("calculator", {"expression": "1+1"})).content == "2"
+
+
 def test_sync_timeout_abandons_the_thread_and_returns_an_error():
     box = Toolbox()
     release = threading.Event()
@@ -319,6 +338,21 @@ def test_a_call_or_view_of_the_wrong_type_raises_clearly_sync_and_async(tb, call
         asyncio.run(tb.aexecute(call, view))
     with pytest.raises(ToolboxError, match=match):
         asyncio.run(tb.aexecute_many([ToolCall("add", {"a": 1, "b": 2}), call], view))
+
+
+@pytest.mark.parametrize("approval", [5, "yes"])
+def test_an_approver_that_is_not_a_function_raises_sync_and_async(tb, approval):
+    # It became the model's problem: "Approving the call failed (TypeError ...)".
+    tb.set_approval("add", "ask")
+    call = ToolCall("add", {"a": 1, "b": 2})
+    match = r"^approval must be a function \(request -> answer\) or None, got "
+    with pytest.raises(ToolboxError, match=match):
+        tb.execute(call, approval=approval)
+    with pytest.raises(ToolboxError, match=match):
+        asyncio.run(tb.aexecute(call, approval=approval))
+    with pytest.raises(ToolboxError, match=match):
+        asyncio.run(tb.aexecute_many([call], approval=approval))
+    assert tb.execute(call, approval=lambda request: "yes").content == "3"
 
 
 @pytest.mark.parametrize(
@@ -577,3 +611,10 @@ def test_an_abandoned_tool_thread_never_blocks_process_exit():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "exited"
     assert time.perf_counter() - t0 < 20  # not the 60 s the tool sleeps
+
+
+@pytest.mark.parametrize("calls", [ToolCall("calculator", {"expression": "1"}), 5])
+def test_aexecute_many_given_one_call_says_to_wrap_it(calls):
+    box = Toolbox(builtins=["calculator"])
+    with pytest.raises(ToolboxError, match=r"takes a list of ToolCalls, not .*wrap one call"):
+        asyncio.run(box.aexecute_many(calls))

@@ -11,7 +11,14 @@ from typing import Annotated, Any, Literal, Optional, TypedDict, TypeVar
 import attrs
 import pytest
 
-from mp13_toolbox import ToolContext, ToolRegistrationError, function_spec, parse_docstring
+from mp13_toolbox import (
+    Toolbox,
+    ToolContext,
+    ToolRegistrationError,
+    ToolSpec,
+    function_spec,
+    parse_docstring,
+)
 
 
 class Color(enum.Enum):
@@ -326,3 +333,25 @@ def test_loose_annotations_defaults_json_cannot_hold_and_prose_in_args():
     assert str(err.value).startswith(
         "tool 'generic', parameter 'x': cannot describe type ~T in JSON schema; annotate it"
     )
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda: ToolSpec(name=5), "ToolSpec.name is a non-empty string, not 5"),
+        (lambda: ToolSpec(name=""), "ToolSpec.name is a non-empty string, not ''"),
+        (lambda: ToolSpec(name="f", description=5), "ToolSpec.description is a string, not 5"),
+        (lambda: ToolSpec(name="f", parameters="x"), "ToolSpec.parameters is a JSON-schema"),
+        (lambda: ToolSpec.from_openai({}), "cannot read the tool spec {}; pass {'name': ..."),
+        (
+            lambda: Toolbox().register_external({"name": 5}, lambda call: "ok"),
+            "ToolSpec.name is a non-empty string, not 5",
+        ),
+    ],
+)
+def test_a_tool_spec_of_the_wrong_shape_is_refused_when_built(make, problem):
+    # A name of 5 was accepted and sent to the model as a number; from_openai({}) was a
+    # bare KeyError.
+    with pytest.raises(ToolRegistrationError) as err:
+        make()
+    assert str(err.value).startswith(problem)

@@ -166,3 +166,45 @@ def test_restore_takes_functions_as_a_name_map():
     restored = Toolbox.from_snapshot(tb.snapshot(), functions={"forecast": weather})
     assert restored.unresolved() == []
     assert restored.execute(ToolCall("forecast", {"city": "Oslo"})).content == "Oslo:1"
+
+
+def _weather(city: str) -> str:
+    """Weather.
+
+    Args:
+        city: a city
+    """
+    return city
+
+
+@pytest.mark.parametrize(
+    ("functions", "problem"),
+    [
+        (_weather, "functions is a list of functions, not <function _weather"),
+        ("_weather", "functions is a list of functions, not '_weather'"),
+        ([_weather, 5], "functions holds 5, not a named function"),
+        ({"_weather": "no"}, "functions['_weather'] is not a named function"),
+    ],
+)
+def test_functions_that_are_not_functions_are_a_snapshot_error(functions, problem):
+    # One function raised a bare TypeError, a string an AttributeError.
+    tb = Toolbox()
+    tb.register(_weather)
+    with pytest.raises(ToolSnapshotError) as err:
+        Toolbox.from_snapshot(tb.snapshot(), functions=functions)
+    assert str(err.value).startswith(problem)
+    assert str(err.value).endswith("pass functions=[f, ...] or a {name: function} map")
+
+
+def test_handlers_that_are_not_a_map_are_a_snapshot_error():
+    with pytest.raises(ToolSnapshotError, match=r"^handlers is a \{tool name: handler\} map"):
+        Toolbox.from_snapshot(Toolbox().snapshot(), handlers=[_weather])
+
+
+@pytest.mark.parametrize("data", [[1], "snapshot", None])
+def test_a_snapshot_that_is_no_object_says_so(data):
+    # It was refused as "version None is not supported".
+    with pytest.raises(ToolSnapshotError, match=r"^a toolbox snapshot is a JSON object"):
+        ToolboxSnapshot.from_dict(data)
+    with pytest.raises(ToolSnapshotError, match=r"^a toolbox snapshot is a JSON object"):
+        ToolboxSnapshot.from_json(json.dumps(data))

@@ -417,3 +417,14 @@ def test_parsed_output_takes_one_error_string_as_one_error():
     one = toolcalls.ParsedOutput(errors="hermes: bad", tool_calls=None)
     assert one.errors == ("hermes: bad",) and one.tool_calls == ()
     assert toolcalls.ParsedOutput(errors=["a", "b"]).errors == ("a", "b")
+
+
+@pytest.mark.parametrize("end", ["close", "finish"])
+def test_text_fed_after_the_output_ended_is_refused_not_dropped(end):
+    parser = toolcalls.StreamParser("hermes", in_reasoning=False)
+    assert parser.feed("hello") == [toolcalls.ContentDelta("hello")]
+    getattr(parser, end)()
+    with pytest.raises(ToolFormatError, match=r"output has ended .*start a new StreamParser"):
+        parser.feed(" more")
+    assert parser.feed("") == []  # nothing to lose
+    assert parser.finish().content == "hello"  # the result is unchanged
