@@ -10,7 +10,11 @@ Ctrl+D (exit status 0). A failed start prints one line (the traceback goes to th
 and exits 1.
 
 The loop reads a line with ``prompt_async`` inside ``patch_stdout()`` (so text printed
-while the prompt is shown appears above it), then runs it as the *foreground task*
+while the prompt is shown appears above it) or, when standard input is piped into the
+REPL (``-i``), reads the next line as it is and prints it after the prompt, so the
+transcript shows what ran (prompt-toolkit reads a pipe as keystrokes: an ESC in the text
+starts a key sequence, and lines that arrive together with the end of the input are
+lost). It then runs the line as the *foreground task*
 (``_foreground``: Ctrl+C cancels just that task): a ``/command`` through the registry,
 anything else as a message to the model. Any exception of a task prints as one line;
 ``/error`` shows its traceback.
@@ -24,6 +28,7 @@ live in one process (tests run many).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -37,13 +42,14 @@ from prompt_toolkit.input import Input
 from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
+from rich.text import Text
 
 from mp13_context import ChatContext, Cursor, EngineClient, Session
 from mp13_toolbox import ApprovalRequest, Toolbox
 from mp13chat import _adapter_folder, _reply, _startup
 from mp13chat import _position as position
 from mp13chat import _render as render
-from mp13chat._cli import CliOptions, one_shot_question, parse_cli
+from mp13chat._cli import CliOptions, is_terminal, one_shot_question, parse_cli
 from mp13chat._commands import builtin_commands
 from mp13chat._completer import CommandCompleter
 from mp13chat._config import ChatConfig, default_config_path, load_config
@@ -120,6 +126,8 @@ class ChatApp:
         self._background: set[asyncio.Task[Any]] = set()
         # Only the real terminal echoes (prompt-toolkit's input in tests does not).
         stdin: IO[Any] | None = sys.stdin if input is None else None
+        # Piped into the REPL (-i): lines are read as they are, not as keystrokes.
+        self._piped = stdin if stdin is not None and not is_terminal(stdin) else None
         self._foreground = Foreground(
             on_error=self._report, on_cancel=self._report_cancelled, stdin=stdin
         )
@@ -386,11 +394,23 @@ class ChatApp:
 
     async def ask_user(self, question: str) -> str:
         """Ask one inline question (e.g. tool approval); Ctrl+C/Ctrl+D answer ``""``."""
-        session: PromptSession[str] = PromptSession(input=self._input, output=self._output)
         try:
+            if self._piped is not None:
+                return await self._read_piped(question)
+            session: PromptSession[str] = PromptSession(input=self._input, output=self._output)
             return await session.prompt_async(question)
         except (KeyboardInterrupt, EOFError):
             return ""
+
+    async def _read_piped(self, question: str) -> str:
+        """The next line of piped input, printed after ``question``; ``EOFError`` at its end."""
+        assert self._piped is not None
+        line: str = await asyncio.to_thread(self._piped.readline)
+        if not line:
+            raise EOFError
+        text = line.rstrip("\r\n")
+        self.console.print(Text(question + text))
+        return text
 
     def cancel_reported(self) -> None:
         """The foreground task has told the user it was cancelled (e.g. a reply's footer);
@@ -423,12 +443,16 @@ class ChatApp:
         return [("class:prompt.branch", f"{label} " if label else ""), ("class:prompt", "> ")]
 
     async def loop(self) -> None:
-        """Read and run lines until ``/quit`` or Ctrl+D."""
-        session = self._prompt_session()
-        with patch_stdout(raw=True):
+        """Read and run lines until ``/quit`` or Ctrl+D (the end of piped input)."""
+        session = self._prompt_session() if self._piped is None else None
+        # No prompt stays on screen while a piped line runs: nothing to print above.
+        with patch_stdout(raw=True) if session is not None else contextlib.nullcontext():
             while True:
                 try:
-                    text = await session.prompt_async(self.prompt_text)
+                    if session is None:
+                        text = await self._read_piped("".join(t[1] for t in self.prompt_text()))
+                    else:
+                        text = await session.prompt_async(self.prompt_text)
                 except KeyboardInterrupt:
                     continue
                 except EOFError:

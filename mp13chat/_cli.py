@@ -183,7 +183,7 @@ def one_shot_question(options: CliOptions, stdin: IO[str] | None) -> str | None:
     ``stdin`` is the process's standard input (``None`` when there is none). Raises
     ``UsageError`` for an empty question or a one-shot run combined with ``--replay``.
     """
-    piped = stdin is not None and not _isatty(stdin) and not options.interactive
+    piped = stdin is not None and not is_terminal(stdin) and not options.interactive
     if options.prompt is None and not piped:
         return None
     if options.interactive and options.prompt is not None:
@@ -206,7 +206,8 @@ def one_shot_question(options: CliOptions, stdin: IO[str] | None) -> str | None:
     return question
 
 
-def _isatty(stream: IO[str]) -> bool:
+def is_terminal(stream: IO[str]) -> bool:
+    """Whether ``stream`` is a terminal (not a pipe, a file, or a closed stream)."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # a closed or unusual stream counts as no terminal
