@@ -286,7 +286,7 @@ def _read_error(file: Path, arch: str, exc: BaseException) -> ModelLoadError:
     text = str(exc)
     if "not supported" in text or "Unrecognized" in text or "does not recognize" in text:
         return GGUFError(
-            f"the GGUF file {str(file)!r} holds a {arch or 'model of unknown'} architecture, "
+            f"the GGUF file {str(file)!r} holds a model of architecture {arch or 'unknown'!r}, "
             f"which transformers cannot read from GGUF ({text}); supported: "
             f"{', '.join(_supported_architectures()) or 'see the transformers GGUF docs'}. "
             "Use the model's original Hugging Face checkpoint instead"
