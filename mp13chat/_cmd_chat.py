@@ -81,6 +81,12 @@ def goto(repl: Repl, line: CommandLine) -> None:
 def up(repl: Repl, line: CommandLine) -> None:
     """Go up N nodes (default 1) towards the root."""
     steps = parse_int(line.text or "1", "N", minimum=1)
+    above = repl.cursor.node.depth
+    if above and steps > above:
+        # Checked first: moving part of the way and then failing would leave the
+        # cursor somewhere the user did not ask for, with only an error to show.
+        nodes = "node" if above == 1 else "nodes"
+        raise UsageError(f"only {above} {nodes} above here; /up {above} goes to the root")
     for _ in range(steps):
         repl.cursor.parent()
     show_here(repl)
@@ -90,6 +96,11 @@ def up(repl: Repl, line: CommandLine) -> None:
 def down(repl: Repl, line: CommandLine) -> None:
     """Go down to child I (1 = oldest; default the newest)."""
     index = parse_int(line.text, "I", minimum=1) - 1 if line.text else -1
+    count = len(repl.cursor.children())
+    if count and index >= count:
+        # The cursor counts from 0; say it in the numbers the user typed.
+        children = "child" if count == 1 else "children"
+        raise UsageError(f"this node has {count} {children}; give I from 1 to {count}")
     repl.cursor.child(index)
     show_here(repl)
 
@@ -97,6 +108,7 @@ def down(repl: Repl, line: CommandLine) -> None:
 @command("next", group="navigation")
 def next_(repl: Repl, line: CommandLine) -> None:
     """Go to the next sibling (e.g. the next retry of a reply)."""
+    _check_sibling(repl, +1)
     repl.cursor.next_sibling()
     show_here(repl)
 
@@ -104,8 +116,22 @@ def next_(repl: Repl, line: CommandLine) -> None:
 @command("prev", group="navigation")
 def prev(repl: Repl, line: CommandLine) -> None:
     """Go to the previous sibling."""
+    _check_sibling(repl, -1)
     repl.cursor.prev_sibling()
     show_here(repl)
+
+
+def _check_sibling(repl: Repl, offset: int) -> None:
+    """A ``UsageError`` that says where the user is when there is no sibling that way."""
+    ids = [s.id for s in repl.cursor.siblings()]
+    here = ids.index(repl.cursor.node_id)
+    if 0 <= here + offset < len(ids):
+        return
+    if len(ids) == 1:
+        raise UsageError("this node has no siblings; /retry on a reply makes another one")
+    if offset > 0:
+        raise UsageError(f"this is the last of {len(ids)} siblings; /prev goes back")
+    raise UsageError(f"this is the first of {len(ids)} siblings; /next goes forward")
 
 
 @command("leaf", group="navigation", aliases=("bottom",))
@@ -118,6 +144,9 @@ def leaf(repl: Repl, line: CommandLine) -> None:
 @command("history", group="navigation", aliases=("show",))
 def history(repl: Repl, line: CommandLine) -> None:
     """Show the conversation on this branch, from the root to here."""
+    if all(node.turn is None for node in repl.cursor.path()):
+        render.print_info(repl.console, "no messages on this branch yet; type one to start")
+        return
     for node in repl.cursor.path():
         turn = node.turn
         if turn is None:
