@@ -73,7 +73,9 @@ def switch(repl: Repl, line: CommandLine) -> None:
 @command("title", group="conversations", usage="/title TEXT")
 def title(repl: Repl, line: CommandLine) -> None:
     """Set the title of the current conversation."""
-    repl.session.set_title(repl.cursor.conversation_id, line.require_text("a title"))
+    text = line.require_text("a title")
+    repl.session.set_title(repl.cursor.conversation_id, text)
+    render.print_ok(repl.console, f"title set: {text}")
 
 
 @command("search", group="session", usage="/search WORDS")
@@ -98,6 +100,19 @@ def search(repl: Repl, line: CommandLine) -> None:
     )
 
 
+def _writable(path: Path) -> Path:
+    """``path``, or a ``UsageError`` when its folder is missing (checked before writing,
+    so the message says what to do rather than quoting the OS error)."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(
+            f"the folder {str(folder)!r} does not exist; create it first or pick another path"
+        )
+    if path.is_dir():
+        raise UsageError(f"{str(path)!r} is a folder; give a file name in it")
+    return path
+
+
 @command("save", group="session", usage="/save [FILE]", complete=complete_paths)
 def save(repl: Repl, line: CommandLine) -> None:
     """Without FILE: say where the session is saved (it saves as you go).
@@ -111,7 +126,7 @@ def save(repl: Repl, line: CommandLine) -> None:
         else:
             render.print_ok(repl.console, f"saved as you go in {where}")
         return
-    target = Path(line.text).expanduser()
+    target = _writable(Path(line.text).expanduser())
     repl.session.save_copy(target)
     render.print_ok(repl.console, f"session copied to {target}; /open {target} to use it")
 
@@ -128,7 +143,7 @@ def open_(repl: Repl, line: CommandLine) -> None:
 @command("export", group="session", usage="/export FILE.json", complete=complete_paths)
 def export(repl: Repl, line: CommandLine) -> None:
     """Export the whole session (every conversation and branch) as JSON."""
-    path = Path(line.require_text("a file name")).expanduser()
+    path = _writable(Path(line.require_text("a file name")).expanduser())
     repl.session.export_json(path)
     render.print_ok(repl.console, f"exported to {path}")
 
@@ -146,6 +161,9 @@ def import_(repl: Repl, line: CommandLine) -> None:
     if len(words) not in (1, 2) or words[1:] not in ([], [COPY]):
         raise UsageError("give the export file, and 'copy' to import copies under new ids")
     path = Path(words[0]).expanduser()
+    if not path.is_file():
+        # The store's own message suggests an API call; a REPL user wants the command.
+        raise UsageError(f"no file {str(path)!r}; /export FILE.json writes one from a session")
     copies = words[1:] == [COPY]
     before = len(repl.session.conversations())
     try:
