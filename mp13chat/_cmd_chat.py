@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from mp13_context import Role, Turn
+from mp13_engine import FinishReason
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
@@ -255,7 +256,20 @@ async def retry(repl: Repl, line: CommandLine) -> None:
 @command("continue", group="branching", aliases=("cont",))
 async def continue_(repl: Repl, line: CommandLine) -> None:
     """Continue the last reply (e.g. one cut at max_new_tokens) in the same message."""
-    await run_exchange(repl, lambda view: repl.cursor.acontinue(on_event=view))
+    turn = await run_exchange(repl, lambda view: repl.cursor.acontinue(on_event=view))
+    if (
+        turn is not None  # the whole joined message: its metrics are the continuation's
+        and turn.metrics is not None
+        and turn.metrics.completion_tokens == 0
+        and not turn.tool_calls
+        and turn.finish_reason is FinishReason.STOP
+    ):
+        # A bare "0 tokens · stop" reads like a failure; say why and what /continue is for.
+        render.print_info(
+            repl.console,
+            "the model had nothing to add: that reply had ended (stop); /continue goes on "
+            "with a reply cut at max_new_tokens, /retry asks for a new one",
+        )
 
 
 @command("trim", group="branching", usage="/trim [N]")

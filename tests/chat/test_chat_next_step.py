@@ -89,3 +89,16 @@ def test_files_in_missing_folders_or_missing_files_say_what_to_do(make_chat, tmp
     assert "Session.export_json" not in out
     assert not missing.exists()
     assert "echo: still here" in h.run("still here")
+
+
+def test_continue_of_a_finished_reply_says_why_nothing_came(make_chat):
+    from mp13_context.testing import FakeReply
+
+    engine = FakeEngine()
+    engine.script("done.", FakeReply(text=""), FakeReply(text=" more"))
+    h = make_chat(engine)
+    h.run("q")
+    out = _flat(h.run("/continue"))
+    assert "the model had nothing to add: that reply had ended (stop)" in out
+    out = _flat(h.run("/continue"))
+    assert "more" in out and "nothing to add" not in out
