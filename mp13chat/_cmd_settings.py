@@ -25,6 +25,7 @@ from mp13chat import _adapter_folder as adapter_folder
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
+from mp13chat._config import ChatConfig, load_config
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
 from mp13chat._repl import Repl
@@ -153,8 +154,18 @@ def set_(repl: Repl, line: CommandLine) -> None:
 
 @command("unset", group="settings", usage="/unset NAME", complete=_complete_settings)
 def unset(repl: Repl, line: CommandLine) -> None:
-    """Restore a parameter's default on this branch."""
+    """Restore a parameter's default on this branch, or a display setting's value from
+    the config file."""
     name = line.require_text("a parameter name")
+    if name in DISPLAY_SETTINGS:
+        # /set takes display settings too (and Tab offers them here): undo that.
+        path = repl.config_path
+        start = load_config(path, create=False) if path is not None else ChatConfig()
+        value = getattr(start, name)
+        display: dict[str, Any] = {name: value}
+        repl.config = attrs.evolve(repl.config, **display)
+        render.print_ok(repl.console, f"{name} back to the config's {'on' if value else 'off'}")
+        return
     repl.cursor.params.set(**{name: None})
     render.print_ok(repl.console, f"{name} back to its default")
 
@@ -231,6 +242,14 @@ async def adapters_load(repl: Repl, line: CommandLine) -> None:
         raise ChatError(
             f"{words[0]!r} is not an adapter folder (one holding adapter_config.json){where}; "
             "give the folder of a PEFT adapter, or the name of one that /train start saved"
+        )
+    name = words[1] if len(words) > 1 else manager.resolve_path(path).name
+    if name in manager:
+        # The engine's message offers replace=True, which the REPL cannot pass.
+        raise ChatError(
+            f"an adapter named {name!r} is already loaded; /adapters use {name} uses it, "
+            f"/adapters load {words[0]} NEWNAME loads another copy, /adapters unload {name} "
+            "then load reloads it"
         )
     info = await asyncio.to_thread(manager.load, path, words[1] if len(words) > 1 else None)
     render.print_ok(

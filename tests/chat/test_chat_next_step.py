@@ -102,3 +102,13 @@ def test_continue_of_a_finished_reply_says_why_nothing_came(make_chat):
     assert "the model had nothing to add: that reply had ended (stop)" in out
     out = _flat(h.run("/continue"))
     assert "more" in out and "nothing to add" not in out
+
+
+def test_unset_of_a_display_setting_restores_the_config_files_value(make_chat, tmp_path):
+    h = make_chat(FakeEngine(), markdown=False)
+    (tmp_path / "config.json").write_text('{"markdown": false}')
+    out = _flat(h.run("/set stream off", "/set markdown on", "/unset stream", "/unset markdown"))
+    assert "stream back to the config's on" in out
+    assert "markdown back to the config's off" in out
+    assert "unknown parameter" not in out
+    assert h.app.config.stream is True and h.app.config.markdown is False
