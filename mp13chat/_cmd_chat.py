@@ -42,7 +42,11 @@ def show_here(repl: Repl) -> None:
         render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
 
 
-@command("tree", group="navigation", usage="/tree [DEPTH|all]")
+def _complete_tree(repl: Repl, index: int, words: list[str]) -> list[str]:
+    return ["all"] if index == 0 else []
+
+
+@command("tree", group="navigation", usage="/tree [DEPTH|all]", complete=_complete_tree)
 def tree(repl: Repl, line: CommandLine) -> None:
     """Show this conversation as a tree; ◀ marks where you are.
 
