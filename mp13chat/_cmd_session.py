@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from mp13_context import ImportConflictError, Session
+from mp13_context import ImportConflictError, SerializationError, Session
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
@@ -28,6 +28,8 @@ from mp13chat._repl import Repl
 from mp13chat._tree import short
 
 COPY = "copy"
+_API_HINT = "import only files written by Session.export_json"
+_REPL_HINT = "import only files that /export (or Session.export_json) wrote"
 
 
 def _when(timestamp: float) -> str:
@@ -173,6 +175,12 @@ def import_(repl: Repl, line: CommandLine) -> None:
             f"{path} holds conversations this session already has, so nothing was "
             f"imported; /import {shlex.quote(words[0])} copy imports them as copies under new ids"
         ) from exc
+    except SerializationError as exc:
+        # The context layer's hint names its API; in the REPL the writer is /export.
+        message = str(exc)
+        if message.endswith(_API_HINT):
+            raise ChatError(message.removesuffix(_API_HINT) + _REPL_HINT) from exc
+        raise
     added = len(repl.session.conversations()) - before
     what = "copies of " if copies else ""
     render.print_ok(repl.console, f"imported {what}{added} conversation(s) from {path}")
