@@ -175,7 +175,13 @@ def history(repl: Repl, line: CommandLine) -> None:
 def fork(repl: Repl, line: CommandLine) -> None:
     """Start a new branch here and move to it; the old branch stays as it is."""
     repl.cursor = repl.cursor.fork(line.text)
-    render.print_ok(repl.console, f"on a new branch {short(repl.cursor.node_id)}; ask away")
+    # Say the way back: there is no /back, and the old branch is not where /leaf leads
+    # from the new one.
+    render.print_ok(
+        repl.console,
+        f"on a new branch {short(repl.cursor.node_id)}; ask away (/up goes back to where "
+        "you forked, /tree shows both)",
+    )
 
 
 @command("batch", group="branching", usage="/batch PROMPT | PROMPT | ...")

@@ -112,3 +112,22 @@ def test_unset_of_a_display_setting_restores_the_config_files_value(make_chat, t
     assert "markdown back to the config's off" in out
     assert "unknown parameter" not in out
     assert h.app.config.stream is True and h.app.config.markdown is False
+
+
+def test_importing_a_file_that_is_no_export_names_the_repl_command(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    (tmp_path / "notes.json").write_text('{"a": 1}')
+    out = _flat(h.run(f"/import {tmp_path / 'notes.json'}"))
+    assert "import refused, nothing was written" in out
+    assert "import only files that /export (or Session.export_json) wrote" in out
+    assert len(h.app.session.conversations()) == 1
+
+
+def test_fork_says_the_way_back(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("hello")
+    before = h.app.cursor.node_id
+    out = _flat(h.run("/fork side"))
+    assert "ask away (/up goes back to where you forked, /tree shows both)" in out
+    h.run("/up")
+    assert h.app.cursor.node_id == before
