@@ -14,7 +14,7 @@ import json
 from rich.panel import Panel
 from rich.text import Text
 
-from mp13_context import Role, Turn
+from mp13_context import Role, TryOut, Turn
 from mp13_engine import FinishReason
 from mp13chat import _position as position
 from mp13chat import _render as render
@@ -213,6 +213,8 @@ def try_(repl: Repl, line: CommandLine) -> None:
 def promote(repl: Repl, line: CommandLine) -> None:
     """Make the current try-out the main line and continue from its end."""
     repl.cursor = position.require_tryout(repl).promote()
+    render.print_ok(repl.console, "try-out promoted: it is the main line now")
+    _say_if_still_in_a_tryout(repl)
     show_here(repl)
 
 
@@ -222,7 +224,20 @@ def close(repl: Repl, line: CommandLine) -> None:
     tryout = position.require_tryout(repl)
     tryout.close()
     repl.cursor = tryout.origin
+    render.print_ok(
+        repl.console, "try-out closed (archived: /tree all shows it); back where it started"
+    )
+    _say_if_still_in_a_tryout(repl)
     show_here(repl)
+
+
+def _say_if_still_in_a_tryout(repl: Repl) -> None:
+    """After /promote or /close of a try-out opened inside another one: the prompt says
+    "try", and this says why (the outer one is still open)."""
+    if isinstance(repl.cursor, TryOut):
+        render.print_info(
+            repl.console, "still in the try-out this one was opened in: /promote or /close it too"
+        )
 
 
 def _same_reply_reason(repl: Repl) -> str | None:

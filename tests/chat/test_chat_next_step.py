@@ -131,3 +131,18 @@ def test_fork_says_the_way_back(make_chat):
     assert "ask away (/up goes back to where you forked, /tree shows both)" in out
     h.run("/up")
     assert h.app.cursor.node_id == before
+
+
+def test_promote_and_close_say_what_happened_and_where_you_are(make_chat):
+    from mp13_context import TryOut
+
+    h = make_chat(FakeEngine())
+    h.run("hello")
+    out = _flat(h.run("/try a", "one", "/try b", "two", "/promote"))
+    assert "try-out promoted: it is the main line now" in out
+    assert "still in the try-out this one was opened in: /promote or /close it too" in out
+    assert isinstance(h.app.cursor, TryOut)
+    out = _flat(h.run("/close"))
+    assert "try-out closed (archived: /tree all shows it); back where it started" in out
+    assert "still in the try-out" not in out
+    assert not isinstance(h.app.cursor, TryOut)
