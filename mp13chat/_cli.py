@@ -95,7 +95,9 @@ def build_parser(prog: str = "mp13chat") -> argparse.ArgumentParser:
             "$XDG_CONFIG_HOME/mp13/config.json, else ~/.config/mp13/config.json (created "
             "with documented defaults on first run). "
             "Keys: Enter sends, Alt+Enter adds a line, Ctrl+C cancels a reply, "
-            "Ctrl+D or /quit exits."
+            "Ctrl+D or /quit exits. "
+            "Exit status: 0 done, 1 a failed start or one-shot answer, 2 bad flags or a "
+            "bad config file, 130 interrupted (Ctrl+C while starting or answering once)."
         ),
     )
     # Not FIELD_HELP's text: its "null" is JSON, and `--model null` is a model named null.

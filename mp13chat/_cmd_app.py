@@ -20,12 +20,14 @@ def _complete_commands(repl: Repl, index: int, words: list[str]) -> list[str]:
         return [c.name for c in repl.commands]
     try:
         cmd = repl.commands.resolve(words[0])
+        for word in words[1:index]:  # down a nested group: /help tools scope <Tab>
+            cmd = cmd.subcommand(word)
     except UnknownCommandError:
         return []
-    return [s.name for s in cmd.subcommands] if index == 1 else []
+    return [s.name for s in cmd.subcommands]
 
 
-@command("help", group="app", usage="/help [command [subcommand]]", complete=_complete_commands)
+@command("help", group="app", usage="/help [command [subcommand ...]]", complete=_complete_commands)
 def help_(repl: Repl, line: CommandLine) -> None:
     """Show the commands, or the full help of one command.
 

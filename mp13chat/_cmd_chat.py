@@ -14,7 +14,8 @@ import json
 from rich.panel import Panel
 from rich.text import Text
 
-from mp13_context import Role, Turn
+from mp13_context import Role, TryOut, Turn
+from mp13_engine import FinishReason
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
@@ -41,7 +42,11 @@ def show_here(repl: Repl) -> None:
         render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
 
 
-@command("tree", group="navigation", usage="/tree [DEPTH|all]")
+def _complete_tree(repl: Repl, index: int, words: list[str]) -> list[str]:
+    return ["all"] if index == 0 else []
+
+
+@command("tree", group="navigation", usage="/tree [DEPTH|all]", complete=_complete_tree)
 def tree(repl: Repl, line: CommandLine) -> None:
     """Show this conversation as a tree; ◀ marks where you are.
 
@@ -81,6 +86,12 @@ def goto(repl: Repl, line: CommandLine) -> None:
 def up(repl: Repl, line: CommandLine) -> None:
     """Go up N nodes (default 1) towards the root."""
     steps = parse_int(line.text or "1", "N", minimum=1)
+    above = repl.cursor.node.depth
+    if above and steps > above:
+        # Checked first: moving part of the way and then failing would leave the
+        # cursor somewhere the user did not ask for, with only an error to show.
+        nodes = "node" if above == 1 else "nodes"
+        raise UsageError(f"only {above} {nodes} above here; /up {above} goes to the root")
     for _ in range(steps):
         repl.cursor.parent()
     show_here(repl)
@@ -90,6 +101,11 @@ def up(repl: Repl, line: CommandLine) -> None:
 def down(repl: Repl, line: CommandLine) -> None:
     """Go down to child I (1 = oldest; default the newest)."""
     index = parse_int(line.text, "I", minimum=1) - 1 if line.text else -1
+    count = len(repl.cursor.children())
+    if count and index >= count:
+        # The cursor counts from 0; say it in the numbers the user typed.
+        children = "child" if count == 1 else "children"
+        raise UsageError(f"this node has {count} {children}; give I from 1 to {count}")
     repl.cursor.child(index)
     show_here(repl)
 
@@ -97,6 +113,7 @@ def down(repl: Repl, line: CommandLine) -> None:
 @command("next", group="navigation")
 def next_(repl: Repl, line: CommandLine) -> None:
     """Go to the next sibling (e.g. the next retry of a reply)."""
+    _check_sibling(repl, +1)
     repl.cursor.next_sibling()
     show_here(repl)
 
@@ -104,8 +121,22 @@ def next_(repl: Repl, line: CommandLine) -> None:
 @command("prev", group="navigation")
 def prev(repl: Repl, line: CommandLine) -> None:
     """Go to the previous sibling."""
+    _check_sibling(repl, -1)
     repl.cursor.prev_sibling()
     show_here(repl)
+
+
+def _check_sibling(repl: Repl, offset: int) -> None:
+    """A ``UsageError`` that says where the user is when there is no sibling that way."""
+    ids = [s.id for s in repl.cursor.siblings()]
+    here = ids.index(repl.cursor.node_id)
+    if 0 <= here + offset < len(ids):
+        return
+    if len(ids) == 1:
+        raise UsageError("this node has no siblings; /retry on a reply makes another one")
+    if offset > 0:
+        raise UsageError(f"this is the last of {len(ids)} siblings; /prev goes back")
+    raise UsageError(f"this is the first of {len(ids)} siblings; /next goes forward")
 
 
 @command("leaf", group="navigation", aliases=("bottom",))
@@ -118,6 +149,9 @@ def leaf(repl: Repl, line: CommandLine) -> None:
 @command("history", group="navigation", aliases=("show",))
 def history(repl: Repl, line: CommandLine) -> None:
     """Show the conversation on this branch, from the root to here."""
+    if all(node.turn is None for node in repl.cursor.path()):
+        render.print_info(repl.console, "no messages on this branch yet; type one to start")
+        return
     for node in repl.cursor.path():
         turn = node.turn
         if turn is None:
@@ -141,7 +175,13 @@ def history(repl: Repl, line: CommandLine) -> None:
 def fork(repl: Repl, line: CommandLine) -> None:
     """Start a new branch here and move to it; the old branch stays as it is."""
     repl.cursor = repl.cursor.fork(line.text)
-    render.print_ok(repl.console, f"on a new branch {short(repl.cursor.node_id)}; ask away")
+    # Say the way back: there is no /back, and the old branch is not where /leaf leads
+    # from the new one.
+    render.print_ok(
+        repl.console,
+        f"on a new branch {short(repl.cursor.node_id)}; ask away (/up goes back to where "
+        "you forked, /tree shows both)",
+    )
 
 
 @command("batch", group="branching", usage="/batch PROMPT | PROMPT | ...")
@@ -173,6 +213,8 @@ def try_(repl: Repl, line: CommandLine) -> None:
 def promote(repl: Repl, line: CommandLine) -> None:
     """Make the current try-out the main line and continue from its end."""
     repl.cursor = position.require_tryout(repl).promote()
+    render.print_ok(repl.console, "try-out promoted: it is the main line now")
+    _say_if_still_in_a_tryout(repl)
     show_here(repl)
 
 
@@ -182,7 +224,20 @@ def close(repl: Repl, line: CommandLine) -> None:
     tryout = position.require_tryout(repl)
     tryout.close()
     repl.cursor = tryout.origin
+    render.print_ok(
+        repl.console, "try-out closed (archived: /tree all shows it); back where it started"
+    )
+    _say_if_still_in_a_tryout(repl)
     show_here(repl)
+
+
+def _say_if_still_in_a_tryout(repl: Repl) -> None:
+    """After /promote or /close of a try-out opened inside another one: the prompt says
+    "try", and this says why (the outer one is still open)."""
+    if isinstance(repl.cursor, TryOut):
+        render.print_info(
+            repl.console, "still in the try-out this one was opened in: /promote or /close it too"
+        )
 
 
 def _same_reply_reason(repl: Repl) -> str | None:
@@ -226,7 +281,20 @@ async def retry(repl: Repl, line: CommandLine) -> None:
 @command("continue", group="branching", aliases=("cont",))
 async def continue_(repl: Repl, line: CommandLine) -> None:
     """Continue the last reply (e.g. one cut at max_new_tokens) in the same message."""
-    await run_exchange(repl, lambda view: repl.cursor.acontinue(on_event=view))
+    turn = await run_exchange(repl, lambda view: repl.cursor.acontinue(on_event=view))
+    if (
+        turn is not None  # the whole joined message: its metrics are the continuation's
+        and turn.metrics is not None
+        and turn.metrics.completion_tokens == 0
+        and not turn.tool_calls
+        and turn.finish_reason is FinishReason.STOP
+    ):
+        # A bare "0 tokens · stop" reads like a failure; say why and what /continue is for.
+        render.print_info(
+            repl.console,
+            "the model had nothing to add: that reply had ended (stop); /continue goes on "
+            "with a reply cut at max_new_tokens, /retry asks for a new one",
+        )
 
 
 @command("trim", group="branching", usage="/trim [N]")

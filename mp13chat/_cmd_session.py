@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from mp13_context import ImportConflictError, Session
+from mp13_context import ImportConflictError, SerializationError, Session
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
@@ -28,6 +28,8 @@ from mp13chat._repl import Repl
 from mp13chat._tree import short
 
 COPY = "copy"
+_API_HINT = "import only files written by Session.export_json"
+_REPL_HINT = "import only files that /export (or Session.export_json) wrote"
 
 
 def _when(timestamp: float) -> str:
@@ -73,7 +75,9 @@ def switch(repl: Repl, line: CommandLine) -> None:
 @command("title", group="conversations", usage="/title TEXT")
 def title(repl: Repl, line: CommandLine) -> None:
     """Set the title of the current conversation."""
-    repl.session.set_title(repl.cursor.conversation_id, line.require_text("a title"))
+    text = line.require_text("a title")
+    repl.session.set_title(repl.cursor.conversation_id, text)
+    render.print_ok(repl.console, f"title set: {text}")
 
 
 @command("search", group="session", usage="/search WORDS")
@@ -98,6 +102,19 @@ def search(repl: Repl, line: CommandLine) -> None:
     )
 
 
+def _writable(path: Path) -> Path:
+    """``path``, or a ``UsageError`` when its folder is missing (checked before writing,
+    so the message says what to do rather than quoting the OS error)."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(
+            f"the folder {str(folder)!r} does not exist; create it first or pick another path"
+        )
+    if path.is_dir():
+        raise UsageError(f"{str(path)!r} is a folder; give a file name in it")
+    return path
+
+
 @command("save", group="session", usage="/save [FILE]", complete=complete_paths)
 def save(repl: Repl, line: CommandLine) -> None:
     """Without FILE: say where the session is saved (it saves as you go).
@@ -111,7 +128,7 @@ def save(repl: Repl, line: CommandLine) -> None:
         else:
             render.print_ok(repl.console, f"saved as you go in {where}")
         return
-    target = Path(line.text).expanduser()
+    target = _writable(Path(line.text).expanduser())
     repl.session.save_copy(target)
     render.print_ok(repl.console, f"session copied to {target}; /open {target} to use it")
 
@@ -128,7 +145,7 @@ def open_(repl: Repl, line: CommandLine) -> None:
 @command("export", group="session", usage="/export FILE.json", complete=complete_paths)
 def export(repl: Repl, line: CommandLine) -> None:
     """Export the whole session (every conversation and branch) as JSON."""
-    path = Path(line.require_text("a file name")).expanduser()
+    path = _writable(Path(line.require_text("a file name")).expanduser())
     repl.session.export_json(path)
     render.print_ok(repl.console, f"exported to {path}")
 
@@ -146,6 +163,9 @@ def import_(repl: Repl, line: CommandLine) -> None:
     if len(words) not in (1, 2) or words[1:] not in ([], [COPY]):
         raise UsageError("give the export file, and 'copy' to import copies under new ids")
     path = Path(words[0]).expanduser()
+    if not path.is_file():
+        # The store's own message suggests an API call; a REPL user wants the command.
+        raise UsageError(f"no file {str(path)!r}; /export FILE.json writes one from a session")
     copies = words[1:] == [COPY]
     before = len(repl.session.conversations())
     try:
@@ -155,6 +175,12 @@ def import_(repl: Repl, line: CommandLine) -> None:
             f"{path} holds conversations this session already has, so nothing was "
             f"imported; /import {shlex.quote(words[0])} copy imports them as copies under new ids"
         ) from exc
+    except SerializationError as exc:
+        # The context layer's hint names its API; in the REPL the writer is /export.
+        message = str(exc)
+        if message.endswith(_API_HINT):
+            raise ChatError(message.removesuffix(_API_HINT) + _REPL_HINT) from exc
+        raise
     added = len(repl.session.conversations()) - before
     what = "copies of " if copies else ""
     render.print_ok(repl.console, f"imported {what}{added} conversation(s) from {path}")

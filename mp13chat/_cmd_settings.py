@@ -25,6 +25,7 @@ from mp13chat import _adapter_folder as adapter_folder
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
+from mp13chat._config import ChatConfig, load_config
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
 from mp13chat._repl import Repl
@@ -71,6 +72,12 @@ def system_add(repl: Repl, line: CommandLine) -> None:
 @command("pop", group="system", usage="/system pop")
 def system_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last system-message change on this branch."""
+    if repl.cursor.settings.system_prev is None:
+        # Checked here so the advice names REPL commands, not the cursor's methods.
+        raise UsageError(
+            "nothing to undo: no /system change on this branch; "
+            "/system set TEXT sets one, /system default goes back to the template's"
+        )
     repl.cursor.system.pop()
     _print_system(repl)
 
@@ -147,8 +154,18 @@ def set_(repl: Repl, line: CommandLine) -> None:
 
 @command("unset", group="settings", usage="/unset NAME", complete=_complete_settings)
 def unset(repl: Repl, line: CommandLine) -> None:
-    """Restore a parameter's default on this branch."""
+    """Restore a parameter's default on this branch, or a display setting's value from
+    the config file."""
     name = line.require_text("a parameter name")
+    if name in DISPLAY_SETTINGS:
+        # /set takes display settings too (and Tab offers them here): undo that.
+        path = repl.config_path
+        start = load_config(path, create=False) if path is not None else ChatConfig()
+        value = getattr(start, name)
+        display: dict[str, Any] = {name: value}
+        repl.config = attrs.evolve(repl.config, **display)
+        render.print_ok(repl.console, f"{name} back to the config's {'on' if value else 'off'}")
+        return
     repl.cursor.params.set(**{name: None})
     render.print_ok(repl.console, f"{name} back to its default")
 
@@ -226,6 +243,14 @@ async def adapters_load(repl: Repl, line: CommandLine) -> None:
             f"{words[0]!r} is not an adapter folder (one holding adapter_config.json){where}; "
             "give the folder of a PEFT adapter, or the name of one that /train start saved"
         )
+    name = words[1] if len(words) > 1 else manager.resolve_path(path).name
+    if name in manager:
+        # The engine's message offers replace=True, which the REPL cannot pass.
+        raise ChatError(
+            f"an adapter named {name!r} is already loaded; /adapters use {name} uses it, "
+            f"/adapters load {words[0]} NEWNAME loads another copy, /adapters unload {name} "
+            "then load reloads it"
+        )
     info = await asyncio.to_thread(manager.load, path, words[1] if len(words) > 1 else None)
     render.print_ok(
         repl.console, f"loaded {info.name} (rank {info.rank}); /adapters use {info.name}"
@@ -285,6 +310,11 @@ def adapters_default(repl: Repl, line: CommandLine) -> None:
 @command("pop", group="adapters", usage="/adapters pop")
 def adapters_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last adapter change on this branch."""
+    if repl.cursor.settings.adapters_prev is None:
+        raise UsageError(
+            "nothing to undo: no /adapters use, add, base or default on this branch; "
+            "/adapters use NAME picks adapters"
+        )
     repl.cursor.adapters.pop()
     _print_in_use(repl)
 

@@ -133,6 +133,12 @@ def scope_set(repl: Repl, line: CommandLine) -> None:
 @command("pop", group="tools", usage="/tools scope pop")
 def scope_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last scope change on this branch."""
+    if repl.cursor.settings.tools_prev is None:
+        # Checked here so the advice names REPL commands, not the cursor's methods.
+        raise UsageError(
+            "nothing to undo: no scope change on this branch; "
+            "/tools scope add NAME=MODE adds a layer, /tools scope reset drops them all"
+        )
     repl.cursor.tools.pop()
     _print_tools(repl)
 
@@ -173,6 +179,7 @@ SCOPE: Command[Repl] = group_command(
         "changes a tool's global mode for every branch."
     ),
     default="show",
+    usage="/tools scope show|add|set|pop|reset ...",
 )
 
 

@@ -35,7 +35,16 @@ def find_conversation(repl: Repl, key: str) -> str:
     titled = [c.id for c in infos if c.title and c.title.lower() == key.lower()]
     if len(titled) == 1:
         return titled[0]
-    return resolve_id(key, [c.id for c in infos], "conversation")
+    ids = [c.id for c in infos]
+    if len(titled) > 1 and not any(i.startswith(key) for i in ids):
+        shown = ", ".join(short(i) for i in titled[:8])
+        raise UsageError(
+            f"{len(titled)} conversations are titled {key!r} ({shown}); give one's id "
+            "(/list shows them), or /title renames the current one"
+        )
+    if not titled and not any(i.startswith(key) for i in ids):
+        raise UsageError(f"no conversation has the id or title {key!r}; /list shows them")
+    return resolve_id(key, ids, "conversation")
 
 
 def complete_conversations(repl: Repl, index: int, words: list[str]) -> list[str]:

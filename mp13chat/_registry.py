@@ -138,14 +138,18 @@ def group_command(
     doc: str,
     default: str | None = None,
     aliases: Iterable[str] = (),
+    usage: str = "",
 ) -> Command[R]:
-    """A command made of subcommands (``/name sub args``); ``default`` runs on ``/name``."""
+    """A command made of subcommands (``/name sub args``); ``default`` runs on ``/name``.
+
+    ``usage`` defaults to ``/name sub|sub ... ...``; a group nested in another one gives
+    its full path (``/tools scope ...``), which is what the user types."""
     names = [c.name for c in subcommands]
     return Command(
         name=name,
         func=None,
         group=group,
-        usage=f"/{name} {'|'.join(names)} ...",
+        usage=usage or f"/{name} {'|'.join(names)} ...",
         aliases=tuple(aliases),
         subcommands=subcommands,
         default=default,
@@ -214,6 +218,7 @@ class CommandRegistry(Generic[R]):
             raise UsageError("a command starts with / followed by its name; try /help")
         word, _, rest = body[1:].partition(" ")
         cmd = self.resolve(word)
+        path = f"/{cmd.name} "  # what the user typed so far, for "unknown command /a b"
         while cmd.subcommands:
             sub_word, _, sub_rest = rest.strip().partition(" ")
             if not sub_word:
@@ -221,7 +226,8 @@ class CommandRegistry(Generic[R]):
                     break
                 cmd = cmd.subcommand(cmd.default)
             else:
-                cmd = cmd.subcommand(sub_word)
+                cmd = _resolve(cmd.subcommands, sub_word, path)
+                path += f"{cmd.name} "
                 rest = sub_rest
         return Invocation(command=cmd, line=CommandLine(rest))
 
@@ -257,8 +263,13 @@ def parse_value(text: str) -> Any:
         return text
 
 
+#: Full stops that do not end a sentence ("..., e.g. '*=silent'" is one sentence).
+_ABBREVIATIONS = (" e.g.", " i.e.", "(e.g.", "(i.e.")
+
+
 def _first_sentence(text: str) -> str:
-    """Up to the first full stop outside parentheses (so "(e.g. ...)" does not end it)."""
+    """Up to the first full stop outside parentheses and abbreviations (so "(e.g. ...)"
+    and ", e.g. ..." do not end it)."""
     depth = 0
     for i, char in enumerate(text):
         if char == "(":
@@ -266,5 +277,7 @@ def _first_sentence(text: str) -> str:
         elif char == ")":
             depth = max(0, depth - 1)
         elif char == "." and depth == 0 and text[i + 1 : i + 2] in ("", " "):
+            if text[: i + 1].endswith(_ABBREVIATIONS):
+                continue
             return text[: i + 1]
     return text

@@ -102,6 +102,10 @@ def test_unknown_adapter_errors_name_repl_commands(make_chat, engine, tiny_path,
     assert "/adapters load saved loads it" in out
     out = h.run("/adapters load saved", "/adapters use saved")
     assert "loaded saved" in out and "this branch uses saved" in out
+    # loading it again says what to type, not the engine's replace=True
+    out = " ".join(h.run("/adapters load saved").split())
+    assert "an adapter named 'saved' is already loaded; /adapters use saved uses it" in out
+    assert "replace=True" not in out
     out = h.run("/adapters load nowhere")
     assert "'nowhere' is not an adapter folder" in out and str(tmp_path / "adapters") in out
     assert "EngineConfig" not in out
@@ -155,6 +159,10 @@ def test_an_adapter_trained_in_the_repl_is_there_on_the_next_start(make_chat, ti
         out = h.run(f"/train start fact {data} max_steps=2 batch_size=2", timeout=120)
         assert "training done" in out
         assert (tmp_path / "adapters" / "fact" / "adapter_config.json").is_file()
+        # the same name again: the option to type, not the engine's Python spelling
+        out = " ".join(h.run(f"/train start fact {data} max_steps=1").split())
+        assert "add continue_training=true to train fact further" in out
+        assert "continue_training=True" not in out
     with Engine.load(str(tiny_path), device="cpu", dtype="float32") as second:
         again = make_chat(second)
         assert "fact" in second.adapters

@@ -37,6 +37,10 @@ def test_help_explains_every_flag(capsys):
     for flag in FLAGS:
         assert flag in text
     assert "demo model" in text and "One-shot" in text
+    # the statuses ChatApp.main returns (its docstring; tests below check 2 and 1)
+    flat = " ".join(text.split())
+    assert "Exit status: 0 done, 1 a failed start or one-shot answer, 2 bad flags" in flat
+    assert "130 interrupted" in flat
     # The config file's JSON "null" is no flag value: `--model null` names a model "null".
     assert "null" not in text
 

@@ -231,6 +231,9 @@ def test_tab_completes_paths_nodes_conversations_and_arguments(make_chat, tmp_pa
     assert complete("/set temperature ") == []
     assert complete("/help tools ") == ["list", "mode", "scope", "approval", "risk"]
     assert complete("/help nosuch ") == []
+    assert complete("/help tools scope ") == ["show", "add", "set", "pop", "reset"]
+    assert complete("/help tools list ") == []
+    assert complete("/tree ") == ["all"]
     # no completer, or one that cannot answer here (no adapter manager): nothing
     assert complete("/fork ") == []
     assert complete("/adapters unload ") == []
