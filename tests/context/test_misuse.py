@@ -160,3 +160,19 @@ def test_a_closed_session_says_so(ctx, session):
         cur.ask("again")
     with pytest.raises(StoreError, match=r"is closed; open it again with Session.open\(path\)"):
         session.search("hello")
+
+
+def test_a_closed_session_reads_no_cached_node_either(ctx, session):
+    # Session.closed promises that every read then raises StoreError; nodes this
+    # session had already read (all of a live cursor's path) used to come back from
+    # its cache after close().
+    cur = ctx.cursor()
+    cur.ask("hello")
+    session.node(cur.node_id)
+    session.close()
+    reads = (session.node, session.path, session.settings_at, session.messages)
+    for read in reads:
+        with pytest.raises(StoreError, match=r"is closed; open it again"):
+            read(cur.node_id)
+    with pytest.raises(StoreError, match=r"is closed; open it again"):
+        cur.messages()
