@@ -143,6 +143,7 @@ class Engine:
 
     @property
     def tokenizer(self) -> Any:
+        """The transformers tokenizer (its chat template renders ``messages``)."""
         return self._state.tokens.tokenizer
 
     @property
@@ -163,6 +164,7 @@ class Engine:
 
     @property
     def closed(self) -> bool:
+        """Whether ``close()`` was called; a closed engine raises ``EngineClosedError``."""
         return self._worker.closed
 
     # ----- request preparation (caller thread)
@@ -428,6 +430,11 @@ class Engine:
     def close(self, timeout: float | None = None) -> None:
         """Stop the worker: queued requests end CANCELLED, running rows stop at their next step.
 
+        ``timeout`` (seconds, None = no limit) bounds the wait for the step in progress;
+        past it, that step's requests are resolved CANCELLED at once. Closing twice
+        does nothing. After ``close`` every call that needs the model raises
+        ``EngineClosedError``.
+
         An engine that is never closed is stopped when it is garbage-collected (or at
         interpreter exit), which frees its model; closing it is still the clean way.
         """
@@ -443,12 +450,14 @@ class Engine:
 
     # ----- async twins
     async def agenerate(self, request: RequestLike, **overrides: Any) -> Response:
+        """Async ``generate``; cancelling the awaiting task cancels the request."""
         st = self._start(request, overrides)
         return await _await_state(st, self.cancel)
 
     async def agenerate_many(
         self, requests: Iterable[RequestLike], **overrides: Any
     ) -> list[Response]:
+        """Async ``generate_many``; cancelling the awaiting task cancels every request."""
         states = self._start_many(_many(requests), overrides)
         try:
             return [await _await_state(st, self.cancel) for st in states]
@@ -464,6 +473,7 @@ class Engine:
         return AsyncRequestStream(st, self.cancel)
 
     async def aclose(self, timeout: float | None = None) -> None:
+        """Async ``close`` (it waits in a thread, so the running loop stays responsive)."""
         timeout = wait_timeout(timeout, EngineError, "aclose")
         await asyncio.to_thread(self._worker.close, timeout)
 

@@ -100,13 +100,19 @@ class TrainingJob:
     # ----- public
     @property
     def adapter(self) -> str:
+        """The name the adapter is trained (and installed) under: ``config.adapter``."""
         return self.config.adapter
 
     def cancel(self) -> None:
-        """Stop at the next step; the engine keeps serving. Idempotent."""
+        """Stop at the next step; the engine keeps serving. Idempotent.
+
+        The adapter trained so far is kept (saved and installed) when at least one
+        optimizer step ran; ``result().cancelled`` is then True.
+        """
         self._cancel.set()
 
     def done(self) -> bool:
+        """Whether the job has ended (finished, cancelled or failed); never blocks."""
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> TrainingResult:
@@ -119,7 +125,11 @@ class TrainingJob:
         return await wait_one_way(self._future)
 
     def events(self, timeout: float | None = None) -> Iterator[TrainingEvent]:
-        """Progress events from the first one; ends after the DONE event (or failure)."""
+        """Progress events from the first one; ends after the DONE event (or failure).
+
+        ``timeout`` bounds the wait for each next event (None: no limit); past it the
+        iterator raises ``TimeoutError`` (the job goes on).
+        """
         timeout = wait_timeout(timeout, TrainingError, "events")
         i = 0
         while True:
