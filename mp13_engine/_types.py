@@ -167,6 +167,14 @@ class Request:
     ``timeout_s``: a deadline for the whole request (``None`` = the engine's
     default).
 
+    ``max_new_tokens``: ``None`` = ``EngineConfig.default_max_new_tokens``.
+    ``stop``: strings that end the reply (``finish_reason=STOP``); the stop
+    string itself is left out of the text. ``parse_tools=False`` runs no
+    tool-call parser: ``text`` is the raw decoded text, reasoning and markup
+    included, and ``tool_calls`` stays empty. ``continue_final``: continue the
+    last message, which must be an assistant one, instead of starting a reply.
+    ``return_prompt``: fill ``Response.prompt`` with the prompt text fed.
+
     Text inside messages and tool specs never becomes a control token: a user
     message that spells ``<|im_start|>`` reaches the model as that text.
     """
