@@ -392,8 +392,19 @@ class Cursor:
         return run_sync(self.aask(text, **kwargs))
 
     async def astream(self, text: str, **overrides: Any) -> AsyncIterator[Event]:
-        """``aask`` as an async iterator of ``Event``s; leaving the loop early cancels the
-        reply (recorded as cancelled)."""
+        """``aask`` as an async iterator of ``Event``s; closing it early cancels the reply
+        (recorded as cancelled).
+
+        A ``break`` does not close an async iterator: Python closes it later, when it
+        is garbage-collected, and until then the exchange runs on (``running`` is
+        True and a new ``ask`` here raises ``CursorError``). To stop at once, close
+        it yourself::
+
+            async with contextlib.aclosing(cur.astream("Hi")) as events:
+                async for event in events:
+                    if done_with(event):
+                        break  # the reply is cancelled when the block exits
+        """
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         task = asyncio.ensure_future(self.aask(text, on_event=queue.put, **overrides))
         task.add_done_callback(lambda _: queue.put_nowait(None))
