@@ -227,7 +227,8 @@ class Session:
         return self._from_row(row)
 
     def children(self, node_id: str, *, archived: bool = True) -> list[Node]:
-        """The children in creation order (without archived ones if ``archived=False``)."""
+        """The children in creation order (without archived ones if ``archived=False``);
+        an empty list for a leaf, or for an id that names no node."""
         out: list[Node] = []
         for row in self._store.children(node_id) if _storable(node_id) else ():
             node = self._nodes.get(row.id) or self._from_row(row)
