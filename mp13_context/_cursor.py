@@ -120,9 +120,11 @@ class Cursor:
         return self._busy
 
     def path(self) -> list[Node]:
+        """The nodes from the conversation's root down to here."""
         return self.session.path(self.node_id)
 
     def children(self) -> list[Node]:
+        """The children of this node in creation order, archived ones included."""
         return self.session.children(self.node_id)
 
     def siblings(self) -> list[Node]:
@@ -188,6 +190,7 @@ class Cursor:
         return self._navigate(node_id)
 
     def parent(self) -> Cursor:
+        """Move to the parent node; returns self (``CursorError`` at the root)."""
         node = self.node
         if node.parent_id is None:
             raise CursorError("already at the root of the conversation; there is no parent")
@@ -213,9 +216,11 @@ class Cursor:
         return self._navigate(sibs[i].id)
 
     def next_sibling(self) -> Cursor:
+        """``sibling(+1)``: move to the next sibling (``CursorError`` past the last)."""
         return self.sibling(+1)
 
     def prev_sibling(self) -> Cursor:
+        """``sibling(-1)``: move to the previous sibling (``CursorError`` before the first)."""
         return self.sibling(-1)
 
     def leaf(self) -> Cursor:
@@ -223,6 +228,7 @@ class Cursor:
         return self._navigate(self.session.leaf(self.node_id).id)
 
     def root(self) -> Cursor:
+        """Move to the conversation's root node; returns self."""
         return self._navigate(self.path()[0].id)
 
     # --- commands ----------------------------------------------------------------------
@@ -312,13 +318,19 @@ class Cursor:
         return kids
 
     def batch(self, prompts: Sequence[str], **kwargs: Any) -> list[Cursor]:
+        """Sync ``abatch`` (works with or without a running event loop)."""
         return run_sync(self.abatch(prompts, **kwargs))
 
     def trim(self, n: int = 1) -> Cursor:
         """Drop the last ``n`` user turns (and what followed) from this branch, keeping
-        the commands among them that change settings; the dropped part is archived."""
+        the commands among them that change settings; the dropped part is archived.
+        The cursor moves to where the branch now ends; returns self. ``n=0`` changes
+        nothing; ``CursorError`` for a negative ``n`` or more turns than the branch has."""
         self._check_idle()
-        if _whole(n, "the number of user turns to trim") <= 0:
+        n = _whole(n, "the number of user turns to trim")
+        if n < 0:
+            raise CursorError(f"cannot trim {n} user turns: give a count >= 0 (1 = the last)")
+        if n == 0:
             return self
         path = self.path()
         users = [i for i, node in enumerate(path) if node.turn and node.turn.role is Role.USER]
@@ -432,6 +444,7 @@ class Cursor:
         return await self._reply(at, on_event, validate_params(overrides))
 
     def retry(self, **kwargs: Any) -> Turn:
+        """Sync ``aretry`` (works with or without a running event loop)."""
         return run_sync(self.aretry(**kwargs))
 
     async def acontinue(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:

@@ -42,6 +42,7 @@ def _nodes(session: Session) -> int:
         (lambda cur: cur.fork(label=5), ContextError, "a branch label must be a string, not int"),
         (lambda cur: cur.try_out(label=[]), ContextError, "a branch label must be a string"),
         (lambda cur: cur.trim("1"), CursorError, "turns to trim is a whole number, not str"),
+        (lambda cur: cur.trim(-1), CursorError, r"cannot trim -1 user turns: give a count >= 0"),
         (lambda cur: cur.child("0"), CursorError, "a child index is a whole number, not str"),
         (
             lambda cur: cur.sibling(True),
