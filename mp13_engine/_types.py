@@ -243,7 +243,17 @@ class RequestMetrics:
 
 @attrs.frozen(kw_only=True)
 class Response:
-    """The final result of a request."""
+    """The final result of a request.
+
+    ``text``: the reply content, without tool-call markup and reasoning;
+    ``reasoning``: the reasoning text (``<think>`` blocks and the like);
+    ``raw_text``: everything decoded, markup and reasoning included (a stop
+    string is left out of every field); ``tool_calls``: the calls parsed from
+    it. ``parse_errors``: what the tool-call parser could not read (that text
+    stays in ``text``; parsing never raises). ``finish_reason``: see
+    ``FinishReason``; ``error`` says why when it is ``ERROR`` (``ok`` is False).
+    ``prompt``: the prompt text fed, only with ``Request.return_prompt``.
+    """
 
     id: str
     text: str = ""
