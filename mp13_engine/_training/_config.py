@@ -190,7 +190,16 @@ class TrainingEvent:
 
 @attrs.frozen(kw_only=True)
 class TrainingResult:
-    """The outcome of a job; the adapter is loaded in the engine and saved at ``path``."""
+    """The outcome of a job; the adapter is loaded in the engine and saved at ``path``.
+
+    ``path`` is None, and nothing was kept, when the job was cancelled before its
+    first optimizer step (``steps == 0``, ``cancelled``). ``final_loss``: the loss
+    of the last optimizer step; ``eval_loss``: the last validation loss, when
+    there is validation data. ``train_rows``: rows trained on, after the
+    validation split and dropped rows; ``truncated_rows``: rows (training and
+    validation) cut to ``max_seq_len``; ``dropped_rows``: rows left out, too long
+    with ``overflow="drop"`` or with no token to learn from.
+    """
 
     adapter: str
     path: str | None
