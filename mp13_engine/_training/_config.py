@@ -108,7 +108,20 @@ class TrainingConfig:
     eval loss every ``eval_every`` steps and at the end.
 
     Length: ``max_steps`` optimizer steps, or ``epochs`` passes when it is None.
-    A step is ``grad_accum`` micro-batches of ``batch_size`` rows.
+    A step is ``grad_accum`` micro-batches of ``batch_size`` rows. Rows longer
+    than ``max_seq_len`` tokens are cut (``overflow="truncate"``) or left out
+    (``"drop"``); ``loss_on="all"`` counts every token in the loss. ``shuffle``
+    reorders the rows each epoch, seeded by ``seed``.
+
+    Optimisation: AdamW at ``learning_rate`` with ``weight_decay``, gradients
+    clipped to ``max_grad_norm``; ``scheduler`` is one of ``"linear"``,
+    ``"cosine"``, ``"constant"``, ``"constant_with_warmup"`` after
+    ``warmup_steps``. LoRA: rank ``lora_r``, scale ``lora_alpha``, dropout
+    ``lora_dropout``, on ``target_modules`` (``"all-linear"`` or module names).
+    ``precision``: ``"bfloat16"``/``"float16"`` train under autocast in that
+    dtype, ``"auto"``/``"float32"`` in the model's own dtype.
+    ``gradient_checkpointing`` trades compute for activation memory.
+    ``eval_batch_size``: rows per validation forward.
 
     Adapter: a new one named ``adapter`` (an error if loaded, unless
     ``continue_training=True``, which trains the loaded adapter further; its
