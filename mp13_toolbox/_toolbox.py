@@ -168,8 +168,13 @@ class Toolbox:
         """Register ``func`` as a tool; its schema comes from its signature and docstring.
 
         Returns ``func`` unchanged, so it also works as ``@tb.register`` or
-        ``@tb.register(risk="high")``. ``timeout_s=None`` uses the toolbox default;
-        ``approval=None`` uses the default for ``risk``.
+        ``@tb.register(risk="high")``. ``name``/``description`` override the
+        function's ``__name__`` and docstring summary. ``mode``: the tool's global
+        mode (the ceiling every view keeps). ``timeout_s=None`` uses the toolbox
+        default; ``approval=None`` uses the default for ``risk`` (see
+        ``approval_defaults``: ``low`` is allowed, ``medium`` and ``high`` ask).
+        A name already registered raises ``ToolRegistrationError`` unless
+        ``replace=True``.
         """
 
         def add(f: _F) -> _F:
