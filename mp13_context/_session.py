@@ -91,9 +91,11 @@ class Session:
 
     @property
     def read_only(self) -> bool:
+        """Whether it was opened with ``read_only=True`` (every change raises ``ReadOnlyError``)."""
         return self._store.read_only
 
     def close(self) -> None:
+        """Close the file (idempotent); leaving a ``with Session.open(...)`` block does it."""
         self._store.close()
 
     @property
@@ -176,9 +178,11 @@ class Session:
         return ConversationInfo(id=cid, root_id=root.id, title=title, head_id=root.id)
 
     def conversations(self) -> list[ConversationInfo]:
+        """Every conversation, oldest first."""
         return [self._info(r) for r in self._store.conversations()]
 
     def conversation(self, conversation_id: str) -> ConversationInfo:
+        """One conversation's info (``NotFoundError`` if there is none)."""
         row = self._store.conversation(conversation_id) if _storable(conversation_id) else None
         if row is None:
             raise NotFoundError(
@@ -188,6 +192,7 @@ class Session:
         return self._info(row)
 
     def set_title(self, conversation_id: str, title: str) -> None:
+        """Rename a conversation (``NotFoundError`` if there is none)."""
         self.conversation(conversation_id)
         self._store.set_title(conversation_id, text_arg(title, "a conversation title"))
 
@@ -237,6 +242,7 @@ class Session:
         return out
 
     def has_children(self, node_id: str) -> bool:
+        """Whether the node has any child (False for an id that names no node)."""
         return _storable(node_id) and self._store.has_children(node_id)
 
     def path(self, node_id: str) -> list[Node]:
@@ -260,7 +266,7 @@ class Session:
 
     def leaf(self, node_id: str) -> Node:
         """Follow the main line down from ``node_id``: at each step the main-line child,
-        else the newest child that is not archived."""
+        else the newest child; archived children are never taken."""
         self.node(node_id)
         return self.node(self._store.leaf(node_id))
 
@@ -349,6 +355,8 @@ class Session:
         return node
 
     def set_archived(self, node_id: str, archived: bool = True) -> Node:
+        """Archive a node, and so its subtree (kept, but ``leaf`` passes it by, even on
+        the main line), or un-archive it; returns the node as stored."""
         if not isinstance(archived, bool):
             raise ContextError(f"archived is True or False, not {archived!r}")
         with self._store.lock:
@@ -387,6 +395,7 @@ class Session:
     # --- positions (per scope) ---------------------------------------------------------
 
     def position(self, scope: str, conversation_id: str) -> str | None:
+        """The node ``scope`` saved for the conversation (``save_position``), or None."""
         if not (_storable(scope) and _storable(conversation_id)):
             return None
         return self._store.position(scope, conversation_id)
