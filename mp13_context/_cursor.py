@@ -112,6 +112,7 @@ class Cursor:
 
     @property
     def closed(self) -> bool:
+        """Whether this is a try-out that was promoted or closed (it then only reads)."""
         return self._closed
 
     @property
