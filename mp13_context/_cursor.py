@@ -90,14 +90,17 @@ class Cursor:
 
     @property
     def session(self) -> Session:
+        """The session this cursor reads and records in."""
         return self.scope_state.session
 
     @property
     def node(self) -> Node:
+        """The ``Node`` at ``node_id``."""
         return self.session.node(self.node_id)
 
     @property
     def conversation_id(self) -> str:
+        """The conversation the cursor is in (``goto`` can change it)."""
         return self.node.conversation_id
 
     @property
@@ -293,7 +296,8 @@ class Cursor:
         The members run concurrently: each sends its request as soon as its user turn
         is recorded, without waiting for the others, so the engine has them all at
         once and batches them. Each member can be cancelled on its own (``cancel()`` on
-        its cursor, or ``ChatContext.cancel`` with the id of its ``REQUEST`` event).
+        its cursor, which ``ChatContext.cursors()`` lists while it runs, or
+        ``ChatContext.cancel`` with the id of its ``REQUEST`` event); the others go on.
         """
         self._check_idle()
         if isinstance(prompts, str) or not isinstance(prompts, Iterable):
