@@ -291,7 +291,10 @@ class TrainingJob:
 
     # ----- phase 3: worker, one micro-batch per call
     def step(self) -> bool:
-        """One micro-batch (and an optimizer step every ``grad_accum``); False when finished."""
+        """One micro-batch (and an optimizer step every ``grad_accum``); False when finished.
+
+        The engine's worker calls it between serving steps (the ``Job`` protocol of
+        ``_scheduler``); it touches the model, so never call it yourself."""
         if self._future.done():
             return False
         try:
@@ -388,7 +391,9 @@ class TrainingJob:
         self._close_events()
 
     def fail(self, exc: BaseException) -> None:
-        """The job raised, or the engine closed: clean up and fail ``result()``."""
+        """The job raised, or the engine closed: clean up and fail ``result()``.
+
+        Called by the engine's worker; to stop a job, use ``cancel()``."""
         if self._future.done():
             return
         with contextlib.suppress(Exception):
