@@ -72,7 +72,9 @@ class AdapterCommands(_Handle):
         self._cur.record(Command(kind=CommandKind.ADAPTERS_SET, names=adapter_names(names)))
 
     def add(self, names: str | Sequence[str]) -> None:
-        """Add adapters to the current set."""
+        """Add adapters to the current set. Where the engine's default applies
+        (``show()`` is None) there is no set to add to: the result is just ``names``
+        (the engine's defaults are not looked up; ``set`` them too to keep them)."""
         self._cur.record(Command(kind=CommandKind.ADAPTERS_ADD, names=adapter_names(names)))
 
     def default(self) -> None:
