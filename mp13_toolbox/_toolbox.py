@@ -58,7 +58,7 @@ from mp13_toolbox._errors import (
 )
 from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
-from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
+from mp13_toolbox._scopes import _PATTERN_CHARS, ToolsScope, ToolsView, as_mode
 from mp13_toolbox._snapshot import ToolboxSnapshot, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import IS_TYPE
@@ -315,7 +315,9 @@ class Toolbox:
     # settings -----------------------------------------------------------------------------
 
     def set_mode(self, target: str, mode: ToolMode | str) -> builtins.list[str]:
-        """Set the global mode of a tool, or of all tools matching a ``*`` pattern."""
+        """Set the global mode of a tool, or of all tools matching a pattern (``"*"``,
+        ``"web_*"``: ``fnmatch``, as in ``ToolsScope``); returns the names changed.
+        ``UnknownToolError`` when no registered tool has that name or matches it."""
         if not isinstance(target, str):
             raise ToolSettingError(f"set_mode takes a tool name or pattern, not {target!r}")
         scope = ToolsScope({target: mode})
@@ -327,7 +329,12 @@ class Toolbox:
                     self._registry.update(tool.name, mode=new)
                     changed.append(tool.name)
         if not changed:
-            raise self._registry.unknown_tool_error(target)
+            if _PATTERN_CHARS.isdisjoint(target):
+                raise self._registry.unknown_tool_error(target)
+            known = ", ".join(self.names()) or "none registered"
+            raise UnknownToolError(
+                f"no tool matches the pattern {target!r} in this toolbox; known tools: {known}"
+            )
         return changed
 
     def set_risk(self, name: str, risk: Risk | str) -> None:
