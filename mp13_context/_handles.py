@@ -44,7 +44,9 @@ class SystemCommands(_Handle):
         self._cur.record(Command(kind=CommandKind.SYSTEM_SET, text=text))
 
     def add(self, text: str) -> None:
-        """Append a paragraph to the system message."""
+        """Append a paragraph to the system message. Where none is set (the template's
+        default applies, or ``none()``) ``text`` becomes the whole system message: a
+        template's default system prompt is replaced, not extended."""
         self._cur.record(Command(kind=CommandKind.SYSTEM_ADD, text=text))
 
     def none(self) -> None:
