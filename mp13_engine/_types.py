@@ -245,8 +245,10 @@ class RequestMetrics:
 class Response:
     """The final result of a request.
 
-    ``text``: the reply content, without tool-call markup and reasoning;
-    ``reasoning``: the reasoning text (``<think>`` blocks and the like);
+    ``text``: the reply content, without tool-call markup and reasoning (all
+    of ``raw_text`` when no parser runs: ``Request.parse_tools=False``, or an
+    engine without a tool format); ``reasoning``: the reasoning text
+    (``<think>`` blocks and the like);
     ``raw_text``: everything decoded, markup and reasoning included (a stop
     string is left out of every field); ``tool_calls``: the calls parsed from
     it. ``parse_errors``: what the tool-call parser could not read (that text
@@ -276,7 +278,8 @@ class Response:
 class Chunk:
     """A streamed piece of a response.
 
-    ``text`` is the new content since the previous chunk (no tool-call markup);
+    ``text`` is the new content since the previous chunk (no tool-call markup,
+    unless ``Request.parse_tools=False`` or the engine has no tool format);
     ``reasoning`` the new reasoning text; ``tool_call`` is set on the chunk where
     a call closes. The last chunk has ``done=True`` and the final ``response``.
     """
