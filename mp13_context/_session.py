@@ -279,7 +279,13 @@ class Session:
         *,
         label: str = "",
     ) -> Node:
-        """Append a child of ``parent_id`` (saved at once); return it, as stored."""
+        """Append a child of ``parent_id`` (saved at once); return it, as stored.
+
+        ``kind`` is a ``NodeKind``; a ``TURN`` node needs ``turn``, other kinds take
+        none (``CursorError`` otherwise)."""
+        if not isinstance(kind, NodeKind):
+            names = ", ".join(f"NodeKind.{k.name}" for k in NodeKind)
+            raise CursorError(f"kind is a NodeKind ({names}), not {kind!r}")
         if (kind is NodeKind.TURN) != (turn is not None):
             raise CursorError("a TURN node needs a turn and other kinds must not have one")
         return self._append_chain(parent_id, [(kind, turn, _commands(commands), label)])[0]

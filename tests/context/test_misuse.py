@@ -12,9 +12,11 @@ from mp13_context import (
     ContextError,
     CursorError,
     NotFoundError,
+    Role,
     SerializationError,
     Session,
     StoreError,
+    Turn,
     replay,
 )
 from mp13_toolbox import Toolbox
@@ -161,6 +163,15 @@ def test_a_closed_session_says_so(ctx, session):
         cur.ask("again")
     with pytest.raises(StoreError, match=r"is closed; open it again with Session.open\(path\)"):
         session.search("hello")
+
+
+def test_append_names_a_kind_that_is_not_a_node_kind(session):
+    # A string kind used to be told "a TURN node needs a turn and other kinds must not
+    # have one", even when a turn was given.
+    conv = session.new_conversation()
+    with pytest.raises(CursorError, match=r"kind is a NodeKind \(NodeKind\.ROOT, .*\), not 'turn'"):
+        session.append(conv.root_id, "turn", turn=Turn(role=Role.USER, text="x"))
+    assert session.children(conv.root_id) == []
 
 
 def test_a_closed_session_reads_no_cached_node_either(ctx, session):
