@@ -187,7 +187,7 @@ class Engine:
             )
         raise RequestError(
             "a request must be a Request, a prompt string or a list of message dicts, "
-            f"not {type(request).__name__}; for several prompts use generate_many"
+            f"not {type(request).__name__}{_SEVERAL_HINT}"
         )
 
     def _prepare(
@@ -275,15 +275,30 @@ class Engine:
         return self._start_many([request], overrides, watched)[0]
 
     def _start_many(
-        self, requests: Iterable[RequestLike], overrides: dict[str, Any], watched: bool = False
+        self,
+        requests: Iterable[RequestLike],
+        overrides: dict[str, Any],
+        watched: bool = False,
+        *,
+        many: bool = False,
     ) -> list[RequestState]:
-        """Prepare requests and queue them together (they share their first step)."""
+        """Prepare requests and queue them together (they share their first step).
+
+        ``many``: a ``*_many`` call, whose errors name the request (``requests[i]``)."""
         self._check_open()
         # Announce the requests while their prompts render, so an idle engine that is
         # collecting waits for them (concurrent callers then share their first step).
         self._worker.preparing(1)
         try:
-            states = [self._prepare(r, overrides, watched) for r in requests]
+            states = []
+            for i, r in enumerate(requests):
+                try:
+                    states.append(self._prepare(r, overrides, watched))
+                except RequestError as exc:
+                    if not many:
+                        raise
+                    message = str(exc).removesuffix(_SEVERAL_HINT)
+                    raise RequestError(f"requests[{i}]: {message}", field=exc.field) from exc
             self._submit(states)
         finally:
             self._worker.preparing(-1)
@@ -405,7 +420,7 @@ class Engine:
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
         """Submit all requests together (they share steps) and return responses in order."""
-        return self._wait(self._start_many(_many(requests), overrides))
+        return self._wait(self._start_many(_many(requests), overrides, many=True))
 
     def _wait(self, states: list[RequestState]) -> list[Response]:
         """The responses of ``states``, in order; an interrupted wait cancels them."""
@@ -458,7 +473,7 @@ class Engine:
         self, requests: Iterable[RequestLike], **overrides: Any
     ) -> list[Response]:
         """Async ``generate_many``; cancelling the awaiting task cancels every request."""
-        states = self._start_many(_many(requests), overrides)
+        states = self._start_many(_many(requests), overrides, many=True)
         try:
             return [await _await_state(st, self.cancel) for st in states]
         except asyncio.CancelledError:
@@ -543,6 +558,10 @@ def _config_from(
     raise ConfigError(
         f"Engine.load got {type(model).__name__}; give an EngineConfig, a model path or a hub id"
     )
+
+
+#: The advice a bad single request gets (dropped inside a ``*_many`` call).
+_SEVERAL_HINT = "; for several prompts use generate_many"
 
 
 def _many(requests: object) -> list[RequestLike]:
