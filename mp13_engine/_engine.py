@@ -419,7 +419,11 @@ class Engine:
         return self._wait([self._start(request, overrides)])[0]
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
-        """Submit all requests together (they share steps) and return responses in order."""
+        """Submit all requests together (they share steps) and return responses in order.
+
+        ``overrides`` apply to every request. Every request is checked before any is
+        queued: a bad one raises ``RequestError`` naming it (``requests[i]: ...``).
+        """
         return self._wait(self._start_many(_many(requests), overrides, many=True))
 
     def _wait(self, states: list[RequestState]) -> list[Response]:
