@@ -304,7 +304,12 @@ class Cursor:
             raise CursorError(
                 f"batch takes a list of prompts, not one {type(prompts).__name__}: batch([text])"
             )
-        prompts = [_prompt(p) for p in prompts]
+        checked = []
+        for i, p in enumerate(prompts):
+            if not isinstance(p, str):  # named by place: _prompt's advice is batch itself
+                raise CursorError(f"prompts[{i}]: a prompt is a string, not {type(p).__name__}")
+            checked.append(p)
+        prompts = checked
         check_callback(on_event, "on_event")
         self.scope_state.require_engine()
         self.scope_state.require_writable()

@@ -55,6 +55,7 @@ def _nodes(session: Session) -> int:
         (lambda cur: cur.ask("x", on_event=5), ContextError, "on_event is a function .* not int"),
         (lambda cur: cur.retry(on_event="p"), ContextError, "on_event is a function .* not str"),
         (lambda cur: cur.batch(["x"], on_event=5), ContextError, "on_event is a function"),
+        (lambda cur: cur.batch(["x", 5]), CursorError, r"^prompts\[1\]: a prompt is a string"),
     ],
 )
 def test_wrong_types_on_a_cursor_raise_and_record_nothing(ctx, session, call, error, match):
