@@ -488,8 +488,13 @@ class Toolbox:
                 "wrap one call as [call], or run it with aexecute"
             )
         calls = builtins.list(calls)
-        for call in calls:
-            pl.check_arguments(call, view, budget, approval)
+        for i, call in enumerate(calls):
+            try:
+                pl.check_arguments(call, view, budget, approval)
+            except ToolboxError as exc:
+                if isinstance(call, ToolCall):  # a shared argument: no one call to name
+                    raise
+                raise ToolboxError(f"calls[{i}]: {exc}") from exc
         return list(
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )

@@ -404,6 +404,8 @@ def test_a_round_with_one_misused_call_runs_none_of_them(tb):
     with pytest.raises(ToolboxError, match="call must be a ToolCall"):
         asyncio.run(tb.aexecute_many([ToolCall("mark", {}), "mark"]))
     assert ran == []
+    with pytest.raises(ToolboxError, match=r"^calls\[1\]: call must be a ToolCall, got str"):
+        asyncio.run(tb.aexecute_many([ToolCall("mark", {}), "mark"]))  # which one is wrong
 
 
 def test_threads_and_tasks_share_one_toolbox(tb):
