@@ -260,6 +260,7 @@ class EngineConfig:
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
+        """Every field's name, in declaration order (what ``from_dict`` accepts)."""
         return tuple(a.name for a in attrs.fields(cls))
 
     @classmethod
@@ -284,6 +285,7 @@ class EngineConfig:
         return structure(dict(data), cls)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as plain JSON values; ``from_dict`` of it gives an equal config."""
         data: dict[str, Any] = converter.unstructure(self)
         return data
 
