@@ -67,7 +67,14 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class Toolbox:
-    """Tools from Python functions or JSON specs, with modes, approval and budgets."""
+    """Tools from Python functions or JSON specs, with modes, approval and budgets.
+
+    ``builtins``: ``True`` registers every builtin tool (``BUILTINS``), a name or
+    a list of names those. ``max_output_chars`` and ``default_timeout_s``: see the
+    properties of those names. ``approval_defaults``: per-risk policies replacing
+    ``DEFAULT_APPROVALS`` for the risks named (``{"medium": "allow"}``; the others
+    keep theirs).
+    """
 
     def __init__(
         self,
