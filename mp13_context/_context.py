@@ -33,7 +33,11 @@ class ChatContext:
     ``approval``: the toolbox approver for ``ask``-policy tools (sync or async;
     see ``mp13_toolbox``). ``on_event``: default event callback for every turn
     run through this context (streams replies when set). All of them are shared
-    with the context's cursors (``_scope.ScopeState``).
+    with the context's cursors (``_scope.ScopeState``). ``scope``: the name under
+    which this context saves its place in each conversation and keeps its
+    try-outs (``with_scope`` makes a context for another name). ``engine=None``
+    and ``toolbox=None`` leave a context that reads and records, but cannot ask,
+    and offers no tools.
     """
 
     def __init__(
