@@ -201,7 +201,8 @@ class Cursor:
         return self._navigate(node.parent_id)
 
     def child(self, index: int = -1) -> Cursor:
-        """Move to a child (default: the newest)."""
+        """Move to child ``index`` of ``children()`` (default -1: the newest; archived
+        ones count too); returns self. ``CursorError`` if there is no such child."""
         index = _whole(index, "a child index")
         kids = self.children()
         if not kids:
@@ -212,7 +213,8 @@ class Cursor:
             raise CursorError(f"child {index} does not exist: this node has {len(kids)}") from None
 
     def sibling(self, offset: int) -> Cursor:
-        """Move ``offset`` places among the siblings (``+1`` next, ``-1`` previous)."""
+        """Move ``offset`` places among the siblings (``+1`` next, ``-1`` previous; no
+        wrapping around); returns self. ``CursorError`` past either end."""
         sibs = self.siblings()
         i = [s.id for s in sibs].index(self.node_id) + _whole(offset, "a sibling offset")
         if not 0 <= i < len(sibs):
