@@ -33,7 +33,11 @@ class ChatContext:
     ``approval``: the toolbox approver for ``ask``-policy tools (sync or async;
     see ``mp13_toolbox``). ``on_event``: default event callback for every turn
     run through this context (streams replies when set). All of them are shared
-    with the context's cursors (``_scope.ScopeState``).
+    with the context's cursors (``_scope.ScopeState``). ``scope``: the name under
+    which this context saves its place in each conversation and keeps its
+    try-outs (``with_scope`` makes a context for another name). ``engine=None``
+    and ``toolbox=None`` leave a context that reads and records, but cannot ask,
+    and offers no tools.
     """
 
     def __init__(
@@ -58,26 +62,33 @@ class ChatContext:
 
     @property
     def session(self) -> Session:
+        """The session every cursor of this context records into."""
         return self._state.session
 
     @property
     def engine(self) -> EngineClient | None:
+        """The engine replies come from (None: reading and recording only)."""
         return self._state.engine
 
     @property
     def toolbox(self) -> Toolbox | None:
+        """The toolbox tool calls run in (None: replies get no tools)."""
         return self._state.toolbox
 
     @property
     def scope(self) -> str:
+        """This context's scope name: its saved positions and try-outs are its own."""
         return self._state.name
 
     @property
     def approval(self) -> Approver | None:
+        """The callback asked before a tool that needs approval runs (None: refused)."""
         return self._state.approval
 
     @property
     def on_event(self) -> EventCallback | None:
+        """The default ``Event`` callback of this context's exchanges (an ``on_event=``
+        given to ``ask`` and the like replaces it for that exchange)."""
         return self._state.on_event
 
     def with_scope(self, scope: str) -> ChatContext:

@@ -90,14 +90,17 @@ class Cursor:
 
     @property
     def session(self) -> Session:
+        """The session this cursor reads and records in."""
         return self.scope_state.session
 
     @property
     def node(self) -> Node:
+        """The ``Node`` at ``node_id``."""
         return self.session.node(self.node_id)
 
     @property
     def conversation_id(self) -> str:
+        """The conversation the cursor is in (``goto`` can change it)."""
         return self.node.conversation_id
 
     @property
@@ -112,6 +115,7 @@ class Cursor:
 
     @property
     def closed(self) -> bool:
+        """Whether this is a try-out that was promoted or closed (it then only reads)."""
         return self._closed
 
     @property
@@ -120,9 +124,11 @@ class Cursor:
         return self._busy
 
     def path(self) -> list[Node]:
+        """The nodes from the conversation's root down to here."""
         return self.session.path(self.node_id)
 
     def children(self) -> list[Node]:
+        """The children of this node in creation order, archived ones included."""
         return self.session.children(self.node_id)
 
     def siblings(self) -> list[Node]:
@@ -188,13 +194,15 @@ class Cursor:
         return self._navigate(node_id)
 
     def parent(self) -> Cursor:
+        """Move to the parent node; returns self (``CursorError`` at the root)."""
         node = self.node
         if node.parent_id is None:
             raise CursorError("already at the root of the conversation; there is no parent")
         return self._navigate(node.parent_id)
 
     def child(self, index: int = -1) -> Cursor:
-        """Move to a child (default: the newest)."""
+        """Move to child ``index`` of ``children()`` (default -1: the newest; archived
+        ones count too); returns self. ``CursorError`` if there is no such child."""
         index = _whole(index, "a child index")
         kids = self.children()
         if not kids:
@@ -205,7 +213,8 @@ class Cursor:
             raise CursorError(f"child {index} does not exist: this node has {len(kids)}") from None
 
     def sibling(self, offset: int) -> Cursor:
-        """Move ``offset`` places among the siblings (``+1`` next, ``-1`` previous)."""
+        """Move ``offset`` places among the siblings (``+1`` next, ``-1`` previous; no
+        wrapping around); returns self. ``CursorError`` past either end."""
         sibs = self.siblings()
         i = [s.id for s in sibs].index(self.node_id) + _whole(offset, "a sibling offset")
         if not 0 <= i < len(sibs):
@@ -213,9 +222,11 @@ class Cursor:
         return self._navigate(sibs[i].id)
 
     def next_sibling(self) -> Cursor:
+        """``sibling(+1)``: move to the next sibling (``CursorError`` past the last)."""
         return self.sibling(+1)
 
     def prev_sibling(self) -> Cursor:
+        """``sibling(-1)``: move to the previous sibling (``CursorError`` before the first)."""
         return self.sibling(-1)
 
     def leaf(self) -> Cursor:
@@ -223,6 +234,7 @@ class Cursor:
         return self._navigate(self.session.leaf(self.node_id).id)
 
     def root(self) -> Cursor:
+        """Move to the conversation's root node; returns self."""
         return self._navigate(self.path()[0].id)
 
     # --- commands ----------------------------------------------------------------------
@@ -286,14 +298,20 @@ class Cursor:
         The members run concurrently: each sends its request as soon as its user turn
         is recorded, without waiting for the others, so the engine has them all at
         once and batches them. Each member can be cancelled on its own (``cancel()`` on
-        its cursor, or ``ChatContext.cancel`` with the id of its ``REQUEST`` event).
+        its cursor, which ``ChatContext.cursors()`` lists while it runs, or
+        ``ChatContext.cancel`` with the id of its ``REQUEST`` event); the others go on.
         """
         self._check_idle()
         if isinstance(prompts, str) or not isinstance(prompts, Iterable):
             raise CursorError(
                 f"batch takes a list of prompts, not one {type(prompts).__name__}: batch([text])"
             )
-        prompts = [_prompt(p) for p in prompts]
+        checked = []
+        for i, p in enumerate(prompts):
+            if not isinstance(p, str):  # named by place: _prompt's advice is batch itself
+                raise CursorError(f"prompts[{i}]: a prompt is a string, not {type(p).__name__}")
+            checked.append(p)
+        prompts = checked
         check_callback(on_event, "on_event")
         self.scope_state.require_engine()
         self.scope_state.require_writable()
@@ -312,13 +330,19 @@ class Cursor:
         return kids
 
     def batch(self, prompts: Sequence[str], **kwargs: Any) -> list[Cursor]:
+        """Sync ``abatch`` (works with or without a running event loop)."""
         return run_sync(self.abatch(prompts, **kwargs))
 
     def trim(self, n: int = 1) -> Cursor:
         """Drop the last ``n`` user turns (and what followed) from this branch, keeping
-        the commands among them that change settings; the dropped part is archived."""
+        the commands among them that change settings; the dropped part is archived.
+        The cursor moves to where the branch now ends; returns self. ``n=0`` changes
+        nothing; ``CursorError`` for a negative ``n`` or more turns than the branch has."""
         self._check_idle()
-        if _whole(n, "the number of user turns to trim") <= 0:
+        n = _whole(n, "the number of user turns to trim")
+        if n < 0:
+            raise CursorError(f"cannot trim {n} user turns: give a count >= 0 (1 = the last)")
+        if n == 0:
             return self
         path = self.path()
         users = [i for i, node in enumerate(path) if node.turn and node.turn.role is Role.USER]
@@ -392,8 +416,19 @@ class Cursor:
         return run_sync(self.aask(text, **kwargs))
 
     async def astream(self, text: str, **overrides: Any) -> AsyncIterator[Event]:
-        """``aask`` as an async iterator of ``Event``s; leaving the loop early cancels the
-        reply (recorded as cancelled)."""
+        """``aask`` as an async iterator of ``Event``s; closing it early cancels the reply
+        (recorded as cancelled).
+
+        A ``break`` does not close an async iterator: Python closes it later, when it
+        is garbage-collected, and until then the exchange runs on (``running`` is
+        True and a new ``ask`` here raises ``CursorError``). To stop at once, close
+        it yourself::
+
+            async with contextlib.aclosing(cur.astream("Hi")) as events:
+                async for event in events:
+                    if done_with(event):
+                        break  # the reply is cancelled when the block exits
+        """
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         task = asyncio.ensure_future(self.aask(text, on_event=queue.put, **overrides))
         task.add_done_callback(lambda _: queue.put_nowait(None))
@@ -421,6 +456,7 @@ class Cursor:
         return await self._reply(at, on_event, validate_params(overrides))
 
     def retry(self, **kwargs: Any) -> Turn:
+        """Sync ``aretry`` (works with or without a running event loop)."""
         return run_sync(self.aretry(**kwargs))
 
     async def acontinue(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:

@@ -44,7 +44,9 @@ class SystemCommands(_Handle):
         self._cur.record(Command(kind=CommandKind.SYSTEM_SET, text=text))
 
     def add(self, text: str) -> None:
-        """Append a paragraph to the system message."""
+        """Append a paragraph to the system message. Where none is set (the template's
+        default applies, or ``none()``) ``text`` becomes the whole system message: a
+        template's default system prompt is replaced, not extended."""
         self._cur.record(Command(kind=CommandKind.SYSTEM_ADD, text=text))
 
     def none(self) -> None:
@@ -72,7 +74,9 @@ class AdapterCommands(_Handle):
         self._cur.record(Command(kind=CommandKind.ADAPTERS_SET, names=adapter_names(names)))
 
     def add(self, names: str | Sequence[str]) -> None:
-        """Add adapters to the current set."""
+        """Add adapters to the current set. Where the engine's default applies
+        (``show()`` is None) there is no set to add to: the result is just ``names``
+        (the engine's defaults are not looked up; ``set`` them too to keep them)."""
         self._cur.record(Command(kind=CommandKind.ADAPTERS_ADD, names=adapter_names(names)))
 
     def default(self) -> None:

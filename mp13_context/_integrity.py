@@ -91,6 +91,7 @@ class IntegrityReport:
 
     @property
     def ok(self) -> bool:
+        """True when no problem was found."""
         return not self.problems
 
     @property

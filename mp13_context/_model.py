@@ -178,6 +178,7 @@ class Node:
 
     @property
     def is_turn(self) -> bool:
+        """Whether this node holds a turn (``kind`` is ``TURN``), not a structural node."""
         return self.kind is NodeKind.TURN
 
 

@@ -64,10 +64,12 @@ class ReplayTurn:
 
     @property
     def text_equal(self) -> bool:
+        """The final reply text was reproduced exactly."""
         return self.original_text == self.replayed_text
 
     @property
     def tool_calls_equal(self) -> bool:
+        """The same tool calls by name and arguments, in order (ids are not compared)."""
         return _call_keys(self.original_tool_calls) == _call_keys(self.replayed_tool_calls)
 
 
@@ -82,15 +84,18 @@ class ReplayReport:
 
     @property
     def all_equal(self) -> bool:
-        """Every reply text and every tool call reproduced exactly."""
+        """Every reply text and every tool call reproduced exactly (True with no turns)."""
         return all(t.text_equal and t.tool_calls_equal for t in self.turns)
 
     @property
     def equal_count(self) -> int:
+        """Turns whose reply text was reproduced exactly (tool calls not compared; see
+        ``all_equal``)."""
         return sum(t.text_equal for t in self.turns)
 
     @property
     def mean_similarity(self) -> float:
+        """The mean ``similarity`` of the turns (1.0 when there are none)."""
         return sum(t.similarity for t in self.turns) / len(self.turns) if self.turns else 1.0
 
 

@@ -91,9 +91,11 @@ class Session:
 
     @property
     def read_only(self) -> bool:
+        """Whether it was opened with ``read_only=True`` (every change raises ``ReadOnlyError``)."""
         return self._store.read_only
 
     def close(self) -> None:
+        """Close the file (idempotent); leaving a ``with Session.open(...)`` block does it."""
         self._store.close()
 
     @property
@@ -143,6 +145,7 @@ class Session:
     def settings_at(self, node_id: str) -> EffectiveSettings:
         """The effective settings after ``node_id``'s commands (an O(1) lookup)."""
         _require_id(node_id)
+        self._require_open()
         sid = self._settings_of.get(node_id)
         if sid is None:
             self.node(node_id)
@@ -175,9 +178,11 @@ class Session:
         return ConversationInfo(id=cid, root_id=root.id, title=title, head_id=root.id)
 
     def conversations(self) -> list[ConversationInfo]:
+        """Every conversation, oldest first."""
         return [self._info(r) for r in self._store.conversations()]
 
     def conversation(self, conversation_id: str) -> ConversationInfo:
+        """One conversation's info (``NotFoundError`` if there is none)."""
         row = self._store.conversation(conversation_id) if _storable(conversation_id) else None
         if row is None:
             raise NotFoundError(
@@ -187,6 +192,7 @@ class Session:
         return self._info(row)
 
     def set_title(self, conversation_id: str, title: str) -> None:
+        """Rename a conversation (``NotFoundError`` if there is none)."""
         self.conversation(conversation_id)
         self._store.set_title(conversation_id, text_arg(title, "a conversation title"))
 
@@ -204,6 +210,11 @@ class Session:
         self._cache(node, r.state_id)
         return node
 
+    def _require_open(self) -> None:
+        # The node cache outlives close(); reads that it would serve must still fail,
+        # as ``closed`` promises (a closed session reads nothing, cached or not).
+        self._store._require_open()
+
     def _cache(self, node: Node, state_id: int) -> None:
         self._nodes[node.id] = node
         self._settings_of[node.id] = state_id
@@ -211,6 +222,7 @@ class Session:
     def node(self, node_id: str) -> Node:
         """The node with this id (``NotFoundError`` if there is none)."""
         _require_id(node_id)
+        self._require_open()
         node = self._nodes.get(node_id)
         if node is not None:
             return node
@@ -220,7 +232,8 @@ class Session:
         return self._from_row(row)
 
     def children(self, node_id: str, *, archived: bool = True) -> list[Node]:
-        """The children in creation order (without archived ones if ``archived=False``)."""
+        """The children in creation order (without archived ones if ``archived=False``);
+        an empty list for a leaf, or for an id that names no node."""
         out: list[Node] = []
         for row in self._store.children(node_id) if _storable(node_id) else ():
             node = self._nodes.get(row.id) or self._from_row(row)
@@ -229,11 +242,13 @@ class Session:
         return out
 
     def has_children(self, node_id: str) -> bool:
+        """Whether the node has any child (False for an id that names no node)."""
         return _storable(node_id) and self._store.has_children(node_id)
 
     def path(self, node_id: str) -> list[Node]:
         """The nodes from the root down to ``node_id``."""
         _require_id(node_id)
+        self._require_open()
         out: list[Node] = []
         nid: str | None = node_id
         while nid is not None:
@@ -251,7 +266,7 @@ class Session:
 
     def leaf(self, node_id: str) -> Node:
         """Follow the main line down from ``node_id``: at each step the main-line child,
-        else the newest child that is not archived."""
+        else the newest child; archived children are never taken."""
         self.node(node_id)
         return self.node(self._store.leaf(node_id))
 
@@ -264,7 +279,13 @@ class Session:
         *,
         label: str = "",
     ) -> Node:
-        """Append a child of ``parent_id`` (saved at once); return it, as stored."""
+        """Append a child of ``parent_id`` (saved at once); return it, as stored.
+
+        ``kind`` is a ``NodeKind``; a ``TURN`` node needs ``turn``, other kinds take
+        none (``CursorError`` otherwise)."""
+        if not isinstance(kind, NodeKind):
+            names = ", ".join(f"NodeKind.{k.name}" for k in NodeKind)
+            raise CursorError(f"kind is a NodeKind ({names}), not {kind!r}")
         if (kind is NodeKind.TURN) != (turn is not None):
             raise CursorError("a TURN node needs a turn and other kinds must not have one")
         return self._append_chain(parent_id, [(kind, turn, _commands(commands), label)])[0]
@@ -340,6 +361,8 @@ class Session:
         return node
 
     def set_archived(self, node_id: str, archived: bool = True) -> Node:
+        """Archive a node, and so its subtree (kept, but ``leaf`` passes it by, even on
+        the main line), or un-archive it; returns the node as stored."""
         if not isinstance(archived, bool):
             raise ContextError(f"archived is True or False, not {archived!r}")
         with self._store.lock:
@@ -378,6 +401,7 @@ class Session:
     # --- positions (per scope) ---------------------------------------------------------
 
     def position(self, scope: str, conversation_id: str) -> str | None:
+        """The node ``scope`` saved for the conversation (``save_position``), or None."""
         if not (_storable(scope) and _storable(conversation_id)):
             return None
         return self._store.position(scope, conversation_id)

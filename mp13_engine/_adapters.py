@@ -224,7 +224,8 @@ class AdapterManager:
 
         A request running on it ends ``ERROR`` (its cached keys and values came from
         the old weights), and queued requests that name it end ``ERROR`` when they
-        are admitted; the others go on.
+        are admitted; the others go on. It is also dropped from the defaults
+        (``set_default``), so requests with ``adapters=None`` no longer use it.
         """
         self.get(name)  # an unknown name (or not a name at all) fails here, on the caller
         self._run(self._unload_on_worker, name)

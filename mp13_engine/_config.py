@@ -165,6 +165,8 @@ class EngineConfig:
     ``device``: ``auto`` picks CUDA when present, else CPU. ``dtype``: ``auto``
     uses float32 on CPU and the checkpoint's dtype on accelerators.
     ``quantization``: ``None``, ``"4bit"`` or ``"8bit"`` (bitsandbytes).
+    ``attn_implementation``: passed to transformers (``"eager"``, ``"sdpa"``,
+    ``"flash_attention_2"``, ``"flex_attention"``); ``None`` lets it choose.
     ``max_batch_size``: most requests decoding at once (more wait in the queue
     and join as rows finish). ``batch_wait_ms``: while the engine is idle, how
     long it waits after a request arrives for others to join its first step
@@ -190,9 +192,15 @@ class EngineConfig:
     new ones are refused (requests sent together, as by ``generate_many``, are
     queued or refused as one). ``tool_format``: tool-call wire format, ``None`` =
     detect from the chat template. ``default_max_new_tokens``: used when a
-    request leaves ``max_new_tokens`` unset. ``mixed_lora``: how a step applies
-    its rows' LoRA adapters: ``"fused"`` (default) concatenates the step's
-    adapters per layer and applies them in two matmuls (``_fused_lora``),
+    request leaves ``max_new_tokens`` unset. ``adapters_dir``: where
+    ``adapters.load`` finds an adapter given by a short name and where training
+    saves one (``adapters_dir/<name>``; ``None``: training saves under
+    ``./adapters`` and ``adapters.load`` takes paths only).
+    ``trust_remote_code``: run the model repository's own Python code
+    (transformers' flag of that name; only for models you trust).
+    ``mixed_lora``: how a step applies its rows' LoRA adapters: ``"fused"``
+    (default) concatenates the step's adapters per layer and applies them in
+    two matmuls (``_fused_lora``),
     falling back to PEFT where it cannot; ``"peft"`` always uses PEFT's
     per-adapter loop.
 
@@ -252,6 +260,7 @@ class EngineConfig:
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
+        """Every field's name, in declaration order (what ``from_dict`` accepts)."""
         return tuple(a.name for a in attrs.fields(cls))
 
     @classmethod
@@ -276,6 +285,7 @@ class EngineConfig:
         return structure(dict(data), cls)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as plain JSON values; ``from_dict`` of it gives an equal config."""
         data: dict[str, Any] = converter.unstructure(self)
         return data
 

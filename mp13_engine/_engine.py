@@ -143,6 +143,7 @@ class Engine:
 
     @property
     def tokenizer(self) -> Any:
+        """The transformers tokenizer (its chat template renders ``messages``)."""
         return self._state.tokens.tokenizer
 
     @property
@@ -163,6 +164,7 @@ class Engine:
 
     @property
     def closed(self) -> bool:
+        """Whether ``close()`` was called; a closed engine raises ``EngineClosedError``."""
         return self._worker.closed
 
     # ----- request preparation (caller thread)
@@ -185,7 +187,7 @@ class Engine:
             )
         raise RequestError(
             "a request must be a Request, a prompt string or a list of message dicts, "
-            f"not {type(request).__name__}; for several prompts use generate_many"
+            f"not {type(request).__name__}{_SEVERAL_HINT}"
         )
 
     def _prepare(
@@ -273,15 +275,30 @@ class Engine:
         return self._start_many([request], overrides, watched)[0]
 
     def _start_many(
-        self, requests: Iterable[RequestLike], overrides: dict[str, Any], watched: bool = False
+        self,
+        requests: Iterable[RequestLike],
+        overrides: dict[str, Any],
+        watched: bool = False,
+        *,
+        many: bool = False,
     ) -> list[RequestState]:
-        """Prepare requests and queue them together (they share their first step)."""
+        """Prepare requests and queue them together (they share their first step).
+
+        ``many``: a ``*_many`` call, whose errors name the request (``requests[i]``)."""
         self._check_open()
         # Announce the requests while their prompts render, so an idle engine that is
         # collecting waits for them (concurrent callers then share their first step).
         self._worker.preparing(1)
         try:
-            states = [self._prepare(r, overrides, watched) for r in requests]
+            states = []
+            for i, r in enumerate(requests):
+                try:
+                    states.append(self._prepare(r, overrides, watched))
+                except RequestError as exc:
+                    if not many:
+                        raise
+                    message = str(exc).removesuffix(_SEVERAL_HINT)
+                    raise RequestError(f"requests[{i}]: {message}", field=exc.field) from exc
             self._submit(states)
         finally:
             self._worker.preparing(-1)
@@ -402,8 +419,12 @@ class Engine:
         return self._wait([self._start(request, overrides)])[0]
 
     def generate_many(self, requests: Iterable[RequestLike], **overrides: Any) -> list[Response]:
-        """Submit all requests together (they share steps) and return responses in order."""
-        return self._wait(self._start_many(_many(requests), overrides))
+        """Submit all requests together (they share steps) and return responses in order.
+
+        ``overrides`` apply to every request. Every request is checked before any is
+        queued: a bad one raises ``RequestError`` naming it (``requests[i]: ...``).
+        """
+        return self._wait(self._start_many(_many(requests), overrides, many=True))
 
     def _wait(self, states: list[RequestState]) -> list[Response]:
         """The responses of ``states``, in order; an interrupted wait cancels them."""
@@ -428,6 +449,11 @@ class Engine:
     def close(self, timeout: float | None = None) -> None:
         """Stop the worker: queued requests end CANCELLED, running rows stop at their next step.
 
+        ``timeout`` (seconds, None = no limit) bounds the wait for the step in progress;
+        past it, that step's requests are resolved CANCELLED at once. Closing twice
+        does nothing. After ``close`` every call that needs the model raises
+        ``EngineClosedError``.
+
         An engine that is never closed is stopped when it is garbage-collected (or at
         interpreter exit), which frees its model; closing it is still the clean way.
         """
@@ -443,13 +469,15 @@ class Engine:
 
     # ----- async twins
     async def agenerate(self, request: RequestLike, **overrides: Any) -> Response:
+        """Async ``generate``; cancelling the awaiting task cancels the request."""
         st = self._start(request, overrides)
         return await _await_state(st, self.cancel)
 
     async def agenerate_many(
         self, requests: Iterable[RequestLike], **overrides: Any
     ) -> list[Response]:
-        states = self._start_many(_many(requests), overrides)
+        """Async ``generate_many``; cancelling the awaiting task cancels every request."""
+        states = self._start_many(_many(requests), overrides, many=True)
         try:
             return [await _await_state(st, self.cancel) for st in states]
         except asyncio.CancelledError:
@@ -464,6 +492,7 @@ class Engine:
         return AsyncRequestStream(st, self.cancel)
 
     async def aclose(self, timeout: float | None = None) -> None:
+        """Async ``close`` (it waits in a thread, so the running loop stays responsive)."""
         timeout = wait_timeout(timeout, EngineError, "aclose")
         await asyncio.to_thread(self._worker.close, timeout)
 
@@ -533,6 +562,10 @@ def _config_from(
     raise ConfigError(
         f"Engine.load got {type(model).__name__}; give an EngineConfig, a model path or a hub id"
     )
+
+
+#: The advice a bad single request gets (dropped inside a ``*_many`` call).
+_SEVERAL_HINT = "; for several prompts use generate_many"
 
 
 def _many(requests: object) -> list[RequestLike]:

@@ -372,7 +372,10 @@ class RequestStream(_StreamBase):
     """
 
     def result(self, timeout: float | None = None) -> Response:
-        """Block until the request ends (e.g. after ``close``) and return its response."""
+        """Block until the request ends (e.g. after ``close``) and return its response.
+
+        ``TimeoutError`` if it has not ended within ``timeout`` seconds (None: no limit).
+        """
         return self._state.future.result(wait_timeout(timeout, RequestError, "result"))
 
     def __iter__(self) -> RequestStream:
@@ -388,6 +391,7 @@ class RequestStream(_StreamBase):
             raise
 
     def close(self) -> None:
+        """Stop iterating; a request that has not finished is cancelled (``CANCELLED``)."""
         self._close()
 
     def __enter__(self) -> RequestStream:
@@ -456,6 +460,7 @@ class AsyncRequestStream(_StreamBase):
             raise
 
     async def aclose(self) -> None:
+        """Stop iterating; a request that has not finished is cancelled (``CANCELLED``)."""
         self._close()
 
     async def __aenter__(self) -> AsyncRequestStream:

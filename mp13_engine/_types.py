@@ -167,6 +167,14 @@ class Request:
     ``timeout_s``: a deadline for the whole request (``None`` = the engine's
     default).
 
+    ``max_new_tokens``: ``None`` = ``EngineConfig.default_max_new_tokens``.
+    ``stop``: strings that end the reply (``finish_reason=STOP``); the stop
+    string itself is left out of the text. ``parse_tools=False`` runs no
+    tool-call parser: ``text`` is the raw decoded text, reasoning and markup
+    included, and ``tool_calls`` stays empty. ``continue_final``: continue the
+    last message, which must be an assistant one, instead of starting a reply.
+    ``return_prompt``: fill ``Response.prompt`` with the prompt text fed.
+
     Text inside messages and tool specs never becomes a control token: a user
     message that spells ``<|im_start|>`` reaches the model as that text.
     """
@@ -235,7 +243,19 @@ class RequestMetrics:
 
 @attrs.frozen(kw_only=True)
 class Response:
-    """The final result of a request."""
+    """The final result of a request.
+
+    ``text``: the reply content, without tool-call markup and reasoning (all
+    of ``raw_text`` when no parser runs: ``Request.parse_tools=False``, or an
+    engine without a tool format); ``reasoning``: the reasoning text
+    (``<think>`` blocks and the like);
+    ``raw_text``: everything decoded, markup and reasoning included (a stop
+    string is left out of every field); ``tool_calls``: the calls parsed from
+    it. ``parse_errors``: what the tool-call parser could not read (that text
+    stays in ``text``; parsing never raises). ``finish_reason``: see
+    ``FinishReason``; ``error`` says why when it is ``ERROR`` (``ok`` is False).
+    ``prompt``: the prompt text fed, only with ``Request.return_prompt``.
+    """
 
     id: str
     text: str = ""
@@ -258,7 +278,8 @@ class Response:
 class Chunk:
     """A streamed piece of a response.
 
-    ``text`` is the new content since the previous chunk (no tool-call markup);
+    ``text`` is the new content since the previous chunk (no tool-call markup,
+    unless ``Request.parse_tools=False`` or the engine has no tool format);
     ``reasoning`` the new reasoning text; ``tool_call`` is set on the chunk where
     a call closes. The last chunk has ``done=True`` and the final ``response``.
     """

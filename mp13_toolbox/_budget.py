@@ -22,7 +22,8 @@ Rules, checked by ``Toolbox.execute`` before a call runs:
   error result. A call made before any ``start_round()`` opens round 1.
 - The same call (same name, same arguments) repeated within the turn more
   than ``max_repeats`` times gets an error result that quotes the earlier
-  result, so the model can use it instead of calling again.
+  result, so the model can use it instead of calling again (default 0: no
+  repeat; ``None``: repeats are not limited).
 
 ``BudgetTracker`` guards itself with a lock: parallel calls from threads or
 ``asyncio.gather`` may share it.
@@ -54,7 +55,8 @@ class ToolBudget:
 
     max_calls: int | None = attrs.field(default=None, validator=_non_negative)
     max_rounds: int | None = attrs.field(default=None, validator=_non_negative)
-    max_repeats: int = attrs.field(default=0, validator=_non_negative)
+    #: Repeats of one call (same name and arguments) allowed per turn; 0: none.
+    max_repeats: int | None = attrs.field(default=0, validator=_non_negative)
 
     def start(self) -> BudgetTracker:
         """A fresh tracker for one turn."""
@@ -131,7 +133,7 @@ class BudgetTracker:
                 )
             seen = self._seen.get(key, 0)
             self._seen[key] = seen + 1
-            if seen > b.max_repeats:
+            if b.max_repeats is not None and seen > b.max_repeats:
                 earlier = self._results.get(key)
                 text = (
                     f"You already called {call.name} with these same arguments in this turn; "

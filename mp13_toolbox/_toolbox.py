@@ -58,7 +58,7 @@ from mp13_toolbox._errors import (
 )
 from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
-from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode
+from mp13_toolbox._scopes import _PATTERN_CHARS, ToolsScope, ToolsView, as_mode
 from mp13_toolbox._snapshot import ToolboxSnapshot, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import IS_TYPE
@@ -67,7 +67,14 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class Toolbox:
-    """Tools from Python functions or JSON specs, with modes, approval and budgets."""
+    """Tools from Python functions or JSON specs, with modes, approval and budgets.
+
+    ``builtins``: ``True`` registers every builtin tool (``BUILTINS``), a name or
+    a list of names those. ``max_output_chars`` and ``default_timeout_s``: see the
+    properties of those names. ``approval_defaults``: per-risk policies replacing
+    ``DEFAULT_APPROVALS`` for the risks named (``{"medium": "allow"}``; the others
+    keep theirs).
+    """
 
     def __init__(
         self,
@@ -168,8 +175,13 @@ class Toolbox:
         """Register ``func`` as a tool; its schema comes from its signature and docstring.
 
         Returns ``func`` unchanged, so it also works as ``@tb.register`` or
-        ``@tb.register(risk="high")``. ``timeout_s=None`` uses the toolbox default;
-        ``approval=None`` uses the default for ``risk``.
+        ``@tb.register(risk="high")``. ``name``/``description`` override the
+        function's ``__name__`` and docstring summary. ``mode``: the tool's global
+        mode (the ceiling every view keeps). ``timeout_s=None`` uses the toolbox
+        default; ``approval=None`` uses the default for ``risk`` (see
+        ``approval_defaults``: ``low`` is allowed, ``medium`` and ``high`` ask).
+        A name already registered raises ``ToolRegistrationError`` unless
+        ``replace=True``.
         """
 
         def add(f: _F) -> _F:
@@ -310,7 +322,9 @@ class Toolbox:
     # settings -----------------------------------------------------------------------------
 
     def set_mode(self, target: str, mode: ToolMode | str) -> builtins.list[str]:
-        """Set the global mode of a tool, or of all tools matching a ``*`` pattern."""
+        """Set the global mode of a tool, or of all tools matching a pattern (``"*"``,
+        ``"web_*"``: ``fnmatch``, as in ``ToolsScope``); returns the names changed.
+        ``UnknownToolError`` when no registered tool has that name or matches it."""
         if not isinstance(target, str):
             raise ToolSettingError(f"set_mode takes a tool name or pattern, not {target!r}")
         scope = ToolsScope({target: mode})
@@ -322,7 +336,12 @@ class Toolbox:
                     self._registry.update(tool.name, mode=new)
                     changed.append(tool.name)
         if not changed:
-            raise self._registry.unknown_tool_error(target)
+            if _PATTERN_CHARS.isdisjoint(target):
+                raise self._registry.unknown_tool_error(target)
+            known = ", ".join(self.names()) or "none registered"
+            raise UnknownToolError(
+                f"no tool matches the pattern {target!r} in this toolbox; known tools: {known}"
+            )
         return changed
 
     def set_risk(self, name: str, risk: Risk | str) -> None:
@@ -476,8 +495,13 @@ class Toolbox:
                 "wrap one call as [call], or run it with aexecute"
             )
         calls = builtins.list(calls)
-        for call in calls:
-            pl.check_arguments(call, view, budget, approval)
+        for i, call in enumerate(calls):
+            try:
+                pl.check_arguments(call, view, budget, approval)
+            except ToolboxError as exc:
+                if isinstance(call, ToolCall):  # a shared argument: no one call to name
+                    raise
+                raise ToolboxError(f"calls[{i}]: {exc}") from exc
         return list(
             await asyncio.gather(*(self.aexecute(c, view, approval, budget) for c in calls))
         )

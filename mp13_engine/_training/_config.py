@@ -108,7 +108,20 @@ class TrainingConfig:
     eval loss every ``eval_every`` steps and at the end.
 
     Length: ``max_steps`` optimizer steps, or ``epochs`` passes when it is None.
-    A step is ``grad_accum`` micro-batches of ``batch_size`` rows.
+    A step is ``grad_accum`` micro-batches of ``batch_size`` rows. Rows longer
+    than ``max_seq_len`` tokens are cut (``overflow="truncate"``) or left out
+    (``"drop"``); ``loss_on="all"`` counts every token in the loss. ``shuffle``
+    reorders the rows each epoch, seeded by ``seed``.
+
+    Optimisation: AdamW at ``learning_rate`` with ``weight_decay``, gradients
+    clipped to ``max_grad_norm``; ``scheduler`` is one of ``"linear"``,
+    ``"cosine"``, ``"constant"``, ``"constant_with_warmup"`` after
+    ``warmup_steps``. LoRA: rank ``lora_r``, scale ``lora_alpha``, dropout
+    ``lora_dropout``, on ``target_modules`` (``"all-linear"`` or module names).
+    ``precision``: ``"bfloat16"``/``"float16"`` train under autocast in that
+    dtype, ``"auto"``/``"float32"`` in the model's own dtype.
+    ``gradient_checkpointing`` trades compute for activation memory.
+    ``eval_batch_size``: rows per validation forward.
 
     Adapter: a new one named ``adapter`` (an error if loaded, unless
     ``continue_training=True``, which trains the loaded adapter further; its
@@ -190,7 +203,16 @@ class TrainingEvent:
 
 @attrs.frozen(kw_only=True)
 class TrainingResult:
-    """The outcome of a job; the adapter is loaded in the engine and saved at ``path``."""
+    """The outcome of a job; the adapter is loaded in the engine and saved at ``path``.
+
+    ``path`` is None, and nothing was kept, when the job was cancelled before its
+    first optimizer step (``steps == 0``, ``cancelled``). ``final_loss``: the loss
+    of the last optimizer step; ``eval_loss``: the last validation loss, when
+    there is validation data. ``train_rows``: rows trained on, after the
+    validation split and dropped rows; ``truncated_rows``: rows (training and
+    validation) cut to ``max_seq_len``; ``dropped_rows``: rows left out, too long
+    with ``overflow="drop"`` or with no token to learn from.
+    """
 
     adapter: str
     path: str | None

@@ -100,13 +100,19 @@ class TrainingJob:
     # ----- public
     @property
     def adapter(self) -> str:
+        """The name the adapter is trained (and installed) under: ``config.adapter``."""
         return self.config.adapter
 
     def cancel(self) -> None:
-        """Stop at the next step; the engine keeps serving. Idempotent."""
+        """Stop at the next step; the engine keeps serving. Idempotent.
+
+        The adapter trained so far is kept (saved and installed) when at least one
+        optimizer step ran; ``result().cancelled`` is then True.
+        """
         self._cancel.set()
 
     def done(self) -> bool:
+        """Whether the job has ended (finished, cancelled or failed); never blocks."""
         return self._future.done()
 
     def result(self, timeout: float | None = None) -> TrainingResult:
@@ -119,7 +125,11 @@ class TrainingJob:
         return await wait_one_way(self._future)
 
     def events(self, timeout: float | None = None) -> Iterator[TrainingEvent]:
-        """Progress events from the first one; ends after the DONE event (or failure)."""
+        """Progress events from the first one; ends after the DONE event (or failure).
+
+        ``timeout`` bounds the wait for each next event (None: no limit); past it the
+        iterator raises ``TimeoutError`` (the job goes on).
+        """
         timeout = wait_timeout(timeout, TrainingError, "events")
         i = 0
         while True:
@@ -281,7 +291,10 @@ class TrainingJob:
 
     # ----- phase 3: worker, one micro-batch per call
     def step(self) -> bool:
-        """One micro-batch (and an optimizer step every ``grad_accum``); False when finished."""
+        """One micro-batch (and an optimizer step every ``grad_accum``); False when finished.
+
+        The engine's worker calls it between serving steps (the ``Job`` protocol of
+        ``_scheduler``); it touches the model, so never call it yourself."""
         if self._future.done():
             return False
         try:
@@ -378,7 +391,9 @@ class TrainingJob:
         self._close_events()
 
     def fail(self, exc: BaseException) -> None:
-        """The job raised, or the engine closed: clean up and fail ``result()``."""
+        """The job raised, or the engine closed: clean up and fail ``result()``.
+
+        Called by the engine's worker; to stop a job, use ``cancel()``."""
         if self._future.done():
             return
         with contextlib.suppress(Exception):

@@ -69,6 +69,7 @@ class Opener:
     verbatim: tuple[tuple[str, str], ...] = ()
 
     def source(self) -> str:
+        """``pattern`` as a regular expression (escaped unless ``regex``)."""
         return self.pattern if self.regex else re.escape(self.pattern)
 
 

@@ -80,6 +80,7 @@ class FormatHandle:
 
     @property
     def name(self) -> str:
+        """The registered format's name."""
         return self.profile.name
 
     def unregister(self) -> None:

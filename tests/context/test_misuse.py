@@ -12,9 +12,11 @@ from mp13_context import (
     ContextError,
     CursorError,
     NotFoundError,
+    Role,
     SerializationError,
     Session,
     StoreError,
+    Turn,
     replay,
 )
 from mp13_toolbox import Toolbox
@@ -42,6 +44,7 @@ def _nodes(session: Session) -> int:
         (lambda cur: cur.fork(label=5), ContextError, "a branch label must be a string, not int"),
         (lambda cur: cur.try_out(label=[]), ContextError, "a branch label must be a string"),
         (lambda cur: cur.trim("1"), CursorError, "turns to trim is a whole number, not str"),
+        (lambda cur: cur.trim(-1), CursorError, r"cannot trim -1 user turns: give a count >= 0"),
         (lambda cur: cur.child("0"), CursorError, "a child index is a whole number, not str"),
         (
             lambda cur: cur.sibling(True),
@@ -52,6 +55,7 @@ def _nodes(session: Session) -> int:
         (lambda cur: cur.ask("x", on_event=5), ContextError, "on_event is a function .* not int"),
         (lambda cur: cur.retry(on_event="p"), ContextError, "on_event is a function .* not str"),
         (lambda cur: cur.batch(["x"], on_event=5), ContextError, "on_event is a function"),
+        (lambda cur: cur.batch(["x", 5]), CursorError, r"^prompts\[1\]: a prompt is a string"),
     ],
 )
 def test_wrong_types_on_a_cursor_raise_and_record_nothing(ctx, session, call, error, match):
@@ -160,3 +164,28 @@ def test_a_closed_session_says_so(ctx, session):
         cur.ask("again")
     with pytest.raises(StoreError, match=r"is closed; open it again with Session.open\(path\)"):
         session.search("hello")
+
+
+def test_append_names_a_kind_that_is_not_a_node_kind(session):
+    # A string kind used to be told "a TURN node needs a turn and other kinds must not
+    # have one", even when a turn was given.
+    conv = session.new_conversation()
+    with pytest.raises(CursorError, match=r"kind is a NodeKind \(NodeKind\.ROOT, .*\), not 'turn'"):
+        session.append(conv.root_id, "turn", turn=Turn(role=Role.USER, text="x"))
+    assert session.children(conv.root_id) == []
+
+
+def test_a_closed_session_reads_no_cached_node_either(ctx, session):
+    # Session.closed promises that every read then raises StoreError; nodes this
+    # session had already read (all of a live cursor's path) used to come back from
+    # its cache after close().
+    cur = ctx.cursor()
+    cur.ask("hello")
+    session.node(cur.node_id)
+    session.close()
+    reads = (session.node, session.path, session.settings_at, session.messages)
+    for read in reads:
+        with pytest.raises(StoreError, match=r"is closed; open it again"):
+            read(cur.node_id)
+    with pytest.raises(StoreError, match=r"is closed; open it again"):
+        cur.messages()

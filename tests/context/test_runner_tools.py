@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 import pytest
@@ -166,6 +167,25 @@ def test_astream_yields_events_and_records(tctx):
     events = asyncio.run(main())
     assert events[-1].kind is EventKind.DONE and events[-1].turn.text == "echo: hi"
     assert cur.node.turn.text == "echo: hi"
+
+
+def test_astream_closed_early_with_aclosing_cancels_the_reply_at_once(tctx, engine):
+    # Cursor.astream's docstring: a bare break leaves the exchange running until the
+    # iterator is garbage-collected; aclosing() closes it, cancelling the reply there.
+    cur = tctx.cursor()
+    engine.script(FakeReply(text="a b c d e f g h i j k l m n o p", delay_s=0.01))
+
+    async def main():
+        async with contextlib.aclosing(cur.astream("hi")) as events:
+            async for event in events:
+                if event.kind is EventKind.TEXT:
+                    break
+        assert not cur.running
+        return await cur.aask("next")
+
+    assert asyncio.run(main()).text == "echo: next"
+    replies = [n.turn for n in cur.path() if n.turn and n.turn.role is Role.ASSISTANT]
+    assert replies[0].cancelled and replies[0].text != "a b c d e f g h i j k l m n o p"
 
 
 def test_async_approval_in_a_batch(session, toolbox):

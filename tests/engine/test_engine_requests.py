@@ -142,6 +142,23 @@ def test_one_request_given_to_generate_many_is_refused_not_split(engine, request
     assert [r.ok for r in engine.generate_many(("a", "b"), max_new_tokens=1)] == [True] * 2
 
 
+def test_a_bad_request_inside_generate_many_is_named_by_its_index(engine):
+    # It used to get generate's advice "for several prompts use generate_many", with no
+    # word of which request was wrong.
+    before = engine.metrics().total_requests
+    for call in (
+        lambda: engine.generate_many(["a", 5], max_new_tokens=1),
+        lambda: asyncio.run(engine.agenerate_many(["a", 5], max_new_tokens=1)),
+    ):
+        with pytest.raises(RequestError, match=r"^requests\[1\]: a request must be") as info:
+            call()
+        assert "use generate_many" not in str(info.value)
+    with pytest.raises(RequestError, match=r"^requests\[0\]: invalid Request.top_k") as info:
+        engine.generate_many([Request(prompt="a")], top_k=-1)
+    assert info.value.field == "top_k"
+    assert engine.metrics().total_requests == before  # nothing was queued
+
+
 # --- tools in the forms users try (issue 12.2) ------------------------------------------
 
 

@@ -69,6 +69,14 @@ def test_allowed_repeats_and_fresh_turns(tb):
     assert not tb.execute(call, budget=ToolBudget(max_repeats=1).start()).is_error
 
 
+def test_max_repeats_none_means_no_limit(tb):
+    # ToolBudget says "None means no limit" and accepted max_repeats=None, but the
+    # first call then raised TypeError ('>' between int and NoneType) from execute.
+    budget = ToolBudget(max_repeats=None).start()
+    call = ToolCall("double", {"x": 1})
+    assert [tb.execute(call, budget=budget).is_error for _ in range(4)] == [False] * 4
+
+
 def test_parallel_calls_share_one_budget(tb):
     budget = ToolBudget(max_calls=5).start()
 

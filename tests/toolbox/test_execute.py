@@ -317,6 +317,15 @@ def test_registration_rules():
     assert box.specs() == []
 
 
+def test_set_mode_on_a_pattern_that_matches_nothing_says_pattern(tb):
+    # It used to say "no tool named 'web_*'", as if the pattern were read as a name.
+    with pytest.raises(UnknownToolError, match=r"no tool matches the pattern 'web_\*'"):
+        tb.set_mode("web_*", "silent")
+    with pytest.raises(UnknownToolError, match=r"no tool named 'web'"):
+        tb.set_mode("web", "silent")
+    assert tb.set_mode("ad?", "silent") == ["add"]
+
+
 def test_misuse_of_the_budget_argument_raises_clearly(tb):
     with pytest.raises(ToolboxError, match=r"ToolBudget\(...\).start\(\)"):
         tb.execute(ToolCall("add", {"a": 1}), budget=ToolBudget(max_calls=1))
@@ -395,6 +404,8 @@ def test_a_round_with_one_misused_call_runs_none_of_them(tb):
     with pytest.raises(ToolboxError, match="call must be a ToolCall"):
         asyncio.run(tb.aexecute_many([ToolCall("mark", {}), "mark"]))
     assert ran == []
+    with pytest.raises(ToolboxError, match=r"^calls\[1\]: call must be a ToolCall, got str"):
+        asyncio.run(tb.aexecute_many([ToolCall("mark", {}), "mark"]))  # which one is wrong
 
 
 def test_threads_and_tasks_share_one_toolbox(tb):
