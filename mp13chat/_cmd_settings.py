@@ -75,7 +75,7 @@ def system_pop(repl: Repl, line: CommandLine) -> None:
     if repl.cursor.settings.system_prev is None:
         # Checked here so the advice names REPL commands, not the cursor's methods.
         raise UsageError(
-            "nothing to undo: no /system change on this branch; "
+            "nothing to undo: no /system set, add, none or default on this branch; "
             "/system set TEXT sets one, /system default goes back to the template's"
         )
     repl.cursor.system.pop()

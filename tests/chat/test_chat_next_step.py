@@ -27,7 +27,7 @@ def test_nested_group_help_and_unknown_subcommand_show_the_full_path(make_chat):
 def test_pop_with_nothing_to_undo_names_repl_commands(make_chat):
     h = make_chat(FakeEngine())
     out = _flat(h.run("/system pop", "/adapters pop", "/tools scope pop"))
-    assert "nothing to undo: no /system change on this branch; /system set TEXT" in out
+    assert "nothing to undo: no /system set, add, none or default on this branch; /system" in out
     assert "nothing to undo: no /adapters use, add, base or default on this branch" in out
     assert "nothing to undo: no scope change on this branch; /tools scope add" in out
     assert ".set(...)" not in out and ".default()" not in out
