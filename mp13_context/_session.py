@@ -145,7 +145,8 @@ class Session:
     def settings_at(self, node_id: str) -> EffectiveSettings:
         """The effective settings after ``node_id``'s commands (an O(1) lookup)."""
         _require_id(node_id)
-        self._require_open()
+        # The node cache outlives close(): a closed session reads nothing, cached or not.
+        self._store.require_open()
         sid = self._settings_of.get(node_id)
         if sid is None:
             self.node(node_id)
@@ -210,11 +211,6 @@ class Session:
         self._cache(node, r.state_id)
         return node
 
-    def _require_open(self) -> None:
-        # The node cache outlives close(); reads that it would serve must still fail,
-        # as ``closed`` promises (a closed session reads nothing, cached or not).
-        self._store._require_open()
-
     def _cache(self, node: Node, state_id: int) -> None:
         self._nodes[node.id] = node
         self._settings_of[node.id] = state_id
@@ -222,7 +218,7 @@ class Session:
     def node(self, node_id: str) -> Node:
         """The node with this id (``NotFoundError`` if there is none)."""
         _require_id(node_id)
-        self._require_open()
+        self._store.require_open()
         node = self._nodes.get(node_id)
         if node is not None:
             return node
@@ -248,7 +244,7 @@ class Session:
     def path(self, node_id: str) -> list[Node]:
         """The nodes from the root down to ``node_id``."""
         _require_id(node_id)
-        self._require_open()
+        self._store.require_open()
         out: list[Node] = []
         nid: str | None = node_id
         while nid is not None:

@@ -178,7 +178,8 @@ class Store:
             self.closed = True
             self.conn.close()
 
-    def _require_open(self) -> None:
+    def require_open(self) -> None:
+        """``StoreError`` once closed (also for reads a caller would serve from a cache)."""
         if self.closed:
             raise StoreError(
                 f"session {self.path!r} is closed; open it again with Session.open(path)"
@@ -204,7 +205,7 @@ class Store:
         if self.read_only:
             raise ReadOnlyError(_READ_ONLY)
         with self.lock:
-            self._require_open()
+            self.require_open()
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -218,7 +219,7 @@ class Store:
 
     def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
         with self.lock:
-            self._require_open()
+            self.require_open()
             try:
                 rows: list[Row] = self.conn.execute(sql, args).fetchall()
                 return rows
