@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 
 from mp13_toolbox._context import ToolContext
+from mp13_toolbox._convert import typeddict_keys
 from mp13_toolbox._errors import ToolRegistrationError
 from mp13_toolbox._registry import Signature
 from mp13_toolbox._types import ToolSpec
@@ -234,8 +235,7 @@ def _record_fields(tp: type, where: str) -> list[tuple[str, Any, bool, Any]] | N
             )
         return out
     if typing.is_typeddict(tp):
-        required = getattr(tp, "__required_keys__", frozenset(hints))
-        return [(n, t, n in required, dataclasses.MISSING) for n, t in hints.items()]
+        return [(n, t, req, dataclasses.MISSING) for n, t, req in typeddict_keys(tp)]
     return None
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import typing
-from typing import Annotated, Any, Literal, Optional, TypedDict, TypeVar
+from typing import Annotated, Any, Literal, NotRequired, Optional, Required, TypedDict, TypeVar
 
 import attrs
 import pytest
 
 from mp13_toolbox import (
     Toolbox,
+    ToolCall,
     ToolContext,
     ToolRegistrationError,
     ToolSpec,
@@ -355,3 +356,37 @@ def test_a_tool_spec_of_the_wrong_shape_is_refused_when_built(make, problem):
     with pytest.raises(ToolRegistrationError) as err:
         make()
     assert str(err.value).startswith(problem)
+
+
+class Order(TypedDict):
+    item: str
+    color: NotRequired[Color]
+
+
+class Patch(TypedDict, total=False):
+    id: Required[int]
+    note: str
+
+
+def test_typeddict_keys_marked_required_or_not():
+    # This module uses `from __future__ import annotations`, under which Python 3.11
+    # cannot see NotRequired when it builds __required_keys__: registration failed
+    # ("cannot describe type typing.NotRequired[...]"), then calls without the key
+    # were refused.
+    tb = Toolbox()
+
+    @tb.register
+    def place(order: Order, patch: Patch) -> str:
+        return f"{order!r} {patch!r}"
+
+    p = tb.get("place").spec.parameters["properties"]
+    assert p["order"]["properties"]["color"] == {"type": "string", "enum": ["red", "green"]}
+    assert p["order"]["required"] == ["item"]
+    assert p["patch"]["required"] == ["id"]
+    ok = tb.execute(ToolCall("place", {"order": {"item": "pen"}, "patch": {"id": 1}}))
+    assert (ok.is_error, ok.content) == (False, "{'item': 'pen'} {'id': 1}")
+    full = {"order": {"item": "pen", "color": "red"}, "patch": {"id": 1, "note": "n"}}
+    typed = tb.execute(ToolCall("place", full)).content
+    assert typed == "{'item': 'pen', 'color': <Color.RED: 'red'>} {'id': 1, 'note': 'n'}"
+    missing = tb.execute(ToolCall("place", {"order": {"item": "pen"}, "patch": {"note": "n"}}))
+    assert missing.is_error and "argument 'patch.id' is required (integer)" in missing.content
