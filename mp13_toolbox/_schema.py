@@ -108,8 +108,10 @@ def parse_docstring(doc: str | None) -> Docstring:
 
 
 def _jsonable(value: Any) -> bool:
+    """Whether ``value`` is JSON: ``inf`` and ``nan`` are not (``json`` would write
+    ``Infinity``, which a model's template and other JSON readers reject)."""
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         return False
     return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import typing
 from typing import Annotated, Any, Literal, NotRequired, Optional, Required, TypedDict, TypeVar
 
@@ -390,3 +391,17 @@ def test_typeddict_keys_marked_required_or_not():
     assert typed == "{'item': 'pen', 'color': <Color.RED: 'red'>} {'id': 1, 'note': 'n'}"
     missing = tb.execute(ToolCall("place", {"order": {"item": "pen"}, "patch": {"note": "n"}}))
     assert missing.is_error and "argument 'patch.id' is required (integer)" in missing.content
+
+
+def test_defaults_json_cannot_hold_as_numbers_are_not_recorded():
+    # inf was recorded as `"default": Infinity`, which is not JSON: a template's tojson
+    # or a strict reader of the tool spec chokes on it.
+    def scan(limit: float = math.inf, eps: float = math.nan, step: float = 0.5) -> None: ...
+
+    p = params(scan)
+    assert p["properties"] == {
+        "limit": {"type": "number"},
+        "eps": {"type": "number"},
+        "step": {"type": "number", "default": 0.5},
+    }
+    assert "required" not in p
