@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
+import functools
 import inspect
 import json
 import re
@@ -276,14 +277,15 @@ def function_spec(
             f"cannot read the signature of {tool_name!r}: {exc}; wrap it in a def with typed "
             "parameters"
         ) from exc
+    annotated = _annotated(func)
     try:
-        hints = typing.get_type_hints(func, include_extras=True)
+        hints = typing.get_type_hints(annotated, include_extras=True)
     except Exception as exc:
         raise ToolRegistrationError(
             f"cannot resolve the type hints of {tool_name!r}: {exc}; make sure every name used "
             "in its annotations is importable from its module"
         ) from exc
-    doc = parse_docstring(inspect.getdoc(func))
+    doc = parse_docstring(inspect.getdoc(annotated) or inspect.getdoc(func))
     props: dict[str, Any] = {}
     required: list[str] = []
     params: dict[str, Any] = {}
@@ -327,6 +329,24 @@ def function_spec(
         parameters=parameters,
     )
     return spec, Signature(params=params, context_param=context_param)
+
+
+def _annotated(func: collections.abc.Callable[..., object]) -> Any:
+    """The function whose annotations and docstring describe calling ``func``.
+
+    ``typing.get_type_hints`` takes only functions, methods, classes and modules: a
+    ``functools.partial`` is read through to the function it wraps (the signature
+    still drops what the partial binds), an object with ``__call__`` through its
+    class's ``__call__`` (the signature drops ``self``).
+    """
+    target: Any = func
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not (inspect.isroutine(target) or inspect.isclass(target)):
+        call = inspect.getattr_static(type(target), "__call__", None)
+        if inspect.isfunction(call):
+            return call
+    return target
 
 
 def _plain(value: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import typing
 from typing import Annotated, Any, Literal, NotRequired, Optional, Required, TypedDict, TypeVar
@@ -405,3 +406,47 @@ def test_defaults_json_cannot_hold_as_numbers_are_not_recorded():
         "step": {"type": "number", "default": 0.5},
     }
     assert "required" not in p
+
+
+class Greeter:
+    """A greeter object."""
+
+    def __call__(self, who: str, loud: bool = False) -> str:
+        """Greet someone.
+
+        Args:
+            who: Whom to greet.
+        """
+        return f"hi {who}{'!' if loud else ''}"
+
+
+def test_callable_objects_and_partials_are_tools():
+    # Both were refused: "cannot resolve the type hints of ...: <obj> is not a module,
+    # class, method, or function", which blamed the annotations.
+    def power(base: int, exp: int = 2) -> int:
+        """Raise a number to a power.
+
+        Args:
+            base: The number.
+            exp: The power.
+        """
+        return base**exp
+
+    tb = Toolbox()
+    tb.register(Greeter(), name="greet")
+    tb.register(functools.partial(power, exp=3), name="cube")
+    greet = tb.get("greet").spec
+    assert greet.description == "Greet someone."
+    assert greet.parameters["properties"] == {
+        "who": {"type": "string", "description": "Whom to greet."},
+        "loud": {"type": "boolean", "default": False},
+    }
+    cube = tb.get("cube").spec
+    assert cube.description == "Raise a number to a power."
+    assert cube.parameters["properties"]["exp"] == {
+        "type": "integer",
+        "description": "The power.",
+        "default": 3,
+    }
+    assert tb.execute(ToolCall("greet", {"who": "Ann", "loud": True})).content == "hi Ann!"
+    assert tb.execute(ToolCall("cube", {"base": 2})).content == "8"
