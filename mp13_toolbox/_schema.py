@@ -277,6 +277,12 @@ def function_spec(
             f"cannot read the signature of {tool_name!r}: {exc}; wrap it in a def with typed "
             "parameters"
         ) from exc
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise ToolRegistrationError(
+            f"tool {tool_name!r} is a generator function: the model would get "
+            "'<generator object ...>', not what it yields; return a list instead "
+            "(e.g. return list(...))"
+        )
     annotated = _annotated(func)
     try:
         hints = typing.get_type_hints(annotated, include_extras=True)

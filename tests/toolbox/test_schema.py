@@ -450,3 +450,16 @@ def test_callable_objects_and_partials_are_tools():
     }
     assert tb.execute(ToolCall("greet", {"who": "Ann", "loud": True})).content == "hi Ann!"
     assert tb.execute(ToolCall("cube", {"base": 2})).content == "8"
+
+
+def test_generator_functions_are_refused_with_what_to_do():
+    # A generator tool registered fine and the model got '"<generator object ...>"'.
+    def numbers(n: int) -> typing.Iterator[int]:
+        yield from range(n)
+
+    async def anumbers(n: int) -> typing.AsyncIterator[int]:
+        yield n
+
+    for func in (numbers, anumbers):
+        with pytest.raises(ToolRegistrationError, match=r"generator function.*return a list"):
+            Toolbox().register(func)
