@@ -8,9 +8,15 @@
 [X]``, ``tuple[X, ...]`` and fixed tuples, ``dict[str, X]`` / ``Mapping``,
 ``Annotated[X, "description"]``, and nested attrs classes, dataclasses and
 ``TypedDict``. A parameter without a default is ``required``; a JSON-able
-default is recorded as ``default``. ``*args`` is rejected, ``**kwargs`` allows
-extra arguments, and a parameter annotated ``ToolContext`` is injected by the
-toolbox and not part of the schema.
+default is recorded as ``default`` (``inf`` and ``nan`` are not JSON: not
+recorded). ``*args`` is rejected, ``**kwargs`` allows extra arguments, and a
+parameter annotated ``ToolContext`` is injected by the toolbox and not part of
+the schema. TypedDict keys follow their ``Required``/``NotRequired`` wrappers.
+
+Besides functions and methods, an object with ``__call__`` (read from its
+class's ``__call__``) and a ``functools.partial`` (read from the function it
+wraps, less what it binds; name it with ``name=``) are tools. A generator
+function is refused: the model would get the generator object, not its items.
 
 Descriptions come from the docstring: the text before the first section is the
 tool's description; ``Args:`` (also ``Arguments:``/``Parameters:``) lines
