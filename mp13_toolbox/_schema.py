@@ -10,8 +10,9 @@
 ``TypedDict``. A parameter without a default is ``required``; a JSON-able
 default is recorded as ``default`` (``inf`` and ``nan`` are not JSON: not
 recorded). ``*args`` is rejected, ``**kwargs`` allows extra arguments, and a
-parameter annotated ``ToolContext`` is injected by the toolbox and not part of
-the schema. TypedDict keys follow their ``Required``/``NotRequired`` wrappers.
+parameter annotated ``ToolContext`` (also ``Optional``/``Annotated``) is
+injected by the toolbox and not part of the schema. TypedDict keys follow their
+``Required``/``NotRequired`` wrappers.
 
 Besides functions and methods, an object with ``__call__`` (read from its
 class's ``__call__``) and a ``functools.partial`` (read from the function it
@@ -151,6 +152,11 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
         )
     if tp is inspect.Parameter.empty or tp is Any or tp is object:
         return {}
+    if tp is ToolContext:
+        raise ToolRegistrationError(
+            f"{where}: ToolContext is filled by the toolbox, not sent by the model; annotate "
+            "a parameter of its own with ToolContext (or ToolContext | None) to receive it"
+        )
     if tp in _SCALARS:
         return dict(_SCALARS[tp])
     origin = typing.get_origin(tp)
@@ -318,7 +324,7 @@ def function_spec(
                 f"tool {tool_name!r}: positional-only parameter {p.name!r} cannot be passed by "
                 "name; remove the '/' from its signature"
             )
-        if tp is ToolContext:
+        if _is_context(tp):
             context_param = p.name
             continue
         schema = type_schema(tp, f"tool {tool_name!r}, parameter {p.name!r}")
@@ -341,6 +347,17 @@ def function_spec(
         parameters=parameters,
     )
     return spec, Signature(params=params, context_param=context_param)
+
+
+def _is_context(tp: Any) -> bool:
+    """``ToolContext``, also as ``Optional[ToolContext]`` (a tool that Python code calls
+    directly too) or ``Annotated[ToolContext, ...]``: the toolbox fills it."""
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        return members == [ToolContext]
+    return tp is ToolContext
 
 
 def _annotated(func: collections.abc.Callable[..., object]) -> Any:

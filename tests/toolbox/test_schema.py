@@ -463,3 +463,28 @@ def test_generator_functions_are_refused_with_what_to_do():
     for func in (numbers, anumbers):
         with pytest.raises(ToolRegistrationError, match=r"generator function.*return a list"):
             Toolbox().register(func)
+
+
+def test_an_optional_or_annotated_tool_context_is_still_injected():
+    # `ctx: ToolContext | None = None` (so Python code can call the tool too) was read
+    # as an argument the model sends, and registration failed on ToolContext's fields.
+    tb = Toolbox()
+
+    @tb.register
+    def where(q: str, ctx: ToolContext | None = None) -> str:
+        return f"{q} from {ctx.call.name if ctx else 'python'}"
+
+    @tb.register
+    def named(ctx: Annotated[ToolContext, "injected"]) -> str:
+        return ctx.call.name
+
+    assert tb.get("where").spec.parameters["properties"] == {"q": {"type": "string"}}
+    assert tb.get("named").spec.parameters["properties"] == {}
+    assert tb.execute(ToolCall("where", {"q": "hi"})).content == "hi from where"
+    assert tb.execute(ToolCall("named")).content == "named"
+    assert where("hi") == "hi from python"
+
+    def nested(contexts: list[ToolContext]) -> None: ...
+
+    with pytest.raises(ToolRegistrationError, match="ToolContext is filled by the toolbox"):
+        tb.register(nested)
