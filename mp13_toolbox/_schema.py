@@ -22,6 +22,8 @@ function is refused: the model would get the generator object, not its items.
 Descriptions come from the docstring: the text before the first section is the
 tool's description; ``Args:`` (also ``Arguments:``/``Parameters:``) lines
 ``name (type): text`` with indented continuation lines describe parameters.
+reST field lists (``:param name: text``) and NumPy ``Parameters`` sections are
+read too (``parse_docstring``), so their markup never reaches the description.
 An ``Annotated`` string wins over the docstring.
 
 The schema only uses the subset that ``_validate`` checks, so what is
@@ -52,9 +54,28 @@ from mp13_toolbox._types import ToolSpec
 from mp13_toolbox._validate import TYPE_NAMES
 
 _SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]*):\s*$")
-_ARG_SECTIONS = {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
+_ARG_SECTIONS = {
+    "Args",
+    "Arguments",
+    "Parameters",
+    "Other Parameters",
+    "Params",
+    "Keyword Args",
+    "Keyword Arguments",
+}
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
 _MAX_DEPTH = 8
+# reST field lists (``:param int a: text``) and NumPy sections (``Parameters`` over a
+# line of dashes; ``a : int`` entries).
+_FIELD = re.compile(r"^:(\w+)([^:]*):(.*)$")
+_FIELDS = ":fields"  # the section name used for a field list
+_PARAM_FIELDS = {"param", "parameter", "arg", "argument", "key", "keyword"}
+_RULE = re.compile(r"^\s*-{3,}\s*$")
+_NUMPY_HEAD = re.compile(
+    r"^(Parameters|Other Parameters|Keyword Arguments|Returns|Yields|Receives|Raises|Warns"
+    r"|Warnings|See Also|Notes|References|Examples|Attributes|Methods)$"
+)
+_NUMPY_ARG = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")
 
 # Scalar annotation -> its schema, by the JSON type names ``_validate`` checks.
 _SCALARS: dict[Any, dict[str, Any]] = {
@@ -85,7 +106,14 @@ class Docstring:
 
 
 def parse_docstring(doc: str | None) -> Docstring:
-    """Split a Google-style docstring into its summary text and ``Args:`` entries."""
+    """Split a docstring into its summary text and per-argument text.
+
+    Google style (``Args:`` entries) is the house style; reST field lists
+    (``:param [type] name: text``; ``:returns:``, ``:type x:``... are dropped) and
+    NumPy sections (a ``Parameters`` header underlined with dashes, ``name : type``
+    lines with indented text) are read too, so that their markup never lands in the
+    description the model reads.
+    """
     if not doc:
         return Docstring()
     lines = inspect.cleandoc(doc).splitlines()
@@ -94,19 +122,46 @@ def parse_docstring(doc: str | None) -> Docstring:
     section: str | None = None
     current: str | None = None
     arg_indent = 0
-    for line in lines:
+    numpy = False
+    for i, line in enumerate(lines):
+        top = bool(line.strip()) and not line.startswith((" ", "\t"))
         head = _SECTION.match(line)
-        if head and not line.startswith((" ", "\t")):
-            section, current = head.group(1).strip(), None
+        if head and top:
+            section, current, numpy = head.group(1).strip(), None, False
+            continue
+        if numpy and _RULE.match(line) and i and _NUMPY_HEAD.match(lines[i - 1]):
+            continue  # the underline of the header just read
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if top and _NUMPY_HEAD.match(line) and _RULE.match(following):
+            section, current, numpy = line.strip(), None, True
+            continue
+        field = _FIELD.match(line)
+        if field:
+            kind, middle, text = field.groups()
+            names = middle.split()
+            section, current = _FIELDS, None
+            if kind in _PARAM_FIELDS and names:
+                current = names[-1].lstrip("*")
+                args[current] = text.strip()
             continue
         if section is None:
             desc.append(line)
             continue
-        if section not in _ARG_SECTIONS or not line.strip():
+        if section not in (*_ARG_SECTIONS, _FIELDS) or not line.strip():
             continue
         indent = len(line) - len(line.lstrip())
-        m = _ARG_LINE.match(line)
-        if m and (current is None or indent <= arg_indent):
+        if section == _FIELDS or (numpy and indent > 0):
+            if current is not None and indent > 0:  # continuation of the current entry
+                args[current] = f"{args[current]} {line.strip()}".strip()
+            elif section == _FIELDS:
+                current = None  # prose after a field list is not an argument's
+            continue
+        m = _NUMPY_ARG.match(line) if numpy else _ARG_LINE.match(line)
+        if numpy:
+            current = m.group(1) if m else None  # `name : type`: the type is not text
+            if current is not None:
+                args[current] = ""
+        elif m and (current is None or indent <= arg_indent):
             current, arg_indent = m.group(1), indent
             args[current] = m.group(3).strip()
         elif current is not None:

@@ -285,6 +285,45 @@ def test_parse_docstring_handles_missing_and_odd_docs():
     assert doc.args == {"a": "one", "b": "two"}
 
 
+def test_rest_and_numpy_docstrings_describe_arguments_too():
+    # Their markup (":param a: ...", "Parameters / ----------") landed in the tool's
+    # description verbatim and no argument got a description.
+    rest = parse_docstring(
+        """Add numbers.
+
+        :param a: The first number.
+        :param int b: The second
+            number.
+        :type a: int
+        :returns: The sum.
+        """
+    )
+    assert rest.description == "Add numbers."
+    assert rest.args == {"a": "The first number.", "b": "The second number."}
+    numpy = parse_docstring(
+        """Add numbers.
+
+        Parameters
+        ----------
+        a : int
+            The first number.
+        b : int, optional
+            The second
+            number.
+
+        Returns
+        -------
+        int
+            The sum.
+        """
+    )
+    assert numpy.description == "Add numbers."
+    assert numpy.args == {"a": "The first number.", "b": "The second number."}
+    # A line of dashes under ordinary prose is prose.
+    prose = parse_docstring("Text with a rule\n---\nand more")
+    assert prose.description == "Text with a rule\n---\nand more" and prose.args == {}
+
+
 @dataclasses.dataclass
 class Paging:
     page: int = 1
