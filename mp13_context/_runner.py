@@ -27,6 +27,8 @@ Failure rules: an engine error or exception is recorded on the turn
 fed back to the model. Neither raises. Cancelling (``cancel()``, by id through
 the context, or cancelling the task) records the turn with ``cancelled=True``
 and the partial text; task cancellation is then re-raised, as asyncio expects.
+An exception from an event callback during a tool round (or Ctrl+C) is raised
+too, after the reply and the results of the calls that ran are recorded.
 A request cancelled before it reached the engine (while the ``REQUEST`` event's
 callback ran) is never sent and ends ``CANCELLED`` with no text. A failure to
 record (``StoreError``, e.g. a full disk) raises it to the caller, and nothing
@@ -138,10 +140,17 @@ class Exchange:
             continuing = False
             try:
                 results, go_on = await self.tool_round(calls, budget, rounds, params)
-            except asyncio.CancelledError:
-                # Keep the tree well formed: every call gets a result, done or cancelled.
+            except BaseException as exc:
+                # Cancelled, or an event callback raised (or Ctrl+C): keep the tree well
+                # formed and keep what ran (tools may have acted): every call gets a
+                # result, done or not run, recorded before the exception goes on.
+                why = (
+                    "cancelled"
+                    if isinstance(exc, asyncio.CancelledError)
+                    else f"not executed: the turn stopped ({type(exc).__name__})"
+                )
                 done = [*self._results]
-                done += [error_result(c, "cancelled") for c in calls[len(done) :]]
+                done += [error_result(c, why) for c in calls[len(done) :]]
                 tool_turn = Turn(role=Role.TOOL, tool_results=tuple(done), auto=True)
                 await self.record_turns(turn, tool_turn)
                 raise

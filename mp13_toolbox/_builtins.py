@@ -166,6 +166,19 @@ def calculator(expression: str) -> str:
         raise CalculatorError(f"math error: {exc}") from None
 
 
+def _zone_name(text: str) -> str:
+    """The IANA name ``text`` means: models write "utc" or "europe/paris", and IANA
+    names are case-sensitive (files on disk); an exact name is used as given."""
+    try:
+        zoneinfo.ZoneInfo(text)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        wanted = text.replace(" ", "_").casefold()
+        for name in zoneinfo.available_timezones():
+            if name.casefold() == wanted:
+                return name
+    return text
+
+
 def current_time(timezone: str | None = None) -> str:
     """The current date and time as ISO 8601 text.
 
@@ -177,7 +190,7 @@ def current_time(timezone: str | None = None) -> str:
         now = _dt.datetime.now().astimezone()
     else:
         try:
-            zone = zoneinfo.ZoneInfo(timezone.strip())
+            zone = zoneinfo.ZoneInfo(_zone_name(timezone.strip()))
         except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(
                 f"unknown time zone {timezone!r}; use an IANA name like 'Europe/Paris', "

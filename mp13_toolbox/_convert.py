@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -76,6 +77,50 @@ def _structure_union(value: Any, tp: Any) -> Any:
 
 
 converter.register_structure_hook_func(_is_union, _structure_union)
+
+
+def _key_wrappers(name: str) -> tuple[Any, ...]:
+    """``typing``'s ``Required``/``NotRequired`` (3.11+) and ``typing_extensions``' when
+    the program imported it (the 3.10 spelling); nothing is imported here."""
+    modules = (typing, sys.modules.get("typing_extensions"))
+    return tuple(w for m in modules if m is not None for w in [getattr(m, name, None)] if w)
+
+
+_REQUIRED = _key_wrappers("Required")
+_NOT_REQUIRED = _key_wrappers("NotRequired")
+
+
+def typeddict_keys(tp: Any) -> list[tuple[str, Any, bool]]:
+    """``(name, type, required)`` per key of TypedDict ``tp``, types unwrapped.
+
+    A ``Required``/``NotRequired`` wrapper decides, else ``__required_keys__`` (the
+    class's ``total``): under ``from __future__ import annotations`` Python 3.11 cannot
+    see the wrappers when it builds ``__required_keys__`` (nor can cattrs, which reads
+    it), so it would require a ``NotRequired`` key.
+    """
+    hints = typing.get_type_hints(tp, include_extras=True)
+    by_class = getattr(tp, "__required_keys__", frozenset(hints))
+    out = []
+    for name, key_type in hints.items():
+        required = name in by_class
+        while typing.get_origin(key_type) in (*_REQUIRED, *_NOT_REQUIRED):
+            required = typing.get_origin(key_type) in _REQUIRED
+            key_type = typing.get_args(key_type)[0]
+        out.append((name, key_type, required))
+    return out
+
+
+def _structure_typeddict(value: Any, tp: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected an object for {tp.__name__}, got {value!r}")
+    keys = typeddict_keys(tp)
+    missing = [name for name, _, required in keys if required and name not in value]
+    if missing:
+        raise ValueError(f"required keys missing: {', '.join(missing)}")
+    return {n: converter.structure(value[n], t) for n, t, _ in keys if n in value}
+
+
+converter.register_structure_hook_func(typing.is_typeddict, _structure_typeddict)
 
 
 def _describe(exc: BaseException, tp: Any) -> str:

@@ -28,7 +28,8 @@ Invariants:
   inline tool ran or while ``execute`` waited), which must stay able to stop a
   program.
 - Outputs: ``str`` as is; anything else JSON-encoded (attrs classes,
-  dataclasses and enums through the package converter); text longer than the
+  dataclasses and enums through the package converter, sets as sorted arrays,
+  what JSON cannot hold as its text); text longer than the
   cap is cut and ends with ``… [truncated N chars]``.
 """
 
@@ -194,6 +195,13 @@ async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcom
 
 
 def _json_fallback(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        # JSON has no sets: an array, sorted so that the same set gives the same text in
+        # every process (string hashing, hence set order, changes between runs).
+        try:
+            return sorted(value)
+        except TypeError:  # mixed kinds (1 and "a") do not compare
+            return sorted(value, key=repr)
     try:
         plain = converter.unstructure(value)
     except Exception:

@@ -8,13 +8,22 @@
 [X]``, ``tuple[X, ...]`` and fixed tuples, ``dict[str, X]`` / ``Mapping``,
 ``Annotated[X, "description"]``, and nested attrs classes, dataclasses and
 ``TypedDict``. A parameter without a default is ``required``; a JSON-able
-default is recorded as ``default``. ``*args`` is rejected, ``**kwargs`` allows
-extra arguments, and a parameter annotated ``ToolContext`` is injected by the
-toolbox and not part of the schema.
+default is recorded as ``default`` (``inf`` and ``nan`` are not JSON: not
+recorded). ``*args`` is rejected, ``**kwargs`` allows extra arguments, and a
+parameter annotated ``ToolContext`` (also ``Optional``/``Annotated``) is
+injected by the toolbox and not part of the schema. TypedDict keys follow their
+``Required``/``NotRequired`` wrappers.
+
+Besides functions and methods, an object with ``__call__`` (read from its
+class's ``__call__``) and a ``functools.partial`` (read from the function it
+wraps, less what it binds; name it with ``name=``) are tools. A generator
+function is refused: the model would get the generator object, not its items.
 
 Descriptions come from the docstring: the text before the first section is the
 tool's description; ``Args:`` (also ``Arguments:``/``Parameters:``) lines
 ``name (type): text`` with indented continuation lines describe parameters.
+reST field lists (``:param name: text``) and NumPy ``Parameters`` sections are
+read too (``parse_docstring``), so their markup never reaches the description.
 An ``Annotated`` string wins over the docstring.
 
 The schema only uses the subset that ``_validate`` checks, so what is
@@ -27,6 +36,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
+import functools
 import inspect
 import json
 import re
@@ -37,15 +47,35 @@ from typing import Any
 import attrs
 
 from mp13_toolbox._context import ToolContext
+from mp13_toolbox._convert import typeddict_keys
 from mp13_toolbox._errors import ToolRegistrationError
 from mp13_toolbox._registry import Signature
 from mp13_toolbox._types import ToolSpec
 from mp13_toolbox._validate import TYPE_NAMES
 
 _SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]*):\s*$")
-_ARG_SECTIONS = {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
+_ARG_SECTIONS = {
+    "Args",
+    "Arguments",
+    "Parameters",
+    "Other Parameters",
+    "Params",
+    "Keyword Args",
+    "Keyword Arguments",
+}
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
 _MAX_DEPTH = 8
+# reST field lists (``:param int a: text``) and NumPy sections (``Parameters`` over a
+# line of dashes; ``a : int`` entries).
+_FIELD = re.compile(r"^:(\w+)([^:]*):(.*)$")
+_FIELDS = ":fields"  # the section name used for a field list
+_PARAM_FIELDS = {"param", "parameter", "arg", "argument", "key", "keyword"}
+_RULE = re.compile(r"^\s*-{3,}\s*$")
+_NUMPY_HEAD = re.compile(
+    r"^(Parameters|Other Parameters|Keyword Arguments|Returns|Yields|Receives|Raises|Warns"
+    r"|Warnings|See Also|Notes|References|Examples|Attributes|Methods)$"
+)
+_NUMPY_ARG = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")
 
 # Scalar annotation -> its schema, by the JSON type names ``_validate`` checks.
 _SCALARS: dict[Any, dict[str, Any]] = {
@@ -76,7 +106,14 @@ class Docstring:
 
 
 def parse_docstring(doc: str | None) -> Docstring:
-    """Split a Google-style docstring into its summary text and ``Args:`` entries."""
+    """Split a docstring into its summary text and per-argument text.
+
+    Google style (``Args:`` entries) is the house style; reST field lists
+    (``:param [type] name: text``; ``:returns:``, ``:type x:``... are dropped) and
+    NumPy sections (a ``Parameters`` header underlined with dashes, ``name : type``
+    lines with indented text) are read too, so that their markup never lands in the
+    description the model reads.
+    """
     if not doc:
         return Docstring()
     lines = inspect.cleandoc(doc).splitlines()
@@ -85,19 +122,46 @@ def parse_docstring(doc: str | None) -> Docstring:
     section: str | None = None
     current: str | None = None
     arg_indent = 0
-    for line in lines:
+    numpy = False
+    for i, line in enumerate(lines):
+        top = bool(line.strip()) and not line.startswith((" ", "\t"))
         head = _SECTION.match(line)
-        if head and not line.startswith((" ", "\t")):
-            section, current = head.group(1).strip(), None
+        if head and top:
+            section, current, numpy = head.group(1).strip(), None, False
+            continue
+        if numpy and _RULE.match(line) and i and _NUMPY_HEAD.match(lines[i - 1]):
+            continue  # the underline of the header just read
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if top and _NUMPY_HEAD.match(line) and _RULE.match(following):
+            section, current, numpy = line.strip(), None, True
+            continue
+        field = _FIELD.match(line)
+        if field:
+            kind, middle, text = field.groups()
+            names = middle.split()
+            section, current = _FIELDS, None
+            if kind in _PARAM_FIELDS and names:
+                current = names[-1].lstrip("*")
+                args[current] = text.strip()
             continue
         if section is None:
             desc.append(line)
             continue
-        if section not in _ARG_SECTIONS or not line.strip():
+        if section not in (*_ARG_SECTIONS, _FIELDS) or not line.strip():
             continue
         indent = len(line) - len(line.lstrip())
-        m = _ARG_LINE.match(line)
-        if m and (current is None or indent <= arg_indent):
+        if section == _FIELDS or (numpy and indent > 0):
+            if current is not None and indent > 0:  # continuation of the current entry
+                args[current] = f"{args[current]} {line.strip()}".strip()
+            elif section == _FIELDS:
+                current = None  # prose after a field list is not an argument's
+            continue
+        m = _NUMPY_ARG.match(line) if numpy else _ARG_LINE.match(line)
+        if numpy:
+            current = m.group(1) if m else None  # `name : type`: the type is not text
+            if current is not None:
+                args[current] = ""
+        elif m and (current is None or indent <= arg_indent):
             current, arg_indent = m.group(1), indent
             args[current] = m.group(3).strip()
         elif current is not None:
@@ -107,8 +171,10 @@ def parse_docstring(doc: str | None) -> Docstring:
 
 
 def _jsonable(value: Any) -> bool:
+    """Whether ``value`` is JSON: ``inf`` and ``nan`` are not (``json`` would write
+    ``Infinity``, which a model's template and other JSON readers reject)."""
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         return False
     return True
@@ -141,6 +207,11 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
         )
     if tp is inspect.Parameter.empty or tp is Any or tp is object:
         return {}
+    if tp is ToolContext:
+        raise ToolRegistrationError(
+            f"{where}: ToolContext is filled by the toolbox, not sent by the model; annotate "
+            "a parameter of its own with ToolContext (or ToolContext | None) to receive it"
+        )
     if tp in _SCALARS:
         return dict(_SCALARS[tp])
     origin = typing.get_origin(tp)
@@ -234,8 +305,7 @@ def _record_fields(tp: type, where: str) -> list[tuple[str, Any, bool, Any]] | N
             )
         return out
     if typing.is_typeddict(tp):
-        required = getattr(tp, "__required_keys__", frozenset(hints))
-        return [(n, t, n in required, dataclasses.MISSING) for n, t in hints.items()]
+        return [(n, t, req, dataclasses.MISSING) for n, t, req in typeddict_keys(tp)]
     return None
 
 
@@ -274,14 +344,21 @@ def function_spec(
             f"cannot read the signature of {tool_name!r}: {exc}; wrap it in a def with typed "
             "parameters"
         ) from exc
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise ToolRegistrationError(
+            f"tool {tool_name!r} is a generator function: the model would get "
+            "'<generator object ...>', not what it yields; return a list instead "
+            "(e.g. return list(...))"
+        )
+    annotated = _annotated(func)
     try:
-        hints = typing.get_type_hints(func, include_extras=True)
+        hints = typing.get_type_hints(annotated, include_extras=True)
     except Exception as exc:
         raise ToolRegistrationError(
             f"cannot resolve the type hints of {tool_name!r}: {exc}; make sure every name used "
             "in its annotations is importable from its module"
         ) from exc
-    doc = parse_docstring(inspect.getdoc(func))
+    doc = parse_docstring(inspect.getdoc(annotated) or inspect.getdoc(func))
     props: dict[str, Any] = {}
     required: list[str] = []
     params: dict[str, Any] = {}
@@ -302,7 +379,7 @@ def function_spec(
                 f"tool {tool_name!r}: positional-only parameter {p.name!r} cannot be passed by "
                 "name; remove the '/' from its signature"
             )
-        if tp is ToolContext:
+        if _is_context(tp):
             context_param = p.name
             continue
         schema = type_schema(tp, f"tool {tool_name!r}, parameter {p.name!r}")
@@ -325,6 +402,35 @@ def function_spec(
         parameters=parameters,
     )
     return spec, Signature(params=params, context_param=context_param)
+
+
+def _is_context(tp: Any) -> bool:
+    """``ToolContext``, also as ``Optional[ToolContext]`` (a tool that Python code calls
+    directly too) or ``Annotated[ToolContext, ...]``: the toolbox fills it."""
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        return members == [ToolContext]
+    return tp is ToolContext
+
+
+def _annotated(func: collections.abc.Callable[..., object]) -> Any:
+    """The function whose annotations and docstring describe calling ``func``.
+
+    ``typing.get_type_hints`` takes only functions, methods, classes and modules: a
+    ``functools.partial`` is read through to the function it wraps (the signature
+    still drops what the partial binds), an object with ``__call__`` through its
+    class's ``__call__`` (the signature drops ``self``).
+    """
+    target: Any = func
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not (inspect.isroutine(target) or inspect.isclass(target)):
+        call = inspect.getattr_static(type(target), "__call__", None)
+        if inspect.isfunction(call):
+            return call
+    return target
 
 
 def _plain(value: Any) -> Any:

@@ -219,9 +219,9 @@ class _Checker:
                     break
             else:
                 expected = " or ".join(names)
-                problems.append(
-                    f"{_where(path)}: expected {expected}, got {_json_type(value)} {_show(value)}"
-                )
+                # null is its own value: "got null", not "got null null"
+                got = "null" if value is None else f"{_json_type(value)} {_show(value)}"
+                problems.append(f"{_where(path)}: expected {expected}, got {got}")
                 return value
         if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
             allowed = ", ".join(_show(v, 30) for v in schema["enum"])

@@ -67,3 +67,37 @@ def test_tools_that_raise_base_exceptions_give_results_and_the_turn_goes_on(sess
     call_ids = [c.id for c in cur.exchange()[1].tool_calls]
     assert sorted(r.call_id for r in tool_turn.tool_results) == sorted(call_ids)
     assert [m["role"] for m in engine.requests[1].messages][-4:] == ["tool"] * 4
+
+
+def test_a_callback_that_raises_mid_round_keeps_what_the_tools_did(session):
+    # The reply and the results were lost: the tree held only the user turn although
+    # the first tool had run (and acted). Now the round is recorded, the call that
+    # did not run says so, and the callback's exception still reaches the caller.
+    ran = []
+
+    def act(x: int) -> str:
+        """Act."""
+        ran.append(x)
+        return f"did {x}"
+
+    tb = Toolbox()
+    tb.register(act)
+    engine = FakeEngine()
+    engine.script(
+        FakeReply(text="on it", tool_calls=[ToolCall("act", {"x": 1}), ToolCall("act", {"x": 2})])
+    )
+
+    def ui(event):
+        if event.kind.value == "tool_result":
+            raise RuntimeError("ui broke")
+
+    cur = ChatContext(session, engine=engine, toolbox=tb).cursor()
+    with pytest.raises(RuntimeError, match="ui broke"):
+        cur.ask("go", on_event=ui)
+    assert ran == [1]
+    reply, tool_turn = cur.exchange()[1:]
+    assert reply.text == "on it" and len(reply.tool_calls) == 2
+    first, second = tool_turn.tool_results
+    assert (first.content, first.is_error) == ("did 1", False)
+    assert second.is_error and second.content == "not executed: the turn stopped (RuntimeError)"
+    assert [r.call_id for r in tool_turn.tool_results] == [c.id for c in reply.tool_calls]

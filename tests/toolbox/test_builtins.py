@@ -100,6 +100,14 @@ def test_current_time_is_iso_and_honours_time_zones():
         current_time("Mars/Olympus")
 
 
+def test_current_time_takes_a_zone_written_in_the_wrong_case():
+    # "utc" and "asia/tokyo" (as models write them) were unknown time zones: IANA names
+    # are case-sensitive file names.
+    assert dt.datetime.fromisoformat(current_time("utc")).utcoffset() == dt.timedelta(0)
+    tokyo = dt.datetime.fromisoformat(current_time("asia/tokyo"))
+    assert tokyo.utcoffset() == dt.timedelta(hours=9)
+
+
 def test_builtins_register_through_the_public_api_and_never_clobber():
     tb = Toolbox()
     tb.register(lambda expression: "mine", name="calculator", description="")

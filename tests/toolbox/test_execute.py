@@ -131,6 +131,16 @@ def test_output_is_capped_with_a_visible_marker():
     assert not box.execute(ToolCall("spam", {"n": 10})).truncated
 
 
+def test_a_returned_set_reaches_the_model_as_a_sorted_array():
+    # It arrived as the string "{'b', 'a'}" (Python's repr, in an order that changed
+    # between processes): JSON has no sets.
+    box = Toolbox()
+    box.register(lambda: {"tags": {"b", "a"}, "ids": frozenset({2, 1})}, name="tags")
+    box.register(lambda: {1, "a"}, name="mixed")
+    assert box.execute(ToolCall("tags")).content == '{"tags": ["a", "b"], "ids": [1, 2]}'
+    assert box.execute(ToolCall("mixed")).content == '["a", 1]'  # kinds mixed: by repr
+
+
 @pytest.mark.parametrize(
     ("settings", "problem"),
     [

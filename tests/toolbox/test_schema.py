@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import math
 import typing
 from typing import Annotated, Any, Literal, Optional, TypedDict, TypeVar
 
@@ -13,6 +15,7 @@ import pytest
 
 from mp13_toolbox import (
     Toolbox,
+    ToolCall,
     ToolContext,
     ToolRegistrationError,
     ToolSpec,
@@ -282,6 +285,45 @@ def test_parse_docstring_handles_missing_and_odd_docs():
     assert doc.args == {"a": "one", "b": "two"}
 
 
+def test_rest_and_numpy_docstrings_describe_arguments_too():
+    # Their markup (":param a: ...", "Parameters / ----------") landed in the tool's
+    # description verbatim and no argument got a description.
+    rest = parse_docstring(
+        """Add numbers.
+
+        :param a: The first number.
+        :param int b: The second
+            number.
+        :type a: int
+        :returns: The sum.
+        """
+    )
+    assert rest.description == "Add numbers."
+    assert rest.args == {"a": "The first number.", "b": "The second number."}
+    numpy = parse_docstring(
+        """Add numbers.
+
+        Parameters
+        ----------
+        a : int
+            The first number.
+        b : int, optional
+            The second
+            number.
+
+        Returns
+        -------
+        int
+            The sum.
+        """
+    )
+    assert numpy.description == "Add numbers."
+    assert numpy.args == {"a": "The first number.", "b": "The second number."}
+    # A line of dashes under ordinary prose is prose.
+    prose = parse_docstring("Text with a rule\n---\nand more")
+    assert prose.description == "Text with a rule\n---\nand more" and prose.args == {}
+
+
 @dataclasses.dataclass
 class Paging:
     page: int = 1
@@ -355,3 +397,134 @@ def test_a_tool_spec_of_the_wrong_shape_is_refused_when_built(make, problem):
     with pytest.raises(ToolRegistrationError) as err:
         make()
     assert str(err.value).startswith(problem)
+
+
+class Order(TypedDict):
+    item: str
+    color: typing.NotRequired[Color]  # a string (future import): 3.10 never reads it
+
+
+class Patch(TypedDict, total=False):
+    id: typing.Required[int]
+    note: str
+
+
+@pytest.mark.skipif(not hasattr(typing, "NotRequired"), reason="typing.NotRequired is 3.11+")
+def test_typeddict_keys_marked_required_or_not():
+    # This module uses `from __future__ import annotations`, under which Python 3.11
+    # cannot see NotRequired when it builds __required_keys__: registration failed
+    # ("cannot describe type typing.NotRequired[...]"), then calls without the key
+    # were refused.
+    tb = Toolbox()
+
+    @tb.register
+    def place(order: Order, patch: Patch) -> str:
+        return f"{order!r} {patch!r}"
+
+    p = tb.get("place").spec.parameters["properties"]
+    assert p["order"]["properties"]["color"] == {"type": "string", "enum": ["red", "green"]}
+    assert p["order"]["required"] == ["item"]
+    assert p["patch"]["required"] == ["id"]
+    ok = tb.execute(ToolCall("place", {"order": {"item": "pen"}, "patch": {"id": 1}}))
+    assert (ok.is_error, ok.content) == (False, "{'item': 'pen'} {'id': 1}")
+    full = {"order": {"item": "pen", "color": "red"}, "patch": {"id": 1, "note": "n"}}
+    typed = tb.execute(ToolCall("place", full)).content
+    assert typed == "{'item': 'pen', 'color': <Color.RED: 'red'>} {'id': 1, 'note': 'n'}"
+    missing = tb.execute(ToolCall("place", {"order": {"item": "pen"}, "patch": {"note": "n"}}))
+    assert missing.is_error and "argument 'patch.id' is required (integer)" in missing.content
+
+
+def test_defaults_json_cannot_hold_as_numbers_are_not_recorded():
+    # inf was recorded as `"default": Infinity`, which is not JSON: a template's tojson
+    # or a strict reader of the tool spec chokes on it.
+    def scan(limit: float = math.inf, eps: float = math.nan, step: float = 0.5) -> None: ...
+
+    p = params(scan)
+    assert p["properties"] == {
+        "limit": {"type": "number"},
+        "eps": {"type": "number"},
+        "step": {"type": "number", "default": 0.5},
+    }
+    assert "required" not in p
+
+
+class Greeter:
+    """A greeter object."""
+
+    def __call__(self, who: str, loud: bool = False) -> str:
+        """Greet someone.
+
+        Args:
+            who: Whom to greet.
+        """
+        return f"hi {who}{'!' if loud else ''}"
+
+
+def test_callable_objects_and_partials_are_tools():
+    # Both were refused: "cannot resolve the type hints of ...: <obj> is not a module,
+    # class, method, or function", which blamed the annotations.
+    def power(base: int, exp: int = 2) -> int:
+        """Raise a number to a power.
+
+        Args:
+            base: The number.
+            exp: The power.
+        """
+        return base**exp
+
+    tb = Toolbox()
+    tb.register(Greeter(), name="greet")
+    tb.register(functools.partial(power, exp=3), name="cube")
+    greet = tb.get("greet").spec
+    assert greet.description == "Greet someone."
+    assert greet.parameters["properties"] == {
+        "who": {"type": "string", "description": "Whom to greet."},
+        "loud": {"type": "boolean", "default": False},
+    }
+    cube = tb.get("cube").spec
+    assert cube.description == "Raise a number to a power."
+    assert cube.parameters["properties"]["exp"] == {
+        "type": "integer",
+        "description": "The power.",
+        "default": 3,
+    }
+    assert tb.execute(ToolCall("greet", {"who": "Ann", "loud": True})).content == "hi Ann!"
+    assert tb.execute(ToolCall("cube", {"base": 2})).content == "8"
+
+
+def test_generator_functions_are_refused_with_what_to_do():
+    # A generator tool registered fine and the model got '"<generator object ...>"'.
+    def numbers(n: int) -> typing.Iterator[int]:
+        yield from range(n)
+
+    async def anumbers(n: int) -> typing.AsyncIterator[int]:
+        yield n
+
+    for func in (numbers, anumbers):
+        with pytest.raises(ToolRegistrationError, match=r"generator function.*return a list"):
+            Toolbox().register(func)
+
+
+def test_an_optional_or_annotated_tool_context_is_still_injected():
+    # `ctx: ToolContext | None = None` (so Python code can call the tool too) was read
+    # as an argument the model sends, and registration failed on ToolContext's fields.
+    tb = Toolbox()
+
+    @tb.register
+    def where(q: str, ctx: ToolContext | None = None) -> str:
+        return f"{q} from {ctx.call.name if ctx else 'python'}"
+
+    @tb.register
+    def named(ctx: Annotated[ToolContext, "injected"]) -> str:
+        return ctx.call.name
+
+    assert tb.get("where").spec.parameters["properties"] == {"q": {"type": "string"}}
+    assert tb.get("named").spec.parameters["properties"] == {}
+    assert tb.execute(ToolCall("where", {"q": "hi"})).content == "hi from where"
+    assert tb.execute(ToolCall("named")).content == "named"
+    assert where("hi") == "hi from python"
+
+    def nested(contexts: list[ToolContext]) -> None: ...
+
+    with pytest.raises(ToolRegistrationError, match="ToolContext is filled by the toolbox"):
+        tb.register(nested)

@@ -79,6 +79,13 @@ def test_const_allof_extra_schema_and_lower_bounds():
     assert short == ["the arguments: needs at least 3 characters, got 2"]
 
 
+def test_a_null_where_a_value_is_needed_is_named_once():
+    # The message read "expected string, got null null".
+    assert validate({"type": "string"}, None)[1] == ["the arguments: expected string, got null"]
+    both = {"type": "object", "properties": {"n": {"type": ["integer", "string"]}}}
+    assert validate(both, {"n": None})[1] == ["argument 'n': expected integer or string, got null"]
+
+
 def test_values_from_python_callers_are_named_by_their_json_kind():
     # execute() is also called from Python, where arguments may hold tuples, dict
     # subclasses or values JSON cannot encode: the message still names what was sent.
