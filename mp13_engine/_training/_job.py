@@ -264,6 +264,13 @@ class TrainingJob:
             if cfg.resume_from is not None:
                 checkpoint = self._checkpoint_to_resume(cfg.resume_from)
                 load_checkpoint(self._trainer, checkpoint, model, cfg.adapter)
+                if self._trainer.step >= self.total_steps:
+                    # step() would still take one more step (and report step n+1 of n).
+                    raise TrainingError(
+                        f"Checkpoint {str(checkpoint)!r} is at step {self._trainer.step}, and "
+                        f"this job ends at step {self.total_steps}; set max_steps above "
+                        f"{self._trainer.step} to train further from it."
+                    )
             model.eval()
         except BaseException:
             if self._new_adapter:

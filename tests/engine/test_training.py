@@ -170,6 +170,11 @@ def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
     result = resumed.result(120)
     assert result.steps == 6
     assert result.final_loss == pytest.approx(straight.final_loss, rel=1e-5)
+    # A checkpoint at (or past) the job's last step: nothing left to train, said so at start.
+    for max_steps in (3, 2):
+        with pytest.raises(TrainingError, match=r"is at step 3, .* ends at step \d; set max_steps"):
+            engine.train(_cfg(tmp_path, "r5", max_steps=max_steps, resume_from=str(checkpoint)))
+    assert "r5" not in engine.adapters
     with pytest.raises(TrainingError, match="not a training checkpoint"):
         engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path)))
     assert "r3" not in engine.adapters
