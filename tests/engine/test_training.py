@@ -175,6 +175,13 @@ def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
         with pytest.raises(TrainingError, match=r"is at step 3, .* ends at step \d; set max_steps"):
             engine.train(_cfg(tmp_path, "r5", max_steps=max_steps, resume_from=str(checkpoint)))
     assert "r5" not in engine.adapters
+    # Other LoRA settings: the difference, not PyTorch's size-mismatch line for every weight.
+    with pytest.raises(TrainingError, match=r"saved with lora_r=8 \(this job: 4\)") as caught:
+        engine.train(_cfg(tmp_path, "r6", max_steps=6, lora_r=4, resume_from=str(checkpoint)))
+    assert "size mismatch" not in str(caught.value) and "r6" not in engine.adapters
+    targets = r"saved with target_modules=\[.*\(this job: \['q_proj'\]"
+    with pytest.raises(TrainingError, match=targets):
+        engine.train(_cfg(tmp_path, "r6", target_modules=["q_proj"], resume_from=str(checkpoint)))
     with pytest.raises(TrainingError, match="not a training checkpoint"):
         engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path)))
     assert "r3" not in engine.adapters
