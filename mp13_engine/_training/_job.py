@@ -9,7 +9,9 @@ Lifecycle (``start_training``):
 1. caller thread — read and validate the data, render every row to ids +
    loss mask, apply ``max_seq_len`` (truncate or drop, counted). Any
    ``DatasetError``/``ConfigError`` raises here, before any step.
-2. worker (``host.run_on_worker``) — check target modules, add the adapter to
+2. worker (``host.run_on_worker``) — claim the adapter's name (``host.claim``: loading,
+   replacing or unloading it, or a second job on it, is refused until the job
+   ends), check target modules, add the adapter to
    the model (wrapping the base model as PEFT on first use), build the
    optimizer and scheduler, restore a checkpoint. Errors raise from ``engine.train``.
 3. worker, interleaved with serving — ``step()`` runs ONE
@@ -95,7 +97,7 @@ class TrainingJob:
         # Rows cut or left out by max_seq_len (counted for the result and metadata).
         self._truncated = self._dropped = 0
         self._trainer: Trainer | None = None
-        self._new_adapter = True
+        self._new_adapter = False  # whether setup added the adapter (a failure discards it)
 
     # ----- public
     @property
@@ -221,39 +223,11 @@ class TrainingJob:
 
     # ----- phase 2: worker
     def _setup_on_worker(self) -> None:
-        """Add (or pick up) the adapter, build the trainer, restore a checkpoint. Worker only."""
-        from peft import LoraConfig
-
+        """Claim the name, add (or pick) the adapter, build the trainer, resume. Worker only."""
         cfg, host = self.config, self._host
-        if host.is_loaded(cfg.adapter):
-            if not cfg.continue_training:
-                raise TrainingError(
-                    f"An adapter named {cfg.adapter!r} is already loaded. Pick another name, "
-                    "unload it, or set continue_training=True to train it further."
-                )
-            self._new_adapter = False
-            model = host.model()
-        else:
-            if cfg.continue_training:
-                raise TrainingError(
-                    f"continue_training=True but no adapter {cfg.adapter!r} is loaded; load it "
-                    "first with engine.adapters.load(path, name=...)."
-                )
-            check_targets_exist(host.base_model(), cfg.target_modules)
-            targets = cfg.target_modules
-            if isinstance(targets, str) and targets != "all-linear":
-                targets = (targets,)  # one module name; PEFT would read a bare str as a regex
-            lora = LoraConfig(
-                r=cfg.lora_r,
-                lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # PEFT types it int; floats work
-                lora_dropout=cfg.lora_dropout,
-                target_modules=targets if isinstance(targets, str) else list(targets),
-                bias="none",
-                task_type="CAUSAL_LM",
-            )
-            with seeded(cfg.seed, cuda_devices(host.model())):
-                model = host.add_adapter(cfg.adapter, lora)
+        host.claim(cfg.adapter)  # another job training this name: TrainingError, nothing touched
         try:
+            model = self._add_or_pick_adapter()
             model.set_adapter(cfg.adapter)  # also makes only this adapter trainable
             params = [p for p in model.parameters() if p.requires_grad]
             if not params:
@@ -275,7 +249,42 @@ class TrainingJob:
         except BaseException:
             if self._new_adapter:
                 host.discard_adapter(cfg.adapter)
+            host.release(cfg.adapter)
             raise
+
+    def _add_or_pick_adapter(self) -> Any:
+        """The model with the job's adapter: the loaded one (continue_training) or a new one."""
+        from peft import LoraConfig
+
+        cfg, host = self.config, self._host
+        if host.is_loaded(cfg.adapter):
+            if not cfg.continue_training:
+                raise TrainingError(
+                    f"An adapter named {cfg.adapter!r} is already loaded. Pick another name, "
+                    "unload it, or set continue_training=True to train it further."
+                )
+            return host.model()
+        if cfg.continue_training:
+            raise TrainingError(
+                f"continue_training=True but no adapter {cfg.adapter!r} is loaded; load it "
+                "first with engine.adapters.load(path, name=...)."
+            )
+        check_targets_exist(host.base_model(), cfg.target_modules)
+        targets = cfg.target_modules
+        if isinstance(targets, str) and targets != "all-linear":
+            targets = (targets,)  # one module name; PEFT would read a bare str as a regex
+        lora = LoraConfig(
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # PEFT types it int; floats work
+            lora_dropout=cfg.lora_dropout,
+            target_modules=targets if isinstance(targets, str) else list(targets),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        with seeded(cfg.seed, cuda_devices(host.model())):
+            model = host.add_adapter(cfg.adapter, lora)
+        self._new_adapter = True
+        return model
 
     def _checkpoint_to_resume(self, resume_from: str) -> Path:
         checkpoints = self.output_dir / "checkpoints"
@@ -393,6 +402,7 @@ class TrainingJob:
             train_tokens=trainer.tokens_seen,
             elapsed_s=time.perf_counter() - trainer.started,
         )
+        host.release(cfg.adapter)
         self._emit(TrainingEventKind.DONE, trainer, eval_loss=eval_loss, path=path)
         self._future.set_result(result)
         self._close_events()
@@ -410,6 +420,8 @@ class TrainingJob:
             model.eval()
             if self._new_adapter:
                 self._host.discard_adapter(self.config.adapter)
+        if self._trainer is not None:  # set up: this job holds the claim on the name
+            self._host.release(self.config.adapter)
         if not isinstance(exc, Mp13Error):
             err = TrainingError(
                 f"Training adapter {self.config.adapter!r} failed: {type(exc).__name__}: {exc}. "

@@ -15,6 +15,7 @@ from mp13_engine import (
     DatasetError,
     Engine,
     EngineClosedError,
+    FinishReason,
     Request,
     TrainingConfig,
     TrainingError,
@@ -451,3 +452,35 @@ def test_epochs_grad_accum_and_resume_latest(engine, tmp_path):
 def test_train_refuses_what_is_not_a_training_config(engine):
     with pytest.raises(ConfigError, match=r"engine\.train needs a TrainingConfig, got dict"):
         engine.train({"adapter": "x", "dataset": ROWS})
+
+
+def test_an_adapter_in_training_is_held_until_its_job_ends(engine, tmp_path):
+    """A second job, load, replace, unload or a request on the adapter a job trains is refused
+    with what to do; before, a load replaced the job's weights and an unload killed the job."""
+    saved = engine.train(_cfg(tmp_path, "held", max_steps=2)).result(60).path
+    job = engine.train(_cfg(tmp_path, "growing", max_steps=500))
+    further = None
+    try:
+        with pytest.raises(TrainingError, match="Another training job is training adapter 'gro"):
+            engine.train(_cfg(tmp_path, "growing", output_dir=str(tmp_path / "other")))
+        with pytest.raises(AdapterError, match="Cannot load adapter 'growing': a training job"):
+            engine.adapters.load(saved, name="growing")
+        with pytest.raises(AdapterError, match="'growing' is still being trained"):
+            engine.adapters.unload("growing")
+        busy = engine.generate(Request(prompt="Hi", adapters=["growing"], max_new_tokens=2))
+        assert busy.finish_reason is FinishReason.ERROR and "still being trained" in busy.error
+        further = engine.train(_cfg(tmp_path, "held", continue_training=True, max_steps=500))
+        with pytest.raises(AdapterError, match="Cannot unload adapter 'held': a training job"):
+            engine.adapters.unload("held")
+        with pytest.raises(AdapterError, match="Cannot load over adapter 'held'"):
+            engine.adapters.load(saved, name="held", replace=True)
+        assert not job.done()
+    finally:
+        job.cancel()
+        if further is not None:
+            further.cancel()
+    assert job.result(120).cancelled and further.result(120).cancelled
+    # Released when the jobs end: the names are ordinary adapters again.
+    engine.adapters.unload("growing")
+    engine.adapters.load(saved, name="held", replace=True)
+    engine.adapters.unload("held")

@@ -114,6 +114,9 @@ def test_a_failing_job_discards_its_adapter_through_the_host(engine, monkeypatch
     assert calls == [("discard", "doomed")]
     assert "doomed" not in engine.adapters
     assert "doomed" not in getattr(engine.model, "peft_config", {})
+    # The failed job released its claim on the name: a new job may train it.
+    monkeypatch.undo()
+    assert engine.train(_cfg("doomed")).result(timeout=120).steps == 2
 
 
 def test_event_kinds_are_an_enum_that_still_compares_as_text(engine):
