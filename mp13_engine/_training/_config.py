@@ -127,8 +127,10 @@ class TrainingConfig:
     ``continue_training=True``, which trains the loaded adapter further; its
     own rank and targets then apply). Saved in PEFT format to ``output_dir``
     (default: ``adapters_dir/adapter``, else ``./adapters/adapter``) with
-    checkpoints every ``checkpoint_every`` steps; ``resume_from`` a checkpoint
-    directory (or ``"latest"``) resumes optimizer, scheduler and data order.
+    checkpoints every ``checkpoint_every`` steps (in ``output_dir/checkpoints/step-<n>``);
+    ``resume_from`` a checkpoint directory (or ``"latest"``, the most recently saved
+    one there) resumes optimizer, scheduler and data order; its LoRA settings and
+    base model must be this job's, and its step below the job's last.
 
     Types are strict: flags take ``True``/``False`` (not ``"no"``), paths a
     ``str`` or ``os.PathLike``, and ``seed`` an integer from 0 to 2**32-1.

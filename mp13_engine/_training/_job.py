@@ -291,13 +291,21 @@ class TrainingJob:
         if resume_from != "latest":
             path = Path(resume_from).expanduser()
         else:
-            found = sorted(checkpoints.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+            # The most recently saved, not the highest step: a new run into the same output_dir
+            # leaves an earlier run's higher steps behind. Only step-<n> folders with a state.
+            found = sorted(
+                (
+                    (state.stat().st_mtime_ns, int(p.name[5:]), p)
+                    for p in checkpoints.glob("step-*")
+                    if p.name[5:].isdigit() and (state := p / "trainer_state.pt").is_file()
+                ),
+            )
             if not found:
                 raise TrainingError(
                     f'resume_from="latest" but {checkpoints} has no checkpoints; start without '
                     "resume_from."
                 )
-            path = found[-1]
+            path = found[-1][2]
         if not (path / "trainer_state.pt").is_file():
             raise TrainingError(
                 f"{str(path)!r} is not a training checkpoint (no trainer_state.pt). Give a "

@@ -447,6 +447,14 @@ def test_epochs_grad_accum_and_resume_latest(engine, tmp_path):
     assert [e.step for e in more.events(timeout=120) if e.kind == "step"] == [3]
     assert more.result(60).steps == 3
     assert engine.adapters.get("ep2").targets == ("q_proj",)
+    # A new run into the same output_dir: "latest" is its checkpoint (the most recently saved),
+    # not the earlier run's higher step-2; folders that are not step-<n> checkpoints are skipped.
+    one = {"batch_size": 2, "grad_accum": 2, "target_modules": "q_proj", "output_dir": str(out)}
+    engine.train(_cfg(tmp_path, "ep3", max_steps=1, checkpoint_every=1, **one)).result(60)
+    (out / "checkpoints" / "step-2-copy").mkdir()
+    (out / "checkpoints" / "step-9").mkdir()  # no trainer_state.pt
+    resumed = engine.train(_cfg(tmp_path, "ep4", max_steps=3, resume_from="latest", **one))
+    assert [e.step for e in resumed.events(timeout=120) if e.kind == "step"] == [2, 3]
 
 
 def test_train_refuses_what_is_not_a_training_config(engine):
