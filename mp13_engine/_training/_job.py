@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import functools
 import math
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Hashable, Iterator
@@ -185,6 +186,7 @@ class TrainingJob:
     def _prepare(self) -> None:
         """Read, validate and render the data (DatasetError/ConfigError/TrainingError here)."""
         cfg, host = self.config, self._host
+        self._check_output_dir()
         train = load_examples(cfg.dataset, "dataset")
         if cfg.validation is not None:
             val = load_examples(cfg.validation, "validation set")
@@ -200,10 +202,31 @@ class TrainingJob:
         self._train = self._fit_to_length([render(e) for e in train])
         self._val = self._fit_to_length([render(e) for e in val])
         if not self._train:
+            if cfg.overflow == "drop":
+                raise TrainingError(
+                    f"No training row fits max_seq_len={cfg.max_seq_len} with tokens to learn "
+                    f'({self._dropped} dropped). Raise max_seq_len or use overflow="truncate".'
+                )
             raise TrainingError(
-                f"No training row fits max_seq_len={cfg.max_seq_len} with tokens to learn "
-                f"({self._dropped} dropped). Raise max_seq_len or use "
-                'overflow="truncate".'
+                f"No training row has tokens to learn within its first max_seq_len="
+                f"{cfg.max_seq_len} tokens ({self._dropped} dropped: cut to that length, none "
+                "of their assistant or completion tokens is left). Raise max_seq_len."
+            )
+
+    def _check_output_dir(self) -> None:
+        """ConfigError now, not after the last step, when the adapter cannot be saved there."""
+        target = self.output_dir
+        existing = next(p for p in (target, *target.parents) if p.exists())
+        problem = None
+        if not existing.is_dir():
+            problem = "is a file" if existing == target else f"is under a file, {str(existing)!r}"
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            problem = f"cannot be written ({str(existing)!r} is not writable)"
+        if problem is not None:
+            raise ConfigError(
+                f"The adapter would be saved to {str(target)!r}, which {problem}. Set "
+                "TrainingConfig.output_dir (or EngineConfig.adapters_dir) to a folder you can "
+                "write, new or one to write the adapter's files into."
             )
 
     def _fit_to_length(self, rows: list[TrainingRow]) -> list[TrainingRow]:
@@ -394,7 +417,19 @@ class TrainingJob:
                     "cancelled": cancelled,
                 }
             }
-            path = str(host.install_adapter(cfg.adapter, self.output_dir, metadata))
+            try:
+                path = str(host.install_adapter(cfg.adapter, self.output_dir, metadata))
+            except (OSError, Mp13Error) as exc:
+                kept = (
+                    f"The trained adapter is loaded as {cfg.adapter!r} (requests can use it); "
+                    f"save it with engine.adapters.save({cfg.adapter!r}, path)."
+                    if host.is_loaded(cfg.adapter)
+                    else "Nothing was kept; fix the cause and start a new job."
+                )
+                raise TrainingError(
+                    f"Training adapter {cfg.adapter!r} took {trainer.step} steps, but saving it "
+                    f"to {str(self.output_dir)!r} failed: {exc}. {kept}"
+                ) from exc
         elif self._new_adapter:
             host.discard_adapter(cfg.adapter)
         result = TrainingResult(

@@ -116,6 +116,8 @@ def test_same_seed_same_loss(engine, tmp_path):
 
 
 def test_bad_input_fails_before_any_step(engine, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
     cases = [
         (DatasetError, "does not exist", {"dataset": str(tmp_path / "missing.jsonl")}),
         (DatasetError, "row 1", {"dataset": [ROWS[0], {"question": "?"}]}),
@@ -123,7 +125,19 @@ def test_bad_input_fails_before_any_step(engine, tmp_path):
         (TrainingError, "max_seq_len", {"max_seq_len": 8, "overflow": "drop"}),
         (AdapterError, "Cannot add a LoRA adapter", {"target_modules": ["input_layernorm"]}),
         # Cut to 8 tokens, no row keeps an assistant token to learn from.
-        (TrainingError, r"No training row fits max_seq_len=8 .*\(4 dropped\)", {"max_seq_len": 8}),
+        # (The advice is to raise max_seq_len, not to use the overflow="truncate" it has.)
+        (
+            TrainingError,
+            r"first max_seq_len=8 tokens \(4 dropped: .*\)\. Raise max_seq_len\.$",
+            {"max_seq_len": 8},
+        ),
+        # Where the adapter cannot be saved: said before any step, not after the last one.
+        (
+            ConfigError,
+            r"saved to .*/a-file', which is a file\. Set TrainingConfig\.output_dir",
+            {"output_dir": str(a_file)},
+        ),
+        (ConfigError, r"which is under a file, .*/a-file'", {"output_dir": str(a_file / "sub")}),
     ]
     for error, needle, fields in cases:
         with pytest.raises(error, match=needle):
