@@ -104,8 +104,8 @@ class TrainingConfig:
     ``{"messages": [...], "tools": [...]?}``, ``{"prompt": ..., "completion": ...}``
     or ``{"text": ...}``. With ``loss_on="assistant"`` (default) only assistant
     tokens (messages) or the completion count in the loss. ``validation`` (rows
-    or a file) or ``validation_split`` (a fraction held out, seeded) gives an
-    eval loss every ``eval_every`` steps and at the end.
+    or a file) or ``validation_split`` (a fraction held out, seeded), not both,
+    gives an eval loss at the end and every ``eval_every`` steps (which needs one).
 
     Length: ``max_steps`` optimizer steps, or ``epochs`` passes when it is None.
     A step is ``grad_accum`` micro-batches of ``batch_size`` rows. Rows longer
@@ -172,6 +172,21 @@ class TrainingConfig:
     resume_from: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     eval_every: int = attrs.field(default=0, validator=_non_negative_int)
     eval_batch_size: int = attrs.field(default=8, validator=positive_int)
+
+    def __attrs_post_init__(self) -> None:
+        """Checks across fields (each field's own check has run)."""
+        if self.validation is not None and self.validation_split > 0:
+            raise ConfigError(
+                f"TrainingConfig has both validation and validation_split="
+                f"{self.validation_split}; set one: validation (rows or a .json/.jsonl file) "
+                "or validation_split (a fraction of dataset held out)."
+            )
+        if self.eval_every and self.validation is None and self.validation_split == 0:
+            raise ConfigError(
+                f"TrainingConfig.eval_every={self.eval_every} needs validation data, or no "
+                "eval loss is ever computed; set validation (rows or a .json/.jsonl file) or "
+                "validation_split (a fraction of dataset held out)."
+            )
 
 
 class TrainingEventKind(str, enum.Enum):

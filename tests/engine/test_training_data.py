@@ -91,6 +91,18 @@ def test_bad_config_fields_name_the_field(field, value, needle):
         TrainingConfig(**kwargs)
 
 
+def test_validation_settings_that_would_be_ignored_are_refused():
+    """eval_every without validation data computed no eval loss, silently; validation and
+    validation_split together silently ignored the split."""
+    rows = [{"text": "hi"}]
+    with pytest.raises(ConfigError, match=r"eval_every=5 needs validation data.*validation_split"):
+        TrainingConfig(adapter="x", dataset=rows, eval_every=5)
+    with pytest.raises(ConfigError, match=r"both validation and validation_split=0.2; set one"):
+        TrainingConfig(adapter="x", dataset=rows, validation=rows, validation_split=0.2)
+    assert TrainingConfig(adapter="x", dataset=rows, eval_every=5, validation=rows).eval_every == 5
+    assert TrainingConfig(adapter="x", dataset=rows, eval_every=5, validation_split=0.5)
+
+
 def test_config_to_dict_is_json(tmp_path):
     cfg = TrainingConfig(adapter="x", dataset=[{"text": "a"}] * 3, target_modules=["q_proj"])
     out = config_to_dict(cfg)
