@@ -99,6 +99,7 @@ class TrainingJob:
         self._truncated = self._dropped = 0
         self._trainer: Trainer | None = None
         self._new_adapter = False  # whether setup added the adapter (a failure discards it)
+        self._last_checkpoint: Path | None = None  # named by a failure: resume from there
 
     # ----- public
     @property
@@ -120,7 +121,16 @@ class TrainingJob:
 
     def result(self, timeout: float | None = None) -> TrainingResult:
         """Wait for the result (``TimeoutError`` after ``timeout`` s); re-raises a failure."""
-        return self._future.result(wait_timeout(timeout, TrainingError, "result"))
+        limit = wait_timeout(timeout, TrainingError, "result")
+        try:
+            return self._future.result(limit)
+        except TimeoutError:  # the future's own carries no message at all
+            if self._future.done():
+                raise
+            raise TimeoutError(
+                f"training job {self.adapter!r} did not finish within {limit} s; it goes on "
+                "(wait again with result(), or stop it with cancel())"
+            ) from None
 
     async def aresult(self) -> TrainingResult:
         """Async twin of :meth:`result`; cancelling the awaiting task leaves the job running
@@ -138,7 +148,10 @@ class TrainingJob:
         while True:
             with self._cond:
                 if not self._cond.wait_for(functools.partial(self._has_news, i), timeout):
-                    raise TimeoutError(f"no training event within {timeout} s")
+                    raise TimeoutError(
+                        f"no training event within {timeout} s; the job goes on (jobs run one "
+                        "at a time: one started earlier may still be running)"
+                    )
                 new, closed = self._events[i:], self._closed
             yield from new
             i += len(new)
@@ -385,6 +398,7 @@ class TrainingJob:
         if cfg.checkpoint_every and trainer.step % cfg.checkpoint_every == 0:
             path = self.output_dir / "checkpoints" / f"step-{trainer.step}"
             save_checkpoint(trainer, path, model, cfg.adapter)
+            self._last_checkpoint = path
             self._emit(TrainingEventKind.CHECKPOINT, trainer, path=str(path))
 
     def _evaluate(self, model: Any, trainer: Trainer) -> float:
@@ -465,13 +479,26 @@ class TrainingJob:
                 self._host.discard_adapter(self.config.adapter)
         if self._trainer is not None:  # set up: this job holds the claim on the name
             self._host.release(self.config.adapter)
-        if not isinstance(exc, Mp13Error):
-            err = TrainingError(
-                f"Training adapter {self.config.adapter!r} failed: {type(exc).__name__}: {exc}. "
-                "The engine keeps serving; fix the cause and start a new job."
+        resume = ""
+        if self._last_checkpoint is not None:
+            resume = (
+                f" Its last checkpoint, {str(self._last_checkpoint)!r}, is kept: to go on from "
+                "there, start a job with the same settings and resume_from set to it (or to "
+                '"latest", with the same output_dir).'
             )
+        if not isinstance(exc, Mp13Error):
+            err: BaseException = TrainingError(
+                f"Training adapter {self.config.adapter!r} failed: {type(exc).__name__}: {exc}. "
+                f"The engine keeps serving; fix the cause and start a new job.{resume}"
+            )
+        elif resume:
+            # The same error type (each takes one message), the advice added.
+            err = type(exc)(f"{str(exc).rstrip('.')}.{resume}")
+        else:
+            err = exc
+        if err is not exc:
             err.__cause__ = exc
-            exc = err
+        exc = err
         self._future.set_exception(exc)
         self._close_events()
 

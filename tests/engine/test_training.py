@@ -7,6 +7,7 @@ import asyncio
 import json
 import shutil
 
+import attrs
 import pytest
 
 from mp13_engine import (
@@ -159,6 +160,8 @@ def test_request_completes_while_job_runs_and_cancel(engine, tmp_path):
     with pytest.raises(TimeoutError, match="no training event within 0 s"):
         for _ in job.events(timeout=0):  # every event so far, then none within 0 s
             pass
+    with pytest.raises(TimeoutError, match=r"job 'long' did not finish within 0 s; it goes on"):
+        job.result(timeout=0)  # (the bare future's TimeoutError said nothing at all)
     job.cancel()
     result = job.result(timeout=60)
     assert result.cancelled and 1 <= result.steps < 100_000
@@ -310,6 +313,20 @@ def test_closing_the_engine_fails_a_running_job(tiny_model_path, tmp_path):
     with pytest.raises(Exception) as info:
         job.result(timeout=60)
     assert isinstance(info.value, (TrainingError, EngineClosedError))
+
+
+def test_a_job_ended_by_a_close_names_its_last_checkpoint_to_resume(tiny_model_path, tmp_path):
+    """The error said only "closed"; with checkpoints saved it now says where to go on from."""
+    eng = Engine.load(str(tiny_model_path), device="cpu")
+    cfg = _cfg(tmp_path, "closing", max_steps=100_000, checkpoint_every=1, learning_rate=1e-3)
+    job = eng.train(cfg)
+    next(e for e in job.events(timeout=60) if e.kind == "checkpoint")
+    eng.close()
+    with pytest.raises(EngineClosedError, match=r"checkpoint, '.*step-\d+', is kept: .*resume"):
+        job.result(timeout=60)
+    with Engine.load(str(tiny_model_path), device="cpu") as again:
+        resumed = again.train(attrs.evolve(cfg, resume_from="latest")).events(timeout=60)
+        assert next(resumed).step > 1  # went on from the checkpoint, not from step 0
 
 
 @pytest.mark.parametrize("family", ["chatml", "llama3", "mistral", "granite"])
