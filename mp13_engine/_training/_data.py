@@ -131,8 +131,12 @@ def _check_messages(label: str, messages: Any) -> tuple[dict[str, Any], ...]:
         raise _bad(label, '"messages" must be a non-empty list of {"role", "content"} objects')
     out = []
     for j, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise _bad(label, f"message {j} needs a role, one of {', '.join(ROLES)}")
+        if not isinstance(message, dict):
+            got = f"is a {type(message).__name__}, not an object"
+            raise _bad(label, f'message {j} {got}; it needs a "role", one of {", ".join(ROLES)}')
+        if message.get("role") not in ROLES:
+            got = f"role {message['role']!r}" if "role" in message else "no role"
+            raise _bad(label, f"message {j} has {got}; it needs a role, one of {', '.join(ROLES)}")
         content = message.get("content")
         calls = message.get("tool_calls")
         if content is not None and not isinstance(content, str):

@@ -179,7 +179,12 @@ def test_chats_take_the_roles_a_request_takes():
         ({"foo": 1}, "unrecognised keys"),
         ({"messages": []}, "non-empty list"),
         ({"messages": [{"role": "user", "content": "hi"}]}, "at least one assistant"),
-        ({"messages": [{"role": "wizard", "content": "hi"}]}, "needs a role"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, "has role 'wizard'; it needs a role"),
+        (
+            {"messages": [{"content": "hi"}]},
+            "message 0 has no role; it needs a role, one of system",
+        ),
+        ({"messages": ["hi"]}, 'message 0 is a str, not an object; it needs a "role"'),
         ({"messages": [{"role": "assistant", "content": 3}]}, "content must be a string"),
         ({"prompt": "a"}, "completion"),
         ({"text": ""}, "non-empty"),
