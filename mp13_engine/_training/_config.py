@@ -246,10 +246,11 @@ class TrainingResult:
 
 def config_to_dict(config: TrainingConfig) -> dict[str, Any]:
     """JSON-ready dict of a config (an in-memory dataset becomes a row count)."""
-    # attrs.asdict, not a converter: every field is a plain JSON value already.
-    out = attrs.asdict(attrs.evolve(config, dataset="", validation=None))
+    # Field by field, not attrs.evolve: a copy would rerun the cross-field checks, and every
+    # field but the datasets is a plain JSON value already.
+    out = {field.name: getattr(config, field.name) for field in attrs.fields(TrainingConfig)}
     for key in ("dataset", "validation"):
-        value = getattr(config, key)
+        value = out[key]
         out[key] = f"<{len(value)} rows>" if isinstance(value, (list, tuple)) else value
     return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -109,6 +110,10 @@ def test_config_to_dict_is_json(tmp_path):
     assert out["dataset"] == "<3 rows>" and out["target_modules"] == ["q_proj"]
     json.dumps(out)
     assert config_to_dict(TrainingConfig(adapter="x", dataset=tmp_path))["dataset"] == str(tmp_path)
+    # Written at the end of every job: it must not rerun the cross-field checks on a copy.
+    evaluated = TrainingConfig(adapter="x", dataset=[{"text": "a"}], validation=[{"text": "b"}])
+    out = config_to_dict(attrs.evolve(evaluated, eval_every=2))
+    assert (out["validation"], out["eval_every"]) == ("<1 rows>", 2)
 
 
 # ----- datasets
