@@ -343,9 +343,15 @@ class TrainingJob:
                 )
             path = found[-1][2]
         if not (path / "trainer_state.pt").is_file():
+            saved = (
+                " It is a saved adapter: to train it further, load it with "
+                "engine.adapters.load(path, name=...) and set continue_training=True."
+                if (path / "adapter_config.json").is_file()
+                else ""
+            )
             raise TrainingError(
                 f"{str(path)!r} is not a training checkpoint (no trainer_state.pt). Give a "
-                f"directory under {checkpoints} or 'latest'."
+                f"directory under {checkpoints} or 'latest'.{saved}"
             )
         return path
 

@@ -202,6 +202,9 @@ def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
         engine.train(_cfg(tmp_path, "r6", target_modules=["q_proj"], resume_from=str(checkpoint)))
     with pytest.raises(TrainingError, match="not a training checkpoint"):
         engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path)))
+    # The finished adapter's folder, not one of its checkpoints: says how to train it further.
+    with pytest.raises(TrainingError, match=r"saved adapter: .*continue_training=True"):
+        engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path / "r1")))
     assert "r3" not in engine.adapters
     damaged = tmp_path / "damaged"
     shutil.copytree(checkpoint, damaged)
