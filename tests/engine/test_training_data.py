@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mp13_engine import ConfigError, DatasetError, TrainingConfig
 from mp13_engine._training._config import config_to_dict
-from mp13_engine._training._data import load_examples, split, to_example
+from mp13_engine._training._data import ExampleKind, load_examples, split, to_example
 from mp13_engine._training._render import render_example
 from tests._shared import SHARED_TEMPLATES
 
@@ -198,6 +198,12 @@ def test_chats_take_the_roles_a_request_takes():
             "tool call needs",
         ),
         ({"messages": [{"role": "assistant"}]}, "message 0 has no content"),
+        # Typos of a key the row lacks: said, not left out of the chat silently.
+        ({"messages": CHAT["messages"], "tool": []}, 'unknown key "tool", a typo of "tools"\\?'),
+        (
+            {"messages": [{"role": "assistant", "contents": "hi"}]},
+            'no content \\(and no tool_calls\\) \\(it has "contents", a typo of "content"\\?\\)',
+        ),
         (
             {"messages": [{"role": "assistant", "tool_calls": [_call('{"x": ')]}]},
             "arguments are not valid JSON",
@@ -214,6 +220,12 @@ def test_wrong_shaped_rows(row, needle):
         load_examples([{"text": "fine"}, row])
     with pytest.raises(DatasetError, match="row 1"):
         load_examples([{"text": "fine"}, row])
+
+
+def test_keys_a_dataset_carries_besides_a_row_are_not_typos():
+    """Extra columns (ids, sources) stay allowed; a key close to one the row has is no typo."""
+    row = {**CHAT, "prompt_id": "p1", "id": 3, "source": "web", "tools": None}
+    assert to_example("row 0", row).kind is ExampleKind.MESSAGES
 
 
 def test_json_and_jsonl_files(tmp_path):
