@@ -64,7 +64,7 @@ from mp13_engine._compat import (
     undo_failed_wrap,
 )
 from mp13_engine._config import is_number
-from mp13_engine._errors import AdapterError, RequestError
+from mp13_engine._errors import AdapterError, RequestError, TrainingError
 from mp13_engine._request_fields import check_request_field
 from mp13_engine._types import BASE_ADAPTER, adapter_names, as_tuple
 
@@ -110,6 +110,9 @@ class _AdaptersState:
     defaults: tuple[str, ...] = ()
     weights: dict[frozenset[str], dict[str, float]] = attrs.field(factory=dict)
     combos: dict[frozenset[str], str] = attrs.field(factory=dict)
+    # Names a training job is training (claimed at its setup, released when it ends): loading,
+    # replacing or unloading them would pull the weights from under the job.
+    training: set[str] = attrs.field(factory=set)
     # Re-entrant: error helpers read the registry while a caller holds the lock.
     lock: threading.RLock = attrs.field(factory=threading.RLock)
 
@@ -318,6 +321,8 @@ class AdapterManager:
             model=self._model,
             base_model=self._base_model,
             is_loaded=self.__contains__,
+            claim=self._claim_for_training_on_worker,
+            release=self._release_training_on_worker,
             add_adapter=self._add_for_training_on_worker,
             discard_adapter=self._discard_on_worker,
             install_adapter=self._install_trained_on_worker,
@@ -327,6 +332,12 @@ class AdapterManager:
     def _unknown(self, name: str) -> AdapterError:
         with self._state.lock:
             known = sorted(self._state.infos)
+            training = name in self._state.training
+        if training:
+            return AdapterError(
+                f"Adapter {name!r} is still being trained (engine.train); requests can use it "
+                f"when its job ends (job.result()). Loaded adapters: {known or 'none'}."
+            )
         # A name load(name=) would refuse (a path, say) gets no advice to pass it there.
         problem = adapter_name_problem(name)
         folder = Path(name).name if isinstance(name, str) else None
@@ -434,6 +445,30 @@ class AdapterManager:
             raise AdapterError(f"Cannot add a LoRA adapter to this model: {exc}") from exc
         return model
 
+    def _claim_for_training_on_worker(self, name: str) -> None:
+        """Mark ``name`` as trained by a job (until released); TrainingError if one already is."""
+        with self._state.lock:
+            if name in self._state.training:
+                raise TrainingError(
+                    f"Another training job is training adapter {name!r}. Wait for it to end "
+                    "(job.result()) or cancel it (job.cancel()), or pick another name."
+                )
+            self._state.training.add(name)
+
+    def _release_training_on_worker(self, name: str) -> None:
+        with self._state.lock:
+            self._state.training.discard(name)
+
+    def _refuse_if_training(self, name: str, action: str) -> None:
+        with self._state.lock:
+            busy = name in self._state.training
+        if busy:
+            raise AdapterError(
+                f"Cannot {action} adapter {name!r}: a training job is training it. Wait for the "
+                "job to end (job.result()) or cancel it (job.cancel()) first, or pick another "
+                "name."
+            )
+
     def _discard_on_worker(self, name: str) -> None:
         """Delete an adapter added for training that was never installed (the job failed)."""
         if name not in self:
@@ -479,6 +514,7 @@ class AdapterManager:
                 f"Adapter {str(directory)!r} is a {kind} adapter; mp13 serves LoRA "
                 "adapters only. Convert or retrain it as LoRA."
             )
+        self._refuse_if_training(name, "load over" if name in self else "load")
         exists = name in self
         if exists and not replace:
             raise AdapterError(
@@ -523,6 +559,7 @@ class AdapterManager:
 
     def _unload_on_worker(self, name: str) -> None:
         self._check_loaded((name,))
+        self._refuse_if_training(name, "unload")
         self._drop_combos_on_worker(lambda k: name in k)
         self._delete_on_worker(name)
         with self._state.lock:

@@ -104,8 +104,8 @@ class TrainingConfig:
     ``{"messages": [...], "tools": [...]?}``, ``{"prompt": ..., "completion": ...}``
     or ``{"text": ...}``. With ``loss_on="assistant"`` (default) only assistant
     tokens (messages) or the completion count in the loss. ``validation`` (rows
-    or a file) or ``validation_split`` (a fraction held out, seeded) gives an
-    eval loss every ``eval_every`` steps and at the end.
+    or a file) or ``validation_split`` (a fraction held out, seeded), not both,
+    gives an eval loss at the end and every ``eval_every`` steps (which needs one).
 
     Length: ``max_steps`` optimizer steps, or ``epochs`` passes when it is None.
     A step is ``grad_accum`` micro-batches of ``batch_size`` rows. Rows longer
@@ -127,8 +127,10 @@ class TrainingConfig:
     ``continue_training=True``, which trains the loaded adapter further; its
     own rank and targets then apply). Saved in PEFT format to ``output_dir``
     (default: ``adapters_dir/adapter``, else ``./adapters/adapter``) with
-    checkpoints every ``checkpoint_every`` steps; ``resume_from`` a checkpoint
-    directory (or ``"latest"``) resumes optimizer, scheduler and data order.
+    checkpoints every ``checkpoint_every`` steps (in ``output_dir/checkpoints/step-<n>``);
+    ``resume_from`` a checkpoint directory (or ``"latest"``, the most recently saved
+    one there) resumes optimizer, scheduler and data order; its LoRA settings and
+    base model must be this job's, and its step below the job's last.
 
     Types are strict: flags take ``True``/``False`` (not ``"no"``), paths a
     ``str`` or ``os.PathLike``, and ``seed`` an integer from 0 to 2**32-1.
@@ -170,6 +172,21 @@ class TrainingConfig:
     resume_from: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     eval_every: int = attrs.field(default=0, validator=_non_negative_int)
     eval_batch_size: int = attrs.field(default=8, validator=positive_int)
+
+    def __attrs_post_init__(self) -> None:
+        """Checks across fields (each field's own check has run)."""
+        if self.validation is not None and self.validation_split > 0:
+            raise ConfigError(
+                f"TrainingConfig has both validation and validation_split="
+                f"{self.validation_split}; set one: validation (rows or a .json/.jsonl file) "
+                "or validation_split (a fraction of dataset held out)."
+            )
+        if self.eval_every and self.validation is None and self.validation_split == 0:
+            raise ConfigError(
+                f"TrainingConfig.eval_every={self.eval_every} needs validation data, or no "
+                "eval loss is ever computed; set validation (rows or a .json/.jsonl file) or "
+                "validation_split (a fraction of dataset held out)."
+            )
 
 
 class TrainingEventKind(str, enum.Enum):
@@ -229,10 +246,11 @@ class TrainingResult:
 
 def config_to_dict(config: TrainingConfig) -> dict[str, Any]:
     """JSON-ready dict of a config (an in-memory dataset becomes a row count)."""
-    # attrs.asdict, not a converter: every field is a plain JSON value already.
-    out = attrs.asdict(attrs.evolve(config, dataset="", validation=None))
+    # Field by field, not attrs.evolve: a copy would rerun the cross-field checks, and every
+    # field but the datasets is a plain JSON value already.
+    out = {field.name: getattr(config, field.name) for field in attrs.fields(TrainingConfig)}
     for key in ("dataset", "validation"):
-        value = getattr(config, key)
+        value = out[key]
         out[key] = f"<{len(value)} rows>" if isinstance(value, (list, tuple)) else value
     return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 

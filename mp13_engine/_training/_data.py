@@ -12,6 +12,10 @@ Accepted row shapes (exactly one per row):
 * ``{"prompt": "...", "completion": "..."}`` — raw text, no chat template.
 * ``{"text": "..."}`` — raw text, all tokens in the loss.
 
+Other keys are ignored (datasets carry ids and sources), except a near miss of a
+key the row lacks (``"tool"`` for ``"tools"``, ``"contents"`` for ``"content"``),
+refused as a typo: it would otherwise leave the tools or a turn out silently.
+
 Invariant: every row is checked before training starts; the first bad row
 raises ``DatasetError`` naming its index (and line for JSONL) and the shapes
 accepted. Nothing here touches a model.
@@ -19,6 +23,7 @@ accepted. Nothing here touches a model.
 
 from __future__ import annotations
 
+import difflib
 import enum
 import json
 import os
@@ -126,19 +131,35 @@ def _bad(label: str, problem: str) -> DatasetError:
     return DatasetError(f"{label}: {problem}; {_SHAPES}.")
 
 
+def _misspelt(keys: Any, wanted: tuple[str, ...]) -> str:
+    """'"tool", a typo of "tools"?' when one of ``keys`` is close to a missing ``wanted``."""
+    for key in keys:
+        if isinstance(key, str) and key not in wanted:
+            close = difflib.get_close_matches(key, wanted, n=1, cutoff=0.8)
+            if close and close[0] not in keys:
+                return f'"{key}", a typo of "{close[0]}"?'
+    return ""
+
+
 def _check_messages(label: str, messages: Any) -> tuple[dict[str, Any], ...]:
     if not isinstance(messages, list) or not messages:
         raise _bad(label, '"messages" must be a non-empty list of {"role", "content"} objects')
     out = []
     for j, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise _bad(label, f"message {j} needs a role, one of {', '.join(ROLES)}")
+        if not isinstance(message, dict):
+            got = f"is a {type(message).__name__}, not an object"
+            raise _bad(label, f'message {j} {got}; it needs a "role", one of {", ".join(ROLES)}')
+        if message.get("role") not in ROLES:
+            got = f"role {message['role']!r}" if "role" in message else "no role"
+            raise _bad(label, f"message {j} has {got}; it needs a role, one of {', '.join(ROLES)}")
         content = message.get("content")
         calls = message.get("tool_calls")
         if content is not None and not isinstance(content, str):
             raise _bad(label, f"message {j} content must be a string")
         if content is None and not calls:
-            raise _bad(label, f"message {j} has no content (and no tool_calls)")
+            typo = _misspelt(message, ("content", "tool_calls"))
+            typo = f" (it has {typo})" if typo else ""
+            raise _bad(label, f"message {j} has no content (and no tool_calls){typo}")
         if calls is not None:
             out.append({**message, "tool_calls": [_check_call(label, j, c) for c in calls]})
         else:
@@ -172,6 +193,9 @@ def to_example(label: str, row: Any) -> Example:
     if not isinstance(row, dict):
         raise _bad(label, f"got a {type(row).__name__}, not an object")
     if "messages" in row:
+        typo = _misspelt(row, ("tools",))
+        if typo:  # the tools would be left out of the rendered chat, silently
+            raise _bad(label, f"unknown key {typo}")
         tools = row.get("tools")
         if tools is not None and not isinstance(tools, list):
             raise _bad(label, '"tools" must be a list of function specs')

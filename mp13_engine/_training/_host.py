@@ -58,6 +58,11 @@ class TrainingHost:
     base_model: Callable[[], Any]
     #: Whether an adapter of that name is loaded (requests can name it).
     is_loaded: Callable[[str], bool]
+    #: *worker*: claim ``name`` for this job (loading, replacing or unloading it is refused
+    #: until released); TrainingError when another job has claimed it.
+    claim: Callable[[str], None]
+    #: *worker*: end a claim (the job finished, was cancelled or failed).
+    release: Callable[[str], None]
     #: *worker*: ``add_adapter(name, lora_config)`` adds an untrained adapter requests cannot
     #: name yet (wrapping the model on first use); returns the model.
     add_adapter: Callable[[str, Any], Any]

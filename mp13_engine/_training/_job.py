@@ -9,7 +9,9 @@ Lifecycle (``start_training``):
 1. caller thread — read and validate the data, render every row to ids +
    loss mask, apply ``max_seq_len`` (truncate or drop, counted). Any
    ``DatasetError``/``ConfigError`` raises here, before any step.
-2. worker (``host.run_on_worker``) — check target modules, add the adapter to
+2. worker (``host.run_on_worker``) — claim the adapter's name (``host.claim``: loading,
+   replacing or unloading it, or a second job on it, is refused until the job
+   ends), check target modules, add the adapter to
    the model (wrapping the base model as PEFT on first use), build the
    optimizer and scheduler, restore a checkpoint. Errors raise from ``engine.train``.
 3. worker, interleaved with serving — ``step()`` runs ONE
@@ -38,6 +40,7 @@ import asyncio
 import contextlib
 import functools
 import math
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Hashable, Iterator
@@ -95,7 +98,8 @@ class TrainingJob:
         # Rows cut or left out by max_seq_len (counted for the result and metadata).
         self._truncated = self._dropped = 0
         self._trainer: Trainer | None = None
-        self._new_adapter = True
+        self._new_adapter = False  # whether setup added the adapter (a failure discards it)
+        self._last_checkpoint: Path | None = None  # named by a failure: resume from there
 
     # ----- public
     @property
@@ -117,7 +121,16 @@ class TrainingJob:
 
     def result(self, timeout: float | None = None) -> TrainingResult:
         """Wait for the result (``TimeoutError`` after ``timeout`` s); re-raises a failure."""
-        return self._future.result(wait_timeout(timeout, TrainingError, "result"))
+        limit = wait_timeout(timeout, TrainingError, "result")
+        try:
+            return self._future.result(limit)
+        except TimeoutError:  # the future's own carries no message at all
+            if self._future.done():
+                raise
+            raise TimeoutError(
+                f"training job {self.adapter!r} did not finish within {limit} s; it goes on "
+                "(wait again with result(), or stop it with cancel())"
+            ) from None
 
     async def aresult(self) -> TrainingResult:
         """Async twin of :meth:`result`; cancelling the awaiting task leaves the job running
@@ -135,7 +148,10 @@ class TrainingJob:
         while True:
             with self._cond:
                 if not self._cond.wait_for(functools.partial(self._has_news, i), timeout):
-                    raise TimeoutError(f"no training event within {timeout} s")
+                    raise TimeoutError(
+                        f"no training event within {timeout} s; the job goes on (jobs run one "
+                        "at a time: one started earlier may still be running)"
+                    )
                 new, closed = self._events[i:], self._closed
             yield from new
             i += len(new)
@@ -183,6 +199,7 @@ class TrainingJob:
     def _prepare(self) -> None:
         """Read, validate and render the data (DatasetError/ConfigError/TrainingError here)."""
         cfg, host = self.config, self._host
+        self._check_output_dir()
         train = load_examples(cfg.dataset, "dataset")
         if cfg.validation is not None:
             val = load_examples(cfg.validation, "validation set")
@@ -198,10 +215,31 @@ class TrainingJob:
         self._train = self._fit_to_length([render(e) for e in train])
         self._val = self._fit_to_length([render(e) for e in val])
         if not self._train:
+            if cfg.overflow == "drop":
+                raise TrainingError(
+                    f"No training row fits max_seq_len={cfg.max_seq_len} with tokens to learn "
+                    f'({self._dropped} dropped). Raise max_seq_len or use overflow="truncate".'
+                )
             raise TrainingError(
-                f"No training row fits max_seq_len={cfg.max_seq_len} with tokens to learn "
-                f"({self._dropped} dropped). Raise max_seq_len or use "
-                'overflow="truncate".'
+                f"No training row has tokens to learn within its first max_seq_len="
+                f"{cfg.max_seq_len} tokens ({self._dropped} dropped: cut to that length, none "
+                "of their assistant or completion tokens is left). Raise max_seq_len."
+            )
+
+    def _check_output_dir(self) -> None:
+        """ConfigError now, not after the last step, when the adapter cannot be saved there."""
+        target = self.output_dir
+        existing = next(p for p in (target, *target.parents) if p.exists())
+        problem = None
+        if not existing.is_dir():
+            problem = "is a file" if existing == target else f"is under a file, {str(existing)!r}"
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            problem = f"cannot be written ({str(existing)!r} is not writable)"
+        if problem is not None:
+            raise ConfigError(
+                f"The adapter would be saved to {str(target)!r}, which {problem}. Set "
+                "TrainingConfig.output_dir (or EngineConfig.adapters_dir) to a folder you can "
+                "write, new or one to write the adapter's files into."
             )
 
     def _fit_to_length(self, rows: list[TrainingRow]) -> list[TrainingRow]:
@@ -221,39 +259,11 @@ class TrainingJob:
 
     # ----- phase 2: worker
     def _setup_on_worker(self) -> None:
-        """Add (or pick up) the adapter, build the trainer, restore a checkpoint. Worker only."""
-        from peft import LoraConfig
-
+        """Claim the name, add (or pick) the adapter, build the trainer, resume. Worker only."""
         cfg, host = self.config, self._host
-        if host.is_loaded(cfg.adapter):
-            if not cfg.continue_training:
-                raise TrainingError(
-                    f"An adapter named {cfg.adapter!r} is already loaded. Pick another name, "
-                    "unload it, or set continue_training=True to train it further."
-                )
-            self._new_adapter = False
-            model = host.model()
-        else:
-            if cfg.continue_training:
-                raise TrainingError(
-                    f"continue_training=True but no adapter {cfg.adapter!r} is loaded; load it "
-                    "first with engine.adapters.load(path, name=...)."
-                )
-            check_targets_exist(host.base_model(), cfg.target_modules)
-            targets = cfg.target_modules
-            if isinstance(targets, str) and targets != "all-linear":
-                targets = (targets,)  # one module name; PEFT would read a bare str as a regex
-            lora = LoraConfig(
-                r=cfg.lora_r,
-                lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # PEFT types it int; floats work
-                lora_dropout=cfg.lora_dropout,
-                target_modules=targets if isinstance(targets, str) else list(targets),
-                bias="none",
-                task_type="CAUSAL_LM",
-            )
-            with seeded(cfg.seed, cuda_devices(host.model())):
-                model = host.add_adapter(cfg.adapter, lora)
+        host.claim(cfg.adapter)  # another job training this name: TrainingError, nothing touched
         try:
+            model = self._add_or_pick_adapter()
             model.set_adapter(cfg.adapter)  # also makes only this adapter trainable
             params = [p for p in model.parameters() if p.requires_grad]
             if not params:
@@ -264,28 +274,84 @@ class TrainingJob:
             if cfg.resume_from is not None:
                 checkpoint = self._checkpoint_to_resume(cfg.resume_from)
                 load_checkpoint(self._trainer, checkpoint, model, cfg.adapter)
+                if self._trainer.step >= self.total_steps:
+                    # step() would still take one more step (and report step n+1 of n).
+                    raise TrainingError(
+                        f"Checkpoint {str(checkpoint)!r} is at step {self._trainer.step}, and "
+                        f"this job ends at step {self.total_steps}; set max_steps above "
+                        f"{self._trainer.step} to train further from it."
+                    )
             model.eval()
         except BaseException:
             if self._new_adapter:
                 host.discard_adapter(cfg.adapter)
+            host.release(cfg.adapter)
             raise
+
+    def _add_or_pick_adapter(self) -> Any:
+        """The model with the job's adapter: the loaded one (continue_training) or a new one."""
+        from peft import LoraConfig
+
+        cfg, host = self.config, self._host
+        if host.is_loaded(cfg.adapter):
+            if not cfg.continue_training:
+                raise TrainingError(
+                    f"An adapter named {cfg.adapter!r} is already loaded. Pick another name, "
+                    "unload it, or set continue_training=True to train it further."
+                )
+            return host.model()
+        if cfg.continue_training:
+            raise TrainingError(
+                f"continue_training=True but no adapter {cfg.adapter!r} is loaded; load it "
+                "first with engine.adapters.load(path, name=...)."
+            )
+        check_targets_exist(host.base_model(), cfg.target_modules)
+        targets = cfg.target_modules
+        if isinstance(targets, str) and targets != "all-linear":
+            targets = (targets,)  # one module name; PEFT would read a bare str as a regex
+        lora = LoraConfig(
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # PEFT types it int; floats work
+            lora_dropout=cfg.lora_dropout,
+            target_modules=targets if isinstance(targets, str) else list(targets),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        with seeded(cfg.seed, cuda_devices(host.model())):
+            model = host.add_adapter(cfg.adapter, lora)
+        self._new_adapter = True
+        return model
 
     def _checkpoint_to_resume(self, resume_from: str) -> Path:
         checkpoints = self.output_dir / "checkpoints"
         if resume_from != "latest":
             path = Path(resume_from).expanduser()
         else:
-            found = sorted(checkpoints.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+            # The most recently saved, not the highest step: a new run into the same output_dir
+            # leaves an earlier run's higher steps behind. Only step-<n> folders with a state.
+            found = sorted(
+                (
+                    (state.stat().st_mtime_ns, int(p.name[5:]), p)
+                    for p in checkpoints.glob("step-*")
+                    if p.name[5:].isdigit() and (state := p / "trainer_state.pt").is_file()
+                ),
+            )
             if not found:
                 raise TrainingError(
                     f'resume_from="latest" but {checkpoints} has no checkpoints; start without '
                     "resume_from."
                 )
-            path = found[-1]
+            path = found[-1][2]
         if not (path / "trainer_state.pt").is_file():
+            saved = (
+                " It is a saved adapter: to train it further, load it with "
+                "engine.adapters.load(path, name=...) and set continue_training=True."
+                if (path / "adapter_config.json").is_file()
+                else ""
+            )
             raise TrainingError(
                 f"{str(path)!r} is not a training checkpoint (no trainer_state.pt). Give a "
-                f"directory under {checkpoints} or 'latest'."
+                f"directory under {checkpoints} or 'latest'.{saved}"
             )
         return path
 
@@ -338,6 +404,7 @@ class TrainingJob:
         if cfg.checkpoint_every and trainer.step % cfg.checkpoint_every == 0:
             path = self.output_dir / "checkpoints" / f"step-{trainer.step}"
             save_checkpoint(trainer, path, model, cfg.adapter)
+            self._last_checkpoint = path
             self._emit(TrainingEventKind.CHECKPOINT, trainer, path=str(path))
 
     def _evaluate(self, model: Any, trainer: Trainer) -> float:
@@ -370,7 +437,19 @@ class TrainingJob:
                     "cancelled": cancelled,
                 }
             }
-            path = str(host.install_adapter(cfg.adapter, self.output_dir, metadata))
+            try:
+                path = str(host.install_adapter(cfg.adapter, self.output_dir, metadata))
+            except (OSError, Mp13Error) as exc:
+                kept = (
+                    f"The trained adapter is loaded as {cfg.adapter!r} (requests can use it); "
+                    f"save it with engine.adapters.save({cfg.adapter!r}, path)."
+                    if host.is_loaded(cfg.adapter)
+                    else "Nothing was kept; fix the cause and start a new job."
+                )
+                raise TrainingError(
+                    f"Training adapter {cfg.adapter!r} took {trainer.step} steps, but saving it "
+                    f"to {str(self.output_dir)!r} failed: {exc}. {kept}"
+                ) from exc
         elif self._new_adapter:
             host.discard_adapter(cfg.adapter)
         result = TrainingResult(
@@ -386,6 +465,7 @@ class TrainingJob:
             train_tokens=trainer.tokens_seen,
             elapsed_s=time.perf_counter() - trainer.started,
         )
+        host.release(cfg.adapter)
         self._emit(TrainingEventKind.DONE, trainer, eval_loss=eval_loss, path=path)
         self._future.set_result(result)
         self._close_events()
@@ -403,13 +483,28 @@ class TrainingJob:
             model.eval()
             if self._new_adapter:
                 self._host.discard_adapter(self.config.adapter)
-        if not isinstance(exc, Mp13Error):
-            err = TrainingError(
-                f"Training adapter {self.config.adapter!r} failed: {type(exc).__name__}: {exc}. "
-                "The engine keeps serving; fix the cause and start a new job."
+        if self._trainer is not None:  # set up: this job holds the claim on the name
+            self._host.release(self.config.adapter)
+        resume = ""
+        if self._last_checkpoint is not None:
+            resume = (
+                f" Its last checkpoint, {str(self._last_checkpoint)!r}, is kept: to go on from "
+                "there, start a job with the same settings and resume_from set to it (or to "
+                '"latest", with the same output_dir).'
             )
+        if not isinstance(exc, Mp13Error):
+            err: BaseException = TrainingError(
+                f"Training adapter {self.config.adapter!r} failed: {type(exc).__name__}: {exc}. "
+                f"The engine keeps serving; fix the cause and start a new job.{resume}"
+            )
+        elif resume:
+            # The same error type (each takes one message), the advice added.
+            err = type(exc)(f"{str(exc).rstrip('.')}.{resume}")
+        else:
+            err = exc
+        if err is not exc:
             err.__cause__ = exc
-            exc = err
+        exc = err
         self._future.set_exception(exc)
         self._close_events()
 

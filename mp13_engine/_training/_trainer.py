@@ -15,6 +15,7 @@ micro-batch's summed loss is divided by the window's token count before
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import pickle
 import time
@@ -26,7 +27,7 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-from mp13_engine._adapter_files import write_adapter_dir
+from mp13_engine._adapter_files import METADATA_FILE, write_adapter_dir
 from mp13_engine._compat import drop_leaked_forward_hooks, peft_base_model
 from mp13_engine._errors import TrainingError
 from mp13_engine._training._config import TrainingConfig
@@ -256,6 +257,13 @@ def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> N
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    mismatch = _settings_mismatch(path, model, adapter)
+    if mismatch:
+        raise TrainingError(
+            f"Cannot resume from checkpoint {str(path)!r}: it was saved with {mismatch}. Resume "
+            "with the LoRA settings of the run that saved it, on the same base model, or start "
+            "without resume_from."
+        )
     try:
         weights = load_file(str(path / "adapter_model.safetensors"))
         set_peft_model_state_dict(model, weights, adapter_name=adapter)
@@ -272,13 +280,55 @@ def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> N
         SafetensorError,
     ) as exc:
         raise TrainingError(
-            f"Cannot resume from checkpoint {str(path)!r}: {exc}. It must come from a job with "
-            "the same LoRA settings on the same base model."
+            f"Cannot resume from checkpoint {str(path)!r}: {_first_lines(exc)}. It must come "
+            "from a job with the same LoRA settings on the same base model."
         ) from exc
     trainer.micro, trainer.step = int(saved["micro"]), int(saved["step"])
     trainer.first_step = trainer.step
     trainer.tokens_seen = int(saved["tokens_seen"])
     trainer.last_loss = saved["last_loss"]
+
+
+def _settings_mismatch(path: Path, model: Any, adapter: str) -> str | None:
+    """How the checkpoint's saved LoRA settings and base model differ from this job's, if
+    they do (a rank or target mismatch would otherwise surface as PyTorch's per-tensor
+    size-mismatch list, one line per weight); None when they match or cannot be read."""
+    saved, meta = _json_object(path / "adapter_config.json"), _json_object(path / METADATA_FILE)
+    current = model.peft_config[adapter]
+    base_type = peft_base_model(model).config.model_type
+    found = []
+    if meta.get("model_type") and base_type and meta["model_type"] != base_type:
+        found.append(f"a {meta['model_type']} base model (this engine runs {base_type})")
+    if saved.get("r") is not None and saved["r"] != current.r:
+        found.append(f"lora_r={saved['r']} (this job: {current.r})")
+
+    def leaves(targets: Any) -> set[str] | None:
+        if isinstance(targets, (list, tuple, set)):
+            return {str(t).rsplit(".", 1)[-1] for t in targets}
+        return None  # a pattern such as "all-linear": nothing to compare
+
+    old, new = leaves(saved.get("target_modules")), leaves(current.target_modules)
+    if old is not None and new is not None and old != new:
+        found.append(f"target_modules={sorted(old)} (this job: {sorted(new)})")
+    return ", ".join(found) or None
+
+
+def _json_object(file: Path) -> dict[str, Any]:
+    """A JSON object file's content; {} when missing or damaged (the loader reports those)."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _first_lines(exc: BaseException, keep: int = 3) -> str:
+    """The start of an error's text (PyTorch's state-dict errors list every tensor)."""
+    lines = str(exc).strip().splitlines()
+    more = len(lines) - keep
+    return " ".join(line.strip() for line in lines[:keep]) + (
+        f" (and {more} more lines)" if more > 0 else ""
+    )
 
 
 @contextlib.contextmanager

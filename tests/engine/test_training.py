@@ -7,6 +7,7 @@ import asyncio
 import json
 import shutil
 
+import attrs
 import pytest
 
 from mp13_engine import (
@@ -15,6 +16,7 @@ from mp13_engine import (
     DatasetError,
     Engine,
     EngineClosedError,
+    FinishReason,
     Request,
     TrainingConfig,
     TrainingError,
@@ -115,6 +117,8 @@ def test_same_seed_same_loss(engine, tmp_path):
 
 
 def test_bad_input_fails_before_any_step(engine, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
     cases = [
         (DatasetError, "does not exist", {"dataset": str(tmp_path / "missing.jsonl")}),
         (DatasetError, "row 1", {"dataset": [ROWS[0], {"question": "?"}]}),
@@ -122,7 +126,19 @@ def test_bad_input_fails_before_any_step(engine, tmp_path):
         (TrainingError, "max_seq_len", {"max_seq_len": 8, "overflow": "drop"}),
         (AdapterError, "Cannot add a LoRA adapter", {"target_modules": ["input_layernorm"]}),
         # Cut to 8 tokens, no row keeps an assistant token to learn from.
-        (TrainingError, r"No training row fits max_seq_len=8 .*\(4 dropped\)", {"max_seq_len": 8}),
+        # (The advice is to raise max_seq_len, not to use the overflow="truncate" it has.)
+        (
+            TrainingError,
+            r"first max_seq_len=8 tokens \(4 dropped: .*\)\. Raise max_seq_len\.$",
+            {"max_seq_len": 8},
+        ),
+        # Where the adapter cannot be saved: said before any step, not after the last one.
+        (
+            ConfigError,
+            r"saved to .*/a-file', which is a file\. Set TrainingConfig\.output_dir",
+            {"output_dir": str(a_file)},
+        ),
+        (ConfigError, r"which is under a file, .*/a-file'", {"output_dir": str(a_file / "sub")}),
     ]
     for error, needle, fields in cases:
         with pytest.raises(error, match=needle):
@@ -144,6 +160,8 @@ def test_request_completes_while_job_runs_and_cancel(engine, tmp_path):
     with pytest.raises(TimeoutError, match="no training event within 0 s"):
         for _ in job.events(timeout=0):  # every event so far, then none within 0 s
             pass
+    with pytest.raises(TimeoutError, match=r"job 'long' did not finish within 0 s; it goes on"):
+        job.result(timeout=0)  # (the bare future's TimeoutError said nothing at all)
     job.cancel()
     result = job.result(timeout=60)
     assert result.cancelled and 1 <= result.steps < 100_000
@@ -170,8 +188,23 @@ def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
     result = resumed.result(120)
     assert result.steps == 6
     assert result.final_loss == pytest.approx(straight.final_loss, rel=1e-5)
+    # A checkpoint at (or past) the job's last step: nothing left to train, said so at start.
+    for max_steps in (3, 2):
+        with pytest.raises(TrainingError, match=r"is at step 3, .* ends at step \d; set max_steps"):
+            engine.train(_cfg(tmp_path, "r5", max_steps=max_steps, resume_from=str(checkpoint)))
+    assert "r5" not in engine.adapters
+    # Other LoRA settings: the difference, not PyTorch's size-mismatch line for every weight.
+    with pytest.raises(TrainingError, match=r"saved with lora_r=8 \(this job: 4\)") as caught:
+        engine.train(_cfg(tmp_path, "r6", max_steps=6, lora_r=4, resume_from=str(checkpoint)))
+    assert "size mismatch" not in str(caught.value) and "r6" not in engine.adapters
+    targets = r"saved with target_modules=\[.*\(this job: \['q_proj'\]"
+    with pytest.raises(TrainingError, match=targets):
+        engine.train(_cfg(tmp_path, "r6", target_modules=["q_proj"], resume_from=str(checkpoint)))
     with pytest.raises(TrainingError, match="not a training checkpoint"):
         engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path)))
+    # The finished adapter's folder, not one of its checkpoints: says how to train it further.
+    with pytest.raises(TrainingError, match=r"saved adapter: .*continue_training=True"):
+        engine.train(_cfg(tmp_path, "r3", resume_from=str(tmp_path / "r1")))
     assert "r3" not in engine.adapters
     damaged = tmp_path / "damaged"
     shutil.copytree(checkpoint, damaged)
@@ -283,6 +316,20 @@ def test_closing_the_engine_fails_a_running_job(tiny_model_path, tmp_path):
     with pytest.raises(Exception) as info:
         job.result(timeout=60)
     assert isinstance(info.value, (TrainingError, EngineClosedError))
+
+
+def test_a_job_ended_by_a_close_names_its_last_checkpoint_to_resume(tiny_model_path, tmp_path):
+    """The error said only "closed"; with checkpoints saved it now says where to go on from."""
+    eng = Engine.load(str(tiny_model_path), device="cpu")
+    cfg = _cfg(tmp_path, "closing", max_steps=100_000, checkpoint_every=1, learning_rate=1e-3)
+    job = eng.train(cfg)
+    next(e for e in job.events(timeout=60) if e.kind == "checkpoint")
+    eng.close()
+    with pytest.raises(EngineClosedError, match=r"checkpoint, '.*step-\d+', is kept: .*resume"):
+        job.result(timeout=60)
+    with Engine.load(str(tiny_model_path), device="cpu") as again:
+        resumed = again.train(attrs.evolve(cfg, resume_from="latest")).events(timeout=60)
+        assert next(resumed).step > 1  # went on from the checkpoint, not from step 0
 
 
 @pytest.mark.parametrize("family", ["chatml", "llama3", "mistral", "granite"])
@@ -434,8 +481,48 @@ def test_epochs_grad_accum_and_resume_latest(engine, tmp_path):
     assert [e.step for e in more.events(timeout=120) if e.kind == "step"] == [3]
     assert more.result(60).steps == 3
     assert engine.adapters.get("ep2").targets == ("q_proj",)
+    # A new run into the same output_dir: "latest" is its checkpoint (the most recently saved),
+    # not the earlier run's higher step-2; folders that are not step-<n> checkpoints are skipped.
+    one = {"batch_size": 2, "grad_accum": 2, "target_modules": "q_proj", "output_dir": str(out)}
+    engine.train(_cfg(tmp_path, "ep3", max_steps=1, checkpoint_every=1, **one)).result(60)
+    (out / "checkpoints" / "step-2-copy").mkdir()
+    (out / "checkpoints" / "step-9").mkdir()  # no trainer_state.pt
+    resumed = engine.train(_cfg(tmp_path, "ep4", max_steps=3, resume_from="latest", **one))
+    assert [e.step for e in resumed.events(timeout=120) if e.kind == "step"] == [2, 3]
 
 
 def test_train_refuses_what_is_not_a_training_config(engine):
     with pytest.raises(ConfigError, match=r"engine\.train needs a TrainingConfig, got dict"):
         engine.train({"adapter": "x", "dataset": ROWS})
+
+
+def test_an_adapter_in_training_is_held_until_its_job_ends(engine, tmp_path):
+    """A second job, load, replace, unload or a request on the adapter a job trains is refused
+    with what to do; before, a load replaced the job's weights and an unload killed the job."""
+    saved = engine.train(_cfg(tmp_path, "held", max_steps=2)).result(60).path
+    job = engine.train(_cfg(tmp_path, "growing", max_steps=500))
+    further = None
+    try:
+        with pytest.raises(TrainingError, match="Another training job is training adapter 'gro"):
+            engine.train(_cfg(tmp_path, "growing", output_dir=str(tmp_path / "other")))
+        with pytest.raises(AdapterError, match="Cannot load adapter 'growing': a training job"):
+            engine.adapters.load(saved, name="growing")
+        with pytest.raises(AdapterError, match="'growing' is still being trained"):
+            engine.adapters.unload("growing")
+        busy = engine.generate(Request(prompt="Hi", adapters=["growing"], max_new_tokens=2))
+        assert busy.finish_reason is FinishReason.ERROR and "still being trained" in busy.error
+        further = engine.train(_cfg(tmp_path, "held", continue_training=True, max_steps=500))
+        with pytest.raises(AdapterError, match="Cannot unload adapter 'held': a training job"):
+            engine.adapters.unload("held")
+        with pytest.raises(AdapterError, match="Cannot load over adapter 'held'"):
+            engine.adapters.load(saved, name="held", replace=True)
+        assert not job.done()
+    finally:
+        job.cancel()
+        if further is not None:
+            further.cancel()
+    assert job.result(120).cancelled and further.result(120).cancelled
+    # Released when the jobs end: the names are ordinary adapters again.
+    engine.adapters.unload("growing")
+    engine.adapters.load(saved, name="held", replace=True)
+    engine.adapters.unload("held")

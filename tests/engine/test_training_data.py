@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mp13_engine import ConfigError, DatasetError, TrainingConfig
 from mp13_engine._training._config import config_to_dict
-from mp13_engine._training._data import load_examples, split, to_example
+from mp13_engine._training._data import ExampleKind, load_examples, split, to_example
 from mp13_engine._training._render import render_example
 from tests._shared import SHARED_TEMPLATES
 
@@ -91,12 +92,28 @@ def test_bad_config_fields_name_the_field(field, value, needle):
         TrainingConfig(**kwargs)
 
 
+def test_validation_settings_that_would_be_ignored_are_refused():
+    """eval_every without validation data computed no eval loss, silently; validation and
+    validation_split together silently ignored the split."""
+    rows = [{"text": "hi"}]
+    with pytest.raises(ConfigError, match=r"eval_every=5 needs validation data.*validation_split"):
+        TrainingConfig(adapter="x", dataset=rows, eval_every=5)
+    with pytest.raises(ConfigError, match=r"both validation and validation_split=0.2; set one"):
+        TrainingConfig(adapter="x", dataset=rows, validation=rows, validation_split=0.2)
+    assert TrainingConfig(adapter="x", dataset=rows, eval_every=5, validation=rows).eval_every == 5
+    assert TrainingConfig(adapter="x", dataset=rows, eval_every=5, validation_split=0.5)
+
+
 def test_config_to_dict_is_json(tmp_path):
     cfg = TrainingConfig(adapter="x", dataset=[{"text": "a"}] * 3, target_modules=["q_proj"])
     out = config_to_dict(cfg)
     assert out["dataset"] == "<3 rows>" and out["target_modules"] == ["q_proj"]
     json.dumps(out)
     assert config_to_dict(TrainingConfig(adapter="x", dataset=tmp_path))["dataset"] == str(tmp_path)
+    # Written at the end of every job: it must not rerun the cross-field checks on a copy.
+    evaluated = TrainingConfig(adapter="x", dataset=[{"text": "a"}], validation=[{"text": "b"}])
+    out = config_to_dict(attrs.evolve(evaluated, eval_every=2))
+    assert (out["validation"], out["eval_every"]) == ("<1 rows>", 2)
 
 
 # ----- datasets
@@ -167,7 +184,12 @@ def test_chats_take_the_roles_a_request_takes():
         ({"foo": 1}, "unrecognised keys"),
         ({"messages": []}, "non-empty list"),
         ({"messages": [{"role": "user", "content": "hi"}]}, "at least one assistant"),
-        ({"messages": [{"role": "wizard", "content": "hi"}]}, "needs a role"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, "has role 'wizard'; it needs a role"),
+        (
+            {"messages": [{"content": "hi"}]},
+            "message 0 has no role; it needs a role, one of system",
+        ),
+        ({"messages": ["hi"]}, 'message 0 is a str, not an object; it needs a "role"'),
         ({"messages": [{"role": "assistant", "content": 3}]}, "content must be a string"),
         ({"prompt": "a"}, "completion"),
         ({"text": ""}, "non-empty"),
@@ -176,6 +198,12 @@ def test_chats_take_the_roles_a_request_takes():
             "tool call needs",
         ),
         ({"messages": [{"role": "assistant"}]}, "message 0 has no content"),
+        # Typos of a key the row lacks: said, not left out of the chat silently.
+        ({"messages": CHAT["messages"], "tool": []}, 'unknown key "tool", a typo of "tools"\\?'),
+        (
+            {"messages": [{"role": "assistant", "contents": "hi"}]},
+            'no content \\(and no tool_calls\\) \\(it has "contents", a typo of "content"\\?\\)',
+        ),
         (
             {"messages": [{"role": "assistant", "tool_calls": [_call('{"x": ')]}]},
             "arguments are not valid JSON",
@@ -192,6 +220,12 @@ def test_wrong_shaped_rows(row, needle):
         load_examples([{"text": "fine"}, row])
     with pytest.raises(DatasetError, match="row 1"):
         load_examples([{"text": "fine"}, row])
+
+
+def test_keys_a_dataset_carries_besides_a_row_are_not_typos():
+    """Extra columns (ids, sources) stay allowed; a key close to one the row has is no typo."""
+    row = {**CHAT, "prompt_id": "p1", "id": 3, "source": "web", "tools": None}
+    assert to_example("row 0", row).kind is ExampleKind.MESSAGES
 
 
 def test_json_and_jsonl_files(tmp_path):

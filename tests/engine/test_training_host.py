@@ -114,6 +114,9 @@ def test_a_failing_job_discards_its_adapter_through_the_host(engine, monkeypatch
     assert calls == [("discard", "doomed")]
     assert "doomed" not in engine.adapters
     assert "doomed" not in getattr(engine.model, "peft_config", {})
+    # The failed job released its claim on the name: a new job may train it.
+    monkeypatch.undo()
+    assert engine.train(_cfg("doomed")).result(timeout=120).steps == 2
 
 
 def test_event_kinds_are_an_enum_that_still_compares_as_text(engine):
@@ -148,3 +151,21 @@ def test_async_waiting_uses_no_thread(engine, monkeypatch):
 
     kinds, result = asyncio.run(main())
     assert kinds == ["step"] * 3 + ["done"] and result.steps == 3
+
+
+def test_a_failed_save_at_the_end_says_the_trained_adapter_is_kept(engine):
+    """Saving fails after the last step (a full disk, say): the error says the adapter is
+    loaded and how to save it, not just the OSError and "start a new job"."""
+    host = engine.adapters.training_host()
+
+    def install(name, directory, metadata):
+        host.install_adapter(name, directory, metadata)  # registered, then the disk fills up
+        raise OSError(28, "No space left on device")
+
+    job = start_training(attrs.evolve(host, install_adapter=install), _cfg("unsaved"))
+    with pytest.raises(TrainingError, match=r"took 2 steps, but saving it to .* failed: .*space"):
+        job.result(timeout=120)
+    with pytest.raises(TrainingError, match=r"engine\.adapters\.save\('unsaved', path\)"):
+        job.result()
+    assert engine.generate(Request(prompt="Hi", adapters=["unsaved"], max_new_tokens=2)).ok
+    engine.adapters.unload("unsaved")  # the claim was released with the failure
