@@ -332,7 +332,7 @@ class AdapterManager:
     def _unknown(self, name: str) -> AdapterError:
         with self._state.lock:
             known = sorted(self._state.infos)
-            training = name in self._state.training
+            training = isinstance(name, str) and name in self._state.training
         if training:
             return AdapterError(
                 f"Adapter {name!r} is still being trained (engine.train); requests can use it "
@@ -461,7 +461,7 @@ class AdapterManager:
 
     def _refuse_if_training(self, name: str, action: str) -> None:
         with self._state.lock:
-            busy = name in self._state.training
+            busy = isinstance(name, str) and name in self._state.training
         if busy:
             raise AdapterError(
                 f"Cannot {action} adapter {name!r}: a training job is training it. Wait for the "
