@@ -168,8 +168,12 @@ class Engine:
         return self._worker.closed
 
     # ----- request preparation (caller thread)
-    def _coerce(self, request: RequestLike, overrides: dict[str, Any]) -> Request:
-        """A ``Request`` from what the caller gave; every field is checked as it is built."""
+    def _coerce(
+        self, request: RequestLike, overrides: dict[str, Any], *, many: bool = False
+    ) -> Request:
+        """A ``Request`` from what the caller gave; every field is checked as it is built.
+
+        ``many``: one item of a ``*_many`` call (no advice to use ``generate_many``)."""
         if isinstance(request, Request):
             return _build(request, **overrides) if overrides else request
         if isinstance(request, str):
@@ -187,13 +191,19 @@ class Engine:
             )
         raise RequestError(
             "a request must be a Request, a prompt string or a list of message dicts, "
-            f"not {type(request).__name__}{_SEVERAL_HINT}"
+            f"not {type(request).__name__}"
+            + ("" if many else "; for several prompts use generate_many")
         )
 
     def _prepare(
-        self, request: RequestLike, overrides: dict[str, Any], watched: bool = False
+        self,
+        request: RequestLike,
+        overrides: dict[str, Any],
+        watched: bool = False,
+        *,
+        many: bool = False,
     ) -> RequestState:
-        req = self._coerce(request, overrides)
+        req = self._coerce(request, overrides, many=many)
         # The worker serves the resolved sampling decision (do_sample a bool, temperature
         # positive), so the step loop needs no convention of its own.
         served = req
@@ -293,12 +303,11 @@ class Engine:
             states = []
             for i, r in enumerate(requests):
                 try:
-                    states.append(self._prepare(r, overrides, watched))
+                    states.append(self._prepare(r, overrides, watched, many=many))
                 except RequestError as exc:
                     if not many:
                         raise
-                    message = str(exc).removesuffix(_SEVERAL_HINT)
-                    raise RequestError(f"requests[{i}]: {message}", field=exc.field) from exc
+                    raise RequestError(f"requests[{i}]: {exc}", field=exc.field) from exc
             self._submit(states)
         finally:
             self._worker.preparing(-1)
@@ -562,10 +571,6 @@ def _config_from(
     raise ConfigError(
         f"Engine.load got {type(model).__name__}; give an EngineConfig, a model path or a hub id"
     )
-
-
-#: The advice a bad single request gets (dropped inside a ``*_many`` call).
-_SEVERAL_HINT = "; for several prompts use generate_many"
 
 
 def _many(requests: object) -> list[RequestLike]:
