@@ -162,10 +162,12 @@ def _entry_problems(config: ChatConfig) -> list[str]:
                 check(name, value)
         except Mp13Error as exc:
             problems.append(f"params: {exc}")
-    policies = ", ".join(a.value for a in Approval)
+    policies = [a.value for a in Approval]
     for tool, policy in config.tool_approvals.items():
-        if policy not in {a.value for a in Approval}:
-            problems.append(f"tool_approvals: {tool}: {policy!r} is not one of {policies}")
+        if policy not in policies:
+            problems.append(
+                f"tool_approvals: {tool}: {policy!r} is not one of {', '.join(policies)}"
+            )
     return problems
 
 

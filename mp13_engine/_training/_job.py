@@ -329,19 +329,20 @@ class TrainingJob:
         else:
             # The most recently saved, not the highest step: a new run into the same output_dir
             # leaves an earlier run's higher steps behind. Only step-<n> folders with a state.
-            found = sorted(
+            latest = max(
                 (
                     (state.stat().st_mtime_ns, int(p.name[5:]), p)
                     for p in checkpoints.glob("step-*")
                     if p.name[5:].isdigit() and (state := p / "trainer_state.pt").is_file()
                 ),
+                default=None,
             )
-            if not found:
+            if latest is None:
                 raise TrainingError(
                     f'resume_from="latest" but {checkpoints} has no checkpoints; start without '
                     "resume_from."
                 )
-            path = found[-1][2]
+            path = latest[2]
         if not (path / "trainer_state.pt").is_file():
             saved = (
                 " It is a saved adapter: to train it further, load it with "
