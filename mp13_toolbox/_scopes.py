@@ -78,11 +78,16 @@ def _as_modes(value: Mapping[str, ToolMode | str] | None) -> dict[str, ToolMode]
     return out
 
 
+def is_pattern(target: str) -> bool:
+    """Whether a scope or ``set_mode`` target is an ``fnmatch`` pattern, not a tool name."""
+    return not _PATTERN_CHARS.isdisjoint(target)
+
+
 def _specificity(target: str, name: str) -> int | None:
     """How specifically ``target`` names ``name`` (2 exact, 1 pattern, 0 ``*``); None: no hit."""
     if target == name:
         return 2
-    if _PATTERN_CHARS.isdisjoint(target) or not fnmatch.fnmatchcase(name, target):
+    if not is_pattern(target) or not fnmatch.fnmatchcase(name, target):
         return None
     return 0 if target == "*" else 1
 

@@ -58,7 +58,7 @@ from mp13_toolbox._errors import (
 )
 from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
-from mp13_toolbox._scopes import _PATTERN_CHARS, ToolsScope, ToolsView, as_mode
+from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode, is_pattern
 from mp13_toolbox._snapshot import ToolboxSnapshot, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import IS_TYPE
@@ -336,7 +336,7 @@ class Toolbox:
                     self._registry.update(tool.name, mode=new)
                     changed.append(tool.name)
         if not changed:
-            if _PATTERN_CHARS.isdisjoint(target):
+            if not is_pattern(target):
                 raise self._registry.unknown_tool_error(target)
             known = ", ".join(self.names()) or "none registered"
             raise UnknownToolError(
