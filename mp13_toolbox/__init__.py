@@ -40,10 +40,13 @@ from mp13_toolbox._errors import (
     ToolboxError,
     ToolRegistrationError,
     ToolSettingError,
+    ToolSettingKeywordError,
     ToolSnapshotError,
+    UnknownKeywordError,
     UnknownToolError,
 )
 from mp13_toolbox._execute import TRUNCATION_MARKER
+from mp13_toolbox._keywords import strict_keywords
 from mp13_toolbox._registry import ToolInfo, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec, parse_docstring
 from mp13_toolbox._scopes import ToolsScope, ToolsView
@@ -74,6 +77,7 @@ __all__ = [
     "ToolRegistrationError",
     "ToolResult",
     "ToolSettingError",
+    "ToolSettingKeywordError",
     "ToolSnapshotError",
     "ToolSpec",
     "Toolbox",
@@ -81,8 +85,10 @@ __all__ = [
     "ToolboxSnapshot",
     "ToolsScope",
     "ToolsView",
+    "UnknownKeywordError",
     "UnknownToolError",
     "function_spec",
     "parse_docstring",
+    "strict_keywords",
     "validate",
 ]

@@ -37,7 +37,8 @@ from typing import Any
 
 import attrs
 
-from mp13_toolbox._errors import ToolSettingError
+from mp13_toolbox._errors import ToolSettingError, ToolSettingKeywordError
+from mp13_toolbox._keywords import strict_keywords
 from mp13_toolbox._types import ToolCall
 from mp13_toolbox._validate import IS_TYPE
 
@@ -49,6 +50,7 @@ def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: int | None) 
         )
 
 
+@strict_keywords(ToolSettingKeywordError)
 @attrs.frozen
 class ToolBudget:
     """Limits for one user turn. ``None`` means no limit."""

@@ -10,11 +10,16 @@ Each package adds one branch in its own ``_errors`` module, whose docstring
 lists it in full::
 
     Mp13Error                     (mp13_toolbox; this module)
+    ├── UnknownKeywordError       (also TypeError) a misspelt keyword argument to a config,
+    │                             request or settings class; each package's class for it
+    │                             also derives from its own error (ConfigKeywordError, ...)
     ├── ToolboxError              (mp13_toolbox; this module)
     │   ├── ToolRegistrationError     a function or spec cannot become a tool
     │   ├── UnknownToolError          a name that is not registered
     │   ├── ToolSettingError          a mode, risk, approval, answer, budget or scope
-    │   │                             value that is not one of the allowed ones
+    │   │   │                         value that is not one of the allowed ones
+    │   │   └── ToolSettingKeywordError   a misspelt ToolsScope / ToolBudget keyword
+    │   │                                 (also an UnknownKeywordError)
     │   ├── ToolSnapshotError         a toolbox snapshot cannot be (de)serialized
     │   └── CalculatorError           the builtin calculator refuses an expression
     ├── EngineError               (mp13_engine._errors)
@@ -33,6 +38,16 @@ from __future__ import annotations
 
 class Mp13Error(Exception):
     """Base of every error mp13 raises on purpose."""
+
+
+class UnknownKeywordError(Mp13Error, TypeError):
+    """A keyword argument that the class being built has no field for (a misspelt name).
+
+    Raised by the constructors that ``strict_keywords`` guards; the message names the
+    keyword, the closest field and every valid one. Each package raises a subclass that
+    is also its own error (``mp13_engine.ConfigKeywordError`` is a ``ConfigError``), and
+    it stays a ``TypeError``: what Python raised for such a call before.
+    """
 
 
 class ToolboxError(Mp13Error):
@@ -56,3 +71,7 @@ class ToolSettingError(ToolboxError, ValueError):
 
 class ToolSnapshotError(ToolboxError, ValueError):
     """A toolbox snapshot could not be serialized or restored."""
+
+
+class ToolSettingKeywordError(ToolSettingError, UnknownKeywordError):
+    """A misspelt keyword argument to ``ToolsScope`` or ``ToolBudget``."""

@@ -46,7 +46,8 @@ from typing import Any
 
 import attrs
 
-from mp13_toolbox._errors import ToolSettingError
+from mp13_toolbox._errors import ToolSettingError, ToolSettingKeywordError
+from mp13_toolbox._keywords import strict_keywords
 from mp13_toolbox._types import ToolMode, enum_setting
 
 # Strength of a mode when equally specific entries of ONE layer target the same tool.
@@ -97,6 +98,7 @@ def narrower(a: ToolMode, b: ToolMode) -> ToolMode:
     return a if _EXPOSURE[a] <= _EXPOSURE[b] else b
 
 
+@strict_keywords(ToolSettingKeywordError)
 @attrs.frozen
 class ToolsScope:
     """One layer of tool modes: ``{"*" | name | pattern: mode}``.

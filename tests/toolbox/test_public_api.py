@@ -29,6 +29,7 @@ def test_names_are_pinned():
         "ToolRegistrationError",
         "ToolResult",
         "ToolSettingError",
+        "ToolSettingKeywordError",
         "ToolSnapshotError",
         "ToolSpec",
         "Toolbox",
@@ -36,9 +37,11 @@ def test_names_are_pinned():
         "ToolboxSnapshot",
         "ToolsScope",
         "ToolsView",
+        "UnknownKeywordError",
         "UnknownToolError",
         "function_spec",
         "parse_docstring",
+        "strict_keywords",
         "validate",
     ]
 
