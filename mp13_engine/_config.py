@@ -20,7 +20,8 @@ from typing import Any, TypeGuard
 import attrs
 
 from mp13_engine._convert import converter, structure
-from mp13_engine._errors import ConfigError
+from mp13_engine._errors import ConfigError, ConfigKeywordError
+from mp13_toolbox import strict_keywords
 
 DEVICES_HELP = "'auto', 'cpu', 'cuda' or 'cuda:N', 'mps'"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -152,6 +153,7 @@ def path_str(value: Any) -> Any:
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
+@strict_keywords(ConfigKeywordError)
 @attrs.frozen(kw_only=True)
 class EngineConfig:
     """How to load and run one engine.

@@ -10,6 +10,8 @@ toolbox's branch and the other packages' roots are drawn in
     Mp13Error                      (mp13_toolbox)
     └── EngineError
         ├── ConfigError            an EngineConfig / TrainingConfig field is invalid
+        │   └── ConfigKeywordError     a misspelt EngineConfig / TrainingConfig keyword
+        │                              (also mp13_toolbox.UnknownKeywordError, a TypeError)
         ├── ModelLoadError         the model cannot be loaded
         │   ├── ModelNotFoundError     path missing, hub id not in the local cache
         │   │   └── UnknownModelError      not one of mp13_engine.models.names()
@@ -19,7 +21,8 @@ toolbox's branch and the other packages' roots are drawn in
         │   └── ModelFetchError        fetching a named model failed (network, pip, checksum)
         ├── ChatTemplateError      messages given to a tokenizer without a chat template
         ├── RequestError           a request's field is invalid (``.field`` names it), or
-        │                          its prompt cannot be rendered or does not fit
+        │   │                      its prompt cannot be rendered or does not fit
+        │   └── RequestKeywordError    a misspelt Request keyword (also an UnknownKeywordError)
         ├── EngineClosedError      the engine was closed
         ├── AdapterError           adapter load / unload / compatibility problems
         ├── TrainingError          a training job cannot start or failed
@@ -36,7 +39,7 @@ Every message says what went wrong and what to do about it.
 
 from __future__ import annotations
 
-from mp13_toolbox import Mp13Error
+from mp13_toolbox import Mp13Error, UnknownKeywordError
 
 
 class EngineError(Mp13Error):
@@ -45,6 +48,13 @@ class EngineError(Mp13Error):
 
 class ConfigError(EngineError, ValueError):
     """A configuration field has an invalid value; the message names it and the allowed values."""
+
+
+class ConfigKeywordError(ConfigError, UnknownKeywordError):
+    """A keyword ``EngineConfig`` or ``TrainingConfig`` has no field for; names the closest one.
+
+    Also a ``TypeError``, which is what such a call raised before.
+    """
 
 
 class ModelLoadError(EngineError):
@@ -85,6 +95,13 @@ class RequestError(EngineError, ValueError):
     def __init__(self, message: str, *, field: str | None = None):
         super().__init__(message)
         self.field = field
+
+
+class RequestKeywordError(RequestError, UnknownKeywordError):
+    """A keyword ``Request`` has no field for (``temprature=``); names the closest one.
+
+    Also a ``TypeError``, which is what such a call raised before.
+    """
 
 
 class EngineClosedError(EngineError, RuntimeError):

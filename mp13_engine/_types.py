@@ -16,8 +16,9 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._errors import RequestKeywordError
 from mp13_engine._request_fields import FIELDS, check_request, new_request_id
-from mp13_toolbox import ToolCall, ToolSpec
+from mp13_toolbox import ToolCall, ToolSpec, strict_keywords
 
 #: Adapter name that means "the base model, no adapter".
 BASE_ADAPTER = "__base__"
@@ -140,6 +141,7 @@ def _timeout_s(v: float | None) -> Any:
     return FIELDS["timeout_s"].check("timeout_s", v)
 
 
+@strict_keywords(RequestKeywordError)
 @attrs.frozen(kw_only=True)
 class Request:
     """One generation request, valid from the moment it exists.
@@ -148,7 +150,9 @@ class Request:
     ``prompt`` (raw text, fed as is: control-token text in it is markup).
     Every field is checked when the request is built (and by ``attrs.evolve``):
     a bad value raises ``RequestError`` naming the field, the value and what is
-    allowed (see ``mp13_engine.REQUEST_FIELDS`` / ``check_request_field``).
+    allowed (see ``mp13_engine.REQUEST_FIELDS`` / ``check_request_field``); a
+    misspelt keyword (``temprature=0.7``) raises ``RequestKeywordError`` naming the
+    field meant.
 
     Sampling follows OpenAI, vLLM and Ollama: ``temperature=0`` is greedy
     decoding, a positive ``temperature`` samples at that temperature. Left

@@ -30,7 +30,8 @@ from mp13_engine._config import (
     positive_int,
     rule,
 )
-from mp13_engine._errors import ConfigError
+from mp13_engine._errors import ConfigError, ConfigKeywordError
+from mp13_toolbox import strict_keywords
 
 SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
 OVERFLOW = ("truncate", "drop")
@@ -96,6 +97,7 @@ def _check_dataset(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> No
         )
 
 
+@strict_keywords(ConfigKeywordError)
 @attrs.frozen(kw_only=True)
 class TrainingConfig:
     """A LoRA (or QLoRA, on a 4/8-bit base) training job on the engine's model.

@@ -15,11 +15,13 @@ from mp13_engine import (
     AdapterError,
     ChatTemplateError,
     ConfigError,
+    ConfigKeywordError,
     Engine,
     EngineConfig,
     FinishReason,
     ModelLoadError,
     ModelNotFoundError,
+    Mp13Error,
     NotCausalLMError,
     Request,
 )
@@ -63,6 +65,20 @@ def test_bad_config_field_names_field_and_allowed_values(field, value, allowed):
 def test_unknown_config_field_lists_known_fields(tiny_model_path):
     with pytest.raises(ConfigError, match="max_batch_size"):
         Engine.load(str(tiny_model_path), max_batchsize=4)
+
+
+def test_a_misspelt_config_keyword_is_a_config_error_naming_the_field_meant():
+    """EngineConfig(max_new_token=5) raised attrs' bare TypeError, with no hint."""
+    with pytest.raises(ConfigKeywordError) as caught:
+        EngineConfig(model="m", max_new_token=5)
+    message = str(caught.value)
+    assert "EngineConfig got an unknown keyword 'max_new_token'" in message
+    assert "did you mean 'default_max_new_tokens'?" in message
+    assert "Valid keywords: model, device, dtype" in message
+    assert isinstance(caught.value, ConfigError)
+    assert isinstance(caught.value, Mp13Error)
+    with pytest.raises(TypeError, match="did you mean 'max_batch_size'"):  # as it was caught
+        EngineConfig(model="m", max_batchsize=4)
 
 
 def test_config_json_round_trip(tmp_path):

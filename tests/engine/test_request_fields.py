@@ -18,7 +18,14 @@ import pytest
 
 import mp13_engine
 import mp13_engine._types
-from mp13_engine import REQUEST_FIELDS, Mp13Error, Request, RequestError, check_request_field
+from mp13_engine import (
+    REQUEST_FIELDS,
+    Mp13Error,
+    Request,
+    RequestError,
+    RequestKeywordError,
+    check_request_field,
+)
 from mp13_engine._request_fields import RESERVED_TEMPLATE_KWARGS, ROLES
 from mp13_toolbox import ToolSpec, function_spec
 
@@ -122,6 +129,21 @@ def test_good_values_are_normalised(field, value, stored):
 def test_unknown_field_is_a_request_error():
     with pytest.raises(RequestError, match="no field 'temprature'"):
         check_request_field("temprature", 1.0)
+
+
+def test_a_misspelt_keyword_is_a_request_error_naming_the_field_meant():
+    """Request(temprature=0.7) raised attrs' bare TypeError, with no hint."""
+    with pytest.raises(RequestKeywordError) as caught:
+        Request(prompt="hi", temprature=0.7)
+    message = str(caught.value)
+    assert "Request got an unknown keyword 'temprature' (did you mean 'temperature'?)" in message
+    assert "Valid keywords: messages, prompt, id" in message
+    assert isinstance(caught.value, RequestError)
+    assert isinstance(caught.value, Mp13Error)
+    with pytest.raises(TypeError, match="did you mean 'max_new_tokens'"):  # as it was caught
+        Request(prompt="hi", max_new_token=5)
+    with pytest.raises(RequestKeywordError, match="did you mean 'top_p'"):
+        attrs.evolve(Request(prompt="hi"), top_pp=0.5)
 
 
 def test_messages_or_prompt_exactly_one():

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mp13_engine import ConfigError, DatasetError, TrainingConfig
+from mp13_engine import ConfigError, ConfigKeywordError, DatasetError, Mp13Error, TrainingConfig
 from mp13_engine._training._config import config_to_dict
 from mp13_engine._training._data import ExampleKind, load_examples, split, to_example
 from mp13_engine._training._render import render_example
@@ -90,6 +90,20 @@ def test_bad_config_fields_name_the_field(field, value, needle):
     kwargs = {"adapter": "x", "dataset": [{"text": "hi"}], field: value}
     with pytest.raises(ConfigError, match=needle):
         TrainingConfig(**kwargs)
+
+
+def test_a_misspelt_keyword_is_a_config_error_naming_the_field_meant():
+    """TrainingConfig(learning_rte=1e-4) raised attrs' bare TypeError, with no hint."""
+    with pytest.raises(ConfigKeywordError) as caught:
+        TrainingConfig(adapter="x", dataset=[{"text": "hi"}], learning_rte=1e-4)
+    message = str(caught.value)
+    assert "TrainingConfig got an unknown keyword 'learning_rte'" in message
+    assert "did you mean 'learning_rate'?" in message
+    assert "Valid keywords: adapter, dataset" in message
+    assert isinstance(caught.value, ConfigError)
+    assert isinstance(caught.value, Mp13Error)
+    with pytest.raises(TypeError, match="did you mean 'lora_r'"):  # as it was caught
+        TrainingConfig(adapter="x", dataset=[{"text": "hi"}], lora_rr=8)
 
 
 def test_validation_settings_that_would_be_ignored_are_refused():
