@@ -13,6 +13,7 @@ from mp13_context._cursor import Cursor, TryOut
 from mp13_context._errors import (
     CommandError,
     ContextError,
+    ContextKeywordError,
     CursorError,
     ImportConflictError,
     NotFoundError,
@@ -50,6 +51,7 @@ __all__ = [
     "CommandError",
     "CommandKind",
     "ContextError",
+    "ContextKeywordError",
     "ConversationData",
     "ConversationInfo",
     "Cursor",

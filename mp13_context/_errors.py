@@ -5,6 +5,8 @@
 
     Mp13Error                        (mp13_toolbox)
     └── ContextError
+        ├── ContextKeywordError      a misspelt ImportLimits keyword (also
+        │                            mp13_toolbox.UnknownKeywordError, a TypeError)
         ├── NotFoundError            a conversation, node or cursor id that does not exist
         ├── CursorError              an operation that does not fit the cursor's position
         │                            (no parent, nothing to retry, closed try-out, ...)
@@ -26,11 +28,18 @@ what to do about it.
 
 from __future__ import annotations
 
-from mp13_toolbox import Mp13Error
+from mp13_toolbox import Mp13Error, UnknownKeywordError
 
 
 class ContextError(Mp13Error):
     """Base of the context layer's errors."""
+
+
+class ContextKeywordError(ContextError, UnknownKeywordError):
+    """A keyword ``ImportLimits`` has no field for; the message names the closest one.
+
+    Also a ``TypeError``, which is what such a call raised before.
+    """
 
 
 class NotFoundError(ContextError, KeyError):

@@ -47,6 +47,7 @@ from mp13_context._convert import dumps, structure, unstructure
 from mp13_context._errors import (
     CommandError,
     ContextError,
+    ContextKeywordError,
     ImportConflictError,
     SerializationError,
     TamperedError,
@@ -67,6 +68,7 @@ from mp13_context._schema import (
 )
 from mp13_context._store import Store
 from mp13_context._text import scrub
+from mp13_toolbox import strict_keywords
 
 FORMAT = "mp13.session"
 #: 2: nodes carry ``hash``. 1: no hashes (still read).
@@ -80,6 +82,7 @@ def _positive_int(instance: object, attribute: attrs.Attribute[int], value: obje
         )
 
 
+@strict_keywords(ContextKeywordError)
 @attrs.frozen(kw_only=True)
 class ImportLimits:
     """Bounds an imported document must keep (raise them for very large exports)."""

@@ -16,6 +16,7 @@ import pytest
 from mp13_context import (
     ChatContext,
     ContextError,
+    ContextKeywordError,
     ImportConflictError,
     ImportLimits,
     SerializationError,
@@ -638,3 +639,15 @@ def test_import_limits_are_whole_numbers_checked_when_built(value):
     # A string limit surfaced mid-import as "'>' not supported between int and str".
     with pytest.raises(ContextError, match=r"^ImportLimits.max_nodes must be a whole number >= 1"):
         ImportLimits(max_nodes=value)
+
+
+def test_a_misspelt_limit_is_a_context_error_naming_the_field_meant():
+    """ImportLimits(max_node=10) raised attrs' bare TypeError, with no hint."""
+    with pytest.raises(ContextKeywordError) as caught:
+        ImportLimits(max_node=10)
+    message = str(caught.value)
+    assert "ImportLimits got an unknown keyword 'max_node' (did you mean 'max_nodes'?)" in message
+    assert "Valid keywords: max_nesting, max_text, max_nodes, max_depth" in message
+    assert isinstance(caught.value, ContextError)
+    with pytest.raises(TypeError, match="did you mean 'max_depth'"):  # as it was caught
+        ImportLimits(max_deep=10)

@@ -21,6 +21,7 @@ def test_names_are_pinned():
         "CommandError",
         "CommandKind",
         "ContextError",
+        "ContextKeywordError",
         "ConversationData",
         "ConversationInfo",
         "Cursor",
