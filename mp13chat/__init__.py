@@ -28,7 +28,13 @@ from collections.abc import Iterable, Sequence
 
 from mp13chat._app import ChatApp
 from mp13chat._config import ChatConfig, default_config_path, load_config
-from mp13chat._errors import ChatConfigError, ChatError, UnknownCommandError, UsageError
+from mp13chat._errors import (
+    ChatConfigError,
+    ChatConfigKeywordError,
+    ChatError,
+    UnknownCommandError,
+    UsageError,
+)
 from mp13chat._registry import Command, CommandLine, CommandRegistry, command, group_command
 from mp13chat._repl import Repl
 from mp13chat._tools import ToolLike, ToolRegistration, register_tool
@@ -48,6 +54,7 @@ __all__ = [
     "ChatApp",
     "ChatConfig",
     "ChatConfigError",
+    "ChatConfigKeywordError",
     "ChatError",
     "Command",
     "CommandLine",

@@ -29,9 +29,9 @@ import cattrs
 
 from mp13_context import PARAMS
 from mp13_engine import EngineConfig
-from mp13_toolbox import Approval, Mp13Error
+from mp13_toolbox import Approval, Mp13Error, strict_keywords
 from mp13chat._convert import make_converter
-from mp13chat._errors import ChatConfigError
+from mp13chat._errors import ChatConfigError, ChatConfigKeywordError
 
 CONFIG_FILENAME = "config.json"
 
@@ -79,6 +79,7 @@ def _dict(value: Any) -> dict[str, Any]:
     return dict(value) if value is not None else {}
 
 
+@strict_keywords(ChatConfigKeywordError)
 @attrs.frozen(kw_only=True)
 class ChatConfig:
     """What the REPL starts with. Every field is documented in ``FIELD_HELP``."""

@@ -261,6 +261,7 @@ def test_public_names_are_pinned():
         "ChatApp",
         "ChatConfig",
         "ChatConfigError",
+        "ChatConfigKeywordError",
         "ChatError",
         "Command",
         "CommandLine",

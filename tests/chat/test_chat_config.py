@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from mp13_toolbox import Mp13Error
+from mp13chat import ChatConfigKeywordError
 from mp13chat._config import (
     FIELD_HELP,
     ChatConfig,
@@ -34,6 +36,19 @@ def test_round_trip(tmp_path):
     )
     save_config(config, tmp_path / "c.json")
     assert load_config(tmp_path / "c.json") == config
+
+
+def test_a_misspelt_keyword_is_a_config_error_naming_the_field_meant():
+    """ChatConfig(markdwn=False), as a wrapper app builds it, raised attrs' bare TypeError."""
+    with pytest.raises(ChatConfigKeywordError) as caught:
+        ChatConfig(markdwn=False)
+    message = str(caught.value)
+    assert "ChatConfig got an unknown keyword 'markdwn' (did you mean 'markdown'?)" in message
+    assert "Valid keywords: model, engine, session" in message
+    assert isinstance(caught.value, ChatConfigError)
+    assert isinstance(caught.value, Mp13Error)
+    with pytest.raises(TypeError, match="did you mean 'show_reasoning'"):  # as it was caught
+        ChatConfig(show_reasonning=False)
 
 
 def test_unknown_field_is_named(tmp_path):
