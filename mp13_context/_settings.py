@@ -36,7 +36,7 @@ import attrs
 from mp13_context._errors import CommandError
 from mp13_context._model import Command, CommandKind, as_tuple
 from mp13_engine import RequestError, check_request_field
-from mp13_toolbox import ToolsScope
+from mp13_toolbox import ToolsScope, did_you_mean
 
 
 class SystemMode(str, enum.Enum):
@@ -147,7 +147,8 @@ def validate_params(params: dict[str, Any]) -> dict[str, Any]:
         check = PARAMS.get(name)
         if check is None:
             known = ", ".join(sorted(PARAMS))
-            raise CommandError(f"unknown parameter {name!r}; known parameters: {known}")
+            hint = did_you_mean(str(name), PARAMS)
+            raise CommandError(f"unknown parameter {name!r}{hint}; known parameters: {known}")
         out[name] = None if value is None else check(name, value)
     return out
 

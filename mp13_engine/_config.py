@@ -21,7 +21,7 @@ import attrs
 
 from mp13_engine._convert import converter, structure
 from mp13_engine._errors import ConfigError, ConfigKeywordError
-from mp13_toolbox import strict_keywords
+from mp13_toolbox import did_you_mean, strict_keywords
 
 DEVICES_HELP = "'auto', 'cpu', 'cuda' or 'cuda:N', 'mps'"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -267,11 +267,14 @@ class EngineConfig:
 
     @classmethod
     def _check_names(cls, names: Iterable[str]) -> None:
-        unknown = sorted(set(names) - set(cls.field_names()))
+        known = cls.field_names()
+        unknown = sorted(set(names) - set(known))
         if unknown:
-            raise ConfigError(
-                f"unknown EngineConfig field(s) {', '.join(unknown)}; "
-                f"known fields: {', '.join(cls.field_names())}"
+            # A ConfigKeywordError, as EngineConfig(...) raises for the same misspelt name.
+            raise ConfigKeywordError(
+                f"unknown EngineConfig field(s) "
+                f"{', '.join(f'{n}{did_you_mean(str(n), known)}' for n in unknown)}; "
+                f"known fields: {', '.join(known)}"
             )
 
     @classmethod

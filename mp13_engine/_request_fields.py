@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from mp13_engine._errors import RequestError
-from mp13_toolbox import ToolRegistrationError, ToolSpec, function_spec
+from mp13_toolbox import ToolRegistrationError, ToolSpec, did_you_mean, function_spec
 
 #: Roles a message may have, in a request and in training data. The first four are
 #: what every chat template handles; ``developer`` (OpenAI's successor of ``system``),
@@ -442,7 +442,8 @@ def check_field_names(names: Iterable[str]) -> None:
     for name in names:
         if name not in FIELDS:
             raise RequestError(
-                f"Request has no field {name!r}; its fields are: {', '.join(FIELDS)}",
+                f"Request has no field {name!r}{did_you_mean(str(name), FIELDS)}; "
+                f"its fields are: {', '.join(FIELDS)}",
                 field=name,
             )
 

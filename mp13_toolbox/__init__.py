@@ -46,7 +46,7 @@ from mp13_toolbox._errors import (
     UnknownToolError,
 )
 from mp13_toolbox._execute import TRUNCATION_MARKER
-from mp13_toolbox._keywords import strict_keywords
+from mp13_toolbox._keywords import did_you_mean, strict_keywords
 from mp13_toolbox._registry import ToolInfo, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec, parse_docstring
 from mp13_toolbox._scopes import ToolsScope, ToolsView
@@ -87,6 +87,7 @@ __all__ = [
     "ToolsView",
     "UnknownKeywordError",
     "UnknownToolError",
+    "did_you_mean",
     "function_spec",
     "parse_docstring",
     "strict_keywords",

@@ -29,16 +29,19 @@ from mp13_toolbox._errors import UnknownKeywordError
 _C = TypeVar("_C", bound=type)
 
 
+def did_you_mean(name: str, valid: Collection[str]) -> str:
+    """``" (did you mean 'x'?)"`` with the one of ``valid`` closest to ``name``, or ``""`` when
+    none is close: the hint every "unknown name" message of mp13 appends to the name."""
+    close = difflib.get_close_matches(name, valid, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def unknown_keyword_message(
     owner: str, unknown: Iterable[str], valid: Collection[str], *, where: str | None = None
 ) -> str:
     """What to tell the user about ``unknown`` keywords to ``owner``: each one with the closest
     of ``valid`` (when one is close), then every valid name, then ``where`` to read more."""
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, valid, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        hints.append(f"{name!r}{hint}")
+    hints = [f"{name!r}{did_you_mean(name, valid)}" for name in unknown]
     words = "an unknown keyword" if len(hints) == 1 else "unknown keywords"
     more = f" (see {where})" if where else ""
     return f"{owner} got {words} {', '.join(hints)}. Valid keywords: {', '.join(valid)}{more}"

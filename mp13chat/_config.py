@@ -29,7 +29,7 @@ import cattrs
 
 from mp13_context import PARAMS
 from mp13_engine import EngineConfig
-from mp13_toolbox import Approval, Mp13Error, strict_keywords
+from mp13_toolbox import Approval, Mp13Error, did_you_mean, strict_keywords
 from mp13chat._convert import make_converter
 from mp13chat._errors import ChatConfigError, ChatConfigKeywordError
 
@@ -150,13 +150,16 @@ def _entry_problems(config: ChatConfig) -> list[str]:
     """What is wrong inside ``engine``, ``params`` and ``tool_approvals``, by the rules the
     libraries apply at start: a typo there names the file instead of failing the start."""
     problems = []
-    unknown = sorted(set(config.engine) - set(attrs.fields_dict(EngineConfig)))
+    known = EngineConfig.field_names()
+    unknown = sorted(set(config.engine) - set(known))
     if unknown:
-        problems.append(f"engine: unknown EngineConfig field(s) {', '.join(unknown)}")
+        named = ", ".join(f"{n}{did_you_mean(str(n), known)}" for n in unknown)
+        problems.append(f"engine: unknown EngineConfig field(s) {named}")
     for name, value in config.params.items():
         check = PARAMS.get(name)
         if check is None:
-            problems.append(f"params: unknown parameter {name!r} (known: {', '.join(PARAMS)})")
+            hint = f"{did_you_mean(str(name), PARAMS)} (known: {', '.join(PARAMS)})"
+            problems.append(f"params: unknown parameter {name!r}{hint}")
             continue
         try:
             if value is not None:

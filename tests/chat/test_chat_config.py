@@ -91,10 +91,16 @@ def test_a_config_file_that_is_no_object_is_refused(tmp_path):
 @pytest.mark.parametrize(
     ("fields", "problem"),
     [
-        ({"params": {"temprature": 1}}, "params: unknown parameter 'temprature' (known: "),
+        (
+            {"params": {"temprature": 1}},
+            "params: unknown parameter 'temprature' (did you mean 'temperature'?) (known: ",
+        ),
         ({"params": {"temperature": "hot"}}, "params: invalid Request.temperature='hot'"),
         ({"tool_approvals": {"calculator": "maybe"}}, "tool_approvals: calculator: 'maybe' is"),
-        ({"engine": {"devic": "cpu"}}, "engine: unknown EngineConfig field(s) devic"),
+        (
+            {"engine": {"devic": "cpu"}},
+            "engine: unknown EngineConfig field(s) devic (did you mean 'device'?)",
+        ),
     ],
 )
 def test_a_bad_entry_inside_a_field_names_the_file(tmp_path, fields, problem):

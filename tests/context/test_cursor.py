@@ -77,7 +77,9 @@ def test_pop_with_nothing_to_pop_is_refused(ctx):
 
 def test_unknown_or_bad_params_are_refused_with_the_known_names(ctx):
     cur = ctx.cursor()
-    with pytest.raises(CommandError, match="known parameters"):
+    with pytest.raises(
+        CommandError, match=r"'temprature' \(did you mean 'temperature'\?\); known parameters"
+    ):
         cur.params.set(temprature=0.1)
     with pytest.raises(CommandError, match="top_p"):
         cur.params.set(top_p=0)

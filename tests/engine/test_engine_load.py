@@ -79,6 +79,13 @@ def test_a_misspelt_config_keyword_is_a_config_error_naming_the_field_meant():
     assert isinstance(caught.value, Mp13Error)
     with pytest.raises(TypeError, match="did you mean 'max_batch_size'"):  # as it was caught
         EngineConfig(model="m", max_batchsize=4)
+    # The dict and replace paths (Engine.load's keywords go through from_dict) say the same.
+    for build in (
+        lambda: EngineConfig.from_dict({"model": "m", "max_batchsize": 4}),
+        lambda: EngineConfig(model="m").replace(max_batchsize=4),
+    ):
+        with pytest.raises(ConfigKeywordError, match=r"max_batchsize \(did you mean 'max_batch_s"):
+            build()
 
 
 def test_config_json_round_trip(tmp_path):

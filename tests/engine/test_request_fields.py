@@ -127,7 +127,7 @@ def test_good_values_are_normalised(field, value, stored):
 
 
 def test_unknown_field_is_a_request_error():
-    with pytest.raises(RequestError, match="no field 'temprature'"):
+    with pytest.raises(RequestError, match=r"no field 'temprature' \(did you mean 'temperature'"):
         check_request_field("temprature", 1.0)
 
 

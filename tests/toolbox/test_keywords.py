@@ -16,6 +16,7 @@ from mp13_toolbox import (
     ToolSettingKeywordError,
     ToolsScope,
     UnknownKeywordError,
+    did_you_mean,
     strict_keywords,
 )
 
@@ -104,3 +105,8 @@ def test_several_unknown_names_an_alias_and_where_to_read():
 def test_it_is_public():
     assert mp13_toolbox.strict_keywords is strict_keywords
     assert issubclass(UnknownKeywordError, TypeError)
+
+
+def test_did_you_mean_names_the_closest_valid_name_or_nothing():
+    assert did_you_mean("max_call", ["max_calls", "max_rounds"]) == " (did you mean 'max_calls'?)"
+    assert did_you_mean("zzz", ["max_calls", "max_rounds"]) == ""

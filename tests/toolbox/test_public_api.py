@@ -39,6 +39,7 @@ def test_names_are_pinned():
         "ToolsView",
         "UnknownKeywordError",
         "UnknownToolError",
+        "did_you_mean",
         "function_spec",
         "parse_docstring",
         "strict_keywords",
