@@ -53,7 +53,7 @@ def strict_keywords(
     """A class decorator for an attrs class: an unknown keyword raises ``error``.
 
     Put it above the attrs decorator. ``where`` names the documentation the message points
-    to (``help(EngineConfig)`` by default).
+    to (``help(<the class>)`` by default).
     """
 
     def decorate(cls: _C) -> _C:
