@@ -48,6 +48,7 @@ from mp13_toolbox._registry import ToolInfo, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec, parse_docstring
 from mp13_toolbox._scopes import ToolsScope, ToolsView
 from mp13_toolbox._snapshot import ToolboxSnapshot
+from mp13_toolbox._text import plural
 from mp13_toolbox._toolbox import Toolbox
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import validate
@@ -84,5 +85,6 @@ __all__ = [
     "UnknownToolError",
     "function_spec",
     "parse_docstring",
+    "plural",
     "validate",
 ]

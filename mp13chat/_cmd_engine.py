@@ -20,6 +20,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.text import Text
 
 from mp13_engine import TrainingConfig
+from mp13_toolbox import plural
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
 from mp13chat._errors import ChatError, UsageError
@@ -127,9 +128,9 @@ def prompt(repl: Repl, line: CommandLine) -> None:
     if shown.message is None:
         body.append(SLOT if shown.after else "", style="reverse")
         body.append(shown.after)
-        title = f"prompt ({shown.tokens} tokens + your message)"
+        title = f"prompt ({plural(shown.tokens, 'token')} + your message)"
     else:
-        title = f"prompt ({shown.tokens} tokens)"
+        title = f"prompt ({plural(shown.tokens, 'token')})"
     repl.console.print(Panel(body, title=title, title_align="left"))
 
 
@@ -138,10 +139,10 @@ def tokens(repl: Repl, line: CommandLine) -> None:
     """Count the tokens of TEXT, or of the next prompt around your next message."""
     if line.text:
         count = repl.engine.count_tokens(line.text)
-        render.print_ok(repl.console, f"{count} tokens")
+        render.print_ok(repl.console, plural(count, "token"))
     else:
         count = next_prompt(repl).tokens
-        render.print_ok(repl.console, f"next prompt: {count} tokens + your message")
+        render.print_ok(repl.console, f"next prompt: {plural(count, 'token')} + your message")
 
 
 # --- training ----------------------------------------------------------------------------
@@ -221,7 +222,7 @@ async def announce(repl: Repl, job: TrainingJob) -> None:
     state = "cancelled" if result.cancelled else "done"
     render.print_ok(
         repl.console,
-        f"training {state}: adapter {result.adapter}, {result.steps} steps, "
+        f"training {state}: adapter {result.adapter}, {plural(result.steps, 'step')}, "
         f"final loss {_fmt(result.final_loss)}, saved at {result.path}; "
         f"/adapters use {result.adapter}",
     )

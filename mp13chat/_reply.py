@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from rich.text import Text
 
 from mp13_context import Event, EventKind, Role, Turn
-from mp13_toolbox import ApprovalAnswer, ApprovalRequest
+from mp13_toolbox import ApprovalAnswer, ApprovalRequest, plural
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._live import LiveMarkdown
@@ -105,7 +105,7 @@ def footer(turn: Turn) -> Text:
     parts: list[tuple[str, str]] = []
     metrics = turn.metrics
     if metrics is not None:
-        parts.append((f"{metrics.completion_tokens} tokens", "mp13.info"))
+        parts.append((plural(metrics.completion_tokens, "token"), "mp13.info"))
         if metrics.tokens_per_s:
             parts.append((f"{metrics.tokens_per_s:.1f} tok/s", "mp13.info"))
         if metrics.adapters:

@@ -329,6 +329,15 @@ def test_prompt_preview_and_token_count(make_chat):
     assert "4 tokens" in out  # "four words right here"
 
 
+def test_counts_of_one_are_singular_in_the_footer_and_the_token_count(make_chat):
+    h = make_chat(FakeEngine(["Yes."]))
+    out = h.run("hi", "/tokens word")
+    assert "1 token" in out  # the reply's footer and /tokens
+    assert "1 tokens" not in out
+    h = make_chat(FakeEngine(["Yes, two."]))
+    assert "2 tokens" in h.run("hi")
+
+
 def test_quit_and_eof_end_the_loop(make_chat):
     h = make_chat(FakeEngine())
     # /exit (an alias of /quit) ends the loop by itself: run() returns, no timeout.

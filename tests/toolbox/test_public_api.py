@@ -39,6 +39,7 @@ def test_names_are_pinned():
         "UnknownToolError",
         "function_spec",
         "parse_docstring",
+        "plural",
         "validate",
     ]
 
