@@ -121,6 +121,40 @@ def test_prefix_resolution_is_exact_or_unique(word):
             reg.resolve(word)
 
 
+def test_a_usage_without_arguments_refuses_them_in_the_registry():
+    import asyncio
+
+    ran = []
+
+    @command("ping", group="test")
+    def ping(app, line):
+        ran.append(line.text)
+
+    @command("echo", group="test", usage="/echo [TEXT]")
+    def echo(app, line):
+        ran.append(line.text)
+
+    reg = CommandRegistry([ping, echo])
+    assert not ping.takes_arguments and echo.takes_arguments
+    invocation = reg.parse("/ping now")
+    with pytest.raises(UsageError, match="/ping takes no arguments, got 'now'"):
+        asyncio.run(invocation.command.run(None, invocation.line))
+    for text in ("/ping", "/echo hi there"):
+        invocation = reg.parse(text)
+        asyncio.run(invocation.command.run(None, invocation.line))
+    assert ran == ["", "hi there"]
+
+
+def test_find_walks_a_path_of_command_names():
+    reg = registry()
+    assert reg.find(["system"]) is SYSTEM
+    assert reg.find(["sys", "se"]) is sys_set
+    with pytest.raises(UnknownCommandError, match="/save has no subcommands, so 'x' names none"):
+        reg.find(["save", "x"])
+    with pytest.raises(UnknownCommandError, match="unknown command /system nope"):
+        reg.find(["system", "nope"])
+
+
 def test_summary_is_the_whole_first_sentence():
     @command("wrapped", group="test")
     async def wrapped(app, line):
