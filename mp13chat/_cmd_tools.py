@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mp13_toolbox import Approval, Risk, ToolMode, ToolsScope
+from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command
@@ -133,12 +134,11 @@ def scope_set(repl: Repl, line: CommandLine) -> None:
 @command("pop", group="tools", usage="/tools scope pop")
 def scope_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last scope change on this branch."""
-    if repl.cursor.settings.tools_prev is None:
-        # Checked here so the advice names REPL commands, not the cursor's methods.
-        raise UsageError(
-            "nothing to undo: no scope change on this branch; "
-            "/tools scope add NAME=MODE adds a layer, /tools scope reset drops them all"
-        )
+    position.require_undo(
+        repl.cursor.settings.tools_prev,
+        "no scope change on this branch; "
+        "/tools scope add NAME=MODE adds a layer, /tools scope reset drops them all",
+    )
     repl.cursor.tools.pop()
     _print_tools(repl)
 
