@@ -24,7 +24,14 @@ from mp13_toolbox import plural
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
 from mp13chat._errors import ChatError, UsageError
-from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
+from mp13chat._registry import (
+    Command,
+    CommandLine,
+    command,
+    group_command,
+    parse_assignments,
+    parse_value,
+)
 from mp13chat._repl import Repl
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -162,12 +169,8 @@ def _complete_train(repl: Repl, index: int, words: list[str]) -> list[str]:
 def _training_config(words: list[str], adapters_dir: Path | None) -> TrainingConfig:
     if len(words) < 2:
         raise UsageError("give the adapter name and the dataset file")
-    options: dict[str, Any] = {}
-    for word in words[2:]:
-        key, sep, value = word.partition("=")
-        if not sep:
-            raise UsageError(f"write options as key=value (e.g. max_steps=50), got {word!r}")
-        options[key] = parse_value(value)
+    pairs = parse_assignments(words[2:], "options", "key=value (e.g. max_steps=50)")
+    options: dict[str, Any] = {key: parse_value(value) for key, value in pairs.items()}
     if adapters_dir is not None:  # else the engine's default folder
         options.setdefault("output_dir", str(adapters_dir / words[0]))
     known = _training_options()

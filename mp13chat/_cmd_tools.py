@@ -19,7 +19,7 @@ from mp13_toolbox import Approval, Risk, ToolMode, ToolsScope
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
-from mp13chat._registry import Command, CommandLine, command, group_command
+from mp13chat._registry import Command, CommandLine, command, group_command, parse_assignments
 from mp13chat._repl import Repl
 
 MODES = [m.value for m in ToolMode]
@@ -99,13 +99,9 @@ def tools_mode(repl: Repl, line: CommandLine) -> None:
 
 
 def _scope(line: CommandLine) -> ToolsScope:
-    modes = {}
-    for word in line.require_words("at least one NAME=MODE entry"):
-        name, sep, mode = word.partition("=")
-        if not sep or not name or not mode:
-            raise UsageError(f"write scope entries as NAME=MODE (e.g. '*=silent'), got {word!r}")
-        modes[name] = mode
-    try:
+    words = line.require_words("at least one NAME=MODE entry")
+    modes = parse_assignments(words, "scope entries", "NAME=MODE (e.g. '*=silent')")
+    try:  # an empty or unknown MODE: the toolbox's message lists the modes
         return ToolsScope(modes)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -280,6 +280,18 @@ def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
     return value
 
 
+def parse_assignments(words: Iterable[str], what: str, form: str) -> dict[str, str]:
+    """``KEY=VALUE`` words as a dict (a later key wins); a word without ``=`` or without a
+    key is a ``UsageError`` that shows ``form`` (``"key=value (e.g. max_steps=50)"``)."""
+    out: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise UsageError(f"write {what} as {form}, got {word!r}")
+        out[key] = value
+    return out
+
+
 def parse_value(text: str) -> Any:
     """A parameter value typed by the user: JSON literal if it is one, else the text."""
     lowered = text.strip()

@@ -89,6 +89,9 @@ def test_tool_scopes_set_show_pop_and_tool_policies(make_chat):
     assert "calculator" in [t["function"]["name"] for t in engine.requests[-1].tools]
     out = h.run("/tree")
     assert "tools set calculator=disabled, current_time=silent" in out and "tools pop" in out
+    out = _flat(h.run("/tools scope add calculator", "/tools scope add calculator="))
+    assert "write scope entries as NAME=MODE (e.g. '*=silent'), got 'calculator'" in out
+    assert "unknown tool mode ''; use one of: advertised, silent, disabled" in out
     out = _flat(h.run("/tools scope add calculator=bogus"))
     assert "error: unknown tool mode 'bogus'; use one of: advertised, silent, disabled" in out
     assert h.app.cursor.tools.show() == ()

@@ -8,7 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mp13chat._errors import ChatError, UnknownCommandError, UsageError
-from mp13chat._registry import CommandLine, CommandRegistry, command, group_command
+from mp13chat._registry import (
+    CommandLine,
+    CommandRegistry,
+    command,
+    group_command,
+    parse_assignments,
+)
 
 
 @command("save", group="session", usage="/save FILE")
@@ -143,6 +149,13 @@ def test_a_usage_without_arguments_refuses_them_in_the_registry():
         invocation = reg.parse(text)
         asyncio.run(invocation.command.run(None, invocation.line))
     assert ran == ["", "hi there"]
+
+
+def test_assignments_are_parsed_in_one_place_for_every_command():
+    assert parse_assignments(["a=1", "b=", "a=x=y"], "options", "k=v") == {"a": "x=y", "b": ""}
+    for word in ("plain", "=5"):
+        with pytest.raises(UsageError, match=f"write options as k=v, got '{word}'"):
+            parse_assignments([word], "options", "k=v")
 
 
 def test_find_walks_a_path_of_command_names():
