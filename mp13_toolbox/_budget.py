@@ -40,14 +40,12 @@ import attrs
 from mp13_toolbox._errors import ToolSettingError
 from mp13_toolbox._text import plural
 from mp13_toolbox._types import ToolCall
-from mp13_toolbox._validate import IS_TYPE
+from mp13_toolbox._validate import check_limit
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: int | None) -> None:
-    if value is not None and not (IS_TYPE["integer"](value) and value >= 0):
-        raise ToolSettingError(
-            f"{attr.name} must be a whole number >= 0 or None (no limit), got {value!r}"
-        )
+    message = f"{attr.name} must be a whole number >= 0 or None (no limit)"
+    check_limit(value, "integer", ToolSettingError, message, zero=True)
 
 
 @attrs.frozen
