@@ -42,7 +42,6 @@ from mp13_toolbox._approval import (
     ApprovalAnswer,
     Approver,
     Risk,
-    as_answer,
     as_approval,
     as_risk,
     decide,
@@ -555,7 +554,7 @@ class Toolbox:
 
     def _answered(self, plan: pl.Plan, raw: Any) -> pl.Plan | ToolResult:
         """``plan`` when the approver said yes, else the denial; remembers always/never."""
-        answer = as_answer(raw)
+        answer = ApprovalAnswer.parse(raw)
         if answer in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
             with self._registry.lock:
                 if plan.tool.name in self._registry:

@@ -27,15 +27,6 @@ from mp13chat import _render as render
 from mp13chat._live import LiveMarkdown
 from mp13chat._repl import Repl
 
-#: How a typed answer to an approval question reads; anything else is "no".
-ANSWERS = {
-    "y": ApprovalAnswer.YES,
-    "yes": ApprovalAnswer.YES,
-    "a": ApprovalAnswer.ALWAYS,
-    "always": ApprovalAnswer.ALWAYS,
-    "v": ApprovalAnswer.NEVER,
-    "never": ApprovalAnswer.NEVER,
-}
 STREAM_STYLES = {EventKind.TEXT: "mp13.reply", EventKind.REASONING: "mp13.reasoning"}
 
 
@@ -155,7 +146,7 @@ async def approve(repl: Repl, request: ApprovalRequest) -> ApprovalAnswer:
     # The call's panel is already on screen (the TOOL_CALL event comes first).
     name = request.call.name
     question = f"run {name} ({request.risk.value} risk)? [y]es / [n]o / [a]lways / ne[v]er: "
-    answer = (await repl.ask_user(question)).strip().lower()
-    choice = ANSWERS.get(answer, ApprovalAnswer.NO)
+    # Read as the toolbox reads any approver's reply: anything but a clear yes is "no".
+    choice = ApprovalAnswer.parse(await repl.ask_user(question))
     render.print_info(repl.console, f"{name}: {choice.value}")
     return choice

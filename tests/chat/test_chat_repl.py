@@ -181,6 +181,17 @@ def test_denied_and_always_answers(make_chat):
     assert "always remembered" in out
 
 
+def test_never_answered_with_its_letter_is_remembered(make_chat):
+    engine = FakeEngine()
+    call = ToolCall("calculator", {"expression": "1+1"}, id="c1")
+    engine.script(FakeReply(tool_calls=[call]), "denied")
+    h = make_chat(engine)
+    h.app.toolbox.set_approval("calculator", "ask")
+    out = h.run("add", "V")
+    assert "calculator: never" in out
+    assert h.app.toolbox.remembered()["calculator"].value == "never"
+
+
 def test_tools_commands(make_chat):
     engine = FakeEngine()
     h = make_chat(engine)
