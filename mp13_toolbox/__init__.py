@@ -51,6 +51,7 @@ from mp13_toolbox._registry import ToolInfo, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec, parse_docstring
 from mp13_toolbox._scopes import ToolsScope, ToolsView
 from mp13_toolbox._snapshot import ToolboxSnapshot
+from mp13_toolbox._text import plural
 from mp13_toolbox._toolbox import Toolbox
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import validate
@@ -90,6 +91,7 @@ __all__ = [
     "did_you_mean",
     "function_spec",
     "parse_docstring",
+    "plural",
     "strict_keywords",
     "validate",
 ]

@@ -53,6 +53,20 @@ class ApprovalAnswer(str, enum.Enum):
     ALWAYS = "always"
     NEVER = "never"
 
+    @classmethod
+    def parse(cls, value: object) -> ApprovalAnswer:
+        """An approver's reply as an answer: a member, a bool, or a typed word: ``y``,
+        ``yes``, ``allow``; ``n``, ``no``, ``deny``; ``a``, ``always``; ``v``, ``never``
+        (the letters of a ``[y]es / [n]o / [a]lways / ne[v]er`` question), in any case.
+        Anything else counts as ``NO``: only a clear yes runs a tool."""
+        if isinstance(value, ApprovalAnswer):
+            return value
+        if isinstance(value, bool):
+            return cls.YES if value else cls.NO
+        if isinstance(value, str):
+            return _ANSWER_WORDS.get(value.strip().lower(), cls.NO)
+        return cls.NO
+
 
 #: The per-risk defaults, read-only: a toolbox takes a copy and changes its own
 #: (``Toolbox(approval_defaults=...)``, ``set_approval_default``), never this one.
@@ -84,19 +98,9 @@ _ANSWER_WORDS = {
     "deny": ApprovalAnswer.NO,
     "a": ApprovalAnswer.ALWAYS,
     "always": ApprovalAnswer.ALWAYS,
+    "v": ApprovalAnswer.NEVER,
     "never": ApprovalAnswer.NEVER,
 }
-
-
-def as_answer(value: object) -> ApprovalAnswer:
-    """Normalise an approver's reply; anything unrecognised counts as ``NO``."""
-    if isinstance(value, ApprovalAnswer):
-        return value
-    if isinstance(value, bool):
-        return ApprovalAnswer.YES if value else ApprovalAnswer.NO
-    if isinstance(value, str):
-        return _ANSWER_WORDS.get(value.strip().lower(), ApprovalAnswer.NO)
-    return ApprovalAnswer.NO
 
 
 @attrs.frozen

@@ -39,15 +39,14 @@ import attrs
 
 from mp13_toolbox._errors import ToolSettingError, ToolSettingKeywordError
 from mp13_toolbox._keywords import strict_keywords
+from mp13_toolbox._text import plural
 from mp13_toolbox._types import ToolCall
-from mp13_toolbox._validate import IS_TYPE
+from mp13_toolbox._validate import check_limit
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: int | None) -> None:
-    if value is not None and not (IS_TYPE["integer"](value) and value >= 0):
-        raise ToolSettingError(
-            f"{attr.name} must be a whole number >= 0 or None (no limit), got {value!r}"
-        )
+    message = f"{attr.name} must be a whole number >= 0 or None (no limit)"
+    check_limit(value, "integer", ToolSettingError, message, zero=True)
 
 
 @strict_keywords(ToolSettingKeywordError)
@@ -125,12 +124,12 @@ class BudgetTracker:
             self._calls += 1
             if b.max_rounds is not None and self._rounds > b.max_rounds:
                 return (
-                    f"Tool round limit reached ({b.max_rounds} rounds this turn); "
+                    f"Tool round limit reached ({plural(b.max_rounds, 'round')} this turn); "
                     "answer the user with what you have now."
                 )
             if b.max_calls is not None and self._calls > b.max_calls:
                 return (
-                    f"Tool call limit reached ({b.max_calls} calls this turn); "
+                    f"Tool call limit reached ({plural(b.max_calls, 'call')} this turn); "
                     "answer the user with what you have now."
                 )
             seen = self._seen.get(key, 0)

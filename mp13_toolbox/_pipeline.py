@@ -112,9 +112,7 @@ def prepare(
     if refusal is not None:
         if budget is not None:
             budget.admit(call)
-        names = sorted(spec.name for spec in host.tool_specs(view))
-        listing = ", ".join(names) if names else "none"
-        return error_result(call, f"{refusal} Available tools: {listing}.")
+        return error_result(call, f"{refusal} {_alternatives(host, view)}")
     assert tool is not None  # no refusal: the tool is registered
     if budget is not None:
         reason = budget.admit(call)
@@ -144,6 +142,20 @@ def validation_budget_s(timeout: float | None) -> float:
 
 class _ArgumentError(Exception):
     """An argument that fits the schema but that its type refuses (a class's validator)."""
+
+
+def _alternatives(host: ToolHost, view: ToolsView) -> str:
+    """What the model may call instead of a refused tool: the advertised names.
+
+    Silent tools stay unnamed (that is what silent means), but when they are all there
+    is, "none" would be false: they still run when the model's instructions name them.
+    """
+    names = sorted(spec.name for spec in host.tool_specs(view))
+    if names:
+        return f"Available tools: {', '.join(names)}."
+    if view.silent():
+        return "No tools are advertised here; call only a tool your instructions name."
+    return "No tools are available here; answer without calling one."
 
 
 def _target(

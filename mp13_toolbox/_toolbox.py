@@ -42,7 +42,6 @@ from mp13_toolbox._approval import (
     ApprovalAnswer,
     Approver,
     Risk,
-    as_answer,
     as_approval,
     as_risk,
     decide,
@@ -61,7 +60,7 @@ from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode, is_pattern
 from mp13_toolbox._snapshot import ToolboxSnapshot, callables_by_name, relink
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
-from mp13_toolbox._validate import IS_TYPE
+from mp13_toolbox._validate import check_limit
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -103,8 +102,6 @@ class Toolbox:
         if builtins:  # a name, or names: add_builtins reads a str as one name, not letters
             self.add_builtins(None if builtins is True else builtins)
 
-    # Checked when set: a bad value would otherwise surface as a TypeError inside execute,
-    # which must never raise because of its tools.
     @property
     def max_output_chars(self) -> int | None:
         """Longest tool result kept (longer ones are cut, ``truncated``); None: no cap."""
@@ -112,10 +109,8 @@ class Toolbox:
 
     @max_output_chars.setter
     def max_output_chars(self, value: int | None) -> None:
-        if value is not None and not (IS_TYPE["integer"](value) and value > 0):
-            raise ToolSettingError(
-                f"max_output_chars must be a whole number > 0 or None (no cap), got {value!r}"
-            )
+        message = "max_output_chars must be a whole number > 0 or None (no cap)"
+        check_limit(value, "integer", ToolSettingError, message)
         self._max_output_chars = value
 
     @property
@@ -125,10 +120,8 @@ class Toolbox:
 
     @default_timeout_s.setter
     def default_timeout_s(self, value: float | None) -> None:
-        if value is not None and not (IS_TYPE["number"](value) and value > 0):
-            raise ToolSettingError(
-                f"default_timeout_s must be a number of seconds > 0 or None, got {value!r}"
-            )
+        message = "default_timeout_s must be a number of seconds > 0 or None"
+        check_limit(value, "number", ToolSettingError, message)
         self._default_timeout_s = value
 
     # registration -------------------------------------------------------------------------
@@ -561,7 +554,7 @@ class Toolbox:
 
     def _answered(self, plan: pl.Plan, raw: Any) -> pl.Plan | ToolResult:
         """``plan`` when the approver said yes, else the denial; remembers always/never."""
-        answer = as_answer(raw)
+        answer = ApprovalAnswer.parse(raw)
         if answer in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
             with self._registry.lock:
                 if plan.tool.name in self._registry:
@@ -638,6 +631,5 @@ class Toolbox:
 
 
 def _as_timeout(value: float | None) -> float | None:
-    if value is not None and not (IS_TYPE["number"](value) and value > 0):
-        raise ToolRegistrationError(f"timeout_s must be > 0 seconds or None, got {value!r}")
+    check_limit(value, "number", ToolRegistrationError, "timeout_s must be > 0 seconds or None")
     return value

@@ -115,6 +115,19 @@ IS_TYPE: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def check_limit(
+    value: Any, kind: str, error: Callable[[str], Exception], message: str, *, zero: bool = False
+) -> None:
+    """A numeric setting (a cap, a timeout, a budget) is ``None`` (no limit) or a JSON
+    ``kind`` above 0 (``zero``: at least 0); else ``error(f"{message}, got {value!r}")``.
+
+    Settings are checked when set: a bad one would otherwise surface as a TypeError inside
+    ``execute``, which must never raise because of its tools.
+    """
+    if value is not None and not (IS_TYPE[kind](value) and (value >= 0 if zero else value > 0)):
+        raise error(f"{message}, got {value!r}")
+
+
 def _match_type(value: Any, t: str) -> tuple[bool, Any]:
     """Whether ``value`` is JSON type ``t``; the (possibly normalised) value."""
     if t == "integer" and isinstance(value, float) and value.is_integer():

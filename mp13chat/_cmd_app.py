@@ -18,10 +18,8 @@ from mp13chat._repl import QuitRequested, Repl
 def _complete_commands(repl: Repl, index: int, words: list[str]) -> list[str]:
     if index == 0:
         return [c.name for c in repl.commands]
-    try:
-        cmd = repl.commands.resolve(words[0])
-        for word in words[1:index]:  # down a nested group: /help tools scope <Tab>
-            cmd = cmd.subcommand(word)
+    try:  # down a nested group: /help tools scope <Tab>
+        cmd = repl.commands.find(words[:index])
     except UnknownCommandError:
         return []
     return [s.name for s in cmd.subcommands]
@@ -40,8 +38,8 @@ def help_(repl: Repl, line: CommandLine) -> None:
         repl.console.print(render.help_overview(repl.commands))
         render.print_info(repl.console, "/help COMMAND for details; Tab completes.")
         return
-    invocation = repl.commands.parse("/" + " ".join(words), defaults=False)
-    repl.console.print(render.command_help(invocation.command))
+    # Every word names a (sub)command: /help quit now is refused, not /help quit.
+    repl.console.print(render.command_help(repl.commands.find(words)))
 
 
 @command("quit", group="app", aliases=("exit",))

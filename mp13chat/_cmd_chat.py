@@ -16,6 +16,7 @@ from rich.text import Text
 
 from mp13_context import Role, TryOut, Turn
 from mp13_engine import FinishReason
+from mp13_toolbox import plural
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
@@ -68,7 +69,7 @@ def tree(repl: Repl, line: CommandLine) -> None:
         hidden = sum(1 for n in nodes if n.depth < cutoff)
         if hidden:
             nodes = [n for n in nodes if n.depth >= cutoff]
-            title += f"  ({hidden} nodes above not shown: /tree all)"
+            title += f"  ({plural(hidden, 'node')} above not shown: /tree all)"
     path = [n.id for n in cur.path()]
     main = [n.id for n in repl.session.path(repl.session.leaf(info.root_id).id)]
     repl.console.print(conversation_tree(title, nodes, cur.node_id, path, main))
@@ -90,8 +91,7 @@ def up(repl: Repl, line: CommandLine) -> None:
     if above and steps > above:
         # Checked first: moving part of the way and then failing would leave the
         # cursor somewhere the user did not ask for, with only an error to show.
-        nodes = "node" if above == 1 else "nodes"
-        raise UsageError(f"only {above} {nodes} above here; /up {above} goes to the root")
+        raise UsageError(f"only {plural(above, 'node')} above here; /up {above} goes to the root")
     for _ in range(steps):
         repl.cursor.parent()
     show_here(repl)
@@ -104,8 +104,8 @@ def down(repl: Repl, line: CommandLine) -> None:
     count = len(repl.cursor.children())
     if count and index >= count:
         # The cursor counts from 0; say it in the numbers the user typed.
-        children = "child" if count == 1 else "children"
-        raise UsageError(f"this node has {count} {children}; give I from 1 to {count}")
+        children = plural(count, "child", "children")
+        raise UsageError(f"this node has {children}; give I from 1 to {count}")
     repl.cursor.child(index)
     show_here(repl)
 

@@ -20,10 +20,18 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.text import Text
 
 from mp13_engine import TrainingConfig
+from mp13_toolbox import plural
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
 from mp13chat._errors import ChatError, UsageError
-from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
+from mp13chat._registry import (
+    Command,
+    CommandLine,
+    command,
+    group_command,
+    parse_assignments,
+    parse_value,
+)
 from mp13chat._repl import Repl
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,9 +135,9 @@ def prompt(repl: Repl, line: CommandLine) -> None:
     if shown.message is None:
         body.append(SLOT if shown.after else "", style="reverse")
         body.append(shown.after)
-        title = f"prompt ({shown.tokens} tokens + your message)"
+        title = f"prompt ({plural(shown.tokens, 'token')} + your message)"
     else:
-        title = f"prompt ({shown.tokens} tokens)"
+        title = f"prompt ({plural(shown.tokens, 'token')})"
     repl.console.print(Panel(body, title=title, title_align="left"))
 
 
@@ -138,10 +146,10 @@ def tokens(repl: Repl, line: CommandLine) -> None:
     """Count the tokens of TEXT, or of the next prompt around your next message."""
     if line.text:
         count = repl.engine.count_tokens(line.text)
-        render.print_ok(repl.console, f"{count} tokens")
+        render.print_ok(repl.console, plural(count, "token"))
     else:
         count = next_prompt(repl).tokens
-        render.print_ok(repl.console, f"next prompt: {count} tokens + your message")
+        render.print_ok(repl.console, f"next prompt: {plural(count, 'token')} + your message")
 
 
 # --- training ----------------------------------------------------------------------------
@@ -161,12 +169,8 @@ def _complete_train(repl: Repl, index: int, words: list[str]) -> list[str]:
 def _training_config(words: list[str], adapters_dir: Path | None) -> TrainingConfig:
     if len(words) < 2:
         raise UsageError("give the adapter name and the dataset file")
-    options: dict[str, Any] = {}
-    for word in words[2:]:
-        key, sep, value = word.partition("=")
-        if not sep:
-            raise UsageError(f"write options as key=value (e.g. max_steps=50), got {word!r}")
-        options[key] = parse_value(value)
+    pairs = parse_assignments(words[2:], "options", "key=value (e.g. max_steps=50)")
+    options: dict[str, Any] = {key: parse_value(value) for key, value in pairs.items()}
     if adapters_dir is not None:  # else the engine's default folder
         options.setdefault("output_dir", str(adapters_dir / words[0]))
     known = _training_options()
@@ -221,7 +225,7 @@ async def announce(repl: Repl, job: TrainingJob) -> None:
     state = "cancelled" if result.cancelled else "done"
     render.print_ok(
         repl.console,
-        f"training {state}: adapter {result.adapter}, {result.steps} steps, "
+        f"training {state}: adapter {result.adapter}, {plural(result.steps, 'step')}, "
         f"final loss {_fmt(result.final_loss)}, saved at {result.path}; "
         f"/adapters use {result.adapter}",
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.text import Text
 
 from mp13_context import ImportConflictError, SerializationError, Session
+from mp13_toolbox import plural
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
@@ -98,7 +99,11 @@ def search(repl: Repl, line: CommandLine) -> None:
         for h in hits
     ]
     repl.console.print(
-        render.table(f"{len(hits)} matches", ("conv", "title", "node", "role", "snippet"), rows)
+        render.table(
+            plural(len(hits), "match", "matches"),
+            ("conv", "title", "node", "role", "snippet"),
+            rows,
+        )
     )
 
 

@@ -72,12 +72,11 @@ def system_add(repl: Repl, line: CommandLine) -> None:
 @command("pop", group="system", usage="/system pop")
 def system_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last system-message change on this branch."""
-    if repl.cursor.settings.system_prev is None:
-        # Checked here so the advice names REPL commands, not the cursor's methods.
-        raise UsageError(
-            "nothing to undo: no /system set, add, none or default on this branch; "
-            "/system set TEXT sets one, /system default goes back to the template's"
-        )
+    position.require_undo(
+        repl.cursor.settings.system_prev,
+        "no /system set, add, none or default on this branch; "
+        "/system set TEXT sets one, /system default goes back to the template's",
+    )
     repl.cursor.system.pop()
     _print_system(repl)
 
@@ -310,11 +309,10 @@ def adapters_default(repl: Repl, line: CommandLine) -> None:
 @command("pop", group="adapters", usage="/adapters pop")
 def adapters_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last adapter change on this branch."""
-    if repl.cursor.settings.adapters_prev is None:
-        raise UsageError(
-            "nothing to undo: no /adapters use, add, base or default on this branch; "
-            "/adapters use NAME picks adapters"
-        )
+    position.require_undo(
+        repl.cursor.settings.adapters_prev,
+        "no /adapters use, add, base or default on this branch; /adapters use NAME picks adapters",
+    )
     repl.cursor.adapters.pop()
     _print_in_use(repl)
 

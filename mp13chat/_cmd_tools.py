@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mp13_toolbox import Approval, Risk, ToolMode, ToolsScope
+from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._errors import UsageError
-from mp13chat._registry import Command, CommandLine, command, group_command
+from mp13chat._registry import Command, CommandLine, command, group_command, parse_assignments
 from mp13chat._repl import Repl
 
 MODES = [m.value for m in ToolMode]
@@ -98,13 +99,9 @@ def tools_mode(repl: Repl, line: CommandLine) -> None:
 
 
 def _scope(line: CommandLine) -> ToolsScope:
-    modes = {}
-    for word in line.require_words("at least one NAME=MODE entry"):
-        name, sep, mode = word.partition("=")
-        if not sep or not name or not mode:
-            raise UsageError(f"write scope entries as NAME=MODE (e.g. '*=silent'), got {word!r}")
-        modes[name] = mode
-    try:
+    words = line.require_words("at least one NAME=MODE entry")
+    modes = parse_assignments(words, "scope entries", "NAME=MODE (e.g. '*=silent')")
+    try:  # an empty or unknown MODE: the toolbox's message lists the modes
         return ToolsScope(modes)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
@@ -133,12 +130,11 @@ def scope_set(repl: Repl, line: CommandLine) -> None:
 @command("pop", group="tools", usage="/tools scope pop")
 def scope_pop(repl: Repl, line: CommandLine) -> None:
     """Undo the last scope change on this branch."""
-    if repl.cursor.settings.tools_prev is None:
-        # Checked here so the advice names REPL commands, not the cursor's methods.
-        raise UsageError(
-            "nothing to undo: no scope change on this branch; "
-            "/tools scope add NAME=MODE adds a layer, /tools scope reset drops them all"
-        )
+    position.require_undo(
+        repl.cursor.settings.tools_prev,
+        "no scope change on this branch; "
+        "/tools scope add NAME=MODE adds a layer, /tools scope reset drops them all",
+    )
     repl.cursor.tools.pop()
     _print_tools(repl)
 

@@ -115,6 +115,14 @@ def require_adapters(repl: Repl, names: Iterable[str] | None = None) -> None:
     )
 
 
+def require_undo(prev: int | None, advice: str) -> None:
+    """A ``UsageError`` when a branch setting has no change to undo (``prev``: its
+    ``*_prev`` link in ``cursor.settings``). Checked before the cursor's ``pop`` so that
+    ``advice`` names REPL commands, not the cursor's methods."""
+    if prev is None:
+        raise UsageError(f"nothing to undo: {advice}")
+
+
 def require_tryout(repl: Repl) -> TryOut:
     """The current cursor as a try-out, or a ``UsageError`` saying how to open one."""
     if not isinstance(repl.cursor, TryOut):

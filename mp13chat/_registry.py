@@ -8,6 +8,10 @@ commands (``Command`` and ``CommandRegistry`` are generic in it; mp13chat's own 
 take a ``_repl.Repl``). A command may instead be a group of subcommands (``group_command``), e.g.
 ``/system set|add|pop|show``, resolved the same way one level down.
 
+A command's ``usage`` is also what it accepts: when the usage shows nothing after the
+command's name (``/quit``, ``/tools scope pop``, the default for a command given no
+usage), words after it are refused with a ``UsageError`` instead of silently ignored.
+
 Resolution (``CommandRegistry.resolve``): an exact name or alias wins; otherwise a word
 that is a prefix of exactly one name is that command; a prefix of several is an
 ``UnknownCommandError`` listing them. Names are unique across names and aliases (checked
@@ -95,6 +99,11 @@ class Command(Generic[R]):
         """The first sentence of the help text (it may wrap over several docstring lines)."""
         return _first_sentence(" ".join(self.doc.strip().split("\n\n", 1)[0].split()))
 
+    @property
+    def takes_arguments(self) -> bool:
+        """Whether the usage shows anything after the name (``/quit`` does not)."""
+        return self.usage.split()[-1].lstrip("/") != self.name
+
     def subcommand(self, word: str) -> Command[R]:
         """The subcommand named by ``word`` (exact, alias or unique prefix)."""
         return _resolve(self.subcommands, word, f"/{self.name} ")
@@ -103,6 +112,8 @@ class Command(Generic[R]):
         if self.func is None:
             names = ", ".join(c.name for c in self.subcommands)
             raise UsageError(f"/{self.name} needs a subcommand: {names}")
+        if line.text and not self.takes_arguments:
+            raise UsageError(f"{self.usage} takes no arguments, got {line.text!r}")
         result = self.func(repl, line)
         if inspect.isawaitable(result):
             await result
@@ -116,7 +127,10 @@ def command(
     aliases: Iterable[str] = (),
     complete: ArgCompleter[R] | None = None,
 ) -> Callable[[CommandFunc[R]], Command[R]]:
-    """Decorator: turn ``func(repl, line)`` into a ``Command`` whose help is its docstring."""
+    """Decorator: turn ``func(repl, line)`` into a ``Command`` whose help is its docstring.
+
+    ``usage`` (default ``/name``) shows the arguments; a usage with none after the name
+    makes the command refuse arguments (see the module docstring)."""
 
     def wrap(func: CommandFunc[R]) -> Command[R]:
         return Command(
@@ -208,6 +222,22 @@ class CommandRegistry(Generic[R]):
         """The command named by ``word`` (exact name, alias, or unique prefix)."""
         return _resolve(self._commands.values(), word.lstrip("/"), "/")
 
+    def find(self, words: Iterable[str]) -> Command[R]:
+        """The command a path of names picks out, each word a (sub)command of the one
+        before (``["tools", "scope"]`` is ``/tools scope``); ``UnknownCommandError`` when a
+        word names none, e.g. one after a command without subcommands."""
+        first, *rest = words
+        cmd = self.resolve(first)
+        path = f"/{cmd.name}"
+        for word in rest:
+            if not cmd.subcommands:
+                raise UnknownCommandError(
+                    f"{path} has no subcommands, so {word!r} names none; type {path} alone"
+                )
+            cmd = _resolve(cmd.subcommands, word, path + " ")
+            path += f" {cmd.name}"
+        return cmd
+
     def parse(self, text: str, *, defaults: bool = True) -> Invocation[R]:
         """Split ``/name [sub] args`` into the command chain and its argument text.
 
@@ -248,6 +278,18 @@ def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise UsageError(f"{what} must be at least {minimum}, got {value}")
     return value
+
+
+def parse_assignments(words: Iterable[str], what: str, form: str) -> dict[str, str]:
+    """``KEY=VALUE`` words as a dict (a later key wins); a word without ``=`` or without a
+    key is a ``UsageError`` that shows ``form`` (``"key=value (e.g. max_steps=50)"``)."""
+    out: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise UsageError(f"write {what} as {form}, got {word!r}")
+        out[key] = value
+    return out
 
 
 def parse_value(text: str) -> Any:

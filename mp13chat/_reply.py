@@ -21,21 +21,12 @@ from collections.abc import Awaitable, Callable
 from rich.text import Text
 
 from mp13_context import Event, EventKind, Role, Turn
-from mp13_toolbox import ApprovalAnswer, ApprovalRequest
+from mp13_toolbox import ApprovalAnswer, ApprovalRequest, plural
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._live import LiveMarkdown
 from mp13chat._repl import Repl
 
-#: How a typed answer to an approval question reads; anything else is "no".
-ANSWERS = {
-    "y": ApprovalAnswer.YES,
-    "yes": ApprovalAnswer.YES,
-    "a": ApprovalAnswer.ALWAYS,
-    "always": ApprovalAnswer.ALWAYS,
-    "v": ApprovalAnswer.NEVER,
-    "never": ApprovalAnswer.NEVER,
-}
 STREAM_STYLES = {EventKind.TEXT: "mp13.reply", EventKind.REASONING: "mp13.reasoning"}
 
 
@@ -105,7 +96,7 @@ def footer(turn: Turn) -> Text:
     parts: list[tuple[str, str]] = []
     metrics = turn.metrics
     if metrics is not None:
-        parts.append((f"{metrics.completion_tokens} tokens", "mp13.info"))
+        parts.append((plural(metrics.completion_tokens, "token"), "mp13.info"))
         if metrics.tokens_per_s:
             parts.append((f"{metrics.tokens_per_s:.1f} tok/s", "mp13.info"))
         if metrics.adapters:
@@ -155,7 +146,7 @@ async def approve(repl: Repl, request: ApprovalRequest) -> ApprovalAnswer:
     # The call's panel is already on screen (the TOOL_CALL event comes first).
     name = request.call.name
     question = f"run {name} ({request.risk.value} risk)? [y]es / [n]o / [a]lways / ne[v]er: "
-    answer = (await repl.ask_user(question)).strip().lower()
-    choice = ANSWERS.get(answer, ApprovalAnswer.NO)
+    # Read as the toolbox reads any approver's reply: anything but a clear yes is "no".
+    choice = ApprovalAnswer.parse(await repl.ask_user(question))
     render.print_info(repl.console, f"{name}: {choice.value}")
     return choice

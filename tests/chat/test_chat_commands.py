@@ -89,6 +89,9 @@ def test_tool_scopes_set_show_pop_and_tool_policies(make_chat):
     assert "calculator" in [t["function"]["name"] for t in engine.requests[-1].tools]
     out = h.run("/tree")
     assert "tools set calculator=disabled, current_time=silent" in out and "tools pop" in out
+    out = _flat(h.run("/tools scope add calculator", "/tools scope add calculator="))
+    assert "write scope entries as NAME=MODE (e.g. '*=silent'), got 'calculator'" in out
+    assert "unknown tool mode ''; use one of: advertised, silent, disabled" in out
     out = _flat(h.run("/tools scope add calculator=bogus"))
     assert "error: unknown tool mode 'bogus'; use one of: advertised, silent, disabled" in out
     assert h.app.cursor.tools.show() == ()
@@ -162,6 +165,21 @@ def test_branch_commands_check_their_arguments(make_chat):
     assert [n.turn.text for n in h.app.cursor.path() if n.turn] == ["one", "echo: one"]
     out = h.run("/help quit")
     assert "aliases: /exit" in out
+
+
+def test_commands_without_arguments_refuse_extra_words_and_show_their_usage(make_chat):
+    h = make_chat(FakeEngine())
+    h.run("one")
+    before = [n.turn.text for n in h.app.cursor.path() if n.turn]
+    out = _flat(h.run("/quit now", "/retry please", "/tools scope pop x", "/help quit now"))
+    assert "error: /quit takes no arguments, got 'now'; usage: /quit" in out
+    assert "error: /retry takes no arguments, got 'please'; usage: /retry" in out
+    assert "/tools scope pop takes no arguments, got 'x'; usage: /tools scope pop" in out
+    assert "/quit has no subcommands, so 'now' names none; type /quit alone" in out
+    # None of them ran: the loop went on (no quit) and no retry was made.
+    assert [n.turn.text for n in h.app.cursor.path() if n.turn] == before
+    assert len(h.app.cursor.siblings()) == 1
+    assert "aliases: /exit" in h.run("/help quit")  # the command path alone still works
 
 
 def test_adapter_choices_on_an_engine_that_names_its_own_are_recorded(make_chat):

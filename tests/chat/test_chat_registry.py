@@ -8,7 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mp13chat._errors import ChatError, UnknownCommandError, UsageError
-from mp13chat._registry import CommandLine, CommandRegistry, command, group_command
+from mp13chat._registry import (
+    CommandLine,
+    CommandRegistry,
+    command,
+    group_command,
+    parse_assignments,
+)
 
 
 @command("save", group="session", usage="/save FILE")
@@ -119,6 +125,47 @@ def test_prefix_resolution_is_exact_or_unique(word):
     else:
         with pytest.raises(UnknownCommandError):
             reg.resolve(word)
+
+
+def test_a_usage_without_arguments_refuses_them_in_the_registry():
+    import asyncio
+
+    ran = []
+
+    @command("ping", group="test")
+    def ping(app, line):
+        ran.append(line.text)
+
+    @command("echo", group="test", usage="/echo [TEXT]")
+    def echo(app, line):
+        ran.append(line.text)
+
+    reg = CommandRegistry([ping, echo])
+    assert not ping.takes_arguments and echo.takes_arguments
+    invocation = reg.parse("/ping now")
+    with pytest.raises(UsageError, match="/ping takes no arguments, got 'now'"):
+        asyncio.run(invocation.command.run(None, invocation.line))
+    for text in ("/ping", "/echo hi there"):
+        invocation = reg.parse(text)
+        asyncio.run(invocation.command.run(None, invocation.line))
+    assert ran == ["", "hi there"]
+
+
+def test_assignments_are_parsed_in_one_place_for_every_command():
+    assert parse_assignments(["a=1", "b=", "a=x=y"], "options", "k=v") == {"a": "x=y", "b": ""}
+    for word in ("plain", "=5"):
+        with pytest.raises(UsageError, match=f"write options as k=v, got '{word}'"):
+            parse_assignments([word], "options", "k=v")
+
+
+def test_find_walks_a_path_of_command_names():
+    reg = registry()
+    assert reg.find(["system"]) is SYSTEM
+    assert reg.find(["sys", "se"]) is sys_set
+    with pytest.raises(UnknownCommandError, match="/save has no subcommands, so 'x' names none"):
+        reg.find(["save", "x"])
+    with pytest.raises(UnknownCommandError, match="unknown command /system nope"):
+        reg.find(["system", "nope"])
 
 
 def test_summary_is_the_whole_first_sentence():

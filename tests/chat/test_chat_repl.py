@@ -181,6 +181,17 @@ def test_denied_and_always_answers(make_chat):
     assert "always remembered" in out
 
 
+def test_never_answered_with_its_letter_is_remembered(make_chat):
+    engine = FakeEngine()
+    call = ToolCall("calculator", {"expression": "1+1"}, id="c1")
+    engine.script(FakeReply(tool_calls=[call]), "denied")
+    h = make_chat(engine)
+    h.app.toolbox.set_approval("calculator", "ask")
+    out = h.run("add", "V")
+    assert "calculator: never" in out
+    assert h.app.toolbox.remembered()["calculator"].value == "never"
+
+
 def test_tools_commands(make_chat):
     engine = FakeEngine()
     h = make_chat(engine)
@@ -327,6 +338,15 @@ def test_prompt_preview_and_token_count(make_chat):
     assert f"prompt ({expected} tokens + your message)" in out
     assert f"next prompt: {expected} tokens + your message" in out
     assert "4 tokens" in out  # "four words right here"
+
+
+def test_counts_of_one_are_singular_in_the_footer_and_the_token_count(make_chat):
+    h = make_chat(FakeEngine(["Yes."]))
+    out = h.run("hi", "/tokens word")
+    assert "1 token" in out  # the reply's footer and /tokens
+    assert "1 tokens" not in out
+    h = make_chat(FakeEngine(["Yes, two."]))
+    assert "2 tokens" in h.run("hi")
 
 
 def test_quit_and_eof_end_the_loop(make_chat):

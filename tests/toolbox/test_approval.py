@@ -92,6 +92,17 @@ def test_one_off_answers_are_not_remembered(answer, runs):
     assert tb.remembered() == {}
 
 
+def test_a_typed_reply_reads_the_same_for_every_approver():
+    parse = ApprovalAnswer.parse
+    assert [parse(w) for w in ("Y", " yes ", "allow", True)] == [ApprovalAnswer.YES] * 4
+    assert [parse(w) for w in ("n", "deny", "", "maybe", None, 1)] == [ApprovalAnswer.NO] * 6
+    assert parse("a") is parse("ALWAYS") is ApprovalAnswer.ALWAYS
+    assert parse("v") is parse("never") is ApprovalAnswer.NEVER  # ne[v]er
+    tb, _ = make()
+    assert tb.execute(ToolCall("medium"), approval=lambda req: "v").is_error
+    assert tb.remembered() == {"medium": ApprovalAnswer.NEVER}
+
+
 def test_explicit_policies_beat_risk_defaults_and_deny_beats_always():
     tb, ran = make()
     tb.set_approval("high", "allow")

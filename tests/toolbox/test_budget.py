@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from mp13_toolbox import Toolbox, ToolBudget, ToolCall
+from mp13_toolbox import Toolbox, ToolBudget, ToolCall, plural
 
 
 @pytest.fixture
@@ -24,6 +24,25 @@ def test_max_calls_counts_every_call(tb):
     r = tb.execute(ToolCall("double", {"x": 2}), budget=budget)
     assert r.is_error and "call limit reached (2 calls" in r.content
     assert budget.calls == 3 and budget.exhausted
+
+
+def test_limits_of_one_read_in_the_singular(tb):
+    calls = ToolBudget(max_calls=1).start()
+    tb.execute(ToolCall("double", {"x": 1}), budget=calls)
+    r = tb.execute(ToolCall("double", {"x": 2}), budget=calls)
+    assert "Tool call limit reached (1 call this turn)" in r.content
+    rounds = ToolBudget(max_rounds=1).start()
+    rounds.start_round()
+    tb.execute(ToolCall("double", {"x": 1}), budget=rounds)
+    rounds.start_round()
+    r = tb.execute(ToolCall("double", {"x": 2}), budget=rounds)
+    assert "Tool round limit reached (1 round this turn)" in r.content
+
+
+def test_plural_names_the_count_and_the_noun_in_its_number():
+    assert [plural(n, "call") for n in (0, 1, 2)] == ["0 calls", "1 call", "2 calls"]
+    assert plural(1, "child", "children") == "1 child"
+    assert plural(3, "child", "children") == "3 children"
 
 
 def test_max_rounds(tb):

@@ -115,6 +115,19 @@ def test_modes_decide_specs_and_execution(tb):
     assert r.is_error and r.content.startswith("Unknown tool 'nope'.")
 
 
+def test_unknown_tool_error_does_not_say_none_when_silent_tools_run():
+    tb = _Toolbox()
+    tb.register(lambda: "12:00", name="clock", mode="silent")
+    r = tb.execute(ToolCall("nope"))
+    assert r.is_error and r.content.startswith("Unknown tool 'nope'.")
+    assert "Available tools: none" not in r.content
+    assert "No tools are advertised here" in r.content
+    assert "clock" not in r.content  # a silent tool stays unnamed
+    assert not tb.execute(ToolCall("clock")).is_error  # and still runs
+    empty = _Toolbox().execute(ToolCall("nope"))
+    assert "No tools are available here" in empty.content
+
+
 def test_view_taken_before_a_registration_does_not_know_the_new_tool(tb):
     view = tb.view()
     tb.register(lambda: "new", name="late")

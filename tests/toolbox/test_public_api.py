@@ -42,6 +42,7 @@ def test_names_are_pinned():
         "did_you_mean",
         "function_spec",
         "parse_docstring",
+        "plural",
         "strict_keywords",
         "validate",
     ]
