@@ -489,9 +489,15 @@ class Session:
 
     # --- export / import ---------------------------------------------------------------
 
-    def export_json(self, path: str | os.PathLike[str]) -> None:
-        """Write the whole session as JSON (see ``SessionData``), node hashes included."""
-        export_session(self, _file(path, "an export file"))
+    def export_json(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+        """Write the whole session as JSON (see ``SessionData``), node hashes included.
+
+        Like ``save_copy``, an export never replaces a file: if ``path`` exists it
+        raises ``SerializationError`` and writes nothing, unless ``overwrite=True``.
+        The file appears whole or not at all (written beside it, then renamed)."""
+        if not isinstance(overwrite, bool):  # "no" would be truthy and replace the file
+            raise ContextError(f"overwrite is True or False, not {overwrite!r}")
+        export_session(self, _file(path, "an export file"), overwrite=overwrite)
 
     @classmethod
     def import_json(
