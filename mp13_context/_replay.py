@@ -171,13 +171,17 @@ async def areplay(
         if session is None and into is not None and _has(into, cid):
             session = into  # replaying within one session
         if session is None:
-            # With `into` given, the id may be mistyped as well as from another session.
-            where = (
-                "" if into is None else f"{cid!r} is not a conversation of into; check the id, or "
-            )
+            if isinstance(source, ConversationInfo):
+                # A header is a plain value: it cannot say which session it came from.
+                where = "a ConversationInfo does not carry it; pass it, "
+            elif into is not None:  # the id may be mistyped as well as from another session
+                where = f"{cid!r} is not a conversation of into; check the id, or "
+            else:
+                where = ""
             raise ContextError(
                 f"replay of conversation {cid} needs the session it is in: {where}"
-                "replay(conv, session=source_session, into=..., engine=...)"
+                "replay(conv, session=source_session, into=..., engine=...), "
+                "or replay a cursor of it: replay(cur, into=..., engine=...)"
             )
         src = session
         leaf = src.leaf(src.conversation(cid).root_id).id
