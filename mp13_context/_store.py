@@ -203,6 +203,7 @@ class Store:
     def tx(self) -> Iterator[Any]:
         """One write transaction; SQLite errors become ``StoreError``."""
         if self.read_only:
+            self.require_open()  # closed comes first: "open it without read_only" needs that
             raise ReadOnlyError(_READ_ONLY)
         with self.lock:
             self.require_open()
