@@ -162,6 +162,12 @@ async def areplay(
     on_event: EventCallback | None = None,
 ) -> ReplayReport:
     """Async ``replay`` (see the module docstring)."""
+    for name, value in (("into", into), ("session", session)):
+        if value is not None and not isinstance(value, Session):
+            raise ContextError(
+                f"replay's {name}= takes a Session, not {type(value).__name__}; open it "
+                "with Session.open(path)"
+            )
     if isinstance(source, Cursor):
         src, leaf = source.session, source.node_id
         engine = engine if engine is not None else source.scope_state.engine

@@ -228,3 +228,16 @@ def test_the_documented_replays_into_another_session(tmp_path, session):
         assert len(other.conversations()) == 3  # the refusal added nothing
     assert session.conversation_nodes(cur.conversation_id) == before
     assert [c.id for c in session.conversations()] == [cur.conversation_id]
+
+
+@pytest.mark.parametrize("name", ["into", "session"])
+def test_a_session_given_as_a_path_is_refused_by_name(session, tmp_path, name):
+    cur = source_conversation(session)
+    path = str(tmp_path / "other.db")
+    with pytest.raises(ContextError) as err:
+        replay(cur.conversation_id, engine=FakeEngine(), **{name: path})
+    assert str(err.value) == (
+        f"replay's {name}= takes a Session, not str; open it with Session.open(path)"
+    )
+    assert not (tmp_path / "other.db").exists()
+    assert [c.id for c in session.conversations()] == [cur.conversation_id]
