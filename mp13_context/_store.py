@@ -187,17 +187,29 @@ class Store:
 
     def copy_to(self, path: str) -> None:
         """Copy the whole database into a new file ``path`` (SQLite's online backup)."""
-        if _in_memory(path) or os.path.exists(path):
+        if _in_memory(path):
+            raise StoreError(f"a copy goes into a file: give a file name, not {path!r}")
+        if os.path.lexists(path):
             raise StoreError(f"{path!r} exists; a copy never overwrites, pick a new file name")
         with self.lock:
+            created = False
             try:
                 target = sqlean.connect(path)
+                created = True
                 try:
                     self.conn.backup(target)
                 finally:
                     target.close()
             except _SQL_ERRORS as exc:
-                raise StoreError(f"copying the session into {path!r} failed: {exc}") from exc
+                if created:  # a half-written copy would block the retry: it is ours, remove it
+                    for suffix in ("", "-journal", "-wal", "-shm"):
+                        with contextlib.suppress(OSError):
+                            os.remove(path + suffix)
+                raise StoreError(
+                    f"copying the session into {path!r} failed: {exc}; check that its folder "
+                    "exists and can be written, and that the disk has room (the session "
+                    "itself is unchanged)"
+                ) from exc
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
