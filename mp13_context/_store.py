@@ -187,6 +187,8 @@ class Store:
 
     def copy_to(self, path: str) -> None:
         """Copy the whole database into a new file ``path`` (SQLite's online backup)."""
+        # First: sqlean crashes the interpreter when a closed connection is backed up.
+        self.require_open()
         if _in_memory(path):
             raise StoreError(f"a copy goes into a file: give a file name, not {path!r}")
         if os.path.lexists(path):
@@ -242,10 +244,12 @@ class Store:
     # --- checks -----------------------------------------------------------------------
 
     def quick_check(self, max_errors: int = 100) -> IntegrityReport:
-        """SQLite's ``quick_check``: damaged pages and b-trees, as problems (never raises)."""
+        """SQLite's ``quick_check``: damaged pages and b-trees, as problems (raises only
+        ``StoreError`` when closed: that is no finding about the file)."""
         found: list[str] = []
         pages = 0
         with self.lock:
+            self.require_open()
             try:
                 pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
                 # Row by row: on some damage SQLite reports findings, then stops with an error.
