@@ -69,6 +69,11 @@ def export_session(
     session: Exportable, path: str | os.PathLike[str], *, overwrite: bool = False
 ) -> None:
     name = os.fspath(path)
+    if not name or os.path.isdir(name):  # overwrite=True cannot help: say what can
+        raise SerializationError(
+            f"cannot write session export {name!r}: give a file name"
+            + (" in that folder" if name else "")
+        )
     if not overwrite and os.path.lexists(name):
         raise SerializationError(_EXISTS.format(name=name))
     data = unstructure(session_data(session))

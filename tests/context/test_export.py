@@ -76,3 +76,14 @@ def test_overwrite_is_a_bool(session, tmp_path, flag):
     with pytest.raises(ContextError, match=f"overwrite is True or False, not {flag!r}"):
         session.export_json(out, overwrite=flag)
     assert out.read_text() == "kept"
+
+
+def test_a_folder_or_no_name_asks_for_a_file_name(session, tmp_path):
+    with pytest.raises(SerializationError) as err:
+        session.export_json(tmp_path, overwrite=True)
+    assert str(err.value) == (
+        f"cannot write session export {str(tmp_path)!r}: give a file name in that folder"
+    )
+    with pytest.raises(SerializationError, match=r"^cannot write session export '': give a file"):
+        session.export_json("")
+    assert list(tmp_path.iterdir()) == []
