@@ -457,6 +457,10 @@ class Session:
             raise ContextError(f"search text must be a string of words, got {type(text).__name__}")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ContextError(f"search limit must be a whole number >= 1, got {limit!r}")
+        if not isinstance(raw, bool):  # "no" would be truthy and pass FTS5 syntax through
+            raise ContextError(f"raw is True or False, not {raw!r}")
+        if conversation_id is not None:
+            self.conversation(conversation_id)  # a mistyped id is NotFoundError, not no hits
         query = scrub(text) if raw else fts_query(text)
         if not query.strip():
             return []

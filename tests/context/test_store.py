@@ -280,6 +280,15 @@ def test_search_limit_is_a_whole_number_of_hits(session, limit):
     assert len(session.search("hello", limit=1)) == 1
 
 
+def test_search_in_an_unknown_conversation_is_not_found_rather_than_no_hits(session):
+    ChatContext(session, engine=FakeEngine()).cursor().ask("hello there")
+    with pytest.raises(NotFoundError, match=r"^no conversation 'nope' in this session; list"):
+        session.search("hello", conversation_id="nope")
+    with pytest.raises(ContextError, match=r"^raw is True or False, not 'no'$"):
+        session.search("hello", raw="no")
+    assert len(session.search("hello", raw=False)) == 2
+
+
 def test_search_finds_tool_results_and_replies(session):
     engine = FakeEngine()
     engine.script(FakeReply(tool_calls=[ToolCall("x", {})]))
