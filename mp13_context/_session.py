@@ -544,6 +544,9 @@ class Session:
         content does not match its hashes was edited: ``TamperedError``, unless
         ``accept_edits=True`` (the report lists the edited nodes).
         """
+        for flag, value in (("new_ids", new_ids), ("accept_edits", accept_edits)):
+            if not isinstance(value, bool):  # accept_edits="no" would accept edits
+                raise ContextError(f"{flag} is True or False, not {value!r}")
         if attrs.has(type(data)):  # a SessionData: checked as the JSON it would export to
             data = json.loads(json.dumps(unstructure(data)))
         plans, verified, edited = plan_import(

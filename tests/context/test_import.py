@@ -564,6 +564,22 @@ def test_an_edited_document_imports_only_when_asked_and_says_so(live, doc):
     assert live.verify().ok  # stored with fresh hashes of what was imported
 
 
+@pytest.mark.parametrize("flag", ["accept_edits", "new_ids"])
+@pytest.mark.parametrize("value", ["no", 0, None])
+def test_import_flags_are_bools(live, doc, tmp_path, flag, value):
+    """accept_edits="no" is truthy: it used to import an edited document."""
+    edited = copy.deepcopy(doc)
+    _edited_text(edited)
+    before = [c.id for c in live.conversations()]
+    with pytest.raises(ContextError, match=rf"^{flag} is True or False, not {value!r}$"):
+        live.import_document(edited, **{flag: value})
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(edited), encoding="utf-8")
+    with pytest.raises(ContextError, match=rf"^{flag} is True or False"):
+        Session.import_json(path, into=live, **{flag: value})
+    assert [c.id for c in live.conversations()] == before
+
+
 def test_a_version_1_export_imports_unverified(live, doc):
     old = copy.deepcopy(doc)
     old["version"] = 1
