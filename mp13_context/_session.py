@@ -515,6 +515,7 @@ class Session:
     ) -> Session:
         """Read an export into ``into`` (a session, a file path, or a new in-memory
         session when ``None``) and return that session (see ``import_document``)."""
+        _check_flags(new_ids=new_ids, accept_edits=accept_edits)  # before a file is made
         doc = read_document(_file(path, "an export file"))
         session = into if isinstance(into, Session) else cls.open(into or ":memory:")
         try:
@@ -544,9 +545,7 @@ class Session:
         content does not match its hashes was edited: ``TamperedError``, unless
         ``accept_edits=True`` (the report lists the edited nodes).
         """
-        for flag, value in (("new_ids", new_ids), ("accept_edits", accept_edits)):
-            if not isinstance(value, bool):  # accept_edits="no" would accept edits
-                raise ContextError(f"{flag} is True or False, not {value!r}")
+        _check_flags(new_ids=new_ids, accept_edits=accept_edits)
         if attrs.has(type(data)):  # a SessionData: checked as the JSON it would export to
             data = json.loads(json.dumps(unstructure(data)))
         plans, verified, edited = plan_import(
@@ -559,6 +558,12 @@ class Session:
             verified=verified,
             edited=edited,
         )
+
+
+def _check_flags(**flags: object) -> None:
+    for flag, value in flags.items():
+        if not isinstance(value, bool):  # accept_edits="no" would accept edits
+            raise ContextError(f"{flag} is True or False, not {value!r}")
 
 
 def _file(path: object, what: str) -> str:

@@ -578,6 +578,9 @@ def test_import_flags_are_bools(live, doc, tmp_path, flag, value):
     with pytest.raises(ContextError, match=rf"^{flag} is True or False"):
         Session.import_json(path, into=live, **{flag: value})
     assert [c.id for c in live.conversations()] == before
+    with pytest.raises(ContextError, match=rf"^{flag} is True or False"):
+        Session.import_json(path, into=tmp_path / "new.db", **{flag: value})
+    assert not (tmp_path / "new.db").exists()  # refused before the file was made
 
 
 def test_a_version_1_export_imports_unverified(live, doc):
