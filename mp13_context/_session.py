@@ -27,6 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -517,12 +518,21 @@ class Session:
         session when ``None``) and return that session (see ``import_document``)."""
         _check_flags(new_ids=new_ids, accept_edits=accept_edits)  # before a file is made
         doc = read_document(_file(path, "an export file"))
-        session = into if isinstance(into, Session) else cls.open(into or ":memory:")
+        if isinstance(into, Session):
+            session, made = into, None
+        else:
+            name = _file(into or ":memory:", "a session file")
+            made = name if name != ":memory:" and not os.path.lexists(name) else None
+            session = cls.open(name)
         try:
             session.import_document(doc, new_ids=new_ids, accept_edits=accept_edits, limits=limits)
         except BaseException:
             if session is not into:
                 session.close()
+            if made is not None:  # a refused import leaves no new, empty session file
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    with contextlib.suppress(OSError):
+                        os.remove(made + suffix)
             raise
         return session
 

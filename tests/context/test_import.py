@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -657,3 +658,19 @@ def test_import_limits_are_whole_numbers_checked_when_built(value):
     # A string limit surfaced mid-import as "'>' not supported between int and str".
     with pytest.raises(ContextError, match=r"^ImportLimits.max_nodes must be a whole number >= 1"):
         ImportLimits(max_nodes=value)
+
+
+def test_a_refused_import_into_a_new_file_leaves_no_file(live, doc, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "nope"}', encoding="utf-8")
+    with pytest.raises(SerializationError, match="nothing was written"):
+        Session.import_json(bad, into=tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+    good = tmp_path / "good.json"
+    live.export_json(good)
+    with pytest.raises(SerializationError):  # an existing session file is kept, unchanged
+        Session.import_json(bad, into=live.filename)
+    assert Path(live.filename).exists()
+    Session.import_json(good, into=tmp_path / "new.db").close()
+    with Session.open(tmp_path / "new.db") as made:
+        assert [c.id for c in made.conversations()] == [c.id for c in live.conversations()]
