@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from mp13_context._errors import CursorError, StoreError
-from mp13_context._events import Event, EventCallback, check_callback
+from mp13_context._events import EventCallback, check_callback
 from mp13_context._handles import AdapterCommands, ParamCommands, SystemCommands, ToolCommands
 from mp13_context._messages import whole_turn
 from mp13_context._model import Command, CommandKind, Node, NodeKind, Role, Turn
@@ -41,6 +41,7 @@ from mp13_context._request import request_at
 from mp13_context._runner import Exchange
 from mp13_context._scope import ScopeState
 from mp13_context._settings import EffectiveSettings, validate_params
+from mp13_context._stream import EventStream
 from mp13_context._sync import run_sync
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,6 +72,7 @@ class Cursor:
         self._command_node = command_node
         self._exchange: Exchange | None = None  # the exchange running on this cursor
         self._busy = False
+        self._left: asyncio.Task[Turn] | None = None  # a dropped stream's exchange
         self._closed = False
         self.system = SystemCommands(self)
         self.adapters = AdapterCommands(self)
@@ -301,6 +303,7 @@ class Cursor:
         its cursor, which ``ChatContext.cursors()`` lists while it runs, or
         ``ChatContext.cancel`` with the id of its ``REQUEST`` event); the others go on.
         """
+        await self._after_dropped_stream()
         self._check_idle()
         if isinstance(prompts, str) or not isinstance(prompts, Iterable):
             raise CursorError(
@@ -407,6 +410,7 @@ class Cursor:
     ) -> Turn:
         """Append a user turn and run the reply loop (tool rounds included); the cursor
         moves to the last recorded turn. Returns the final assistant turn."""
+        await self._after_dropped_stream()
         return await self._reply(
             self.node_id, on_event, validate_params(overrides), ask=_prompt(text)
         )
@@ -415,35 +419,40 @@ class Cursor:
         """Sync ``aask`` (works with or without a running event loop; see ``_sync``)."""
         return run_sync(self.aask(text, **kwargs))
 
-    async def astream(self, text: str, **overrides: Any) -> AsyncIterator[Event]:
-        """``aask`` as an async iterator of ``Event``s; closing it early cancels the reply
+    def astream(self, text: str, **overrides: Any) -> EventStream:
+        """``aask`` as an async iterator of ``Event``s; leaving it early cancels the reply
         (recorded as cancelled).
 
-        A ``break`` does not close an async iterator: Python closes it later, when it
-        is garbage-collected, and until then the exchange runs on (``running`` is
-        True and a new ``ask`` here raises ``CursorError``). To stop at once, close
-        it yourself::
+        ``async for event in cur.astream("Hi"): ... break`` stops the reply as soon as
+        the stream is dropped (at once in CPython, where the loop drops it on ``break``;
+        see ``_stream``): ``running`` stays True until the loop records the cancelled
+        reply, and the next ``aask``/``aretry``/``acontinue``/``abatch`` here waits for
+        that instead of raising ``CursorError``. A stream you keep a name for runs on
+        until you close it; ``contextlib.aclosing`` closes it and waits::
 
             async with contextlib.aclosing(cur.astream("Hi")) as events:
                 async for event in events:
                     if done_with(event):
                         break  # the reply is cancelled when the block exits
         """
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        task = asyncio.ensure_future(self.aask(text, on_event=queue.put, **overrides))
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-            task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        return EventStream(
+            lambda on_event: self.aask(text, on_event=on_event, **overrides), self._dropped
+        )
+
+    def _dropped(self, task: asyncio.Task[Turn]) -> None:
+        self._left = task
+
+    async def _after_dropped_stream(self) -> None:
+        """Wait for the reply of a dropped stream (being cancelled) to be recorded. Only
+        on its own loop: a sync call blocks that loop, so it could never finish."""
+        task, self._left = self._left, None
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            await asyncio.gather(task, return_exceptions=True)
 
     async def aretry(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:
         """A new reply to the last user turn on this branch, as a sibling of the old one.
         Commands recorded after the old reply apply to the new one."""
+        await self._after_dropped_stream()
         self._check_idle()
         path = self.path()
         users = [i for i, node in enumerate(path) if node.turn and node.turn.role is Role.USER]
@@ -462,6 +471,7 @@ class Cursor:
     async def acontinue(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:
         """Continue the last assistant reply on this branch (``continue_final``); the
         continuation is joined to the same assistant message."""
+        await self._after_dropped_stream()
         self._check_idle()
         for node in reversed(self.path()):
             if node.turn is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import uuid
 from typing import Any, Protocol
 
 import attrs
@@ -64,20 +65,65 @@ def session_data(session: Exportable) -> SessionData:
     )
 
 
-def export_session(session: Exportable, path: str | os.PathLike[str]) -> None:
-    data = unstructure(session_data(session))
-    tmp = f"{os.fspath(path)}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=1)
-        os.replace(tmp, path)  # never leave a half-written export behind
-    except (OSError, ValueError) as exc:  # ValueError: a name the file system cannot encode
-        with contextlib.suppress(OSError, ValueError):
-            os.remove(tmp)
+def export_session(
+    session: Exportable, path: str | os.PathLike[str], *, overwrite: bool = False
+) -> None:
+    name = os.fspath(path)
+    if not name or os.path.isdir(name):  # overwrite=True cannot help: say what can
         raise SerializationError(
-            f"cannot write session export {os.fspath(path)!r}: {exc}; check that its folder "
+            f"cannot write session export {name!r}: give a file name"
+            + (" in that folder" if name else "")
+        )
+    if not overwrite and os.path.lexists(name):
+        raise SerializationError(_EXISTS.format(name=name))
+    data = unstructure(session_data(session))
+    tmp: str | None = None
+    try:
+        # A temporary file of our own beside the target (never a user's `NAME.tmp`), so
+        # the target only ever holds a whole export; see `_publish` for the refusal.
+        # ("x": created new, with the usual permissions, unlike mkstemp's owner-only.)
+        draft = os.path.join(
+            os.path.dirname(name), f".{os.path.basename(name)}.{uuid.uuid4().hex}.tmp"
+        )
+        with open(draft, "x", encoding="utf-8") as fh:
+            tmp = draft
+            json.dump(data, fh, ensure_ascii=False, indent=1)
+        _publish(tmp, name, overwrite=overwrite)
+    except FileExistsError as exc:  # appeared while the export was written
+        raise SerializationError(_EXISTS.format(name=name)) from exc
+    except (OSError, ValueError) as exc:  # ValueError: a name the file system cannot encode
+        # The OS's words without the file it names, which may be our temporary one.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise SerializationError(
+            f"cannot write session export {name!r}: {reason}; check that its folder "
             "exists and can be written (the session itself is unchanged)"
         ) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+
+
+_EXISTS = (
+    "{name!r} exists; an export never overwrites a file: pick a new file name, or pass "
+    "overwrite=True to replace it (the session itself is unchanged)"
+)
+
+
+def _publish(tmp: str, name: str, *, overwrite: bool) -> None:
+    """Give the written export its name: replacing a file only with ``overwrite``."""
+    if overwrite:
+        os.replace(tmp, name)
+        return
+    try:
+        # A hard link fails if the name exists, even one created since the check above.
+        os.link(tmp, name)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links on this file system (FAT, some network shares)
+        if os.path.lexists(name):
+            raise FileExistsError(name) from None
+        os.replace(tmp, name)
 
 
 def read_document(path: str | os.PathLike[str]) -> Any:

@@ -162,6 +162,12 @@ async def areplay(
     on_event: EventCallback | None = None,
 ) -> ReplayReport:
     """Async ``replay`` (see the module docstring)."""
+    for name, value in (("into", into), ("session", session)):
+        if value is not None and not isinstance(value, Session):
+            raise ContextError(
+                f"replay's {name}= takes a Session, not {type(value).__name__}; open it "
+                "with Session.open(path)"
+            )
     if isinstance(source, Cursor):
         src, leaf = source.session, source.node_id
         engine = engine if engine is not None else source.scope_state.engine
@@ -171,13 +177,17 @@ async def areplay(
         if session is None and into is not None and _has(into, cid):
             session = into  # replaying within one session
         if session is None:
-            # With `into` given, the id may be mistyped as well as from another session.
-            where = (
-                "" if into is None else f"{cid!r} is not a conversation of into; check the id, or "
-            )
+            if isinstance(source, ConversationInfo):
+                # A header is a plain value: it cannot say which session it came from.
+                where = "a ConversationInfo does not carry it; pass it, "
+            elif into is not None:  # the id may be mistyped as well as from another session
+                where = f"{cid!r} is not a conversation of into; check the id, or "
+            else:
+                where = ""
             raise ContextError(
                 f"replay of conversation {cid} needs the session it is in: {where}"
-                "replay(conv, session=source_session, into=..., engine=...)"
+                "replay(conv, session=source_session, into=..., engine=...), "
+                "or replay a cursor of it: replay(cur, into=..., engine=...)"
             )
         src = session
         leaf = src.leaf(src.conversation(cid).root_id).id

@@ -175,10 +175,13 @@ class Exchange:
             nodes = self.session.append_turns(self.at, turns)
         except StoreError as exc:
             what = " and ".join(t.role.value for t in turns)
+            if self.session.closed:  # closed while the reply ran: no disk to free
+                todo = "open the session again with Session.open(path), then try again"
+            else:
+                todo = "make room on the disk (or let go of the file), then try again"
             raise type(exc)(
                 f"could not record the {what} turn ({exc}); nothing of it was recorded and "
-                f"the cursor stays at node {self.at}: make room on the disk (or let go of "
-                "the file), then try again"
+                f"the cursor stays at node {self.at}: {todo}"
             ) from exc
         self.at = nodes[-1].id
         return [n.id for n in nodes]

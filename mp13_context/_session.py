@@ -27,6 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -457,6 +458,10 @@ class Session:
             raise ContextError(f"search text must be a string of words, got {type(text).__name__}")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ContextError(f"search limit must be a whole number >= 1, got {limit!r}")
+        if not isinstance(raw, bool):  # "no" would be truthy and pass FTS5 syntax through
+            raise ContextError(f"raw is True or False, not {raw!r}")
+        if conversation_id is not None:
+            self.conversation(conversation_id)  # a mistyped id is NotFoundError, not no hits
         query = scrub(text) if raw else fts_query(text)
         if not query.strip():
             return []
@@ -489,9 +494,15 @@ class Session:
 
     # --- export / import ---------------------------------------------------------------
 
-    def export_json(self, path: str | os.PathLike[str]) -> None:
-        """Write the whole session as JSON (see ``SessionData``), node hashes included."""
-        export_session(self, _file(path, "an export file"))
+    def export_json(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+        """Write the whole session as JSON (see ``SessionData``), node hashes included.
+
+        Like ``save_copy``, an export never replaces a file: if ``path`` exists it
+        raises ``SerializationError`` and writes nothing, unless ``overwrite=True``.
+        The file appears whole or not at all (written beside it, then renamed)."""
+        if not isinstance(overwrite, bool):  # "no" would be truthy and replace the file
+            raise ContextError(f"overwrite is True or False, not {overwrite!r}")
+        export_session(self, _file(path, "an export file"), overwrite=overwrite)
 
     @classmethod
     def import_json(
@@ -505,13 +516,23 @@ class Session:
     ) -> Session:
         """Read an export into ``into`` (a session, a file path, or a new in-memory
         session when ``None``) and return that session (see ``import_document``)."""
+        _check_flags(new_ids=new_ids, accept_edits=accept_edits)  # before a file is made
         doc = read_document(_file(path, "an export file"))
-        session = into if isinstance(into, Session) else cls.open(into or ":memory:")
+        if isinstance(into, Session):
+            session, made = into, None
+        else:
+            name = _file(into or ":memory:", "a session file")
+            made = name if name != ":memory:" and not os.path.lexists(name) else None
+            session = cls.open(name)
         try:
             session.import_document(doc, new_ids=new_ids, accept_edits=accept_edits, limits=limits)
         except BaseException:
             if session is not into:
                 session.close()
+            if made is not None:  # a refused import leaves no new, empty session file
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    with contextlib.suppress(OSError):
+                        os.remove(made + suffix)
             raise
         return session
 
@@ -534,6 +555,7 @@ class Session:
         content does not match its hashes was edited: ``TamperedError``, unless
         ``accept_edits=True`` (the report lists the edited nodes).
         """
+        _check_flags(new_ids=new_ids, accept_edits=accept_edits)
         if attrs.has(type(data)):  # a SessionData: checked as the JSON it would export to
             data = json.loads(json.dumps(unstructure(data)))
         plans, verified, edited = plan_import(
@@ -546,6 +568,12 @@ class Session:
             verified=verified,
             edited=edited,
         )
+
+
+def _check_flags(**flags: object) -> None:
+    for flag, value in flags.items():
+        if not isinstance(value, bool):  # accept_edits="no" would accept edits
+            raise ContextError(f"{flag} is True or False, not {value!r}")
 
 
 def _file(path: object, what: str) -> str:

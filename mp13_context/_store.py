@@ -187,22 +187,37 @@ class Store:
 
     def copy_to(self, path: str) -> None:
         """Copy the whole database into a new file ``path`` (SQLite's online backup)."""
-        if _in_memory(path) or os.path.exists(path):
+        # First: sqlean crashes the interpreter when a closed connection is backed up.
+        self.require_open()
+        if _in_memory(path):
+            raise StoreError(f"a copy goes into a file: give a file name, not {path!r}")
+        if os.path.lexists(path):
             raise StoreError(f"{path!r} exists; a copy never overwrites, pick a new file name")
         with self.lock:
+            created = False
             try:
                 target = sqlean.connect(path)
+                created = True
                 try:
                     self.conn.backup(target)
                 finally:
                     target.close()
             except _SQL_ERRORS as exc:
-                raise StoreError(f"copying the session into {path!r} failed: {exc}") from exc
+                if created:  # a half-written copy would block the retry: it is ours, remove it
+                    for suffix in ("", "-journal", "-wal", "-shm"):
+                        with contextlib.suppress(OSError):
+                            os.remove(path + suffix)
+                raise StoreError(
+                    f"copying the session into {path!r} failed: {exc}; check that its folder "
+                    "exists and can be written, and that the disk has room (the session "
+                    "itself is unchanged)"
+                ) from exc
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
         """One write transaction; SQLite errors become ``StoreError``."""
         if self.read_only:
+            self.require_open()  # closed comes first: "open it without read_only" needs that
             raise ReadOnlyError(_READ_ONLY)
         with self.lock:
             self.require_open()
@@ -229,10 +244,12 @@ class Store:
     # --- checks -----------------------------------------------------------------------
 
     def quick_check(self, max_errors: int = 100) -> IntegrityReport:
-        """SQLite's ``quick_check``: damaged pages and b-trees, as problems (never raises)."""
+        """SQLite's ``quick_check``: damaged pages and b-trees, as problems (raises only
+        ``StoreError`` when closed: that is no finding about the file)."""
         found: list[str] = []
         pages = 0
         with self.lock:
+            self.require_open()
             try:
                 pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
                 # Row by row: on some damage SQLite reports findings, then stops with an error.

@@ -29,6 +29,7 @@ from mp13chat._repl import Repl
 from mp13chat._tree import short
 
 COPY = "copy"
+OVERWRITE = "overwrite"
 _API_HINT = "import only files written by Session.export_json"
 _REPL_HINT = "import only files that /export (or Session.export_json) wrote"
 
@@ -147,11 +148,30 @@ def open_(repl: Repl, line: CommandLine) -> None:
     _print_conversations(repl)
 
 
-@command("export", group="session", usage="/export FILE.json", complete=complete_paths)
+def _complete_export(repl: Repl, index: int, words: list[str]) -> list[str]:
+    return complete_paths(repl, index, words) if index == 0 else [OVERWRITE] if index == 1 else []
+
+
+@command(
+    "export", group="session", usage="/export FILE.json [overwrite]", complete=_complete_export
+)
 def export(repl: Repl, line: CommandLine) -> None:
-    """Export the whole session (every conversation and branch) as JSON."""
-    path = _writable(Path(line.require_text("a file name")).expanduser())
-    repl.session.export_json(path)
+    """Export the whole session (every conversation and branch) as JSON. A file that
+    exists is kept (as /save keeps one) unless 'overwrite' asks to replace it."""
+    text = line.require_text("a file name")
+    # Without the word the whole text is the name, as before: spaces and quotes in it
+    # need no quoting; with it, the name is one shell-like word.
+    words = line.words if text.rpartition(" ")[2] == OVERWRITE else []
+    if len(words) > 2:
+        raise UsageError(f'quote a file name with spaces: /export "my file.json" {OVERWRITE}')
+    replace = len(words) == 2
+    path = _writable(Path(words[0] if replace else text).expanduser())
+    if not replace and (path.exists() or path.is_symlink()):
+        raise UsageError(
+            f"{str(path)!r} exists, so nothing was written; pick a new file name, or "
+            f"/export {shlex.quote(str(path))} {OVERWRITE} to replace it"
+        )
+    repl.session.export_json(path, overwrite=replace)
     render.print_ok(repl.console, f"exported to {path}")
 
 

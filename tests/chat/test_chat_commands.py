@@ -218,6 +218,8 @@ def test_tab_completes_paths_nodes_conversations_and_arguments(make_chat, tmp_pa
     assert complete("/import it'") == ["it's.json"]  # not shell syntax: matched as typed
     assert complete("/import nowhere/x") == []
     assert complete("/import dump.json ") == ["copy"]
+    assert complete("/export d") == ["data/", "dump.json"]
+    assert complete("/export dump.json ") == ["overwrite"]
     assert complete("/open d") == ["data/", "dump.json"]
     # nodes of this conversation, conversations of the session
     session = h.app.session

@@ -250,6 +250,36 @@ def test_export_and_import(make_chat, tmp_path):
     assert other.app.session.search("exported")
 
 
+def test_export_keeps_a_file_that_exists_unless_told_to_overwrite(make_chat, tmp_path):
+    h = make_chat(FakeEngine())
+    h.run("first words")
+    dump = tmp_path / "dump.json"
+    dump.write_text("notes of mine")
+    out = " ".join(h.run(f"/export {dump}").split())
+    assert f"'{dump}' exists, so nothing was written; pick a new file name, or " in out
+    assert f"/export {dump} overwrite to replace it" in out
+    assert dump.read_text() == "notes of mine"
+    h.run(f"/export {dump} overwrite")
+    other = make_chat(FakeEngine())
+    other.run(f"/import {dump}")
+    assert other.app.session.search("first")
+    h.run("second words")
+    out = " ".join(h.run(f"/export {dump}").split())
+    assert "exists, so nothing was written" in out
+    assert "second words" not in dump.read_text()  # the file still holds the first export
+    spaced = tmp_path / "my dump.json"
+    h.run(f"/export {spaced}")  # a name with spaces needs no quotes ...
+    assert spaced.is_file()
+    out = " ".join(h.run(f"/export {spaced} overwrite").split())
+    assert 'quote a file name with spaces: /export "my file.json" overwrite' in out
+    h.run(f'/export "{spaced}" overwrite')  # ... but does with the word after it
+    assert "second words" in spaced.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir() if "dump" in p.name) == [
+        "dump.json",
+        "my dump.json",
+    ]
+
+
 def test_replay_into_a_new_conversation_with_a_comparison(make_chat):
     h = make_chat(FakeEngine())
     h.run("/title source", "one", "two")

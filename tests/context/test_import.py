@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -565,6 +566,25 @@ def test_an_edited_document_imports_only_when_asked_and_says_so(live, doc):
     assert live.verify().ok  # stored with fresh hashes of what was imported
 
 
+@pytest.mark.parametrize("flag", ["accept_edits", "new_ids"])
+@pytest.mark.parametrize("value", ["no", 0, None])
+def test_import_flags_are_bools(live, doc, tmp_path, flag, value):
+    """accept_edits="no" is truthy: it used to import an edited document."""
+    edited = copy.deepcopy(doc)
+    _edited_text(edited)
+    before = [c.id for c in live.conversations()]
+    with pytest.raises(ContextError, match=rf"^{flag} is True or False, not {value!r}$"):
+        live.import_document(edited, **{flag: value})
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(edited), encoding="utf-8")
+    with pytest.raises(ContextError, match=rf"^{flag} is True or False"):
+        Session.import_json(path, into=live, **{flag: value})
+    assert [c.id for c in live.conversations()] == before
+    with pytest.raises(ContextError, match=rf"^{flag} is True or False"):
+        Session.import_json(path, into=tmp_path / "new.db", **{flag: value})
+    assert not (tmp_path / "new.db").exists()  # refused before the file was made
+
+
 def test_a_version_1_export_imports_unverified(live, doc):
     old = copy.deepcopy(doc)
     old["version"] = 1
@@ -651,3 +671,19 @@ def test_a_misspelt_limit_is_a_context_error_naming_the_field_meant():
     assert isinstance(caught.value, ContextError)
     with pytest.raises(TypeError, match="did you mean 'max_depth'"):  # as it was caught
         ImportLimits(max_deep=10)
+
+
+def test_a_refused_import_into_a_new_file_leaves_no_file(live, doc, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "nope"}', encoding="utf-8")
+    with pytest.raises(SerializationError, match="nothing was written"):
+        Session.import_json(bad, into=tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+    good = tmp_path / "good.json"
+    live.export_json(good)
+    with pytest.raises(SerializationError):  # an existing session file is kept, unchanged
+        Session.import_json(bad, into=live.filename)
+    assert Path(live.filename).exists()
+    Session.import_json(good, into=tmp_path / "new.db").close()
+    with Session.open(tmp_path / "new.db") as made:
+        assert [c.id for c in made.conversations()] == [c.id for c in live.conversations()]

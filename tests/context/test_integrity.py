@@ -344,6 +344,25 @@ def test_read_only_open_beside_a_writer_sees_its_commits(saved):
     writer.close()
 
 
+def test_a_closed_read_only_session_says_it_is_closed(saved):
+    """Not "open it without read_only": a closed session must be opened again first."""
+    path, leaf = saved
+    reader = Session.open(path, read_only=True)
+    with pytest.raises(ReadOnlyError):
+        reader.new_conversation("x")
+    cid = reader.conversations()[0].id
+    reader.close()
+    for write in (
+        lambda: reader.new_conversation("x"),
+        lambda: reader.set_title(cid, "x"),
+        lambda: reader.append(leaf, NodeKind.TURN, Turn(role=Role.USER, text="x")),
+    ):
+        with pytest.raises(StoreError) as err:
+            write()
+        assert not isinstance(err.value, ReadOnlyError)
+        assert "is closed; open it again with Session.open(path)" in str(err.value)
+
+
 def test_read_only_needs_an_existing_current_file(tmp_path):
     with pytest.raises(StoreError, match="existing files only"):
         Session.open(tmp_path / "missing.db", read_only=True)

@@ -166,6 +166,22 @@ def test_a_closed_session_says_so(ctx, session):
         session.search("hello")
 
 
+def test_copying_or_checking_a_closed_session_says_it_is_closed(ctx, tmp_path):
+    """save_copy of a closed session crashed the interpreter (a segfault in the SQLite
+    backup of a closed connection); check() reported "Cannot operate on a closed
+    database" as damage found in the file."""
+    session = Session.open(tmp_path / "s.db")
+    ChatContext(session, engine=ctx.engine).cursor().ask("hello")
+    session.close()
+    with pytest.raises(StoreError, match=r"is closed; open it again with Session.open\(path\)"):
+        session.save_copy(tmp_path / "copy.db")
+    assert not (tmp_path / "copy.db").exists()
+    with pytest.raises(StoreError, match=r"is closed; open it again with Session.open\(path\)"):
+        session.check()
+    with Session.open(tmp_path / "s.db") as again:
+        assert again.check().ok and again.search("hello")
+
+
 def test_append_names_a_kind_that_is_not_a_node_kind(session):
     # A string kind used to be told "a TURN node needs a turn and other kinds must not
     # have one", even when a turn was given.

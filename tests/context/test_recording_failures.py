@@ -120,3 +120,25 @@ def test_a_read_only_session_refuses_replies_before_the_engine_runs(tmp_path):
             cur.batch(["a", "b"])
         assert engine.requests == []
         assert cur.node_id == leaf and not cur.running
+
+
+def test_a_session_closed_while_a_reply_runs_says_to_open_it_again(tmp_path):
+    """Not "make room on the disk": nothing is wrong with the disk."""
+    path = tmp_path / "s.db"
+    session = Session.open(path)
+    cur = ChatContext(session, engine=FakeEngine()).cursor()
+
+    def close_on_text(event):
+        if event.kind is EventKind.TEXT:
+            session.close()
+
+    with pytest.raises(StoreError) as failed:
+        cur.ask("hello", on_event=close_on_text)
+    assert str(failed.value).endswith(
+        ": open the session again with Session.open(path), then try again"
+    )
+    assert "make room" not in str(failed.value)
+    assert not cur.running
+    with Session.open(path) as again:  # the user turn was kept
+        (conv,) = again.conversations()
+        assert [t.text for t in turns_of(again, conv.id)] == ["hello"]

@@ -174,7 +174,8 @@ def test_replay_refuses_without_its_source_session_or_an_engine(tmp_path, sessio
     assert str(err.value) == (
         f"replay of conversation {cur.conversation_id} needs the session it is in: "
         f"{cur.conversation_id!r} is not a conversation of into; check the id, or "
-        "replay(conv, session=source_session, into=..., engine=...)"
+        "replay(conv, session=source_session, into=..., engine=...), "
+        "or replay a cursor of it: replay(cur, into=..., engine=...)"
     )
     with pytest.raises(ContextError, match="'nope' is not a conversation of into; check the id"):
         replay("nope", into=session, engine=FakeEngine())  # a mistyped id, one session
@@ -200,3 +201,43 @@ def test_a_reply_that_now_ends_on_its_own_is_not_continued(session):
     assert long_turn.original_text == "a long story and the end."
     assert long_turn.replayed_text == "a long story"
     assert not any(r.continue_final for r in engine.requests)
+
+
+def test_the_documented_replays_into_another_session(tmp_path, session):
+    """API.md's two forms: a cursor (its session is known), or a conversation with the
+    session it is in; the new conversation lands in ``into`` and the source is unchanged."""
+    cur = source_conversation(session)
+    before = session.conversation_nodes(cur.conversation_id)
+    with Session.open(tmp_path / "other.db") as other:
+        ChatContext(other, engine=FakeEngine()).cursor(title="already here").ask("old turn")
+        by_cursor = replay(cur, into=other, engine=FakeEngine(responder=responder))
+        info = session.conversation(cur.conversation_id)
+        by_info = replay(info, session=session, into=other, engine=FakeEngine(responder=responder))
+        assert [t.user_text for t in by_cursor.turns] == ["hello", "calc 2+3", "long tale"]
+        assert [t.user_text for t in by_info.turns] == [t.user_text for t in by_cursor.turns]
+        titles = sorted(c.title for c in other.conversations())
+        assert titles == ["already here", "replay of source", "replay of source"]
+        assert by_info.conversation_id != by_cursor.conversation_id
+        with pytest.raises(ContextError) as err:  # a header alone does not name its session
+            replay(info, into=other, engine=FakeEngine())
+        assert str(err.value) == (
+            f"replay of conversation {info.id} needs the session it is in: a ConversationInfo "
+            "does not carry it; pass it, replay(conv, session=source_session, into=..., "
+            "engine=...), or replay a cursor of it: replay(cur, into=..., engine=...)"
+        )
+        assert len(other.conversations()) == 3  # the refusal added nothing
+    assert session.conversation_nodes(cur.conversation_id) == before
+    assert [c.id for c in session.conversations()] == [cur.conversation_id]
+
+
+@pytest.mark.parametrize("name", ["into", "session"])
+def test_a_session_given_as_a_path_is_refused_by_name(session, tmp_path, name):
+    cur = source_conversation(session)
+    path = str(tmp_path / "other.db")
+    with pytest.raises(ContextError) as err:
+        replay(cur.conversation_id, engine=FakeEngine(), **{name: path})
+    assert str(err.value) == (
+        f"replay's {name}= takes a Session, not str; open it with Session.open(path)"
+    )
+    assert not (tmp_path / "other.db").exists()
+    assert [c.id for c in session.conversations()] == [cur.conversation_id]

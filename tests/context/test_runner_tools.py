@@ -170,8 +170,8 @@ def test_astream_yields_events_and_records(tctx):
 
 
 def test_astream_closed_early_with_aclosing_cancels_the_reply_at_once(tctx, engine):
-    # Cursor.astream's docstring: a bare break leaves the exchange running until the
-    # iterator is garbage-collected; aclosing() closes it, cancelling the reply there.
+    # aclosing() closes the stream, cancelling the reply before the block exits (a bare
+    # break does it when the stream is dropped: tests/context/test_stream.py).
     cur = tctx.cursor()
     engine.script(FakeReply(text="a b c d e f g h i j k l m n o p", delay_s=0.01))
 

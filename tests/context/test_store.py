@@ -148,6 +148,41 @@ def test_save_copy_is_an_exact_copy_and_never_overwrites(tmp_path):
     session.close()
 
 
+def test_a_failed_copy_leaves_no_file_and_says_what_to_do(tmp_path):
+    session = Session.open(tmp_path / "s.db")
+    build_tree(session)
+    before = session_data(session)
+    missing = tmp_path / "no folder" / "copy.db"
+    with pytest.raises(StoreError) as err:
+        session.save_copy(missing)
+    assert str(err.value).endswith(
+        "check that its folder exists and can be written, and that the disk has room "
+        "(the session itself is unchanged)"
+    )
+
+    class FullDisk:  # the backup fails half-way, as on a full disk
+        def __init__(self, conn):
+            self.conn = conn
+
+        def backup(self, target):
+            target.execute("CREATE TABLE half(x)")
+            raise sqlean.OperationalError("database or disk is full")
+
+    real = session._store.conn
+    session._store.conn = FullDisk(real)
+    target = tmp_path / "copy.db"
+    with pytest.raises(StoreError, match="database or disk is full; check that its folder"):
+        session.save_copy(target)
+    session._store.conn = real
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db", "s.db-shm", "s.db-wal"]
+    session.save_copy(target)  # the retry is not blocked by a half-written file
+    with Session.open(target) as copy:
+        assert session_data(copy) == before
+    with pytest.raises(StoreError, match=r"^a copy goes into a file: give a file name, not "):
+        session.save_copy(":memory:")
+    session.close()
+
+
 def test_each_mutation_is_its_own_small_transaction(tmp_path):
     path = tmp_path / "s.db"
     session = Session.open(path)
@@ -243,6 +278,15 @@ def test_search_limit_is_a_whole_number_of_hits(session, limit):
     with pytest.raises(ContextError, match=r"^search limit must be a whole number >= 1, got "):
         session.search("hello", limit=limit)
     assert len(session.search("hello", limit=1)) == 1
+
+
+def test_search_in_an_unknown_conversation_is_not_found_rather_than_no_hits(session):
+    ChatContext(session, engine=FakeEngine()).cursor().ask("hello there")
+    with pytest.raises(NotFoundError, match=r"^no conversation 'nope' in this session; list"):
+        session.search("hello", conversation_id="nope")
+    with pytest.raises(ContextError, match=r"^raw is True or False, not 'no'$"):
+        session.search("hello", raw="no")
+    assert len(session.search("hello", raw=False)) == 2
 
 
 def test_search_finds_tool_results_and_replies(session):
