@@ -258,6 +258,9 @@ class Engine:
                 st.future.add_done_callback(
                     functools.partial(_forget, self._inflight, self._inflight_lock, st.id, st)
                 )
+                # Cancelling the future of ``submit`` is ``cancel(id)``: a queued request
+                # leaves the queue at once (it no longer counts against ``max_queue``).
+                st.future.add_done_callback(functools.partial(_cancelled, self._worker, st))
         runnable = [s for s in runnable if not s.done]
         if runnable:
             queued, _ = self._worker.depth()
@@ -527,6 +530,12 @@ def _forget(
     with lock:
         if inflight.get(rid) is st:
             del inflight[rid]
+
+
+def _cancelled(worker: Worker, st: RequestState, future: Future[Response]) -> None:
+    """A request's future was cancelled (``submit(...).cancel()``): cancel the request."""
+    if future.cancelled():
+        worker.cancel(st)
 
 
 def _adapters_of(engine_ref: weakref.ref[Engine]) -> AdapterManager:

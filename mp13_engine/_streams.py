@@ -30,8 +30,9 @@ The loop sets ``batch_size``, ``cached_tokens``, ``adapter`` and
 
 Other threads: ``cancel()`` asks to cancel (``CANCELLING``); ``Engine.cancel``
 then resolves the request itself, and the loop drops the row at its next step.
-A cancel from a stream or a future (``cancel()`` alone) is resolved by the loop
-at its next step, within one step. Every method is
+A ``cancel()`` alone (a cancelled future of a state the engine did not queue; the
+engine's own states route a cancelled future through ``Engine.cancel``) is resolved
+by the loop at its next step, within one step. Every method is
 lock-protected, so cancel, close and the worker can race safely: a request
 resolves exactly once, with the text produced until it ended. Once a cancel
 was asked (``cancel()`` returned True), the request ends ``CANCELLED`` unless
