@@ -498,8 +498,15 @@ class Engine:
             raise
 
     def astream(self, request: RequestLike, **overrides: Any) -> AsyncRequestStream:
-        """Async iterator of ``Chunk``; call from inside a running event loop."""
-        asyncio.get_running_loop()  # outside a loop: raise before the request is queued
+        """Async iterator of ``Chunk``; call from inside a running event loop
+        (``EngineError`` outside one, before anything is queued)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError as exc:
+            raise EngineError(
+                "astream() needs a running event loop: use `async for chunk in "
+                "engine.astream(...)` inside an async function; outside one use engine.stream(...)"
+            ) from exc
         st = self._start(request, overrides, watched=True)
         return AsyncRequestStream(st, self.cancel)
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mp13_engine import Chunk, Engine, EngineClosedError, FinishReason, Request
+from mp13_engine import Chunk, Engine, EngineClosedError, EngineError, FinishReason, Request
 from mp13_engine._output import Detokenizer
 
 LONG = 1500  # tokens: far more than any test waits for
@@ -234,6 +234,15 @@ def test_cancelling_the_task_awaiting_agenerate_many_cancels_every_request(fresh
     assert not any(i in engine._inflight for i in ids)
     assert engine.metrics().finish_reasons["cancelled"] == 2
     assert engine.generate("still serving", max_new_tokens=2).ok
+
+
+def test_astream_outside_an_event_loop_says_what_to_use_and_queues_nothing(engine):
+    """Was: asyncio's bare RuntimeError ("no running event loop"), not an mp13 error."""
+    before = engine.metrics().total_requests
+    with pytest.raises(EngineError, match=r"running event loop.*engine\.stream") as info:
+        engine.astream(Request(prompt="outside", max_new_tokens=2))
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert not engine._inflight and engine.metrics().total_requests == before
 
 
 def test_cancel_unknown_id_is_false(engine):
