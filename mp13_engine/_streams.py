@@ -439,8 +439,13 @@ class AsyncRequestStream(_StreamBase):
         self._event.set()
 
     async def result(self) -> Response:
-        """Wait until the request ends (e.g. after ``aclose``) and return its response."""
-        return await asyncio.wrap_future(self._state.future)
+        """Wait until the request ends (e.g. after ``aclose``) and return its response.
+
+        As with ``RequestStream.result(timeout)``, giving up the wait (the awaiting task
+        cancelled, ``asyncio.wait_for`` timing out) leaves the request running; close
+        the stream to cancel it.
+        """
+        return await wait_one_way(self._state.future)
 
     def __aiter__(self) -> AsyncRequestStream:
         return self

@@ -343,3 +343,22 @@ def test_async_with_engine_and_async_stream(tiny_model_path):
     assert "".join(c.text for c in chunks) == done.text
     with pytest.raises(EngineClosedError):
         eng.generate("after", max_new_tokens=1)
+
+
+def test_giving_up_on_an_async_stream_result_leaves_the_request_running(engine):
+    """Was: ``asyncio.wait_for(stream.result(), t)`` timing out cancelled the request (the
+    wait chained both ways into the request's future), and every later ``await
+    stream.result()`` raised CancelledError instead of returning the response; the sync
+    ``RequestStream.result(timeout)`` leaves the request running."""
+
+    async def main():
+        req = Request(prompt="patience", max_new_tokens=40, min_new_tokens=40)
+        stream = engine.astream(req)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(stream.result(), 0.001)
+        chunks = [c async for c in stream]
+        return chunks, await stream.result()
+
+    chunks, resp = asyncio.run(main())
+    assert resp.finish_reason is FinishReason.LENGTH and resp.metrics.completion_tokens == 40
+    assert chunks[-1].response == resp and "".join(c.text for c in chunks) == resp.text
