@@ -348,6 +348,12 @@ class _StreamBase:
         """The final response once the request finished, else None."""
         return self._state.response
 
+    def cancel(self) -> bool:
+        """Cancel the request, as ``engine.cancel(stream.id)`` does; True if it was queued
+        or running. Unlike closing, the stream goes on to its last chunk (``done``,
+        ``finish_reason=CANCELLED``, the partial text), so iterating it still ends there."""
+        return bool(self._cancel(self._state.id))
+
     def _next(self, chunk: Chunk) -> Chunk:
         if chunk.done:
             self._ended = True

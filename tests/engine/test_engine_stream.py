@@ -362,3 +362,26 @@ def test_giving_up_on_an_async_stream_result_leaves_the_request_running(engine):
     chunks, resp = asyncio.run(main())
     assert resp.finish_reason is FinishReason.LENGTH and resp.metrics.completion_tokens == 40
     assert chunks[-1].response == resp and "".join(c.text for c in chunks) == resp.text
+
+
+def test_a_stream_cancels_its_own_request_and_still_ends_on_its_last_chunk(engine):
+    """``stream.cancel()`` (was: AttributeError; only ``close()``, which ends the iteration
+    at once, or ``engine.cancel(stream.id)``)."""
+    stream = engine.stream(Request(prompt="cancel me", max_new_tokens=LONG, min_new_tokens=LONG))
+    first = next(stream)
+    assert stream.cancel() is True
+    rest = list(stream)
+    assert rest[-1].done and rest[-1].response.finish_reason is FinishReason.CANCELLED
+    resp = stream.result(30)
+    assert resp == rest[-1].response and resp.metrics.completion_tokens < LONG
+    assert "".join(c.text for c in [first, *rest]) == resp.text
+    assert stream.cancel() is False  # already ended
+
+    async def main():
+        astream = engine.astream(Request(prompt="async cancel", max_new_tokens=LONG))
+        await anext(astream)
+        cancelled = astream.cancel()
+        return cancelled, [c async for c in astream]
+
+    cancelled, chunks = asyncio.run(main())
+    assert cancelled and chunks[-1].response.finish_reason is FinishReason.CANCELLED
