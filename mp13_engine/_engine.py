@@ -169,11 +169,17 @@ class Engine:
 
     # ----- request preparation (caller thread)
     def _coerce(
-        self, request: RequestLike, overrides: dict[str, Any], *, many: bool = False
+        self,
+        request: RequestLike,
+        overrides: dict[str, Any],
+        *,
+        many: bool = False,
+        several: str = "for several prompts use generate_many",
     ) -> Request:
         """A ``Request`` from what the caller gave; every field is checked as it is built.
 
-        ``many``: one item of a ``*_many`` call (no advice to use ``generate_many``)."""
+        ``many``: one item of a ``*_many`` call (no advice to use ``generate_many``);
+        ``several``: the advice for a list that holds several requests."""
         if isinstance(request, Request):
             return _build(request, **overrides) if overrides else request
         if isinstance(request, str):
@@ -189,10 +195,11 @@ class Engine:
                 "a request is a Request, a prompt string or a list of message dicts, not one "
                 "dict; for one message pass it in a list: [message]"
             )
+        # The advice fits a list of several requests, not a number or None.
+        listed = isinstance(request, Iterable) and not isinstance(request, (str, bytes))
         raise RequestError(
             "a request must be a Request, a prompt string or a list of message dicts, "
-            f"not {type(request).__name__}"
-            + ("" if many else "; for several prompts use generate_many")
+            f"not {type(request).__name__}" + (f"; {several}" if listed and not many else "")
         )
 
     def _prepare(
@@ -352,7 +359,8 @@ class Engine:
         counts exactly what ``generate`` feeds, ``count_tokens(format_prompt(request))``
         the same unless message data spells control tokens.
         """
-        return self._state.formatter.render(self._coerce(request, overrides))
+        req = self._coerce(request, overrides, several="format one request at a time")
+        return self._state.formatter.render(req)
 
     def count_tokens(self, text: RequestLike) -> int:
         """Tokens in ``text`` as the engine tokenizes prompts (no special tokens added).
@@ -363,7 +371,7 @@ class Engine:
         """
         if isinstance(text, str):
             return len(self._state.tokens.encode(text))
-        req = self._coerce(text, {})
+        req = self._coerce(text, {}, several="count one request at a time")
         return len(self._state.tokens.encode_prompt(self._state.formatter.prompt(req)))
 
     def metrics(self) -> EngineMetrics:
