@@ -256,7 +256,9 @@ class Engine:
                 if st.id in self._inflight:
                     st.finish(
                         FinishReason.ERROR,
-                        error=f"a request with id {st.id!r} is already in flight; use a new id",
+                        error=f"a request with id {st.id!r} is already in flight; send this one "
+                        "with a new id (id=None as an override gives it a fresh one: "
+                        "engine.submit(request, id=None))",
                     )
                     continue
                 self._inflight[st.id] = st
