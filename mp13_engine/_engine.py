@@ -138,7 +138,9 @@ class Engine:
     # ----- properties
     @property
     def model(self) -> Any:
-        """The model object (a PeftModel once adapters are loaded). Touch it only on the worker."""
+        """The model object (a PeftModel once adapters are loaded). Touch it only on the worker.
+
+        None once the engine is closed (``close`` lets go of it, see there)."""
         return self._state.model
 
     @property
@@ -476,12 +478,26 @@ class Engine:
         does nothing. After ``close`` every call that needs the model raises
         ``EngineClosedError``.
 
+        Closing lets go of the model and empties the prefix cache, so their memory is
+        freed even while this engine object is still referenced (a ``with`` block's
+        variable, a notebook cell's): loading another model next does not need both in
+        memory. (If a step is stuck past ``timeout``, they are kept: it still uses them.)
+        The tokenizer stays: ``format_prompt`` and ``count_tokens`` still work.
+
         An engine that is never closed is stopped when it is garbage-collected (or at
         interpreter exit), which frees its model; closing it is still the clean way.
         """
         timeout = wait_timeout(timeout, EngineError, "close")
         self._finalizer.detach()
         self._worker.close(timeout)
+        self._release()
+
+    def _release(self) -> None:
+        """After ``close``: drop the model and the cached keys and values, once the worker
+        thread has ended (a thread stuck in a model call still holds them)."""
+        if self._worker.stopped:
+            self._prefix.clear()
+            self._state.model = None
 
     def __enter__(self) -> Engine:
         return self
@@ -523,7 +539,9 @@ class Engine:
     async def aclose(self, timeout: float | None = None) -> None:
         """Async ``close`` (it waits in a thread, so the running loop stays responsive)."""
         timeout = wait_timeout(timeout, EngineError, "aclose")
+        self._finalizer.detach()
         await asyncio.to_thread(self._worker.close, timeout)
+        self._release()
 
     async def __aenter__(self) -> Engine:
         return self
@@ -534,6 +552,8 @@ class Engine:
     # ----- training (delegates to mp13_engine._training)
     def train(self, config: TrainingConfig) -> TrainingJob:
         """Start a LoRA training job on this engine's model; returns a ``TrainingJob``."""
+        if self._worker.closed:  # before the config and dataset are checked: none of that helps
+            raise self._worker.closed_error()
         return start_training(self.adapters.training_host(), config)
 
 
