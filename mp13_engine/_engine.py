@@ -290,7 +290,14 @@ class Engine:
                 for st in runnable:
                     st.finish(FinishReason.ERROR, error=error)
                 return
-            self._worker.submit_requests(runnable)
+            try:
+                self._worker.submit_requests(runnable)
+            except EngineClosedError as exc:
+                # Closed since _check_open (by another thread): the caller gets the error,
+                # and the states must not stay in flight unresolved.
+                for st in runnable:
+                    st.finish(FinishReason.ERROR, error=str(exc))
+                raise
 
     def _start(
         self, request: RequestLike, overrides: dict[str, Any], watched: bool = False

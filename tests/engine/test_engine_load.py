@@ -414,6 +414,29 @@ def test_closing_frees_the_model_and_the_prefix_cache_while_the_engine_is_still_
     engine.close()  # closing twice does nothing
 
 
+def test_a_request_sent_as_another_thread_closes_the_engine_is_not_left_in_flight(
+    tiny_model_path,
+):
+    """Closed between the open check and the queueing: the caller got EngineClosedError,
+    but the request stayed in flight unresolved (its future pending, its id taken)."""
+    from mp13_engine import EngineClosedError
+
+    engine = Engine.load(str(tiny_model_path), device="cpu")
+    announce = engine._worker.preparing
+
+    def closing_meanwhile(delta: int) -> None:
+        announce(delta)
+        if delta > 0:
+            engine.close()  # as another thread would, while this request is prepared
+
+    engine._worker.preparing = closing_meanwhile
+    req = Request(prompt="too late", max_new_tokens=2)
+    with pytest.raises(EngineClosedError, match="closed"):
+        engine.generate(req)
+    assert not engine._inflight and engine.cancel(req.id) is False
+    assert engine.metrics().total_requests == 1  # it ended (ERROR), counted as refused
+
+
 _DEVICE_MAP_REQUESTS = [
     Request(messages=[{"role": "user", "content": "hi"}], max_new_tokens=8),
     Request(
