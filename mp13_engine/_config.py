@@ -191,7 +191,8 @@ class EngineConfig:
     counted in ``metrics().slow_steps`` and logged (None: 25 times the usual
     step time, at least 2 s). ``metrics_window``: how many recent requests
     ``engine.metrics()`` aggregates. ``max_queue``: most queued requests before
-    new ones are refused (requests sent together, as by ``generate_many``, are
+    new ones are refused: they end ``ERROR`` at once, saying the queue is full
+    (nothing raises; requests sent together, as by ``generate_many``, are
     queued or refused as one). ``tool_format``: tool-call wire format, ``None`` =
     detect from the chat template. ``default_max_new_tokens``: used when a
     request leaves ``max_new_tokens`` unset. ``adapters_dir``: where

@@ -138,7 +138,9 @@ class Engine:
     # ----- properties
     @property
     def model(self) -> Any:
-        """The model object (a PeftModel once adapters are loaded). Touch it only on the worker."""
+        """The model object (a PeftModel once adapters are loaded). Touch it only on the worker.
+
+        None once the engine is closed (``close`` lets go of it, see there)."""
         return self._state.model
 
     @property
@@ -169,11 +171,17 @@ class Engine:
 
     # ----- request preparation (caller thread)
     def _coerce(
-        self, request: RequestLike, overrides: dict[str, Any], *, many: bool = False
+        self,
+        request: RequestLike,
+        overrides: dict[str, Any],
+        *,
+        many: bool = False,
+        several: str = "for several prompts use generate_many",
     ) -> Request:
         """A ``Request`` from what the caller gave; every field is checked as it is built.
 
-        ``many``: one item of a ``*_many`` call (no advice to use ``generate_many``)."""
+        ``many``: one item of a ``*_many`` call (no advice to use ``generate_many``);
+        ``several``: the advice for a list that holds several requests."""
         if isinstance(request, Request):
             return _build(request, **overrides) if overrides else request
         if isinstance(request, str):
@@ -189,10 +197,11 @@ class Engine:
                 "a request is a Request, a prompt string or a list of message dicts, not one "
                 "dict; for one message pass it in a list: [message]"
             )
+        # The advice fits a list of several requests, not a number or None.
+        listed = isinstance(request, Iterable) and not isinstance(request, (str, bytes))
         raise RequestError(
             "a request must be a Request, a prompt string or a list of message dicts, "
-            f"not {type(request).__name__}"
-            + ("" if many else "; for several prompts use generate_many")
+            f"not {type(request).__name__}" + (f"; {several}" if listed and not many else "")
         )
 
     def _prepare(
@@ -249,7 +258,9 @@ class Engine:
                 if st.id in self._inflight:
                     st.finish(
                         FinishReason.ERROR,
-                        error=f"a request with id {st.id!r} is already in flight; use a new id",
+                        error=f"a request with id {st.id!r} is already in flight; send this one "
+                        "with a new id (id=None as an override gives it a fresh one: "
+                        "engine.submit(request, id=None))",
                     )
                     continue
                 self._inflight[st.id] = st
@@ -258,6 +269,9 @@ class Engine:
                 st.future.add_done_callback(
                     functools.partial(_forget, self._inflight, self._inflight_lock, st.id, st)
                 )
+                # Cancelling the future of ``submit`` is ``cancel(id)``: a queued request
+                # leaves the queue at once (it no longer counts against ``max_queue``).
+                st.future.add_done_callback(functools.partial(_cancelled, self._worker, st))
         runnable = [s for s in runnable if not s.done]
         if runnable:
             queued, _ = self._worker.depth()
@@ -276,7 +290,14 @@ class Engine:
                 for st in runnable:
                     st.finish(FinishReason.ERROR, error=error)
                 return
-            self._worker.submit_requests(runnable)
+            try:
+                self._worker.submit_requests(runnable)
+            except EngineClosedError as exc:
+                # Closed since _check_open (by another thread): the caller gets the error,
+                # and the states must not stay in flight unresolved.
+                for st in runnable:
+                    st.finish(FinishReason.ERROR, error=str(exc))
+                raise
 
     def _start(
         self, request: RequestLike, overrides: dict[str, Any], watched: bool = False
@@ -349,7 +370,8 @@ class Engine:
         counts exactly what ``generate`` feeds, ``count_tokens(format_prompt(request))``
         the same unless message data spells control tokens.
         """
-        return self._state.formatter.render(self._coerce(request, overrides))
+        req = self._coerce(request, overrides, several="format one request at a time")
+        return self._state.formatter.render(req)
 
     def count_tokens(self, text: RequestLike) -> int:
         """Tokens in ``text`` as the engine tokenizes prompts (no special tokens added).
@@ -360,7 +382,7 @@ class Engine:
         """
         if isinstance(text, str):
             return len(self._state.tokens.encode(text))
-        req = self._coerce(text, {})
+        req = self._coerce(text, {}, several="count one request at a time")
         return len(self._state.tokens.encode_prompt(self._state.formatter.prompt(req)))
 
     def metrics(self) -> EngineMetrics:
@@ -463,12 +485,26 @@ class Engine:
         does nothing. After ``close`` every call that needs the model raises
         ``EngineClosedError``.
 
+        Closing lets go of the model and empties the prefix cache, so their memory is
+        freed even while this engine object is still referenced (a ``with`` block's
+        variable, a notebook cell's): loading another model next does not need both in
+        memory. (If a step is stuck past ``timeout``, they are kept: it still uses them.)
+        The tokenizer stays: ``format_prompt`` and ``count_tokens`` still work.
+
         An engine that is never closed is stopped when it is garbage-collected (or at
         interpreter exit), which frees its model; closing it is still the clean way.
         """
         timeout = wait_timeout(timeout, EngineError, "close")
         self._finalizer.detach()
         self._worker.close(timeout)
+        self._release()
+
+    def _release(self) -> None:
+        """After ``close``: drop the model and the cached keys and values, once the worker
+        thread has ended (a thread stuck in a model call still holds them)."""
+        if self._worker.stopped:
+            self._prefix.clear()
+            self._state.model = None
 
     def __enter__(self) -> Engine:
         return self
@@ -495,15 +531,24 @@ class Engine:
             raise
 
     def astream(self, request: RequestLike, **overrides: Any) -> AsyncRequestStream:
-        """Async iterator of ``Chunk``; call from inside a running event loop."""
-        asyncio.get_running_loop()  # outside a loop: raise before the request is queued
+        """Async iterator of ``Chunk``; call from inside a running event loop
+        (``EngineError`` outside one, before anything is queued)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError as exc:
+            raise EngineError(
+                "astream() needs a running event loop: use `async for chunk in "
+                "engine.astream(...)` inside an async function; outside one use engine.stream(...)"
+            ) from exc
         st = self._start(request, overrides, watched=True)
         return AsyncRequestStream(st, self.cancel)
 
     async def aclose(self, timeout: float | None = None) -> None:
         """Async ``close`` (it waits in a thread, so the running loop stays responsive)."""
         timeout = wait_timeout(timeout, EngineError, "aclose")
+        self._finalizer.detach()
         await asyncio.to_thread(self._worker.close, timeout)
+        self._release()
 
     async def __aenter__(self) -> Engine:
         return self
@@ -514,6 +559,8 @@ class Engine:
     # ----- training (delegates to mp13_engine._training)
     def train(self, config: TrainingConfig) -> TrainingJob:
         """Start a LoRA training job on this engine's model; returns a ``TrainingJob``."""
+        if self._worker.closed:  # before the config and dataset are checked: none of that helps
+            raise self._worker.closed_error()
         return start_training(self.adapters.training_host(), config)
 
 
@@ -527,6 +574,12 @@ def _forget(
     with lock:
         if inflight.get(rid) is st:
             del inflight[rid]
+
+
+def _cancelled(worker: Worker, st: RequestState, future: Future[Response]) -> None:
+    """A request's future was cancelled (``submit(...).cancel()``): cancel the request."""
+    if future.cancelled():
+        worker.cancel(st)
 
 
 def _adapters_of(engine_ref: weakref.ref[Engine]) -> AdapterManager:

@@ -52,7 +52,7 @@ Adapters and weights
     (training) may change adapters between two steps. The loop is told
     (:meth:`weights_changed`): fused plans are rebuilt, the prefix cache forgets
     what the change may have made stale, and a running row whose adapter was
-    unloaded or replaced ends ``ERROR`` (its cached KV came from the old
+    unloaded, replaced or re-weighted ends ``ERROR`` (its cached KV came from the old
     weights). A row on an adapter that a job is training in place sees the
     weights of each step.
 
@@ -208,8 +208,8 @@ class DecodeLoop:
             return row.adapter != BASE_ADAPTER and configs.get(row.adapter) is not row.config
 
         message = (
-            "adapter {} was unloaded or replaced while this request ran (its cached keys and "
-            "values came from the old weights); send the request again"
+            "adapter {} was unloaded, replaced or re-weighted while this request ran (its "
+            "cached keys and values came from the old weights); send the request again"
         )
         for row in self.running + [r for p in self.prefills for r in p.rows]:
             if stale(row):

@@ -32,6 +32,11 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[k]
 
 
+def _no_reasons() -> dict[str, int]:
+    """``EngineMetrics.finish_reasons`` before any request ran: every reason, at 0."""
+    return {r.value: 0 for r in FinishReason}
+
+
 @attrs.frozen(kw_only=True)
 class PrefixCacheStats:
     """Counters of the prefix cache since the engine started (``engine.metrics().prefix_cache``).
@@ -70,7 +75,9 @@ class EngineMetrics:
     Latency is submission → final response; TTFT is submission → first token.
     ``total_requests``: every request that ended since the engine started,
     ``rejected`` of them without running (see the module docstring).
-    ``steps``: decode-loop steps run; ``slow_steps``: steps (decode, training
+    ``finish_reasons``: how many of those requests ended with each
+    ``FinishReason`` (by its value; every reason is a key, 0 while none did, also
+    on an idle engine). ``steps``: decode-loop steps run; ``slow_steps``: steps (decode, training
     or worker calls) that ran far past their usual time (see
     ``EngineConfig.slow_step_s``); ``prefix_cache``: hits, tokens saved and
     memory of the prefix cache.
@@ -86,7 +93,7 @@ class EngineMetrics:
     ttft_p50_s: float | None = None
     ttft_p95_s: float | None = None
     mean_batch_size: float = 0.0
-    finish_reasons: dict[str, int] = attrs.field(factory=dict, hash=False)
+    finish_reasons: dict[str, int] = attrs.field(factory=_no_reasons, hash=False)
     queue_depth: int = 0
     running: int = 0
     total_requests: int = 0

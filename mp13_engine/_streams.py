@@ -30,8 +30,9 @@ The loop sets ``batch_size``, ``cached_tokens``, ``adapter`` and
 
 Other threads: ``cancel()`` asks to cancel (``CANCELLING``); ``Engine.cancel``
 then resolves the request itself, and the loop drops the row at its next step.
-A cancel from a stream or a future (``cancel()`` alone) is resolved by the loop
-at its next step, within one step. Every method is
+A ``cancel()`` alone (a cancelled future of a state the engine did not queue; the
+engine's own states route a cancelled future through ``Engine.cancel``) is resolved
+by the loop at its next step, within one step. Every method is
 lock-protected, so cancel, close and the worker can race safely: a request
 resolves exactly once, with the text produced until it ended. Once a cancel
 was asked (``cancel()`` returned True), the request ends ``CANCELLED`` unless
@@ -347,6 +348,12 @@ class _StreamBase:
         """The final response once the request finished, else None."""
         return self._state.response
 
+    def cancel(self) -> bool:
+        """Cancel the request, as ``engine.cancel(stream.id)`` does; True if it was queued
+        or running. Unlike closing, the stream goes on to its last chunk (``done``,
+        ``finish_reason=CANCELLED``, the partial text), so iterating it still ends there."""
+        return bool(self._cancel(self._state.id))
+
     def _next(self, chunk: Chunk) -> Chunk:
         if chunk.done:
             self._ended = True
@@ -438,8 +445,13 @@ class AsyncRequestStream(_StreamBase):
         self._event.set()
 
     async def result(self) -> Response:
-        """Wait until the request ends (e.g. after ``aclose``) and return its response."""
-        return await asyncio.wrap_future(self._state.future)
+        """Wait until the request ends (e.g. after ``aclose``) and return its response.
+
+        As with ``RequestStream.result(timeout)``, giving up the wait (the awaiting task
+        cancelled, ``asyncio.wait_for`` timing out) leaves the request running; close
+        the stream to cancel it.
+        """
+        return await wait_one_way(self._state.future)
 
     def __aiter__(self) -> AsyncRequestStream:
         return self

@@ -171,7 +171,11 @@ class Request:
     ``timeout_s``: a deadline for the whole request (``None`` = the engine's
     default).
 
-    ``max_new_tokens``: ``None`` = ``EngineConfig.default_max_new_tokens``.
+    ``max_new_tokens``: ``None`` = ``EngineConfig.default_max_new_tokens`` (either
+    way at most what the context window leaves after the prompt).
+    ``min_new_tokens``: the end-of-sequence token is held off until this many
+    tokens; it never outlasts ``max_new_tokens`` (the smaller wins), and a stop
+    string still ends the reply before it.
     ``stop``: strings that end the reply (``finish_reason=STOP``); the stop
     string itself is left out of the text. ``parse_tools=False`` runs no
     tool-call parser: ``text`` is the raw decoded text, reasoning and markup

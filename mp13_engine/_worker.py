@@ -75,6 +75,11 @@ class Worker:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def stopped(self) -> bool:
+        """True once the thread has ended (closed, or died): nothing touches the model any more."""
+        return not self._thread.is_alive()
+
     def closed_error(self) -> EngineClosedError:
         return EngineClosedError(self._died or _CLOSED)
 

@@ -28,7 +28,9 @@ class StepHarness:
         prefix_cache_mb: float = 0.0,
         packed: bool = True,
     ):
+        model = engine.model
         engine.close()  # the test thread is the worker from now on
+        engine._state.model = model  # close() lets go of the model; the harness serves it
         self.engine = engine
         self.prefix = PrefixCache(int(prefix_cache_mb * 2**20))
         self.loop = DecodeLoop(

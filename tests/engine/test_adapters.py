@@ -209,8 +209,8 @@ def test_unloading_an_adapter_a_running_request_uses_ends_that_request_error(eng
     response = stream.result()
     assert response.finish_reason is FinishReason.ERROR
     assert response.error == (
-        "adapter 'a' was unloaded or replaced while this request ran (its cached keys and "
-        "values came from the old weights); send the request again"
+        "adapter 'a' was unloaded, replaced or re-weighted while this request ran (its cached "
+        "keys and values came from the old weights); send the request again"
     )
     assert 0 < response.metrics.completion_tokens < 2000 and response.text  # partial kept
     assert beside.result(timeout=120).finish_reason is FinishReason.LENGTH  # the others go on
@@ -225,7 +225,8 @@ def test_reweighting_a_combination_ends_a_request_running_on_it_error(engine):
     engine.adapters.combine(["a", "b"], [0.5, 2.0])
     response = stream.result()
     assert response.finish_reason is FinishReason.ERROR
-    assert "'a, b' was unloaded or replaced while this request ran" in response.error
+    # Was: "unloaded or replaced", though both adapters were still loaded as they were.
+    assert "'a, b' was unloaded, replaced or re-weighted while this request ran" in response.error
     assert engine.generate(_req(PROMPTS[0], adapters=["a", "b"])).ok  # new weights serve
 
 

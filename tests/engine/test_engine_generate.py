@@ -277,6 +277,10 @@ def test_duplicate_in_flight_id_is_rejected(engine):
     first = engine.stream(Request(id="dup", prompt="a", max_new_tokens=200))
     second = engine.generate(Request(id="dup", prompt="b", max_new_tokens=2))
     assert second.finish_reason is FinishReason.ERROR and "already in flight" in second.error
+    # Was only "use a new id": the advice now shows how, and following it works.
+    assert "engine.submit(request, id=None)" in second.error
+    again = engine.generate(Request(id="dup", prompt="b", max_new_tokens=2), id=None)
+    assert again.ok and again.id != "dup"
     first.close()
 
 

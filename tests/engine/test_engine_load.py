@@ -397,6 +397,69 @@ def test_an_engine_nobody_holds_stops_its_worker_and_frees_its_model(
     assert model() is None
 
 
+@pytest.mark.parametrize("close", ["close", "aclose"])
+def test_closing_frees_the_model_and_the_prefix_cache_while_the_engine_is_still_held(
+    tiny_model_path, tmp_path, close
+):
+    """Was: a closed engine kept its model (and up to prefix_cache_mb of cached keys and
+    values) for as long as the variable held it, so ``with Engine.load(a) as e: ...`` then
+    ``Engine.load(b)`` in a notebook needed memory for both models."""
+    import asyncio
+    import gc
+    import weakref
+
+    from mp13_engine import EngineClosedError, TrainingConfig
+
+    engine = Engine.load(str(tiny_model_path), device="cpu")
+    engine.generate(Request(prompt="fill the prefix cache " * 20, max_new_tokens=2))
+    assert engine.metrics().prefix_cache.bytes > 0
+    model = weakref.ref(engine.model)
+    if close == "close":
+        engine.close()
+    else:
+        asyncio.run(engine.aclose())
+    gc.collect()
+    assert model() is None and engine.model is None
+    assert engine.metrics().prefix_cache.bytes == 0
+    # What needs no model still works; what needs it says the engine is closed.
+    assert engine.count_tokens("hello") > 0 and engine.format_prompt("hello")
+    assert engine.metrics().total_requests == 1
+    with pytest.raises(EngineClosedError):
+        engine.generate("hello")
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}\n'
+    )
+    with pytest.raises(EngineClosedError):  # was: the config and dataset checks ran first
+        engine.train(TrainingConfig(adapter="late", dataset=str(tmp_path / "missing.jsonl")))
+    with pytest.raises(EngineClosedError):
+        engine.train(TrainingConfig(adapter="late", dataset=str(data), max_steps=1))
+    engine.close()  # closing twice does nothing
+
+
+def test_a_request_sent_as_another_thread_closes_the_engine_is_not_left_in_flight(
+    tiny_model_path,
+):
+    """Closed between the open check and the queueing: the caller got EngineClosedError,
+    but the request stayed in flight unresolved (its future pending, its id taken)."""
+    from mp13_engine import EngineClosedError
+
+    engine = Engine.load(str(tiny_model_path), device="cpu")
+    announce = engine._worker.preparing
+
+    def closing_meanwhile(delta: int) -> None:
+        announce(delta)
+        if delta > 0:
+            engine.close()  # as another thread would, while this request is prepared
+
+    engine._worker.preparing = closing_meanwhile
+    req = Request(prompt="too late", max_new_tokens=2)
+    with pytest.raises(EngineClosedError, match="closed"):
+        engine.generate(req)
+    assert not engine._inflight and engine.cancel(req.id) is False
+    assert engine.metrics().total_requests == 1  # it ended (ERROR), counted as refused
+
+
 _DEVICE_MAP_REQUESTS = [
     Request(messages=[{"role": "user", "content": "hi"}], max_new_tokens=8),
     Request(

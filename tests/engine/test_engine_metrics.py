@@ -47,6 +47,23 @@ def test_aggregates_over_the_last_n_requests(engine):
     assert agg.queue_depth == 0 and agg.running == 0
 
 
+def test_metrics_of_an_idle_engine_count_every_finish_reason_at_zero(tiny_model_path):
+    """Was: ``finish_reasons`` was ``{}`` until a request ran, so reading
+    ``metrics().finish_reasons["error"]`` on a fresh engine raised KeyError."""
+    zeros = {r.value: 0 for r in FinishReason}
+    assert MetricsRecorder(window=4).snapshot(0, 0).finish_reasons == zeros
+    assert EngineMetrics(window=4).finish_reasons == zeros
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        idle = eng.metrics()
+        assert idle.finish_reasons == zeros
+        assert (idle.requests, idle.total_requests, idle.rejected) == (0, 0, 0)
+        assert idle.latency_p50_s is None and idle.throughput_tokens_per_s == 0.0
+        eng.generate(Request(prompt="bad", adapters=["no-such-adapter"]))  # never runs
+        after = eng.metrics()
+        assert after.finish_reasons == zeros  # only requests that ran are in the window
+        assert (after.total_requests, after.rejected) == (1, 1)
+
+
 def test_recorder_percentiles_and_counts():
     rec = MetricsRecorder(window=100)
     for i in range(20):

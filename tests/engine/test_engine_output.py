@@ -669,6 +669,33 @@ def test_cancelling_the_future_of_submit_cancels_the_request(engine):
     assert engine.generate("still serving", max_new_tokens=2).ok
 
 
+def test_cancelling_the_future_of_a_queued_request_frees_its_place_in_the_queue(
+    tiny_model_path,
+):
+    """Was: the cancelled request stayed queued until a row freed up, so a full queue
+    still refused new requests ("the queue is full") after the user cancelled its futures."""
+    from mp13_engine import Engine
+
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1, max_queue=2) as eng:
+        busy_req = Request(prompt="busy", max_new_tokens=LONG, min_new_tokens=LONG)
+        busy = eng.submit(busy_req)
+        _wait(lambda: eng.metrics().running == 1)
+        queued = [Request(prompt=f"q{i}", max_new_tokens=2) for i in range(2)]
+        futures = [eng.submit(r) for r in queued]
+        states = [eng._inflight[r.id] for r in queued]
+        assert eng.metrics().queue_depth == 2
+        assert all(f.cancel() for f in futures)
+        # Resolved before cancel() returned, as cancel(id) does, and out of the queue.
+        assert [s.response.finish_reason for s in states] == [FinishReason.CANCELLED] * 2
+        assert eng.metrics().queue_depth == 0
+        assert eng.cancel(queued[0].id) is False
+        late = eng.submit(Request(prompt="now it fits", max_new_tokens=2))
+        assert eng.metrics().queue_depth == 1 and not late.done()  # queued, not refused
+        assert eng.cancel(busy_req.id)
+        assert busy.result(60).finish_reason is FinishReason.CANCELLED
+        assert late.result(60).ok
+
+
 @pytest.mark.parametrize("family", TINY_FAMILIES)
 def test_real_tokenizers_stream_the_calls_the_response_holds(tiny_model_factory, family):
     """Each family's tokenizer and format: the wire text of a call (its markup often special

@@ -159,6 +159,27 @@ def test_a_bad_request_inside_generate_many_is_named_by_its_index(engine):
     assert engine.metrics().total_requests == before  # nothing was queued
 
 
+def test_the_advice_for_a_value_that_is_no_request_fits_the_call_and_the_value(engine):
+    """Was: every call advised "for several prompts use generate_many", also for a number
+    or None (one prompt, not several) and for count_tokens / format_prompt."""
+    expected = {
+        (engine.generate, ("a", "b")): "; for several prompts use generate_many",
+        (engine.count_tokens, ("a", "b")): "; count one request at a time",
+        (engine.format_prompt, ("a", "b")): "; format one request at a time",
+        (engine.generate, 5): "",
+        (engine.count_tokens, None): "",
+        (engine.format_prompt, 5.0): "",
+    }
+    for (call, value), advice in expected.items():
+        with pytest.raises(RequestError) as info:
+            call(list(value) if isinstance(value, tuple) else value)
+        kind = "list" if isinstance(value, tuple) else type(value).__name__
+        assert str(info.value) == (
+            "a request must be a Request, a prompt string or a list of message dicts, "
+            f"not {kind}{advice}"
+        )
+
+
 # --- tools in the forms users try (issue 12.2) ------------------------------------------
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mp13_engine import Chunk, Engine, EngineClosedError, FinishReason, Request
+from mp13_engine import Chunk, Engine, EngineClosedError, EngineError, FinishReason, Request
 from mp13_engine._output import Detokenizer
 
 LONG = 1500  # tokens: far more than any test waits for
@@ -236,6 +236,15 @@ def test_cancelling_the_task_awaiting_agenerate_many_cancels_every_request(fresh
     assert engine.generate("still serving", max_new_tokens=2).ok
 
 
+def test_astream_outside_an_event_loop_says_what_to_use_and_queues_nothing(engine):
+    """Was: asyncio's bare RuntimeError ("no running event loop"), not an mp13 error."""
+    before = engine.metrics().total_requests
+    with pytest.raises(EngineError, match=r"running event loop.*engine\.stream") as info:
+        engine.astream(Request(prompt="outside", max_new_tokens=2))
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert not engine._inflight and engine.metrics().total_requests == before
+
+
 def test_cancel_unknown_id_is_false(engine):
     assert engine.cancel("no-such-request") is False
 
@@ -334,3 +343,45 @@ def test_async_with_engine_and_async_stream(tiny_model_path):
     assert "".join(c.text for c in chunks) == done.text
     with pytest.raises(EngineClosedError):
         eng.generate("after", max_new_tokens=1)
+
+
+def test_giving_up_on_an_async_stream_result_leaves_the_request_running(engine):
+    """Was: ``asyncio.wait_for(stream.result(), t)`` timing out cancelled the request (the
+    wait chained both ways into the request's future), and every later ``await
+    stream.result()`` raised CancelledError instead of returning the response; the sync
+    ``RequestStream.result(timeout)`` leaves the request running."""
+
+    async def main():
+        req = Request(prompt="patience", max_new_tokens=40, min_new_tokens=40)
+        stream = engine.astream(req)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(stream.result(), 0.001)
+        chunks = [c async for c in stream]
+        return chunks, await stream.result()
+
+    chunks, resp = asyncio.run(main())
+    assert resp.finish_reason is FinishReason.LENGTH and resp.metrics.completion_tokens == 40
+    assert chunks[-1].response == resp and "".join(c.text for c in chunks) == resp.text
+
+
+def test_a_stream_cancels_its_own_request_and_still_ends_on_its_last_chunk(engine):
+    """``stream.cancel()`` (was: AttributeError; only ``close()``, which ends the iteration
+    at once, or ``engine.cancel(stream.id)``)."""
+    stream = engine.stream(Request(prompt="cancel me", max_new_tokens=LONG, min_new_tokens=LONG))
+    first = next(stream)
+    assert stream.cancel() is True
+    rest = list(stream)
+    assert rest[-1].done and rest[-1].response.finish_reason is FinishReason.CANCELLED
+    resp = stream.result(30)
+    assert resp == rest[-1].response and resp.metrics.completion_tokens < LONG
+    assert "".join(c.text for c in [first, *rest]) == resp.text
+    assert stream.cancel() is False  # already ended
+
+    async def main():
+        astream = engine.astream(Request(prompt="async cancel", max_new_tokens=LONG))
+        await anext(astream)
+        cancelled = astream.cancel()
+        return cancelled, [c async for c in astream]
+
+    cancelled, chunks = asyncio.run(main())
+    assert cancelled and chunks[-1].response.finish_reason is FinishReason.CANCELLED
