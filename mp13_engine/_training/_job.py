@@ -100,6 +100,8 @@ class TrainingJob:
         self._trainer: Trainer | None = None
         self._new_adapter = False  # whether setup added the adapter (a failure discards it)
         self._last_checkpoint: Path | None = None  # named by a failure: resume from there
+        # (step, loss) of the last evaluation: the final one reuses it when no step came after.
+        self._last_eval: tuple[int, float] | None = None
 
     # ----- public
     @property
@@ -411,6 +413,7 @@ class TrainingJob:
     def _evaluate(self, model: Any, trainer: Trainer) -> float:
         """The validation loss, reported as an EVAL event (callers check there are rows)."""
         loss = trainer.evaluate(model, self._val)
+        self._last_eval = (trainer.step, loss)
         self._emit(TrainingEventKind.EVAL, trainer, eval_loss=loss)
         return loss
 
@@ -422,7 +425,11 @@ class TrainingJob:
         trainer.close(model)
         eval_loss = None
         if self._val and (trainer.step > trainer.first_step or not cancelled):
-            eval_loss = self._evaluate(model, trainer)
+            if self._last_eval is not None and self._last_eval[0] == trainer.step:
+                # eval_every already evaluated this step: the same weights, the same loss.
+                eval_loss = self._last_eval[1]
+            else:
+                eval_loss = self._evaluate(model, trainer)
         path: str | None = None
         if trainer.step > 0:
             metadata = {

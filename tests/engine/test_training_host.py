@@ -127,8 +127,7 @@ def test_event_kinds_are_an_enum_that_still_compares_as_text(engine):
         TrainingEventKind.STEP,
         TrainingEventKind.EVAL,
         TrainingEventKind.STEP,
-        TrainingEventKind.EVAL,
-        TrainingEventKind.EVAL,  # the final evaluation
+        TrainingEventKind.EVAL,  # the last step's: also the final evaluation, not run twice
         TrainingEventKind.DONE,
     ]
     assert kinds[0] == "step" and kinds[-1] == "done"
