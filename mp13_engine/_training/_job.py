@@ -243,6 +243,29 @@ class TrainingJob:
                 "TrainingConfig.output_dir (or EngineConfig.adapters_dir) to a folder you can "
                 "write, new or one to write the adapter's files into."
             )
+        held = self._earlier_work(target)
+        if held and self.config.resume_from is None and not self.config.overwrite:
+            raise ConfigError(
+                f"The adapter would be saved to {str(target)!r}, which already holds {held} of "
+                "another run; this job would overwrite them. Resume that run (resume_from="
+                '"latest" or a checkpoint), save this one elsewhere (TrainingConfig.output_dir, '
+                "a new folder), or set overwrite=True to replace them."
+            )
+
+    @staticmethod
+    def _earlier_work(target: Path) -> str:
+        """What of another run's work ``target`` holds ("" when nothing): a saved adapter and/or
+        checkpoints (``checkpoints/step-<n>`` folders)."""
+        held = []
+        if (target / "adapter_config.json").is_file():
+            held.append("a saved adapter")
+        checkpoints = target / "checkpoints"
+        try:
+            if any(p.name.startswith("step-") for p in checkpoints.iterdir()):
+                held.append("checkpoints")
+        except OSError:  # none there (or unreadable: the writable check above covers saving)
+            pass
+        return " and ".join(held)
 
     def _fit_to_length(self, rows: list[TrainingRow]) -> list[TrainingRow]:
         cfg, out = self.config, []

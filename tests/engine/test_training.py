@@ -488,11 +488,50 @@ def test_epochs_grad_accum_and_resume_latest(engine, tmp_path):
     # A new run into the same output_dir: "latest" is its checkpoint (the most recently saved),
     # not the earlier run's higher step-2; folders that are not step-<n> checkpoints are skipped.
     one = {"batch_size": 2, "grad_accum": 2, "target_modules": "q_proj", "output_dir": str(out)}
-    engine.train(_cfg(tmp_path, "ep3", max_steps=1, checkpoint_every=1, **one)).result(60)
+    engine.train(
+        _cfg(tmp_path, "ep3", max_steps=1, checkpoint_every=1, overwrite=True, **one)
+    ).result(60)
     (out / "checkpoints" / "step-2-copy").mkdir()
     (out / "checkpoints" / "step-9").mkdir()  # no trainer_state.pt
     resumed = engine.train(_cfg(tmp_path, "ep4", max_steps=3, resume_from="latest", **one))
     assert [e.step for e in resumed.events(timeout=120) if e.kind == "step"] == [2, 3]
+
+
+def test_a_new_job_never_overwrites_another_runs_adapter_or_checkpoints(engine, tmp_path):
+    """A fresh job into an output_dir holding a saved adapter or checkpoints silently wrote over
+    them (that run's work was lost); it is refused before any step, with the ways on."""
+    out = tmp_path / "kept"
+    first = engine.train(_cfg(tmp_path, "k1", max_steps=2, checkpoint_every=1, output_dir=str(out)))
+    assert first.result(60).path == str(out)
+    saved = (out / "adapter_model.safetensors").read_bytes()
+    advice = (
+        rf"saved to '{out}', which already holds a saved adapter and checkpoints of another run; "
+        r'.*resume_from="latest".*TrainingConfig\.output_dir.*overwrite=True'
+    )
+    for cfg in (
+        _cfg(tmp_path, "k2", output_dir=str(out)),
+        _cfg(tmp_path, "k1", continue_training=True, output_dir=str(out)),
+    ):
+        with pytest.raises(ConfigError, match=advice):
+            engine.train(cfg)
+    shutil.rmtree(out / "checkpoints")
+    with pytest.raises(ConfigError, match=r"already holds a saved adapter of another run"):
+        engine.train(_cfg(tmp_path, "k2", output_dir=str(out)))
+    assert "k2" not in engine.adapters
+    assert (out / "adapter_model.safetensors").read_bytes() == saved  # nothing was touched
+    # Checkpoints alone (a run that failed or was closed before saving) are kept as well.
+    (out / "checkpoints" / "step-1").mkdir(parents=True)
+    (out / "adapter_config.json").unlink()
+    with pytest.raises(ConfigError, match=r"already holds checkpoints of another run"):
+        engine.train(_cfg(tmp_path, "k2", output_dir=str(out)))
+    # An empty folder, or one with unrelated files, is not another run's work.
+    (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "empty" / "notes.txt").write_text("mine")
+    assert engine.train(_cfg(tmp_path, "k3", output_dir=str(tmp_path / "empty"))).result(60).steps
+    # The explicit opt-in replaces the saved adapter.
+    (out / "adapter_config.json").write_text("{}")
+    replaced = engine.train(_cfg(tmp_path, "k4", output_dir=str(out), overwrite=True)).result(60)
+    assert replaced.path == str(out) and (out / "adapter_model.safetensors").read_bytes() != saved
 
 
 def test_train_refuses_what_is_not_a_training_config(engine):
@@ -515,7 +554,9 @@ def test_an_adapter_in_training_is_held_until_its_job_ends(engine, tmp_path):
             engine.adapters.unload("growing")
         busy = engine.generate(Request(prompt="Hi", adapters=["growing"], max_new_tokens=2))
         assert busy.finish_reason is FinishReason.ERROR and "still being trained" in busy.error
-        further = engine.train(_cfg(tmp_path, "held", continue_training=True, max_steps=500))
+        further = engine.train(
+            _cfg(tmp_path, "held", continue_training=True, max_steps=500, overwrite=True)
+        )
         with pytest.raises(AdapterError, match="Cannot unload adapter 'held': a training job"):
             engine.adapters.unload("held")
         with pytest.raises(AdapterError, match="Cannot load over adapter 'held'"):
