@@ -196,6 +196,8 @@ class TrainingConfig:
 class TrainingEventKind(str, enum.Enum):
     """What a :class:`TrainingEvent` reports (a ``str``: ``event.kind == "step"`` holds too)."""
 
+    QUEUED = "queued"  # set up and waiting for its turn: jobs run one at a time (first event)
+    STARTED = "started"  # its turn came: the first step is being taken now
     STEP = "step"  # an optimizer step was taken (loss, learning rate, speed, ETA)
     EVAL = "eval"  # the validation loss was computed (``eval_loss``)
     CHECKPOINT = "checkpoint"  # a checkpoint was saved (``path``)

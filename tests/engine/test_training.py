@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import shutil
 
@@ -153,7 +154,7 @@ def test_bad_input_fails_before_any_step(engine, tmp_path):
 
 def test_request_completes_while_job_runs_and_cancel(engine, tmp_path):
     job = engine.train(_cfg(tmp_path, "long", max_steps=100_000))
-    first = next(iter(job.events(timeout=60)))
+    first = next(e for e in job.events(timeout=60) if e.kind not in ("queued", "started"))
     assert first.kind == "step"
     response = engine.generate("Hello", max_new_tokens=4)
     assert response.ok and not job.done()
@@ -178,6 +179,41 @@ def test_a_job_cancelled_before_its_first_step_leaves_no_adapter(engine, tmp_pat
     assert "never" not in engine.adapters  # the adapter added for the job is gone again
     assert not (tmp_path / "never").exists()  # nothing was saved
     assert engine.generate("Hello", max_new_tokens=2).ok
+
+
+def test_a_queued_job_says_so_and_cancelling_it_ends_it_at_once(engine, tmp_path):
+    """A job waiting behind another reported nothing until it started, and cancelling it took
+    effect only when the job ahead of it had finished all its steps."""
+    ahead = engine.train(_cfg(tmp_path, "ahead", max_steps=100_000))
+    waiting = engine.train(_cfg(tmp_path, "waiting", max_steps=2))
+    try:
+        assert [e.kind for e in itertools.islice(ahead.events(timeout=60), 2)] == [
+            "queued",
+            "started",
+        ]
+        # What a watcher of the waiting job sees: that it is queued, then no news.
+        seen = []
+        with pytest.raises(TimeoutError):
+            seen.extend((e.kind, e.step, e.max_steps) for e in waiting.events(timeout=0.5))
+        assert seen == [("queued", 0, 2)]
+        waiting.cancel()
+        # Ended now, not after the 100 000 steps ahead of it; nothing trained, nothing kept.
+        assert waiting.done() and not ahead.done()
+        result = waiting.result(timeout=0)
+        assert (result.cancelled, result.steps, result.path) == (True, 0, None)
+        assert [e.kind for e in waiting.events(timeout=5)] == ["queued", "done"]
+        assert "waiting" not in engine.adapters and not (tmp_path / "waiting").exists()
+        # Cancel, then train again: the name was released with the cancelled job.
+        again = engine.train(_cfg(tmp_path, "waiting", max_steps=1))
+        ahead.cancel()
+        assert again.result(120).steps == 1 and not again.result().cancelled
+        kinds = [e.kind for e in again.events(timeout=5)]
+        assert kinds == ["queued", "started", "step", "done"]
+        assert again.result().elapsed_s < ahead.result(60).elapsed_s  # timed from its start
+    finally:
+        ahead.cancel()
+        waiting.cancel()
+    assert ahead.result(60).cancelled and "waiting" in engine.adapters
 
 
 def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
@@ -254,7 +290,12 @@ def test_continue_training_an_adapter(engine, tmp_path):
     first = engine.train(_cfg(tmp_path, "cont", max_steps=3)).result(60)
     with pytest.raises(TrainingError, match="continue_training"):
         engine.train(_cfg(tmp_path, "cont"))
-    more = engine.train(_cfg(tmp_path, "cont", max_steps=3, continue_training=True)).result(60)
+    # Saved back over its own folder: an explicit overwrite, not a silent one.
+    with pytest.raises(ConfigError, match=r"/cont', which already holds a saved adapter"):
+        engine.train(_cfg(tmp_path, "cont", max_steps=3, continue_training=True))
+    more = engine.train(
+        _cfg(tmp_path, "cont", max_steps=3, continue_training=True, overwrite=True)
+    ).result(60)
     assert more.final_loss < first.final_loss
     # A continued job that cannot start keeps the adapter it was to continue.
     not_a_checkpoint = tmp_path / "elsewhere"
@@ -276,7 +317,7 @@ def test_async_events_and_result(engine, tmp_path):
         return kinds, await job.aresult()
 
     kinds, result = asyncio.run(main())
-    assert kinds == ["step", "step", "done"] and result.steps == 2
+    assert kinds == ["queued", "started", "step", "step", "done"] and result.steps == 2
 
 
 def test_cancelling_an_awaiter_never_cancels_the_job(engine, tmp_path):
@@ -297,7 +338,7 @@ def test_cancelling_an_awaiter_never_cancels_the_job(engine, tmp_path):
         return first, await asyncio.wait_for(waiters[1], 60)
 
     first, result = asyncio.run(main())
-    assert first.kind == "step"
+    assert first.kind == "queued"
     assert result.cancelled and job.result(timeout=60) is result
     kinds = [e.kind for e in job.events(timeout=60)]
     assert kinds[-1] == "done"
