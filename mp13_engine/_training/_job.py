@@ -428,18 +428,17 @@ class TrainingJob:
         if self._future.done():
             return False
         try:
-            if not self._started:
-                self._started = True
-                assert self._trainer is not None, "step() before _setup_on_worker()"
-                # Time (speed, ETA, elapsed_s) counts from here, not from the wait in the queue.
-                self._trainer.started = time.perf_counter()
-                self._emit(TrainingEventKind.STARTED, self._trainer)
-            if self._cancel.is_set():
-                self._finish(cancelled=True)
-                return False
             trainer = self._trainer
             assert trainer is not None, "step() before _setup_on_worker()"
             model = self._host.model()
+            if not self._started:
+                self._started = True
+                # Time (speed, ETA, elapsed_s) counts from here, not from the wait in the queue.
+                trainer.begin(model)
+                self._emit(TrainingEventKind.STARTED, trainer)
+            if self._cancel.is_set():
+                self._finish(cancelled=True)
+                return False
             if model.active_adapters != [self.config.adapter]:
                 model.set_adapter(self.config.adapter)
             # Loading or combining other adapters between steps may refreeze parameters.

@@ -349,6 +349,25 @@ def test_gradient_checkpointing_and_precision_options(engine, tmp_path):
     ckpt = engine.train(_cfg(tmp_path, "gc1", max_steps=2, gradient_checkpointing=True)).result(60)
     assert ckpt.final_loss == pytest.approx(plain.final_loss, rel=1e-4)
     assert not engine.model.get_base_model().is_gradient_checkpointing  # serving as before
+
+    # A job queued behind another shares its model: it switches checkpointing when its turn
+    # comes, not at set-up (it turned it on for the job ahead, and off again when cancelled).
+    def checkpointing() -> bool:
+        return engine.model.get_base_model().is_gradient_checkpointing
+
+    for ahead_gc in (True, False):
+        ahead = engine.train(
+            _cfg(tmp_path, f"gc-a{ahead_gc}", max_steps=100_000, gradient_checkpointing=ahead_gc)
+        )
+        assert [e.kind for e in itertools.islice(ahead.events(timeout=60), 3)][-1] == "step"
+        queued = engine.train(
+            _cfg(tmp_path, f"gc-q{ahead_gc}", max_steps=2, gradient_checkpointing=not ahead_gc)
+        )
+        assert checkpointing() is ahead_gc
+        queued.cancel()
+        assert queued.result(timeout=0).cancelled and checkpointing() is ahead_gc
+        ahead.cancel()
+        assert ahead.result(60).cancelled and not checkpointing()
     bf16 = engine.train(_cfg(tmp_path, "bf", max_steps=2, precision="bfloat16")).result(60)
     assert bf16.final_loss == pytest.approx(plain.final_loss, rel=0.05)
 
