@@ -169,9 +169,14 @@ class TrainingJob:
         while True:
             with self._cond:
                 if not self._cond.wait_for(functools.partial(self._has_news, i), timeout):
+                    where = (
+                        "it is queued: jobs run one at a time, and one started earlier is "
+                        "still running (cancel() ends a queued job at once)"
+                        if not self._started
+                        else "its steps may be slow, or share the worker with requests"
+                    )
                     raise TimeoutError(
-                        f"no training event within {timeout} s; the job goes on (jobs run one "
-                        "at a time: one started earlier may still be running)"
+                        f"no training event within {timeout} s; the job goes on ({where})"
                     )
                 new, closed = self._events[i:], self._closed
             yield from new
