@@ -132,7 +132,10 @@ class TrainingConfig:
     checkpoints every ``checkpoint_every`` steps (in ``output_dir/checkpoints/step-<n>``);
     ``resume_from`` a checkpoint directory (or ``"latest"``, the most recently saved
     one there) resumes optimizer, scheduler and data order; its LoRA settings and
-    base model must be this job's, and its step below the job's last.
+    base model must be this job's, and its step below the job's last. A job that
+    does not resume refuses an ``output_dir`` already holding a saved adapter or
+    checkpoints (another run's work would be overwritten) unless ``overwrite=True``,
+    which lets it replace the saved adapter and any checkpoint of the same step.
 
     Types are strict: flags take ``True``/``False`` (not ``"no"``), paths a
     ``str`` or ``os.PathLike``, and ``seed`` an integer from 0 to 2**32-1.
@@ -170,6 +173,7 @@ class TrainingConfig:
     precision: str = attrs.field(default="auto", validator=one_of(DTYPES))
     continue_training: bool = attrs.field(default=False, validator=flag)
     output_dir: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
+    overwrite: bool = attrs.field(default=False, validator=flag)
     checkpoint_every: int = attrs.field(default=0, validator=_non_negative_int)
     resume_from: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
     eval_every: int = attrs.field(default=0, validator=_non_negative_int)
@@ -194,6 +198,8 @@ class TrainingConfig:
 class TrainingEventKind(str, enum.Enum):
     """What a :class:`TrainingEvent` reports (a ``str``: ``event.kind == "step"`` holds too)."""
 
+    QUEUED = "queued"  # set up and waiting for its turn: jobs run one at a time (first event)
+    STARTED = "started"  # its turn came: the first step is being taken now
     STEP = "step"  # an optimizer step was taken (loss, learning rate, speed, ETA)
     EVAL = "eval"  # the validation loss was computed (``eval_loss``)
     CHECKPOINT = "checkpoint"  # a checkpoint was saved (``path``)

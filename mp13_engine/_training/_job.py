@@ -14,7 +14,9 @@ Lifecycle (``start_training``):
    ends), check target modules, add the adapter to
    the model (wrapping the base model as PEFT on first use), build the
    optimizer and scheduler, restore a checkpoint. Errors raise from ``engine.train``.
-3. worker, interleaved with serving — ``step()`` runs ONE
+3. queued — the job emits QUEUED and waits for its turn (jobs run one at a
+   time, in the order started); its first ``step()`` emits STARTED.
+   Worker, interleaved with serving — ``step()`` runs ONE
    micro-batch; every ``grad_accum`` micro-batches it takes an optimizer step
    and emits a STEP event. The model is put in train mode only inside
    ``step()`` and back in eval mode before it returns, so serving in between
@@ -27,7 +29,8 @@ Determinism: LoRA init, data order and dropout draw from generators seeded by
 same seed and data give the same losses on CPU, and a resumed run continues the
 same sequence. ``cancel()`` takes effect at the next ``step()``: the adapter
 trained so far is kept (saved and installed) when at least one optimizer step
-ran, and ``result().cancelled`` is True.
+ran, and ``result().cancelled`` is True. A job that has not started yet (queued
+behind another) is ended at once, between two steps, not when its turn comes.
 
 Waiting: ``result``/``events`` block a thread; ``aresult``/``aevents`` wait on
 loop futures that the worker resolves through ``call_soon_threadsafe`` (no
@@ -99,7 +102,10 @@ class TrainingJob:
         self._truncated = self._dropped = 0
         self._trainer: Trainer | None = None
         self._new_adapter = False  # whether setup added the adapter (a failure discards it)
+        self._started = False  # whether step() has run (the job left the queue); worker-set
         self._last_checkpoint: Path | None = None  # named by a failure: resume from there
+        # (step, loss) of the last evaluation: the final one reuses it when no step came after.
+        self._last_eval: tuple[int, float] | None = None
 
     # ----- public
     @property
@@ -111,9 +117,24 @@ class TrainingJob:
         """Stop at the next step; the engine keeps serving. Idempotent.
 
         The adapter trained so far is kept (saved and installed) when at least one
-        optimizer step ran; ``result().cancelled`` is then True.
+        optimizer step ran; ``result().cancelled`` is then True. A job still queued
+        behind another ends before this returns (waiting at most for the step in
+        progress), not when the job ahead of it finishes.
         """
         self._cancel.set()
+        if self._started or self._future.done():
+            return  # its next step() sees the flag
+        # Its step() is not called until the jobs ahead of it end: finish it on the worker now.
+        with contextlib.suppress(Mp13Error):  # the engine closed: close() fails the job
+            self._host.run_on_worker(self._cancel_unstarted)
+
+    def _cancel_unstarted(self) -> None:
+        """Worker: end a cancelled job that never had its turn (step() then returns False)."""
+        if not self._started and not self._future.done() and self._trainer is not None:
+            try:
+                self._finish(cancelled=True)
+            except BaseException as exc:
+                self.fail(exc)
 
     def done(self) -> bool:
         """Whether the job has ended (finished, cancelled or failed); never blocks."""
@@ -148,9 +169,14 @@ class TrainingJob:
         while True:
             with self._cond:
                 if not self._cond.wait_for(functools.partial(self._has_news, i), timeout):
+                    where = (
+                        "it is queued: jobs run one at a time, and one started earlier is "
+                        "still running (cancel() ends a queued job at once)"
+                        if not self._started
+                        else "its steps may be slow, or share the worker with requests"
+                    )
                     raise TimeoutError(
-                        f"no training event within {timeout} s; the job goes on (jobs run one "
-                        "at a time: one started earlier may still be running)"
+                        f"no training event within {timeout} s; the job goes on ({where})"
                     )
                 new, closed = self._events[i:], self._closed
             yield from new
@@ -199,6 +225,9 @@ class TrainingJob:
     def _prepare(self) -> None:
         """Read, validate and render the data (DatasetError/ConfigError/TrainingError here)."""
         cfg, host = self.config, self._host
+        # The name first: its fix (another name) may also settle where the adapter is saved.
+        if (name_error := self._name_problem()) is not None:
+            raise name_error
         self._check_output_dir()
         train = load_examples(cfg.dataset, "dataset")
         if cfg.validation is not None:
@@ -241,6 +270,29 @@ class TrainingJob:
                 "TrainingConfig.output_dir (or EngineConfig.adapters_dir) to a folder you can "
                 "write, new or one to write the adapter's files into."
             )
+        held = self._earlier_work(target)
+        if held and self.config.resume_from is None and not self.config.overwrite:
+            raise ConfigError(
+                f"The adapter would be saved to {str(target)!r}, which already holds {held} of "
+                "another run; this job would overwrite them. Resume that run (resume_from="
+                '"latest" or a checkpoint), save this one elsewhere (TrainingConfig.output_dir, '
+                "a new folder), or set overwrite=True to replace them."
+            )
+
+    @staticmethod
+    def _earlier_work(target: Path) -> str:
+        """What of another run's work ``target`` holds ("" when nothing): a saved adapter and/or
+        checkpoints (``checkpoints/step-<n>`` folders)."""
+        held = []
+        if (target / "adapter_config.json").is_file():
+            held.append("a saved adapter")
+        checkpoints = target / "checkpoints"
+        try:
+            if any(p.name.startswith("step-") for p in checkpoints.iterdir()):
+                held.append("checkpoints")
+        except OSError:  # none there (or unreadable: the writable check above covers saving)
+            pass
+        return " and ".join(held)
 
     def _fit_to_length(self, rows: list[TrainingRow]) -> list[TrainingRow]:
         cfg, out = self.config, []
@@ -293,18 +345,11 @@ class TrainingJob:
         from peft import LoraConfig
 
         cfg, host = self.config, self._host
+        # Asked again here, on the worker: the adapter may have been loaded or unloaded since.
+        if (name_error := self._name_problem()) is not None:
+            raise name_error
         if host.is_loaded(cfg.adapter):
-            if not cfg.continue_training:
-                raise TrainingError(
-                    f"An adapter named {cfg.adapter!r} is already loaded. Pick another name, "
-                    "unload it, or set continue_training=True to train it further."
-                )
             return host.model()
-        if cfg.continue_training:
-            raise TrainingError(
-                f"continue_training=True but no adapter {cfg.adapter!r} is loaded; load it "
-                "first with engine.adapters.load(path, name=...)."
-            )
         check_targets_exist(host.base_model(), cfg.target_modules)
         targets = cfg.target_modules
         if isinstance(targets, str) and targets != "all-linear":
@@ -321,6 +366,22 @@ class TrainingJob:
             model = host.add_adapter(cfg.adapter, lora)
         self._new_adapter = True
         return model
+
+    def _name_problem(self) -> TrainingError | None:
+        """Why the adapter's name cannot be trained now (loaded, or not loaded to continue)."""
+        cfg = self.config
+        loaded = self._host.is_loaded(cfg.adapter)
+        if loaded and not cfg.continue_training:
+            return TrainingError(
+                f"An adapter named {cfg.adapter!r} is already loaded. Pick another name, "
+                "unload it, or set continue_training=True to train it further."
+            )
+        if not loaded and cfg.continue_training:
+            return TrainingError(
+                f"continue_training=True but no adapter {cfg.adapter!r} is loaded; load it "
+                "first with engine.adapters.load(path, name=...)."
+            )
+        return None
 
     def _checkpoint_to_resume(self, resume_from: str) -> Path:
         checkpoints = self.output_dir / "checkpoints"
@@ -356,7 +417,14 @@ class TrainingJob:
             )
         return path
 
-    # ----- phase 3: worker, one micro-batch per call
+    # ----- phase 3: queued, then worker, one micro-batch per call
+    def _queue(self) -> None:
+        """Report QUEUED and hand the set-up job to the worker (in this order: the worker may
+        take the first step, and report STARTED, at once)."""
+        assert self._trainer is not None, "_queue() before _setup_on_worker()"
+        self._emit(TrainingEventKind.QUEUED, self._trainer)
+        self._host.submit_job(self)
+
     def step(self) -> bool:
         """One micro-batch (and an optimizer step every ``grad_accum``); False when finished.
 
@@ -365,12 +433,17 @@ class TrainingJob:
         if self._future.done():
             return False
         try:
-            if self._cancel.is_set():
-                self._finish(cancelled=True)
-                return False
             trainer = self._trainer
             assert trainer is not None, "step() before _setup_on_worker()"
             model = self._host.model()
+            if not self._started:
+                self._started = True
+                # Time (speed, ETA, elapsed_s) counts from here, not from the wait in the queue.
+                trainer.begin(model)
+                self._emit(TrainingEventKind.STARTED, trainer)
+            if self._cancel.is_set():
+                self._finish(cancelled=True)
+                return False
             if model.active_adapters != [self.config.adapter]:
                 model.set_adapter(self.config.adapter)
             # Loading or combining other adapters between steps may refreeze parameters.
@@ -411,6 +484,7 @@ class TrainingJob:
     def _evaluate(self, model: Any, trainer: Trainer) -> float:
         """The validation loss, reported as an EVAL event (callers check there are rows)."""
         loss = trainer.evaluate(model, self._val)
+        self._last_eval = (trainer.step, loss)
         self._emit(TrainingEventKind.EVAL, trainer, eval_loss=loss)
         return loss
 
@@ -422,7 +496,11 @@ class TrainingJob:
         trainer.close(model)
         eval_loss = None
         if self._val and (trainer.step > trainer.first_step or not cancelled):
-            eval_loss = self._evaluate(model, trainer)
+            if self._last_eval is not None and self._last_eval[0] == trainer.step:
+                # eval_every already evaluated this step: the same weights, the same loss.
+                eval_loss = self._last_eval[1]
+            else:
+                eval_loss = self._evaluate(model, trainer)
         path: str | None = None
         if trainer.step > 0:
             metadata = {
@@ -551,5 +629,5 @@ def start_training(host: TrainingHost, config: TrainingConfig) -> TrainingJob:
     job = TrainingJob(host, config)
     job._prepare()
     host.run_on_worker(job._setup_on_worker)
-    host.submit_job(job)
+    job._queue()
     return job

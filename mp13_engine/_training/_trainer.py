@@ -89,7 +89,7 @@ class Trainer:
     cuda_devices: list[int]  # every GPU holding part of the model (their RNGs are forked)
     pad_id: int
     autocast: tuple[str, torch.dtype] | None  # (device type, dtype) to train under autocast
-    grad_ckpt: bool
+    grad_ckpt: bool  # whether this trainer turned gradient checkpointing on (close() undoes it)
     micro: int = 0
     step: int = 0
     first_step: int = 0
@@ -124,10 +124,6 @@ class Trainer:
         )
         device = model.get_input_embeddings().weight.device
         dtype = _AUTOCAST.get(cfg.precision)
-        if cfg.gradient_checkpointing:
-            peft_base_model(model).gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
         return cls(
             config=config,
             rows=rows,
@@ -138,8 +134,20 @@ class Trainer:
             cuda_devices=cuda_devices(model),
             pad_id=pad_id,
             autocast=None if dtype is None else (device.type, dtype),
-            grad_ckpt=cfg.gradient_checkpointing,
+            grad_ckpt=False,
         )
+
+    def begin(self, model: Any) -> None:
+        """The job's turn has come: time from now, and turn gradient checkpointing on.
+
+        Not at ``create``: a job set up while another trains shares the model, and would
+        switch checkpointing for that job (and off again, were it cancelled first)."""
+        self.started = time.perf_counter()
+        if self.config.gradient_checkpointing and not self.grad_ckpt:
+            peft_base_model(model).gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+            self.grad_ckpt = True
 
     # ----- data order
     @property

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import shutil
 
@@ -153,11 +154,11 @@ def test_bad_input_fails_before_any_step(engine, tmp_path):
 
 def test_request_completes_while_job_runs_and_cancel(engine, tmp_path):
     job = engine.train(_cfg(tmp_path, "long", max_steps=100_000))
-    first = next(iter(job.events(timeout=60)))
+    first = next(e for e in job.events(timeout=60) if e.kind not in ("queued", "started"))
     assert first.kind == "step"
     response = engine.generate("Hello", max_new_tokens=4)
     assert response.ok and not job.done()
-    with pytest.raises(TimeoutError, match="no training event within 0 s"):
+    with pytest.raises(TimeoutError, match=r"within 0 s; the job goes on \(its steps"):
         for _ in job.events(timeout=0):  # every event so far, then none within 0 s
             pass
     with pytest.raises(TimeoutError, match=r"job 'long' did not finish within 0 s; it goes on"):
@@ -178,6 +179,41 @@ def test_a_job_cancelled_before_its_first_step_leaves_no_adapter(engine, tmp_pat
     assert "never" not in engine.adapters  # the adapter added for the job is gone again
     assert not (tmp_path / "never").exists()  # nothing was saved
     assert engine.generate("Hello", max_new_tokens=2).ok
+
+
+def test_a_queued_job_says_so_and_cancelling_it_ends_it_at_once(engine, tmp_path):
+    """A job waiting behind another reported nothing until it started, and cancelling it took
+    effect only when the job ahead of it had finished all its steps."""
+    ahead = engine.train(_cfg(tmp_path, "ahead", max_steps=100_000))
+    waiting = engine.train(_cfg(tmp_path, "waiting", max_steps=2))
+    try:
+        assert [e.kind for e in itertools.islice(ahead.events(timeout=60), 2)] == [
+            "queued",
+            "started",
+        ]
+        # What a watcher of the waiting job sees: that it is queued, then no news.
+        seen = []
+        with pytest.raises(TimeoutError, match=r"goes on \(it is queued: jobs run one at a time"):
+            seen.extend((e.kind, e.step, e.max_steps) for e in waiting.events(timeout=0.5))
+        assert seen == [("queued", 0, 2)]
+        waiting.cancel()
+        # Ended now, not after the 100 000 steps ahead of it; nothing trained, nothing kept.
+        assert waiting.done() and not ahead.done()
+        result = waiting.result(timeout=0)
+        assert (result.cancelled, result.steps, result.path) == (True, 0, None)
+        assert [e.kind for e in waiting.events(timeout=5)] == ["queued", "done"]
+        assert "waiting" not in engine.adapters and not (tmp_path / "waiting").exists()
+        # Cancel, then train again: the name was released with the cancelled job.
+        again = engine.train(_cfg(tmp_path, "waiting", max_steps=1))
+        ahead.cancel()
+        assert again.result(120).steps == 1 and not again.result().cancelled
+        kinds = [e.kind for e in again.events(timeout=5)]
+        assert kinds == ["queued", "started", "step", "done"]
+        assert again.result().elapsed_s < ahead.result(60).elapsed_s  # timed from its start
+    finally:
+        ahead.cancel()
+        waiting.cancel()
+    assert ahead.result(60).cancelled and "waiting" in engine.adapters
 
 
 def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
@@ -237,7 +273,11 @@ def test_validation_split_and_overflow_counts(engine, tmp_path):
     result = job.result(120)
     assert result.eval_loss is not None and result.eval_loss > 0
     assert result.train_rows == len(rows) - 1  # one held out
-    assert [e.step for e in job.events() if e.kind == "eval"][:2] == [2, 4]
+    evals = [e for e in job.events() if e.kind == "eval"]
+    # max_steps=4 is a multiple of eval_every=2: step 4 is evaluated once, not again at the end
+    # (a second forward over the validation rows and a duplicated EVAL event).
+    assert [e.step for e in evals] == [2, 4]
+    assert result.eval_loss == evals[-1].eval_loss
     dropped = engine.train(
         _cfg(tmp_path, "drop", dataset=rows, max_seq_len=320, overflow="drop")
     ).result(120)
@@ -250,7 +290,12 @@ def test_continue_training_an_adapter(engine, tmp_path):
     first = engine.train(_cfg(tmp_path, "cont", max_steps=3)).result(60)
     with pytest.raises(TrainingError, match="continue_training"):
         engine.train(_cfg(tmp_path, "cont"))
-    more = engine.train(_cfg(tmp_path, "cont", max_steps=3, continue_training=True)).result(60)
+    # Saved back over its own folder: an explicit overwrite, not a silent one.
+    with pytest.raises(ConfigError, match=r"/cont', which already holds a saved adapter"):
+        engine.train(_cfg(tmp_path, "cont", max_steps=3, continue_training=True))
+    more = engine.train(
+        _cfg(tmp_path, "cont", max_steps=3, continue_training=True, overwrite=True)
+    ).result(60)
     assert more.final_loss < first.final_loss
     # A continued job that cannot start keeps the adapter it was to continue.
     not_a_checkpoint = tmp_path / "elsewhere"
@@ -272,7 +317,7 @@ def test_async_events_and_result(engine, tmp_path):
         return kinds, await job.aresult()
 
     kinds, result = asyncio.run(main())
-    assert kinds == ["step", "step", "done"] and result.steps == 2
+    assert kinds == ["queued", "started", "step", "step", "done"] and result.steps == 2
 
 
 def test_cancelling_an_awaiter_never_cancels_the_job(engine, tmp_path):
@@ -293,7 +338,7 @@ def test_cancelling_an_awaiter_never_cancels_the_job(engine, tmp_path):
         return first, await asyncio.wait_for(waiters[1], 60)
 
     first, result = asyncio.run(main())
-    assert first.kind == "step"
+    assert first.kind == "queued"
     assert result.cancelled and job.result(timeout=60) is result
     kinds = [e.kind for e in job.events(timeout=60)]
     assert kinds[-1] == "done"
@@ -304,6 +349,25 @@ def test_gradient_checkpointing_and_precision_options(engine, tmp_path):
     ckpt = engine.train(_cfg(tmp_path, "gc1", max_steps=2, gradient_checkpointing=True)).result(60)
     assert ckpt.final_loss == pytest.approx(plain.final_loss, rel=1e-4)
     assert not engine.model.get_base_model().is_gradient_checkpointing  # serving as before
+
+    # A job queued behind another shares its model: it switches checkpointing when its turn
+    # comes, not at set-up (it turned it on for the job ahead, and off again when cancelled).
+    def checkpointing() -> bool:
+        return engine.model.get_base_model().is_gradient_checkpointing
+
+    for ahead_gc in (True, False):
+        ahead = engine.train(
+            _cfg(tmp_path, f"gc-a{ahead_gc}", max_steps=100_000, gradient_checkpointing=ahead_gc)
+        )
+        assert [e.kind for e in itertools.islice(ahead.events(timeout=60), 3)][-1] == "step"
+        queued = engine.train(
+            _cfg(tmp_path, f"gc-q{ahead_gc}", max_steps=2, gradient_checkpointing=not ahead_gc)
+        )
+        assert checkpointing() is ahead_gc
+        queued.cancel()
+        assert queued.result(timeout=0).cancelled and checkpointing() is ahead_gc
+        ahead.cancel()
+        assert ahead.result(60).cancelled and not checkpointing()
     bf16 = engine.train(_cfg(tmp_path, "bf", max_steps=2, precision="bfloat16")).result(60)
     assert bf16.final_loss == pytest.approx(plain.final_loss, rel=0.05)
 
@@ -484,11 +548,50 @@ def test_epochs_grad_accum_and_resume_latest(engine, tmp_path):
     # A new run into the same output_dir: "latest" is its checkpoint (the most recently saved),
     # not the earlier run's higher step-2; folders that are not step-<n> checkpoints are skipped.
     one = {"batch_size": 2, "grad_accum": 2, "target_modules": "q_proj", "output_dir": str(out)}
-    engine.train(_cfg(tmp_path, "ep3", max_steps=1, checkpoint_every=1, **one)).result(60)
+    engine.train(
+        _cfg(tmp_path, "ep3", max_steps=1, checkpoint_every=1, overwrite=True, **one)
+    ).result(60)
     (out / "checkpoints" / "step-2-copy").mkdir()
     (out / "checkpoints" / "step-9").mkdir()  # no trainer_state.pt
     resumed = engine.train(_cfg(tmp_path, "ep4", max_steps=3, resume_from="latest", **one))
     assert [e.step for e in resumed.events(timeout=120) if e.kind == "step"] == [2, 3]
+
+
+def test_a_new_job_never_overwrites_another_runs_adapter_or_checkpoints(engine, tmp_path):
+    """A fresh job into an output_dir holding a saved adapter or checkpoints silently wrote over
+    them (that run's work was lost); it is refused before any step, with the ways on."""
+    out = tmp_path / "kept"
+    first = engine.train(_cfg(tmp_path, "k1", max_steps=2, checkpoint_every=1, output_dir=str(out)))
+    assert first.result(60).path == str(out)
+    saved = (out / "adapter_model.safetensors").read_bytes()
+    advice = (
+        rf"saved to '{out}', which already holds a saved adapter and checkpoints of another run; "
+        r'.*resume_from="latest".*TrainingConfig\.output_dir.*overwrite=True'
+    )
+    for cfg in (
+        _cfg(tmp_path, "k2", output_dir=str(out)),
+        _cfg(tmp_path, "k1", continue_training=True, output_dir=str(out)),
+    ):
+        with pytest.raises(ConfigError, match=advice):
+            engine.train(cfg)
+    shutil.rmtree(out / "checkpoints")
+    with pytest.raises(ConfigError, match=r"already holds a saved adapter of another run"):
+        engine.train(_cfg(tmp_path, "k2", output_dir=str(out)))
+    assert "k2" not in engine.adapters
+    assert (out / "adapter_model.safetensors").read_bytes() == saved  # nothing was touched
+    # Checkpoints alone (a run that failed or was closed before saving) are kept as well.
+    (out / "checkpoints" / "step-1").mkdir(parents=True)
+    (out / "adapter_config.json").unlink()
+    with pytest.raises(ConfigError, match=r"already holds checkpoints of another run"):
+        engine.train(_cfg(tmp_path, "k2", output_dir=str(out)))
+    # An empty folder, or one with unrelated files, is not another run's work.
+    (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "empty" / "notes.txt").write_text("mine")
+    assert engine.train(_cfg(tmp_path, "k3", output_dir=str(tmp_path / "empty"))).result(60).steps
+    # The explicit opt-in replaces the saved adapter.
+    (out / "adapter_config.json").write_text("{}")
+    replaced = engine.train(_cfg(tmp_path, "k4", output_dir=str(out), overwrite=True)).result(60)
+    assert replaced.path == str(out) and (out / "adapter_model.safetensors").read_bytes() != saved
 
 
 def test_train_refuses_what_is_not_a_training_config(engine):
@@ -511,7 +614,9 @@ def test_an_adapter_in_training_is_held_until_its_job_ends(engine, tmp_path):
             engine.adapters.unload("growing")
         busy = engine.generate(Request(prompt="Hi", adapters=["growing"], max_new_tokens=2))
         assert busy.finish_reason is FinishReason.ERROR and "still being trained" in busy.error
-        further = engine.train(_cfg(tmp_path, "held", continue_training=True, max_steps=500))
+        further = engine.train(
+            _cfg(tmp_path, "held", continue_training=True, max_steps=500, overwrite=True)
+        )
         with pytest.raises(AdapterError, match="Cannot unload adapter 'held': a training job"):
             engine.adapters.unload("held")
         with pytest.raises(AdapterError, match="Cannot load over adapter 'held'"):

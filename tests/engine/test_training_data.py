@@ -118,6 +118,14 @@ def test_validation_settings_that_would_be_ignored_are_refused():
     assert TrainingConfig(adapter="x", dataset=rows, eval_every=5, validation_split=0.5)
 
 
+def test_overwrite_is_an_opt_in_flag():
+    rows = [{"text": "hi"}]
+    assert TrainingConfig(adapter="x", dataset=rows).overwrite is False
+    assert TrainingConfig(adapter="x", dataset=rows, overwrite=True).overwrite is True
+    with pytest.raises(ConfigError, match="overwrite"):
+        TrainingConfig(adapter="x", dataset=rows, overwrite="yes")
+
+
 def test_config_to_dict_is_json(tmp_path):
     cfg = TrainingConfig(adapter="x", dataset=[{"text": "a"}] * 3, target_modules=["q_proj"])
     out = config_to_dict(cfg)

@@ -124,15 +124,16 @@ def test_event_kinds_are_an_enum_that_still_compares_as_text(engine):
     kinds = [event.kind for event in job.events(timeout=120)]
     assert all(isinstance(k, TrainingEventKind) for k in kinds)
     assert kinds == [
+        TrainingEventKind.QUEUED,
+        TrainingEventKind.STARTED,
         TrainingEventKind.STEP,
         TrainingEventKind.EVAL,
         TrainingEventKind.STEP,
-        TrainingEventKind.EVAL,
-        TrainingEventKind.EVAL,  # the final evaluation
+        TrainingEventKind.EVAL,  # the last step's: also the final evaluation, not run twice
         TrainingEventKind.DONE,
     ]
-    assert kinds[0] == "step" and kinds[-1] == "done"
-    assert f"{kinds[0]}" == str(kinds[0]) == "step"  # as a REPL or log line shows it
+    assert kinds[2] == "step" and kinds[-1] == "done"
+    assert f"{kinds[2]}" == str(kinds[2]) == "step"  # as a REPL or log line shows it
     assert str(AdapterSource.TRAINED) == f"{AdapterSource.TRAINED}" == "trained"
 
 
@@ -150,7 +151,7 @@ def test_async_waiting_uses_no_thread(engine, monkeypatch):
         return kinds, await job.aresult()
 
     kinds, result = asyncio.run(main())
-    assert kinds == ["step"] * 3 + ["done"] and result.steps == 3
+    assert kinds == ["queued", "started", *["step"] * 3, "done"] and result.steps == 3
 
 
 def test_a_failed_save_at_the_end_says_the_trained_adapter_is_kept(engine):
