@@ -19,8 +19,8 @@ from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from mp13_engine import TrainingConfig
-from mp13_toolbox import plural
+from mp13_engine import TrainingConfig, TrainingEvent, TrainingEventKind
+from mp13_toolbox import did_you_mean, plural
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
 from mp13chat._errors import ChatError, UsageError
@@ -176,10 +176,23 @@ def _training_config(words: list[str], adapters_dir: Path | None) -> TrainingCon
     known = _training_options()
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise UsageError(
-            f"unknown training option {', '.join(unknown)}; the options are {', '.join(known)}"
-        )
+        hints = ", ".join(name + did_you_mean(name, known) for name in unknown)
+        raise UsageError(f"unknown training option {hints}; the options are {', '.join(known)}")
     return TrainingConfig(adapter=words[0], dataset=words[1], **options)
+
+
+def _progress_info(event: TrainingEvent) -> str:
+    """The words beside the progress bar for ``event`` (QUEUED and STARTED are no step)."""
+    if event.kind is TrainingEventKind.QUEUED:
+        return "queued (jobs run one at a time)"
+    if event.kind is TrainingEventKind.STARTED:
+        return "started"
+    info = f"step {event.step}/{event.max_steps}"
+    if event.loss is not None:
+        info += f" loss {event.loss:.4f}"
+    if event.tokens_per_s:
+        info += f" {event.tokens_per_s:.0f} tok/s"
+    return info
 
 
 async def watch(repl: Repl, job: TrainingJob) -> None:
@@ -198,11 +211,7 @@ async def watch(repl: Repl, job: TrainingJob) -> None:
         with Progress(*columns, console=repl.console, transient=False) as progress:
             task = progress.add_task("train", total=None, adapter=job.adapter, info="starting")
             async for event in job.aevents():
-                info = f"step {event.step}/{event.max_steps}"
-                if event.loss is not None:
-                    info += f" loss {event.loss:.4f}"
-                if event.tokens_per_s:
-                    info += f" {event.tokens_per_s:.0f} tok/s"
+                info = _progress_info(event)
                 progress.update(task, total=event.max_steps, completed=event.step, info=info)
     except asyncio.CancelledError:
         render.print_info(

@@ -292,15 +292,28 @@ def parse_assignments(words: Iterable[str], what: str, form: str) -> dict[str, s
     return out
 
 
+#: Words that are a boolean or None besides JSON's ``true``/``false``/``null``: the REPL's
+#: own ``on``/``off`` and Python's spelling, which the library's messages use
+#: (``overwrite=True``), so advice copied from an error works as typed.
+_WORD_VALUES: dict[str, Any] = {
+    "on": True,
+    "yes": True,
+    "True": True,
+    "off": False,
+    "no": False,
+    "False": False,
+    "None": None,
+}
+
+
 def parse_value(text: str) -> Any:
-    """A parameter value typed by the user: JSON literal if it is one, else the text."""
-    lowered = text.strip()
-    if lowered in ("on", "yes"):
-        return True
-    if lowered in ("off", "no"):
-        return False
+    """A parameter value typed by the user: a word of ``_WORD_VALUES``, a JSON literal, or
+    else the text."""
+    word = text.strip()
+    if word in _WORD_VALUES:
+        return _WORD_VALUES[word]
     try:
-        return json.loads(lowered)
+        return json.loads(word)
     except ValueError:
         return text
 

@@ -140,8 +140,16 @@ def test_an_unknown_training_option_lists_the_options_not_a_python_class(tmp_pat
     with pytest.raises(UsageError) as error:
         _training_config(["fact", "d.jsonl", "max_step=3"], tmp_path)
     message = str(error.value)
-    assert "unknown training option max_step" in message and "max_steps" in message
+    assert "unknown training option max_step (did you mean 'max_steps'?)" in message
     assert "TrainingConfig" not in message
+
+
+def test_training_options_take_the_python_spelling_the_engine_advises(tmp_path):
+    """The engine's advice reads overwrite=True; typed as is, it is the boolean, not 'True'."""
+    config = _training_config(
+        ["fact", "d.jsonl", "overwrite=True", "gradient_checkpointing=False"], tmp_path
+    )
+    assert config.overwrite is True and config.gradient_checkpointing is False
 
 
 @pytest.mark.slow
@@ -207,3 +215,19 @@ def test_no_adapters_folder_or_another_engine_loads_nothing(make_chat, engine, s
     assert found.loaded == () and found.failed == ()
     h = make_chat(FakeEngine(), app_kwargs={"config_path": saved.parent / "config.json"})
     assert "adapters from" not in h.console.file.getvalue()
+
+
+def test_the_progress_bar_words_a_queued_job_as_queued_not_as_step_zero():
+    """QUEUED and STARTED carry step 0; the bar said "step 0/N" for both."""
+    from mp13_engine import TrainingEvent, TrainingEventKind
+    from mp13chat._cmd_engine import _progress_info
+
+    def info(kind: TrainingEventKind, **fields: object) -> str:
+        return _progress_info(TrainingEvent(kind=kind, step=0, max_steps=2, **fields))
+
+    assert info(TrainingEventKind.QUEUED) == "queued (jobs run one at a time)"
+    assert info(TrainingEventKind.STARTED) == "started"
+    assert (
+        info(TrainingEventKind.STEP, loss=1.5, tokens_per_s=99.6)
+        == "step 0/2 loss 1.5000 100 tok/s"
+    )

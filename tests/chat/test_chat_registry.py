@@ -185,3 +185,25 @@ def test_summary_is_the_whole_first_sentence():
         "e.g. one per line)."
     )
     assert bare.summary == "No full stop here"
+
+
+@pytest.mark.parametrize(
+    ("typed", "value"),
+    [
+        ("on", True),
+        ("True", True),
+        ("true", True),
+        ("no", False),
+        ("False", False),
+        ("None", None),
+        ("null", None),
+        ("3", 3),
+        ("0.5", 0.5),
+        ("hello", "hello"),
+        ("TRUE", "TRUE"),
+    ],
+)
+def test_a_typed_value_is_a_json_literal_a_repl_word_or_python_spelling(typed, value):
+    from mp13chat._registry import parse_value
+
+    assert parse_value(typed) == value and type(parse_value(typed)) is type(value)
