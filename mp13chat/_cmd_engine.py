@@ -259,11 +259,13 @@ async def train_start(repl: Repl, line: CommandLine) -> None:
         raise ChatError(f"a job ({last.adapter}) is running; /train cancel it or wait")
     config = _training_config(line.words, repl.adapters_dir)
     if config.adapter in eng.adapters and not config.continue_training:
-        # The engine's message says continue_training=True; say it as a REPL option.
+        # The engine's messages say continue_training=True, then overwrite=True for the
+        # saved copy in its folder: say both at once, as REPL options.
         name = config.adapter
         raise ChatError(
             f"an adapter named {name!r} is already loaded; pick another NAME, add "
-            f"continue_training=true to train {name} further, or /adapters unload {name} first"
+            f"continue_training=true overwrite=true to train {name} further (its saved copy "
+            f"is replaced), or /adapters unload {name} first"
         )
     starting = asyncio.ensure_future(asyncio.to_thread(eng.train, config))
     try:

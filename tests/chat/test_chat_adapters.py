@@ -169,8 +169,14 @@ def test_an_adapter_trained_in_the_repl_is_there_on_the_next_start(make_chat, ti
         assert (tmp_path / "adapters" / "fact" / "adapter_config.json").is_file()
         # the same name again: the option to type, not the engine's Python spelling
         out = " ".join(h.run(f"/train start fact {data} max_steps=1").split())
-        assert "add continue_training=true to train fact further" in out
+        assert "add continue_training=true overwrite=true to train fact further" in out
         assert "continue_training=True" not in out
+        # ... and the advice, typed as given, trains it further
+        out = h.run(
+            f"/train start fact {data} max_steps=1 continue_training=true overwrite=true",
+            timeout=120,
+        )
+        assert "training done: adapter fact" in out
     with Engine.load(str(tiny_path), device="cpu", dtype="float32") as second:
         again = make_chat(second)
         assert "fact" in second.adapters
