@@ -44,14 +44,59 @@ class Loaded:
 
 
 def resolve_device(name: str) -> torch.device:
+    """``EngineConfig.device`` as a torch device that exists here (else ``ConfigError``)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+    if name.startswith("cuda"):
+        _check_gpus(
+            f"EngineConfig.device={name!r}", [_cuda_index(name)], "use device='cpu' or 'auto'"
+        )
+    if name == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(
-            f"EngineConfig.device={name!r} but CUDA is not available here; use device='cpu' "
-            "or 'auto'"
+            "EngineConfig.device='mps' but MPS (Apple-silicon GPU) is not available here; use "
+            "device='cpu' or 'auto'"
         )
     return torch.device(name)
+
+
+def _cuda_index(place: str | int) -> int:
+    """The GPU index of a device-map value or device name: ``3``, ``"cuda"``, ``"cuda:3"``."""
+    return place if isinstance(place, int) else int(place.partition(":")[2] or 0)
+
+
+def _check_gpus(what: str, indexes: list[int], fix: str) -> None:
+    """``ConfigError`` unless every GPU index in ``indexes`` exists here.
+
+    Without it torch fails deep inside loading ("Torch not compiled with CUDA
+    enabled", an AssertionError; "invalid device ordinal") after reading the weights.
+    """
+    if not indexes:
+        return
+    if not torch.cuda.is_available():
+        raise ConfigError(f"{what} names a GPU but CUDA is not available here; {fix}")
+    count = torch.cuda.device_count()
+    missing = sorted({i for i in indexes if i >= count})
+    if missing:
+        raise ConfigError(
+            f"{what} names GPU {', '.join(map(str, missing))} but this machine has {count} "
+            f"(cuda:0 to cuda:{count - 1}); {fix}"
+        )
+
+
+def check_device_map(device_map: Any) -> None:
+    """A dict ``device_map`` may name only GPUs that exist (a named map places by itself)."""
+    if not isinstance(device_map, dict):
+        return
+    gpus = [
+        _cuda_index(place)
+        for place in device_map.values()
+        if isinstance(place, int) or (isinstance(place, str) and place.startswith("cuda"))
+    ]
+    _check_gpus(
+        f"EngineConfig.device_map={device_map!r}",
+        gpus,
+        "map modules to 'cpu' or an existing GPU, use device_map='auto', or drop device_map",
+    )
 
 
 def input_device(model: Any) -> torch.device:
@@ -184,6 +229,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     device = resolve_device(config.device)
+    check_device_map(config.device_map)
     source, from_gguf = _resolve_source(config, progress)
     common = {
         "local_files_only": config.local_files_only,

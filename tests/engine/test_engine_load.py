@@ -462,3 +462,44 @@ def test_device_map_round_trips_through_json(tmp_path):
     config = EngineConfig(model="m", device_map={"": 0, "lm_head": "cpu"}, max_memory={"0": "2GiB"})
     config.to_json(tmp_path / "c.json")
     assert EngineConfig.from_json(tmp_path / "c.json") == config
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"device": "cuda"}, "device='cuda' names a GPU but CUDA is not available here"),
+        ({"device": "cuda:1"}, "names a GPU but CUDA is not available"),
+        ({"device_map": {"": "cuda:0"}}, "names a GPU but CUDA is not available here; map"),
+        ({"device_map": {"": "cpu", "lm_head": 0}}, "names a GPU but CUDA is not available"),
+        ({"device": "mps"}, "MPS (Apple-silicon GPU) is not available here; use device='cpu'"),
+    ],
+)
+def test_a_gpu_this_machine_lacks_is_a_config_error_before_any_weights_load(
+    tiny_model_path, monkeypatch, fields, message
+):
+    """device_map={"": "cuda:0"} on a CPU machine used to end in torch's bare AssertionError
+    ("Torch not compiled with CUDA enabled"), {"": 0} in advice to check the weight files,
+    and device="mps" in a RuntimeError; each is now the ConfigError that says what to use."""
+    import torch
+    import transformers
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the weights were read before the placement was checked")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", never)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Engine.load(str(tiny_model_path), **fields)
+
+
+def test_a_gpu_index_past_the_machines_gpus_is_named(tiny_model_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ConfigError, match=re.escape("names GPU 2 but this machine has 2 (cuda:0")):
+        Engine.load(str(tiny_model_path), device="cuda:2")
+    with pytest.raises(ConfigError, match=r"names GPU 3, 5 but .*or drop device_map"):
+        Engine.load(str(tiny_model_path), device_map={"a": 5, "b": "cuda:3", "c": 1})
