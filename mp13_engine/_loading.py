@@ -125,7 +125,7 @@ def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[st
         if gguf is not None:
             return str(_from_gguf(gguf, config, progress)), True
         if path.is_dir():
-            return str(path), False
+            return _checkpoint_dir(path, config.model), False
         raise ModelNotFoundError(
             f"model path {config.model!r} is a file, but mp13 loads a model directory "
             "(config.json, weights, tokenizer) or a GGUF file; give the directory"
@@ -137,6 +137,35 @@ def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[st
             "or a GGUF file"
         )
     return _hub_snapshot(config, progress), False
+
+
+def _checkpoint_dir(path: Path, given: str) -> str:
+    """``path`` when it holds a checkpoint's ``config.json``, else what the folder is instead.
+
+    transformers' own error for a folder without one ("Should have a `model_type` key in
+    its config.json") sends the user looking for a key in a file that is not there.
+    """
+    if (path / "config.json").is_file():
+        return str(path)
+    if (path / "adapter_config.json").is_file():
+        raise ModelNotFoundError(
+            f"model path {given!r} holds a LoRA adapter (adapter_config.json), not a model; "
+            f"load its base model and then engine.adapters.load({given!r})"
+        )
+    try:
+        inner = sorted(
+            p.name
+            for p in path.iterdir()
+            if p.is_dir() and ((p / "config.json").is_file() or any(p.glob("*.gguf")))
+        )
+    except OSError:
+        inner = []
+    here = f" (here: {', '.join(str(path / name) for name in inner[:5])})" if inner else ""
+    raise ModelNotFoundError(
+        f"model path {given!r} is a folder without a model: no config.json (a Hugging Face "
+        "checkpoint) and no .gguf file; give the folder that holds config.json, the weights "
+        f"and the tokenizer, or a GGUF file{here}"
+    )
 
 
 def _from_gguf(file: Path, config: EngineConfig, progress: Progress | None) -> Path:

@@ -503,3 +503,30 @@ def test_a_gpu_index_past_the_machines_gpus_is_named(tiny_model_path, monkeypatc
         Engine.load(str(tiny_model_path), device="cuda:2")
     with pytest.raises(ConfigError, match=r"names GPU 3, 5 but .*or drop device_map"):
         Engine.load(str(tiny_model_path), device_map={"a": 5, "b": "cuda:3", "c": 1})
+
+
+def test_a_folder_without_a_model_says_what_it_holds(tiny_model_path, tmp_path):
+    """transformers' own message for these sent the user after a model_type key in a
+    config.json that was not there."""
+    import shutil
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ModelNotFoundError, match=r"is a folder without a model: no config\.json"):
+        Engine.load(empty, device="cpu")
+    named_gguf = tmp_path / "model.gguf"  # a folder, named like a file
+    named_gguf.mkdir()
+    with pytest.raises(ModelNotFoundError, match=r"no config\.json .* and no \.gguf file"):
+        Engine.load(named_gguf, device="cpu")
+    parent = tmp_path / "models"
+    shutil.copytree(tiny_model_path, parent / "tiny")
+    with pytest.raises(ModelNotFoundError) as info:
+        Engine.load(parent, device="cpu")
+    assert str(info.value).endswith(f"(here: {parent / 'tiny'})")
+    adapter = tmp_path / "my-adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError, match=r"holds a LoRA adapter .*engine\.adapters\.load"):
+        Engine.load(adapter, device="cpu")
+    with Engine.load(parent / "tiny", device="cpu") as engine:  # the path the error named
+        assert engine.generate("hi", max_new_tokens=2).ok
