@@ -27,7 +27,13 @@ from mp13_engine._cache import Progress, report
 from mp13_engine._causal import check_causal
 from mp13_engine._compat import install_int8_cast_filter, keep_4bit_layout
 from mp13_engine._config import EngineConfig
-from mp13_engine._errors import ConfigError, ModelLoadError, ModelNotFoundError, NotCausalLMError
+from mp13_engine._errors import (
+    ConfigError,
+    MissingDependencyError,
+    ModelLoadError,
+    ModelNotFoundError,
+    NotCausalLMError,
+)
 from mp13_engine._gguf import cached_checkpoint, find_gguf
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -306,8 +312,11 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
             ) from exc
         raise ModelLoadError(f"cannot load the model in {source}: {exc}") from exc
     except ImportError as exc:
-        raise ModelLoadError(
+        # bitsandbytes for quantization, flash-attn for flash_attention_2: the tree's error
+        # for a missing optional package (still a ModelLoadError, and an ImportError).
+        raise MissingDependencyError(
             f"loading {source} needs a missing package: {exc}; install it and retry"
+            + _without_it(config)
         ) from exc
     except OSError as exc:
         raise ModelNotFoundError(
@@ -347,6 +356,16 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
         # Left padding is masked out, so any valid id works; eos is the usual choice.
         tokenizer.pad_token = tokenizer.eos_token
     return Loaded(model=model, tokenizer=tokenizer, device=device, dtype=dtype)
+
+
+def _without_it(config: EngineConfig) -> str:
+    """How to load without the missing package, for the options that need one."""
+    ways = []
+    if config.quantization is not None:
+        ways.append("quantization=None")
+    if config.attn_implementation == "flash_attention_2":
+        ways.append("attn_implementation='sdpa'")
+    return f", or load with {' and '.join(ways)}" if ways else ""
 
 
 def _accelerator_dtype() -> torch.dtype:

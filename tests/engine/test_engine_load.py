@@ -19,6 +19,7 @@ from mp13_engine import (
     Engine,
     EngineConfig,
     FinishReason,
+    MissingDependencyError,
     ModelLoadError,
     ModelNotFoundError,
     Mp13Error,
@@ -530,3 +531,24 @@ def test_a_folder_without_a_model_says_what_it_holds(tiny_model_path, tmp_path):
         Engine.load(adapter, device="cpu")
     with Engine.load(parent / "tiny", device="cpu") as engine:  # the path the error named
         assert engine.generate("hi", max_new_tokens=2).ok
+
+
+def test_a_missing_optional_package_is_a_missing_dependency_error_with_a_way_round(
+    tiny_model_path, monkeypatch
+):
+    """transformers raises ImportError for a missing bitsandbytes or flash-attn; it is the
+    tree's MissingDependencyError (still a ModelLoadError), naming the option to drop."""
+    import transformers
+
+    def missing(*args, **kwargs):
+        raise ImportError("requires bitsandbytes: `pip install -U bitsandbytes`")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", missing)
+    with pytest.raises(MissingDependencyError) as info:
+        Engine.load(str(tiny_model_path), device="cpu", quantization="8bit")
+    assert isinstance(info.value, (ModelLoadError, ImportError))
+    assert str(info.value).endswith(
+        "pip install -U bitsandbytes`; install it and retry, or load with quantization=None"
+    )
+    with pytest.raises(MissingDependencyError, match=r"attn_implementation='sdpa'$"):
+        Engine.load(str(tiny_model_path), device="cpu", attn_implementation="flash_attention_2")
