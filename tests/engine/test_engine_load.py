@@ -554,6 +554,37 @@ def test_a_missing_optional_package_is_a_missing_dependency_error_with_a_way_rou
         Engine.load(str(tiny_model_path), device="cpu", attn_implementation="flash_attention_2")
 
 
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("fp16", "(for 'fp16' write 'float16')"),
+        ("half", "(for 'half' write 'float16')"),
+        ("BF16", "(for 'BF16' write 'bfloat16')"),
+        ("flaot32", "(did you mean 'float32'?)"),
+    ],
+)
+def test_other_dtype_spellings_are_refused_naming_the_one_to_write(value, hint):
+    with pytest.raises(ConfigError) as info:
+        EngineConfig(model="m", dtype=value)
+    assert str(info.value) == (
+        f"EngineConfig.dtype={value!r} is not allowed; use one of 'auto', 'float32', "
+        f"'bfloat16', 'float16' {hint}"
+    )
+
+
+def test_a_torch_dtype_is_refused_naming_its_string():
+    import torch
+
+    with pytest.raises(ConfigError, match=re.escape("(for torch.float16 write 'float16')")):
+        EngineConfig(model="m", dtype=torch.float16)
+    assert EngineConfig(model="m", dtype="float16").dtype == "float16"
+
+
+def test_a_device_name_given_as_device_map_says_to_use_device():
+    with pytest.raises(ConfigError, match=re.escape("one device: device='cuda', no device_map")):
+        EngineConfig(model="m", device_map="cuda")
+
+
 @pytest.mark.parametrize("download", [False, True])
 def test_a_named_model_given_as_a_hub_id_says_to_fetch_it(tmp_path, monkeypatch, download):
     """Engine.load("smollm2-135m") used to suggest `hf download smollm2-135m` (a hub repo
