@@ -609,3 +609,16 @@ def test_a_named_model_given_as_a_hub_id_says_to_fetch_it(tmp_path, monkeypatch,
     assert str(info.value).endswith(
         f"it is fetched already, so Engine.load({str(tmp_path / 'smollm2-135m')!r}) loads it"
     )
+
+
+def test_a_progress_that_is_not_a_function_is_refused_even_when_nothing_would_report(
+    tiny_model_path,
+):
+    """progress=True failed only when a GGUF was first converted (TypeError: 'bool' object
+    is not callable, mid-load) and was silently ignored otherwise."""
+    with pytest.raises(ConfigError, match=r"Engine\.load\(progress=True\) is not allowed"):
+        Engine.load(str(tiny_model_path), device="cpu", progress=True)
+    seen: list[object] = []
+    with Engine.load(str(tiny_model_path), device="cpu", progress=seen.append) as engine:
+        assert engine.generate("hi", max_new_tokens=2).ok
+    assert seen == []  # a checkpoint folder has no slow first-time step to report
