@@ -89,20 +89,28 @@ def _check_gpus(what: str, indexes: list[int], fix: str) -> None:
         )
 
 
-def check_device_map(device_map: Any) -> None:
-    """A dict ``device_map`` may name only GPUs that exist (a named map places by itself)."""
-    if not isinstance(device_map, dict):
-        return
-    gpus = [
-        _cuda_index(place)
-        for place in device_map.values()
-        if isinstance(place, int) or (isinstance(place, str) and place.startswith("cuda"))
-    ]
-    _check_gpus(
-        f"EngineConfig.device_map={device_map!r}",
-        gpus,
-        "map modules to 'cpu' or an existing GPU, use device_map='auto', or drop device_map",
-    )
+def check_device_map(device_map: Any, max_memory: dict[str, Any] | None = None) -> None:
+    """A dict ``device_map`` and ``max_memory`` may name only GPUs that exist (a named map
+    places by itself)."""
+    if isinstance(device_map, dict):
+        gpus = [
+            _cuda_index(place)
+            for place in device_map.values()
+            if isinstance(place, int) or (isinstance(place, str) and place.startswith("cuda"))
+        ]
+        _check_gpus(
+            f"EngineConfig.device_map={device_map!r}",
+            gpus,
+            "map modules to 'cpu' or an existing GPU, use device_map='auto', or drop device_map",
+        )
+    if max_memory is not None:
+        # accelerate only prints "Device 0 is not available" and transformers then fails
+        # with "Cannot access accelerator device" (which read as a bad weight file).
+        _check_gpus(
+            f"EngineConfig.max_memory={max_memory!r}",
+            [int(key) for key in max_memory if key.isdigit()],
+            "cap only 'cpu' here, or drop max_memory",
+        )
 
 
 def input_device(model: Any) -> torch.device:
@@ -285,7 +293,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     device = resolve_device(config.device)
-    check_device_map(config.device_map)
+    check_device_map(config.device_map, config.max_memory)
     source, from_gguf = _resolve_source(config, progress)
     common = {
         "local_files_only": config.local_files_only,

@@ -473,6 +473,11 @@ def test_device_map_round_trips_through_json(tmp_path):
         ({"device_map": {"": "cuda:0"}}, "names a GPU but CUDA is not available here; map"),
         ({"device_map": {"": "cpu", "lm_head": 0}}, "names a GPU but CUDA is not available"),
         ({"device": "mps"}, "MPS (Apple-silicon GPU) is not available here; use device='cpu'"),
+        (
+            {"device_map": "auto", "max_memory": {"0": "1GiB", "cpu": "1GiB"}},
+            "max_memory={'0': '1GiB', 'cpu': '1GiB'} names a GPU but CUDA is not available "
+            "here; cap only 'cpu' here, or drop max_memory",
+        ),
     ],
 )
 def test_a_gpu_this_machine_lacks_is_a_config_error_before_any_weights_load(
