@@ -142,7 +142,7 @@ def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[st
             return _checkpoint_dir(path, config.model), False
         raise ModelNotFoundError(
             f"model path {config.model!r} is a file, but mp13 loads a model directory "
-            "(config.json, weights, tokenizer) or a GGUF file; give the directory"
+            f"(config.json, weights, tokenizer) or a GGUF file; {_instead_of_file(path)}"
         )
     if _looks_like_path(config.model) or config.model.lower().endswith(".gguf"):
         raise ModelNotFoundError(
@@ -151,6 +151,20 @@ def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[st
             "or a GGUF file"
         )
     return _hub_snapshot(config, progress), False
+
+
+def _instead_of_file(path: Path) -> str:
+    """What to give instead of a file that is neither a checkpoint folder nor a GGUF."""
+    folder = path.parent
+    if (folder / "config.json").is_file():
+        return f"give the folder that holds it: {str(folder)!r}"
+    if path.suffix.lower() == ".json":
+        # Engine.load("engine.json"): an EngineConfig file, not a model.
+        return (
+            "for an EngineConfig file use Engine.load(EngineConfig.from_json(path)); for a "
+            "model give its directory"
+        )
+    return "give the directory"
 
 
 def _checkpoint_dir(path: Path, given: str) -> str:

@@ -627,3 +627,18 @@ def test_a_progress_that_is_not_a_function_is_refused_even_when_nothing_would_re
     with Engine.load(str(tiny_model_path), device="cpu", progress=seen.append) as engine:
         assert engine.generate("hi", max_new_tokens=2).ok
     assert seen == []  # a checkpoint folder has no slow first-time step to report
+
+
+def test_a_file_inside_a_model_folder_or_a_config_file_says_what_to_give(tiny_model_path, tmp_path):
+    """Engine.load(".../model.safetensors") or Engine.load("engine.json") said only "give the
+    directory"; it now names the folder that holds the model, or how to load a config file."""
+    for inside in ("model.safetensors", "config.json"):
+        with pytest.raises(ModelNotFoundError) as info:
+            Engine.load(tiny_model_path / inside, device="cpu")
+        assert str(info.value).endswith(f"give the folder that holds it: {str(tiny_model_path)!r}")
+    config_file = tmp_path / "engine.json"
+    EngineConfig(model=str(tiny_model_path), device="cpu").to_json(config_file)
+    with pytest.raises(ModelNotFoundError, match=re.escape("EngineConfig.from_json(path)")):
+        Engine.load(config_file)
+    with Engine.load(EngineConfig.from_json(config_file)) as engine:  # what the error says
+        assert engine.generate("hi", max_new_tokens=2).ok
