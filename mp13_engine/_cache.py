@@ -40,7 +40,7 @@ from typing import BinaryIO
 
 import attrs
 
-from mp13_engine._errors import ModelLoadError
+from mp13_engine._errors import ConfigError, ModelLoadError
 
 
 @attrs.frozen
@@ -59,6 +59,20 @@ class FetchProgress:
 
 
 Progress = Callable[[FetchProgress], None]
+
+
+def check_progress(progress: object, where: str) -> None:
+    """``ConfigError`` unless ``progress`` is None or callable.
+
+    Checked when the call starts: a wrong value used to surface only when a slow step
+    first reported (a GGUF's first conversion) as ``TypeError: 'bool' object is not
+    callable``, and not at all when the model was cached.
+    """
+    if progress is not None and not callable(progress):
+        raise ConfigError(
+            f"{where}(progress={progress!r}) is not allowed; give a function that takes a "
+            "FetchProgress (progress=print works), or leave it out"
+        )
 
 
 def report(progress: Progress | None, stage: str, done: int, total: int | None, msg: str) -> None:

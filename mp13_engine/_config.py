@@ -122,6 +122,30 @@ def _collect_wait(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
         )
 
 
+# Other spellings of the dtypes (torch's, mixed precision's); hinted at, not accepted, so a
+# config file keeps one spelling.
+_DTYPE_SPELLINGS = {
+    "fp32": "float32",
+    "float": "float32",
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+}
+
+
+def _dtype(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, str) and value in DTYPES:
+        return
+    # torch.float16 prints as "torch.float16"; torch is not imported to recognise it.
+    name = str(value).removeprefix("torch.").lower()
+    meant = _DTYPE_SPELLINGS.get(name, name if name in DTYPES else None)
+    hint = f" (for {value!r} write {meant!r})" if meant else did_you_mean(name, DTYPES)
+    raise ConfigError(
+        f"{type(inst).__name__}.{attribute.name}={value!r} is not allowed; use one of "
+        f"{', '.join(repr(d) for d in DTYPES)}{hint}"
+    )
+
+
 def _device_map(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None or value in DEVICE_MAPS:
         return
@@ -141,9 +165,13 @@ def _device_map(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
             f"EngineConfig.device_map entries {bad} are not allowed; map module names "
             "(\"\" for the whole model) to a GPU index, 'cuda:N', 'cpu' or 'disk'"
         )
+    one_device = ""
+    if isinstance(value, str) and (value in ("cpu", "mps") or _is_cuda(value)):
+        one_device = f" (for the whole model on one device: device={value!r}, no device_map)"
     raise ConfigError(
         f"EngineConfig.device_map={value!r} is not allowed; use None, one of "
         f"{', '.join(repr(d) for d in DEVICE_MAPS)}, or a dict of module name -> device"
+        + one_device
     )
 
 
@@ -218,7 +246,7 @@ class EngineConfig:
 
     model: str = attrs.field(converter=path_str, validator=_model)
     device: str = attrs.field(default="auto", validator=_device)
-    dtype: str = attrs.field(default="auto", validator=one_of(DTYPES))
+    dtype: str = attrs.field(default="auto", validator=_dtype)
     quantization: str | None = attrs.field(default=None, validator=one_of(QUANTIZATIONS))
     attn_implementation: str | None = attrs.field(
         default=None, validator=one_of(ATTN_IMPLEMENTATIONS)

@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 import attrs
 
 from mp13_engine._adapters import AdapterManager
-from mp13_engine._cache import Progress
+from mp13_engine._cache import Progress, check_progress
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     ConfigError,
@@ -424,6 +424,7 @@ class Engine:
         downloading a hub model with ``download=True``.
         """
         config = _config_from(model, fields)
+        check_progress(progress, "Engine.load")
         ToolCallFormat.check(config.tool_format)  # fail before loading any weights
         return cls(config, load_model(config, progress))
 

@@ -27,7 +27,13 @@ from mp13_engine._cache import Progress, report
 from mp13_engine._causal import check_causal
 from mp13_engine._compat import install_int8_cast_filter, keep_4bit_layout
 from mp13_engine._config import EngineConfig
-from mp13_engine._errors import ConfigError, ModelLoadError, ModelNotFoundError, NotCausalLMError
+from mp13_engine._errors import (
+    ConfigError,
+    MissingDependencyError,
+    ModelLoadError,
+    ModelNotFoundError,
+    NotCausalLMError,
+)
 from mp13_engine._gguf import cached_checkpoint, find_gguf
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -44,14 +50,67 @@ class Loaded:
 
 
 def resolve_device(name: str) -> torch.device:
+    """``EngineConfig.device`` as a torch device that exists here (else ``ConfigError``)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+    if name.startswith("cuda"):
+        _check_gpus(
+            f"EngineConfig.device={name!r}", [_cuda_index(name)], "use device='cpu' or 'auto'"
+        )
+    if name == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(
-            f"EngineConfig.device={name!r} but CUDA is not available here; use device='cpu' "
-            "or 'auto'"
+            "EngineConfig.device='mps' but MPS (Apple-silicon GPU) is not available here; use "
+            "device='cpu' or 'auto'"
         )
     return torch.device(name)
+
+
+def _cuda_index(place: str | int) -> int:
+    """The GPU index of a device-map value or device name: ``3``, ``"cuda"``, ``"cuda:3"``."""
+    return place if isinstance(place, int) else int(place.partition(":")[2] or 0)
+
+
+def _check_gpus(what: str, indexes: list[int], fix: str) -> None:
+    """``ConfigError`` unless every GPU index in ``indexes`` exists here.
+
+    Without it torch fails deep inside loading ("Torch not compiled with CUDA
+    enabled", an AssertionError; "invalid device ordinal") after reading the weights.
+    """
+    if not indexes:
+        return
+    if not torch.cuda.is_available():
+        raise ConfigError(f"{what} names a GPU but CUDA is not available here; {fix}")
+    count = torch.cuda.device_count()
+    missing = sorted({i for i in indexes if i >= count})
+    if missing:
+        raise ConfigError(
+            f"{what} names GPU {', '.join(map(str, missing))} but this machine has {count} "
+            f"(cuda:0 to cuda:{count - 1}); {fix}"
+        )
+
+
+def check_device_map(device_map: Any, max_memory: dict[str, Any] | None = None) -> None:
+    """A dict ``device_map`` and ``max_memory`` may name only GPUs that exist (a named map
+    places by itself)."""
+    if isinstance(device_map, dict):
+        gpus = [
+            _cuda_index(place)
+            for place in device_map.values()
+            if isinstance(place, int) or (isinstance(place, str) and place.startswith("cuda"))
+        ]
+        _check_gpus(
+            f"EngineConfig.device_map={device_map!r}",
+            gpus,
+            "map modules to 'cpu' or an existing GPU, use device_map='auto', or drop device_map",
+        )
+    if max_memory is not None:
+        # accelerate only prints "Device 0 is not available" and transformers then fails
+        # with "Cannot access accelerator device" (which read as a bad weight file).
+        _check_gpus(
+            f"EngineConfig.max_memory={max_memory!r}",
+            [int(key) for key in max_memory if key.isdigit()],
+            "cap only 'cpu' here, or drop max_memory",
+        )
 
 
 def input_device(model: Any) -> torch.device:
@@ -80,10 +139,10 @@ def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[st
         if gguf is not None:
             return str(_from_gguf(gguf, config, progress)), True
         if path.is_dir():
-            return str(path), False
+            return _checkpoint_dir(path, config.model), False
         raise ModelNotFoundError(
             f"model path {config.model!r} is a file, but mp13 loads a model directory "
-            "(config.json, weights, tokenizer) or a GGUF file; give the directory"
+            f"(config.json, weights, tokenizer) or a GGUF file; {_instead_of_file(path)}"
         )
     if _looks_like_path(config.model) or config.model.lower().endswith(".gguf"):
         raise ModelNotFoundError(
@@ -92,6 +151,49 @@ def _resolve_source(config: EngineConfig, progress: Progress | None) -> tuple[st
             "or a GGUF file"
         )
     return _hub_snapshot(config, progress), False
+
+
+def _instead_of_file(path: Path) -> str:
+    """What to give instead of a file that is neither a checkpoint folder nor a GGUF."""
+    folder = path.parent
+    if (folder / "config.json").is_file():
+        return f"give the folder that holds it: {str(folder)!r}"
+    if path.suffix.lower() == ".json":
+        # Engine.load("engine.json"): an EngineConfig file, not a model.
+        return (
+            "for an EngineConfig file use Engine.load(EngineConfig.from_json(path)); for a "
+            "model give its directory"
+        )
+    return "give the directory"
+
+
+def _checkpoint_dir(path: Path, given: str) -> str:
+    """``path`` when it holds a checkpoint's ``config.json``, else what the folder is instead.
+
+    transformers' own error for a folder without one ("Should have a `model_type` key in
+    its config.json") sends the user looking for a key in a file that is not there.
+    """
+    if (path / "config.json").is_file():
+        return str(path)
+    if (path / "adapter_config.json").is_file():
+        raise ModelNotFoundError(
+            f"model path {given!r} holds a LoRA adapter (adapter_config.json), not a model; "
+            f"load its base model and then engine.adapters.load({given!r})"
+        )
+    try:
+        inner = sorted(
+            p.name
+            for p in path.iterdir()
+            if p.is_dir() and ((p / "config.json").is_file() or any(p.glob("*.gguf")))
+        )
+    except OSError:
+        inner = []
+    here = f" (here: {', '.join(str(path / name) for name in inner[:5])})" if inner else ""
+    raise ModelNotFoundError(
+        f"model path {given!r} is a folder without a model: no config.json (a Hugging Face "
+        "checkpoint) and no .gguf file; give the folder that holds config.json, the weights "
+        f"and the tokenizer, or a GGUF file{here}"
+    )
 
 
 def _from_gguf(file: Path, config: EngineConfig, progress: Progress | None) -> Path:
@@ -107,6 +209,9 @@ def _hub_snapshot(config: EngineConfig, progress: Progress | None) -> str:
     try:
         return snapshot_download(config.model, local_files_only=True)
     except Exception as exc:
+        named = _named_model_message(config.model)
+        if named is not None:  # with download=True the hub would only answer "not found"
+            raise ModelNotFoundError(named) from exc
         if not config.download:
             raise ModelNotFoundError(_not_cached_message(config.model)) from exc
     report(progress, "download", 0, None, f"downloading {config.model} from the Hugging Face hub")
@@ -146,18 +251,36 @@ def _hub_patterns(config: EngineConfig, files: list[str]) -> list[str]:
     return patterns
 
 
-def _not_cached_message(model: str) -> str:
-    hint = ""
-    from mp13_engine.models import names
+def _named_model_message(model: str) -> str | None:
+    """What to do when ``model`` is one of mp13's named models (None when it is not one).
 
-    if model in names():
-        hint = (
-            f" ({model!r} is one of mp13's named models: fetch it with "
-            f"mp13_engine.models.fetch({model!r}) and load the directory it returns)"
-        )
+    A named model is not a hub id: ``models.fetch`` gets it and returns a directory to load.
+    """
+    from mp13_engine._cache import models_cache_dir
+    from mp13_engine.models._catalog import CATALOG
+    from mp13_engine.models._fetch import entry_dir, is_complete
+
+    entry = CATALOG.get(model.lower())
+    if entry is None:
+        return None
+    name = entry.model.name
+    root = models_cache_dir()
+    fetched = (
+        f"; it is fetched already, so Engine.load({str(entry_dir(entry, root))!r}) loads it"
+        if is_complete(entry, root)
+        else ""
+    )
+    return (
+        f"{model!r} is one of mp13's named models, not a hub id: load the directory that "
+        f"mp13_engine.models.fetch({name!r}) returns (it fetches the model once; later calls "
+        f"return at once){fetched}"
+    )
+
+
+def _not_cached_message(model: str) -> str:
     return (
         f"model {model!r} is neither a local directory nor a hub id in the local Hugging Face "
-        f"cache{hint}; to download it, pass EngineConfig(download=True) (mp13chat --download), "
+        f"cache; to download it, pass EngineConfig(download=True) (mp13chat --download), "
         f"download it first (`hf download {model}`), or give a local path"
     )
 
@@ -184,6 +307,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     device = resolve_device(config.device)
+    check_device_map(config.device_map, config.max_memory)
     source, from_gguf = _resolve_source(config, progress)
     common = {
         "local_files_only": config.local_files_only,
@@ -231,8 +355,11 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
             ) from exc
         raise ModelLoadError(f"cannot load the model in {source}: {exc}") from exc
     except ImportError as exc:
-        raise ModelLoadError(
+        # bitsandbytes for quantization, flash-attn for flash_attention_2: the tree's error
+        # for a missing optional package (still a ModelLoadError, and an ImportError).
+        raise MissingDependencyError(
             f"loading {source} needs a missing package: {exc}; install it and retry"
+            + _without_it(config)
         ) from exc
     except OSError as exc:
         raise ModelNotFoundError(
@@ -272,6 +399,16 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
         # Left padding is masked out, so any valid id works; eos is the usual choice.
         tokenizer.pad_token = tokenizer.eos_token
     return Loaded(model=model, tokenizer=tokenizer, device=device, dtype=dtype)
+
+
+def _without_it(config: EngineConfig) -> str:
+    """How to load without the missing package, for the options that need one."""
+    ways = []
+    if config.quantization is not None:
+        ways.append("quantization=None")
+    if config.attn_implementation == "flash_attention_2":
+        ways.append("attn_implementation='sdpa'")
+    return f", or load with {' and '.join(ways)}" if ways else ""
 
 
 def _accelerator_dtype() -> torch.dtype:

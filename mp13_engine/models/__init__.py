@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mp13_engine._cache import FetchProgress, Progress, models_cache_dir
+from mp13_engine._cache import FetchProgress, Progress, check_progress, models_cache_dir
 from mp13_engine._errors import ModelFetchError, UnknownModelError
 from mp13_engine.models._catalog import CATALOG, CatalogEntry, NamedModel
 from mp13_engine.models._fetch import fetch_entry
@@ -73,6 +73,7 @@ def fetch(
     an unknown name and ``ModelFetchError`` when the download fails.
     """
     entry = _entry(name)
+    check_progress(progress, "models.fetch")
     root = Path(cache_dir).expanduser() if cache_dir is not None else models_cache_dir()
     return fetch_entry(entry, root, progress)
 

