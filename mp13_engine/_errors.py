@@ -86,7 +86,8 @@ class ModelFetchError(ModelLoadError):
 
 
 class ChatTemplateError(EngineError, ValueError):
-    """Chat messages were given but the tokenizer has no chat template."""
+    """Chat messages were given but the tokenizer has no chat template, or one that is not
+    valid Jinja."""
 
 
 class RequestError(EngineError, ValueError):

@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jinja2
+
 from mp13_engine import toolcalls
 from mp13_engine._errors import ChatTemplateError, RequestError
 from mp13_engine._markup import Prompt, SpecialText, encodable
@@ -139,6 +141,13 @@ class PromptFormatter:
                 continue_final_message=request.continue_final,
                 **kwargs,
             )
+        except jinja2.TemplateSyntaxError as exc:  # the template's fault, not the messages'
+            raise ChatTemplateError(
+                f"this model's chat template is not valid Jinja (line {exc.lineno}: "
+                f"{exc.message}); fix chat_template.jinja or tokenizer_config.json's "
+                "chat_template in the model's folder. Raw prompts (Request(prompt=...)) work "
+                "meanwhile"
+            ) from exc
         except Exception as exc:
             raise RequestError(
                 f"the chat template could not render these messages: {exc}; check the roles, "

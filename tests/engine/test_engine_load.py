@@ -285,6 +285,22 @@ def test_messages_without_chat_template(tmp_path):
         assert engine.format_prompt("hello").endswith("hello")
 
 
+def test_a_chat_template_that_is_not_valid_jinja_is_named_as_the_fault(tmp_path):
+    """A broken template ended every chat request ERROR telling the user to check the roles
+    and message shapes; it is the template's fault, and raw prompts still work."""
+    from mp13_engine.testing import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "bad", chat_template=True)
+    (path / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}")
+    with Engine.load(str(path), device="cpu") as engine:
+        with pytest.raises(ChatTemplateError, match=r"not valid Jinja \(line \d+: .*chat_template"):
+            engine.format_prompt([{"role": "user", "content": "hi"}])
+        resp = engine.generate([{"role": "user", "content": "hi"}], max_new_tokens=3)
+        assert resp.finish_reason is FinishReason.ERROR and "not valid Jinja" in resp.error
+        ok = engine.generate(Request(prompt="hello", max_new_tokens=3, min_new_tokens=3))
+        assert ok.finish_reason is FinishReason.LENGTH
+
+
 def test_aload_inside_running_loop(tiny_model_path):
     async def main():
         engine = await Engine.aload(str(tiny_model_path), device="cpu")
