@@ -11,7 +11,8 @@ encodes while another changes padding/truncation state.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -30,6 +31,12 @@ from mp13_engine._prompt import PromptFormatter
 
 # Private-use text no prompt contains: marks "a control token came before" (see _encode_as_text).
 _MIDDLE = "\ue000mp13-stretch\ue000"
+
+
+#: Every encode: no BOS/EOS added (templates write their own), and no "sequence length is
+#: longer than the specified maximum ... indexing errors" warning: the engine checks a
+#: prompt against the model's context itself and ends an over-long one with a clear error.
+_QUIET: Mapping[str, bool] = MappingProxyType({"add_special_tokens": False, "verbose": False})
 
 
 class TokenizerGuard:
@@ -68,7 +75,7 @@ class TokenizerGuard:
     def encode(self, text: str) -> list[int]:
         """``text`` as the tokenizer encodes it (control-token spellings are control tokens)."""
         with self._lock:
-            return list(self.tokenizer(encodable(text), add_special_tokens=False)["input_ids"])
+            return list(self.tokenizer(encodable(text), **_QUIET)["input_ids"])
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """The ids ``generate`` feeds for ``prompt``: its forged spans encoded as text."""
@@ -88,11 +95,11 @@ class TokenizerGuard:
         last = 0
         with self._lock:
             for s, e in (sp for sp in self._special.find(text) if sp not in forged):
-                piece = tok(text[last:s], add_special_tokens=False, split_special_tokens=True)
+                piece = tok(text[last:s], split_special_tokens=True, **_QUIET)
                 ids += piece["input_ids"]
                 ids.append(tok.convert_tokens_to_ids(text[s:e]))
                 last = e
-            tail = tok(text[last:], add_special_tokens=False, split_special_tokens=True)
+            tail = tok(text[last:], split_special_tokens=True, **_QUIET)
             return ids + list(tail["input_ids"])
 
     def encode_chat(
@@ -116,7 +123,7 @@ class TokenizerGuard:
             )
 
     def _encode_with_offsets(self, text: str) -> tuple[list[int], list[Span]]:
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        enc = self.tokenizer(text, return_offsets_mapping=True, **_QUIET)
         return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
     def _encode_as_text(self, text: str, middle: bool) -> tuple[list[int], list[Span]]:

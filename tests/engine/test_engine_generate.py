@@ -236,6 +236,42 @@ def test_prompt_longer_than_context_window_errors(engine):
     assert "context window" in r.error
 
 
+def test_encoding_a_prompt_past_the_tokenizers_maximum_warns_nothing(tiny_model_path):
+    """transformers warned "Token indices sequence length is longer than the specified maximum
+    ... will result in indexing errors" though the engine checks the length itself and ends
+    such a prompt with its own clear error."""
+    import logging
+
+    from transformers import AutoTokenizer
+
+    from mp13_engine._markup import Prompt
+    from mp13_engine._state import TokenizerGuard
+
+    class Records(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    seen = Records()
+    logger = logging.getLogger("transformers")
+    logger.addHandler(seen)
+    try:
+        tok = AutoTokenizer.from_pretrained(tiny_model_path)
+        tok.model_max_length = 8
+        guard = TokenizerGuard(tok)
+        text = "word " * 40
+        assert len(guard.encode(text)) == len(guard.encode_offsets(text)[0]) > 8
+        assert len(guard.encode_prompt(Prompt(text))) > 8
+        assert not [m for m in seen.messages if "indexing errors" in m]
+        tok(text)  # transformers' own call still warns: the check above can fail
+        assert [m for m in seen.messages if "indexing errors" in m]
+    finally:
+        logger.removeHandler(seen)
+
+
 class _Exploding:
     """Wraps a model; its forward raises when the batch's input holds the marker token."""
 
