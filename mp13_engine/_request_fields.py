@@ -134,7 +134,7 @@ def _checked(
 
 
 def _int(lo: int, *, optional: bool = False, note: str = "") -> FieldRule:
-    allowed = f"an integer >= {lo}{note}" + (", or None" if optional else "")
+    allowed = f"an integer >= {lo}" + (", or None" if optional else "") + note
     return _checked(allowed, lambda v: _is_int(v) and v >= lo, int, optional)
 
 
@@ -391,7 +391,7 @@ FIELDS: Mapping[str, FieldRule] = MappingProxyType(
         "messages": FieldRule(_messages, _MESSAGES_ALLOWED),
         "prompt": FieldRule(_prompt, _PROMPT_ALLOWED),
         "id": FieldRule(_id, _ID_ALLOWED),
-        "max_new_tokens": _int(1, optional=True, note=" (None = the engine's default)"),
+        "max_new_tokens": _int(1, optional=True, note=" (the engine's default)"),
         "min_new_tokens": _int(0),
         "do_sample": _flag(
             optional=True, note=" (None = decided by temperature; False = always greedy)"

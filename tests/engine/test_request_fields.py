@@ -98,6 +98,14 @@ def test_a_bad_value_raises_a_typed_error_naming_the_field(field, value):
         check_request_field(field, value)
 
 
+def test_an_optional_limit_says_what_none_means_once():
+    with pytest.raises(RequestError) as err:
+        Request(prompt="hi", max_new_tokens=0)
+    assert str(err.value).endswith(
+        "max_new_tokens must be an integer >= 1, or None (the engine's default)"
+    )
+
+
 def test_attrs_evolve_checks_too():
     req = Request(prompt="hi")
     with pytest.raises(RequestError, match="top_k"):
