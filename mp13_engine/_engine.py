@@ -113,6 +113,9 @@ class Engine:
         self._inflight: dict[str, RequestState] = {}
         # Re-entrant: a future's done-callback (_forget) may run on a thread that holds it.
         self._inflight_lock = threading.RLock()
+        # Submitters only (the worker never takes it): the max_queue check and the queueing
+        # are one step, so threads sending at once cannot together overshoot the limit.
+        self._admit_lock = threading.Lock()
         self.adapters = AdapterManager(self)
         # The worker thread must not reach the engine: an engine nobody holds any more is
         # collected, and its finalizer stops the worker, which frees the model.
@@ -274,30 +277,35 @@ class Engine:
                 st.future.add_done_callback(functools.partial(_cancelled, self._worker, st))
         runnable = [s for s in runnable if not s.done]
         if runnable:
-            queued, _ = self._worker.depth()
-            limit = self.config.max_queue
-            if queued + len(runnable) > limit:
-                # Requests sent together are queued together or not at all (they share
-                # their first step); a group larger than the queue never fits.
-                error = (
-                    f"{len(runnable)} requests sent together are more than the queue holds "
-                    f"(EngineConfig.max_queue={limit}); send at most {limit} at once or raise "
-                    "EngineConfig.max_queue"
-                    if len(runnable) > limit
-                    else f"the queue is full ({queued} of at most {limit} requests queued); "
-                    "retry later or raise EngineConfig.max_queue"
-                )
-                for st in runnable:
-                    st.finish(FinishReason.ERROR, error=error)
-                return
-            try:
-                self._worker.submit_requests(runnable)
-            except EngineClosedError as exc:
-                # Closed since _check_open (by another thread): the caller gets the error,
-                # and the states must not stay in flight unresolved.
-                for st in runnable:
-                    st.finish(FinishReason.ERROR, error=str(exc))
-                raise
+            with self._admit_lock:
+                self._admit(runnable)
+
+    def _admit(self, runnable: list[RequestState]) -> None:
+        """Queue ``runnable`` if ``max_queue`` has room for all of them, else end them ERROR."""
+        queued, _ = self._worker.depth()
+        limit = self.config.max_queue
+        if queued + len(runnable) > limit:
+            # Requests sent together are queued together or not at all (they share
+            # their first step); a group larger than the queue never fits.
+            error = (
+                f"{len(runnable)} requests sent together are more than the queue holds "
+                f"(EngineConfig.max_queue={limit}); send at most {limit} at once or raise "
+                "EngineConfig.max_queue"
+                if len(runnable) > limit
+                else f"the queue is full ({queued} of at most {limit} requests queued); "
+                "retry later or raise EngineConfig.max_queue"
+            )
+            for st in runnable:
+                st.finish(FinishReason.ERROR, error=error)
+            return
+        try:
+            self._worker.submit_requests(runnable)
+        except EngineClosedError as exc:
+            # Closed since _check_open (by another thread): the caller gets the error,
+            # and the states must not stay in flight unresolved.
+            for st in runnable:
+                st.finish(FinishReason.ERROR, error=str(exc))
+            raise
 
     def _start(
         self, request: RequestLike, overrides: dict[str, Any], watched: bool = False

@@ -345,6 +345,44 @@ def test_full_queue_rejects_with_error(tiny_model_path):
         assert all(q.result(10).finish_reason is FinishReason.CANCELLED for q in queued)
 
 
+def test_threads_sending_at_once_never_overshoot_max_queue(tiny_model_path):
+    """The queue-length check and the queueing were two steps: threads sending at the same
+    moment could all pass the check. The check is slowed down here to widen that window."""
+    import threading
+
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1, max_queue=2) as eng:
+        busy = eng.submit(Request(prompt="busy", max_new_tokens=1500, min_new_tokens=1500))
+        deadline = time.monotonic() + 30
+        while eng.metrics().running == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        depth = eng._worker.depth
+
+        def slow_depth():
+            counts = depth()
+            time.sleep(0.05)  # every thread reads the depth before any has queued
+            return counts
+
+        eng._worker.depth = slow_depth
+        futures = []
+        start = threading.Barrier(4)
+
+        def send(i):
+            start.wait()
+            futures.append(eng.submit(Request(prompt=f"q{i}", max_new_tokens=2)))
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        refused = [f.result(10) for f in futures if f.done()]
+        assert len(refused) == 2
+        assert all("the queue is full" in r.error for r in refused)
+        assert eng.metrics().queue_depth == 2
+        eng.close()
+        assert busy.result(10).finish_reason is FinishReason.CANCELLED
+
+
 def test_a_group_larger_than_the_queue_is_refused_saying_so(tiny_model_path):
     # An idle engine: "the queue is full; retry later" would never come true.
     with Engine.load(str(tiny_model_path), device="cpu", max_queue=2) as eng:
