@@ -87,6 +87,31 @@ class Command(Generic[R]):
     complete: ArgCompleter[R] | None = attrs.field(default=None, eq=False)
     doc_text: str = ""
 
+    def __attrs_post_init__(self) -> None:
+        for word in (self.name, *self.aliases):
+            if (
+                not isinstance(word, str)
+                or not word
+                or word.startswith("/")
+                or word != "".join(word.split())
+            ):
+                raise ChatError(
+                    f"a command name or alias is one word without the leading /, got {word!r} "
+                    "(the user types /NAME): e.g. @command('ping')"
+                )
+        if self.func is not None and not callable(self.func):
+            raise ChatError(
+                f"/{self.name}: a command's function must be callable, not {self.func!r}"
+            )
+        if self.func is None and not self.subcommands:
+            raise ChatError(f"/{self.name} has neither a function nor subcommands")
+        names = {k for c in self.subcommands for k in (c.name, *c.aliases)}
+        if self.default is not None and self.default not in names:
+            raise ChatError(
+                f"/{self.name}: default={self.default!r} names none of its subcommands "
+                f"({', '.join(c.name for c in self.subcommands)})"
+            )
+
     @property
     def doc(self) -> str:
         """The full help text (the function's docstring, or the group's text)."""
@@ -156,19 +181,36 @@ def group_command(
 ) -> Command[R]:
     """A command made of subcommands (``/name sub args``); ``default`` runs on ``/name``.
 
-    ``usage`` defaults to ``/name sub|sub ... ...``; a group nested in another one gives
-    its full path (``/tools scope ...``), which is what the user types."""
+    ``usage`` defaults to ``/name sub|sub ... ...``. A subcommand's usage shows what the
+    user types, the group's path included: one written as if alone (``/on``, the default
+    of ``@command("on")``, or ``/on LEVEL``) becomes ``/name on`` (``/name on LEVEL``), also
+    in groups nested further (a nested group's own usage may give its full path,
+    ``/tools scope ...``, or be left to default)."""
     names = [c.name for c in subcommands]
+    usage = usage or f"/{name} {'|'.join(names)} ..."
+    words = usage.split()
+    ends = [i for i, w in enumerate(words) if w.lstrip("/") == name]
+    path = " ".join(words[: ends[0] + 1]) if ends else f"/{name}"
     return Command(
         name=name,
         func=None,
         group=group,
-        usage=usage or f"/{name} {'|'.join(names)} ...",
+        usage=usage,
         aliases=tuple(aliases),
-        subcommands=subcommands,
+        subcommands=tuple(_rebased(c, f"/{c.name}", f"{path} {c.name}") for c in subcommands),
         default=default,
         doc_text=doc,
     )
+
+
+def _rebased(cmd: Command[R], old: str, new: str) -> Command[R]:
+    """``cmd`` (and its subcommands) with the usage path ``old`` replaced by ``new``
+    where a usage starts with it; other usages are kept as written."""
+    usage = cmd.usage
+    if usage == old or usage.startswith(old + " "):
+        usage = new + usage[len(old) :]
+    subs = tuple(_rebased(c, old, new) for c in cmd.subcommands)
+    return attrs.evolve(cmd, usage=usage, subcommands=subs)
 
 
 def _resolve(commands: Iterable[Command[R]], word: str, prefix: str) -> Command[R]:
@@ -207,6 +249,11 @@ class CommandRegistry(Generic[R]):
 
     def add(self, cmd: Command[R]) -> None:
         """Register ``cmd``; its name and aliases must not be taken yet."""
+        if not isinstance(cmd, Command):
+            raise ChatError(
+                f"{cmd!r} is not a command; make one with @mp13chat.command(NAME) on a "
+                "function func(repl, line) (or mp13chat.group_command) and register that"
+            )
         taken = {k for c in self._commands.values() for k in (c.name, *c.aliases)}
         clash = sorted(taken & {cmd.name, *cmd.aliases})
         if clash:
