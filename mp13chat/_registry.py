@@ -11,6 +11,10 @@ take a ``_repl.Repl``). A command may instead be a group of subcommands (``group
 A command's ``usage`` is also what it accepts: when the usage shows nothing after the
 command's name (``/quit``, ``/tools scope pop``, the default for a command given no
 usage), words after it are refused with a ``UsageError`` instead of silently ignored.
+A command that takes words says so in its usage: ``@command("greet", usage="/greet
+NAME")``. When a command made without ``usage=`` refuses words, the error says that too,
+so the app's author sees what to change (mp13chat's own commands refuse them on purpose
+and leave that out).
 
 Resolution (``CommandRegistry.resolve``): an exact name or alias wins; otherwise a word
 that is a prefix of exactly one name is that command; a prefix of several is an
@@ -86,6 +90,9 @@ class Command(Generic[R]):
     default: str | None = None  # subcommand run when none is named
     complete: ArgCompleter[R] | None = attrs.field(default=None, eq=False)
     doc_text: str = ""
+    #: ``usage`` was left to ``command``'s default (``/name``): its refusal of words also
+    #: tells the app's author how to accept them.
+    usage_defaulted: bool = attrs.field(default=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         for word in (self.name, *self.aliases):
@@ -138,7 +145,13 @@ class Command(Generic[R]):
             names = ", ".join(c.name for c in self.subcommands)
             raise UsageError(f"/{self.name} needs a subcommand: {names}")
         if line.text and not self.takes_arguments:
-            raise UsageError(f"{self.usage} takes no arguments, got {line.text!r}")
+            hint = ""
+            if self.usage_defaulted:
+                hint = (
+                    f" (it was made without usage=, so it takes none; to take words, its "
+                    f"app declares them: @command({self.name!r}, usage='{self.usage} ARGS'))"
+                )
+            raise UsageError(f"{self.usage} takes no arguments, got {line.text!r}{hint}")
         result = self.func(repl, line)
         if inspect.isawaitable(result):
             await result
@@ -154,8 +167,10 @@ def command(
 ) -> Callable[[CommandFunc[R]], Command[R]]:
     """Decorator: turn ``func(repl, line)`` into a ``Command`` whose help is its docstring.
 
-    ``usage`` (default ``/name``) shows the arguments; a usage with none after the name
-    makes the command refuse arguments (see the module docstring)."""
+    ``usage`` shows the arguments and is also what the command accepts: the default,
+    ``/name``, shows none, so ``/name some words`` is refused with a ``UsageError``. A
+    command that reads ``line`` declares its words: ``@command("greet", usage="/greet
+    NAME")`` (``[NAME]`` for optional ones)."""
 
     def wrap(func: CommandFunc[R]) -> Command[R]:
         return Command(
@@ -165,6 +180,7 @@ def command(
             usage=usage or f"/{name}",
             aliases=tuple(aliases),
             complete=complete,
+            usage_defaulted=not usage,
         )
 
     return wrap

@@ -145,8 +145,15 @@ def test_a_usage_without_arguments_refuses_them_in_the_registry():
     reg = CommandRegistry([ping, echo])
     assert not ping.takes_arguments and echo.takes_arguments
     invocation = reg.parse("/ping now")
-    with pytest.raises(UsageError, match="/ping takes no arguments, got 'now'"):
+    with pytest.raises(UsageError, match="/ping takes no arguments, got 'now'") as refused:
         asyncio.run(invocation.command.run(None, invocation.line))
+    # ping was made without usage=: the refusal also tells the app's author what to write
+    assert "made without usage=, so it takes none" in str(refused.value)
+    assert "@command('ping', usage='/ping ARGS')" in str(refused.value)
+    # a usage written out as /name refuses words as plainly as mp13chat's /quit does
+    quiet = command("hush", usage="/hush")(lambda app, line: None)
+    with pytest.raises(UsageError, match=r"got 'now'$"):
+        asyncio.run(quiet.run(None, CommandLine("now")))
     for text in ("/ping", "/echo hi there"):
         invocation = reg.parse(text)
         asyncio.run(invocation.command.run(None, invocation.line))

@@ -50,3 +50,49 @@ def test_a_command_without_a_docstring_and_a_plain_reply_without_reasoning(make_
     assert "pong" in out
     assert "the answer" in out and "secret musing" not in out  # show_reasoning off
     assert out.count("the answer") == 1
+
+
+def test_the_readmes_way_to_test_a_wrapper_app_without_a_terminal():
+    """README's wrapper section: a scripted engine, a console of one's own, ``execute``."""
+    import asyncio
+    import io
+
+    import pytest
+    from rich.console import Console
+
+    import mp13chat
+
+    @mp13chat.command("greet", group="mine", usage="/greet NAME")
+    async def greet(repl: mp13chat.Repl, line: mp13chat.CommandLine) -> None:
+        """Greet someone by name."""
+        repl.console.print(f"hi {line.require_text('a name')}")
+
+    @mp13chat.command("ping", group="mine")
+    def ping(repl: mp13chat.Repl, line: mp13chat.CommandLine) -> None:
+        """Answer pong."""
+        repl.console.print("pong")
+
+    async def check() -> str:
+        out = io.StringIO()
+        config = mp13chat.ChatConfig(session=":memory:")
+        app = mp13chat.ChatApp(config, engine=FakeEngine(), console=Console(file=out))
+        app.register_command(greet)
+        app.register_command(mp13chat.group_command("lamp", ping, group="mine", doc="Lamp."))
+        await app.start()
+        try:
+            await app.execute("/greet Ada")
+            await app.execute("/lamp ping")
+            await app.execute("a message")
+            with pytest.raises(mp13chat.UsageError, match="give a name; usage: /greet NAME"):
+                await app.execute("/greet")
+            with pytest.raises(mp13chat.UsageError, match="made without usage=") as refused:
+                await app.execute("/lamp ping loudly")
+            assert "usage: /lamp ping" in str(refused.value)
+            with pytest.raises(mp13chat.ChatError, match="already registered"):
+                app.register_command(mp13chat.command("quit")(lambda repl, line: None))
+        finally:
+            await app.aclose()
+        return out.getvalue()
+
+    out = asyncio.run(check())
+    assert "hi Ada" in out and "pong" in out and "echo: a message" in out
