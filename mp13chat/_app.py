@@ -145,10 +145,12 @@ class ChatApp:
     def register_tool(self, func: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """Offer ``func`` as a tool (options of ``Toolbox.register``); before or after start."""
         registration = ToolRegistration(func, options)
+        # Before start: now, not when the app starts; after: the same ChatError for an
+        # option Toolbox.register does not take.
+        check_options(func, options)
         if self.toolbox is not None:
             self.toolbox.register(func, **registration.options)
         else:
-            check_options(func, options)  # now, not when the app starts
             self._tools.append(registration)
         return func
 

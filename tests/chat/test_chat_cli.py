@@ -290,6 +290,10 @@ def test_registered_tools_reach_the_toolbox(make_chat):
     h.app.register_tool(lambda: "late", name="late_tool")
     assert "late_tool" in h.app.toolbox
     assert h.app.toolbox.get("wrapper_lookup").risk.value == "medium"
+    # after start, a misspelt option is the same ChatError as before (was a bare TypeError)
+    with pytest.raises(mp13chat.ChatError, match="unexpected keyword argument 'riks'; the options"):
+        h.app.register_tool(lambda: "x", name="other", riks="high")
+    assert "other" not in h.app.toolbox
 
 
 def test_public_names_are_pinned():
