@@ -105,6 +105,7 @@ class ChatApp:
     ) -> None:
         self.config = config if config is not None else ChatConfig()
         self._given_config = config  # what main() starts from instead of the file
+        self.start_config = self.config
         self.config_path = Path(config_path).expanduser() if config_path else None
         # None until start() creates what was not given (the Repl protocol's members
         # are set from then on).
@@ -204,7 +205,7 @@ class ChatApp:
             base = self._given_config
         else:
             base = load_config(path)
-        self.config = options.apply(base)
+        self.config = self.start_config = options.apply(base)
 
     async def _answer_once(self, question: str, options: CliOptions) -> int:
         """The one-shot run (``_oneshot``): start quietly, answer, say how it went."""

@@ -96,3 +96,13 @@ def test_the_readmes_way_to_test_a_wrapper_app_without_a_terminal():
 
     out = asyncio.run(check())
     assert "hi Ada" in out and "pong" in out and "echo: a message" in out
+
+
+def test_unset_restores_a_display_setting_to_the_wrappers_config_not_a_file(make_chat, tmp_path):
+    """With the app's own config no file is read; /unset stream used to read the file at
+    config_path anyway (or the class defaults) and turn streaming back on."""
+    (tmp_path / "config.json").write_text('{"stream": true}')  # e.g. mp13chat's own file
+    h = make_chat(FakeEngine(), stream=False)
+    out = " ".join(h.run("/set stream on", "/unset stream").split())
+    assert "stream back to the config's off" in out
+    assert h.app.config.stream is False and h.app.start_config.stream is False
