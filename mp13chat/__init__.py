@@ -22,10 +22,10 @@ A command is a function ``func(repl, line)`` made with ``@command(NAME)`` (its d
 is its help). ``repl`` is the running app seen through the ``Repl`` protocol — the
 console, the session, the current cursor, the engine, the toolbox and a few services —
 which is all the built-in commands use too; ``line`` is a ``CommandLine``. A command that
-takes words says so: ``@command("greet", usage="/greet NAME")``; without ``usage=`` words
+takes words says so: ``@command("name", usage="/name ARGS")``; without ``usage=`` words
 after its name are refused. Tests drive an app without a terminal: ``ChatApp(config,
 engine=mp13_context.testing.FakeEngine(), console=...)``, ``await app.start()``, then
-``await app.execute("/greet Ada")``.
+``await app.execute("/name some words")``.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ take a ``_repl.Repl``). A command may instead be a group of subcommands (``group
 A command's ``usage`` is also what it accepts: when the usage shows nothing after the
 command's name (``/quit``, ``/tools scope pop``, the default for a command given no
 usage), words after it are refused with a ``UsageError`` instead of silently ignored.
-A command that takes words says so in its usage: ``@command("greet", usage="/greet
-NAME")``. When a command made without ``usage=`` refuses words, the error says that too,
+A command that takes words says so in its usage: ``@command("name", usage="/name
+ARGS")``. When a command made without ``usage=`` refuses words, the error says that too,
 so the app's author sees what to change (mp13chat's own commands refuse them on purpose
 and leave that out).
 
@@ -169,8 +169,8 @@ def command(
 
     ``usage`` shows the arguments and is also what the command accepts: the default,
     ``/name``, shows none, so ``/name some words`` is refused with a ``UsageError``. A
-    command that reads ``line`` declares its words: ``@command("greet", usage="/greet
-    NAME")`` (``[NAME]`` for optional ones)."""
+    command that reads ``line`` declares its words: ``@command("name", usage="/name
+    ARGS")`` (``[ARG]`` for optional ones)."""
 
     def wrap(func: CommandFunc[R]) -> Command[R]:
         return Command(
@@ -198,10 +198,10 @@ def group_command(
     """A command made of subcommands (``/name sub args``); ``default`` runs on ``/name``.
 
     ``usage`` defaults to ``/name sub|sub ... ...``. A subcommand's usage shows what the
-    user types, the group's path included: one written as if alone (``/on``, the default
-    of ``@command("on")``, or ``/on LEVEL``) becomes ``/name on`` (``/name on LEVEL``), also
-    in groups nested further (a nested group's own usage may give its full path,
-    ``/tools scope ...``, or be left to default)."""
+    user types, the group's path included: one written as if alone (the default of
+    ``@command("sub")``, or its own usage with ``ARGS`` after its name) becomes
+    ``/name sub`` (``/name sub ARGS``), also in groups nested further (a nested group's
+    own usage may give its full path, ``/tools scope ...``, or be left to default)."""
     names = [c.name for c in subcommands]
     usage = usage or f"/{name} {'|'.join(names)} ..."
     words = usage.split()
