@@ -106,3 +106,40 @@ def test_unset_restores_a_display_setting_to_the_wrappers_config_not_a_file(make
     out = " ".join(h.run("/set stream on", "/unset stream").split())
     assert "stream back to the config's off" in out
     assert h.app.config.stream is False and h.app.start_config.stream is False
+
+
+def test_a_wrapper_tool_named_like_a_builtin_fails_the_start_saying_what_the_app_can_do():
+    """The toolbox's advice ("unregister it first") is nothing an app can do before start."""
+    import asyncio
+    import io
+
+    import pytest
+    from rich.console import Console
+
+    import mp13chat
+
+    def calculator(expression: str) -> str:
+        """The app's own calculator."""
+        return "42"
+
+    def started(config, *tools):
+        app = mp13chat.ChatApp(
+            config, engine=FakeEngine(), console=Console(file=io.StringIO()), tools=tools
+        )
+
+        async def go():
+            await app.start()
+            await app.aclose()
+            return app.toolbox
+
+        return asyncio.run(go())
+
+    memory = mp13chat.ChatConfig(session=":memory:")
+    with pytest.raises(mp13chat.ChatError, match="'calculator' has the name of a tool") as err:
+        started(memory, calculator)
+    assert "register_tool(f, name='my_calculator')" in str(err.value)
+    assert "ChatConfig(builtin_tools=False)" in str(err.value)
+    replaced = started(memory, mp13chat.ToolRegistration(calculator, {"replace": True}))
+    assert replaced.get("calculator").description == "The app's own calculator."
+    alone = started(mp13chat.ChatConfig(session=":memory:", builtin_tools=False), calculator)
+    assert list(alone.names()) == ["calculator"]
