@@ -15,11 +15,17 @@ Wrapper apps hand their own tools over explicitly; there is no global registry a
   ``f`` for when it is passed there. See ``examples/wrapper_app.py``.
 - Or build the app yourself: ``app = ChatApp(); app.register_tool(f);
   app.register_command(cmd); app.main()`` — an ordinary object, several may coexist.
+  ``ChatApp(ChatConfig(...))`` starts from that config instead of a config file;
+  ``ChatApp(config_path=...)`` reads its own file (see ``ChatApp``).
 
 A command is a function ``func(repl, line)`` made with ``@command(NAME)`` (its docstring
 is its help). ``repl`` is the running app seen through the ``Repl`` protocol — the
 console, the session, the current cursor, the engine, the toolbox and a few services —
-which is all the built-in commands use too; ``line`` is a ``CommandLine``.
+which is all the built-in commands use too; ``line`` is a ``CommandLine``. A command that
+takes words says so: ``@command("name", usage="/name ARGS")``; without ``usage=`` words
+after its name are refused. Tests drive an app without a terminal: ``ChatApp(config,
+engine=mp13_context.testing.FakeEngine(), console=...)``, ``await app.start()``, then
+``await app.execute("/name some words")``.
 """
 
 from __future__ import annotations

@@ -79,6 +79,13 @@ class ChatApp:
     the app's own is a ``_safe_console.SafeConsole``, which shows control characters in
     data (replies, tool results, imports) instead of obeying them; a console passed in
     is used as it is. ``model_catalog`` stands in for ``mp13_engine.models`` (named real models).
+
+    What ``main`` starts with: a ``config`` given here is used as it is (the command-line
+    flags still apply on top) and no config file is read, unless the user names one with
+    ``--config FILE``; without one, ``main`` reads ``config_path`` (given here, else
+    ``default_config_path()``), creating it with the defaults on first run. Either way the
+    folder of ``config_path`` holds the history, the default session, ``adapters/`` and
+    the log, so a wrapper app that wants its own passes ``config_path``.
     """
 
     def __init__(
@@ -97,7 +104,9 @@ class ChatApp:
         model_catalog: ModelCatalog | None = None,
     ) -> None:
         self.config = config if config is not None else ChatConfig()
-        self.config_path = Path(config_path) if config_path else None
+        self._given_config = config  # what main() starts from instead of the file
+        self.start_config = self.config
+        self.config_path = Path(config_path).expanduser() if config_path else None
         # None until start() creates what was not given (the Repl protocol's members
         # are set from then on).
         self.engine: Any = engine
@@ -137,10 +146,12 @@ class ChatApp:
     def register_tool(self, func: Callable[..., Any], **options: Any) -> Callable[..., Any]:
         """Offer ``func`` as a tool (options of ``Toolbox.register``); before or after start."""
         registration = ToolRegistration(func, options)
+        # Before start: now, not when the app starts; after: the same ChatError for an
+        # option Toolbox.register does not take.
+        check_options(func, options)
         if self.toolbox is not None:
             self.toolbox.register(func, **registration.options)
         else:
-            check_options(func, options)  # now, not when the app starts
             self._tools.append(registration)
         return func
 
@@ -182,10 +193,19 @@ class ChatApp:
             self.library_log = None
 
     def apply_options(self, options: CliOptions) -> None:
-        """Load the config file named by the flags (or the default) and apply the flags."""
-        path = Path(options.config) if options.config else default_config_path()
+        """Settle the config and its folder, then apply the flags: ``--config FILE`` is
+        read; else a config given to the constructor is used as it is; else the file at
+        ``config_path`` (given to the constructor, or the default) is read."""
+        if options.config:
+            path: Path = Path(options.config)
+        else:
+            path = self.config_path or default_config_path()
         self.config_path = path
-        self.config = options.apply(load_config(path))
+        if self._given_config is not None and not options.config:
+            base = self._given_config
+        else:
+            base = load_config(path)
+        self.config = self.start_config = options.apply(base)
 
     async def _answer_once(self, question: str, options: CliOptions) -> int:
         """The one-shot run (``_oneshot``): start quietly, answer, say how it went."""

@@ -25,7 +25,6 @@ from mp13chat import _adapter_folder as adapter_folder
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
-from mp13chat._config import ChatConfig, load_config
 from mp13chat._errors import ChatError, UsageError
 from mp13chat._registry import Command, CommandLine, command, group_command, parse_value
 from mp13chat._repl import Repl
@@ -154,13 +153,12 @@ def set_(repl: Repl, line: CommandLine) -> None:
 @command("unset", group="settings", usage="/unset NAME", complete=_complete_settings)
 def unset(repl: Repl, line: CommandLine) -> None:
     """Restore a parameter's default on this branch, or a display setting's value from
-    the config file."""
+    the config the run started with."""
     name = line.require_text("a parameter name")
     if name in DISPLAY_SETTINGS:
-        # /set takes display settings too (and Tab offers them here): undo that.
-        path = repl.config_path
-        start = load_config(path, create=False) if path is not None else ChatConfig()
-        value = getattr(start, name)
+        # /set takes display settings too (and Tab offers them here): undo that. The
+        # start config, not the file: a wrapper app's own config reads no file.
+        value = getattr(repl.start_config, name)
         display: dict[str, Any] = {name: value}
         repl.config = attrs.evolve(repl.config, **display)
         render.print_ok(repl.console, f"{name} back to the config's {'on' if value else 'off'}")

@@ -84,7 +84,10 @@ class CommandCompleter(Completer):
         if cmd.complete is None:
             return
         try:
-            candidates = list(cmd.complete(self._repl, len(words), [*words, current]))
+            # An app's completer may offer numbers (levels, counts): they complete as text.
+            candidates = [
+                str(value) for value in cmd.complete(self._repl, len(words), [*words, current])
+            ]
         except Exception:  # a broken completer must never break typing
             return
         for value in candidates:

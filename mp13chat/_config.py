@@ -79,10 +79,22 @@ def _dict(value: Any) -> dict[str, Any]:
     return dict(value) if value is not None else {}
 
 
+def _is_bool(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # "no" or 0 would otherwise be taken as on and off without a word.
+    if not isinstance(value, bool):
+        raise ChatConfigError(f"ChatConfig.{attribute.name} is True or False, not {value!r}")
+
+
 @strict_keywords(ChatConfigKeywordError)
 @attrs.frozen(kw_only=True)
 class ChatConfig:
-    """What the REPL starts with. Every field is documented in ``FIELD_HELP``."""
+    """What the REPL starts with. Every field is documented in ``FIELD_HELP``.
+
+    Checked when made, by the rules the config file is checked by (a wrapper app's
+    ``ChatConfig(params={"temprature": 0.5})`` is a ``ChatConfigError`` naming the field,
+    not a failed start): on/off fields are bools, ``engine`` names ``EngineConfig``
+    fields, ``params`` valid parameters, ``tool_approvals`` allow / deny / ask.
+    """
 
     model: str | None = None
     engine: dict[str, Any] = attrs.field(factory=dict, converter=_dict, hash=False)
@@ -91,12 +103,17 @@ class ChatConfig:
     params: dict[str, Any] = attrs.field(
         factory=lambda: {"max_new_tokens": 256}, converter=_dict, hash=False
     )
-    stream: bool = True
-    markdown: bool = True
-    show_reasoning: bool = True
-    builtin_tools: bool = True
-    history: bool = True
+    stream: bool = attrs.field(default=True, validator=_is_bool)
+    markdown: bool = attrs.field(default=True, validator=_is_bool)
+    show_reasoning: bool = attrs.field(default=True, validator=_is_bool)
+    builtin_tools: bool = attrs.field(default=True, validator=_is_bool)
+    history: bool = attrs.field(default=True, validator=_is_bool)
     tool_approvals: dict[str, str] = attrs.field(factory=dict, converter=_dict, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        problems = _entry_problems(self)
+        if problems:
+            raise ChatConfigError(f"ChatConfig: {'; '.join(problems)}")
 
 
 def default_config_path(environ: dict[str, str] | None = None) -> Path:
@@ -135,15 +152,27 @@ def load_config(path: Path, *, create: bool = True) -> ChatConfig:
     try:
         config = make_converter().structure(fields, ChatConfig)
     except Exception as exc:
+        own = _own_check(exc)
+        if own is not None:  # ChatConfig's own checks (see its docstring)
+            detail = str(own).removeprefix("ChatConfig: ")
+            raise ChatConfigError(f"bad config file {path}: {detail}") from exc
         details = "; ".join(cattrs.transform_error(exc))
         known = ", ".join(FIELD_HELP)
         raise ChatConfigError(
             f"bad config file {path}: {details or exc}. Known fields: {known}."
         ) from exc
-    problems = _entry_problems(config)
-    if problems:
-        raise ChatConfigError(f"bad config file {path}: {'; '.join(problems)}")
     return config
+
+
+def _own_check(exc: BaseException) -> ChatConfigError | None:
+    """The ``ChatConfigError`` of ChatConfig's own checks, if cattrs' error group holds one."""
+    if isinstance(exc, ChatConfigError):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _own_check(inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _entry_problems(config: ChatConfig) -> list[str]:

@@ -11,6 +11,10 @@ take a ``_repl.Repl``). A command may instead be a group of subcommands (``group
 A command's ``usage`` is also what it accepts: when the usage shows nothing after the
 command's name (``/quit``, ``/tools scope pop``, the default for a command given no
 usage), words after it are refused with a ``UsageError`` instead of silently ignored.
+A command that takes words says so in its usage: ``@command("name", usage="/name
+ARGS")``. When a command made without ``usage=`` refuses words, the error says that too,
+so the app's author sees what to change (mp13chat's own commands refuse them on purpose
+and leave that out).
 
 Resolution (``CommandRegistry.resolve``): an exact name or alias wins; otherwise a word
 that is a prefix of exactly one name is that command; a prefix of several is an
@@ -86,6 +90,34 @@ class Command(Generic[R]):
     default: str | None = None  # subcommand run when none is named
     complete: ArgCompleter[R] | None = attrs.field(default=None, eq=False)
     doc_text: str = ""
+    #: ``usage`` was left to ``command``'s default (``/name``): its refusal of words also
+    #: tells the app's author how to accept them.
+    usage_defaulted: bool = attrs.field(default=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        for word in (self.name, *self.aliases):
+            if (
+                not isinstance(word, str)
+                or not word
+                or word.startswith("/")
+                or word != "".join(word.split())
+            ):
+                raise ChatError(
+                    f"a command name or alias is one word without the leading /, got {word!r} "
+                    "(the user types /NAME): e.g. @command('ping')"
+                )
+        if self.func is not None and not callable(self.func):
+            raise ChatError(
+                f"/{self.name}: a command's function must be callable, not {self.func!r}"
+            )
+        if self.func is None and not self.subcommands:
+            raise ChatError(f"/{self.name} has neither a function nor subcommands")
+        names = {k for c in self.subcommands for k in (c.name, *c.aliases)}
+        if self.default is not None and self.default not in names:
+            raise ChatError(
+                f"/{self.name}: default={self.default!r} names none of its subcommands "
+                f"({', '.join(c.name for c in self.subcommands)})"
+            )
 
     @property
     def doc(self) -> str:
@@ -113,7 +145,13 @@ class Command(Generic[R]):
             names = ", ".join(c.name for c in self.subcommands)
             raise UsageError(f"/{self.name} needs a subcommand: {names}")
         if line.text and not self.takes_arguments:
-            raise UsageError(f"{self.usage} takes no arguments, got {line.text!r}")
+            hint = ""
+            if self.usage_defaulted:
+                hint = (
+                    f" (it was made without usage=, so it takes none; to take words, its "
+                    f"app declares them: @command({self.name!r}, usage='{self.usage} ARGS'))"
+                )
+            raise UsageError(f"{self.usage} takes no arguments, got {line.text!r}{hint}")
         result = self.func(repl, line)
         if inspect.isawaitable(result):
             await result
@@ -129,8 +167,10 @@ def command(
 ) -> Callable[[CommandFunc[R]], Command[R]]:
     """Decorator: turn ``func(repl, line)`` into a ``Command`` whose help is its docstring.
 
-    ``usage`` (default ``/name``) shows the arguments; a usage with none after the name
-    makes the command refuse arguments (see the module docstring)."""
+    ``usage`` shows the arguments and is also what the command accepts: the default,
+    ``/name``, shows none, so ``/name some words`` is refused with a ``UsageError``. A
+    command that reads ``line`` declares its words: ``@command("name", usage="/name
+    ARGS")`` (``[ARG]`` for optional ones)."""
 
     def wrap(func: CommandFunc[R]) -> Command[R]:
         return Command(
@@ -140,6 +180,7 @@ def command(
             usage=usage or f"/{name}",
             aliases=tuple(aliases),
             complete=complete,
+            usage_defaulted=not usage,
         )
 
     return wrap
@@ -156,19 +197,36 @@ def group_command(
 ) -> Command[R]:
     """A command made of subcommands (``/name sub args``); ``default`` runs on ``/name``.
 
-    ``usage`` defaults to ``/name sub|sub ... ...``; a group nested in another one gives
-    its full path (``/tools scope ...``), which is what the user types."""
+    ``usage`` defaults to ``/name sub|sub ... ...``. A subcommand's usage shows what the
+    user types, the group's path included: one written as if alone (the default of
+    ``@command("sub")``, or its own usage with ``ARGS`` after its name) becomes
+    ``/name sub`` (``/name sub ARGS``), also in groups nested further (a nested group's
+    own usage may give its full path, ``/tools scope ...``, or be left to default)."""
     names = [c.name for c in subcommands]
+    usage = usage or f"/{name} {'|'.join(names)} ..."
+    words = usage.split()
+    ends = [i for i, w in enumerate(words) if w.lstrip("/") == name]
+    path = " ".join(words[: ends[0] + 1]) if ends else f"/{name}"
     return Command(
         name=name,
         func=None,
         group=group,
-        usage=usage or f"/{name} {'|'.join(names)} ...",
+        usage=usage,
         aliases=tuple(aliases),
-        subcommands=subcommands,
+        subcommands=tuple(_rebased(c, f"/{c.name}", f"{path} {c.name}") for c in subcommands),
         default=default,
         doc_text=doc,
     )
+
+
+def _rebased(cmd: Command[R], old: str, new: str) -> Command[R]:
+    """``cmd`` (and its subcommands) with the usage path ``old`` replaced by ``new``
+    where a usage starts with it; other usages are kept as written."""
+    usage = cmd.usage
+    if usage == old or usage.startswith(old + " "):
+        usage = new + usage[len(old) :]
+    subs = tuple(_rebased(c, old, new) for c in cmd.subcommands)
+    return attrs.evolve(cmd, usage=usage, subcommands=subs)
 
 
 def _resolve(commands: Iterable[Command[R]], word: str, prefix: str) -> Command[R]:
@@ -207,6 +265,11 @@ class CommandRegistry(Generic[R]):
 
     def add(self, cmd: Command[R]) -> None:
         """Register ``cmd``; its name and aliases must not be taken yet."""
+        if not isinstance(cmd, Command):
+            raise ChatError(
+                f"{cmd!r} is not a command; make one with @mp13chat.command(NAME) on a "
+                "function func(repl, line) (or mp13chat.group_command) and register that"
+            )
         taken = {k for c in self._commands.values() for k in (c.name, *c.aliases)}
         clash = sorted(taken & {cmd.name, *cmd.aliases})
         if clash:

@@ -41,6 +41,10 @@ class Repl(Protocol):
 
     console: Console
     config: ChatConfig
+    #: The config as this run started (the file's, or the one the app was given, flags
+    #: applied): what ``/unset`` restores a display setting to.
+    start_config: ChatConfig
+    #: The config file's place; its folder holds history, session, adapters and log.
     config_path: Path | None
     commands: CommandRegistry[Repl]
     engine: EngineClient  # any engine; ``real_engine`` for what only mp13's offers

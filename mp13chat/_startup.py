@@ -27,6 +27,7 @@ from mp13_toolbox import Toolbox
 from mp13chat import _adapter_folder as folder
 from mp13chat import _render as render
 from mp13chat._config import ChatConfig
+from mp13chat._errors import ChatError
 from mp13chat._fetch import FetchDisplay
 from mp13chat._logs import LibraryLog
 from mp13chat._model import ModelCatalog, ModelChoice, is_builtin, is_named, resolve_model
@@ -118,7 +119,18 @@ def make_toolbox(
     before every tool the config sets no policy for."""
     toolbox = toolbox if toolbox is not None else Toolbox(builtins=config.builtin_tools)
     for registration in tools:
-        toolbox.register(registration.func, **registration.options)
+        options = registration.options
+        name = options.get("name") or getattr(registration.func, "__name__", None)
+        if name in toolbox and not options.get("replace"):
+            # The toolbox's own advice (unregister it first) is not what an app can do.
+            raise ChatError(
+                f"the app's tool {name!r} has the name of a tool already in the toolbox (a "
+                f"builtin, or another of the app's); register it under another name "
+                f"(register_tool(f, name='my_{name}')), replace that tool "
+                "(register_tool(f, replace=True)), or leave the builtins out "
+                "(ChatConfig(builtin_tools=False))"
+            )
+        toolbox.register(registration.func, **options)
     approvals = dict(config.tool_approvals)
     if not approvals and ask_for_all:
         approvals = dict.fromkeys(toolbox.names(), "ask")

@@ -82,6 +82,19 @@ def test_wrapper_app_lists_its_own_tools(tmp_path):
     assert "word_count" in out and "remember" in out and "calculator" in out
 
 
+def test_wrapper_apps_own_command_runs_and_refuses_bad_words_without_ending(tmp_path):
+    (tmp_path / "notes.txt").write_text("buy milk\ncall Ada\nwater plants\n")
+    lines = "/notes 2\n/notes two\n/notes 1 2\n/help notes\n/notes\n/quit\n"
+    out = _run("wrapper_app.py", tmp_path, stdin=lines, args=("-i", "--model", "tiny"))
+    first, rest = out.split("> /notes two", 1)
+    assert "call Ada\nwater plants" in first and "buy milk" not in first
+    assert "error: N is a whole number, got 'two'; usage: /notes [N]" in rest
+    assert "error: give at most one number, e.g. /notes 3; usage: /notes [N]" in rest
+    assert "usage: /notes [N]" in rest and "Show the last N notes that remember" in rest
+    assert rest.rstrip().endswith("/quit")  # every line ran; the errors did not end it
+    assert "buy milk\ncall Ada\nwater plants" in rest
+
+
 @pytest.mark.slow
 def test_train_adapter_reproduces_every_trained_answer(tmp_path):
     out = _run("train_adapter.py", tmp_path, timeout=600)

@@ -186,6 +186,42 @@ def test_explicit_config_file(tmp_path):
     assert app.config_dir == tmp_path
 
 
+def test_a_wrapper_apps_config_is_what_main_starts_with(tmp_path, monkeypatch):
+    """ChatApp(ChatConfig(...)).main() used to read the config file instead and drop the
+    wrapper's defaults (its system message, builtin_tools=False) without a word."""
+    monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path / "shared"))
+    given = ChatConfig(system="You are Wrapper.", builtin_tools=False)
+    app = ChatApp(given, config_path=tmp_path / "app" / "config.json")
+    app.apply_options(parse_cli([]))
+    assert app.config == given
+    assert app.config_dir == tmp_path / "app"  # history, session, log: the wrapper's folder
+    assert not (tmp_path / "app" / "config.json").exists()  # no file was read or written
+    assert not (tmp_path / "shared").exists()
+    app.apply_options(parse_cli(["--system", "From the flag."]))  # flags still apply on top
+    assert app.config.system == "From the flag." and app.config.builtin_tools is False
+
+
+def test_a_wrapper_apps_config_path_is_the_file_main_reads(tmp_path, monkeypatch):
+    monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path / "shared"))
+    path = tmp_path / "app" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"stream": False}))
+    app = ChatApp(config_path=path)
+    app.apply_options(parse_cli([]))
+    assert app.config.stream is False and app.config_path == path
+    assert not (tmp_path / "shared").exists()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert ChatApp(config_path="~/app/config.json").config_path == path  # as README writes it
+
+
+def test_config_flag_names_the_file_even_when_the_wrapper_gave_a_config(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"system": "From the file."}))
+    app = ChatApp(ChatConfig(system="You are Wrapper."))
+    app.apply_options(CliOptions(config=str(path)))
+    assert app.config.system == "From the file." and app.config_path == path
+
+
 def test_bad_config_file_exits_with_a_clear_message(tmp_path, capsys):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"colour": "red"}))
@@ -254,6 +290,10 @@ def test_registered_tools_reach_the_toolbox(make_chat):
     h.app.register_tool(lambda: "late", name="late_tool")
     assert "late_tool" in h.app.toolbox
     assert h.app.toolbox.get("wrapper_lookup").risk.value == "medium"
+    # after start, a misspelt option is the same ChatError as before (was a bare TypeError)
+    with pytest.raises(mp13chat.ChatError, match="unexpected keyword argument 'riks'; the options"):
+        h.app.register_tool(lambda: "x", name="other", riks="high")
+    assert "other" not in h.app.toolbox
 
 
 def test_public_names_are_pinned():

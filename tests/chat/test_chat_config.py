@@ -119,3 +119,23 @@ def test_entries_the_libraries_accept_load(tmp_path):
     }
     (tmp_path / "c.json").write_text(json.dumps(fields))
     assert load_config(tmp_path / "c.json").params["max_tool_rounds"] == 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"params": {"temprature": 1}}, "ChatConfig: params: unknown parameter 'temprature'"),
+        ({"tool_approvals": {"calculator": "always"}}, "ChatConfig: tool_approvals: calculator"),
+        ({"engine": {"devic": "cpu"}}, "ChatConfig: engine: unknown EngineConfig field(s) devic"),
+        ({"stream": "no"}, "ChatConfig.stream is True or False, not 'no'"),
+        ({"history": 0}, "ChatConfig.history is True or False, not 0"),
+    ],
+)
+def test_a_wrapper_apps_config_is_checked_like_the_file_when_made(fields, problem):
+    """A wrapper's ChatConfig(stream="no") streamed ("no" is truthy) and a params typo
+    failed the start; both are now refused where the config is written."""
+    with pytest.raises(ChatConfigError) as err:
+        ChatConfig(**fields)
+    assert str(err.value).startswith(problem)
+    ok = ChatConfig(params={"temperature": 0.5}, stream=False, tool_approvals={"x": "ask"})
+    assert ok.stream is False and ok.params == {"temperature": 0.5}

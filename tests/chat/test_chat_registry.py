@@ -35,7 +35,7 @@ def switch(app, line):
     """Switch conversation."""
 
 
-@command("set", group="system")
+@command("set", group="system", usage="/set TEXT")
 def sys_set(app, line):
     """Set the system message."""
 
@@ -46,6 +46,8 @@ def sys_show(app, line):
 
 
 SYSTEM = group_command("system", sys_set, sys_show, group="system", doc="System.", default="show")
+#: The group holds its subcommands with their usage under its path (/system set TEXT).
+SYSTEM_SET, SYSTEM_SHOW = SYSTEM.subcommands
 
 
 def registry():
@@ -88,10 +90,10 @@ def test_duplicate_names_and_aliases_are_refused():
 def test_parse_splits_command_subcommand_and_arguments():
     reg = registry()
     inv = reg.parse("/sys set You are  terse.")
-    assert inv.command is sys_set
+    assert inv.command is SYSTEM_SET and inv.command.func is sys_set.func
     assert inv.line.text == "You are  terse."
     # no subcommand -> the default one
-    assert reg.parse("/system").command is sys_show
+    assert reg.parse("/system").command is SYSTEM_SHOW
     assert reg.parse("/sea  hello world").line.words == ["hello", "world"]
 
 
@@ -143,12 +145,59 @@ def test_a_usage_without_arguments_refuses_them_in_the_registry():
     reg = CommandRegistry([ping, echo])
     assert not ping.takes_arguments and echo.takes_arguments
     invocation = reg.parse("/ping now")
-    with pytest.raises(UsageError, match="/ping takes no arguments, got 'now'"):
+    with pytest.raises(UsageError, match="/ping takes no arguments, got 'now'") as refused:
         asyncio.run(invocation.command.run(None, invocation.line))
+    # ping was made without usage=: the refusal also tells the app's author what to write
+    assert "made without usage=, so it takes none" in str(refused.value)
+    assert "@command('ping', usage='/ping ARGS')" in str(refused.value)
+    # a usage written out as /name refuses words as plainly as mp13chat's /quit does
+    quiet = command("hush", usage="/hush")(lambda app, line: None)
+    with pytest.raises(UsageError, match=r"got 'now'$"):
+        asyncio.run(quiet.run(None, CommandLine("now")))
     for text in ("/ping", "/echo hi there"):
         invocation = reg.parse(text)
         asyncio.run(invocation.command.run(None, invocation.line))
     assert ran == ["", "hi there"]
+
+
+def test_a_subcommand_written_as_if_alone_shows_and_checks_the_path_the_user_types():
+    """A wrapper's @command("b") in group_command("grp", ...) used to show "usage: /b" in
+    /help grp and refuse "/grp b extra" with "/b takes no arguments"."""
+    import asyncio
+
+    on = command("on")(lambda app, line: None)
+    dim = command("dim", usage="/dim LEVEL")(lambda app, line: None)
+    given = command("off", usage="/lamp off [NOW]")(lambda app, line: None)
+    lamp = group_command("lamp", on, dim, given, group="test", doc="A lamp.")
+    assert [c.usage for c in lamp.subcommands] == ["/lamp on", "/lamp dim LEVEL", "/lamp off [NOW]"]
+    assert [c.takes_arguments for c in lamp.subcommands] == [False, True, True]
+    home = group_command("home", lamp, group="test", doc="The house.")
+    (nested,) = home.subcommands
+    assert nested.usage == "/home lamp on|dim|off ..."
+    assert [c.usage for c in nested.subcommands] == [
+        "/home lamp on",
+        "/home lamp dim LEVEL",
+        "/home lamp off [NOW]",  # its author's path under /lamp moves with the group
+    ]
+    invocation = CommandRegistry([home]).parse("/home lamp on now")
+    with pytest.raises(UsageError, match=r"^/home lamp on takes no arguments, got 'now'"):
+        asyncio.run(invocation.command.run(None, invocation.line))
+
+
+def test_a_command_that_cannot_be_typed_or_run_is_refused_where_it_is_made():
+    for name in ("", "two words", "/slash", "tab\tname"):
+        with pytest.raises(ChatError, match="one word without the leading /"):
+            command(name)(lambda app, line: None)
+    with pytest.raises(ChatError, match="one word without the leading /, got 'my alias'"):
+        command("fine", aliases=("my alias",))(lambda app, line: None)
+    with pytest.raises(ChatError, match="must be callable, not 42"):
+        command("x")(42)
+    with pytest.raises(ChatError, match="default='nope' names none of its subcommands"):
+        group_command("g", save, group="test", doc=".", default="nope")
+    with pytest.raises(ChatError, match="/g has neither a function nor subcommands"):
+        group_command("g", group="test", doc=".")
+    with pytest.raises(ChatError, match=r"is not a command; make one with @mp13chat\.command"):
+        CommandRegistry().add(lambda app, line: None)  # type: ignore[arg-type]
 
 
 def test_assignments_are_parsed_in_one_place_for_every_command():
@@ -161,7 +210,7 @@ def test_assignments_are_parsed_in_one_place_for_every_command():
 def test_find_walks_a_path_of_command_names():
     reg = registry()
     assert reg.find(["system"]) is SYSTEM
-    assert reg.find(["sys", "se"]) is sys_set
+    assert reg.find(["sys", "se"]) is SYSTEM_SET
     with pytest.raises(UnknownCommandError, match="/save has no subcommands, so 'x' names none"):
         reg.find(["save", "x"])
     with pytest.raises(UnknownCommandError, match="unknown command /system nope"):

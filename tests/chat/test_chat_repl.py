@@ -451,6 +451,38 @@ def test_completion_of_commands_subcommands_and_arguments(make_chat):
     assert complete("/nosuch arg") == []
 
 
+def test_a_wrapper_commands_completer_completes_and_a_broken_one_is_silent(make_chat):
+    """A wrapper's completer that offered numbers raised AttributeError out of Tab."""
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    import mp13chat
+    from mp13chat._completer import CommandCompleter
+
+    def broken(repl, index, words):
+        raise RuntimeError("no candidates today")
+
+    level = mp13chat.command("level", usage="/level N", complete=lambda r, i, w: [1, 2, 10])
+    moods = mp13chat.command("mood", usage="/mood M", complete=lambda r, i, w: ["calm", "cross"])
+    h = make_chat(FakeEngine())
+    h.app.register_command(level(lambda repl, line: None))
+    h.app.register_command(
+        mp13chat.group_command("feel", moods(lambda repl, line: None), group="x", doc=".")
+    )
+    h.app.register_command(
+        mp13chat.command("odd", usage="/odd X", complete=broken)(lambda repl, line: None)
+    )
+    completer = CommandCompleter(h.app)
+
+    def complete(text):
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
+
+    assert complete("/lev") == ["/level"]
+    assert complete("/level 1") == ["1", "10"]
+    assert complete("/feel mood c") == ["calm", "cross"]
+    assert complete("/odd ") == []
+
+
 def test_alt_enter_makes_a_multi_line_message(make_chat):
     engine = FakeEngine()
     h = make_chat(engine)

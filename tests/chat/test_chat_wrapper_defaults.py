@@ -50,3 +50,96 @@ def test_a_command_without_a_docstring_and_a_plain_reply_without_reasoning(make_
     assert "pong" in out
     assert "the answer" in out and "secret musing" not in out  # show_reasoning off
     assert out.count("the answer") == 1
+
+
+def test_the_readmes_way_to_test_a_wrapper_app_without_a_terminal():
+    """README's wrapper section: a scripted engine, a console of one's own, ``execute``."""
+    import asyncio
+    import io
+
+    import pytest
+    from rich.console import Console
+
+    import mp13chat
+
+    @mp13chat.command("greet", group="mine", usage="/greet NAME")
+    async def greet(repl: mp13chat.Repl, line: mp13chat.CommandLine) -> None:
+        """Greet someone by name."""
+        repl.console.print(f"hi {line.require_text('a name')}")
+
+    @mp13chat.command("ping", group="mine")
+    def ping(repl: mp13chat.Repl, line: mp13chat.CommandLine) -> None:
+        """Answer pong."""
+        repl.console.print("pong")
+
+    async def check() -> str:
+        out = io.StringIO()
+        config = mp13chat.ChatConfig(session=":memory:")
+        app = mp13chat.ChatApp(config, engine=FakeEngine(), console=Console(file=out))
+        app.register_command(greet)
+        app.register_command(mp13chat.group_command("lamp", ping, group="mine", doc="Lamp."))
+        await app.start()
+        try:
+            await app.execute("/greet Ada")
+            await app.execute("/lamp ping")
+            await app.execute("a message")
+            with pytest.raises(mp13chat.UsageError, match="give a name; usage: /greet NAME"):
+                await app.execute("/greet")
+            with pytest.raises(mp13chat.UsageError, match="made without usage=") as refused:
+                await app.execute("/lamp ping loudly")
+            assert "usage: /lamp ping" in str(refused.value)
+            with pytest.raises(mp13chat.ChatError, match="already registered"):
+                app.register_command(mp13chat.command("quit")(lambda repl, line: None))
+        finally:
+            await app.aclose()
+        return out.getvalue()
+
+    out = asyncio.run(check())
+    assert "hi Ada" in out and "pong" in out and "echo: a message" in out
+
+
+def test_unset_restores_a_display_setting_to_the_wrappers_config_not_a_file(make_chat, tmp_path):
+    """With the app's own config no file is read; /unset stream used to read the file at
+    config_path anyway (or the class defaults) and turn streaming back on."""
+    (tmp_path / "config.json").write_text('{"stream": true}')  # e.g. mp13chat's own file
+    h = make_chat(FakeEngine(), stream=False)
+    out = " ".join(h.run("/set stream on", "/unset stream").split())
+    assert "stream back to the config's off" in out
+    assert h.app.config.stream is False and h.app.start_config.stream is False
+
+
+def test_a_wrapper_tool_named_like_a_builtin_fails_the_start_saying_what_the_app_can_do():
+    """The toolbox's advice ("unregister it first") is nothing an app can do before start."""
+    import asyncio
+    import io
+
+    import pytest
+    from rich.console import Console
+
+    import mp13chat
+
+    def calculator(expression: str) -> str:
+        """The app's own calculator."""
+        return "42"
+
+    def started(config, *tools):
+        app = mp13chat.ChatApp(
+            config, engine=FakeEngine(), console=Console(file=io.StringIO()), tools=tools
+        )
+
+        async def go():
+            await app.start()
+            await app.aclose()
+            return app.toolbox
+
+        return asyncio.run(go())
+
+    memory = mp13chat.ChatConfig(session=":memory:")
+    with pytest.raises(mp13chat.ChatError, match="'calculator' has the name of a tool") as err:
+        started(memory, calculator)
+    assert "register_tool(f, name='my_calculator')" in str(err.value)
+    assert "ChatConfig(builtin_tools=False)" in str(err.value)
+    replaced = started(memory, mp13chat.ToolRegistration(calculator, {"replace": True}))
+    assert replaced.get("calculator").description == "The app's own calculator."
+    alone = started(mp13chat.ChatConfig(session=":memory:", builtin_tools=False), calculator)
+    assert list(alone.names()) == ["calculator"]
