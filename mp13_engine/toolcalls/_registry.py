@@ -22,6 +22,7 @@ before the built-ins, the most recently registered first.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 import threading
@@ -113,12 +114,28 @@ class FormatRegistry:
             return user
         if not isinstance(name, str) or name not in _BUILTIN:
             raise ToolFormatError(
-                f"unknown tool-call format {name!r}; use one of: {', '.join(self.names())} "
-                "(or leave tool_format unset to detect it from the chat template, or add "
-                "yours with mp13_engine.toolcalls.register_format)"
+                f"unknown tool-call format {name!r}{self._suggestion(name)}; use one of: "
+                f"{', '.join(self.names())} (formats are named by wire syntax, not by model: "
+                "leave tool_format unset to detect it from the chat template, or add yours "
+                "with mp13_engine.toolcalls.register_format)"
             )
         profile: Profile = importlib.import_module(f"mp13_engine.toolcalls._{name}").PROFILE
         return profile
+
+    def _suggestion(self, name: object) -> str:
+        """`` (did you mean 'hermes'?)`` for a typo or a case slip of a known name, else ``""``.
+
+        The cutoff is high on purpose: a family name close to a format of another
+        family (``qwen3`` / ``qwen3_coder``: Qwen3 itself writes hermes) is not a typo,
+        and suggesting that format would send the user the wrong way.
+        """
+        if not isinstance(name, str):
+            return ""
+        names = self.names()
+        lowered = {n.lower(): n for n in names}
+        key = name.strip().lower()
+        close = difflib.get_close_matches(key, list(lowered), n=1, cutoff=0.8)
+        return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
 
     def detect_order(self) -> list[str]:
         return [*reversed(list(self._user)), *(n for n in _DETECT_ORDER if n not in self._user)]

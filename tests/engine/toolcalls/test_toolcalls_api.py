@@ -70,6 +70,24 @@ def test_unknown_format_lists_the_known_ones():
         toolcalls.parse("x", "nope")
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("hermse", "hermes"), ("Hermes", "hermes"), ("hermes ", "hermes"), ("pythonik", "pythonic")],
+)
+def test_a_misspelt_format_name_gets_the_name_it_was_meant_to_be(typed, meant):
+    with pytest.raises(ToolFormatError, match=rf"did you mean '{meant}'\?"):
+        toolcalls.parse("x", typed)
+
+
+@pytest.mark.parametrize("family", ["qwen3", "llama3", "gpt-oss", "nope"])
+def test_a_model_family_name_is_not_mistaken_for_a_typo(family):
+    # qwen3 is close to qwen3_coder, yet Qwen3 itself writes hermes: suggesting it would mislead
+    with pytest.raises(ToolFormatError) as info:
+        toolcalls.get_profile(family)
+    assert "did you mean" not in str(info.value)
+    assert "named by wire syntax" in str(info.value) and "detect it" in str(info.value)
+
+
 def test_names_are_bare_and_ids_kept():
     out = toolcalls.parse(
         '<tool_call>{"name": "functions.get_weather:1", "arguments": {}, "id": "c1"}</tool_call>',
