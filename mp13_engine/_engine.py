@@ -164,7 +164,9 @@ class Engine:
 
     @property
     def tool_format(self) -> str | None:
-        """The tool-call wire format in use (configured or detected), or None."""
+        """The tool-call wire format in use (configured or detected), or None: the chat
+        template renders tools in a syntax no format matches (warned at load), or there
+        is no chat template; replies are then not parsed for tool calls."""
         return self._state.formatter.tool_format
 
     @property

@@ -6,20 +6,26 @@ load: the format is ``EngineConfig.tool_format`` when set (unknown →
 ``ToolFormatError``), else detected from the chat template, else
 ``toolcalls.DEFAULT_FORMAT`` when the template cannot show tools at all (so
 ``Request.tools`` never vanish: they go into the system prompt in that format),
-else None. With no format, or for a request with ``parse_tools=False``, there is
-no parser: ``Response.text`` is the raw decoded text and stream chunks carry raw
-text deltas. Parsing never raises
+else None: the template renders tools itself, in a call syntax no format
+matches. That last case is logged as a warning at load, naming the two ways out
+(``tool_format=``, ``register_format``), since otherwise the model's calls would
+only show up, unparsed, in ``Response.text``. With no format, or for a request
+with ``parse_tools=False``, there is no parser: ``Response.text`` is the raw
+decoded text and stream chunks carry raw text deltas. Parsing never raises
 on model output (see ``_output`` for what happens if a parser does anyway).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import attrs
 
 from mp13_engine import toolcalls
 from mp13_engine._types import Request
+
+_log = logging.getLogger(__name__)
 
 
 def _shows_no_tools(tokenizer: Any) -> bool:
@@ -50,8 +56,17 @@ class ToolCallFormat:
             return cls(configured)
         template = getattr(tokenizer, "chat_template", None)
         detected = toolcalls.detect_format(template) if isinstance(template, str) else None
-        if detected is None and isinstance(template, str) and _shows_no_tools(tokenizer):
-            detected = toolcalls.DEFAULT_FORMAT
+        if detected is None and isinstance(template, str):
+            if _shows_no_tools(tokenizer):
+                detected = toolcalls.DEFAULT_FORMAT
+            else:
+                _log.warning(
+                    "the chat template renders tools, but its tool-call syntax matches no "
+                    "known format, so replies will not be parsed for tool calls (they stay "
+                    "in Response.text); set EngineConfig.tool_format to one of "
+                    "mp13_engine.toolcalls.formats(), or add the format with "
+                    "mp13_engine.toolcalls.register_format before loading"
+                )
         return cls(detected)
 
     def parser(self, request: Request, prompt: str | None) -> toolcalls.StreamParser | None:

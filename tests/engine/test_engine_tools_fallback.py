@@ -177,3 +177,58 @@ def test_a_model_trained_to_call_gets_its_call_parsed(engine, tmp_path):
     assert resp.text == "" and "<tool_call>" in resp.raw_text
     chunks = list(engine.stream(request))
     assert [c.tool_call.name for c in chunks if c.tool_call] == ["calculator"]
+
+
+# A template that renders the tools itself, with a call syntax of its own that no format knows.
+UNKNOWN_SYNTAX = (
+    "{% if tools %}Tools: {{ tools | tojson }}\nCall one as >>>CALL name(args)\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.fixture
+def unknown_syntax_model(tiny_model_factory, tmp_path):
+    import shutil
+
+    dest = tmp_path / "unknown-syntax"
+    shutil.copytree(tiny_model_factory("chatml"), dest)
+    for template in dest.glob("*.jinja"):
+        template.write_text(UNKNOWN_SYNTAX)
+    config = dest / "tokenizer_config.json"
+    data = json.loads(config.read_text())
+    if "chat_template" in data:
+        data["chat_template"] = UNKNOWN_SYNTAX
+        config.write_text(json.dumps(data))
+    return dest
+
+
+def test_a_template_whose_call_syntax_no_format_knows_is_named_at_load(
+    unknown_syntax_model, caplog
+):
+    assert toolcalls.detect_format(UNKNOWN_SYNTAX) is None
+    caplog.set_level("WARNING", logger="mp13_engine")
+    with Engine.load(str(unknown_syntax_model), device="cpu") as eng:
+        assert eng.tool_format is None
+        prompt = eng.format_prompt(Request(messages=TWO_ROUNDS[:1], tools=TOOLS))
+        assert prompt.startswith("Tools: [") and '"calculator"' in prompt  # the template's own
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1, warned
+    assert "matches no known format" in warned[0]
+    assert "EngineConfig.tool_format" in warned[0] and "register_format" in warned[0]
+
+
+def test_a_template_with_an_unknown_syntax_parses_once_a_format_is_set(
+    unknown_syntax_model, caplog
+):
+    caplog.set_level("WARNING", logger="mp13_engine")
+    with Engine.load(str(unknown_syntax_model), device="cpu", tool_format="hermes") as eng:
+        assert eng.tool_format == "hermes"
+    assert not [r for r in caplog.records if "matches no known format" in r.getMessage()]
+
+
+def test_a_template_that_shows_no_tools_is_not_warned_about(tiny_model_factory, caplog):
+    caplog.set_level("WARNING", logger="mp13_engine")
+    with Engine.load(str(tiny_model_factory("smollm2")), device="cpu") as eng:
+        assert eng.tool_format == toolcalls.DEFAULT_FORMAT
+    assert not [r for r in caplog.records if "matches no known format" in r.getMessage()]
