@@ -6,6 +6,13 @@ disagree: for any split of a text into deltas the stream's ``finish()`` equals
 ``parse`` of the text, and the ``ToolCallCompleted`` events it emitted carry
 exactly the final calls. Neither raises on model output.
 
+``tools``: the request's tool specs (OpenAI-style dicts or ``ToolSpec``). Formats
+whose parameter values are raw text (``qwen3_coder``, ``glm45``, ``minimax_m2``,
+``seed_oss``, ``functiongemma``) type the values by them; values of a tool not
+listed are read as JSON where they parse as JSON. They never filter: a call to a
+tool not among them is returned like any other, since whether it runs is the
+toolbox's decision (``Toolbox.execute`` refuses an unknown tool and says so).
+
 ``in_reasoning``: ``True`` when the prompt already opened the reasoning block
 (e.g. it ends with ``<think>``), ``False`` when it did not; ``None`` (default)
 lets formats that support it detect a leading ``...</think>`` by holding the

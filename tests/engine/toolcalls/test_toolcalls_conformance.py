@@ -16,6 +16,7 @@ from tests.engine.toolcalls._toolcalls_cases import (
     NESTED,
     RAW_TEXT,
     REAL,
+    TOOLS,
     USER_FORMAT,
     WEATHER,
     calls_tuple,
@@ -79,6 +80,17 @@ def test_one_call(fmt):
     assert _names_args(out.tool_calls) == [("get_weather", {"city": "Paris", "days": 3})]
     assert out.content == ""
     assert out.errors == ()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_call_to_a_tool_not_in_the_request_is_returned_not_dropped(fmt):
+    # tools= types raw-text values; it never filters: running an unknown tool is the
+    # toolbox's call (it refuses it and says so), not the parser's
+    text = render([NESTED, WEATHER], fmt)
+    with_tools = toolcalls.parse(text, fmt, TOOLS)  # lists get_weather, not search
+    assert _names_args(with_tools.tool_calls) == _names_args([NESTED, WEATHER])
+    assert with_tools == toolcalls.parse(text, fmt)
+    assert with_tools.errors == ()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
