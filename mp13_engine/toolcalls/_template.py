@@ -7,8 +7,11 @@ specs, past calls and tool results reach the prompt at all. Many templates
 default system prompt of their own. ``template_support`` renders a few tiny
 conversations with sentinel names through the tokenizer's own
 ``apply_chat_template`` and reads off what came out, so the answer is exactly
-what serving and training will get; it never raises (a probe that fails
-counts as "not rendered").
+what serving and training will get; it never raises on what a template does
+(a probe that fails counts as "not rendered"). What it is given must be a
+tokenizer, though: a template string (or anything without
+``apply_chat_template``) is refused with a ``ToolFormatError``, since every
+probe would fail on it and the answer, "renders everything", would be wrong.
 
 Invariants: probing is pure (the tokenizer is only asked to render text), and
 a template that cannot even render one user message is reported as
@@ -22,6 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+
+from mp13_engine._errors import ToolFormatError
 
 _USER = "mp13-probe-user"
 _SYSTEM = "mp13-probe-system"
@@ -70,7 +75,19 @@ class TemplateSupport:
 
 
 def template_support(tokenizer: Any) -> TemplateSupport:
-    """Probe ``tokenizer.apply_chat_template`` (its own chat template) for tool support."""
+    """Probe ``tokenizer.apply_chat_template`` (its own chat template) for tool support.
+
+    ``tokenizer``: a transformers tokenizer (``AutoTokenizer.from_pretrained(...)``,
+    ``engine.tokenizer``) or anything with ``apply_chat_template``; ``ToolFormatError``
+    otherwise (for a template string, ``detect_format`` names the format it uses).
+    """
+    if not callable(getattr(tokenizer, "apply_chat_template", None)):
+        raise ToolFormatError(
+            "template_support probes a tokenizer (anything with apply_chat_template, e.g. "
+            f"AutoTokenizer.from_pretrained(path) or engine.tokenizer), not "
+            f"{type(tokenizer).__name__}; to set a template string on one, assign "
+            "tokenizer.chat_template first (detect_format(template) names the format it uses)"
+        )
 
     def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         text: str = tokenizer.apply_chat_template(

@@ -10,7 +10,9 @@ a template that drops tool turns gets each result in a user turn instead.
 
 from __future__ import annotations
 
-from mp13_engine import toolcalls
+import pytest
+
+from mp13_engine import ToolFormatError, toolcalls
 from mp13_toolbox import ToolCall
 from tests._shared import SHARED_TEMPLATES
 from tests.engine.toolcalls._toolcalls_cases import (
@@ -39,6 +41,13 @@ def _prepare(messages, template=SMOLLM2, tools=TOOLS):
         chat_template=template,
         support=support_of(template),
     )
+
+
+@pytest.mark.parametrize("given", [SMOLLM2, None, {"chat_template": SMOLLM2}])
+def test_template_support_refuses_what_is_not_a_tokenizer(given):
+    # every probe would fail on a template string, and "renders everything" would be wrong
+    with pytest.raises(ToolFormatError, match=r"probes a tokenizer.*tokenizer\.chat_template"):
+        toolcalls.template_support(given)
 
 
 def test_smollm2_template_support_is_probed_from_rendering():
