@@ -35,7 +35,7 @@ from typing import Any
 import jinja2
 
 from mp13_engine import toolcalls
-from mp13_engine._errors import ChatTemplateError, RequestError
+from mp13_engine._errors import ChatTemplateError, RequestError, ToolFormatError
 from mp13_engine._markup import Prompt, SpecialText, encodable
 from mp13_engine._request_fields import CORE_ROLES, ROLES
 from mp13_engine._types import Request
@@ -141,6 +141,8 @@ class PromptFormatter:
                 continue_final_message=request.continue_final,
                 **kwargs,
             )
+        except ToolFormatError as exc:  # a tool call the chat cannot be rendered from
+            raise RequestError(f"invalid Request.messages: {exc}", field="messages") from exc
         except jinja2.TemplateSyntaxError as exc:  # the template's fault, not the messages'
             raise ChatTemplateError(
                 f"this model's chat template is not valid Jinja (line {exc.lineno}: "

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._kimi_k2 import kimi_id
 from mp13_engine.toolcalls._registry import get_profile
 from mp13_engine.toolcalls._template import TemplateSupport
@@ -67,13 +68,33 @@ ID_STYLES = MappingProxyType(
 )
 
 
-def _call(entry: Mapping[str, Any]) -> ToolCall:
-    fn = entry.get("function", entry)
-    try:
-        args = arguments_object(fn.get("arguments"))
-    except PayloadError:
-        args = {}
-    return ToolCall(name=str(fn.get("name", "")), arguments=args, id=entry.get("id"))
+_CALL_SHAPE = "{'type': 'function', 'id': ..., 'function': {'name': ..., 'arguments': {...}}}"
+
+
+def _calls(value: Any, at: int) -> list[ToolCall]:
+    """Message ``at``'s ``tool_calls`` as ``ToolCall`` values.
+
+    A call the chat cannot be rendered from faithfully is a ``ToolFormatError``
+    naming the message and the call: arguments that are not a JSON object would
+    otherwise reach the model as ``{}``, a history it never wrote.
+    """
+    entries = require_list(value, Mapping, f"message {at}'s tool_calls is a list of call dicts")
+    calls = []
+    for j, entry in enumerate(entries):
+        fn = entry.get("function", entry)
+        where = f"message {at}, tool call {j}"
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise ToolFormatError(f"{where} has no name; a call is {_CALL_SHAPE}")
+        try:
+            args = arguments_object(fn.get("arguments"))
+        except PayloadError as exc:
+            raise ToolFormatError(
+                f"{where} ({fn['name']!r}) has arguments {fn.get('arguments')!r:.80} that are "
+                f"not a JSON object ({exc}); give a dict or its JSON text, e.g. "
+                '{"city": "Paris"}'
+            ) from exc
+        calls.append(ToolCall(fn["name"], args, entry.get("id")))
+    return calls
 
 
 # A template that concatenates ``arguments`` into a string needs JSON text; one that
@@ -125,6 +146,10 @@ def prepare_messages(
     (``template_support``) too: a template that drops ``tool_calls`` gets the
     calls written into the content in the format's syntax, one that drops tool
     messages gets each result in a user turn.
+
+    A past call that cannot be rendered as written (no name, arguments that are
+    not a JSON object or its JSON text) is a ``ToolFormatError`` naming the
+    message and the call, never a quiet ``{}`` the model did not write.
     """
     messages = require_list(messages, Mapping, "messages is a list of message dicts")
     require_text(chat_template, "the chat template prepare_messages reads", optional=True)
@@ -149,11 +174,11 @@ def prepare_messages(
     counter = 0
     out: list[dict[str, Any]] = []
     merged: dict[str, Any] | None = None  # the results message later results join
-    for message in messages:
+    for at, message in enumerate(messages):
         msg = dict(message)
         role = msg.get("role")
         if role == "assistant" and msg.get("tool_calls"):
-            calls = [_call(tc) for tc in msg["tool_calls"]]
+            calls = _calls(msg["tool_calls"], at)
             if rewrite is not None:
                 renamed = [(c, rewrite(c, counter + i)) for i, c in enumerate(calls)]
                 counter += len(calls)

@@ -232,3 +232,14 @@ def test_a_template_that_shows_no_tools_is_not_warned_about(tiny_model_factory, 
     with Engine.load(str(tiny_model_factory("smollm2")), device="cpu") as eng:
         assert eng.tool_format == toolcalls.DEFAULT_FORMAT
     assert not [r for r in caplog.records if "matches no known format" in r.getMessage()]
+
+
+def test_a_past_call_with_arguments_that_are_not_json_fails_only_its_request(engine):
+    bad = {**CALL, "function": {"name": "calculator", "arguments": '{"expression": 17*23}'}}
+    chat = [TWO_ROUNDS[0], {**TWO_ROUNDS[1], "tool_calls": [bad]}, TWO_ROUNDS[2]]
+    resp = engine.generate(Request(messages=chat, tools=TOOLS, max_new_tokens=2))
+    assert resp.finish_reason is FinishReason.ERROR
+    assert "message 1, tool call 0 ('calculator')" in resp.error
+    assert "give a dict or its JSON text" in resp.error
+    ok = engine.generate(Request(messages=TWO_ROUNDS, tools=TOOLS, max_new_tokens=2))
+    assert ok.ok

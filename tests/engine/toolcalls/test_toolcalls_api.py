@@ -225,6 +225,38 @@ def test_prepare_messages_argument_shapes():
     assert kimi[2]["tool_call_id"] == "functions.get_weather:0"
 
 
+@pytest.mark.parametrize(
+    ("calls", "match"),
+    [
+        ([{"function": {"name": "f", "arguments": '{"city": "Paris",}'}}], "invalid JSON"),
+        ([{"function": {"name": "f", "arguments": "[1, 2]"}}], "got list"),
+        ([{"function": {"arguments": {"a": 1}}}], "has no name"),
+        ([{"function": {"name": "", "arguments": {}}}], "has no name"),
+        ([{"function": "f"}], "has no name"),
+        ({"function": {"name": "f"}}, "tool_calls is a list of call dicts"),
+    ],
+)
+def test_a_past_call_that_cannot_be_rendered_faithfully_is_refused(calls, match):
+    # it used to reach the model as {"name": "f", "arguments": {}}: a call it never made
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": calls}]
+    for fmt in ("hermes", "mistral_v11", "deepseek_v31"):
+        with pytest.raises(ToolFormatError, match=match) as info:
+            toolcalls.prepare_chat(chat, None, fmt)
+        assert str(info.value).startswith("message 1")
+    empty = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"function": {"name": "f", "arguments": ""}},
+                {"function": {"name": "g"}},
+            ],
+        },
+    ]
+    prepared = toolcalls.prepare_messages(empty, "hermes")[1]["tool_calls"]
+    assert [c["function"]["arguments"] for c in prepared] == [{}, {}]  # no arguments: {}
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_tools_system_prompt_shows_specs_and_a_parsable_example(fmt):
     text = toolcalls.tools_system_prompt(TOOLS, fmt)
