@@ -243,3 +243,33 @@ def test_a_past_call_with_arguments_that_are_not_json_fails_only_its_request(eng
     assert "give a dict or its JSON text" in resp.error
     ok = engine.generate(Request(messages=TWO_ROUNDS, tools=TOOLS, max_new_tokens=2))
     assert ok.ok
+
+
+def test_registering_the_unknown_syntax_lets_the_engine_detect_and_use_it(
+    unknown_syntax_model, caplog
+):
+    # the way out the load warning names: a format whose detect pattern the template matches
+    fmt = toolcalls.Profile(
+        name="arrow_call",
+        openers=(toolcalls.Opener(">>>CALL", ends=("<<<",), quoted='"'),),
+        decode=lambda payload, ctx: toolcalls.calls_from_json(payload),
+        render=lambda calls: "".join(
+            f">>>CALL {json.dumps({'name': c.name, 'arguments': c.arguments})}<<<" for c in calls
+        ),
+        detect=(r">>>CALL",),
+    )
+    caplog.set_level("WARNING", logger="mp13_engine")
+    with (
+        toolcalls.register_format(fmt),
+        Engine.load(str(unknown_syntax_model), device="cpu") as eng,
+    ):
+        assert eng.tool_format == "arrow_call"
+        prompt = eng.format_prompt(Request(messages=TWO_ROUNDS[:3], tools=TOOLS))
+        reply = 'Sure. >>>CALL {"name": "calculator", "arguments": {"expression": "2*3"}}<<<'
+        parsed = toolcalls.parse(reply, eng.tool_format)
+    # the template drops tool_calls, so the past call is written in the registered syntax
+    assert '>>>CALL {"name": "calculator", "arguments": {"expression": "17*23"}}<<<' in prompt
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [
+        ("calculator", {"expression": "2*3"})
+    ]
+    assert not [r for r in caplog.records if "matches no known format" in r.getMessage()]
