@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import uuid
@@ -270,7 +271,9 @@ def _message_problem(message: Any) -> str | None:
             )
         if not isinstance(fn.get("name"), str):
             return f"has tool call {j} without a name string"
-        if not isinstance(fn.get("arguments"), (Mapping, str, type(None))):
+        if not isinstance(fn.get("arguments"), (Mapping, str, type(None))) or not _json_object(
+            fn.get("arguments")
+        ):
             return (
                 f"has tool call {j} with arguments {_shown(fn['arguments'])}; arguments are "
                 "a dict or its JSON text"
@@ -279,6 +282,17 @@ def _message_problem(message: Any) -> str | None:
         if call_id is not None and not isinstance(call_id, str):
             return f"has tool call {j} with id {_shown(call_id)}; an id is a string"
     return None
+
+
+def _json_object(arguments: object) -> bool:
+    """Whether JSON-text arguments decode to an object (a dict, None or blank text pass):
+    text that does not would reach the model as a call it never made."""
+    if not isinstance(arguments, str) or not arguments.strip():
+        return True
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 _MESSAGES_ALLOWED = (

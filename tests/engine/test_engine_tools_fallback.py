@@ -15,7 +15,15 @@ import json
 
 import pytest
 
-from mp13_engine import Engine, FinishReason, Request, TrainingConfig, toolcalls
+from mp13_engine import (
+    Engine,
+    FinishReason,
+    Request,
+    RequestError,
+    ToolFormatError,
+    TrainingConfig,
+    toolcalls,
+)
 from mp13_toolbox import ToolCall
 
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -234,15 +242,17 @@ def test_a_template_that_shows_no_tools_is_not_warned_about(tiny_model_factory, 
     assert not [r for r in caplog.records if "matches no known format" in r.getMessage()]
 
 
-def test_a_past_call_with_arguments_that_are_not_json_fails_only_its_request(engine):
+def test_a_past_call_with_arguments_that_are_not_json_is_refused_where_it_is_built(engine):
+    # it used to reach the model as {"name": "calculator", "arguments": {}}
     bad = {**CALL, "function": {"name": "calculator", "arguments": '{"expression": 17*23}'}}
     chat = [TWO_ROUNDS[0], {**TWO_ROUNDS[1], "tool_calls": [bad]}, TWO_ROUNDS[2]]
-    resp = engine.generate(Request(messages=chat, tools=TOOLS, max_new_tokens=2))
-    assert resp.finish_reason is FinishReason.ERROR
-    assert "message 1, tool call 0 ('calculator')" in resp.error
-    assert "give a dict or its JSON text" in resp.error
-    ok = engine.generate(Request(messages=TWO_ROUNDS, tools=TOOLS, max_new_tokens=2))
-    assert ok.ok
+    with pytest.raises(RequestError, match="arguments are a dict or its JSON text") as info:
+        Request(messages=chat, tools=TOOLS, max_new_tokens=2)
+    assert info.value.field == "messages"
+    # toolcalls.prepare_chat, which the engine renders through, refuses it on its own too
+    with pytest.raises(ToolFormatError, match=r"message 1, tool call 0 \('calculator'\)"):
+        engine._state.formatter.prepare(chat, TOOLS)
+    assert engine.generate(Request(messages=TWO_ROUNDS, tools=TOOLS, max_new_tokens=2)).ok
 
 
 def test_registering_the_unknown_syntax_lets_the_engine_detect_and_use_it(

@@ -56,6 +56,16 @@ _CALL = {"type": "function", "id": "call1", "function": {"name": "add", "argumen
             None,
             "arguments are",
         ),
+        (  # JSON text that is not JSON would reach the model as arguments {}
+            {"content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"a": 1,}'}}]},
+            None,
+            "arguments are a dict or its JSON text",
+        ),
+        (
+            {"content": "", "tool_calls": [{"function": {"name": "f", "arguments": "[1, 2]"}}]},
+            None,
+            "arguments are a dict or its JSON text",
+        ),
         (
             {"content": "", "tool_calls": [_CALL]},
             {"role": "tool", "content": "42", "tool_call_id": 7},
