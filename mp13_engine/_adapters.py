@@ -300,6 +300,14 @@ class AdapterManager:
                 "combine() needs at least two adapter names and one weight per name; "
                 f"got names={list(names)} weights={list(weights)}."
             )
+        repeated = sorted({n for n in names if names.count(n) > 1}, key=str)
+        if repeated:
+            # dict(zip(...)) would keep the last weight of a repeated name and store weights
+            # for a set no request can name, so the call would change nothing, silently.
+            raise AdapterError(
+                f"combine() takes each adapter once, but {list(names)} repeats {repeated}. "
+                "Name each adapter once, with one weight each."
+            )
         self._run(self._set_weights_on_worker, dict(zip(names, weights, strict=True)))
 
     def training_host(self) -> TrainingHost:

@@ -422,6 +422,18 @@ def test_reweighting_a_combination_is_served_with_the_new_weights(
     assert reweighted != first
 
 
+def test_combine_refuses_a_name_given_twice_and_keeps_the_weights(engine):
+    """combine(["a", "a"], ...) used to store weights for a set no request can name: a no-op."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    request = _req(PROMPTS[2], adapters=["a", "b"], n=10)
+    engine.adapters.combine(["a", "b"], [2.0, -1.0])
+    reweighted = engine.generate(request).raw_text
+    with pytest.raises(AdapterError, match=r"takes each adapter once, but .* repeats \['a'\]"):
+        engine.adapters.combine(["a", "b", "a"], [1.0, 1.0, 1.0])
+    assert engine.generate(request).raw_text == reweighted  # the refused call changed nothing
+
+
 def test_adapter_directories_of_other_shapes(engine, adapter_dirs, tmp_path):
     """A legacy ``adapter_model.bin`` adapter serves like its safetensors twin; a directory
     with no weights, a broken or non-LoRA config is refused with what to do, and a damaged
