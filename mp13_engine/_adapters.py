@@ -55,6 +55,7 @@ from mp13_engine._adapter_files import (
     adapter_name_problem,
     check_compatible,
     check_wrappable,
+    holds_adapter,
     write_adapter_dir,
 )
 from mp13_engine._compat import (
@@ -250,15 +251,22 @@ class AdapterManager:
         with self._state.lock:
             return isinstance(name, str) and name in self._state.infos
 
-    def save(self, name: str, path: str | os.PathLike[str]) -> Path:
-        """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata)."""
+    def save(self, name: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata).
+
+        A folder that already holds another saved adapter is refused unless
+        ``overwrite=True`` (its weights would be lost); the adapter's own folder (the
+        one it was loaded from or last saved to) is written over freely.
+        """
         target = _folder(path).expanduser().resolve()
+        if not isinstance(overwrite, bool):
+            raise AdapterError(f"save() overwrite is True or False, not {overwrite!r}")
         if target.exists() and not target.is_dir():
             raise AdapterError(
                 f"cannot save adapter {name!r} to {str(target)!r}: it is a file; "
                 "give a folder (new, or one to write the adapter's files into)"
             )
-        return self._run(self._save_on_worker, name, target)
+        return self._run(self._save_checked_on_worker, name, target, overwrite)
 
     def set_default(self, names: str | Sequence[str] | None) -> None:
         """Adapters used when ``Request.adapters`` is None (``[]``/None = base model)."""
@@ -576,11 +584,24 @@ class AdapterManager:
             for key in [k for k in self._state.weights if name in k]:
                 del self._state.weights[key]
 
+    def _save_checked_on_worker(self, name: str, path: Path, overwrite: bool) -> Path:
+        """``save``: refuses, before writing, a folder holding another saved adapter."""
+        info = self.get(name)
+        own = info.path is not None and Path(info.path).resolve() == path
+        if not own and not overwrite and holds_adapter(path):
+            raise AdapterError(
+                f"Cannot save adapter {name!r} to {str(path)!r}: the folder already holds "
+                "another saved adapter, which this would overwrite. Save to a new folder, or "
+                "pass overwrite=True to replace it."
+            )
+        return self._save_on_worker(name, path)
+
     def _save_on_worker(
         self, name: str, path: Path, metadata: dict[str, Any] | None = None
     ) -> Path:
         info = self.get(name)
-        write_adapter_dir(self._model(), name, path, metadata)
+        own = Path(info.path) if info.path is not None else None
+        write_adapter_dir(self._model(), name, path, metadata, carry_from=own)
         with self._state.lock:
             self._state.infos[name] = attrs.evolve(info, path=str(path))
         return path

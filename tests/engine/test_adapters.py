@@ -178,6 +178,42 @@ def test_saving_onto_a_file_is_refused_and_leaves_the_file(engine, tmp_path):
     assert (engine.adapters.save("a", tmp_path / "a-copy") / "adapter_config.json").exists()
 
 
+def test_saving_under_a_file_is_an_adapter_error_and_the_engine_goes_on(engine, tmp_path):
+    """Used to raise a bare NotADirectoryError out of the worker."""
+    engine.adapters.load("a")
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(AdapterError, match=r"failed: .*Give a folder that can be written"):
+        engine.adapters.save("a", tmp_path / "notes.txt" / "sub")
+    assert engine.generate(_req(PROMPTS[0], adapters=["a"])).ok
+    with pytest.raises(AdapterError, match="overwrite is True or False, not 'yes'"):
+        engine.adapters.save("a", tmp_path / "x", overwrite="yes")
+
+
+def test_saving_over_another_adapters_folder_is_refused_unless_overwrite(engine, tmp_path):
+    """Saving b into a's folder used to replace a's weights silently and keep a's metadata."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    folder = engine.adapters.save("a", tmp_path / "a-saved")
+    meta_file = folder / METADATA_FILE
+    meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), "note": "a's"}))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(AdapterError, match=r"already holds another saved adapter.*overwrite=True"):
+        engine.adapters.save("b", folder)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing lost
+    assert engine.adapters.get("b").path != str(folder)
+    # Its own folder is written over freely, and what mp13 recorded there is kept ...
+    assert engine.adapters.save("a", folder) == folder
+    assert json.loads(meta_file.read_text())["note"] == "a's"
+    # ... and carried to a new folder too.
+    copy = engine.adapters.save("a", tmp_path / "a-copy")
+    assert json.loads((copy / METADATA_FILE).read_text())["note"] == "a's"
+    # overwrite=True replaces the folder's adapter; a's record does not pass to b.
+    assert engine.adapters.save("b", folder, overwrite=True) == folder
+    meta = json.loads(meta_file.read_text())
+    assert meta["name"] == "b" and "note" not in meta
+    assert engine.adapters.load(folder, name="b2").rank == engine.adapters.get("b").rank == 2
+
+
 def test_unknown_adapter_fails_only_that_request(engine):
     bad, good = engine.generate_many([_req(PROMPTS[0], adapters=["nope"]), _req(PROMPTS[1])])
     assert bad.finish_reason is FinishReason.ERROR
