@@ -142,19 +142,40 @@ def _module_sizes(module: Any) -> tuple[int, int] | None:
 def _adapter_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
     file = directory / "adapter_model.safetensors"
     if file.is_file():
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
-        with safe_open(str(file), framework="pt") as handle:
-            return {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}  # noqa: SIM118
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                return {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}  # noqa: SIM118
+        except (SafetensorError, OSError) as exc:
+            raise _unreadable(file, exc) from exc
     file = directory / "adapter_model.bin"
     if file.is_file():
+        import pickle
+
         import torch
 
-        state = torch.load(str(file), map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(str(file), map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, OSError, EOFError) as exc:
+            raise _unreadable(file, exc) from exc
+        if not isinstance(state, dict):
+            raise _unreadable(file, TypeError(f"it holds a {type(state).__name__}, not tensors"))
         return {k: tuple(v.shape) for k, v in state.items()}
     raise AdapterError(
         f"Adapter directory {str(directory)!r} has no adapter_model.safetensors or "
         "adapter_model.bin. Save it again with PEFT save_pretrained or engine.adapters.save."
+    )
+
+
+def _unreadable(file: Path, exc: BaseException) -> AdapterError:
+    # torch's unpickling errors run to many lines of advice for torch.load's callers; the
+    # first says what is wrong.
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return AdapterError(
+        f"Cannot read the adapter weights in {str(file)!r} ({reason}): the file is damaged "
+        "or not an adapter's weights. Save or copy the adapter again (PEFT save_pretrained "
+        "or engine.adapters.save)."
     )
 
 

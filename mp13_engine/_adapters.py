@@ -519,6 +519,11 @@ class AdapterManager:
 
         try:
             config = PeftConfig.from_pretrained(str(directory))
+        except KeyError as exc:  # PEFT picks the config class by peft_type
+            raise AdapterError(
+                f"The adapter config in {str(directory)!r} names a peft_type PEFT does not know "
+                f'({exc}). mp13 serves LoRA adapters (peft_type "LORA") saved by PEFT.'
+            ) from exc
         except (ValueError, OSError, TypeError) as exc:
             raise AdapterError(
                 f"Cannot read the adapter config in {str(directory)!r}: {exc}. It must be a PEFT "

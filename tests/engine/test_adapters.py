@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 
 import pytest
 import torch
@@ -306,6 +307,38 @@ def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
     assert engine.adapters.get("a").rank == 2
     with pytest.raises(AdapterError, match="Invalid adapter name"):
         engine.adapters.load("b", name="__base__")
+
+
+def _damaged(tmp_path: pathlib.Path, adapter_dirs: pathlib.Path, case: str) -> pathlib.Path:
+    folder = tmp_path / case
+    shutil.copytree(adapter_dirs / "a", folder)
+    if case == "garbage-safetensors":
+        (folder / "adapter_model.safetensors").write_bytes(b"garbage" * 10)
+    elif case == "garbage-bin":
+        (folder / "adapter_model.safetensors").unlink()
+        (folder / "adapter_model.bin").write_bytes(b"garbage" * 10)
+    else:
+        config = json.loads((folder / "adapter_config.json").read_text())
+        (folder / "adapter_config.json").write_text(json.dumps({**config, "peft_type": "WHAT"}))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("case", "match"),
+    [
+        ("garbage-safetensors", r"Cannot read the adapter weights in .*header.*damaged"),
+        ("garbage-bin", r"Cannot read the adapter weights in .*adapter_model\.bin.*damaged"),
+        ("unknown-peft-type", r"names a peft_type PEFT does not know \('WHAT'\)"),
+    ],
+)
+def test_a_damaged_adapter_folder_is_an_adapter_error(engine, adapter_dirs, tmp_path, case, match):
+    """These used to escape as SafetensorError, UnpicklingError and KeyError."""
+    engine.adapters.load("b")
+    with pytest.raises(AdapterError, match=match) as info:
+        engine.adapters.load(_damaged(tmp_path, adapter_dirs, case), name="x")
+    assert "\n" not in str(info.value)  # torch's pages of unpickling advice are not shown
+    assert [i.name for i in engine.adapters.list()] == ["b"]
+    assert engine.generate(_req(PROMPTS[0], adapters=["b"])).ok
 
 
 def test_incompatible_adapter_is_refused_with_reason(engine, tmp_path):
