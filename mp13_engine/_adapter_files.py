@@ -103,7 +103,7 @@ def _describe_base(model: Any, name: str) -> dict[str, Any]:
     base = peft_base_model(model)
     return {
         "name": name,
-        "base_model": _base_name(base),
+        "base_model": base_model_name(base),
         "model_type": base.config.model_type or None,
         "architectures": list(base.config.architectures or []),
     }
@@ -127,7 +127,8 @@ def holds_adapter(folder: Path) -> bool:
     return any((folder / n).is_file() for n in names)
 
 
-def _base_name(model: Any) -> str | None:
+def base_model_name(model: Any) -> str | None:
+    """The name or path ``model`` was loaded from, as PEFT records it in adapter configs."""
     return model.name_or_path or model.config.name_or_path or None
 
 
@@ -218,7 +219,7 @@ def check_compatible(base: Any, directory: Path, config: Any) -> None:
             raise AdapterError(
                 f"Adapter {str(directory)!r} was trained on a {theirs!r} model "
                 f"({meta.get('base_model')}), but the engine's base model is a {model_type!r} "
-                f"model ({_base_name(base)}). Load it on the base model it was trained for."
+                f"model ({base_model_name(base)}). Load it on the base model it was trained for."
             )
     modules = dict(base.named_modules())
     problems: list[str] = []
@@ -240,7 +241,7 @@ def check_compatible(base: Any, directory: Path, config: Any) -> None:
         )
         raise AdapterError(
             f"Adapter {str(directory)!r} does not fit the engine's base model "
-            f"({_base_name(base)}, {model_type}); it was made for "
+            f"({base_model_name(base)}, {model_type}); it was made for "
             f"{config.base_model_name_or_path!r}: {shown}. Load it on that base model, or "
             "retrain it for this one."
         )

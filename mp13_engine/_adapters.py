@@ -53,6 +53,7 @@ import attrs
 
 from mp13_engine._adapter_files import (
     adapter_name_problem,
+    base_model_name,
     check_compatible,
     check_wrappable,
     holds_adapter,
@@ -496,8 +497,14 @@ class AdapterManager:
         """Register the adapter a job trained (usable at once) and save it to ``directory``."""
         config = self._model().peft_config[name]
         self._drop_combos_on_worker(lambda k: name in k)  # built from its old weights
+        info = _info_from_config(name, None, config, AdapterSource.TRAINED)
+        if info.base_model is None:
+            # PEFT records the base model in a config only when it wraps the model (the first
+            # adapter) or saves the adapter; a job that added its adapter to an already wrapped
+            # model would list base_model=None although the engine's model is its base.
+            info = attrs.evolve(info, base_model=base_model_name(self._base_model()))
         with self._state.lock:
-            self._state.infos[name] = _info_from_config(name, None, config, AdapterSource.TRAINED)
+            self._state.infos[name] = info
         return self._save_on_worker(name, directory, metadata)
 
     def _delete_on_worker(self, name: str) -> None:

@@ -414,6 +414,9 @@ def test_unload_trained_adapter_keeps_serving_and_loading(engine, tmp_path, othe
         adapter="ad1", dataset=TRAIN_ROWS, max_steps=2, batch_size=4, output_dir=str(tmp_path)
     )
     engine.train(config).result(timeout=300)
+    saved_config = json.loads((tmp_path / "adapter_config.json").read_text())
+    # Trained after a loaded adapter ("before"), its info said base_model=None.
+    assert engine.adapters.get("ad1").base_model == saved_config["base_model_name_or_path"]
     if other == "after":
         engine.adapters.load("a")
     engine.adapters.save("ad1", tmp_path / "saved")
