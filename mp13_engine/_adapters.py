@@ -44,6 +44,7 @@ from __future__ import annotations
 import enum
 import math
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -149,6 +150,22 @@ def _check_name(name: str) -> None:
         raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
 
 
+def _name_from_folder(directory: Path) -> str:
+    """The folder's name as the adapter's name; AdapterError saying to pass ``name=`` if it
+    cannot be one (``pirate-v1.0``): the caller never chose that name, so "pick another"
+    alone would not tell them where."""
+    name = directory.name
+    problem = adapter_name_problem(name)
+    if problem is None:
+        return name
+    fixed = re.sub(r"[/\\:.\s]+", "-", name).strip("-_ ")
+    hint = f"name={fixed!r}" if fixed and adapter_name_problem(fixed) is None else "name=..."
+    raise AdapterError(
+        f"The adapter folder's name {name!r} cannot name an adapter: {problem}. Give it a "
+        f"name: engine.adapters.load({str(directory)!r}, {hint})."
+    )
+
+
 class EngineSeam(Protocol):
     """What the manager uses of its engine (``mp13_engine._engine`` documents these seams)."""
 
@@ -220,8 +237,7 @@ class AdapterManager:
             _check_name(name)  # before touching the disk: a bad name is a bad call
         directory = self.resolve_path(path)
         if name is None:
-            name = directory.name
-            _check_name(name)
+            name = _name_from_folder(directory)
         return self._run(self._load_on_worker, directory, name, replace)
 
     def unload(self, name: str) -> None:

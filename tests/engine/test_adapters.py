@@ -307,6 +307,14 @@ def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
     assert engine.adapters.get("a").rank == 2
     with pytest.raises(AdapterError, match="Invalid adapter name"):
         engine.adapters.load("b", name="__base__")
+    # A folder whose name cannot name an adapter: the caller never chose that name, so the
+    # error says to pass one (it used to say only "Pick another name").
+    folder = tmp_path / "pirate-v1.0"
+    shutil.copytree(adapter_dirs / "b", folder)
+    with pytest.raises(AdapterError, match=r"folder's name 'pirate-v1\.0' cannot name") as info:
+        engine.adapters.load(folder)
+    assert f"engine.adapters.load({str(folder)!r}, name='pirate-v1-0')" in str(info.value)
+    assert engine.adapters.load(folder, name="pirate-v1-0").rank == 2
 
 
 def _damaged(tmp_path: pathlib.Path, adapter_dirs: pathlib.Path, case: str) -> pathlib.Path:
