@@ -79,6 +79,7 @@ if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
     from mp13_engine._training._host import TrainingHost
 
 _COMBO_PREFIX = "__combo__"
+_TRIAL_PREFIX = "__replacing__"  # a replacement on trial (names never start with "__")
 T = TypeVar("T")
 
 
@@ -231,7 +232,9 @@ class AdapterManager:
 
         Checks that the adapter fits the base model (module names and shapes)
         before touching the model. ``replace=True`` swaps out an adapter of the
-        same name; otherwise a duplicate name is an error.
+        same name, keeping its place in the defaults and its combine weights (a
+        replacement PEFT refuses leaves the old adapter as it was); otherwise a
+        duplicate name is an error.
         """
         if name is not None:
             _check_name(name)  # before touching the disk: a bad name is a bad call
@@ -538,7 +541,7 @@ class AdapterManager:
             repoint_active_adapter(model)
 
     def _load_on_worker(self, directory: Path, name: str, replace: bool) -> AdapterInfo:
-        from peft import LoraConfig, PeftConfig, PeftModelForCausalLM
+        from peft import LoraConfig, PeftConfig
 
         try:
             config = PeftConfig.from_pretrained(str(directory))
@@ -569,7 +572,32 @@ class AdapterManager:
         check_compatible(base, directory, config)
         check_wrappable(base, f"load adapter {str(directory)!r}")
         if exists:
-            self._unload_on_worker(name)
+            # Load the replacement on trial under a reserved name first: one PEFT refuses
+            # leaves the old adapter serving, in the defaults and in its combine weights, as
+            # it was (it used to be unloaded first, and lost). The old one then goes (its
+            # combinations and running requests with it), and its place stays the new one's.
+            trial = _TRIAL_PREFIX + name
+            self._peft_load_on_worker(directory, trial)
+            self._delete_on_worker(trial)
+            self._drop_combos_on_worker(lambda k: name in k)
+            self._delete_on_worker(name)
+        try:
+            self._peft_load_on_worker(directory, name)
+        except AdapterError:
+            if exists:  # PEFT took the same folder a moment ago; should it not, say so truly
+                self._forget_on_worker(name)
+            raise
+        info = _info_from_config(
+            name, str(directory), self._model().peft_config[name], AdapterSource.LOADED
+        )
+        with self._state.lock:
+            self._state.infos[name] = info
+        return info
+
+    def _peft_load_on_worker(self, directory: Path, name: str) -> None:
+        """Load ``directory`` into the model as PEFT adapter ``name``; a failure changes nothing."""
+        from peft import PeftModelForCausalLM
+
         model = self._model()
         wrapped = is_peft_model(model)
         # Wrapping a plain model changes it in place (frozen parameters); kept to undo a failure.
@@ -594,18 +622,16 @@ class AdapterManager:
                 "Check that it was trained for this base model."
             ) from exc
         model.eval()
-        info = _info_from_config(
-            name, str(directory), model.peft_config[name], AdapterSource.LOADED
-        )
-        with self._state.lock:
-            self._state.infos[name] = info
-        return info
 
     def _unload_on_worker(self, name: str) -> None:
         self._check_loaded((name,))
         self._refuse_if_training(name, "unload")
         self._drop_combos_on_worker(lambda k: name in k)
         self._delete_on_worker(name)
+        self._forget_on_worker(name)
+
+    def _forget_on_worker(self, name: str) -> None:
+        """Take ``name`` out of the registry, the defaults and the combine weights."""
         with self._state.lock:
             del self._state.infos[name]
             self._state.defaults = tuple(n for n in self._state.defaults if n != name)

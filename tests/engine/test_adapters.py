@@ -349,6 +349,35 @@ def test_a_damaged_adapter_folder_is_an_adapter_error(engine, adapter_dirs, tmp_
     assert engine.generate(_req(PROMPTS[0], adapters=["b"])).ok
 
 
+def test_replacing_keeps_the_defaults_and_a_refused_replacement_loses_nothing(
+    engine, adapter_dirs, tmp_path
+):
+    """replace=True used to unload first: a replacement PEFT refused left no adapter of that
+    name, and even a good one dropped it from the defaults (requests with adapters=None then
+    ran on the base model) and forgot its combine weights."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    engine.adapters.set_default("a")
+    engine.adapters.combine(["a", "b"], [0.5, 2.0])
+    plain, combined = _req(PROMPTS[3], n=10), _req(PROMPTS[3], adapters=["a", "b"], n=10)
+    before = [engine.generate(r).raw_text for r in (plain, combined)]
+    broken = tmp_path / "r0"
+    shutil.copytree(adapter_dirs / "b", broken)
+    config = json.loads((broken / "adapter_config.json").read_text())
+    (broken / "adapter_config.json").write_text(json.dumps({**config, "r": 0}))
+    with pytest.raises(AdapterError, match=r"PEFT could not load adapter .*r0"):
+        engine.adapters.load(broken, name="a", replace=True)
+    assert engine.adapters.get("a").rank == 4 and engine.adapters.defaults == ("a",)
+    assert [engine.generate(r).raw_text for r in (plain, combined)] == before
+    assert not [n for n in engine.model.peft_config if n.startswith("__replacing__")]
+    engine.adapters.load("b", name="a", replace=True)
+    assert engine.adapters.get("a").rank == 2 and engine.adapters.defaults == ("a",)
+    assert engine.generate(plain).raw_text == engine.generate(_req(PROMPTS[3], ["b"], 10)).raw_text
+    kept = engine.generate(combined).raw_text
+    engine.adapters.combine(["a", "b"], [0.5, 2.0])  # what the replace kept: nothing changes
+    assert engine.generate(combined).raw_text == kept
+
+
 def test_incompatible_adapter_is_refused_with_reason(engine, tmp_path):
     """An adapter made for another architecture (other hidden size) fails before any change."""
     from peft import LoraConfig, get_peft_model
