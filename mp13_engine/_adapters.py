@@ -236,6 +236,8 @@ class AdapterManager:
         replacement PEFT refuses leaves the old adapter as it was); otherwise a
         duplicate name is an error.
         """
+        if not isinstance(replace, bool):  # "no" would replace: it is truthy
+            raise AdapterError(f"load() replace is True or False, not {replace!r}")
         if name is not None:
             _check_name(name)  # before touching the disk: a bad name is a bad call
         directory = self.resolve_path(path)

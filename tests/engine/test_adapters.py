@@ -159,6 +159,7 @@ def test_set_default_applies_when_request_names_none(engine):
         (lambda a: a.combine(["a", "b"], [1.0, "x"]), r"finite numbers, got \[1.0, 'x'\]"),
         (lambda a: a.combine(["a", "b"], [1.0, float("nan")]), "weights are finite numbers"),
         (lambda a: a.load(5), "an adapter folder is a path .*, not int"),
+        (lambda a: a.load("a", replace="no"), "replace is True or False, not 'no'"),
         (lambda a: a.save("a", None), "an adapter folder is a path .*, not NoneType"),
         (lambda a: a.unload(["a"]), r"Unknown adapter \['a'\]"),
         (lambda a: a.get(["a"]), r"Unknown adapter \['a'\]"),
