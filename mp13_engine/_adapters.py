@@ -98,7 +98,9 @@ class AdapterInfo:
     """What the engine knows about one loaded adapter."""
 
     name: str
-    path: str | None  # directory it was loaded from / last saved to; None if never on disk
+    # Directory it was loaded from / last saved to; None if never on disk, or if another
+    # adapter was since saved over that directory.
+    path: str | None
     rank: int
     alpha: float
     targets: tuple[str, ...] = attrs.field(converter=as_tuple)
@@ -659,6 +661,11 @@ class AdapterManager:
         own = Path(info.path) if info.path is not None else None
         write_adapter_dir(self._model(), name, path, metadata, carry_from=own)
         with self._state.lock:
+            # Another adapter whose folder this was no longer has its weights there: its path
+            # would let a later save of it over this one pass as a save over its own folder.
+            for other, known in self._state.infos.items():
+                if other != name and known.path is not None and Path(known.path) == path:
+                    self._state.infos[other] = attrs.evolve(known, path=None)
             self._state.infos[name] = attrs.evolve(info, path=str(path))
         return path
 

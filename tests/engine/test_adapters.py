@@ -203,16 +203,21 @@ def test_saving_over_another_adapters_folder_is_refused_unless_overwrite(engine,
         engine.adapters.save("b", folder)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing lost
     assert engine.adapters.get("b").path != str(folder)
-    # Its own folder is written over freely, and what mp13 recorded there is kept ...
+    # Its own folder is written over freely, and what mp13 recorded there is kept.
     assert engine.adapters.save("a", folder) == folder
     assert json.loads(meta_file.read_text())["note"] == "a's"
-    # ... and carried to a new folder too.
-    copy = engine.adapters.save("a", tmp_path / "a-copy")
-    assert json.loads((copy / METADATA_FILE).read_text())["note"] == "a's"
     # overwrite=True replaces the folder's adapter; a's record does not pass to b.
     assert engine.adapters.save("b", folder, overwrite=True) == folder
     meta = json.loads(meta_file.read_text())
     assert meta["name"] == "b" and "note" not in meta
+    # a's weights are no longer there: its info says so, and saving it back needs overwrite.
+    assert engine.adapters.get("a").path is None
+    with pytest.raises(AdapterError, match="already holds another saved adapter"):
+        engine.adapters.save("a", folder)
+    # What mp13 recorded about an adapter goes with it to a new folder.
+    meta_file.write_text(json.dumps({**meta, "note": "b's"}))
+    copy = engine.adapters.save("b", tmp_path / "b-copy")
+    assert json.loads((copy / METADATA_FILE).read_text())["note"] == "b's"
     assert engine.adapters.load(folder, name="b2").rank == engine.adapters.get("b").rank == 2
 
 
