@@ -565,6 +565,14 @@ class AdapterManager:
                 f"Adapter {str(directory)!r} is a {kind} adapter; mp13 serves LoRA "
                 "adapters only. Convert or retrain it as LoRA."
             )
+        if getattr(config, "use_dora", False):
+            # PEFT refuses per-row adapter_names with DoRA, and mp13 serves every request that
+            # way: it would load, then fail every request that names it.
+            raise AdapterError(
+                f"Adapter {str(directory)!r} is a DoRA adapter (use_dora=True), which PEFT "
+                "cannot serve per request in a mixed batch, as mp13 does. Merge it into the "
+                "base model, or retrain it as plain LoRA."
+            )
         self._refuse_if_training(name, "load over" if name in self else "load")
         exists = name in self
         if exists and not replace:

@@ -384,6 +384,22 @@ def test_replacing_keeps_the_defaults_and_a_refused_replacement_loses_nothing(
     assert engine.generate(combined).raw_text == kept
 
 
+def test_a_dora_adapter_is_refused_at_load(engine, tiny_model_path, tmp_path):
+    """It used to load, then fail every request on it ("generation failed: ValueError: Cannot
+    pass `adapter_names` when DoRA is enabled")."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    config = LoraConfig(r=4, target_modules=["q_proj"], use_dora=True, init_lora_weights=False)
+    get_peft_model(base, config).save_pretrained(tmp_path / "dora")
+    engine.adapters.load("a")
+    with pytest.raises(AdapterError, match=r"is a DoRA adapter .*retrain it as plain LoRA"):
+        engine.adapters.load(tmp_path / "dora")
+    assert [i.name for i in engine.adapters.list()] == ["a"]
+    assert engine.generate(_req(PROMPTS[0], adapters=["a"])).ok
+
+
 def test_incompatible_adapter_is_refused_with_reason(engine, tmp_path):
     """An adapter made for another architecture (other hidden size) fails before any change."""
     from peft import LoraConfig, get_peft_model
