@@ -56,17 +56,40 @@ def adapter_name_problem(name: object) -> str | None:
 
 
 def write_adapter_dir(
-    model: Any, name: str, path: Path, metadata: dict[str, Any] | None = None
+    model: Any,
+    name: str,
+    path: Path,
+    metadata: dict[str, Any] | None = None,
+    *,
+    carry_from: Path | None = None,
 ) -> None:
-    """Write adapter ``name`` of PeftModel ``model`` to ``path`` (PEFT files + mp13 metadata)."""
+    """Write adapter ``name`` of PeftModel ``model`` to ``path`` (PEFT files + mp13 metadata).
+
+    Without ``metadata``, what mp13 recorded in ``carry_from`` (the folder the adapter was
+    loaded from or last saved to: training's data, config and loss) is kept; a folder's
+    metadata never passes to another adapter saved over it. A folder that cannot be made
+    or written is an ``AdapterError``.
+    """
+    try:
+        _write_files(model, name, path)
+        meta = {**_read_metadata(carry_from), **_describe_base(model, name)}
+        meta.update(metadata or {})
+        (path / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+    except OSError as exc:
+        raise AdapterError(
+            f"Saving adapter {name!r} to {str(path)!r} failed: {exc}. Give a folder that can "
+            "be written (new, or one to write the adapter's files into)."
+        ) from exc
+
+
+def _write_files(model: Any, name: str, path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
-    base = peft_base_model(model)
     # PEFT writes a non-"default" adapter into a subfolder named after it; save into a
     # scratch dir next to the target and move the files so `path` itself is the adapter dir.
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".mp13-save-") as tmp:
         try:
             model.save_pretrained(tmp, selected_adapters=[name])
-        except (ValueError, OSError, RuntimeError) as exc:
+        except (ValueError, RuntimeError) as exc:
             raise AdapterError(
                 f"Saving adapter {name!r} to {str(path)!r} failed: {exc}. Check the path."
             ) from exc
@@ -74,21 +97,38 @@ def write_adapter_dir(
         for item in produced.iterdir():
             if item.is_file():
                 shutil.move(str(item), str(path / item.name))
-    meta = {
+
+
+def _describe_base(model: Any, name: str) -> dict[str, Any]:
+    base = peft_base_model(model)
+    return {
         "name": name,
-        "base_model": _base_name(base),
+        "base_model": base_model_name(base),
         "model_type": base.config.model_type or None,
         "architectures": list(base.config.architectures or []),
     }
-    old = path / METADATA_FILE
-    if metadata is None and old.is_file():
-        # Re-saving keeps what training recorded (data, config, loss).
-        meta = {**json.loads(old.read_text()), **meta}
-    meta.update(metadata or {})
-    old.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
 
 
-def _base_name(model: Any) -> str | None:
+def _read_metadata(folder: Path | None) -> dict[str, Any]:
+    """mp13's metadata in ``folder``; {} when there is none or it cannot be read."""
+    file = None if folder is None else folder / METADATA_FILE
+    if file is None or not file.is_file():
+        return {}
+    try:
+        meta = json.loads(file.read_text())
+    except (ValueError, OSError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def holds_adapter(folder: Path) -> bool:
+    """Whether ``folder`` holds a saved adapter (files a save into it would overwrite)."""
+    names = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+    return any((folder / n).is_file() for n in names)
+
+
+def base_model_name(model: Any) -> str | None:
+    """The name or path ``model`` was loaded from, as PEFT records it in adapter configs."""
     return model.name_or_path or model.config.name_or_path or None
 
 
@@ -103,19 +143,40 @@ def _module_sizes(module: Any) -> tuple[int, int] | None:
 def _adapter_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
     file = directory / "adapter_model.safetensors"
     if file.is_file():
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
-        with safe_open(str(file), framework="pt") as handle:
-            return {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}  # noqa: SIM118
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                return {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}  # noqa: SIM118
+        except (SafetensorError, OSError) as exc:
+            raise _unreadable(file, exc) from exc
     file = directory / "adapter_model.bin"
     if file.is_file():
+        import pickle
+
         import torch
 
-        state = torch.load(str(file), map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(str(file), map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, OSError, EOFError) as exc:
+            raise _unreadable(file, exc) from exc
+        if not isinstance(state, dict):
+            raise _unreadable(file, TypeError(f"it holds a {type(state).__name__}, not tensors"))
         return {k: tuple(v.shape) for k, v in state.items()}
     raise AdapterError(
         f"Adapter directory {str(directory)!r} has no adapter_model.safetensors or "
         "adapter_model.bin. Save it again with PEFT save_pretrained or engine.adapters.save."
+    )
+
+
+def _unreadable(file: Path, exc: BaseException) -> AdapterError:
+    # torch's unpickling errors run to many lines of advice for torch.load's callers; the
+    # first says what is wrong.
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return AdapterError(
+        f"Cannot read the adapter weights in {str(file)!r} ({reason}): the file is damaged "
+        "or not an adapter's weights. Save or copy the adapter again (PEFT save_pretrained "
+        "or engine.adapters.save)."
     )
 
 
@@ -150,19 +211,15 @@ def check_compatible(base: Any, directory: Path, config: Any) -> None:
     module the adapter's weights target exists in the base model, and that the
     LoRA matrices' shapes match that module's input/output sizes.
     """
-    meta_file = directory / METADATA_FILE
     model_type = base.config.model_type or None
-    if meta_file.is_file():
-        try:
-            meta = json.loads(meta_file.read_text())
-        except ValueError:
-            meta = {}
+    meta = _read_metadata(directory)
+    if meta:
         theirs = meta.get("model_type")
         if theirs and model_type and theirs != model_type:
             raise AdapterError(
                 f"Adapter {str(directory)!r} was trained on a {theirs!r} model "
                 f"({meta.get('base_model')}), but the engine's base model is a {model_type!r} "
-                f"model ({_base_name(base)}). Load it on the base model it was trained for."
+                f"model ({base_model_name(base)}). Load it on the base model it was trained for."
             )
     modules = dict(base.named_modules())
     problems: list[str] = []
@@ -184,7 +241,7 @@ def check_compatible(base: Any, directory: Path, config: Any) -> None:
         )
         raise AdapterError(
             f"Adapter {str(directory)!r} does not fit the engine's base model "
-            f"({_base_name(base)}, {model_type}); it was made for "
+            f"({base_model_name(base)}, {model_type}); it was made for "
             f"{config.base_model_name_or_path!r}: {shown}. Load it on that base model, or "
             "retrain it for this one."
         )

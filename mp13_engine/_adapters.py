@@ -44,6 +44,7 @@ from __future__ import annotations
 import enum
 import math
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -53,8 +54,10 @@ import attrs
 
 from mp13_engine._adapter_files import (
     adapter_name_problem,
+    base_model_name,
     check_compatible,
     check_wrappable,
+    holds_adapter,
     write_adapter_dir,
 )
 from mp13_engine._compat import (
@@ -76,6 +79,7 @@ if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
     from mp13_engine._training._host import TrainingHost
 
 _COMBO_PREFIX = "__combo__"
+_TRIAL_PREFIX = "__replacing__"  # a replacement on trial (names never start with "__")
 T = TypeVar("T")
 
 
@@ -94,7 +98,9 @@ class AdapterInfo:
     """What the engine knows about one loaded adapter."""
 
     name: str
-    path: str | None  # directory it was loaded from / last saved to; None if never on disk
+    # Directory it was loaded from / last saved to; None if never on disk, or if another
+    # adapter was since saved over that directory.
+    path: str | None
     rank: int
     alpha: float
     targets: tuple[str, ...] = attrs.field(converter=as_tuple)
@@ -145,6 +151,22 @@ def _check_name(name: str) -> None:
     problem = adapter_name_problem(name)
     if problem is not None:
         raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
+
+
+def _name_from_folder(directory: Path) -> str:
+    """The folder's name as the adapter's name; AdapterError saying to pass ``name=`` if it
+    cannot be one (``pirate-v1.0``): the caller never chose that name, so "pick another"
+    alone would not tell them where."""
+    name = directory.name
+    problem = adapter_name_problem(name)
+    if problem is None:
+        return name
+    fixed = re.sub(r"[/\\:.\s]+", "-", name).strip("-_ ")
+    hint = f"name={fixed!r}" if fixed and adapter_name_problem(fixed) is None else "name=..."
+    raise AdapterError(
+        f"The adapter folder's name {name!r} cannot name an adapter: {problem}. Give it a "
+        f"name: engine.adapters.load({str(directory)!r}, {hint})."
+    )
 
 
 class EngineSeam(Protocol):
@@ -212,14 +234,17 @@ class AdapterManager:
 
         Checks that the adapter fits the base model (module names and shapes)
         before touching the model. ``replace=True`` swaps out an adapter of the
-        same name; otherwise a duplicate name is an error.
+        same name, keeping its place in the defaults and its combine weights (a
+        replacement PEFT refuses leaves the old adapter as it was); otherwise a
+        duplicate name is an error.
         """
+        if not isinstance(replace, bool):  # "no" would replace: it is truthy
+            raise AdapterError(f"load() replace is True or False, not {replace!r}")
         if name is not None:
             _check_name(name)  # before touching the disk: a bad name is a bad call
         directory = self.resolve_path(path)
         if name is None:
-            name = directory.name
-            _check_name(name)
+            name = _name_from_folder(directory)
         return self._run(self._load_on_worker, directory, name, replace)
 
     def unload(self, name: str) -> None:
@@ -250,15 +275,22 @@ class AdapterManager:
         with self._state.lock:
             return isinstance(name, str) and name in self._state.infos
 
-    def save(self, name: str, path: str | os.PathLike[str]) -> Path:
-        """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata)."""
+    def save(self, name: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Save adapter ``name`` to directory ``path`` in plain PEFT format (+ mp13 metadata).
+
+        A folder that already holds another saved adapter is refused unless
+        ``overwrite=True`` (its weights would be lost); the adapter's own folder (the
+        one it was loaded from or last saved to) is written over freely.
+        """
         target = _folder(path).expanduser().resolve()
+        if not isinstance(overwrite, bool):
+            raise AdapterError(f"save() overwrite is True or False, not {overwrite!r}")
         if target.exists() and not target.is_dir():
             raise AdapterError(
                 f"cannot save adapter {name!r} to {str(target)!r}: it is a file; "
                 "give a folder (new, or one to write the adapter's files into)"
             )
-        return self._run(self._save_on_worker, name, target)
+        return self._run(self._save_checked_on_worker, name, target, overwrite)
 
     def set_default(self, names: str | Sequence[str] | None) -> None:
         """Adapters used when ``Request.adapters`` is None (``[]``/None = base model)."""
@@ -299,6 +331,14 @@ class AdapterManager:
             raise AdapterError(
                 "combine() needs at least two adapter names and one weight per name; "
                 f"got names={list(names)} weights={list(weights)}."
+            )
+        repeated = sorted({n for n in names if names.count(n) > 1}, key=str)
+        if repeated:
+            # dict(zip(...)) would keep the last weight of a repeated name and store weights
+            # for a set no request can name, so the call would change nothing, silently.
+            raise AdapterError(
+                f"combine() takes each adapter once, but {list(names)} repeats {repeated}. "
+                "Name each adapter once, with one weight each."
             )
         self._run(self._set_weights_on_worker, dict(zip(names, weights, strict=True)))
 
@@ -480,8 +520,14 @@ class AdapterManager:
         """Register the adapter a job trained (usable at once) and save it to ``directory``."""
         config = self._model().peft_config[name]
         self._drop_combos_on_worker(lambda k: name in k)  # built from its old weights
+        info = _info_from_config(name, None, config, AdapterSource.TRAINED)
+        if info.base_model is None:
+            # PEFT records the base model in a config only when it wraps the model (the first
+            # adapter) or saves the adapter; a job that added its adapter to an already wrapped
+            # model would list base_model=None although the engine's model is its base.
+            info = attrs.evolve(info, base_model=base_model_name(self._base_model()))
         with self._state.lock:
-            self._state.infos[name] = _info_from_config(name, None, config, AdapterSource.TRAINED)
+            self._state.infos[name] = info
         return self._save_on_worker(name, directory, metadata)
 
     def _delete_on_worker(self, name: str) -> None:
@@ -499,10 +545,15 @@ class AdapterManager:
             repoint_active_adapter(model)
 
     def _load_on_worker(self, directory: Path, name: str, replace: bool) -> AdapterInfo:
-        from peft import LoraConfig, PeftConfig, PeftModelForCausalLM
+        from peft import LoraConfig, PeftConfig
 
         try:
             config = PeftConfig.from_pretrained(str(directory))
+        except KeyError as exc:  # PEFT picks the config class by peft_type
+            raise AdapterError(
+                f"The adapter config in {str(directory)!r} names a peft_type PEFT does not know "
+                f'({exc}). mp13 serves LoRA adapters (peft_type "LORA") saved by PEFT.'
+            ) from exc
         except (ValueError, OSError, TypeError) as exc:
             raise AdapterError(
                 f"Cannot read the adapter config in {str(directory)!r}: {exc}. It must be a PEFT "
@@ -513,6 +564,14 @@ class AdapterManager:
             raise AdapterError(
                 f"Adapter {str(directory)!r} is a {kind} adapter; mp13 serves LoRA "
                 "adapters only. Convert or retrain it as LoRA."
+            )
+        if getattr(config, "use_dora", False):
+            # PEFT refuses per-row adapter_names with DoRA, and mp13 serves every request that
+            # way: it would load, then fail every request that names it.
+            raise AdapterError(
+                f"Adapter {str(directory)!r} is a DoRA adapter (use_dora=True), which PEFT "
+                "cannot serve per request in a mixed batch, as mp13 does. Merge it into the "
+                "base model, or retrain it as plain LoRA."
             )
         self._refuse_if_training(name, "load over" if name in self else "load")
         exists = name in self
@@ -525,7 +584,32 @@ class AdapterManager:
         check_compatible(base, directory, config)
         check_wrappable(base, f"load adapter {str(directory)!r}")
         if exists:
-            self._unload_on_worker(name)
+            # Load the replacement on trial under a reserved name first: one PEFT refuses
+            # leaves the old adapter serving, in the defaults and in its combine weights, as
+            # it was (it used to be unloaded first, and lost). The old one then goes (its
+            # combinations and running requests with it), and its place stays the new one's.
+            trial = _TRIAL_PREFIX + name
+            self._peft_load_on_worker(directory, trial)
+            self._delete_on_worker(trial)
+            self._drop_combos_on_worker(lambda k: name in k)
+            self._delete_on_worker(name)
+        try:
+            self._peft_load_on_worker(directory, name)
+        except AdapterError:
+            if exists:  # PEFT took the same folder a moment ago; should it not, say so truly
+                self._forget_on_worker(name)
+            raise
+        info = _info_from_config(
+            name, str(directory), self._model().peft_config[name], AdapterSource.LOADED
+        )
+        with self._state.lock:
+            self._state.infos[name] = info
+        return info
+
+    def _peft_load_on_worker(self, directory: Path, name: str) -> None:
+        """Load ``directory`` into the model as PEFT adapter ``name``; a failure changes nothing."""
+        from peft import PeftModelForCausalLM
+
         model = self._model()
         wrapped = is_peft_model(model)
         # Wrapping a plain model changes it in place (frozen parameters); kept to undo a failure.
@@ -550,30 +634,46 @@ class AdapterManager:
                 "Check that it was trained for this base model."
             ) from exc
         model.eval()
-        info = _info_from_config(
-            name, str(directory), model.peft_config[name], AdapterSource.LOADED
-        )
-        with self._state.lock:
-            self._state.infos[name] = info
-        return info
 
     def _unload_on_worker(self, name: str) -> None:
         self._check_loaded((name,))
         self._refuse_if_training(name, "unload")
         self._drop_combos_on_worker(lambda k: name in k)
         self._delete_on_worker(name)
+        self._forget_on_worker(name)
+
+    def _forget_on_worker(self, name: str) -> None:
+        """Take ``name`` out of the registry, the defaults and the combine weights."""
         with self._state.lock:
             del self._state.infos[name]
             self._state.defaults = tuple(n for n in self._state.defaults if n != name)
             for key in [k for k in self._state.weights if name in k]:
                 del self._state.weights[key]
 
+    def _save_checked_on_worker(self, name: str, path: Path, overwrite: bool) -> Path:
+        """``save``: refuses, before writing, a folder holding another saved adapter."""
+        info = self.get(name)
+        own = info.path is not None and Path(info.path).resolve() == path
+        if not own and not overwrite and holds_adapter(path):
+            raise AdapterError(
+                f"Cannot save adapter {name!r} to {str(path)!r}: the folder already holds "
+                "another saved adapter, which this would overwrite. Save to a new folder, or "
+                "pass overwrite=True to replace it."
+            )
+        return self._save_on_worker(name, path)
+
     def _save_on_worker(
         self, name: str, path: Path, metadata: dict[str, Any] | None = None
     ) -> Path:
         info = self.get(name)
-        write_adapter_dir(self._model(), name, path, metadata)
+        own = Path(info.path) if info.path is not None else None
+        write_adapter_dir(self._model(), name, path, metadata, carry_from=own)
         with self._state.lock:
+            # Another adapter whose folder this was no longer has its weights there: its path
+            # would let a later save of it over this one pass as a save over its own folder.
+            for other, known in self._state.infos.items():
+                if other != name and known.path is not None and Path(known.path) == path:
+                    self._state.infos[other] = attrs.evolve(known, path=None)
             self._state.infos[name] = attrs.evolve(info, path=str(path))
         return path
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 
 import pytest
 import torch
@@ -158,6 +159,7 @@ def test_set_default_applies_when_request_names_none(engine):
         (lambda a: a.combine(["a", "b"], [1.0, "x"]), r"finite numbers, got \[1.0, 'x'\]"),
         (lambda a: a.combine(["a", "b"], [1.0, float("nan")]), "weights are finite numbers"),
         (lambda a: a.load(5), "an adapter folder is a path .*, not int"),
+        (lambda a: a.load("a", replace="no"), "replace is True or False, not 'no'"),
         (lambda a: a.save("a", None), "an adapter folder is a path .*, not NoneType"),
         (lambda a: a.unload(["a"]), r"Unknown adapter \['a'\]"),
         (lambda a: a.get(["a"]), r"Unknown adapter \['a'\]"),
@@ -176,6 +178,47 @@ def test_saving_onto_a_file_is_refused_and_leaves_the_file(engine, tmp_path):
         engine.adapters.save("a", taken)
     assert taken.read_text(encoding="utf-8") == "mine"
     assert (engine.adapters.save("a", tmp_path / "a-copy") / "adapter_config.json").exists()
+
+
+def test_saving_under_a_file_is_an_adapter_error_and_the_engine_goes_on(engine, tmp_path):
+    """Used to raise a bare NotADirectoryError out of the worker."""
+    engine.adapters.load("a")
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(AdapterError, match=r"failed: .*Give a folder that can be written"):
+        engine.adapters.save("a", tmp_path / "notes.txt" / "sub")
+    assert engine.generate(_req(PROMPTS[0], adapters=["a"])).ok
+    with pytest.raises(AdapterError, match="overwrite is True or False, not 'yes'"):
+        engine.adapters.save("a", tmp_path / "x", overwrite="yes")
+
+
+def test_saving_over_another_adapters_folder_is_refused_unless_overwrite(engine, tmp_path):
+    """Saving b into a's folder used to replace a's weights silently and keep a's metadata."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    folder = engine.adapters.save("a", tmp_path / "a-saved")
+    meta_file = folder / METADATA_FILE
+    meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), "note": "a's"}))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(AdapterError, match=r"already holds another saved adapter.*overwrite=True"):
+        engine.adapters.save("b", folder)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing lost
+    assert engine.adapters.get("b").path != str(folder)
+    # Its own folder is written over freely, and what mp13 recorded there is kept.
+    assert engine.adapters.save("a", folder) == folder
+    assert json.loads(meta_file.read_text())["note"] == "a's"
+    # overwrite=True replaces the folder's adapter; a's record does not pass to b.
+    assert engine.adapters.save("b", folder, overwrite=True) == folder
+    meta = json.loads(meta_file.read_text())
+    assert meta["name"] == "b" and "note" not in meta
+    # a's weights are no longer there: its info says so, and saving it back needs overwrite.
+    assert engine.adapters.get("a").path is None
+    with pytest.raises(AdapterError, match="already holds another saved adapter"):
+        engine.adapters.save("a", folder)
+    # What mp13 recorded about an adapter goes with it to a new folder.
+    meta_file.write_text(json.dumps({**meta, "note": "b's"}))
+    copy = engine.adapters.save("b", tmp_path / "b-copy")
+    assert json.loads((copy / METADATA_FILE).read_text())["note"] == "b's"
+    assert engine.adapters.load(folder, name="b2").rank == engine.adapters.get("b").rank == 2
 
 
 def test_unknown_adapter_fails_only_that_request(engine):
@@ -270,6 +313,91 @@ def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
     assert engine.adapters.get("a").rank == 2
     with pytest.raises(AdapterError, match="Invalid adapter name"):
         engine.adapters.load("b", name="__base__")
+    # A folder whose name cannot name an adapter: the caller never chose that name, so the
+    # error says to pass one (it used to say only "Pick another name").
+    folder = tmp_path / "pirate-v1.0"
+    shutil.copytree(adapter_dirs / "b", folder)
+    with pytest.raises(AdapterError, match=r"folder's name 'pirate-v1\.0' cannot name") as info:
+        engine.adapters.load(folder)
+    assert f"engine.adapters.load({str(folder)!r}, name='pirate-v1-0')" in str(info.value)
+    assert engine.adapters.load(folder, name="pirate-v1-0").rank == 2
+
+
+def _damaged(tmp_path: pathlib.Path, adapter_dirs: pathlib.Path, case: str) -> pathlib.Path:
+    folder = tmp_path / case
+    shutil.copytree(adapter_dirs / "a", folder)
+    if case == "garbage-safetensors":
+        (folder / "adapter_model.safetensors").write_bytes(b"garbage" * 10)
+    elif case == "garbage-bin":
+        (folder / "adapter_model.safetensors").unlink()
+        (folder / "adapter_model.bin").write_bytes(b"garbage" * 10)
+    else:
+        config = json.loads((folder / "adapter_config.json").read_text())
+        (folder / "adapter_config.json").write_text(json.dumps({**config, "peft_type": "WHAT"}))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("case", "match"),
+    [
+        ("garbage-safetensors", r"Cannot read the adapter weights in .*header.*damaged"),
+        ("garbage-bin", r"Cannot read the adapter weights in .*adapter_model\.bin.*damaged"),
+        ("unknown-peft-type", r"names a peft_type PEFT does not know \('WHAT'\)"),
+    ],
+)
+def test_a_damaged_adapter_folder_is_an_adapter_error(engine, adapter_dirs, tmp_path, case, match):
+    """These used to escape as SafetensorError, UnpicklingError and KeyError."""
+    engine.adapters.load("b")
+    with pytest.raises(AdapterError, match=match) as info:
+        engine.adapters.load(_damaged(tmp_path, adapter_dirs, case), name="x")
+    assert "\n" not in str(info.value)  # torch's pages of unpickling advice are not shown
+    assert [i.name for i in engine.adapters.list()] == ["b"]
+    assert engine.generate(_req(PROMPTS[0], adapters=["b"])).ok
+
+
+def test_replacing_keeps_the_defaults_and_a_refused_replacement_loses_nothing(
+    engine, adapter_dirs, tmp_path
+):
+    """replace=True used to unload first: a replacement PEFT refused left no adapter of that
+    name, and even a good one dropped it from the defaults (requests with adapters=None then
+    ran on the base model) and forgot its combine weights."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    engine.adapters.set_default("a")
+    engine.adapters.combine(["a", "b"], [0.5, 2.0])
+    plain, combined = _req(PROMPTS[3], n=10), _req(PROMPTS[3], adapters=["a", "b"], n=10)
+    before = [engine.generate(r).raw_text for r in (plain, combined)]
+    broken = tmp_path / "r0"
+    shutil.copytree(adapter_dirs / "b", broken)
+    config = json.loads((broken / "adapter_config.json").read_text())
+    (broken / "adapter_config.json").write_text(json.dumps({**config, "r": 0}))
+    with pytest.raises(AdapterError, match=r"PEFT could not load adapter .*r0"):
+        engine.adapters.load(broken, name="a", replace=True)
+    assert engine.adapters.get("a").rank == 4 and engine.adapters.defaults == ("a",)
+    assert [engine.generate(r).raw_text for r in (plain, combined)] == before
+    assert not [n for n in engine.model.peft_config if n.startswith("__replacing__")]
+    engine.adapters.load("b", name="a", replace=True)
+    assert engine.adapters.get("a").rank == 2 and engine.adapters.defaults == ("a",)
+    assert engine.generate(plain).raw_text == engine.generate(_req(PROMPTS[3], ["b"], 10)).raw_text
+    kept = engine.generate(combined).raw_text
+    engine.adapters.combine(["a", "b"], [0.5, 2.0])  # what the replace kept: nothing changes
+    assert engine.generate(combined).raw_text == kept
+
+
+def test_a_dora_adapter_is_refused_at_load(engine, tiny_model_path, tmp_path):
+    """It used to load, then fail every request on it ("generation failed: ValueError: Cannot
+    pass `adapter_names` when DoRA is enabled")."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    config = LoraConfig(r=4, target_modules=["q_proj"], use_dora=True, init_lora_weights=False)
+    get_peft_model(base, config).save_pretrained(tmp_path / "dora")
+    engine.adapters.load("a")
+    with pytest.raises(AdapterError, match=r"is a DoRA adapter .*retrain it as plain LoRA"):
+        engine.adapters.load(tmp_path / "dora")
+    assert [i.name for i in engine.adapters.list()] == ["a"]
+    assert engine.generate(_req(PROMPTS[0], adapters=["a"])).ok
 
 
 def test_incompatible_adapter_is_refused_with_reason(engine, tmp_path):
@@ -345,6 +473,9 @@ def test_unload_trained_adapter_keeps_serving_and_loading(engine, tmp_path, othe
         adapter="ad1", dataset=TRAIN_ROWS, max_steps=2, batch_size=4, output_dir=str(tmp_path)
     )
     engine.train(config).result(timeout=300)
+    saved_config = json.loads((tmp_path / "adapter_config.json").read_text())
+    # Trained after a loaded adapter ("before"), its info said base_model=None.
+    assert engine.adapters.get("ad1").base_model == saved_config["base_model_name_or_path"]
     if other == "after":
         engine.adapters.load("a")
     engine.adapters.save("ad1", tmp_path / "saved")
@@ -420,6 +551,18 @@ def test_reweighting_a_combination_is_served_with_the_new_weights(
         fresh.adapters.combine(["a", "b"], [2.0, -1.0])
         assert reweighted == fresh.generate(request).raw_text
     assert reweighted != first
+
+
+def test_combine_refuses_a_name_given_twice_and_keeps_the_weights(engine):
+    """combine(["a", "a"], ...) used to store weights for a set no request can name: a no-op."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    request = _req(PROMPTS[2], adapters=["a", "b"], n=10)
+    engine.adapters.combine(["a", "b"], [2.0, -1.0])
+    reweighted = engine.generate(request).raw_text
+    with pytest.raises(AdapterError, match=r"takes each adapter once, but .* repeats \['a'\]"):
+        engine.adapters.combine(["a", "b", "a"], [1.0, 1.0, 1.0])
+    assert engine.generate(request).raw_text == reweighted  # the refused call changed nothing
 
 
 def test_adapter_directories_of_other_shapes(engine, adapter_dirs, tmp_path):
