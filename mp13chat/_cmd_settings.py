@@ -13,6 +13,7 @@ with ``/adapters use``).
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from mp13_context import PARAMS, SystemMode
+from mp13_engine import AdapterError
 from mp13chat import _adapter_folder as adapter_folder
 from mp13chat import _position as position
 from mp13chat import _render as render
@@ -263,12 +265,34 @@ async def adapters_unload(repl: Repl, line: CommandLine) -> None:
     render.print_ok(repl.console, f"unloaded {name}")
 
 
-@command("save", group="adapters", usage="/adapters save NAME PATH", complete=_adapter_names)
+def _complete_save(repl: Repl, index: int, words: list[str]) -> list[str]:
+    if index == 0:
+        return _adapter_names(repl, index, words)
+    return complete_paths(repl, index, words) if index == 1 else ["overwrite"] if index == 2 else []
+
+
+@command(
+    "save", group="adapters", usage="/adapters save NAME PATH [overwrite]", complete=_complete_save
+)
 async def adapters_save(repl: Repl, line: CommandLine) -> None:
-    """Save an adapter in plain PEFT format."""
-    words = line.require_words("the adapter name and a folder", 2, 2)
+    """Save an adapter in plain PEFT format. A folder holding another saved adapter is
+    kept unless 'overwrite' asks to replace it (the adapter's own folder is always fine)."""
+    words = line.require_words("the adapter name and a folder", 2, 3)
+    if len(words) == 3 and words[2] != "overwrite":
+        raise UsageError(f"the third word can only be 'overwrite', got {words[2]!r}")
     position.require_adapters(repl, words[:1])
-    path = await asyncio.to_thread(_manager(repl).save, words[0], words[1])
+    try:
+        path = await asyncio.to_thread(
+            _manager(repl).save, words[0], words[1], overwrite=len(words) == 3
+        )
+    except AdapterError as exc:
+        if "overwrite=True" not in str(exc):
+            raise
+        # The engine's advice is Python; say it as the REPL word.
+        raise ChatError(
+            f"{words[1]!r} holds another saved adapter, so nothing was written; pick a new "
+            f"folder, or /adapters save {words[0]} {shlex.quote(words[1])} overwrite"
+        ) from exc
     render.print_ok(repl.console, f"saved {words[0]} to {path}")
 
 

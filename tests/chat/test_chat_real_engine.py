@@ -117,6 +117,19 @@ def test_train_an_adapter_then_list_use_add_and_save_it(make_chat, tiny_engine, 
     out = " ".join(h.run(f"/adapters save fact {copy}").split())
     assert f"saved fact to {copy}" in out
     assert (copy / "adapter_config.json").is_file()
+    # another adapter's folder is kept unless the REPL word asks to replace it
+    other = tmp_path / "other"
+    tiny_engine.adapters.save("fact", other)
+    tiny_engine.adapters.load(other, name="twin")
+    out = " ".join(h.run(f"/adapters save twin {copy}").split())
+    assert "holds another saved adapter, so nothing was written" in out
+    assert f"/adapters save twin {copy} overwrite" in out and "overwrite=True" not in out
+    out = " ".join(
+        h.run(f"/adapters save twin {copy} overwrite", "/adapters save twin x y").split()
+    )
+    assert f"saved twin to {copy}" in out
+    assert "the third word can only be 'overwrite'" in out
+    h.run("/adapters unload twin")
     h.run("/adapters unload fact")
     assert "fact" not in tiny_engine.adapters
     # a job that could not save is refused before it trains; chatting goes on
