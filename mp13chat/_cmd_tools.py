@@ -94,7 +94,10 @@ def tools_mode(repl: Repl, line: CommandLine) -> None:
 
     The global mode is the ceiling of every branch: scope layers can only narrow it."""
     target, mode = line.require_words("a tool name and a mode (or a pattern and a mode)", 2, 2)
-    changed = repl.toolbox.set_mode(target, mode)
+    try:  # an unknown MODE: the toolbox's message lists the modes; the usage follows it
+        changed = repl.toolbox.set_mode(target, mode)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     render.print_ok(repl.console, f"{', '.join(changed)}: {mode} (global)")
 
 

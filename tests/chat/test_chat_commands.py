@@ -101,6 +101,10 @@ def test_tool_scopes_set_show_pop_and_tool_policies(make_chat):
     assert table_rows(out)["calculator"][2:4] == ["high", "ask (risk)"]
     out = _flat(h.run("/tools risk calculator extreme"))
     assert "error: unknown risk 'extreme'; use one of: low, medium, high" in out
+    assert "usage: /tools risk NAME low|medium|high" in out
+    out = _flat(h.run("/tools mode calculator bogus"))  # the same shape as risk's
+    assert "unknown tool mode 'bogus'; use one of: advertised, silent, disabled" in out
+    assert "usage: /tools mode NAME|PATTERN advertised|silent|disabled" in out
     assert h.app.toolbox.get("calculator").risk.value == "high"
     # an explicit policy, then back to the risk's default; a remembered answer forgotten
     h.run("/tools approval calculator deny")
