@@ -29,11 +29,16 @@ from mp13_toolbox._errors import UnknownKeywordError
 _C = TypeVar("_C", bound=type)
 
 
-def did_you_mean(name: str, valid: Collection[str]) -> str:
+def did_you_mean(name: str, valid: Collection[str], *, cutoff: float = 0.6) -> str:
     """``" (did you mean 'x'?)"`` with the one of ``valid`` closest to ``name``, or ``""`` when
-    none is close: the hint every "unknown name" message of mp13 appends to the name."""
-    close = difflib.get_close_matches(name, valid, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    none is close: the hint every "unknown name" message of mp13 appends to the name.
+
+    Case and surrounding spaces do not count (``"Hermes"`` is close to ``"hermes"``);
+    ``cutoff`` (difflib's, 0 to 1) is how close counts as close: raise it where a near
+    name is likely another thing on purpose, not a typo."""
+    folded = {v.casefold(): v for v in valid}
+    close = difflib.get_close_matches(name.strip().casefold(), list(folded), n=1, cutoff=cutoff)
+    return f" (did you mean {folded[close[0]]!r}?)" if close else ""
 
 
 def unknown_keyword_message(

@@ -22,7 +22,6 @@ before the built-ins, the most recently registered first.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
 import threading
@@ -32,7 +31,7 @@ from types import MappingProxyType
 from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._profile import Profile
 from mp13_engine.toolcalls._types import require_list, require_text
-from mp13_toolbox import ToolCall
+from mp13_toolbox import ToolCall, did_you_mean
 
 #: The built-in formats, from the most specific template signature to the most generic;
 #: each one's ``PROFILE`` lives in the private module of its name (``hermes``: ``_hermes``).
@@ -129,13 +128,7 @@ class FormatRegistry:
         family (``qwen3`` / ``qwen3_coder``: Qwen3 itself writes hermes) is not a typo,
         and suggesting that format would send the user the wrong way.
         """
-        if not isinstance(name, str):
-            return ""
-        names = self.names()
-        lowered = {n.lower(): n for n in names}
-        key = name.strip().lower()
-        close = difflib.get_close_matches(key, list(lowered), n=1, cutoff=0.8)
-        return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
+        return did_you_mean(name, self.names(), cutoff=0.8) if isinstance(name, str) else ""
 
     def detect_order(self) -> list[str]:
         return [*reversed(list(self._user)), *(n for n in _DETECT_ORDER if n not in self._user)]
