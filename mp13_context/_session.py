@@ -27,7 +27,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -60,7 +59,7 @@ from mp13_context._model import (
 from mp13_context._rows import node_from_row, node_row, stored_commands, stored_turn
 from mp13_context._settings import EffectiveSettings, apply
 from mp13_context._settings_check import settings_problems
-from mp13_context._store import NodeRow, Store
+from mp13_context._store import NodeRow, Store, remove_database
 from mp13_context._text import fts_query, scrub, text_arg
 
 
@@ -458,8 +457,7 @@ class Session:
             raise ContextError(f"search text must be a string of words, got {type(text).__name__}")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ContextError(f"search limit must be a whole number >= 1, got {limit!r}")
-        if not isinstance(raw, bool):  # "no" would be truthy and pass FTS5 syntax through
-            raise ContextError(f"raw is True or False, not {raw!r}")
+        _check_flags(raw=raw)  # "no" would be truthy and pass FTS5 syntax through
         if conversation_id is not None:
             self.conversation(conversation_id)  # a mistyped id is NotFoundError, not no hits
         query = scrub(text) if raw else fts_query(text)
@@ -500,8 +498,7 @@ class Session:
         Like ``save_copy``, an export never replaces a file: if ``path`` exists it
         raises ``SerializationError`` and writes nothing, unless ``overwrite=True``.
         The file appears whole or not at all (written beside it, then renamed)."""
-        if not isinstance(overwrite, bool):  # "no" would be truthy and replace the file
-            raise ContextError(f"overwrite is True or False, not {overwrite!r}")
+        _check_flags(overwrite=overwrite)  # "no" would be truthy and replace the file
         export_session(self, _file(path, "an export file"), overwrite=overwrite)
 
     @classmethod
@@ -530,9 +527,7 @@ class Session:
             if session is not into:
                 session.close()
             if made is not None:  # a refused import leaves no new, empty session file
-                for suffix in ("", "-wal", "-shm", "-journal"):
-                    with contextlib.suppress(OSError):
-                        os.remove(made + suffix)
+                remove_database(made)
             raise
         return session
 
@@ -571,8 +566,9 @@ class Session:
 
 
 def _check_flags(**flags: object) -> None:
+    """``ContextError`` unless each flag is a bool (a truthy "no" must not switch one on)."""
     for flag, value in flags.items():
-        if not isinstance(value, bool):  # accept_edits="no" would accept edits
+        if not isinstance(value, bool):
             raise ContextError(f"{flag} is True or False, not {value!r}")
 
 

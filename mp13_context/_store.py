@@ -141,6 +141,14 @@ def _why(path: str, exc: BaseException) -> str:
 _READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
 
 
+def remove_database(path: str) -> None:
+    """Delete the SQLite file ``path`` and its journal/WAL side files (those that exist):
+    only for a file this process just created and must not leave behind."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.remove(path + suffix)
+
+
 class Store:
     """SQL for one session file. Every public method is one transaction or one read."""
 
@@ -204,9 +212,7 @@ class Store:
                     target.close()
             except _SQL_ERRORS as exc:
                 if created:  # a half-written copy would block the retry: it is ours, remove it
-                    for suffix in ("", "-journal", "-wal", "-shm"):
-                        with contextlib.suppress(OSError):
-                            os.remove(path + suffix)
+                    remove_database(path)
                 raise StoreError(
                     f"copying the session into {path!r} failed: {exc}; check that its folder "
                     "exists and can be written, and that the disk has room (the session "
