@@ -24,7 +24,7 @@ from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._completer import complete_paths
 from mp13chat._errors import ChatError, UsageError
-from mp13chat._registry import Command, CommandLine, command
+from mp13chat._registry import ArgCompleter, Command, CommandLine, command
 from mp13chat._repl import Repl
 from mp13chat._tree import short
 
@@ -148,12 +148,17 @@ def open_(repl: Repl, line: CommandLine) -> None:
     _print_conversations(repl)
 
 
-def _complete_export(repl: Repl, index: int, words: list[str]) -> list[str]:
-    return complete_paths(repl, index, words) if index == 0 else [OVERWRITE] if index == 1 else []
+def _file_then(word: str) -> ArgCompleter[Repl]:
+    """Completion of ``FILE [word]``: a path, then the one optional ``word``."""
+
+    def complete(repl: Repl, index: int, words: list[str]) -> list[str]:
+        return complete_paths(repl, index, words) if index == 0 else [word] if index == 1 else []
+
+    return complete
 
 
 @command(
-    "export", group="session", usage="/export FILE.json [overwrite]", complete=_complete_export
+    "export", group="session", usage="/export FILE.json [overwrite]", complete=_file_then(OVERWRITE)
 )
 def export(repl: Repl, line: CommandLine) -> None:
     """Export the whole session (every conversation and branch) as JSON. A file that
@@ -175,11 +180,7 @@ def export(repl: Repl, line: CommandLine) -> None:
     render.print_ok(repl.console, f"exported to {path}")
 
 
-def _complete_import(repl: Repl, index: int, words: list[str]) -> list[str]:
-    return complete_paths(repl, index, words) if index == 0 else [COPY] if index == 1 else []
-
-
-@command("import", group="session", usage="/import FILE.json [copy]", complete=_complete_import)
+@command("import", group="session", usage="/import FILE.json [copy]", complete=_file_then(COPY))
 def import_(repl: Repl, line: CommandLine) -> None:
     """Import the conversations of a JSON export into this session, as new
     conversations. A file whose conversations this session already has (its own export,
