@@ -34,7 +34,7 @@ import attrs
 
 from mp13_engine._errors import DatasetError
 from mp13_engine._request_fields import ROLES
-from mp13_toolbox import did_you_mean
+from mp13_toolbox import ToolCall, did_you_mean
 
 _SHAPES = (
     'each row must be {"messages": [...]} (chat), {"prompt": ..., "completion": ...} '
@@ -187,10 +187,8 @@ def _check_call(label: str, j: int, call: Any) -> dict[str, Any]:
             raise _bad(label, f"message {j}: tool call arguments are not valid JSON") from exc
     if not isinstance(arguments, dict):
         raise _bad(label, f"message {j}: tool call arguments must be an object")
-    out = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
-    if isinstance(call, dict) and call.get("id"):
-        out["id"] = call["id"]
-    return out
+    call_id = call.get("id") if isinstance(call, dict) else None
+    return ToolCall(function["name"], arguments, call_id or None).to_openai()
 
 
 def to_example(label: str, row: Any) -> Example:
