@@ -41,7 +41,6 @@ Invariants
 
 from __future__ import annotations
 
-import enum
 import math
 import os
 import re
@@ -69,7 +68,7 @@ from mp13_engine._compat import (
 from mp13_engine._config import is_number
 from mp13_engine._errors import AdapterError, RequestError, TrainingError
 from mp13_engine._request_fields import check_request_field
-from mp13_engine._types import BASE_ADAPTER, adapter_names, as_tuple
+from mp13_engine._types import BASE_ADAPTER, StrEnum, adapter_names, as_tuple
 
 if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
     from mp13_engine._config import EngineConfig
@@ -83,14 +82,11 @@ _TRIAL_PREFIX = "__replacing__"  # a replacement on trial (names never start wit
 T = TypeVar("T")
 
 
-class AdapterSource(str, enum.Enum):
-    """Where a loaded adapter came from."""
+class AdapterSource(StrEnum):
+    """Where a loaded adapter came from (``str(source)`` is its value, ``"loaded"``)."""
 
     LOADED = "loaded"  # engine.adapters.load
     TRAINED = "trained"  # engine.train (also when it trained a loaded adapter further)
-
-    def __str__(self) -> str:  # "loaded", as printed and formatted, on every Python version
-        return str(self.value)
 
 
 @attrs.frozen(kw_only=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Iterable
 
 import attrs
 
@@ -32,9 +33,11 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[k]
 
 
-def _no_reasons() -> dict[str, int]:
-    """``EngineMetrics.finish_reasons`` before any request ran: every reason, at 0."""
-    return {r.value: 0 for r in FinishReason}
+def _reason_counts(ended: Iterable[FinishReason] = ()) -> dict[str, int]:
+    """``EngineMetrics.finish_reasons``: how many of ``ended`` ended with each reason, by
+    value; every reason is a key (0 when none did, as before any request ran)."""
+    counts = collections.Counter(ended)
+    return {r.value: counts[r] for r in FinishReason}
 
 
 @attrs.frozen(kw_only=True)
@@ -93,7 +96,7 @@ class EngineMetrics:
     ttft_p50_s: float | None = None
     ttft_p95_s: float | None = None
     mean_batch_size: float = 0.0
-    finish_reasons: dict[str, int] = attrs.field(factory=_no_reasons, hash=False)
+    finish_reasons: dict[str, int] = attrs.field(factory=_reason_counts, hash=False)
     queue_depth: int = 0
     running: int = 0
     total_requests: int = 0
@@ -155,7 +158,6 @@ class MetricsRecorder:
         span = max(e.end for e in entries) - min(e.start for e in entries)
         latencies = [m.total_s for m in metrics]
         ttfts = [m.ttft_s for m in metrics if m.ttft_s is not None]
-        reasons = collections.Counter(e.response.finish_reason.value for e in entries)
         return attrs.evolve(
             live,
             requests=len(entries),
@@ -167,5 +169,5 @@ class MetricsRecorder:
             ttft_p50_s=_percentile(ttfts, 0.5),
             ttft_p95_s=_percentile(ttfts, 0.95),
             mean_batch_size=sum(m.batch_size for m in metrics) / len(metrics),
-            finish_reasons={r.value: reasons.get(r.value, 0) for r in FinishReason},
+            finish_reasons=_reason_counts(e.response.finish_reason for e in entries),
         )

@@ -28,11 +28,6 @@ from mp13_engine._types import Request
 _log = logging.getLogger(__name__)
 
 
-def _shows_no_tools(tokenizer: Any) -> bool:
-    """Whether the tokenizer's chat template renders no tool specs at all (probed)."""
-    return not toolcalls.template_support(tokenizer).tools
-
-
 @attrs.frozen
 class ToolCallFormat:
     """The tool-call format one engine parses (``name``; None: replies are not parsed)."""
@@ -57,7 +52,7 @@ class ToolCallFormat:
         template = getattr(tokenizer, "chat_template", None)
         detected = toolcalls.detect_format(template) if isinstance(template, str) else None
         if detected is None and isinstance(template, str):
-            if _shows_no_tools(tokenizer):
+            if not toolcalls.template_support(tokenizer).tools:  # (probed) shows no specs
                 detected = toolcalls.DEFAULT_FORMAT
             else:
                 _log.warning(

@@ -41,8 +41,17 @@ def adapter_names(
     return tuple(dict.fromkeys(n for n in adapters if n != BASE_ADAPTER))
 
 
-class FinishReason(str, enum.Enum):
-    """Why a request stopped producing tokens."""
+class StrEnum(str, enum.Enum):
+    """An enum whose members are their string values: ``str()`` and f-strings give
+    ``"stop"``, not ``"FinishReason.STOP"``, on every Python version (``enum.StrEnum``
+    arrived in 3.11; mp13 supports 3.10). The base of every mp13 engine enum a user reads."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class FinishReason(StrEnum):
+    """Why a request stopped producing tokens (``str(reason)`` is its value, ``"stop"``)."""
 
     STOP = "stop"  # end-of-sequence token or a stop string
     LENGTH = "length"  # max_new_tokens reached

@@ -8,7 +8,6 @@ the field and the allowed values, so a bad config never reaches the worker.
 
 from __future__ import annotations
 
-import enum
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -31,6 +30,7 @@ from mp13_engine._config import (
     rule,
 )
 from mp13_engine._errors import ConfigError, ConfigKeywordError
+from mp13_engine._types import StrEnum
 from mp13_toolbox import strict_keywords
 
 SCHEDULERS = ("constant", "constant_with_warmup", "cosine", "linear")
@@ -195,7 +195,7 @@ class TrainingConfig:
             )
 
 
-class TrainingEventKind(str, enum.Enum):
+class TrainingEventKind(StrEnum):
     """What a :class:`TrainingEvent` reports (a ``str``: ``event.kind == "step"`` holds too)."""
 
     QUEUED = "queued"  # set up and waiting for its turn: jobs run one at a time (first event)
@@ -204,9 +204,6 @@ class TrainingEventKind(str, enum.Enum):
     EVAL = "eval"  # the validation loss was computed (``eval_loss``)
     CHECKPOINT = "checkpoint"  # a checkpoint was saved (``path``)
     DONE = "done"  # the job finished or was cancelled; the last event (``path``, ``eval_loss``)
-
-    def __str__(self) -> str:  # "step", as printed and formatted, on every Python version
-        return str(self.value)
 
 
 @attrs.frozen(kw_only=True)

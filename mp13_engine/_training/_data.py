@@ -23,7 +23,6 @@ accepted. Nothing here touches a model.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import json
 import os
@@ -35,6 +34,7 @@ import attrs
 
 from mp13_engine._errors import DatasetError
 from mp13_engine._request_fields import ROLES
+from mp13_toolbox import ToolCall, did_you_mean
 
 _SHAPES = (
     'each row must be {"messages": [...]} (chat), {"prompt": ..., "completion": ...} '
@@ -132,12 +132,17 @@ def _bad(label: str, problem: str) -> DatasetError:
 
 
 def _misspelt(keys: Any, wanted: tuple[str, ...]) -> str:
-    """'"tool", a typo of "tools"?' when one of ``keys`` is close to a missing ``wanted``."""
+    """``"'tool' (did you mean 'tools'?)"`` when one of ``keys`` is close to a ``wanted`` key
+    the row lacks (a key close to one it has is another column, not a typo), else ``""``.
+
+    The cutoff is stricter than ``did_you_mean``'s: datasets carry columns of their own
+    (``"prompt_id"``, ``"source"``) that must not read as typos."""
+    missing = [name for name in wanted if name not in keys]
     for key in keys:
         if isinstance(key, str) and key not in wanted:
-            close = difflib.get_close_matches(key, wanted, n=1, cutoff=0.8)
-            if close and close[0] not in keys:
-                return f'"{key}", a typo of "{close[0]}"?'
+            hint = did_you_mean(key, missing, cutoff=0.8)
+            if hint:
+                return f"{key!r}{hint}"
     return ""
 
 
@@ -158,7 +163,7 @@ def _check_messages(label: str, messages: Any) -> tuple[dict[str, Any], ...]:
             raise _bad(label, f"message {j} content must be a string")
         if content is None and not calls:
             typo = _misspelt(message, ("content", "tool_calls"))
-            typo = f" (it has {typo})" if typo else ""
+            typo = f"; it has {typo}" if typo else ""
             raise _bad(label, f"message {j} has no content (and no tool_calls){typo}")
         if calls is not None:
             out.append({**message, "tool_calls": [_check_call(label, j, c) for c in calls]})
@@ -182,10 +187,8 @@ def _check_call(label: str, j: int, call: Any) -> dict[str, Any]:
             raise _bad(label, f"message {j}: tool call arguments are not valid JSON") from exc
     if not isinstance(arguments, dict):
         raise _bad(label, f"message {j}: tool call arguments must be an object")
-    out = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
-    if isinstance(call, dict) and call.get("id"):
-        out["id"] = call["id"]
-    return out
+    call_id = call.get("id") if isinstance(call, dict) else None
+    return ToolCall(function["name"], arguments, call_id or None).to_openai()
 
 
 def to_example(label: str, row: Any) -> Example:

@@ -19,6 +19,8 @@ from typing import Any
 
 import attrs
 
+from mp13_toolbox import ToolCall
+
 
 @attrs.frozen
 class DemoExample:
@@ -104,7 +106,7 @@ def _user(text: str) -> dict[str, Any]:
 
 
 def _call_message(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    call = ToolCall(name, arguments).to_openai()
     return {"role": "assistant", "content": "", "tool_calls": [call]}
 
 

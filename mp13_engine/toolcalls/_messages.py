@@ -320,9 +320,17 @@ def tools_system_prompt(tools: Iterable[ToolLike], format: str) -> str:
         To call functions, reply with exactly this syntax (several calls may follow each other):
         <example call in the format's wire syntax>
         Each result comes back to you in the next message.
+
+    No tools give ``""``: no block at all, as ``prepare_chat`` adds none (an empty
+    ``<tools>`` list would tell the model about a calling syntax it has nothing to call
+    with). ``format`` is checked all the same, so a typo surfaces before the first tool.
     """
-    lines = "\n".join(dumps(_spec(t)) for t in tool_list(tools))
-    example = get_profile(format).render([ToolCall("function_name", {"argument": "value"})])
+    profile = get_profile(format)
+    specs = tool_list(tools)
+    if not specs:
+        return ""
+    lines = "\n".join(dumps(_spec(t)) for t in specs)
+    example = profile.render([ToolCall("function_name", {"argument": "value"})])
     return (
         "# Tools\n\n"
         "You can call the functions described below (one JSON object each, OpenAI format):\n"

@@ -11,15 +11,13 @@ not keep to one tokenizer version, so the v11 shapes (``name[ARGS]{...}``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
 from mp13_engine.toolcalls._values import (
     PayloadError,
     arguments_object,
     bare_name,
     decode_json_calls,
-    dumps,
+    json_list,
     loads,
 )
 from mp13_toolbox import ToolCall
@@ -45,21 +43,11 @@ def decode_calls(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     return [ToolCall(name=name, arguments=arguments_object(value), id=call_id.strip() or None)]
 
 
-def _render(calls: Sequence[ToolCall]) -> str:
-    items = []
-    for c in calls:
-        item = {"name": c.name, "arguments": c.arguments}
-        if c.id is not None:
-            item["id"] = c.id
-        items.append(item)
-    return "[TOOL_CALLS]" + dumps(items)
-
-
 PROFILE = Profile(
     name="mistral",
     openers=(OPENER,),
     decode=decode_calls,
-    render=_render,
+    render=json_list("[TOOL_CALLS]", ids=True),
     reasoning=(("[THINK]", "[/THINK]"),),
     wrappers=("[TOOL_CALLS]",),
     detect=(r"\[TOOL_CALLS\]",),

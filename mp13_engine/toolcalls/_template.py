@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from mp13_engine._errors import ToolFormatError
+from mp13_toolbox import ToolCall, ToolSpec
 
 _USER = "mp13-probe-user"
 _SYSTEM = "mp13-probe-system"
@@ -35,24 +36,11 @@ _CALL = "mp13_probe_call"
 _RESULT = "mp13-probe-result"
 _CALL_ID = "mp13probe"  # 9 alphanumerics: Mistral's templates refuse other ids
 
-_SPEC = {
-    "type": "function",
-    "function": {
-        "name": _TOOL,
-        "description": "probe",
-        "parameters": {"type": "object", "properties": {}},
-    },
-}
+_SPEC = ToolSpec(_TOOL, "probe").to_openai()
 _CALLING = {
     "role": "assistant",
     "content": "",
-    "tool_calls": [
-        {
-            "id": _CALL_ID,
-            "type": "function",
-            "function": {"name": _CALL, "arguments": {"probe": 1}},
-        }
-    ],
+    "tool_calls": [ToolCall(_CALL, {"probe": 1}, _CALL_ID).to_openai()],
 }
 _RESULT_MSG = {"role": "tool", "tool_call_id": _CALL_ID, "name": _CALL, "content": _RESULT}
 

@@ -137,19 +137,33 @@ def decode_json_calls(payload: str, ctx: Any) -> list[ToolCall]:
 
 
 def json_each(
-    before: str = "", after: str = "", sep: str = "\n", key: str = "arguments"
+    before: str = "",
+    after: str = "",
+    sep: str = "\n",
+    key: str = "arguments",
+    *,
+    ids: bool = False,
 ) -> Callable[[Iterable[ToolCall]], str]:
     """The renderer of formats that write each call as one ``{"name": ..., key: {...}}``
-    object between ``before`` and ``after``, the calls joined by ``sep``."""
-    return lambda calls: sep.join(
-        before + dumps({"name": c.name, key: c.arguments}) + after for c in calls
-    )
+    object between ``before`` and ``after``, the calls joined by ``sep``; with ``ids``,
+    a call's id (when it has one) follows as ``"id"``."""
+
+    def item(c: ToolCall) -> dict[str, Any]:
+        out = {"name": c.name, key: c.arguments}
+        if ids and c.id is not None:
+            out["id"] = c.id
+        return out
+
+    return lambda calls: sep.join(before + dumps(item(c)) + after for c in calls)
 
 
-def json_list(before: str = "", after: str = "") -> Callable[[Iterable[ToolCall]], str]:
+def json_list(
+    before: str = "", after: str = "", *, ids: bool = False
+) -> Callable[[Iterable[ToolCall]], str]:
     """The renderer of formats that write the calls as one JSON list,
-    ``[{"name": ..., "arguments": {...}}, ...]``, between ``before`` and ``after``."""
-    items = json_each(sep=", ")
+    ``[{"name": ..., "arguments": {...}}, ...]``, between ``before`` and ``after``
+    (``ids`` as in ``json_each``)."""
+    items = json_each(sep=", ", ids=ids)
     return lambda calls: f"{before}[{items(calls)}]{after}"
 
 

@@ -116,3 +116,14 @@ def test_responses_built_by_hand_normalise_their_sequences():
     response = Response(id="r", tool_calls=[call], parse_errors="bad json")
     assert response.tool_calls == (call,) and response.parse_errors == ("bad json",)
     assert Response(id="r", parse_errors=None).parse_errors == ()
+
+
+def test_every_engine_enum_a_user_reads_prints_as_its_value():
+    """One base (``StrEnum``): ``str()`` and f-strings give the value on every Python version,
+    so a finish reason prints ``stop`` as an adapter source prints ``loaded``."""
+    from mp13_engine import AdapterSource, FinishReason, TrainingEventKind
+
+    for member in (FinishReason.STOP, AdapterSource.LOADED, TrainingEventKind.STEP):
+        assert str(member) == f"{member}" == member.value
+        assert member == member.value  # still a str: comparisons with plain text hold
+    assert f"finished: {FinishReason.LENGTH}" == "finished: length"

@@ -221,10 +221,17 @@ def test_chats_take_the_roles_a_request_takes():
         ),
         ({"messages": [{"role": "assistant"}]}, "message 0 has no content"),
         # Typos of a key the row lacks: said, not left out of the chat silently.
-        ({"messages": CHAT["messages"], "tool": []}, 'unknown key "tool", a typo of "tools"\\?'),
+        (
+            {"messages": CHAT["messages"], "tool": []},
+            "unknown key 'tool' \\(did you mean 'tools'\\?\\)",
+        ),
+        (
+            {"messages": CHAT["messages"], "Tools": []},
+            "unknown key 'Tools' \\(did you mean 'tools'\\?\\)",
+        ),
         (
             {"messages": [{"role": "assistant", "contents": "hi"}]},
-            'no content \\(and no tool_calls\\) \\(it has "contents", a typo of "content"\\?\\)',
+            "no content \\(and no tool_calls\\); it has 'contents' \\(did you mean 'content'\\?\\)",
         ),
         (
             {"messages": [{"role": "assistant", "tool_calls": [_call('{"x": ')]}]},

@@ -266,6 +266,15 @@ def test_tools_system_prompt_shows_specs_and_a_parsable_example(fmt):
     assert [(c.name, c.arguments) for c in calls] == [("function_name", {"argument": "value"})]
 
 
+def test_tools_system_prompt_without_tools_is_no_block_at_all():
+    """No tools: nothing to describe, so no empty ``<tools>`` block and no call syntax."""
+    assert toolcalls.tools_system_prompt([], "hermes") == ""
+    assert toolcalls.tools_system_prompt(iter(()), "mistral") == ""
+    # The format is still checked: a typo is said even before the first tool is added.
+    with pytest.raises(ToolFormatError, match="did you mean 'hermes'"):
+        toolcalls.tools_system_prompt([], "hermse")
+
+
 def test_llama3_json_in_prose_needs_parameters_to_be_a_call():
     prose = toolcalls.parse('Use {"name": "x"} as the format.', "llama3_json")
     assert prose.tool_calls == () and prose.content == 'Use {"name": "x"} as the format.'
