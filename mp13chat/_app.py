@@ -69,6 +69,10 @@ from mp13chat._tools import ToolLike, ToolRegistration, as_registration, check_o
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_engine import Engine, TrainingJob
 
+#: ``config_source`` of a config the wrapper app handed to ``ChatApp``: /config must not
+#: name the config file, which was not read.
+GIVEN_CONFIG = "the app's ChatConfig, no file read"
+
 
 class ChatApp:
     """One REPL. Wrapper apps may create it, add tools and commands, then call ``main``.
@@ -107,6 +111,7 @@ class ChatApp:
         self._given_config = config  # what main() starts from instead of the file
         self.start_config = self.config
         self.config_path = Path(config_path).expanduser() if config_path else None
+        self.config_source = GIVEN_CONFIG if config is not None else "defaults"
         # None until start() creates what was not given (the Repl protocol's members
         # are set from then on).
         self.engine: Any = engine
@@ -203,9 +208,13 @@ class ChatApp:
         self.config_path = path
         if self._given_config is not None and not options.config:
             base = self._given_config
+            self.config_source = GIVEN_CONFIG
         else:
             base = load_config(path)
+            self.config_source = str(path)
         self.config = self.start_config = options.apply(base)
+        if self.config != base:
+            self.config_source += " + command-line flags"
 
     async def _answer_once(self, question: str, options: CliOptions) -> int:
         """The one-shot run (``_oneshot``): start quietly, answer, say how it went."""
