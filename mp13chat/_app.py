@@ -49,7 +49,7 @@ from mp13_toolbox import ApprovalRequest, Toolbox
 from mp13chat import _adapter_folder, _reply, _startup
 from mp13chat import _position as position
 from mp13chat import _render as render
-from mp13chat._cli import CliOptions, is_terminal, one_shot_question, parse_cli
+from mp13chat._cli import CliOptions, one_shot_question, parse_cli
 from mp13chat._commands import builtin_commands
 from mp13chat._completer import CommandCompleter
 from mp13chat._config import ChatConfig, default_config_path, load_config
@@ -64,6 +64,7 @@ from mp13chat._registry import Command, CommandRegistry
 from mp13chat._repl import QuitRequested, Repl
 from mp13chat._safe_console import SafeConsole
 from mp13chat._style import make_prompt_style, make_theme
+from mp13chat._terminal import is_terminal
 from mp13chat._tools import ToolLike, ToolRegistration, as_registration, check_options
 
 if TYPE_CHECKING:  # pragma: no cover
