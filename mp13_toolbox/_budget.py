@@ -31,7 +31,6 @@ Rules, checked by ``Toolbox.execute`` before a call runs:
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
@@ -41,7 +40,7 @@ from mp13_toolbox._errors import ToolSettingError, ToolSettingKeywordError
 from mp13_toolbox._keywords import strict_keywords
 from mp13_toolbox._text import plural
 from mp13_toolbox._types import ToolCall
-from mp13_toolbox._validate import check_limit
+from mp13_toolbox._validate import canonical_json, check_limit
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: int | None) -> None:
@@ -65,16 +64,14 @@ class ToolBudget:
 
 
 def call_key(call: ToolCall) -> str:
-    """Identity of a call for repeat detection: name + canonical JSON arguments."""
+    """Identity of a call for repeat detection: name + canonical JSON arguments (so
+    ``{"n": 1}`` repeats ``{"n": 1.0}``, as JSON schema counts them equal)."""
     try:
-        args = json.dumps(call.arguments, sort_keys=True, separators=(",", ":"), default=repr)
-    except (TypeError, ValueError, RecursionError):
-        # Non-string keys: a stable repr. Arguments too deep even for that (validation
-        # rejects them anyway): a key of their own, so counting the call cannot fail.
-        try:
-            args = repr(sorted(call.arguments.items(), key=repr))
-        except RecursionError:
-            args = f"<too deep: {id(call.arguments)}>"
+        args = canonical_json(call.arguments)
+    except Exception:
+        # Arguments too deep to encode, or with a key or value whose str/repr fails
+        # (validation rejects them anyway): a key of their own, so counting cannot fail.
+        args = f"<too deep: {id(call.arguments)}>"
     return f"{call.name}\x00{args}"
 
 

@@ -169,9 +169,10 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _unique_key(value: Any) -> str:
+def canonical_json(value: Any) -> str:
     """Canonical JSON: equal for values JSON schema calls equal (key order, ``1``/``1.0``),
-    different across types (``true``, ``1`` and ``"1"`` encode differently)."""
+    different across types (``true``, ``1`` and ``"1"`` encode differently). The identity
+    of a value for ``uniqueItems`` and of a call's arguments for the repeat budget."""
     return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), default=repr)
 
 
@@ -303,7 +304,7 @@ class _Checker:
         if schema.get("uniqueItems") and not self._over():
             seen: set[str] = set()
             for item in result:
-                key = _unique_key(item)
+                key = canonical_json(item)
                 if key in seen:
                     twice = f"{_show(item)} appears twice"
                     self.problems.append(f"{_where(path)}: items must be unique, {twice}")

@@ -49,7 +49,7 @@ from mp13_toolbox import ApprovalRequest, Toolbox
 from mp13chat import _adapter_folder, _reply, _startup
 from mp13chat import _position as position
 from mp13chat import _render as render
-from mp13chat._cli import CliOptions, is_terminal, one_shot_question, parse_cli
+from mp13chat._cli import CliOptions, one_shot_question, parse_cli
 from mp13chat._commands import builtin_commands
 from mp13chat._completer import CommandCompleter
 from mp13chat._config import ChatConfig, default_config_path, load_config
@@ -64,10 +64,15 @@ from mp13chat._registry import Command, CommandRegistry
 from mp13chat._repl import QuitRequested, Repl
 from mp13chat._safe_console import SafeConsole
 from mp13chat._style import make_prompt_style, make_theme
+from mp13chat._terminal import is_terminal
 from mp13chat._tools import ToolLike, ToolRegistration, as_registration, check_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from mp13_engine import Engine, TrainingJob
+
+#: ``config_source`` of a config the wrapper app handed to ``ChatApp``: /config must not
+#: name the config file, which was not read.
+GIVEN_CONFIG = "the app's ChatConfig, no file read"
 
 
 class ChatApp:
@@ -107,6 +112,7 @@ class ChatApp:
         self._given_config = config  # what main() starts from instead of the file
         self.start_config = self.config
         self.config_path = Path(config_path).expanduser() if config_path else None
+        self.config_source = GIVEN_CONFIG if config is not None else "defaults"
         # None until start() creates what was not given (the Repl protocol's members
         # are set from then on).
         self.engine: Any = engine
@@ -203,9 +209,13 @@ class ChatApp:
         self.config_path = path
         if self._given_config is not None and not options.config:
             base = self._given_config
+            self.config_source = GIVEN_CONFIG
         else:
             base = load_config(path)
+            self.config_source = str(path)
         self.config = self.start_config = options.apply(base)
+        if self.config != base:
+            self.config_source += " + command-line flags"
 
     async def _answer_once(self, question: str, options: CliOptions) -> int:
         """The one-shot run (``_oneshot``): start quietly, answer, say how it went."""

@@ -23,6 +23,7 @@ import attrs
 
 from mp13chat._config import ChatConfig
 from mp13chat._errors import UsageError
+from mp13chat._terminal import is_terminal
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("4bit", "8bit")
@@ -206,11 +207,3 @@ def one_shot_question(options: CliOptions, stdin: IO[str] | None) -> str | None:
             "and piped input was empty"
         )
     return question
-
-
-def is_terminal(stream: IO[str]) -> bool:
-    """Whether ``stream`` is a terminal (not a pipe, a file, or a closed stream)."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # a closed or unusual stream counts as no terminal
-        return False

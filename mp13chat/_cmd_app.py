@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Commands about the REPL itself: help, quit, the last error, library warnings, the
-config file."""
+config in use."""
 
 from __future__ import annotations
 
@@ -82,16 +82,13 @@ def warnings_(repl: Repl, line: CommandLine) -> None:
 
 @command("config", group="app")
 def config(repl: Repl, line: CommandLine) -> None:
-    """Show the config in use, the file it came from and what each field means."""
+    """Show the config in use, where it came from and what each field means."""
     data = config_to_json(repl.config)
     rows = [
         (key, repr(value), FIELD_HELP.get(key, "")) for key, value in data.items() if key[0] != "_"
     ]
-    repl.console.print(
-        render.table(
-            f"config ({repl.config_path or 'defaults'})", ("field", "value", "meaning"), rows
-        )
-    )
+    title = f"config ({repl.config_source})"
+    repl.console.print(render.table(title, ("field", "value", "meaning"), rows))
 
 
 COMMANDS: tuple[Command[Repl], ...] = (help_, quit_, error, warnings_, config)

@@ -209,7 +209,7 @@ def import_(repl: Repl, line: CommandLine) -> None:
         raise
     added = len(repl.session.conversations()) - before
     what = "copies of " if copies else ""
-    render.print_ok(repl.console, f"imported {what}{added} conversation(s) from {path}")
+    render.print_ok(repl.console, f"imported {what}{plural(added, 'conversation')} from {path}")
     _print_conversations(repl)
 
 

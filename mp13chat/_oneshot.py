@@ -23,6 +23,7 @@ from mp13_context import Event, EventKind, Role
 from mp13_toolbox import ApprovalAnswer, ApprovalRequest
 from mp13chat import _render as render
 from mp13chat._safe_console import terminal_safe
+from mp13chat._terminal import is_terminal
 
 
 class AnswerView:
@@ -34,8 +35,7 @@ class AnswerView:
         self.stream = stream
         self._wrote = False
         self._ends_with_newline = True
-        isatty = getattr(out, "isatty", None)
-        self._terminal = bool(isatty and isatty())
+        self._terminal = is_terminal(out)
 
     def _write(self, text: str) -> None:
         # Raw text when piped (it is data); on a terminal, control sequences the model or

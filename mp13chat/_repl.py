@@ -46,6 +46,10 @@ class Repl(Protocol):
     start_config: ChatConfig
     #: The config file's place; its folder holds history, session, adapters and log.
     config_path: Path | None
+    #: Where ``config`` came from, as /config titles it: the file read, the wrapper
+    #: app's own ``ChatConfig`` or the defaults (``+ command-line flags`` when flags
+    #: changed it).
+    config_source: str
     commands: CommandRegistry[Repl]
     engine: EngineClient  # any engine; ``real_engine`` for what only mp13's offers
     session: Session

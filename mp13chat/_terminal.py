@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Keeping the terminal's own echo out of what the REPL draws while a task runs.
+"""The terminal: whether a stream is one (``is_terminal``, the one check the REPL, the
+one-shot answer and ``no_echo`` share), and keeping its own echo out of what the REPL
+draws while a task runs.
 
 While a reply streams, prompt-toolkit is not reading, so the terminal is in its normal
 (cooked) mode and echoes what is typed: Ctrl+C shows as ``^C``, typed-ahead text as
@@ -26,13 +28,13 @@ def no_echo(stream: IO[Any] | None) -> Iterator[bool]:
     except ImportError:  # pragma: no cover - not on this platform
         yield False
         return
-    fd = _terminal_fd(stream)
-    if fd is None:
+    if stream is None or not is_terminal(stream):
         yield False
         return
     try:
+        fd = stream.fileno()
         saved = termios.tcgetattr(fd)
-    except termios.error:
+    except (AttributeError, OSError, ValueError, termios.error):  # no descriptor, or no tty's
         yield False
         return
     quiet = list(saved)
@@ -45,11 +47,9 @@ def no_echo(stream: IO[Any] | None) -> Iterator[bool]:
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
-def _terminal_fd(stream: IO[Any] | None) -> int | None:
-    if stream is None:
-        return None
+def is_terminal(stream: IO[Any]) -> bool:
+    """Whether ``stream`` is a terminal (not a pipe, a file, or a closed stream)."""
     try:
-        fd = stream.fileno()
-        return fd if stream.isatty() else None
-    except (AttributeError, OSError, ValueError):
-        return None
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):  # a closed or unusual stream: no terminal
+        return False

@@ -197,8 +197,10 @@ def test_a_wrapper_apps_config_is_what_main_starts_with(tmp_path, monkeypatch):
     assert app.config_dir == tmp_path / "app"  # history, session, log: the wrapper's folder
     assert not (tmp_path / "app" / "config.json").exists()  # no file was read or written
     assert not (tmp_path / "shared").exists()
+    assert app.config_source == "the app's ChatConfig, no file read"  # /config's title
     app.apply_options(parse_cli(["--system", "From the flag."]))  # flags still apply on top
     assert app.config.system == "From the flag." and app.config.builtin_tools is False
+    assert app.config_source == "the app's ChatConfig, no file read + command-line flags"
 
 
 def test_a_wrapper_apps_config_path_is_the_file_main_reads(tmp_path, monkeypatch):
@@ -209,6 +211,7 @@ def test_a_wrapper_apps_config_path_is_the_file_main_reads(tmp_path, monkeypatch
     app = ChatApp(config_path=path)
     app.apply_options(parse_cli([]))
     assert app.config.stream is False and app.config_path == path
+    assert app.config_source == str(path)
     assert not (tmp_path / "shared").exists()
     monkeypatch.setenv("HOME", str(tmp_path))
     assert ChatApp(config_path="~/app/config.json").config_path == path  # as README writes it

@@ -12,6 +12,7 @@ from prompt_toolkit.document import Document
 
 from mp13_context.testing import FakeEngine, FakeReply
 from mp13_toolbox import ToolCall
+from mp13chat._cli import parse_cli
 from mp13chat._completer import CommandCompleter
 from tests.chat._output import table_rows
 
@@ -129,10 +130,13 @@ def test_a_wrong_approval_policy_names_the_repl_choices(make_chat):
     assert h.app.toolbox.get("calculator").approval is None
 
 
-def test_config_shows_the_file_every_field_and_its_meaning(make_chat, tmp_path):
+def test_config_shows_where_it_came_from_every_field_and_its_meaning(make_chat, tmp_path):
+    # The harness hands ChatApp its own ChatConfig (as a wrapper app does): the title
+    # named config.json, a file that was never read.
     h = make_chat(FakeEngine(), system="Be terse.")
     out = h.run("/config")
-    assert f"config ({tmp_path / 'config.json'})" in _flat(out)
+    assert "config (the app's ChatConfig, no file read)" in _flat(out)
+    assert "config.json" not in out
     rows = table_rows(out)
     assert rows["system"][:2] == [
         "'Be terse.'",
@@ -140,6 +144,16 @@ def test_config_shows_the_file_every_field_and_its_meaning(make_chat, tmp_path):
     ]
     assert rows["stream"][:2] == ["True", "Print replies token by token as they are generated."]
     assert {"model", "engine", "session", "params", "tool_approvals"} <= set(rows)
+
+
+def test_config_names_the_file_it_read_and_the_flags_on_top(make_chat, tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"system": "From the file."}))
+    h = make_chat(FakeEngine())
+    h.app.apply_options(parse_cli(["--config", str(path)]))
+    assert f"config ({path})" in _flat(h.run("/config"))
+    h.app.apply_options(parse_cli(["--config", str(path), "--system", "From the flag."]))
+    assert f"config ({path} + command-line flags)" in _flat(h.run("/config"))
 
 
 def test_messages_search_save_and_warnings_report_the_session(make_chat, tmp_path):

@@ -111,6 +111,20 @@ def test_a_bad_entry_inside_a_field_names_the_file(tmp_path, fields, problem):
     assert str(err.value).startswith(f"bad config file {tmp_path / 'c.json'}: {problem}")
 
 
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [({"stream": "false"}, "stream is True or False, not 'false'"), ({"history": 0}, "not 0")],
+)
+def test_an_on_off_field_of_the_file_is_checked_by_chatconfigs_rule(tmp_path, fields, problem):
+    # The file said only "invalid value for type, expected bool @ $.stream", by a second
+    # check beside ChatConfig's own; now the one check names the field and the value.
+    (tmp_path / "c.json").write_text(json.dumps(fields))
+    with pytest.raises(ChatConfigError) as err:
+        load_config(tmp_path / "c.json")
+    assert str(err.value).startswith(f"bad config file {tmp_path / 'c.json'}: ChatConfig.")
+    assert problem in str(err.value)
+
+
 def test_entries_the_libraries_accept_load(tmp_path):
     fields = {
         "engine": {"device": "cpu", "max_batch_size": 4},

@@ -23,7 +23,7 @@ def test_importing_the_sessions_own_export_offers_copies(make_chat, tmp_path):
     assert "new_ids" not in out  # Python wording stays out of the REPL
     assert len(h.app.session.conversations()) == 1
     out = _flat(h.run(f"/import {dump} copy"))
-    assert "imported copies of 1 conversation(s)" in out
+    assert f"imported copies of 1 conversation from {dump}" in out  # not "conversation(s)"
     assert len(h.app.session.conversations()) == 2
     hits = h.app.session.search("exported")
     assert len({hit.conversation_id for hit in hits}) == 2  # the original and its copy
@@ -38,8 +38,12 @@ def test_importing_into_another_session_needs_no_copies(make_chat, tmp_path):
     h.run(f"/export {dump}")
     other = make_chat(FakeEngine())
     out = _flat(other.run(f"/import {dump}"))
-    assert "imported 1 conversation(s)" in out
+    assert f"imported 1 conversation from {dump}" in out
     assert other.app.session.search("exported")
+    h.run("/new", "second words")
+    h.run(f"/export {dump} overwrite")
+    third = make_chat(FakeEngine())
+    assert f"imported 2 conversations from {dump}" in _flat(third.run(f"/import {dump}"))
 
 
 def test_a_scope_layer_cannot_widen_a_tools_global_mode_and_says_how_to(make_chat):

@@ -4,15 +4,20 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
 import termios
 import warnings
 
+from rich.console import Console
+
+from mp13_context import Event, EventKind
 from mp13_context.testing import FakeEngine
 from mp13chat._logs import LibraryLog, library_log
-from mp13chat._terminal import no_echo
+from mp13chat._oneshot import AnswerView
+from mp13chat._terminal import is_terminal, no_echo
 
 
 def test_library_warnings_go_to_the_log_file_not_the_screen(tmp_path, capfd):
@@ -103,3 +108,31 @@ def test_no_echo_leaves_a_stream_alone_that_claims_a_terminal_it_is_not(tmp_path
 
     with open(tmp_path / "f", "w") as stream, no_echo(Claims(stream)) as changed:
         assert not changed
+
+
+def test_is_terminal_is_false_for_what_is_not_one_and_never_raises(tmp_path):
+    # The one-shot answer asked out.isatty() itself, so a closed stream raised there.
+    closed = open(tmp_path / "f", "w")  # noqa: SIM115 - closed on purpose
+    closed.close()
+
+    class NoIsatty:  # a wrapper's own stream object
+        def write(self, text: str) -> int:
+            return len(text)
+
+    assert not is_terminal(closed)
+    assert not is_terminal(NoIsatty())  # type: ignore[arg-type]
+    assert not is_terminal(io.StringIO())
+    with open(tmp_path / "g", "w") as stream:
+        assert not is_terminal(stream)
+
+
+def test_a_one_shot_answer_goes_raw_to_a_stream_that_cannot_say_it_is_a_terminal():
+    class Unsure(io.StringIO):  # isatty raised from AnswerView's constructor
+        def isatty(self) -> bool:
+            raise ValueError("I/O operation on closed file")
+
+    out = Unsure()
+    view = AnswerView(Console(file=io.StringIO()), out, stream=True)
+    view(Event(kind=EventKind.TEXT, text="red \x1b[31mtext"))
+    view.end_line()
+    assert out.getvalue() == "red \x1b[31mtext\n"  # piped data: as the model wrote it

@@ -81,6 +81,24 @@ def test_the_same_call_repeated_quotes_the_earlier_result(tb):
     assert tb.execute(ToolCall("pair", {"b": 2, "a": 1}), budget=b2).is_error
 
 
+def test_a_repeat_is_judged_by_json_equality_as_uniqueitems_is(tb):
+    # One canonical JSON serves both: 1 and 1.0 are the same argument, True and 1 are not.
+    budget = ToolBudget().start()
+    tb.execute(ToolCall("double", {"x": 1}), budget=budget)
+    assert tb.execute(ToolCall("double", {"x": 1.0}), budget=budget).is_error
+    assert not tb.execute(ToolCall("double", {"x": True}), budget=budget).is_error
+
+
+def test_arguments_that_cannot_be_encoded_still_count(tb):
+    class BadRepr:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    budget = ToolBudget().start()
+    assert budget.admit(ToolCall("double", {"x": BadRepr()})) is None
+    assert budget.calls == 1
+
+
 def test_allowed_repeats_and_fresh_turns(tb):
     budget = ToolBudget(max_repeats=1).start()
     call = ToolCall("double", {"x": 1})
