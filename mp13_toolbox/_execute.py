@@ -30,7 +30,7 @@ Invariants:
 - Outputs: ``str`` as is; anything else JSON-encoded (attrs classes,
   dataclasses and enums through the package converter, sets as sorted arrays,
   what JSON cannot hold as its text); text longer than the
-  cap is cut and ends with ``… [truncated N chars]`` (``1 char`` when one was cut).
+  cap is cut and ends with ``… [truncated N chars]``.
 """
 
 from __future__ import annotations
@@ -47,11 +47,8 @@ from typing import Any
 import attrs
 
 from mp13_toolbox._convert import converter
-from mp13_toolbox._text import plural
 
-#: What ends a capped output; ``{n}`` is the count with its noun (``plural(n, "char")``),
-#: so one cut character reads "1 char", not "1 chars".
-TRUNCATION_MARKER = "… [truncated {n}]"
+TRUNCATION_MARKER = "… [truncated {n} chars]"
 
 #: Seconds a cancelled or timed-out async tool gets to run its cleanup before the
 #: toolbox returns (a tool that ignores cancellation is abandoned after this).
@@ -245,5 +242,4 @@ def cap(text: str, max_chars: int | None) -> tuple[str, bool]:
     """``text`` cut to ``max_chars`` plus a visible marker; whether it was cut."""
     if max_chars is None or len(text) <= max_chars:
         return text, False
-    cut = plural(len(text) - max_chars, "char")
-    return text[:max_chars] + TRUNCATION_MARKER.format(n=cut), True
+    return text[:max_chars] + TRUNCATION_MARKER.format(n=len(text) - max_chars), True
