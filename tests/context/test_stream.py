@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 
-from mp13_context import ChatContext, ContextError, EventKind, Role
+from mp13_context import ChatContext, ContextError, CursorError, EventKind, Role
 from mp13_context.testing import FakeReply
 from mp13_toolbox import Toolbox, ToolCall
 
@@ -94,6 +94,31 @@ def test_every_async_run_waits_for_a_dropped_stream(ctx, engine, again):
     assert not turn.cancelled and turn.error is None
     nodes = cur.session.conversation_nodes(cur.conversation_id)
     assert [n.turn.text for n in nodes if n.turn and n.turn.cancelled] != []
+
+
+def test_a_sync_call_right_after_a_break_says_why_and_the_next_aask_still_waits(ctx, engine):
+    """The sync call cannot wait (it blocks the loop that records the cancelled reply),
+    so it raises; it used to also make the dropped reply forgotten, and the next aask
+    then raised CursorError too instead of waiting for it."""
+    engine.script(FakeReply(text=LONG, delay_s=0.01))
+    cur = ctx.cursor()
+
+    async def main():
+        async for event in cur.astream("hi"):
+            if event.kind is EventKind.TEXT:
+                break
+        with pytest.raises(CursorError, match=r"dropped astream\(\).*await the async call"):
+            cur.ask("too soon")
+        with pytest.raises(CursorError, match="dropped astream"):
+            cur.system.set("terse")
+        return await asyncio.wait_for(cur.aask("next"), 5)
+
+    assert asyncio.run(main()).text == "echo: next"
+    first, second = replies(cur)
+    assert first.cancelled and first.text != LONG
+    assert not second.cancelled
+    users = [n.turn.text for n in cur.path() if n.turn and n.turn.role is Role.USER]
+    assert users == ["hi", "next"]  # the refused sync calls recorded nothing
 
 
 def test_breaking_out_during_a_tool_round_gives_every_call_a_result(ctx, session, engine):
