@@ -382,9 +382,20 @@ class RequestStream(_StreamBase):
     def result(self, timeout: float | None = None) -> Response:
         """Block until the request ends (e.g. after ``close``) and return its response.
 
-        ``TimeoutError`` if it has not ended within ``timeout`` seconds (None: no limit).
+        ``TimeoutError`` if it has not ended within ``timeout`` seconds (None: no limit);
+        the request goes on.
         """
-        return self._state.future.result(wait_timeout(timeout, RequestError, "result"))
+        limit = wait_timeout(timeout, RequestError, "result")
+        future = self._state.future
+        try:
+            return future.result(limit)
+        except TimeoutError:  # the future's own carries no message at all
+            if future.done():
+                raise
+            raise TimeoutError(
+                f"request {self.id!r} did not finish within {limit} s; it goes on (wait "
+                "again with result(), or close() the stream to cancel it)"
+            ) from None
 
     def __iter__(self) -> RequestStream:
         return self

@@ -397,6 +397,16 @@ def test_giving_up_on_an_async_stream_result_leaves_the_request_running(engine):
     assert chunks[-1].response == resp and "".join(c.text for c in chunks) == resp.text
 
 
+def test_a_stream_result_that_times_out_says_so_and_the_request_goes_on(engine):
+    """``stream.result(timeout)`` used to raise a bare ``TimeoutError()``: no message."""
+    stream = engine.stream(Request(prompt="slow", max_new_tokens=LONG, min_new_tokens=LONG))
+    with pytest.raises(TimeoutError, match=rf"request '{stream.id}' did not finish within 0.01 s"):
+        stream.result(timeout=0.01)
+    assert stream.response is None  # still running
+    stream.close()
+    assert stream.result(timeout=30).finish_reason is FinishReason.CANCELLED
+
+
 def test_a_stream_cancels_its_own_request_and_still_ends_on_its_last_chunk(engine):
     """``stream.cancel()`` (was: AttributeError; only ``close()``, which ends the iteration
     at once, or ``engine.cancel(stream.id)``)."""
