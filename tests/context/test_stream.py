@@ -170,6 +170,37 @@ def test_aclosing_still_stops_and_waits(ctx, engine):
     assert replies(cur)[0].cancelled
 
 
+def test_aclose_from_another_task_stops_the_reply_and_ends_the_reader(ctx, engine):
+    """A server closing the stream when its client leaves, while a reader task waits in
+    it: aclose() used to raise RuntimeError (the generator was running) and the reply
+    ran on to its end."""
+    engine.script(FakeReply(text=LONG, delay_s=0.01))
+    cur = ctx.cursor()
+
+    async def main():
+        events = cur.astream("hi")
+        seen = []
+
+        async def read():
+            async for event in events:
+                seen.append(event)
+
+        reader = asyncio.ensure_future(read())
+        while not any(e.kind is EventKind.TEXT for e in seen):
+            await asyncio.sleep(0.005)
+        await asyncio.wait_for(events.aclose(), 5)
+        running = cur.running
+        await asyncio.wait_for(reader, 5)  # ends, without a CancelledError of its own
+        return running, reader.cancelled(), seen
+
+    running, reader_cancelled, seen = asyncio.run(main())
+    assert running is False and reader_cancelled is False
+    reply = replies(cur)[0]
+    assert reply.cancelled and reply.text != LONG
+    assert engine.cancelled
+    assert not any(e.kind is EventKind.DONE for e in seen)
+
+
 def test_a_bad_parameter_surfaces_from_the_first_step(ctx):
     cur = ctx.cursor()
 
