@@ -14,8 +14,9 @@ closes it a loop turn later, and an ``aask`` on the same cursor right after the
 when the last reference goes (at once, in CPython, on ``break``) its ``__del__``
 asks the loop to cancel the task and tells the cursor, whose next ``aask`` /
 ``aretry`` / ``acontinue`` / ``abatch`` waits for the cancelled reply to be
-recorded instead of refusing. A stream the caller still holds keeps running
-until it is closed.
+recorded instead of refusing. A sync call cannot wait for it (it would block the
+loop that records it), so until then it refuses with a ``CursorError`` that says
+so. A stream the caller still holds keeps running until it is closed.
 
 Invariant: the wrapper holds the generator and a ``_Run``; the generator holds
 only the ``_Run``, never the wrapper, so no cycle delays ``__del__`` to the
