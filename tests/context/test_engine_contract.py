@@ -204,13 +204,13 @@ def test_cancelling_the_awaiting_task_keeps_the_partial_text(ctx, engine):
         task = asyncio.ensure_future(cur.aask("hello", **long))
         while not producing():
             await asyncio.sleep(0.005)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.15)  # some text, far from the end on both
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     if fake:
-        engine.delay_s = 0.02  # a word per 20 ms: the greeting takes about 0.25 s
+        engine.delay_s = 0.05  # a word per 50 ms: the greeting takes about 0.6 s
     try:
         asyncio.run(main())
     finally:
