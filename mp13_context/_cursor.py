@@ -367,6 +367,16 @@ class Cursor:
         if self._closed:
             raise CursorError("this try-out is closed; use the cursor it was opened from")
         if self._busy:
+            left = self._left
+            if left is not None and not left.done():
+                # A sync call cannot wait here: the reply is recorded on its own loop, which
+                # a sync call on that loop's thread blocks (see ``astream``).
+                raise CursorError(
+                    "this cursor's reply from a dropped astream() is still being cancelled "
+                    "on its event loop; await the async call instead (aask, aretry, "
+                    "acontinue and abatch wait for that reply to be recorded), or close the "
+                    "stream first (await events.aclose(), or contextlib.aclosing)"
+                )
             raise CursorError(
                 "this cursor is running an exchange; wait for it, cancel() it, or fork() first"
             )
@@ -427,7 +437,10 @@ class Cursor:
         the stream is dropped (at once in CPython, where the loop drops it on ``break``;
         see ``_stream``): ``running`` stays True until the loop records the cancelled
         reply, and the next ``aask``/``aretry``/``acontinue``/``abatch`` here waits for
-        that instead of raising ``CursorError``. A stream you keep a name for runs on
+        that instead of raising ``CursorError``. A sync call (``ask``, ``record``, moving)
+        cannot wait for it, since it blocks the loop that records it: until the reply is
+        recorded it raises ``CursorError`` saying so, and leaves the wait to the next
+        async call. A stream you keep a name for runs on
         until you close it; ``contextlib.aclosing`` closes it and waits::
 
             async with contextlib.aclosing(cur.astream("Hi")) as events:
@@ -444,10 +457,16 @@ class Cursor:
 
     async def _after_dropped_stream(self) -> None:
         """Wait for the reply of a dropped stream (being cancelled) to be recorded. Only
-        on its own loop: a sync call blocks that loop, so it could never finish."""
-        task, self._left = self._left, None
-        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+        on its own loop: a sync call blocks that loop, so it could never finish. The task
+        is forgotten only once it is done, so a call that could not wait for it (a sync
+        one) leaves it for the next async call to wait for."""
+        task = self._left
+        if task is None:
+            return
+        if not task.done() and task.get_loop() is asyncio.get_running_loop():
             await asyncio.gather(task, return_exceptions=True)
+        if task.done() and self._left is task:
+            self._left = None
 
     async def aretry(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:
         """A new reply to the last user turn on this branch, as a sibling of the old one.

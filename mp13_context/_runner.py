@@ -8,8 +8,9 @@ last node recorded), and ``cancel()`` stops the request in flight. Each round:
 1. Build a ``Request`` for the reply after ``at`` (``_request.request_at``:
    system message, adapters, advertised tools of the node's tools view,
    parameters with the overrides) and send it (``astream`` when there is an
-   event callback, else ``agenerate``). While it is in flight its id is in the
-   scope's ``running`` registry, so ``ChatContext.cancel(id)`` finds it.
+   event callback, else ``agenerate``, in a task of its own so that a cancelled
+   caller still gets the response with the partial text). While it is in flight its
+   id is in the scope's ``running`` registry, so ``ChatContext.cancel(id)`` finds it.
 2. A reply without tool calls is recorded as a node at once.
 3. A reply cut at the token limit is continued (``continue_final``) up to
    ``max_continuations`` times; each continuation is its own node, joined to
@@ -215,19 +216,25 @@ class Exchange:
     async def _response(self, request: Request, base: Turn) -> tuple[Turn, bool]:
         text: list[str] = []
         reasoning: list[str] = []
+        pending: asyncio.Future[Response] | None = None
         try:
             if self._cancel_before_send:
                 response = Response(id=request.id, finish_reason=FinishReason.CANCELLED)
             elif self.on_event is None:
-                self._sent = True
-                response = await self.engine.agenerate(request)
+                # A task of its own, so its response can still be had when the awaiting
+                # task is cancelled: the engine resolves a cancelled request with its text.
+                pending = asyncio.ensure_future(self._send(request))
+                response = await asyncio.shield(pending)
             else:
                 self._sent = True
                 response = await self._stream(request, text, reasoning)
         except asyncio.CancelledError:
-            self.engine.cancel(request.id)
+            self.cancel()  # in the engine, or (its task not started yet) never sent
             ended: dict[str, Any] = {"finish_reason": FinishReason.CANCELLED, "cancelled": True}
             task_cancelled = True
+            if pending is not None and (cut := await _cancelled_response(pending)) is not None:
+                text, reasoning = [cut.text], [cut.reasoning]
+                ended["metrics"] = cut.metrics
         except Exception as exc:  # an engine failure is recorded, never raised
             error = f"engine failed: {type(exc).__name__}: {exc}"
             ended, task_cancelled = {"finish_reason": FinishReason.ERROR, "error": error}, False
@@ -236,6 +243,13 @@ class Exchange:
         # Either way the turn keeps what was streamed before it ended.
         partial = attrs.evolve(base, text="".join(text), reasoning="".join(reasoning), **ended)
         return partial, task_cancelled
+
+    async def _send(self, request: Request) -> Response:
+        """``agenerate`` the request, unless it was cancelled before this task started."""
+        if self._cancel_before_send:
+            return Response(id=request.id, finish_reason=FinishReason.CANCELLED)
+        self._sent = True
+        return await self.engine.agenerate(request)
 
     async def _stream(self, request: Request, text: list[str], reasoning: list[str]) -> Response:
         rid = request.id
@@ -299,6 +313,28 @@ class Exchange:
         except Exception as exc:  # the toolbox should not raise; never lose a call if it does
             result = error_result(call, f"tool {call.name} failed: {type(exc).__name__}: {exc}")
         return result if result.call_id is not None else attrs.evolve(result, call_id=call.id)
+
+
+# How long a cancelled task waits for the engine's response to the request it cancelled
+# (for its partial text). ``Engine.cancel`` resolves the request before it returns, so
+# this only bounds an engine that is slow to honour a cancel.
+CANCELLED_RESPONSE_WAIT_S = 5.0
+
+
+async def _cancelled_response(pending: asyncio.Future[Response]) -> Response | None:
+    """The response of a request just cancelled, or None: the engine failed, did not
+    answer within ``CANCELLED_RESPONSE_WAIT_S``, or the task was cancelled again."""
+    try:
+        await asyncio.wait({pending}, timeout=CANCELLED_RESPONSE_WAIT_S)
+    except asyncio.CancelledError:
+        pending.cancel()
+        raise
+    if not pending.done():
+        pending.cancel()
+        return None
+    if pending.cancelled() or pending.exception() is not None:
+        return None
+    return pending.result()
 
 
 def error_result(call: ToolCall, content: str) -> ToolResult:

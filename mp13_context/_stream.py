@@ -4,7 +4,8 @@ exchange when it is closed *or* dropped.
 
 The exchange runs as a task that puts its events on a queue; the stream yields
 them. Closing the stream (``aclose``, ``contextlib.aclosing``, the end of an
-``async with``) cancels the task and waits until the cancelled reply is recorded.
+``async with``) cancels the task and waits until the cancelled reply is recorded,
+also when another task is iterating the stream (whose ``async for`` then ends).
 
 A plain ``break`` out of ``async for`` closes nothing: Python only drops the
 iterator. A bare async generator would then run on until asyncio's finalizer
@@ -13,8 +14,9 @@ closes it a loop turn later, and an ``aask`` on the same cursor right after the
 when the last reference goes (at once, in CPython, on ``break``) its ``__del__``
 asks the loop to cancel the task and tells the cursor, whose next ``aask`` /
 ``aretry`` / ``acontinue`` / ``abatch`` waits for the cancelled reply to be
-recorded instead of refusing. A stream the caller still holds keeps running
-until it is closed.
+recorded instead of refusing. A sync call cannot wait for it (it would block the
+loop that records it), so until then it refuses with a ``CursorError`` that says
+so. A stream the caller still holds keeps running until it is closed.
 
 Invariant: the wrapper holds the generator and a ``_Run``; the generator holds
 only the ``_Run``, never the wrapper, so no cycle delays ``__del__`` to the
@@ -40,6 +42,8 @@ class _Run:
     def __init__(self, start: Start) -> None:
         self.start = start
         self.task: asyncio.Task[Turn] | None = None
+        # ``aclose()`` was called: the cancellation it caused ends the events quietly.
+        self.closed = False
 
 
 async def _events(run: _Run) -> AsyncGenerator[Event, None]:
@@ -49,7 +53,8 @@ async def _events(run: _Run) -> AsyncGenerator[Event, None]:
     try:
         while (event := await queue.get()) is not None:
             yield event
-        task.result()
+        if not (run.closed and task.cancelled()):
+            task.result()
     finally:
         if not task.done():
             task.cancel()
@@ -63,15 +68,32 @@ class EventStream(AsyncIterator[Event]):
         self._run = _Run(start)
         self._events = _events(self._run)
         self._on_dropped = on_dropped
+        self._iterating = False  # an ``__anext__`` is waiting for the next event
 
     def __aiter__(self) -> EventStream:
         return self
 
     async def __anext__(self) -> Event:
-        return await self._events.__anext__()
+        self._iterating = True
+        try:
+            return await self._events.__anext__()
+        finally:
+            self._iterating = False
 
     async def aclose(self) -> None:
-        """Stop the exchange (the reply is recorded as cancelled) and wait for it."""
+        """Stop the exchange (the reply is recorded as cancelled) and wait for it.
+
+        Also from another task than the one iterating (a server whose client went away):
+        the generator cannot be closed while that task waits in it, so the exchange is
+        cancelled directly, and the iterating ``async for`` then ends after the events
+        of the cancelled reply."""
+        run = self._run
+        run.closed = True
+        task = run.task
+        if self._iterating and task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return
         await self._events.aclose()
 
     def __del__(self) -> None:

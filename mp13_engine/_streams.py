@@ -39,7 +39,8 @@ was asked (``cancel()`` returned True), the request ends ``CANCELLED`` unless
 it fails (``ERROR``).
 
 Streams: ``RequestStream`` blocks on the state's condition and
-``AsyncRequestStream`` is woken through ``call_soon_threadsafe`` (no polling);
+``AsyncRequestStream`` is woken through ``call_soon_threadsafe`` on the loop
+that iterates it, which need not be the one that made it (no polling);
 neither decodes nor parses. Closing, abandoning (GC) or breaking out of a
 stream before its last chunk cancels its request; so does cancelling the
 asyncio task awaiting ``astream``.
@@ -381,9 +382,20 @@ class RequestStream(_StreamBase):
     def result(self, timeout: float | None = None) -> Response:
         """Block until the request ends (e.g. after ``close``) and return its response.
 
-        ``TimeoutError`` if it has not ended within ``timeout`` seconds (None: no limit).
+        ``TimeoutError`` if it has not ended within ``timeout`` seconds (None: no limit);
+        the request goes on.
         """
-        return self._state.future.result(wait_timeout(timeout, RequestError, "result"))
+        limit = wait_timeout(timeout, RequestError, "result")
+        future = self._state.future
+        try:
+            return future.result(limit)
+        except TimeoutError:  # the future's own carries no message at all
+            if future.done():
+                raise
+            raise TimeoutError(
+                f"request {self.id!r} did not finish within {limit} s; it goes on (wait "
+                "again with result(), or close() the stream to cancel it)"
+            ) from None
 
     def __iter__(self) -> RequestStream:
         return self
@@ -417,6 +429,9 @@ class AsyncRequestStream(_StreamBase):
 
     def __init__(self, state: RequestState, cancel: Callable[[str], Any]):
         super().__init__(state, cancel)
+        # The loop that iterates the stream and its wake-up event: the creating loop's
+        # until another loop iterates it (``_follow``). Both change together, under
+        # ``_sched_lock``, which the worker's ``_notify`` takes too.
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
         self._scheduled = False
@@ -437,12 +452,24 @@ class AsyncRequestStream(_StreamBase):
             if self._scheduled:
                 return
             self._scheduled = True
-        call_soon(self._loop, self._fire)
+            loop, event = self._loop, self._event
+        call_soon(loop, self._fire, event)
 
-    def _fire(self) -> None:
+    def _fire(self, event: asyncio.Event) -> None:
         with self._sched_lock:
             self._scheduled = False
-        self._event.set()
+        event.set()
+
+    def _follow(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake ``loop`` from now on: the stream is iterated in another loop than the one
+        that made it (``asyncio.run`` twice, a loop in another thread). Without this its
+        wake-ups went to the old loop, closed or not watching, and the stream hung.
+        A wake-up already sent to the old loop is not lost: its chunk is queued before
+        it is sent, and ``__anext__`` looks at the queue after following."""
+        with self._sched_lock:
+            self._loop = loop
+            self._event = asyncio.Event()
+            self._scheduled = False
 
     async def result(self) -> Response:
         """Wait until the request ends (e.g. after ``aclose``) and return its response.
@@ -457,6 +484,9 @@ class AsyncRequestStream(_StreamBase):
         return self
 
     async def __anext__(self) -> Chunk:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._follow(loop)
         try:
             while True:
                 if self._ended:

@@ -472,6 +472,51 @@ def test_task_cancellation_records_a_cancelled_turn(ctx, engine):
     assert cur.ask("next").text == "echo: next"  # consistent tree, usable cursor
 
 
+@pytest.mark.parametrize("how", ["task.cancel", "wait_for"])
+def test_task_cancellation_without_events_keeps_the_partial_text(ctx, engine, how):
+    """Without an event callback the reply is not streamed: a cancelled task used to record
+    the reply with no text at all, though the engine had produced some."""
+    engine.delay_s = 0.01
+    engine.chunk_size = 1
+    cur = ctx.cursor()
+
+    async def main():
+        if how == "wait_for":
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(cur.aask("x" * 40), 0.15)
+            return
+        task = asyncio.ensure_future(cur.aask("x" * 40))
+        await asyncio.sleep(0.15)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    turn = cur.node.turn
+    assert turn.role is Role.ASSISTANT and turn.cancelled
+    assert turn.finish_reason is FinishReason.CANCELLED
+    assert 0 < len(turn.text) < len("echo: " + "x" * 40)
+    assert ("echo: " + "x" * 40).startswith(turn.text)
+    assert turn.metrics is not None and turn.metrics.completion_tokens > 0
+    assert engine.cancelled and not cur.running
+    assert cur.ask("next").text == "echo: next"
+
+
+def test_a_cancel_before_the_request_task_starts_never_sends_it(ctx, engine):
+    cur = ctx.cursor()
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("hi"))
+        await asyncio.sleep(0)  # the exchange ran up to sending; the send is scheduled
+        assert cur.running and not engine.requests
+        assert cur.cancel()
+        return await task
+
+    turn = asyncio.run(main())
+    assert turn.cancelled and turn.text == ""
+    assert engine.requests == []  # cancelled on its way: never reached the engine
+
+
 def test_cursor_runs_one_exchange_at_a_time(ctx, engine):
     engine.delay_s = 0.01
     cur = ctx.cursor()

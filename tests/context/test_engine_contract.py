@@ -190,6 +190,41 @@ def test_leaving_the_stream_records_a_cancelled_turn(ctx):
     assert after.ok and not after.cancelled
 
 
+def test_cancelling_the_awaiting_task_keeps_the_partial_text(ctx, engine):
+    """Without an event callback the reply is not streamed; the cancelled turn still gets
+    the text the engine produced (it used to be recorded empty)."""
+    cur = ctx.cursor()
+    fake = isinstance(engine, FakeEngine)
+    long = {"min_new_tokens": 400, "max_new_tokens": 400}
+
+    def producing() -> bool:
+        return engine.in_flight > 0 if fake else engine.metrics().running > 0
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("hello", **long))
+        while not producing():
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.15)  # some text, far from the end on both
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    if fake:
+        engine.delay_s = 0.05  # a word per 50 ms: the greeting takes about 0.6 s
+    try:
+        asyncio.run(main())
+    finally:
+        if fake:
+            engine.delay_s = 0.0
+    turn = cur.node.turn
+    assert turn.role is Role.ASSISTANT and turn.cancelled
+    assert turn.text and 0 < turn.metrics.completion_tokens < long["max_new_tokens"]
+    if fake:
+        assert GREETING.startswith(turn.text) and turn.text != GREETING
+    after = cur.ask("thanks")
+    assert after.ok and not after.cancelled
+
+
 def test_a_truncated_reply_continues_into_one_message(ctx):
     cur = ctx.cursor()
     first = cur.ask("hello", max_new_tokens=3)

@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 
-from mp13_context import ChatContext, ContextError, EventKind, Role
+from mp13_context import ChatContext, ContextError, CursorError, EventKind, Role
 from mp13_context.testing import FakeReply
 from mp13_toolbox import Toolbox, ToolCall
 
@@ -96,6 +96,31 @@ def test_every_async_run_waits_for_a_dropped_stream(ctx, engine, again):
     assert [n.turn.text for n in nodes if n.turn and n.turn.cancelled] != []
 
 
+def test_a_sync_call_right_after_a_break_says_why_and_the_next_aask_still_waits(ctx, engine):
+    """The sync call cannot wait (it blocks the loop that records the cancelled reply),
+    so it raises; it used to also make the dropped reply forgotten, and the next aask
+    then raised CursorError too instead of waiting for it."""
+    engine.script(FakeReply(text=LONG, delay_s=0.01))
+    cur = ctx.cursor()
+
+    async def main():
+        async for event in cur.astream("hi"):
+            if event.kind is EventKind.TEXT:
+                break
+        with pytest.raises(CursorError, match=r"dropped astream\(\).*await the async call"):
+            cur.ask("too soon")
+        with pytest.raises(CursorError, match="dropped astream"):
+            cur.system.set("terse")
+        return await asyncio.wait_for(cur.aask("next"), 5)
+
+    assert asyncio.run(main()).text == "echo: next"
+    first, second = replies(cur)
+    assert first.cancelled and first.text != LONG
+    assert not second.cancelled
+    users = [n.turn.text for n in cur.path() if n.turn and n.turn.role is Role.USER]
+    assert users == ["hi", "next"]  # the refused sync calls recorded nothing
+
+
 def test_breaking_out_during_a_tool_round_gives_every_call_a_result(ctx, session, engine):
     started = asyncio.Event()
 
@@ -143,6 +168,37 @@ def test_aclosing_still_stops_and_waits(ctx, engine):
 
     assert asyncio.run(main()) is False
     assert replies(cur)[0].cancelled
+
+
+def test_aclose_from_another_task_stops_the_reply_and_ends_the_reader(ctx, engine):
+    """A server closing the stream when its client leaves, while a reader task waits in
+    it: aclose() used to raise RuntimeError (the generator was running) and the reply
+    ran on to its end."""
+    engine.script(FakeReply(text=LONG, delay_s=0.01))
+    cur = ctx.cursor()
+
+    async def main():
+        events = cur.astream("hi")
+        seen = []
+
+        async def read():
+            async for event in events:
+                seen.append(event)
+
+        reader = asyncio.ensure_future(read())
+        while not any(e.kind is EventKind.TEXT for e in seen):
+            await asyncio.sleep(0.005)
+        await asyncio.wait_for(events.aclose(), 5)
+        running = cur.running
+        await asyncio.wait_for(reader, 5)  # ends, without a CancelledError of its own
+        return running, reader.cancelled(), seen
+
+    running, reader_cancelled, seen = asyncio.run(main())
+    assert running is False and reader_cancelled is False
+    reply = replies(cur)[0]
+    assert reply.cancelled and reply.text != LONG
+    assert engine.cancelled
+    assert not any(e.kind is EventKind.DONE for e in seen)
 
 
 def test_a_bad_parameter_surfaces_from_the_first_step(ctx):

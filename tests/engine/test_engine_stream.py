@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import time
 
 import attrs
@@ -163,6 +164,38 @@ def test_breaking_out_of_async_for_cancels(engine):
         time.sleep(0.001)
     assert rid not in engine._inflight
     assert engine.metrics().finish_reasons["cancelled"] == before + 1
+
+
+def test_an_async_stream_iterated_in_another_loop_than_its_own_still_wakes(engine):
+    """Its wake-ups used to go to the loop that made it: one closed (``asyncio.run``
+    twice) or not watching (a loop in another thread), so the stream hung."""
+
+    async def make(prompt: str):
+        return engine.astream(Request(prompt=prompt, max_new_tokens=200, min_new_tokens=200))
+
+    async def drain(stream):
+        async def all_chunks():
+            return [c async for c in stream]
+
+        return await asyncio.wait_for(all_chunks(), 30)
+
+    made_in_a_closed_loop = asyncio.run(make("loop one"))
+    chunks = asyncio.run(drain(made_in_a_closed_loop))
+
+    other = asyncio.new_event_loop()
+    runner = threading.Thread(target=other.run_forever, daemon=True)
+    runner.start()
+    try:
+        made_elsewhere = asyncio.run_coroutine_threadsafe(make("loop two"), other).result(30)
+        chunks_elsewhere = asyncio.run(drain(made_elsewhere))
+    finally:
+        other.call_soon_threadsafe(other.stop)
+        runner.join(30)
+        other.close()
+    for got in (chunks, chunks_elsewhere):
+        assert got[-1].done and got[-1].response.finish_reason is FinishReason.LENGTH
+        assert "".join(c.text for c in got) == got[-1].response.text
+        assert got[-1].response.metrics.completion_tokens == 200
 
 
 def test_with_block_cancels_unfinished_stream(engine):
@@ -362,6 +395,16 @@ def test_giving_up_on_an_async_stream_result_leaves_the_request_running(engine):
     chunks, resp = asyncio.run(main())
     assert resp.finish_reason is FinishReason.LENGTH and resp.metrics.completion_tokens == 40
     assert chunks[-1].response == resp and "".join(c.text for c in chunks) == resp.text
+
+
+def test_a_stream_result_that_times_out_says_so_and_the_request_goes_on(engine):
+    """``stream.result(timeout)`` used to raise a bare ``TimeoutError()``: no message."""
+    stream = engine.stream(Request(prompt="slow", max_new_tokens=LONG, min_new_tokens=LONG))
+    with pytest.raises(TimeoutError, match=rf"request '{stream.id}' did not finish within 0.01 s"):
+        stream.result(timeout=0.01)
+    assert stream.response is None  # still running
+    stream.close()
+    assert stream.result(timeout=30).finish_reason is FinishReason.CANCELLED
 
 
 def test_a_stream_cancels_its_own_request_and_still_ends_on_its_last_chunk(engine):
