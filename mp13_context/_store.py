@@ -138,6 +138,9 @@ def _why(path: str, exc: BaseException) -> str:
     return f"{exc}; check the path and its permissions"
 
 
+#: SQLite's largest integer.
+_MAX_INT = 2**63 - 1
+
 _READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
 
 
@@ -458,6 +461,8 @@ class Store:
 
     def search(self, query: str, limit: int, cid: str | None, by_rank: bool) -> list[Row]:
         where = "search MATCH ?" + (" AND conversation_id = ?" if cid else "")
+        # SQLite's integers are 64-bit: a larger limit (10**20, "all of them") means no limit.
+        limit = min(limit, _MAX_INT)
         args: tuple[Any, ...] = (query, cid, limit) if cid else (query, limit)
         # Newest first walks the index backwards and stops at ``limit``; ranking must
         # score every match, which is slow for common words in a big session.

@@ -280,6 +280,15 @@ def test_search_limit_is_a_whole_number_of_hits(session, limit):
     assert len(session.search("hello", limit=1)) == 1
 
 
+def test_a_search_limit_beyond_sqlites_integers_means_all_hits(session):
+    # It raised a bare OverflowError ("Python int too large to convert to SQLite INTEGER").
+    cur = ChatContext(session, engine=FakeEngine()).cursor()
+    cur.ask("hello there")
+    cur.ask("hello again")
+    hits = session.search("hello", limit=10**20)
+    assert len(hits) == 4 and hits == session.search("hello", limit=4)
+
+
 def test_search_in_an_unknown_conversation_is_not_found_rather_than_no_hits(session):
     ChatContext(session, engine=FakeEngine()).cursor().ask("hello there")
     with pytest.raises(NotFoundError, match=r"^no conversation 'nope' in this session; list"):
