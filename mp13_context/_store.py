@@ -141,6 +141,40 @@ def _why(path: str, exc: BaseException) -> str:
 #: SQLite's largest integer.
 _MAX_INT = 2**63 - 1
 
+#: What to do about a SQLite failure, by words of SQLite's message (it says only what;
+#: "database or disk is full" needs no more).
+_HINTS = (
+    (
+        "locked",
+        "another connection is writing to the file (another program, or a second "
+        "Session.open of it) and kept it locked for over 10 s; nothing was changed: let it "
+        "finish or close it, then try again",
+    ),
+    (
+        "readonly",
+        "the file or its folder cannot be written: fix their permissions, or open it "
+        "with read_only=True to read it",
+    ),
+    (
+        "malformed",
+        "the file is damaged: restore it from a backup (the sqlite3 command-line tool's "
+        "'.recover' salvages what it can of it into a new file)",
+    ),
+    (
+        "not a database",
+        "it is not an SQLite file, or its first page is damaged: pick another file name, "
+        "or restore the session from a backup",
+    ),
+)
+
+
+def _hint(exc: BaseException) -> str:
+    """SQLite's message, and what to do about it where that is known."""
+    text = str(exc)
+    hint = next((h for words, h in _HINTS if words in text.lower()), None)
+    return f"{text}; {hint}" if hint else text
+
+
 _READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
 
 
@@ -177,6 +211,10 @@ class Store:
                 migrate(self.conn)
         except _SQL_ERRORS as exc:
             self.conn.close()
+            if any(words in str(exc).lower() for words, _ in _HINTS):  # what to do is known
+                raise StoreError(
+                    f"cannot open session file {path!r} (it was not changed): {_hint(exc)}"
+                ) from exc
             raise StoreError(
                 f"{path!r} is not a usable mp13 session file ({exc}); pick another file name"
             ) from exc
@@ -239,7 +277,7 @@ class Store:
                     raise
                 self.conn.execute("COMMIT")
             except _SQL_ERRORS as exc:
-                raise StoreError(f"saving to {self.path!r} failed: {exc}") from exc
+                raise StoreError(f"saving to {self.path!r} failed: {_hint(exc)}") from exc
 
     def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
         with self.lock:
@@ -248,7 +286,7 @@ class Store:
                 rows: list[Row] = self.conn.execute(sql, args).fetchall()
                 return rows
             except _SQL_ERRORS as exc:
-                raise StoreError(f"reading {self.path!r} failed: {exc}") from exc
+                raise StoreError(f"reading {self.path!r} failed: {_hint(exc)}") from exc
 
     # --- checks -----------------------------------------------------------------------
 

@@ -114,6 +114,48 @@ def test_foreign_files_are_refused(tmp_path):
         Session.open(junk)
 
 
+def test_a_file_that_is_not_sqlite_or_is_cut_short_says_what_to_do_and_stays_as_it_was(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not an SQLite file, or its first page is damaged"):
+        Session.open(junk)
+    assert junk.read_bytes() == b"this is not sqlite at all" * 100
+    path = tmp_path / "s.db"
+    with Session.open(path) as session:
+        build_tree(session)
+    whole = path.read_bytes()
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(whole[: len(whole) // 2])  # a copy that stopped half way
+    for read_only in (False, True):
+        # It said "not a usable mp13 session file ...; pick another file name": the
+        # user's own (damaged) session, with no word of a backup or recovery.
+        with pytest.raises(StoreError, match=r"the file is damaged: restore it from a backup"):
+            Session.open(cut, read_only=read_only)
+    assert cut.read_bytes() == whole[: len(whole) // 2]
+
+
+def test_a_file_another_connection_keeps_locked_says_so_and_loses_nothing(tmp_path):
+    path = tmp_path / "s.db"
+    session = Session.open(path)
+    cur = ChatContext(session, engine=FakeEngine()).cursor()
+    cur.ask("hello")
+    before = session_data(session)
+    other = sqlean.connect(str(path), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another program in the middle of a write
+    session._store.conn.execute("PRAGMA busy_timeout = 50")  # not the 10 s wait
+    with pytest.raises(StoreError) as err:
+        session.new_conversation("more")
+    assert "database is locked; another connection is writing to the file" in str(err.value)
+    assert "let it finish or close it, then try again" in str(err.value)
+    assert len(session.search("hello")) == 2  # reads go on while it writes (WAL)
+    other.execute("ROLLBACK")
+    other.close()
+    assert session_data(session) == before  # the refused change left nothing behind
+    session.new_conversation("more")  # and the retry works
+    assert len(session.conversations()) == 2
+    session.close()
+
+
 def test_reopen_gives_identical_trees(tmp_path):
     path = tmp_path / "s.db"
     session = Session.open(path)
