@@ -109,10 +109,17 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def save_copy(self, path: str | os.PathLike[str]) -> None:
+    def save_copy(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
         """Write an exact copy of the session (same ids, hashes and saved positions) into
-        the new file ``path``; ``StoreError`` if ``path`` exists. This session stays open."""
-        self._store.copy_to(_file(path, "a copy's file"))
+        the new file ``path``; ``StoreError`` if ``path`` exists, unless ``overwrite=True``.
+        This session stays open.
+
+        With ``overwrite=True`` the copy is written beside ``path`` and then takes its
+        name, so the old file stays whole until the copy is. A file with a ``-journal``,
+        ``-wal`` or ``-shm`` file next to it (open elsewhere, or not closed cleanly) is
+        not replaced, nor this session's own file: ``StoreError``, nothing changed."""
+        _check_flags(overwrite=overwrite)  # "no" would be truthy and replace the file
+        self._store.copy_to(_file(path, "a copy's file"), overwrite=overwrite)
 
     def refresh(self) -> None:
         """Forget cached nodes, so changes written by another connection are seen."""

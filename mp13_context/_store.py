@@ -33,6 +33,7 @@ import sqlite3 as _std_sqlite3
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -186,6 +187,32 @@ def remove_database(path: str) -> None:
             os.remove(path + suffix)
 
 
+def _draft_name(path: str) -> str:
+    """A new file name of our own beside ``path`` (never a user's ``NAME.tmp``)."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+
+
+def _check_replaceable(own: str, path: str) -> None:
+    """``StoreError`` unless ``copy_to(path, overwrite=True)`` may replace ``path``.
+
+    Not a folder, nor this session's own file; and no journal or WAL file next to
+    it: SQLite would apply that to the copy when it is opened (damaging it), and a
+    ``-wal`` file means the old file may be open somewhere right now.
+    """
+    if os.path.isdir(path):
+        raise StoreError(f"cannot copy the session into {path!r}: it is a folder; give a file name")
+    if not _in_memory(own) and os.path.lexists(path) and os.path.samefile(own, path):
+        raise StoreError(f"{path!r} is this session's own file; a copy goes into another file")
+    side = [path + s for s in ("-journal", "-wal", "-shm") if os.path.lexists(path + s)]
+    if side:
+        raise StoreError(
+            f"{path!r} cannot be replaced: {side[0]!r} lies next to it, so it may be open in "
+            "another program or was not closed cleanly (SQLite would apply that file to the "
+            "copy); close what has it open, or pick a new file name (nothing was changed)"
+        )
+
+
 class Store:
     """SQL for one session file. Every public method is one transaction or one read."""
 
@@ -234,30 +261,42 @@ class Store:
                 f"session {self.path!r} is closed; open it again with Session.open(path)"
             )
 
-    def copy_to(self, path: str) -> None:
-        """Copy the whole database into a new file ``path`` (SQLite's online backup)."""
+    def copy_to(self, path: str, *, overwrite: bool = False) -> None:
+        """Copy the whole database into the file ``path`` (SQLite's online backup): a new
+        file, or with ``overwrite`` one that replaces ``path`` only once it is whole."""
         # First: sqlean crashes the interpreter when a closed connection is backed up.
         self.require_open()
         if _in_memory(path):
             raise StoreError(f"a copy goes into a file: give a file name, not {path!r}")
-        if os.path.lexists(path):
-            raise StoreError(f"{path!r} exists; a copy never overwrites, pick a new file name")
+        if os.path.lexists(path) and not overwrite:
+            raise StoreError(
+                f"{path!r} exists; a copy never overwrites a file: pick a new file name, or "
+                "pass overwrite=True to replace it (the session itself is unchanged)"
+            )
+        if overwrite:
+            _check_replaceable(self.path, path)
+        # With overwrite, the copy is written beside the target and renamed over it, so
+        # the old file stays whole until the copy is.
+        draft = _draft_name(path) if overwrite else path
         with self.lock:
             created = False
             try:
-                target = sqlean.connect(path)
+                target = sqlean.connect(draft)
                 created = True
                 try:
                     self.conn.backup(target)
                 finally:
                     target.close()
-            except _SQL_ERRORS as exc:
+                if overwrite:
+                    os.replace(draft, path)
+            except (*_SQL_ERRORS, OSError) as exc:
                 if created:  # a half-written copy would block the retry: it is ours, remove it
-                    remove_database(path)
+                    remove_database(draft)
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 raise StoreError(
-                    f"copying the session into {path!r} failed: {exc}; check that its folder "
-                    "exists and can be written, and that the disk has room (the session "
-                    "itself is unchanged)"
+                    f"copying the session into {path!r} failed: {reason}; check that its "
+                    "folder exists and can be written, and that the disk has room (the "
+                    "session itself is unchanged)"
                 ) from exc
 
     @contextlib.contextmanager

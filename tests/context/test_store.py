@@ -225,6 +225,49 @@ def test_a_failed_copy_leaves_no_file_and_says_what_to_do(tmp_path):
     session.close()
 
 
+def test_save_copy_with_overwrite_replaces_an_old_copy_whole(tmp_path):
+    session = Session.open(tmp_path / "s.db")
+    _, cur = build_tree(session)
+    target = tmp_path / "copy.db"
+    session.save_copy(target)
+    cur.ask("after the first copy")
+    with pytest.raises(ContextError, match="overwrite is True or False"):
+        session.save_copy(target, overwrite="no")
+    session.save_copy(target, overwrite=True)  # a nightly backup to one name
+    with Session.open(target) as copy:
+        assert session_data(copy) == session_data(session) and copy.verify().ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "s.db", "s.db-shm", "s.db-wal"]
+    session.save_copy(tmp_path / "new.db", overwrite=True)  # a new name works as well
+    assert Session.open(tmp_path / "new.db", read_only=True).conversations()
+    with pytest.raises(StoreError, match="this session's own file"):
+        session.save_copy(tmp_path / "s.db", overwrite=True)
+    with pytest.raises(StoreError, match="it is a folder"):
+        session.save_copy(tmp_path, overwrite=True)
+    session.close()
+
+
+def test_save_copy_never_replaces_a_file_that_is_open_or_has_a_journal(tmp_path):
+    # A -wal (or -journal) file left next to the old file would be applied to the new
+    # copy when it is opened, damaging it; and it may mean the file is open right now.
+    session = Session.open(tmp_path / "s.db")
+    build_tree(session)
+    target = tmp_path / "copy.db"
+    other = Session.open(target)  # open elsewhere: it has a -wal and a -shm file
+    other.new_conversation("kept")
+    before = session_data(other)
+    with pytest.raises(StoreError, match=r"copy.db-wal' lies next to it, so it may be open"):
+        session.save_copy(target, overwrite=True)
+    assert session_data(other) == before  # nothing was changed
+    other.close()
+    stale = tmp_path / "stale.db"
+    session.save_copy(stale)
+    (tmp_path / "stale.db-journal").write_bytes(b"a hot journal")
+    with pytest.raises(StoreError, match="pick a new file name"):
+        session.save_copy(stale, overwrite=True)
+    assert (tmp_path / "stale.db-journal").read_bytes() == b"a hot journal"
+    session.close()
+
+
 def test_each_mutation_is_its_own_small_transaction(tmp_path):
     path = tmp_path / "s.db"
     session = Session.open(path)
