@@ -393,7 +393,9 @@ class Session:
     def conversation_nodes(self, conversation_id: str) -> list[Node]:
         """Every node of a conversation in creation order."""
         self.conversation(conversation_id)
-        return [self._from_row(r) for r in self._store.conversation_nodes(conversation_id)]
+        # Not cached: an export (or a listing of every conversation) would otherwise
+        # keep the whole session's text in memory for as long as the session is open.
+        return [node_from_row(r) for r in self._store.conversation_nodes(conversation_id)]
 
     # --- what the model sees -----------------------------------------------------------
 
