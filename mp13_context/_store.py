@@ -136,6 +136,8 @@ def _why(path: str, exc: BaseException) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"its folder {folder!r} does not exist; create it first or pick another path"
+    if not os.path.exists(path) and not os.access(folder, os.W_OK):
+        return f"its folder {folder!r} cannot be written; pick a folder you can write to"
     return f"{exc}; check the path and its permissions"
 
 
@@ -238,6 +240,14 @@ class Store:
                 migrate(self.conn)
         except _SQL_ERRORS as exc:
             self.conn.close()
+            # The WAL switch needs side files beside an existing file.
+            if not read_only and os.path.isfile(path) and _read_only_media(path):
+                raise StoreError(
+                    f"cannot open session file {path!r} for changes: it or its folder "
+                    f"cannot be written ({exc}), and a session writes -wal and -shm files "
+                    "beside its file; open it with read_only=True to read it, or copy it "
+                    "somewhere writable (it was not changed)"
+                ) from exc
             if any(words in str(exc).lower() for words, _ in _HINTS):  # what to do is known
                 raise StoreError(
                     f"cannot open session file {path!r} (it was not changed): {_hint(exc)}"
