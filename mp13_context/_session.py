@@ -458,7 +458,9 @@ class Session:
         for what such words match). ``raw=True`` passes FTS5 query syntax through
         (``"exact phrase"``, ``a OR b``, ``pre*``). ``order``: ``"recent"`` (newest
         first, fast at any size) or ``"rank"`` (best match first, bm25; scores every
-        match, so slower for common words).
+        match, so slower for common words). A hit's ``snippet`` marks ``[words]`` of
+        the query: up to eight of them, and in a text over 10,000 characters only the
+        first (FTS5's snippets cost grows with the places each marked word occurs).
         """
         if order not in ("recent", "rank"):
             raise ContextError(f"search order must be 'recent' or 'rank', got {order!r}")
@@ -469,11 +471,20 @@ class Session:
         _check_flags(raw=raw)  # "no" would be truthy and pass FTS5 syntax through
         if conversation_id is not None:
             self.conversation(conversation_id)  # a mistyped id is NotFoundError, not no hits
-        query = scrub(text) if raw else fts_query(text)
+        if raw:
+            query = scrub(text)
+            marks = (query, query)
+        else:
+            words = list(dict.fromkeys(text.split()))  # a word twice adds only work
+            query = fts_query(" ".join(words))
+            # Words with a letter or digit first: a word without any marks nothing.
+            words.sort(key=lambda w: not any(c.isalnum() for c in w))
+            marked = [fts_query(w) for w in words[:_MARKED_WORDS]]
+            marks = (" OR ".join(marked), marked[0] if marked else "")
         if not query.strip():
             return []
         try:
-            rows = self._store.search(query, limit, conversation_id, order == "rank")
+            rows = self._store.search(query, limit, conversation_id, order == "rank", marks)
         except StoreError as exc:
             if not raw or self.closed:  # plain words always make a valid query
                 raise
@@ -572,6 +583,10 @@ class Session:
             verified=verified,
             edited=edited,
         )
+
+
+#: The most words of a search that its snippets mark (see ``Store.search``).
+_MARKED_WORDS = 8
 
 
 def _check_flags(**flags: object) -> None:

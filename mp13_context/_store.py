@@ -141,6 +141,8 @@ def _why(path: str, exc: BaseException) -> str:
     return f"{exc}; check the path and its permissions"
 
 
+#: A longer text's search snippet marks one word of the query (see ``Store.search``).
+_SNIPPET_TEXT = 10_000
 #: SQLite's largest integer.
 _MAX_INT = 2**63 - 1
 
@@ -546,7 +548,17 @@ class Store:
         )
         return rows[0][0] if rows else None
 
-    def search(self, query: str, limit: int, cid: str | None, by_rank: bool) -> list[Row]:
+    def search(
+        self, query: str, limit: int, cid: str | None, by_rank: bool, marks: tuple[str, str]
+    ) -> list[Row]:
+        """``(conversation_id, node_id, role, snippet, rank)`` of the hits of ``query``.
+
+        The snippets are made row by row for the hits only, from ``marks``: two queries
+        every hit also matches (a few of its words OR-ed, and one word), the second for
+        texts longer than ``_SNIPPET_TEXT``. FTS5's snippet cost grows with the product
+        of the places each marked word occurs, and ranking would otherwise make one for
+        every match: a pasted paragraph searched over 100 kB texts took minutes.
+        """
         where = "search MATCH ?" + (" AND conversation_id = ?" if cid else "")
         # SQLite's integers are 64-bit: a larger limit (10**20, "all of them") means no limit.
         limit = min(limit, _MAX_INT)
@@ -554,9 +566,21 @@ class Store:
         # Newest first walks the index backwards and stops at ``limit``; ranking must
         # score every match, which is slow for common words in a big session.
         order = "rank" if by_rank else "rowid DESC"
-        return self.read(
-            "SELECT conversation_id, node_id, role, "
-            "snippet(search, 0, '[', ']', '…', 12), rank "
+        hits = self.read(
+            "SELECT rowid, length(text), conversation_id, node_id, role, rank "
             f"FROM search WHERE {where} ORDER BY {order} LIMIT ?",
             args,
         )
+        snippets: dict[int, str] = {}
+        for long, mark in enumerate(marks):
+            rowids = [r[0] for r in hits if (r[1] > _SNIPPET_TEXT) == bool(long)]
+            for i in range(0, len(rowids), 500):
+                part = rowids[i : i + 500]
+                snippets.update(
+                    self.read(
+                        "SELECT rowid, snippet(search, 0, '[', ']', '…', 12) FROM search "
+                        f"WHERE search MATCH ? AND rowid IN ({', '.join('?' * len(part))})",
+                        (mark, *part),
+                    )
+                )
+        return [(*hit, snippets.get(rowid, ""), rank) for rowid, _, *hit, rank in hits]

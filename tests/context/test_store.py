@@ -374,6 +374,25 @@ def test_a_search_limit_beyond_sqlites_integers_means_all_hits(session):
     assert len(hits) == 4 and hits == session.search("hello", limit=4)
 
 
+def test_a_long_search_over_long_texts_marks_a_bounded_number_of_words(session):
+    # FTS5's snippet work grows with the product of the places each query word occurs:
+    # "alpha " * 50 took a minute over 100 kB texts, a pasted paragraph many minutes.
+    words = [f"w{i}" for i in range(10)]
+    c = session.new_conversation()
+    short = " ".join(words)
+    long = " ".join(words * 2_000)  # 60 kB, every word 2,000 times
+    nodes = session.append_turns(
+        c.root_id, [Turn(role=Role.USER, text=short), Turn(role=Role.USER, text=long)]
+    )
+    query = " ".join(words * 20)  # repeated words count once
+    hits = session.search(query, order="rank")
+    assert len(hits) == 2 and hits == session.search(" ".join(words), order="rank")
+    snippet = {h.node_id: h.snippet for h in hits}
+    assert snippet[nodes[0].id].count("[") == 8  # the short text: eight words marked
+    marked = snippet[nodes[1].id]  # the long one: the first word only
+    assert "[w0]" in marked and marked.replace("[w0]", "").count("[") == 0
+
+
 def test_search_in_an_unknown_conversation_is_not_found_rather_than_no_hits(session):
     ChatContext(session, engine=FakeEngine()).cursor().ask("hello there")
     with pytest.raises(NotFoundError, match=r"^no conversation 'nope' in this session; list"):
