@@ -197,6 +197,15 @@ def _draft_name(path: str) -> str:
     return os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether both names lead to one file (False where either leads nowhere, such as
+    a dangling link, which a copy may replace)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _check_replaceable(own: str, path: str) -> None:
     """``StoreError`` unless ``copy_to(path, overwrite=True)`` may replace ``path``.
 
@@ -206,7 +215,7 @@ def _check_replaceable(own: str, path: str) -> None:
     """
     if os.path.isdir(path):
         raise StoreError(f"cannot copy the session into {path!r}: it is a folder; give a file name")
-    if not _in_memory(own) and os.path.lexists(path) and os.path.samefile(own, path):
+    if not _in_memory(own) and _same_file(own, path):
         raise StoreError(f"{path!r} is this session's own file; a copy goes into another file")
     side = [path + s for s in ("-journal", "-wal", "-shm") if os.path.lexists(path + s)]
     if side:

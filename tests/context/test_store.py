@@ -243,6 +243,10 @@ def test_save_copy_with_overwrite_replaces_an_old_copy_whole(tmp_path):
         session.save_copy(tmp_path / "s.db", overwrite=True)
     with pytest.raises(StoreError, match="it is a folder"):
         session.save_copy(tmp_path, overwrite=True)
+    dangling = tmp_path / "link.db"
+    dangling.symlink_to(tmp_path / "gone.db")
+    session.save_copy(dangling, overwrite=True)  # the link is replaced, not followed
+    assert not dangling.is_symlink() and Session.open(dangling, read_only=True).conversations()
     session.close()
 
 
