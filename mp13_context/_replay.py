@@ -27,7 +27,9 @@ the metrics side by side.
 
 from __future__ import annotations
 
+import collections
 import difflib
+import re
 from typing import Any
 
 import attrs
@@ -103,9 +105,77 @@ def _call_keys(calls: tuple[ToolCall, ...]) -> list[tuple[str, Any]]:
     return [(c.name, c.arguments) for c in calls]
 
 
+#: Up to this product of two lengths, ``difflib`` compares them exactly (at most about a
+#: second even for a two-letter alphabet); its cost grows with the pairs of equal
+#: items, so two 100 kB replies compared character by character would take minutes.
+_EXACT = 4_000_000
+#: Coarser pieces for longer texts, coarsest first: lines (with their line break), then
+#: words (with the white space after them). Each joins back to the text it came from.
+_PIECES = (re.compile(r"[^\n]*\n|[^\n]+"), re.compile(r"\S+\s*|\s+"))
+
+
 def similarity(a: str, b: str) -> float:
-    """How alike two texts are, 0..1 (``difflib.SequenceMatcher.ratio``)."""
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    """How alike two texts are, 0..1 (``difflib.SequenceMatcher.ratio``): 1.0 only for
+    equal texts.
+
+    Texts of up to about 2,000 characters each are compared character by character.
+    Longer ones keep their common start and end as matching and compare the rest line
+    by line, then the lines that differ word by word, then character by character, in
+    a bounded amount of work: what is left when it runs out counts as different.
+    """
+    if not a and not b:
+        return 1.0
+    return 2.0 * _matched(a, b, _PIECES, [4 * _EXACT]) / (len(a) + len(b))
+
+
+def _matched(a: str, b: str, pieces: tuple[re.Pattern[str], ...], budget: list[int]) -> int:
+    """How many characters of ``a`` and ``b`` match; ``budget`` (one mutable number)
+    is the work left, in ``difflib`` cost (the product of the compared lengths)."""
+    if a == b:
+        return len(a)
+    if len(a) * len(b) <= min(_EXACT, budget[0]):
+        budget[0] -= len(a) * len(b)
+        blocks = difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+        return sum(block.size for block in blocks)
+    start = _common_start(a, b)
+    end = _common_start(a[start:][::-1], b[start:][::-1])
+    a, b = a[start : len(a) - end], b[start : len(b) - end]
+    for level in range(len(pieces)):
+        pa, pb = pieces[level].findall(a), pieces[level].findall(b)
+        cost = _pairs(pa, pb)
+        if cost <= min(_EXACT, budget[0]):
+            break
+    else:
+        return start + end
+    budget[0] -= cost
+    matched = start + end
+    ia = ib = 0
+    for i, j, n in difflib.SequenceMatcher(None, pa, pb, autojunk=False).get_matching_blocks():
+        matched += sum(map(len, pa[i : i + n]))
+        if i > ia and j > ib:  # pieces that differ: compare them at a finer level
+            gap_a, gap_b = "".join(pa[ia:i]), "".join(pb[ib:j])
+            matched += _matched(gap_a, gap_b, pieces[level + 1 :], budget)
+        ia, ib = i + n, j + n
+    return matched
+
+
+def _common_start(a: str, b: str) -> int:
+    """The length of the longest common start (slices compared in C, halving the range)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _pairs(pa: list[str], pb: list[str]) -> int:
+    """``difflib``'s cost for two lists of pieces: the pairs of equal pieces (for lines
+    or words, that are mostly different, far fewer than the product of the lengths)."""
+    counts = collections.Counter(pb)
+    return len(pa) + len(pb) + sum(counts[p] for p in pa)
 
 
 def _replayable(node: Node) -> list[Command]:

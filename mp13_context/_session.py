@@ -109,10 +109,17 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def save_copy(self, path: str | os.PathLike[str]) -> None:
+    def save_copy(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
         """Write an exact copy of the session (same ids, hashes and saved positions) into
-        the new file ``path``; ``StoreError`` if ``path`` exists. This session stays open."""
-        self._store.copy_to(_file(path, "a copy's file"))
+        the new file ``path``; ``StoreError`` if ``path`` exists, unless ``overwrite=True``.
+        This session stays open.
+
+        With ``overwrite=True`` the copy is written beside ``path`` and then takes its
+        name, so the old file stays whole until the copy is. A file with a ``-journal``,
+        ``-wal`` or ``-shm`` file next to it (open elsewhere, or not closed cleanly) is
+        not replaced, nor this session's own file: ``StoreError``, nothing changed."""
+        _check_flags(overwrite=overwrite)  # "no" would be truthy and replace the file
+        self._store.copy_to(_file(path, "a copy's file"), overwrite=overwrite)
 
     def refresh(self) -> None:
         """Forget cached nodes, so changes written by another connection are seen."""
@@ -386,7 +393,9 @@ class Session:
     def conversation_nodes(self, conversation_id: str) -> list[Node]:
         """Every node of a conversation in creation order."""
         self.conversation(conversation_id)
-        return [self._from_row(r) for r in self._store.conversation_nodes(conversation_id)]
+        # Not cached: an export (or a listing of every conversation) would otherwise
+        # keep the whole session's text in memory for as long as the session is open.
+        return [node_from_row(r) for r in self._store.conversation_nodes(conversation_id)]
 
     # --- what the model sees -----------------------------------------------------------
 
@@ -449,7 +458,9 @@ class Session:
         for what such words match). ``raw=True`` passes FTS5 query syntax through
         (``"exact phrase"``, ``a OR b``, ``pre*``). ``order``: ``"recent"`` (newest
         first, fast at any size) or ``"rank"`` (best match first, bm25; scores every
-        match, so slower for common words).
+        match, so slower for common words). A hit's ``snippet`` marks ``[words]`` of
+        the query: up to eight of them, and in a text over 10,000 characters only the
+        first (FTS5's snippets cost grows with the places each marked word occurs).
         """
         if order not in ("recent", "rank"):
             raise ContextError(f"search order must be 'recent' or 'rank', got {order!r}")
@@ -460,11 +471,20 @@ class Session:
         _check_flags(raw=raw)  # "no" would be truthy and pass FTS5 syntax through
         if conversation_id is not None:
             self.conversation(conversation_id)  # a mistyped id is NotFoundError, not no hits
-        query = scrub(text) if raw else fts_query(text)
+        if raw:
+            query = scrub(text)
+            marks = (query, query)
+        else:
+            words = list(dict.fromkeys(text.split()))  # a word twice adds only work
+            query = fts_query(" ".join(words))
+            # Words with a letter or digit first: a word without any marks nothing.
+            words.sort(key=lambda w: not any(c.isalnum() for c in w))
+            marked = [fts_query(w) for w in words[:_MARKED_WORDS]]
+            marks = (" OR ".join(marked), marked[0] if marked else "")
         if not query.strip():
             return []
         try:
-            rows = self._store.search(query, limit, conversation_id, order == "rank")
+            rows = self._store.search(query, limit, conversation_id, order == "rank", marks)
         except StoreError as exc:
             if not raw or self.closed:  # plain words always make a valid query
                 raise
@@ -563,6 +583,10 @@ class Session:
             verified=verified,
             edited=edited,
         )
+
+
+#: The most words of a search that its snippets mark (see ``Store.search``).
+_MARKED_WORDS = 8
 
 
 def _check_flags(**flags: object) -> None:

@@ -33,6 +33,7 @@ import sqlite3 as _std_sqlite3
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -135,7 +136,48 @@ def _why(path: str, exc: BaseException) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"its folder {folder!r} does not exist; create it first or pick another path"
+    if not os.path.exists(path) and not os.access(folder, os.W_OK):
+        return f"its folder {folder!r} cannot be written; pick a folder you can write to"
     return f"{exc}; check the path and its permissions"
+
+
+#: A longer text's search snippet marks one word of the query (see ``Store.search``).
+_SNIPPET_TEXT = 10_000
+#: SQLite's largest integer.
+_MAX_INT = 2**63 - 1
+
+#: What to do about a SQLite failure, by words of SQLite's message (it says only what;
+#: "database or disk is full" needs no more).
+_HINTS = (
+    (
+        "locked",
+        "another connection is writing to the file (another program, or a second "
+        "Session.open of it) and kept it locked for over 10 s; nothing was changed: let it "
+        "finish or close it, then try again",
+    ),
+    (
+        "readonly",
+        "the file or its folder cannot be written: fix their permissions, or open it "
+        "with read_only=True to read it",
+    ),
+    (
+        "malformed",
+        "the file is damaged: restore it from a backup (the sqlite3 command-line tool's "
+        "'.recover' salvages what it can of it into a new file)",
+    ),
+    (
+        "not a database",
+        "it is not an SQLite file, or its first page is damaged: pick another file name, "
+        "or restore the session from a backup",
+    ),
+)
+
+
+def _hint(exc: BaseException) -> str:
+    """SQLite's message, and what to do about it where that is known."""
+    text = str(exc)
+    hint = next((h for words, h in _HINTS if words in text.lower()), None)
+    return f"{text}; {hint}" if hint else text
 
 
 _READ_ONLY = "this session was opened with read_only=True; open it without read_only to change it"
@@ -147,6 +189,41 @@ def remove_database(path: str) -> None:
     for suffix in ("", "-journal", "-wal", "-shm"):
         with contextlib.suppress(OSError):
             os.remove(path + suffix)
+
+
+def _draft_name(path: str) -> str:
+    """A new file name of our own beside ``path`` (never a user's ``NAME.tmp``)."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether both names lead to one file (False where either leads nowhere, such as
+    a dangling link, which a copy may replace)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_replaceable(own: str, path: str) -> None:
+    """``StoreError`` unless ``copy_to(path, overwrite=True)`` may replace ``path``.
+
+    Not a folder, nor this session's own file; and no journal or WAL file next to
+    it: SQLite would apply that to the copy when it is opened (damaging it), and a
+    ``-wal`` file means the old file may be open somewhere right now.
+    """
+    if os.path.isdir(path):
+        raise StoreError(f"cannot copy the session into {path!r}: it is a folder; give a file name")
+    if not _in_memory(own) and _same_file(own, path):
+        raise StoreError(f"{path!r} is this session's own file; a copy goes into another file")
+    side = [path + s for s in ("-journal", "-wal", "-shm") if os.path.lexists(path + s)]
+    if side:
+        raise StoreError(
+            f"{path!r} cannot be replaced: {side[0]!r} lies next to it, so it may be open in "
+            "another program or was not closed cleanly (SQLite would apply that file to the "
+            "copy); close what has it open, or pick a new file name (nothing was changed)"
+        )
 
 
 class Store:
@@ -174,6 +251,18 @@ class Store:
                 migrate(self.conn)
         except _SQL_ERRORS as exc:
             self.conn.close()
+            # The WAL switch needs side files beside an existing file.
+            if not read_only and os.path.isfile(path) and _read_only_media(path):
+                raise StoreError(
+                    f"cannot open session file {path!r} for changes: it or its folder "
+                    f"cannot be written ({exc}), and a session writes -wal and -shm files "
+                    "beside its file; open it with read_only=True to read it, or copy it "
+                    "somewhere writable (it was not changed)"
+                ) from exc
+            if any(words in str(exc).lower() for words, _ in _HINTS):  # what to do is known
+                raise StoreError(
+                    f"cannot open session file {path!r} (it was not changed): {_hint(exc)}"
+                ) from exc
             raise StoreError(
                 f"{path!r} is not a usable mp13 session file ({exc}); pick another file name"
             ) from exc
@@ -193,30 +282,42 @@ class Store:
                 f"session {self.path!r} is closed; open it again with Session.open(path)"
             )
 
-    def copy_to(self, path: str) -> None:
-        """Copy the whole database into a new file ``path`` (SQLite's online backup)."""
+    def copy_to(self, path: str, *, overwrite: bool = False) -> None:
+        """Copy the whole database into the file ``path`` (SQLite's online backup): a new
+        file, or with ``overwrite`` one that replaces ``path`` only once it is whole."""
         # First: sqlean crashes the interpreter when a closed connection is backed up.
         self.require_open()
         if _in_memory(path):
             raise StoreError(f"a copy goes into a file: give a file name, not {path!r}")
-        if os.path.lexists(path):
-            raise StoreError(f"{path!r} exists; a copy never overwrites, pick a new file name")
+        if os.path.lexists(path) and not overwrite:
+            raise StoreError(
+                f"{path!r} exists; a copy never overwrites a file: pick a new file name, or "
+                "pass overwrite=True to replace it (the session itself is unchanged)"
+            )
+        if overwrite:
+            _check_replaceable(self.path, path)
+        # With overwrite, the copy is written beside the target and renamed over it, so
+        # the old file stays whole until the copy is.
+        draft = _draft_name(path) if overwrite else path
         with self.lock:
             created = False
             try:
-                target = sqlean.connect(path)
+                target = sqlean.connect(draft)
                 created = True
                 try:
                     self.conn.backup(target)
                 finally:
                     target.close()
-            except _SQL_ERRORS as exc:
+                if overwrite:
+                    os.replace(draft, path)
+            except (*_SQL_ERRORS, OSError) as exc:
                 if created:  # a half-written copy would block the retry: it is ours, remove it
-                    remove_database(path)
+                    remove_database(draft)
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 raise StoreError(
-                    f"copying the session into {path!r} failed: {exc}; check that its folder "
-                    "exists and can be written, and that the disk has room (the session "
-                    "itself is unchanged)"
+                    f"copying the session into {path!r} failed: {reason}; check that its "
+                    "folder exists and can be written, and that the disk has room (the "
+                    "session itself is unchanged)"
                 ) from exc
 
     @contextlib.contextmanager
@@ -236,7 +337,7 @@ class Store:
                     raise
                 self.conn.execute("COMMIT")
             except _SQL_ERRORS as exc:
-                raise StoreError(f"saving to {self.path!r} failed: {exc}") from exc
+                raise StoreError(f"saving to {self.path!r} failed: {_hint(exc)}") from exc
 
     def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
         with self.lock:
@@ -245,7 +346,7 @@ class Store:
                 rows: list[Row] = self.conn.execute(sql, args).fetchall()
                 return rows
             except _SQL_ERRORS as exc:
-                raise StoreError(f"reading {self.path!r} failed: {exc}") from exc
+                raise StoreError(f"reading {self.path!r} failed: {_hint(exc)}") from exc
 
     # --- checks -----------------------------------------------------------------------
 
@@ -456,15 +557,39 @@ class Store:
         )
         return rows[0][0] if rows else None
 
-    def search(self, query: str, limit: int, cid: str | None, by_rank: bool) -> list[Row]:
+    def search(
+        self, query: str, limit: int, cid: str | None, by_rank: bool, marks: tuple[str, str]
+    ) -> list[Row]:
+        """``(conversation_id, node_id, role, snippet, rank)`` of the hits of ``query``.
+
+        The snippets are made row by row for the hits only, from ``marks``: two queries
+        every hit also matches (a few of its words OR-ed, and one word), the second for
+        texts longer than ``_SNIPPET_TEXT``. FTS5's snippet cost grows with the product
+        of the places each marked word occurs, and ranking would otherwise make one for
+        every match: a pasted paragraph searched over 100 kB texts took minutes.
+        """
         where = "search MATCH ?" + (" AND conversation_id = ?" if cid else "")
+        # SQLite's integers are 64-bit: a larger limit (10**20, "all of them") means no limit.
+        limit = min(limit, _MAX_INT)
         args: tuple[Any, ...] = (query, cid, limit) if cid else (query, limit)
         # Newest first walks the index backwards and stops at ``limit``; ranking must
         # score every match, which is slow for common words in a big session.
         order = "rank" if by_rank else "rowid DESC"
-        return self.read(
-            "SELECT conversation_id, node_id, role, "
-            "snippet(search, 0, '[', ']', '…', 12), rank "
+        hits = self.read(
+            "SELECT rowid, length(text), conversation_id, node_id, role, rank "
             f"FROM search WHERE {where} ORDER BY {order} LIMIT ?",
             args,
         )
+        snippets: dict[int, str] = {}
+        for long, mark in enumerate(marks):
+            rowids = [r[0] for r in hits if (r[1] > _SNIPPET_TEXT) == bool(long)]
+            for i in range(0, len(rowids), 500):
+                part = rowids[i : i + 500]
+                snippets.update(
+                    self.read(
+                        "SELECT rowid, snippet(search, 0, '[', ']', '…', 12) FROM search "
+                        f"WHERE search MATCH ? AND rowid IN ({', '.join('?' * len(part))})",
+                        (mark, *part),
+                    )
+                )
+        return [(*hit, snippets.get(rowid, ""), rank) for rowid, _, *hit, rank in hits]

@@ -19,6 +19,7 @@ from mp13_context import (
     StoreError,
     Turn,
 )
+from mp13_context import _store as store_module
 from mp13_context._export import session_data
 from mp13_context._integrity import row_hash
 from mp13_context._migrations import MIGRATIONS, migrate
@@ -330,6 +331,27 @@ def test_read_only_open_works_on_read_only_media_and_writes_nothing(read_only_me
             with pytest.raises(ReadOnlyError, match="read_only"):
                 write()
     assert _frozen(path) == before  # no -wal/-shm files, not a byte changed
+
+
+def test_a_writable_open_on_read_only_media_says_to_open_it_read_only(read_only_media, monkeypatch):
+    # It said "... is not a usable mp13 session file (unable to open database file); pick
+    # another file name" of a good session on a read-only disk. SQLite fails so when it
+    # cannot create the -wal file (root, who runs these tests, is not stopped: make it).
+    path, _ = read_only_media
+    before = _frozen(path)
+
+    def no_wal(conn, name):
+        raise sqlean.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(store_module, "_configure", no_wal)
+    with pytest.raises(StoreError) as err:
+        Session.open(path)
+    message = str(err.value)
+    assert "for changes: it or its folder cannot be written" in message
+    assert "open it with read_only=True to read it" in message
+    assert _frozen(path) == before
+    with Session.open(path, read_only=True) as session:  # as it says
+        assert session.verify().ok
 
 
 def test_read_only_open_beside_a_writer_sees_its_commits(saved):

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import difflib
+import random
+
 import pytest
 
 from mp13_context import ChatContext, CommandKind, ContextError, Role, Session, replay
+from mp13_context._replay import similarity
 from mp13_context.testing import FakeEngine, FakeReply, echo
 from mp13_engine import FinishReason
 from mp13_toolbox import Toolbox, ToolCall
@@ -241,3 +245,38 @@ def test_a_session_given_as_a_path_is_refused_by_name(session, tmp_path, name):
     )
     assert not (tmp_path / "other.db").exists()
     assert [c.id for c in session.conversations()] == [cur.conversation_id]
+
+
+def _words(n: int, seed: int) -> str:
+    rng = random.Random(seed)
+    vocab = ["alpha", "beta", "gamma", "café", "日本語", "🙂", "x"]
+    words = [rng.choice(vocab) for _ in range(n)]
+    return "\n".join(" ".join(words[i : i + 12]) for i in range(0, n, 12))
+
+
+def test_similarity_of_short_texts_is_difflibs_exact_ratio():
+    a, b = "the tool said 5", "the tool said 6"
+    assert similarity(a, b) == difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    assert similarity("", "") == 1.0 and similarity("abc", "") == 0.0
+
+
+def test_similarity_of_long_replies_stays_meaningful():
+    # Character-level difflib on two 100 kB replies runs for many minutes (a replay of
+    # a long answer seemed to hang); long texts are compared word by word instead.
+    long = _words(25_000, 1)
+    assert len(long) > 100_000
+    assert similarity(long, long) == 1.0
+    middle = len(long) // 2
+    edited = long[:middle] + "INSERTED " + long[middle:]
+    assert 0.99 < similarity(long, edited) < 1.0
+    # Two edits far apart: the text between them is matched line by line, and the
+    # changed lines word by word.
+    twice = "X" + edited[1:-1] + "Y"
+    assert 0.99 < similarity(long, twice) < 1.0
+    lines = long.split("\n")
+    lines[100] = lines[100].replace(" ", "  ", 1)
+    lines[-100] = lines[-100][::-1]
+    assert 0.99 < similarity(long, "\n".join(lines)) < 1.0
+    other = _words(25_000, 2)
+    assert similarity(long, other) < similarity(long, twice)
+    assert 0.0 <= similarity(long, "short") < 0.01

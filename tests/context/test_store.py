@@ -114,6 +114,48 @@ def test_foreign_files_are_refused(tmp_path):
         Session.open(junk)
 
 
+def test_a_file_that_is_not_sqlite_or_is_cut_short_says_what_to_do_and_stays_as_it_was(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not an SQLite file, or its first page is damaged"):
+        Session.open(junk)
+    assert junk.read_bytes() == b"this is not sqlite at all" * 100
+    path = tmp_path / "s.db"
+    with Session.open(path) as session:
+        build_tree(session)
+    whole = path.read_bytes()
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(whole[: len(whole) // 2])  # a copy that stopped half way
+    for read_only in (False, True):
+        # It said "not a usable mp13 session file ...; pick another file name": the
+        # user's own (damaged) session, with no word of a backup or recovery.
+        with pytest.raises(StoreError, match=r"the file is damaged: restore it from a backup"):
+            Session.open(cut, read_only=read_only)
+    assert cut.read_bytes() == whole[: len(whole) // 2]
+
+
+def test_a_file_another_connection_keeps_locked_says_so_and_loses_nothing(tmp_path):
+    path = tmp_path / "s.db"
+    session = Session.open(path)
+    cur = ChatContext(session, engine=FakeEngine()).cursor()
+    cur.ask("hello")
+    before = session_data(session)
+    other = sqlean.connect(str(path), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another program in the middle of a write
+    session._store.conn.execute("PRAGMA busy_timeout = 50")  # not the 10 s wait
+    with pytest.raises(StoreError) as err:
+        session.new_conversation("more")
+    assert "database is locked; another connection is writing to the file" in str(err.value)
+    assert "let it finish or close it, then try again" in str(err.value)
+    assert len(session.search("hello")) == 2  # reads go on while it writes (WAL)
+    other.execute("ROLLBACK")
+    other.close()
+    assert session_data(session) == before  # the refused change left nothing behind
+    session.new_conversation("more")  # and the retry works
+    assert len(session.conversations()) == 2
+    session.close()
+
+
 def test_reopen_gives_identical_trees(tmp_path):
     path = tmp_path / "s.db"
     session = Session.open(path)
@@ -180,6 +222,53 @@ def test_a_failed_copy_leaves_no_file_and_says_what_to_do(tmp_path):
         assert session_data(copy) == before
     with pytest.raises(StoreError, match=r"^a copy goes into a file: give a file name, not "):
         session.save_copy(":memory:")
+    session.close()
+
+
+def test_save_copy_with_overwrite_replaces_an_old_copy_whole(tmp_path):
+    session = Session.open(tmp_path / "s.db")
+    _, cur = build_tree(session)
+    target = tmp_path / "copy.db"
+    session.save_copy(target)
+    cur.ask("after the first copy")
+    with pytest.raises(ContextError, match="overwrite is True or False"):
+        session.save_copy(target, overwrite="no")
+    session.save_copy(target, overwrite=True)  # a nightly backup to one name
+    with Session.open(target) as copy:
+        assert session_data(copy) == session_data(session) and copy.verify().ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "s.db", "s.db-shm", "s.db-wal"]
+    session.save_copy(tmp_path / "new.db", overwrite=True)  # a new name works as well
+    assert Session.open(tmp_path / "new.db", read_only=True).conversations()
+    with pytest.raises(StoreError, match="this session's own file"):
+        session.save_copy(tmp_path / "s.db", overwrite=True)
+    with pytest.raises(StoreError, match="it is a folder"):
+        session.save_copy(tmp_path, overwrite=True)
+    dangling = tmp_path / "link.db"
+    dangling.symlink_to(tmp_path / "gone.db")
+    session.save_copy(dangling, overwrite=True)  # the link is replaced, not followed
+    assert not dangling.is_symlink() and Session.open(dangling, read_only=True).conversations()
+    session.close()
+
+
+def test_save_copy_never_replaces_a_file_that_is_open_or_has_a_journal(tmp_path):
+    # A -wal (or -journal) file left next to the old file would be applied to the new
+    # copy when it is opened, damaging it; and it may mean the file is open right now.
+    session = Session.open(tmp_path / "s.db")
+    build_tree(session)
+    target = tmp_path / "copy.db"
+    other = Session.open(target)  # open elsewhere: it has a -wal and a -shm file
+    other.new_conversation("kept")
+    before = session_data(other)
+    with pytest.raises(StoreError, match=r"copy.db-wal' lies next to it, so it may be open"):
+        session.save_copy(target, overwrite=True)
+    assert session_data(other) == before  # nothing was changed
+    other.close()
+    stale = tmp_path / "stale.db"
+    session.save_copy(stale)
+    (tmp_path / "stale.db-journal").write_bytes(b"a hot journal")
+    with pytest.raises(StoreError, match="pick a new file name"):
+        session.save_copy(stale, overwrite=True)
+    assert (tmp_path / "stale.db-journal").read_bytes() == b"a hot journal"
     session.close()
 
 
@@ -278,6 +367,34 @@ def test_search_limit_is_a_whole_number_of_hits(session, limit):
     with pytest.raises(ContextError, match=r"^search limit must be a whole number >= 1, got "):
         session.search("hello", limit=limit)
     assert len(session.search("hello", limit=1)) == 1
+
+
+def test_a_search_limit_beyond_sqlites_integers_means_all_hits(session):
+    # It raised a bare OverflowError ("Python int too large to convert to SQLite INTEGER").
+    cur = ChatContext(session, engine=FakeEngine()).cursor()
+    cur.ask("hello there")
+    cur.ask("hello again")
+    hits = session.search("hello", limit=10**20)
+    assert len(hits) == 4 and hits == session.search("hello", limit=4)
+
+
+def test_a_long_search_over_long_texts_marks_a_bounded_number_of_words(session):
+    # FTS5's snippet work grows with the product of the places each query word occurs:
+    # "alpha " * 50 took a minute over 100 kB texts, a pasted paragraph many minutes.
+    words = [f"w{i}" for i in range(10)]
+    c = session.new_conversation()
+    short = " ".join(words)
+    long = " ".join(words * 2_000)  # 60 kB, every word 2,000 times
+    nodes = session.append_turns(
+        c.root_id, [Turn(role=Role.USER, text=short), Turn(role=Role.USER, text=long)]
+    )
+    query = " ".join(words * 20)  # repeated words count once
+    hits = session.search(query, order="rank")
+    assert len(hits) == 2 and hits == session.search(" ".join(words), order="rank")
+    snippet = {h.node_id: h.snippet for h in hits}
+    assert snippet[nodes[0].id].count("[") == 8  # the short text: eight words marked
+    marked = snippet[nodes[1].id]  # the long one: the first word only
+    assert "[w0]" in marked and marked.replace("[w0]", "").count("[") == 0
 
 
 def test_search_in_an_unknown_conversation_is_not_found_rather_than_no_hits(session):
