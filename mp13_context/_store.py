@@ -146,8 +146,7 @@ _SNIPPET_TEXT = 10_000
 #: SQLite's largest integer.
 _MAX_INT = 2**63 - 1
 
-#: What to do about a SQLite failure, by words of SQLite's message (it says only what;
-#: "database or disk is full" needs no more).
+#: What to do about a SQLite failure, by words of SQLite's message (it says only what).
 _HINTS = (
     (
         "locked",
@@ -164,6 +163,11 @@ _HINTS = (
         "malformed",
         "the file is damaged: restore it from a backup (the sqlite3 command-line tool's "
         "'.recover' salvages what it can of it into a new file)",
+    ),
+    (
+        "disk is full",
+        "make room on the disk (or raise the folder's quota), then try again; what was "
+        "saved before is kept",
     ),
     (
         "not a database",

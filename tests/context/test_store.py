@@ -156,6 +156,26 @@ def test_a_file_another_connection_keeps_locked_says_so_and_loses_nothing(tmp_pa
     session.close()
 
 
+def test_a_full_disk_says_to_make_room_and_keeps_what_was_saved(tmp_path):
+    path = tmp_path / "s.db"
+    session = Session.open(path)
+    cur = ChatContext(session, engine=FakeEngine()).cursor()
+    cur.ask("hello")
+    before = session_data(session)
+    session._store.conn.execute(  # every later insert fails, as on a full disk
+        "CREATE TEMP TRIGGER refuse BEFORE INSERT ON nodes "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+    )
+    with pytest.raises(StoreError) as err:
+        session.append(cur.node_id, turn=Turn(role=Role.USER, text="more"))
+    assert "database or disk is full; make room on the disk" in str(err.value)
+    assert "what was saved before is kept" in str(err.value)
+    assert session_data(session) == before
+    session._store.conn.execute("DROP TRIGGER temp.refuse")
+    session.append(cur.node_id, turn=Turn(role=Role.USER, text="more"))  # room again: it saves
+    session.close()
+
+
 def test_reopen_gives_identical_trees(tmp_path):
     path = tmp_path / "s.db"
     session = Session.open(path)
