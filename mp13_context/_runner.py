@@ -179,7 +179,7 @@ class Exchange:
             if self.session.closed:  # closed while the reply ran: no disk to free
                 todo = "open the session again with Session.open(path), then try again"
             else:
-                todo = "try again once the store can be written (its error above says how)"
+                todo = "fix what the store error says, then try again"
             raise type(exc)(
                 f"could not record the {what} turn ({exc}); nothing of it was recorded and "
                 f"the cursor stays at node {self.at}: {todo}"
