@@ -631,3 +631,71 @@ def test_an_adapter_in_training_is_held_until_its_job_ends(engine, tmp_path):
     engine.adapters.unload("growing")
     engine.adapters.load(saved, name="held", replace=True)
     engine.adapters.unload("held")
+
+
+def test_resuming_with_another_data_order_is_refused_unless_asked(engine, tmp_path):
+    """A checkpoint's step counts micro-batches of its run's data order; another batch size,
+    seed or dataset was accepted silently and trained on other rows (some twice, some never)."""
+    first = engine.train(_cfg(tmp_path, "do1", max_steps=4, batch_size=2, checkpoint_every=2))
+    first.result(120)
+    checkpoint = str(tmp_path / "do1" / "checkpoints" / "step-2")
+    changes = {
+        "batch_size": ({"batch_size": 4}, r"batch_size=2 \(this job: 4\)"),
+        "seed": ({"batch_size": 2, "seed": 7}, r"seed=0 \(this job: 7\)"),
+        "dataset": ({"batch_size": 2, "dataset": ROWS[:3]}, r"4 training rows \(this job: 3\)"),
+        "content": (
+            {"batch_size": 2, "dataset": [*ROWS[:3], ROWS[0]]},
+            r"other training rows \(the same count",
+        ),
+    }
+    for what, (kw, needle) in changes.items():
+        with pytest.raises(TrainingError, match=needle) as caught:
+            engine.train(_cfg(tmp_path, "do2", max_steps=4, resume_from=checkpoint, **kw))
+        assert "resume_with_changes=True" in str(caught.value), what
+        assert "do2" not in engine.adapters
+    # Asked for: the checkpoint's weights, optimizer and step go on with this job's settings.
+    job = engine.train(
+        _cfg(
+            tmp_path,
+            "do2",
+            max_steps=4,
+            batch_size=4,
+            resume_from=checkpoint,
+            resume_with_changes=True,
+        )
+    )
+    assert [e.step for e in job.events(timeout=120) if e.kind == "step"] == [3, 4]
+    assert job.result(60).steps == 4
+
+
+def test_a_checkpoint_that_cannot_be_written_keeps_the_earlier_ones(engine, tmp_path, monkeypatch):
+    """A full disk during a checkpoint: the job fails with what to do, the engine serves on, no
+    half-written step-<n> folder is left for resume_from="latest" to pick, and the earlier
+    checkpoint resumes."""
+    import torch
+
+    real_save, calls = torch.save, []
+
+    def save(obj, path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            with open(path, "wb") as f:  # a partly written file, as a full disk leaves it
+                f.write(b"PK\x03\x04 half")
+            raise OSError(28, "No space left on device")
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    out = tmp_path / "full"
+    job = engine.train(_cfg(tmp_path, "full", max_steps=4, checkpoint_every=1))
+    with pytest.raises(TrainingError, match=r"checkpoint of step 2 .*No space left") as caught:
+        job.result(120)
+    assert "step-1" in str(caught.value) and "resume_from" in str(caught.value)
+    monkeypatch.undo()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-1"]
+    assert "full" not in engine.adapters
+    served = engine.generate(Request(prompt="Hi", max_new_tokens=2))
+    assert served.finish_reason is not FinishReason.ERROR and served.text
+    # A folder a process left when it died mid-save is neither picked nor in the way.
+    (out / "checkpoints" / ".step-9.partial").mkdir()
+    resumed = engine.train(_cfg(tmp_path, "full", max_steps=4, resume_from="latest"))
+    assert [e.step for e in resumed.events(timeout=120) if e.kind == "step"] == [2, 3, 4]

@@ -466,3 +466,13 @@ def test_an_assistant_turn_the_template_drops_teaches_nothing(tiny_model_path):
     rendered = render_example(tok, to_example("r", {"messages": chat}))
     assert tok.decode(rendered.ids) == "<user>hi</s><user>again</s><assistant>ok</s>"
     assert _runs(tok, rendered) == ["ok</s>"]
+
+
+def test_resume_with_changes_without_resume_from_is_refused():
+    """The override applies only to a resume; alone it would be ignored, silently."""
+    rows = [{"text": "hi"}]
+    with pytest.raises(ConfigError, match=r"resume_with_changes=True only applies when resuming"):
+        TrainingConfig(adapter="x", dataset=rows, resume_with_changes=True)
+    assert TrainingConfig(
+        adapter="x", dataset=rows, resume_from="latest", resume_with_changes=True
+    ).resume_with_changes
