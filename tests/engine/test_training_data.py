@@ -476,3 +476,23 @@ def test_resume_with_changes_without_resume_from_is_refused():
     assert TrainingConfig(
         adapter="x", dataset=rows, resume_from="latest", resume_with_changes=True
     ).resume_with_changes
+
+
+def test_a_large_jsonl_names_its_first_bad_line_and_keeps_separators_in_strings(tmp_path):
+    """A .jsonl is read a line at a time (not whole, then split): a bad row deep in a 20,000-row
+    file is named by its line; U+2028 inside a JSON string, which str.splitlines cut the row
+    at ("not valid JSON"), is text; bad UTF-8 is named by its line too."""
+    good = json.dumps({"prompt": "q", "completion": "a"})
+    lines = [good] * 20_000
+    lines[14_999] = json.dumps({"messages": [{"role": "user", "content": "q"}]})
+    big = tmp_path / "big.jsonl"
+    big.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetError, match=r"big\.jsonl line 15000: a chat needs at least one"):
+        load_examples(big)
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(json.dumps({"text": "one\u2028two\x85three"}, ensure_ascii=False) + "\n")
+    assert [e.text for e in load_examples(odd)] == ["one\u2028two\x85three"]
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(f"{good}\n{good}\n".encode() + b'{"text": "caf\xe9"}\n')
+    with pytest.raises(DatasetError, match=r"latin\.jsonl' at line 3 \(UnicodeDecodeError"):
+        load_examples(latin)
