@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import math
 import os
 import threading
@@ -74,6 +75,7 @@ from mp13_engine._training._trainer import (
 from mp13_toolbox import Mp13Error
 
 TRAINING_GROUP = ("train",)
+_log = logging.getLogger("mp13_engine.training")
 
 
 class TrainingJob:
@@ -235,14 +237,19 @@ class TrainingJob:
         else:
             train, val = split(train, cfg.validation_split, cfg.seed)
 
+        progress = _RenderProgress(cfg.adapter, len(train) + len(val))
+
         def render(example: Example) -> TrainingRow:
             with host.tokenizer_lock:  # per row, so serving is never held up for a whole dataset
-                return render_example(
+                row = render_example(
                     host.tokenizer, example, cfg.loss_on, host.prepare, host.encode_chat
                 )
+            progress.tick()
+            return row
 
         self._train = self._fit_to_length([render(e) for e in train])
         self._val = self._fit_to_length([render(e) for e in val])
+        progress.done(self._truncated, self._dropped)
         if not self._train:
             if cfg.overflow == "drop":
                 raise TrainingError(
@@ -617,6 +624,50 @@ class TrainingJob:
         waiters, self._async_waiters = self._async_waiters, []
         for loop, waiter in waiters:
             call_soon(loop, wake, waiter)
+
+
+class _RenderProgress:
+    """Logs (``mp13_engine.training``, INFO) how far ``engine.train`` is in tokenizing the
+    data, every ``every_s`` seconds: it returns only once every row is rendered, and on a
+    large dataset that takes minutes, before any event can say anything."""
+
+    every_s = 10.0
+
+    def __init__(self, adapter: str, total: int) -> None:
+        self.adapter, self.total = adapter, total
+        self.count = 0
+        self.start = self.last = time.perf_counter()
+
+    def tick(self) -> None:
+        self.count += 1
+        now = time.perf_counter()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        left = (now - self.start) / self.count * (self.total - self.count)
+        _log.info(
+            "training %r: tokenized %d of %d rows (%.0f%%), about %.0f s left",
+            self.adapter,
+            self.count,
+            self.total,
+            100 * self.count / self.total,
+            left,
+        )
+
+    def done(self, truncated: int, dropped: int) -> None:
+        """The summary; a WARNING when rows were cut or left out (the result counts them too,
+        but only once the job ends)."""
+        _log.log(
+            logging.WARNING if truncated or dropped else logging.INFO,
+            "training %r: tokenized %d rows in %.1f s; %d cut to max_seq_len, %d left out "
+            '(too long with overflow="drop", or no token to learn within max_seq_len)%s',
+            self.adapter,
+            self.total,
+            time.perf_counter() - self.start,
+            truncated,
+            dropped,
+            "; raise max_seq_len to keep them whole" if truncated or dropped else "",
+        )
 
 
 def start_training(host: TrainingHost, config: TrainingConfig) -> TrainingJob:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import shutil
 
 import attrs
@@ -699,3 +700,28 @@ def test_a_checkpoint_that_cannot_be_written_keeps_the_earlier_ones(engine, tmp_
     (out / "checkpoints" / ".step-9.partial").mkdir()
     resumed = engine.train(_cfg(tmp_path, "full", max_steps=4, resume_from="latest"))
     assert [e.step for e in resumed.events(timeout=120) if e.kind == "step"] == [2, 3, 4]
+
+
+def test_engine_train_logs_how_far_tokenizing_is_and_what_max_seq_len_cut(
+    engine, tmp_path, caplog, monkeypatch
+):
+    """engine.train returns only once every row is tokenized (minutes on a large dataset) and
+    said nothing meanwhile; rows cut or left out by max_seq_len were told only in the result."""
+    from mp13_engine._training import _job
+
+    monkeypatch.setattr(_job._RenderProgress, "every_s", 0.0)  # a line for each row
+    rows = [*ROWS, {"text": " ".join(str(i) for i in range(200))}]
+    with caplog.at_level(logging.INFO, logger="mp13_engine.training"):
+        job = engine.train(_cfg(tmp_path, "logged", dataset=rows, max_seq_len=320, max_steps=1))
+    job.result(60)
+    messages = [r.getMessage() for r in caplog.records if r.name == "mp13_engine.training"]
+    assert "training 'logged': tokenized 2 of 5 rows (40%), about" in messages[1]
+    (summary,) = [r for r in caplog.records if "rows in" in r.getMessage()]
+    assert summary.levelno == logging.WARNING
+    assert "tokenized 5 rows in" in summary.getMessage()
+    assert "1 cut to max_seq_len, 0 left out" in summary.getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="mp13_engine.training"):
+        engine.train(_cfg(tmp_path, "quiet", max_steps=1)).result(60)
+    (summary,) = [r for r in caplog.records if "rows in" in r.getMessage()]
+    assert summary.levelno == logging.INFO and "0 cut to max_seq_len" in summary.getMessage()
