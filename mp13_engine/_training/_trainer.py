@@ -249,17 +249,20 @@ class Trainer:
         return torch.autocast(device_type=self.autocast[0], dtype=self.autocast[1])
 
     @torch.no_grad()
+    def eval_sum(self, model: Any, rows: Sequence[TrainingRow]) -> tuple[float, int]:
+        """Summed loss and loss-token count of one validation batch (eval mode, no dropout)."""
+        model.eval()
+        with self._autocast():
+            loss_sum, n = _loss_sum(model, batches(rows, self.pad_id, self.device))
+        return float(loss_sum), n
+
     def evaluate(self, model: Any, rows: Sequence[TrainingRow]) -> float:
-        """Mean loss per loss token over ``rows`` (model in eval mode, no dropout)."""
+        """Mean loss per loss token over ``rows``, all at once (the job's final evaluation)."""
         size = self.config.eval_batch_size
         total, count = 0.0, 0
-        model.eval()
         for i in range(0, len(rows), size):
-            with self._autocast():
-                loss_sum, n = _loss_sum(
-                    model, batches(rows[i : i + size], self.pad_id, self.device)
-                )
-            total += float(loss_sum)
+            loss_sum, n = self.eval_sum(model, rows[i : i + size])
+            total += loss_sum
             count += n
         return total / max(count, 1)
 

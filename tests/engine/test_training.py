@@ -8,6 +8,7 @@ import itertools
 import json
 import logging
 import shutil
+import threading
 
 import attrs
 import pytest
@@ -725,3 +726,43 @@ def test_engine_train_logs_how_far_tokenizing_is_and_what_max_seq_len_cut(
         engine.train(_cfg(tmp_path, "quiet", max_steps=1)).result(60)
     (summary,) = [r for r in caplog.records if "rows in" in r.getMessage()]
     assert summary.levelno == logging.INFO and "0 cut to max_seq_len" in summary.getMessage()
+
+
+def test_an_eval_every_evaluation_shares_the_worker_with_requests(engine, tmp_path, monkeypatch):
+    """eval_every evaluated the whole validation set in one worker call: training and every
+    request waited for all of it (11 s for 3,000 rows on a tiny model; a 3-token request
+    took 11.5 s). It now runs one eval_batch_size batch per call, the loss unchanged."""
+    from mp13_engine._training._trainer import Trainer
+
+    calls: list[int] = []
+    served: list = []  # the request sent at the first batch, and how many batches ran by its end
+    queued = threading.Event()
+    real = Trainer.eval_sum
+
+    def send() -> None:
+        future = engine.submit(Request(prompt="Hi", max_new_tokens=2))
+        future.add_done_callback(lambda f: served.append((f.result(), len(calls))))
+        queued.set()
+
+    def counting(self, model, rows):
+        if not calls:  # on the worker: queue a request from another thread, then go on
+            threading.Thread(target=send).start()
+            assert queued.wait(30)
+        calls.append(len(rows))
+        return real(self, model, rows)
+
+    monkeypatch.setattr(Trainer, "eval_sum", counting)
+    val = ROWS * 25
+    kw = {"validation": val, "eval_batch_size": 1, "max_steps": 1}
+    job = engine.train(_cfg(tmp_path, "evals", eval_every=1, checkpoint_every=1, **kw))
+    events = job.events(timeout=120)
+    assert next(e for e in events if e.kind == "step").step == 1
+    # EVAL, then the step's checkpoint, as before; the final evaluation reuses the loss.
+    assert [e.kind for e in events] == ["eval", "checkpoint", "done"]
+    result = job.result(60)
+    assert calls == [1] * len(val)
+    ((response, batches_by_then),) = served
+    assert response.finish_reason is not FinishReason.ERROR
+    assert batches_by_then < len(val) // 2  # served between batches, not after all of them
+    at_end = engine.train(_cfg(tmp_path, "evals2", **kw)).result(60)  # one call at the end
+    assert result.eval_loss == pytest.approx(at_end.eval_loss, rel=1e-6)
