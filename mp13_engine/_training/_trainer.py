@@ -357,7 +357,8 @@ def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> N
     ) as exc:
         raise TrainingError(
             f"Cannot resume from checkpoint {str(path)!r}: {_first_lines(exc)}. It must come "
-            "from a job with the same LoRA settings on the same base model."
+            "from a job with the same LoRA settings on the same base model; if it is damaged "
+            "(a save cut short), resume from an earlier step-<n> folder next to it."
         ) from exc
     trainer.micro, trainer.step = int(saved["micro"]), int(saved["step"])
     if changed:  # resume_with_changes: the next step starts a window of this job's data order

@@ -12,6 +12,7 @@ import threading
 
 import attrs
 import pytest
+import torch
 
 from mp13_engine import (
     AdapterError,
@@ -247,11 +248,16 @@ def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
     damaged = tmp_path / "damaged"
     shutil.copytree(checkpoint, damaged)
     (damaged / "trainer_state.pt").write_bytes(b"not a torch file")
-    with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*damaged"):
+    with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*damaged") as caught:
         engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
+    assert "resume from an earlier step-<n> folder" in str(caught.value)
     shutil.copy(checkpoint / "trainer_state.pt", damaged / "trainer_state.pt")
     (damaged / "adapter_model.safetensors").write_bytes(b"garbage!garbage")
     with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*header"):
+        engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
+    shutil.copy(checkpoint / "adapter_model.safetensors", damaged / "adapter_model.safetensors")
+    torch.save([1, 2], damaged / "trainer_state.pt")  # a torch file, but not a trainer state
+    with pytest.raises(TrainingError, match=r"trainer_state\.pt holds a list, not a trainer"):
         engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
     assert "r4" not in engine.adapters
 
@@ -674,7 +680,6 @@ def test_a_checkpoint_that_cannot_be_written_keeps_the_earlier_ones(engine, tmp_
     """A full disk during a checkpoint: the job fails with what to do, the engine serves on, no
     half-written step-<n> folder is left for resume_from="latest" to pick, and the earlier
     checkpoint resumes."""
-    import torch
 
     real_save, calls = torch.save, []
 
