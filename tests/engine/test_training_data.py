@@ -496,3 +496,14 @@ def test_a_large_jsonl_names_its_first_bad_line_and_keeps_separators_in_strings(
     latin.write_bytes(f"{good}\n{good}\n".encode() + b'{"text": "caf\xe9"}\n')
     with pytest.raises(DatasetError, match=r"latin\.jsonl' at line 3 \(UnicodeDecodeError"):
         load_examples(latin)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=6),
+    st.integers(-2, 70),
+)
+def test_span_test_is_membership_in_any_span(spans, pos):
+    """The assistant mask's bisection agrees with a scan of every span, overlaps included."""
+    from mp13_engine._training._render import span_test
+
+    assert span_test(spans)(pos) == any(s <= pos < e for s, e in spans)
