@@ -132,7 +132,11 @@ class TrainingConfig:
     checkpoints every ``checkpoint_every`` steps (in ``output_dir/checkpoints/step-<n>``);
     ``resume_from`` a checkpoint directory (or ``"latest"``, the most recently saved
     one there) resumes optimizer, scheduler and data order; its LoRA settings and
-    base model must be this job's, and its step below the job's last. A job that
+    base model must be this job's, and its step below the job's last. Its data order
+    must be too: another ``batch_size``, ``grad_accum``, ``seed``, ``shuffle`` or
+    dataset (rows after ``max_seq_len``/``overflow``/``loss_on``) is refused, unless
+    ``resume_with_changes=True``, which keeps the checkpoint's weights, optimizer and
+    step and goes on from that step's place in this job's data order. A job that
     does not resume refuses an ``output_dir`` already holding a saved adapter or
     checkpoints (another run's work would be overwritten) unless ``overwrite=True``,
     which lets it replace the saved adapter and any checkpoint of the same step.
@@ -176,6 +180,7 @@ class TrainingConfig:
     overwrite: bool = attrs.field(default=False, validator=flag)
     checkpoint_every: int = attrs.field(default=0, validator=_non_negative_int)
     resume_from: str | None = attrs.field(default=None, converter=path_str, validator=_opt_path)
+    resume_with_changes: bool = attrs.field(default=False, validator=flag)
     eval_every: int = attrs.field(default=0, validator=_non_negative_int)
     eval_batch_size: int = attrs.field(default=8, validator=positive_int)
 
@@ -186,6 +191,11 @@ class TrainingConfig:
                 f"TrainingConfig has both validation and validation_split="
                 f"{self.validation_split}; set one: validation (rows or a .json/.jsonl file) "
                 "or validation_split (a fraction of dataset held out)."
+            )
+        if self.resume_with_changes and self.resume_from is None:
+            raise ConfigError(
+                "TrainingConfig.resume_with_changes=True only applies when resuming; set "
+                'resume_from (a checkpoint directory or "latest"), or leave it False.'
             )
         if self.eval_every and self.validation is None and self.validation_split == 0:
             raise ConfigError(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,11 @@ class Example:
     text: str = ""
 
 
-def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
-    """Rows of a list or of a .json / .jsonl file, each with a label for error messages."""
+def read_rows(source: Any, what: str = "dataset") -> Iterable[tuple[str, Any]]:
+    """Rows of a list or of a .json / .jsonl file, each with a label for error messages.
+
+    A .jsonl file is read one line at a time as the rows are consumed, so a large one is
+    never held whole in memory next to its parsed rows."""
     if isinstance(source, (list, tuple)):
         return [(f"row {i}", row) for i, row in enumerate(source)]
     path = Path(os.fspath(source)).expanduser()
@@ -73,26 +76,12 @@ def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
             f"The {what} file {str(path)!r} {problem}. Give the path of a .json or .jsonl "
             "file, or pass the rows as a Python list."
         )
+    if path.suffix.lower() == ".jsonl":
+        return _jsonl_rows(path, what)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(
-            f"cannot read the {what} file {str(path)!r} ({exc.__class__.__name__}: {exc}); "
-            "it must be UTF-8 JSON (.json) or JSON lines (.jsonl)"
-        ) from exc
-    if path.suffix.lower() == ".jsonl":
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((f"{path.name} line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise DatasetError(
-                    f"{path.name} line {lineno} is not valid JSON ({exc.msg}). Each line of a "
-                    ".jsonl file must be one JSON object."
-                ) from exc
-        return rows
+        raise _unreadable(path, what, exc) from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -116,6 +105,37 @@ def read_rows(source: Any, what: str = "dataset") -> list[tuple[str, Any]]:
     if not isinstance(data, list):
         raise DatasetError(f"{str(path)!r} must hold a JSON list of rows; {_SHAPES}.")
     return [(f"{path.name} row {i}", row) for i, row in enumerate(data)]
+
+
+def _unreadable(path: Path, what: str, exc: Exception, where: str = "") -> DatasetError:
+    return DatasetError(
+        f"cannot read the {what} file {str(path)!r}{where} ({exc.__class__.__name__}: {exc}); "
+        "it must be UTF-8 JSON (.json) or JSON lines (.jsonl)"
+    )
+
+
+def _jsonl_rows(path: Path, what: str) -> Iterator[tuple[str, Any]]:
+    """The rows of a .jsonl file, one line at a time (bytes, split on ``\\n`` only: a JSON
+    string may hold U+2028, U+2029 or U+0085 as they are, which ``str.splitlines`` cut at)."""
+    try:
+        with path.open("rb") as lines:
+            for lineno, raw in enumerate(lines, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise _unreadable(path, what, exc, f" at line {lineno}") from exc
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(
+                        f"{path.name} line {lineno} is not valid JSON ({exc.msg}). Each line of "
+                        "a .jsonl file must be one JSON object."
+                    ) from exc
+                yield f"{path.name} line {lineno}", row
+    except OSError as exc:
+        raise _unreadable(path, what, exc) from exc
 
 
 def _is_one_row(data: dict[str, Any]) -> bool:
@@ -221,10 +241,11 @@ def to_example(label: str, row: Any) -> Example:
 
 def load_examples(source: Any, what: str = "dataset") -> list[Example]:
     """All rows of ``source`` as examples; DatasetError for a missing/empty source or bad row."""
-    rows = read_rows(source, what)
-    if not rows:
+    # One row at a time: each parsed row is dropped once it is an Example.
+    examples = [to_example(label, row) for label, row in read_rows(source, what)]
+    if not examples:
         raise DatasetError(f"The {what} is empty; give at least one row. {_SHAPES}.")
-    return [to_example(label, row) for label, row in rows]
+    return examples
 
 
 def split(

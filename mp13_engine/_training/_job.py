@@ -18,7 +18,9 @@ Lifecycle (``start_training``):
    time, in the order started); its first ``step()`` emits STARTED.
    Worker, interleaved with serving — ``step()`` runs ONE
    micro-batch; every ``grad_accum`` micro-batches it takes an optimizer step
-   and emits a STEP event. The model is put in train mode only inside
+   and emits a STEP event; an ``eval_every`` evaluation then runs one
+   ``eval_batch_size`` batch per call too (EVAL when the last is done), so a large
+   validation set never holds serving up. The model is put in train mode only inside
    ``step()`` and back in eval mode before it returns, so serving in between
    runs normally (PEFT refuses mixed-adapter batches in train mode).
 4. finish — install the adapter (usable at once) and save it (PEFT format +
@@ -42,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import math
 import os
 import threading
@@ -50,6 +53,8 @@ from collections.abc import AsyncIterator, Hashable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from mp13_engine._errors import ConfigError, TrainingError
 from mp13_engine._streams import call_soon, wait_one_way, wait_timeout, wake
@@ -74,6 +79,17 @@ from mp13_engine._training._trainer import (
 from mp13_toolbox import Mp13Error
 
 TRAINING_GROUP = ("train",)
+_log = logging.getLogger("mp13_engine.training")
+
+
+@attrs.define
+class _EvalRun:
+    """An ``eval_every`` evaluation under way: the validation rows done and their sums."""
+
+    checkpoint: bool  # the step's checkpoint is due once the evaluation is done
+    next_row: int = 0
+    total: float = 0.0
+    count: int = 0
 
 
 class TrainingJob:
@@ -106,6 +122,7 @@ class TrainingJob:
         self._last_checkpoint: Path | None = None  # named by a failure: resume from there
         # (step, loss) of the last evaluation: the final one reuses it when no step came after.
         self._last_eval: tuple[int, float] | None = None
+        self._eval_run: _EvalRun | None = None  # an eval_every evaluation under way; worker-set
 
     # ----- public
     @property
@@ -235,14 +252,19 @@ class TrainingJob:
         else:
             train, val = split(train, cfg.validation_split, cfg.seed)
 
+        progress = _RenderProgress(cfg.adapter, len(train) + len(val))
+
         def render(example: Example) -> TrainingRow:
             with host.tokenizer_lock:  # per row, so serving is never held up for a whole dataset
-                return render_example(
+                row = render_example(
                     host.tokenizer, example, cfg.loss_on, host.prepare, host.encode_chat
                 )
+            progress.tick()
+            return row
 
         self._train = self._fit_to_length([render(e) for e in train])
         self._val = self._fit_to_length([render(e) for e in val])
+        progress.done(self._truncated, self._dropped)
         if not self._train:
             if cfg.overflow == "drop":
                 raise TrainingError(
@@ -450,14 +472,17 @@ class TrainingJob:
             for param in trainer.params:
                 if not param.requires_grad:
                     param.requires_grad_(True)
-            model.train()
-            try:
-                stepped = trainer.micro_step(model)
-            finally:
-                model.eval()
-            if stepped:
-                self._after_optimizer_step(model, trainer)
-            if trainer.step >= self.total_steps:
+            if self._eval_run is not None:
+                self._eval_batch(model, trainer, self._eval_run)
+            else:
+                model.train()
+                try:
+                    stepped = trainer.micro_step(model)
+                finally:
+                    model.eval()
+                if stepped:
+                    self._after_optimizer_step(model, trainer)
+            if trainer.step >= self.total_steps and self._eval_run is None:
                 self._finish(cancelled=False)
                 return False
             return True
@@ -473,13 +498,36 @@ class TrainingJob:
         self._emit(
             TrainingEventKind.STEP, trainer, tokens_per_s=trainer.last_tokens_per_s, eta_s=eta
         )
+        checkpoint = bool(cfg.checkpoint_every) and trainer.step % cfg.checkpoint_every == 0
         if cfg.eval_every and self._val and trainer.step % cfg.eval_every == 0:
-            self._evaluate(model, trainer)
-        if cfg.checkpoint_every and trainer.step % cfg.checkpoint_every == 0:
-            path = self.output_dir / "checkpoints" / f"step-{trainer.step}"
-            save_checkpoint(trainer, path, model, cfg.adapter)
-            self._last_checkpoint = path
-            self._emit(TrainingEventKind.CHECKPOINT, trainer, path=str(path))
+            # One validation batch per step() call, as a micro-batch is: a large validation
+            # set held the worker, requests included, for the whole evaluation.
+            self._eval_run = _EvalRun(checkpoint=checkpoint)
+        elif checkpoint:
+            self._checkpoint(model, trainer)
+
+    def _eval_batch(self, model: Any, trainer: Trainer, run: _EvalRun) -> None:
+        """The next validation batch of an ``eval_every`` evaluation; the last one reports EVAL
+        (and saves the checkpoint due at this step, in the order a step reports them)."""
+        size = self.config.eval_batch_size
+        loss_sum, n = trainer.eval_sum(model, self._val[run.next_row : run.next_row + size])
+        run.total += loss_sum
+        run.count += n
+        run.next_row += size
+        if run.next_row < len(self._val):
+            return
+        self._eval_run = None
+        loss = run.total / max(run.count, 1)
+        self._last_eval = (trainer.step, loss)
+        self._emit(TrainingEventKind.EVAL, trainer, eval_loss=loss)
+        if run.checkpoint:
+            self._checkpoint(model, trainer)
+
+    def _checkpoint(self, model: Any, trainer: Trainer) -> None:
+        path = self.output_dir / "checkpoints" / f"step-{trainer.step}"
+        save_checkpoint(trainer, path, model, self.config.adapter)
+        self._last_checkpoint = path
+        self._emit(TrainingEventKind.CHECKPOINT, trainer, path=str(path))
 
     def _evaluate(self, model: Any, trainer: Trainer) -> float:
         """The validation loss, reported as an EVAL event (callers check there are rows)."""
@@ -617,6 +665,50 @@ class TrainingJob:
         waiters, self._async_waiters = self._async_waiters, []
         for loop, waiter in waiters:
             call_soon(loop, wake, waiter)
+
+
+class _RenderProgress:
+    """Logs (``mp13_engine.training``, INFO) how far ``engine.train`` is in tokenizing the
+    data, every ``every_s`` seconds: it returns only once every row is rendered, and on a
+    large dataset that takes minutes, before any event can say anything."""
+
+    every_s = 10.0
+
+    def __init__(self, adapter: str, total: int) -> None:
+        self.adapter, self.total = adapter, total
+        self.count = 0
+        self.start = self.last = time.perf_counter()
+
+    def tick(self) -> None:
+        self.count += 1
+        now = time.perf_counter()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        left = (now - self.start) / self.count * (self.total - self.count)
+        _log.info(
+            "training %r: tokenized %d of %d rows (%.0f%%), about %.0f s left",
+            self.adapter,
+            self.count,
+            self.total,
+            100 * self.count / self.total,
+            left,
+        )
+
+    def done(self, truncated: int, dropped: int) -> None:
+        """The summary; a WARNING when rows were cut or left out (the result counts them too,
+        but only once the job ends)."""
+        _log.log(
+            logging.WARNING if truncated or dropped else logging.INFO,
+            "training %r: tokenized %d rows in %.1f s; %d cut to max_seq_len, %d left out "
+            '(too long with overflow="drop", or no token to learn within max_seq_len)%s',
+            self.adapter,
+            self.total,
+            time.perf_counter() - self.start,
+            truncated,
+            dropped,
+            "; raise max_seq_len to keep them whole" if truncated or dropped else "",
+        )
 
 
 def start_training(host: TrainingHost, config: TrainingConfig) -> TrainingJob:

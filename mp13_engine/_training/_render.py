@@ -26,6 +26,7 @@ EOS (prompt/completion), or anywhere (text, or ``loss_on="all"``).
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -230,6 +231,26 @@ def _anchor(full: str, offset: tuple[int, int]) -> int:
     return start + stripped if stripped < end - start else start
 
 
+def span_test(spans: Sequence[tuple[int, int]]) -> Callable[[int], bool]:
+    """``pos -> any(start <= pos < end for start, end in spans)``, by bisection over the spans
+    merged (a per-token scan of every span was a quarter of the time a chat took to render)."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    starts = [start for start, _ in merged]
+
+    def inside(pos: int) -> bool:
+        k = bisect.bisect_right(starts, pos) - 1
+        return k >= 0 and pos < merged[k][1]
+
+    return inside
+
+
 def render_example(
     tokenizer: Any,
     example: Example,
@@ -257,7 +278,8 @@ def render_example(
             if loss_on == "all":
                 mask = [1] * len(ids)
             else:
-                mask = [int(any(s <= _anchor(full, off) < e for s, e in spans)) for off in offsets]
+                inside = span_test(spans)
+                mask = [int(inside(_anchor(full, off))) for off in offsets]
         case ExampleKind.COMPLETION:
             prompt_ids, _ = _encode(tokenizer, example.prompt, special=True)
             full_ids, _ = _encode(tokenizer, example.prompt + example.completion, special=True)

@@ -14,10 +14,13 @@ micro-batch's summed loss is divided by the window's token count before
 
 from __future__ import annotations
 
+import array
 import contextlib
+import hashlib
 import json
 import math
 import pickle
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,6 +35,7 @@ from mp13_engine._compat import drop_leaked_forward_hooks, peft_base_model
 from mp13_engine._errors import TrainingError
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._render import TrainingRow
+from mp13_toolbox import Mp13Error
 
 _IGNORE = -100
 _STATE_FILE = "trainer_state.pt"
@@ -100,6 +104,7 @@ class Trainer:
     started: float = attrs.field(factory=time.perf_counter)
     _orders: dict[int, list[int]] = attrs.field(factory=dict)
     _window: dict[str, float] = attrs.field(factory=dict)
+    _data: dict[str, Any] | None = None  # data_settings(), once computed
 
     @classmethod
     def create(
@@ -148,6 +153,30 @@ class Trainer:
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
             self.grad_ckpt = True
+
+    # ----- what a checkpoint's data position means
+    def data_settings(self) -> dict[str, Any]:
+        """What decides which rows micro-batch ``micro`` holds: saved with a checkpoint, and
+        compared on resume (another batch size or dataset would make the saved position
+        point at other rows: some repeated, some never seen). Computed once: rows and config
+        never change."""
+        if self._data is not None:
+            return self._data
+        cfg = self.config
+        digest = hashlib.sha256()
+        for row in self.rows:  # the rendered rows: max_seq_len, overflow and loss_on count too
+            digest.update(len(row.ids).to_bytes(4, "little"))
+            digest.update(array.array("q", row.ids).tobytes())
+            digest.update(bytes(row.mask))
+        self._data = {
+            "batch_size": cfg.batch_size,
+            "grad_accum": cfg.grad_accum,
+            "seed": cfg.seed,
+            "shuffle": cfg.shuffle,
+            "rows": len(self.rows),
+            "rows_sha256": digest.hexdigest(),
+        }
+        return self._data
 
     # ----- data order
     @property
@@ -220,17 +249,20 @@ class Trainer:
         return torch.autocast(device_type=self.autocast[0], dtype=self.autocast[1])
 
     @torch.no_grad()
+    def eval_sum(self, model: Any, rows: Sequence[TrainingRow]) -> tuple[float, int]:
+        """Summed loss and loss-token count of one validation batch (eval mode, no dropout)."""
+        model.eval()
+        with self._autocast():
+            loss_sum, n = _loss_sum(model, batches(rows, self.pad_id, self.device))
+        return float(loss_sum), n
+
     def evaluate(self, model: Any, rows: Sequence[TrainingRow]) -> float:
-        """Mean loss per loss token over ``rows`` (model in eval mode, no dropout)."""
+        """Mean loss per loss token over ``rows``, all at once (the job's final evaluation)."""
         size = self.config.eval_batch_size
         total, count = 0.0, 0
-        model.eval()
         for i in range(0, len(rows), size):
-            with self._autocast():
-                loss_sum, n = _loss_sum(
-                    model, batches(rows[i : i + size], self.pad_id, self.device)
-                )
-            total += float(loss_sum)
+            loss_sum, n = self.eval_sum(model, rows[i : i + size])
+            total += loss_sum
             count += n
         return total / max(count, 1)
 
@@ -244,19 +276,39 @@ class Trainer:
 
 
 def save_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> None:
-    """Adapter weights (PEFT format) + optimizer/scheduler/counters in ``trainer_state.pt``."""
-    write_adapter_dir(model, adapter, path, {"checkpoint_step": trainer.step})
-    torch.save(
-        {
-            "optimizer": trainer.optimizer.state_dict(),
-            "scheduler": trainer.scheduler.state_dict(),
-            "micro": trainer.micro,
-            "step": trainer.step,
-            "tokens_seen": trainer.tokens_seen,
-            "last_loss": trainer.last_loss,
-        },
-        path / _STATE_FILE,
-    )
+    """Adapter weights (PEFT format) + optimizer/scheduler/counters in ``trainer_state.pt``.
+
+    Written into a hidden sibling folder (``.step-<n>.partial``) and renamed into place when
+    complete, so a process that dies mid-save, or a disk that fills up, never leaves a
+    ``step-<n>`` folder that ``resume_from="latest"`` would pick and fail to load. A failed save
+    is a ``TrainingError`` that names the earlier checkpoints as kept."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)  # left by a process that died mid-save
+        write_adapter_dir(model, adapter, partial, {"checkpoint_step": trainer.step})
+        torch.save(
+            {
+                "optimizer": trainer.optimizer.state_dict(),
+                "scheduler": trainer.scheduler.state_dict(),
+                "micro": trainer.micro,
+                "step": trainer.step,
+                "tokens_seen": trainer.tokens_seen,
+                "last_loss": trainer.last_loss,
+                "data": trainer.data_settings(),
+            },
+            partial / _STATE_FILE,
+        )
+        if path.exists():  # overwrite=True: another run's checkpoint of the same step
+            shutil.rmtree(path)
+        partial.rename(path)
+    # torch.save reports a full disk as RuntimeError ("PytorchStreamWriter failed writing").
+    except (OSError, RuntimeError, Mp13Error) as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise TrainingError(
+            f"Saving the checkpoint of step {trainer.step} to {str(path)!r} failed: "
+            f"{_first_lines(exc)}. Any earlier checkpoint is kept as it was; free disk space "
+            "(or set output_dir to a folder with room) and resume from the last one."
+        ) from exc
 
 
 def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> None:
@@ -273,28 +325,68 @@ def load_checkpoint(trainer: Trainer, path: Path, model: Any, adapter: str) -> N
             "without resume_from."
         )
     try:
+        # Both files read before the model is touched: a refusal leaves a loaded adapter as it was.
         weights = load_file(str(path / "adapter_model.safetensors"))
-        set_peft_model_state_dict(model, weights, adapter_name=adapter)
         saved = torch.load(str(path / _STATE_FILE), map_location=trainer.device, weights_only=True)
+        if not isinstance(saved, dict):
+            raise TypeError(f"{_STATE_FILE} holds a {type(saved).__name__}, not a trainer state")
+        changed = _data_changes(saved.get("data"), trainer.data_settings())
+        if changed and not trainer.config.resume_with_changes:
+            raise _ChangedDataError(changed)
+        set_peft_model_state_dict(model, weights, adapter_name=adapter)
         trainer.optimizer.load_state_dict(saved["optimizer"])
         trainer.scheduler.load_state_dict(saved["scheduler"])
+    except _ChangedDataError as exc:
+        raise TrainingError(
+            f"Cannot resume from checkpoint {str(path)!r}: it was saved by a run with "
+            f"{exc.args[0]}. Its step counts micro-batches of that run's data order, which "
+            "these settings would not continue (rows repeated or never seen). Resume with that "
+            "run's batch_size, grad_accum, seed, shuffle and dataset (the rows after "
+            "max_seq_len, overflow and loss_on), or set resume_with_changes=True to go on from "
+            "its weights, optimizer and step with this job's settings."
+        ) from None
     # A damaged file raises what its reader raises: pickle's and safetensors' own errors too.
     except (
         OSError,
         KeyError,
         RuntimeError,
+        TypeError,  # a file torch reads, holding something other than a trainer state
         ValueError,
         pickle.UnpicklingError,
         SafetensorError,
     ) as exc:
         raise TrainingError(
             f"Cannot resume from checkpoint {str(path)!r}: {_first_lines(exc)}. It must come "
-            "from a job with the same LoRA settings on the same base model."
+            "from a job with the same LoRA settings on the same base model; if it is damaged "
+            "(a save cut short), resume from an earlier step-<n> folder next to it."
         ) from exc
     trainer.micro, trainer.step = int(saved["micro"]), int(saved["step"])
+    if changed:  # resume_with_changes: the next step starts a window of this job's data order
+        trainer.micro = trainer.step * trainer.config.grad_accum
     trainer.first_step = trainer.step
     trainer.tokens_seen = int(saved["tokens_seen"])
     trainer.last_loss = saved["last_loss"]
+
+
+class _ChangedDataError(Exception):
+    """Internal: the checkpoint's data settings differ (args[0] says how); never escapes."""
+
+
+def _data_changes(saved: Any, current: dict[str, Any]) -> str:
+    """How ``current`` data settings differ from a checkpoint's (``""``: the same, or a
+    checkpoint saved before they were recorded, which cannot be compared)."""
+    if not isinstance(saved, dict):
+        return ""
+    found = [
+        f"{key}={saved[key]!r} (this job: {current[key]!r})"
+        for key in ("batch_size", "grad_accum", "seed", "shuffle")
+        if key in saved and saved[key] != current[key]
+    ]
+    if saved.get("rows") != current["rows"]:
+        found.append(f"{saved.get('rows')} training rows (this job: {current['rows']})")
+    elif saved.get("rows_sha256") != current["rows_sha256"]:
+        found.append("other training rows (the same count, other content)")
+    return ", ".join(found)
 
 
 def _settings_mismatch(path: Path, model: Any, adapter: str) -> str | None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import shutil
+import threading
 
 import attrs
 import pytest
+import torch
 
 from mp13_engine import (
     AdapterError,
@@ -245,11 +248,16 @@ def test_checkpoint_resume_continues_the_same_run(engine, tmp_path):
     damaged = tmp_path / "damaged"
     shutil.copytree(checkpoint, damaged)
     (damaged / "trainer_state.pt").write_bytes(b"not a torch file")
-    with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*damaged"):
+    with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*damaged") as caught:
         engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
+    assert "resume from an earlier step-<n> folder" in str(caught.value)
     shutil.copy(checkpoint / "trainer_state.pt", damaged / "trainer_state.pt")
     (damaged / "adapter_model.safetensors").write_bytes(b"garbage!garbage")
     with pytest.raises(TrainingError, match=r"Cannot resume from checkpoint .*header"):
+        engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
+    shutil.copy(checkpoint / "adapter_model.safetensors", damaged / "adapter_model.safetensors")
+    torch.save([1, 2], damaged / "trainer_state.pt")  # a torch file, but not a trainer state
+    with pytest.raises(TrainingError, match=r"trainer_state\.pt holds a list, not a trainer"):
         engine.train(_cfg(tmp_path, "r4", max_steps=6, resume_from=str(damaged)))
     assert "r4" not in engine.adapters
 
@@ -631,3 +639,135 @@ def test_an_adapter_in_training_is_held_until_its_job_ends(engine, tmp_path):
     engine.adapters.unload("growing")
     engine.adapters.load(saved, name="held", replace=True)
     engine.adapters.unload("held")
+
+
+def test_resuming_with_another_data_order_is_refused_unless_asked(engine, tmp_path):
+    """A checkpoint's step counts micro-batches of its run's data order; another batch size,
+    seed or dataset was accepted silently and trained on other rows (some twice, some never)."""
+    first = engine.train(_cfg(tmp_path, "do1", max_steps=4, batch_size=2, checkpoint_every=2))
+    first.result(120)
+    checkpoint = str(tmp_path / "do1" / "checkpoints" / "step-2")
+    changes = {
+        "batch_size": ({"batch_size": 4}, r"batch_size=2 \(this job: 4\)"),
+        "seed": ({"batch_size": 2, "seed": 7}, r"seed=0 \(this job: 7\)"),
+        "dataset": ({"batch_size": 2, "dataset": ROWS[:3]}, r"4 training rows \(this job: 3\)"),
+        "content": (
+            {"batch_size": 2, "dataset": [*ROWS[:3], ROWS[0]]},
+            r"other training rows \(the same count",
+        ),
+    }
+    for what, (kw, needle) in changes.items():
+        with pytest.raises(TrainingError, match=needle) as caught:
+            engine.train(_cfg(tmp_path, "do2", max_steps=4, resume_from=checkpoint, **kw))
+        assert "resume_with_changes=True" in str(caught.value), what
+        assert "do2" not in engine.adapters
+    # Asked for: the checkpoint's weights, optimizer and step go on with this job's settings.
+    job = engine.train(
+        _cfg(
+            tmp_path,
+            "do2",
+            max_steps=4,
+            batch_size=4,
+            resume_from=checkpoint,
+            resume_with_changes=True,
+        )
+    )
+    assert [e.step for e in job.events(timeout=120) if e.kind == "step"] == [3, 4]
+    assert job.result(60).steps == 4
+
+
+def test_a_checkpoint_that_cannot_be_written_keeps_the_earlier_ones(engine, tmp_path, monkeypatch):
+    """A full disk during a checkpoint: the job fails with what to do, the engine serves on, no
+    half-written step-<n> folder is left for resume_from="latest" to pick, and the earlier
+    checkpoint resumes."""
+
+    real_save, calls = torch.save, []
+
+    def save(obj, path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            with open(path, "wb") as f:  # a partly written file, as a full disk leaves it
+                f.write(b"PK\x03\x04 half")
+            raise OSError(28, "No space left on device")
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    out = tmp_path / "full"
+    job = engine.train(_cfg(tmp_path, "full", max_steps=4, checkpoint_every=1))
+    with pytest.raises(TrainingError, match=r"checkpoint of step 2 .*No space left") as caught:
+        job.result(120)
+    assert "step-1" in str(caught.value) and "resume_from" in str(caught.value)
+    monkeypatch.undo()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-1"]
+    assert "full" not in engine.adapters
+    served = engine.generate(Request(prompt="Hi", max_new_tokens=2))
+    assert served.finish_reason is not FinishReason.ERROR and served.text
+    # A folder a process left when it died mid-save is neither picked nor in the way.
+    (out / "checkpoints" / ".step-9.partial").mkdir()
+    resumed = engine.train(_cfg(tmp_path, "full", max_steps=4, resume_from="latest"))
+    assert [e.step for e in resumed.events(timeout=120) if e.kind == "step"] == [2, 3, 4]
+
+
+def test_engine_train_logs_how_far_tokenizing_is_and_what_max_seq_len_cut(
+    engine, tmp_path, caplog, monkeypatch
+):
+    """engine.train returns only once every row is tokenized (minutes on a large dataset) and
+    said nothing meanwhile; rows cut or left out by max_seq_len were told only in the result."""
+    from mp13_engine._training import _job
+
+    monkeypatch.setattr(_job._RenderProgress, "every_s", 0.0)  # a line for each row
+    rows = [*ROWS, {"text": " ".join(str(i) for i in range(200))}]
+    with caplog.at_level(logging.INFO, logger="mp13_engine.training"):
+        job = engine.train(_cfg(tmp_path, "logged", dataset=rows, max_seq_len=320, max_steps=1))
+    job.result(60)
+    messages = [r.getMessage() for r in caplog.records if r.name == "mp13_engine.training"]
+    assert "training 'logged': tokenized 2 of 5 rows (40%), about" in messages[1]
+    (summary,) = [r for r in caplog.records if "rows in" in r.getMessage()]
+    assert summary.levelno == logging.WARNING
+    assert "tokenized 5 rows in" in summary.getMessage()
+    assert "1 cut to max_seq_len, 0 left out" in summary.getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="mp13_engine.training"):
+        engine.train(_cfg(tmp_path, "quiet", max_steps=1)).result(60)
+    (summary,) = [r for r in caplog.records if "rows in" in r.getMessage()]
+    assert summary.levelno == logging.INFO and "0 cut to max_seq_len" in summary.getMessage()
+
+
+def test_an_eval_every_evaluation_shares_the_worker_with_requests(engine, tmp_path, monkeypatch):
+    """eval_every evaluated the whole validation set in one worker call: training and every
+    request waited for all of it (11 s for 3,000 rows on a tiny model; a 3-token request
+    took 11.5 s). It now runs one eval_batch_size batch per call, the loss unchanged."""
+    from mp13_engine._training._trainer import Trainer
+
+    calls: list[int] = []
+    served: list = []  # the request sent at the first batch, and how many batches ran by its end
+    queued = threading.Event()
+    real = Trainer.eval_sum
+
+    def send() -> None:
+        future = engine.submit(Request(prompt="Hi", max_new_tokens=2))
+        future.add_done_callback(lambda f: served.append((f.result(), len(calls))))
+        queued.set()
+
+    def counting(self, model, rows):
+        if not calls:  # on the worker: queue a request from another thread, then go on
+            threading.Thread(target=send).start()
+            assert queued.wait(30)
+        calls.append(len(rows))
+        return real(self, model, rows)
+
+    monkeypatch.setattr(Trainer, "eval_sum", counting)
+    val = ROWS * 25
+    kw = {"validation": val, "eval_batch_size": 1, "max_steps": 1}
+    job = engine.train(_cfg(tmp_path, "evals", eval_every=1, checkpoint_every=1, **kw))
+    events = job.events(timeout=120)
+    assert next(e for e in events if e.kind == "step").step == 1
+    # EVAL, then the step's checkpoint, as before; the final evaluation reuses the loss.
+    assert [e.kind for e in events] == ["eval", "checkpoint", "done"]
+    result = job.result(60)
+    assert calls == [1] * len(val)
+    ((response, batches_by_then),) = served
+    assert response.finish_reason is not FinishReason.ERROR
+    assert batches_by_then < len(val) // 2  # served between batches, not after all of them
+    at_end = engine.train(_cfg(tmp_path, "evals2", **kw)).result(60)  # one call at the end
+    assert result.eval_loss == pytest.approx(at_end.eval_loss, rel=1e-6)

@@ -466,3 +466,44 @@ def test_an_assistant_turn_the_template_drops_teaches_nothing(tiny_model_path):
     rendered = render_example(tok, to_example("r", {"messages": chat}))
     assert tok.decode(rendered.ids) == "<user>hi</s><user>again</s><assistant>ok</s>"
     assert _runs(tok, rendered) == ["ok</s>"]
+
+
+def test_resume_with_changes_without_resume_from_is_refused():
+    """The override applies only to a resume; alone it would be ignored, silently."""
+    rows = [{"text": "hi"}]
+    with pytest.raises(ConfigError, match=r"resume_with_changes=True only applies when resuming"):
+        TrainingConfig(adapter="x", dataset=rows, resume_with_changes=True)
+    assert TrainingConfig(
+        adapter="x", dataset=rows, resume_from="latest", resume_with_changes=True
+    ).resume_with_changes
+
+
+def test_a_large_jsonl_names_its_first_bad_line_and_keeps_separators_in_strings(tmp_path):
+    """A .jsonl is read a line at a time (not whole, then split): a bad row deep in a 20,000-row
+    file is named by its line; U+2028 inside a JSON string, which str.splitlines cut the row
+    at ("not valid JSON"), is text; bad UTF-8 is named by its line too."""
+    good = json.dumps({"prompt": "q", "completion": "a"})
+    lines = [good] * 20_000
+    lines[14_999] = json.dumps({"messages": [{"role": "user", "content": "q"}]})
+    big = tmp_path / "big.jsonl"
+    big.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetError, match=r"big\.jsonl line 15000: a chat needs at least one"):
+        load_examples(big)
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(json.dumps({"text": "one\u2028two\x85three"}, ensure_ascii=False) + "\n")
+    assert [e.text for e in load_examples(odd)] == ["one\u2028two\x85three"]
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(f"{good}\n{good}\n".encode() + b'{"text": "caf\xe9"}\n')
+    with pytest.raises(DatasetError, match=r"latin\.jsonl' at line 3 \(UnicodeDecodeError"):
+        load_examples(latin)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=6),
+    st.integers(-2, 70),
+)
+def test_span_test_is_membership_in_any_span(spans, pos):
+    """The assistant mask's bisection agrees with a scan of every span, overlaps included."""
+    from mp13_engine._training._render import span_test
+
+    assert span_test(spans)(pos) == any(s <= pos < e for s, e in spans)
