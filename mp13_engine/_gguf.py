@@ -19,7 +19,8 @@ Invariants
     * Entries appear atomically and concurrent converters of one file take
       turns (``_cache.entry_lock`` / ``_cache.publish``).
     * Every failure is a typed ``ModelLoadError``: ``GGUFError`` (not a GGUF,
-      several GGUFs in one folder, an architecture transformers cannot read),
+      several GGUFs in one folder, an architecture transformers cannot read,
+      weights in a quantization type the ``gguf`` package cannot dequantize),
       ``MissingDependencyError`` (no ``gguf`` package), ``NotCausalLMError``.
     * Importing this module imports neither torch nor transformers.
 """
@@ -95,20 +96,67 @@ def require_gguf_package() -> None:
         )
 
 
-def architecture(file: Path) -> str:
-    """The ``general.architecture`` the GGUF file declares ("" if it declares none)."""
+def _open(file: Path) -> Any:
+    """A ``GGUFReader`` of ``file`` (``GGUFError`` when the file cannot be parsed)."""
     require_gguf_package()
     from gguf import GGUFReader
 
     try:
-        reader = GGUFReader(str(file), "r")
-        field = reader.fields.get("general.architecture")
-        return "" if field is None else str(field.contents())
+        return GGUFReader(str(file), "r")
     except (ValueError, OSError, KeyError, IndexError) as exc:
         raise GGUFError(
             f"cannot read the GGUF file {str(file)!r}: {exc}; the file may be truncated or "
             "corrupt, so fetch it again"
         ) from exc
+
+
+def architecture(file: Path) -> str:
+    """The ``general.architecture`` the GGUF file declares ("" if it declares none)."""
+    field = _open(file).fields.get("general.architecture")
+    return "" if field is None else str(field.contents())
+
+
+#: Quantization types to suggest when a file's own type cannot be dequantized.
+_COMMON_TYPES = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "F16")
+
+
+def check_tensor_types(file: Path) -> None:
+    """``GGUFError`` unless the ``gguf`` package can dequantize every tensor type of ``file``.
+
+    transformers dequantizes with ``gguf.quants.dequantize``, which has no code for
+    some types (``Q8_1``, ``Q8_K``, ... depending on the version). Found here, before
+    the slow conversion, the error names the types instead of failing midway with
+    "not yet implemented". A type is tried on one zero block: the public way to ask.
+    """
+    types = {t.tensor_type for t in _open(file).tensors}
+    import numpy as np
+    from gguf import GGML_QUANT_SIZES
+    from gguf.quants import dequantize
+
+    unreadable = []
+    for qtype in sorted(types, key=lambda t: t.name):
+        _, size = GGML_QUANT_SIZES[qtype]  # bytes of one block
+        try:
+            dequantize(np.zeros((1, size), dtype=np.uint8), qtype)
+        except NotImplementedError:
+            unreadable.append(qtype.name)
+    if unreadable:
+        raise GGUFError(
+            f"the GGUF file {str(file)!r} stores weights as {', '.join(unreadable)}, which the "
+            f"installed gguf package ({_package_version('gguf')}) cannot dequantize, so "
+            "transformers cannot read it; get the model quantized another way "
+            f"({', '.join(_COMMON_TYPES)} all load), use its Hugging Face checkpoint, or try a "
+            "newer gguf (pip install -U gguf)"
+        )
+
+
+def _package_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown version"
 
 
 def _identity(file: Path, dtype_name: str) -> dict[str, Any]:
@@ -188,6 +236,7 @@ def convert(
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     arch = architecture(file)  # MissingDependencyError first when gguf is not installed
+    check_tensor_types(file)
     source = str(file)
     try:
         hf_config = AutoConfig.from_pretrained(str(file.parent), gguf_file=str(file))

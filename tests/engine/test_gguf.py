@@ -20,7 +20,7 @@ from mp13_engine import (
     NotCausalLMError,
     Request,
 )
-from tests.engine._tiny_gguf import write_foreign_gguf, write_llama_gguf
+from tests.engine._tiny_gguf import with_tensor_type, write_foreign_gguf, write_llama_gguf
 
 pytest.importorskip("gguf")
 
@@ -202,6 +202,23 @@ def test_an_architecture_transformers_cannot_read_is_named(tmp_path):
     assert "a model of architecture 'mp13-strange-arch'" in message
     assert "llama" in message  # what is supported
     assert "original Hugging Face checkpoint" in message
+
+
+def test_a_quantization_type_gguf_cannot_dequantize_is_named_before_converting(
+    gguf_file, gguf_cache
+):
+    import gguf
+
+    odd = gguf_file.with_name("q8_1.gguf")
+    with_tensor_type(gguf_file, odd, "blk.0.attn_q.weight", gguf.GGMLQuantizationType.Q8_1)
+    with pytest.raises(GGUFError) as info:
+        Engine.load(odd, device="cpu")
+    message = str(info.value)
+    assert "stores weights as Q8_1" in message  # what is wrong, not "is the file complete?"
+    assert "Q4_K_M" in message and "Hugging Face checkpoint" in message  # what to do
+    assert not list(gguf_cache.glob("*/mp13_gguf.json"))  # refused, nothing converted
+    with Engine.load(gguf_file, device="cpu") as engine:  # the same model in a readable type
+        assert engine.generate(Request(prompt="hi", max_new_tokens=2)).ok
 
 
 def test_a_non_causal_gguf_is_refused_before_converting(tmp_path, monkeypatch):
