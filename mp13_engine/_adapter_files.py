@@ -133,9 +133,14 @@ def instead_of_adapter(path: Path) -> str:
     A newcomer gives ``adapters.load`` the model's GGUF file or folder, or a file
     inside the adapter folder; "no adapter_config.json" alone does not tell them why.
     """
-    from mp13_engine._gguf import has_magic
+    from mp13_engine._gguf import has_magic, is_adapter_file
 
     if path.is_file():
+        if has_magic(path) and is_adapter_file(path):
+            return (
+                f" {str(path)!r} is a LoRA adapter in llama.cpp's GGUF format, which mp13 "
+                "cannot read; give the adapter's PEFT folder instead."
+            )
         if has_magic(path):
             return (
                 f" {str(path)!r} is a GGUF model file, not a LoRA adapter: load it as the base "

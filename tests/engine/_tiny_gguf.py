@@ -176,3 +176,20 @@ def with_tensor_type(src: pathlib.Path, dest: pathlib.Path, tensor: str, qtype: 
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def write_lora_gguf(dest: pathlib.Path) -> pathlib.Path:
+    """A LoRA adapter as llama.cpp's ``convert_lora_to_gguf.py`` writes one: no model shape."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(dest), "llama")
+    writer.add_type("adapter")
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", 16.0)
+    writer.add_tensor("blk.0.attn_q.weight.lora_a", np.zeros((8, 64), dtype=np.float32))
+    writer.add_tensor("blk.0.attn_q.weight.lora_b", np.zeros((64, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dest

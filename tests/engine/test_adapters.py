@@ -303,6 +303,12 @@ def test_a_model_given_as_an_adapter_says_to_load_it_as_the_base(engine, adapter
     assert "is a GGUF model file, not a LoRA adapter: load it as the base model with " in str(
         info.value
     )
+    pytest.importorskip("gguf")
+    from tests.engine._tiny_gguf import write_lora_gguf
+
+    with pytest.raises(AdapterError) as info:
+        engine.adapters.load(write_lora_gguf(tmp_path / "pirate-lora.gguf"))
+    assert "is a LoRA adapter in llama.cpp's GGUF format, which mp13 cannot read" in str(info.value)
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "config.json").write_text("{}")
