@@ -6,7 +6,8 @@ Run: ``python examples/quickstart.py`` (offline, a few seconds on CPU).
 It builds a *tiny random-weight* model with ``mp13_engine.testing`` (a real
 ChatML tokenizer and chat template, but untrained weights), so the replies are
 gibberish by design: what this shows is the engine's machinery, not model
-quality. Pass ``--model PATH`` to use a real local checkpoint instead.
+quality. Pass ``--model PATH`` to use a real local checkpoint instead: a folder (such as
+the one ``mp13_engine.models.fetch("smollm2-135m")`` returns) or a GGUF file.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from mp13_engine import Engine, Request
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", help="a local model directory (default: build a tiny one)")
+    ap.add_argument(
+        "--model", help="a local model directory or GGUF file (default: build a tiny one)"
+    )
     args = ap.parse_args()
 
     tmp = None

@@ -127,6 +127,36 @@ def holds_adapter(folder: Path) -> bool:
     return any((folder / n).is_file() for n in names)
 
 
+def instead_of_adapter(path: Path) -> str:
+    """What ``path``, which is not an adapter folder, holds instead (with what to do), or "".
+
+    A newcomer gives ``adapters.load`` the model's GGUF file or folder, or a file
+    inside the adapter folder; "no adapter_config.json" alone does not tell them why.
+    """
+    from mp13_engine._gguf import has_magic, is_adapter_file
+
+    if path.is_file():
+        if has_magic(path) and is_adapter_file(path):
+            return (
+                f" {str(path)!r} is a LoRA adapter in llama.cpp's GGUF format, which mp13 "
+                "cannot read; give the adapter's PEFT folder instead."
+            )
+        if has_magic(path):
+            return (
+                f" {str(path)!r} is a GGUF model file, not a LoRA adapter: load it as the base "
+                "model with Engine.load(path)."
+            )
+        if holds_adapter(path.parent):
+            return f" It is a file; give the folder that holds it: {str(path.parent)!r}."
+        return " It is a file, not a folder."
+    if (path / "config.json").is_file():
+        return (
+            f" {str(path)!r} holds a model (config.json), not a LoRA adapter: load it as the "
+            "base model with Engine.load(path)."
+        )
+    return ""
+
+
 def base_model_name(model: Any) -> str | None:
     """The name or path ``model`` was loaded from, as PEFT records it in adapter configs."""
     return model.name_or_path or model.config.name_or_path or None

@@ -57,6 +57,7 @@ from mp13_engine._adapter_files import (
     check_compatible,
     check_wrappable,
     holds_adapter,
+    instead_of_adapter,
     write_adapter_dir,
 )
 from mp13_engine._compat import (
@@ -221,6 +222,7 @@ class AdapterManager:
             f"No PEFT adapter directory at {str(path)!r}{where} (a directory with "
             "adapter_config.json). Give the path of a directory saved by PEFT or by "
             "engine.adapters.save, or set EngineConfig.adapters_dir for short names."
+            + instead_of_adapter(candidate)
         )
 
     def load(

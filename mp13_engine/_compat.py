@@ -53,6 +53,13 @@ What each workaround relies on (check these on upgrade)
       be cast ..." on every forward of an 8-bit layer whose input is not float16
       (the normal case on CPU or with bf16), through the logger of its internal
       module ``bitsandbytes.autograd._functions`` (older versions: ``warnings``).
+    * ``install_kernels_notice_filter``: on a CPU with AVX512-BF16, importing
+      bitsandbytes (PEFT does, on the first adapter or training job, whatever
+      the model) logs "Failed to load CPU gemm_4bit_forward from
+      kernels-community ... pip install kernels" through the logger of
+      ``bitsandbytes.backends.cpu.ops``. That kernel only computes the repacked
+      4-bit layout, which mp13 turns off (``keep_4bit_layout``), so the advice
+      cannot help and only alarms a user who loaded no 4-bit model at all.
     transformers (the KV cache the step loop batches, ``mp13_engine._kv``)
     * ``cache_layer_types``: ``cache_utils.get_layer_types_and_kwargs``, the
       per-layer cache kinds ``DynamicCache(config=...)`` would build
@@ -91,7 +98,8 @@ Invariants
     * Importing this module imports neither torch, peft nor bitsandbytes; each
       function imports what it needs when called.
     * Only the objects passed in change (model attributes, one logger's filters,
-      one ``warnings`` entry); nothing else process-wide, and no monkey patches.
+      one ``warnings`` entry, each of two loggers' filters); nothing else
+      process-wide, and no monkey patches.
 """
 
 from __future__ import annotations
@@ -495,6 +503,30 @@ def install_int8_cast_filter() -> None:
     # order of the user's own filters is left alone.
     if not any(_is_cast_filter(f) for f in warnings.filters):
         warnings.filterwarnings("ignore", message=CAST_NOTICE)
+
+
+# ----- bitsandbytes: the "pip install kernels" notice at import
+
+KERNELS_NOTICE = "Failed to load CPU gemm_4bit_forward from kernels-community"
+BNB_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"
+
+
+class DropKernelsNotice(logging.Filter):
+    """Drops bitsandbytes' advice to install ``kernels``; passes every other record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(KERNELS_NOTICE)
+
+
+def install_kernels_notice_filter() -> None:
+    """Drop the ``kernels`` notice from now on in this process (idempotent).
+
+    Installed when a model loads, before anything imports bitsandbytes (the
+    notice is logged once, at import).
+    """
+    logger = logging.getLogger(BNB_CPU_LOGGER)
+    if not any(isinstance(f, DropKernelsNotice) for f in logger.filters):
+        logger.addFilter(DropKernelsNotice())
 
 
 def _is_cast_filter(entry: tuple[Any, ...]) -> bool:

@@ -315,7 +315,9 @@ class EngineConfig:
             )
         cls._check_names(data)
         if "model" not in data:
-            raise ConfigError("EngineConfig.model is required: a model directory or hub id")
+            raise ConfigError(
+                "EngineConfig.model is required: a model directory, a GGUF file or a hub id"
+            )
         return structure(dict(data), cls)
 
     def to_dict(self) -> dict[str, Any]:
@@ -327,6 +329,9 @@ class EngineConfig:
     def from_json(cls, path: str | os.PathLike[str]) -> EngineConfig:
         """Load from a JSON file holding one object of config fields."""
         p = Path(path)
+        model = _model_not_config(p)
+        if model is not None:
+            raise ConfigError(model)
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
@@ -340,6 +345,9 @@ class EngineConfig:
             ) from exc
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a JSON object of EngineConfig fields")
+        if "model_type" in data and "model" not in data:  # a checkpoint's own config.json
+            what = f"{p} is a model's config.json"
+            raise ConfigError(_LOAD_MODEL.format(what=what, path=str(p.parent)))
         return cls.from_dict(data)
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
@@ -359,3 +367,18 @@ class EngineConfig:
         """A copy with ``changes``; unknown names raise ``ConfigError`` as in ``from_dict``."""
         self._check_names(changes)
         return attrs.evolve(self, **changes)
+
+
+_LOAD_MODEL = (
+    "{what}, not an EngineConfig file: load the model with Engine.load({path!r}), or "
+    "Engine.load(EngineConfig(model={path!r}, ...)) to set other fields"
+)
+
+
+def _model_not_config(path: Path) -> str | None:
+    """The error for a model (folder or GGUF file) given to ``from_json``; None otherwise."""
+    if path.is_dir() and (path / "config.json").is_file():
+        return _LOAD_MODEL.format(what=f"{path} is a model folder", path=str(path))
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return _LOAD_MODEL.format(what=f"{path} is a GGUF model file", path=str(path))
+    return None

@@ -19,7 +19,9 @@ Invariants
     * Entries appear atomically and concurrent converters of one file take
       turns (``_cache.entry_lock`` / ``_cache.publish``).
     * Every failure is a typed ``ModelLoadError``: ``GGUFError`` (not a GGUF,
-      several GGUFs in one folder, an architecture transformers cannot read),
+      several GGUFs in one folder, an architecture transformers cannot read,
+      weights in a quantization type the ``gguf`` package cannot dequantize, a
+      LoRA adapter or other file that declares no model shape),
       ``MissingDependencyError`` (no ``gguf`` package), ``NotCausalLMError``.
     * Importing this module imports neither torch nor transformers.
 """
@@ -95,20 +97,109 @@ def require_gguf_package() -> None:
         )
 
 
-def architecture(file: Path) -> str:
-    """The ``general.architecture`` the GGUF file declares ("" if it declares none)."""
+def _open(file: Path) -> Any:
+    """A ``GGUFReader`` of ``file`` (``GGUFError`` when the file cannot be parsed)."""
     require_gguf_package()
     from gguf import GGUFReader
 
     try:
-        reader = GGUFReader(str(file), "r")
-        field = reader.fields.get("general.architecture")
-        return "" if field is None else str(field.contents())
+        return GGUFReader(str(file), "r")
     except (ValueError, OSError, KeyError, IndexError) as exc:
         raise GGUFError(
             f"cannot read the GGUF file {str(file)!r}: {exc}; the file may be truncated or "
             "corrupt, so fetch it again"
         ) from exc
+
+
+def architecture(file: Path) -> str:
+    """The ``general.architecture`` the GGUF file declares ("" if it declares none)."""
+    field = _open(file).fields.get("general.architecture")
+    return "" if field is None else str(field.contents())
+
+
+def is_adapter_file(file: Path) -> bool:
+    """Whether ``file`` is a llama.cpp LoRA adapter (``general.type`` "adapter"), not a model.
+
+    False when the ``gguf`` package is missing or the file cannot be read: the
+    caller's own error then stands.
+    """
+    try:
+        field = _open(file).fields.get("general.type")
+    except (GGUFError, MissingDependencyError):
+        return False
+    return field is not None and str(field.contents()) == "adapter"
+
+
+def _check_not_adapter(file: Path) -> None:
+    """``GGUFError`` when ``file`` is a llama.cpp LoRA adapter (see ``_check_shape``)."""
+    if is_adapter_file(file):
+        raise GGUFError(
+            f"{str(file)!r} is a LoRA adapter in llama.cpp's GGUF format, not a model, and mp13 "
+            "cannot read adapters in that format; load the base model (Engine.load(path of its "
+            "folder or GGUF file)), then the adapter's PEFT folder (adapter_config.json and "
+            "adapter_model.safetensors) with engine.adapters.load(folder)"
+        )
+
+
+def _check_shape(file: Path, arch: str) -> None:
+    """``GGUFError`` unless ``file`` declares its model's shape.
+
+    transformers reads a GGUF file without the ``<arch>.embedding_length`` /
+    ``<arch>.block_count`` keys (a LoRA adapter, a vocabulary) as a model of its
+    config class's *default* size (Llama: 7B parameters) and allocates it: the
+    process is killed for memory instead of failing.
+    """
+    fields = _open(file).fields
+    missing = [k for k in (f"{arch}.embedding_length", f"{arch}.block_count") if k not in fields]
+    if missing:
+        raise GGUFError(
+            f"the GGUF file {str(file)!r} declares no model shape ({', '.join(missing)} "
+            "missing), so it holds no model transformers can build (a vocabulary, projector or "
+            "adapter file?); give the model's own GGUF file"
+        )
+
+
+#: Quantization types to suggest when a file's own type cannot be dequantized.
+_COMMON_TYPES = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "F16")
+
+
+def check_tensor_types(file: Path) -> None:
+    """``GGUFError`` unless the ``gguf`` package can dequantize every tensor type of ``file``.
+
+    transformers dequantizes with ``gguf.quants.dequantize``, which has no code for
+    some types (``Q8_1``, ``Q8_K``, ... depending on the version). Found here, before
+    the slow conversion, the error names the types instead of failing midway with
+    "not yet implemented". A type is tried on one zero block: the public way to ask.
+    """
+    types = {t.tensor_type for t in _open(file).tensors}
+    import numpy as np
+    from gguf import GGML_QUANT_SIZES
+    from gguf.quants import dequantize
+
+    unreadable = []
+    for qtype in sorted(types, key=lambda t: t.name):
+        _, size = GGML_QUANT_SIZES[qtype]  # bytes of one block
+        try:
+            dequantize(np.zeros((1, size), dtype=np.uint8), qtype)
+        except NotImplementedError:
+            unreadable.append(qtype.name)
+    if unreadable:
+        raise GGUFError(
+            f"the GGUF file {str(file)!r} stores weights as {', '.join(unreadable)}, which the "
+            f"installed gguf package ({_package_version('gguf')}) cannot dequantize, so "
+            "transformers cannot read it; get the model quantized another way "
+            f"({', '.join(_COMMON_TYPES)} all load), use its Hugging Face checkpoint, or try a "
+            "newer gguf (pip install -U gguf)"
+        )
+
+
+def _package_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown version"
 
 
 def _identity(file: Path, dtype_name: str) -> dict[str, Any]:
@@ -188,6 +279,8 @@ def convert(
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     arch = architecture(file)  # MissingDependencyError first when gguf is not installed
+    _check_not_adapter(file)
+    check_tensor_types(file)
     source = str(file)
     try:
         hf_config = AutoConfig.from_pretrained(str(file.parent), gguf_file=str(file))
@@ -200,6 +293,7 @@ def convert(
         raise _read_error(file, arch, exc) from exc
     if check_config is not None:
         check_config(hf_config, source)
+    _check_shape(file, arch)  # before building the model from it
     report(progress, "convert", 1, 3, f"dequantizing {file.name} (this takes a while)")
     kwargs: dict[str, Any] = {"gguf_file": str(file), "dtype": getattr(torch, dtype_name)}
     dense = _dense_quantization_config()

@@ -25,7 +25,11 @@ import torch
 
 from mp13_engine._cache import Progress, report
 from mp13_engine._causal import check_causal
-from mp13_engine._compat import install_int8_cast_filter, keep_4bit_layout
+from mp13_engine._compat import (
+    install_int8_cast_filter,
+    install_kernels_notice_filter,
+    keep_4bit_layout,
+)
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     ConfigError,
@@ -306,6 +310,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    install_kernels_notice_filter()  # before PEFT imports bitsandbytes (_compat says why)
     device = resolve_device(config.device)
     check_device_map(config.device_map, config.max_memory)
     source, from_gguf = _resolve_source(config, progress)

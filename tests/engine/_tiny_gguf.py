@@ -147,3 +147,49 @@ def write_foreign_gguf(dest: pathlib.Path, arch: str = "mp13-unknown-arch") -> p
     writer.write_tensors_to_file()
     writer.close()
     return dest
+
+
+def with_tensor_type(src: pathlib.Path, dest: pathlib.Path, tensor: str, qtype: object) -> None:
+    """Copy GGUF ``src`` to ``dest`` with ``tensor`` stored (as zero blocks) in ``qtype``.
+
+    For quantization types a file may hold but the ``gguf`` package cannot dequantize.
+    """
+    import gguf
+
+    reader = gguf.GGUFReader(str(src))
+    writer = gguf.GGUFWriter(str(dest), "llama")
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue  # written by the writer itself
+        kind = field.types[0]
+        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, field.contents(), kind, sub_type=sub)
+    for t in reader.tensors:
+        shape = list(reversed(t.shape.tolist()))
+        if t.name == tensor:
+            block, size = gguf.GGML_QUANT_SIZES[qtype]
+            raw = np.zeros((shape[0], shape[1] // block * size), dtype=np.uint8)
+            writer.add_tensor(t.name, raw, raw_dtype=qtype)
+        else:
+            writer.add_tensor(t.name, np.array(t.data).reshape(shape))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def write_lora_gguf(dest: pathlib.Path) -> pathlib.Path:
+    """A LoRA adapter as llama.cpp's ``convert_lora_to_gguf.py`` writes one: no model shape."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(dest), "llama")
+    writer.add_type("adapter")
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", 16.0)
+    writer.add_tensor("blk.0.attn_q.weight.lora_a", np.zeros((8, 64), dtype=np.float32))
+    writer.add_tensor("blk.0.attn_q.weight.lora_b", np.zeros((64, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dest

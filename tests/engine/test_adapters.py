@@ -293,6 +293,38 @@ def test_a_path_given_as_an_adapter_name_says_how_to_load_it(engine):
     )
 
 
+def test_a_model_given_as_an_adapter_says_to_load_it_as_the_base(engine, adapter_dirs, tmp_path):
+    """The model's GGUF file or folder, or a file inside an adapter folder, given to
+    adapters.load: the error says what the path holds and what to do with it."""
+    gguf_file = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf_file.write_bytes(b"GGUF" + bytes(60))
+    with pytest.raises(AdapterError) as info:
+        engine.adapters.load(gguf_file)
+    assert "is a GGUF model file, not a LoRA adapter: load it as the base model with " in str(
+        info.value
+    )
+    pytest.importorskip("gguf")
+    from tests.engine._tiny_gguf import write_lora_gguf
+
+    with pytest.raises(AdapterError) as info:
+        engine.adapters.load(write_lora_gguf(tmp_path / "pirate-lora.gguf"))
+    assert "is a LoRA adapter in llama.cpp's GGUF format, which mp13 cannot read" in str(info.value)
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    with pytest.raises(AdapterError) as info:
+        engine.adapters.load(model_dir)
+    assert "holds a model (config.json), not a LoRA adapter" in str(info.value)
+    inside = adapter_dirs / "a" / "adapter_config.json"
+    with pytest.raises(AdapterError) as info:
+        engine.adapters.load(inside)
+    assert str(info.value).endswith(f"give the folder that holds it: {str(inside.parent)!r}.")
+    with pytest.raises(AdapterError) as info:  # a plain missing folder: no guess added
+        engine.adapters.load(tmp_path / "missing")
+    assert str(info.value).endswith("set EngineConfig.adapters_dir for short names.")
+    assert engine.adapters.list() == []  # nothing half-loaded
+
+
 def test_load_errors_are_clear(engine, adapter_dirs, tmp_path):
     with pytest.raises(AdapterError, match="No PEFT adapter directory") as info:
         engine.adapters.load(tmp_path / "missing")

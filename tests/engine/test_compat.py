@@ -400,3 +400,14 @@ def test_the_int8_cast_notice_comes_from_the_logger_the_filter_is_on():
     assert not _compat.DropCastNotice().filter(record)
     record.msg = "MatMul8bitLt: something else"
     assert _compat.DropCastNotice().filter(record)
+
+
+def test_the_kernels_notice_comes_from_the_logger_the_filter_is_on():
+    ops = pytest.importorskip("bitsandbytes.backends.cpu.ops")
+    assert ops.logger.name == _compat.BNB_CPU_LOGGER, "bitsandbytes moved its kernels notice"
+    assert _compat.KERNELS_NOTICE in inspect.getsource(ops), "bitsandbytes reworded it"
+    record = logging.LogRecord(_compat.BNB_CPU_LOGGER, logging.WARNING, "", 0, "", (), None)
+    record.msg = _compat.KERNELS_NOTICE + ": %s. Please make sure you already `pip install kernels`"
+    assert not _compat.DropKernelsNotice().filter(record)
+    record.msg = "bitsandbytes: something else"
+    assert _compat.DropKernelsNotice().filter(record)

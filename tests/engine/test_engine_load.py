@@ -117,6 +117,20 @@ def test_config_json_errors_name_the_problem(tmp_path):
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ConfigError, match=r"^cannot read config file .*UnicodeDecodeError"):
         EngineConfig.from_json(tmp_path / "binary.json")
+    # A model given where the config file goes: say to load it with Engine.load.
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 8}))
+    (tmp_path / "m.Q4_K_M.gguf").write_bytes(b"GGUF\x03\x00")
+    for given, shown in [
+        (model, model),
+        (model / "config.json", model),
+        (tmp_path / "m.Q4_K_M.gguf", tmp_path / "m.Q4_K_M.gguf"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            EngineConfig.from_json(given)
+        assert "not an EngineConfig file: load the model with " in str(info.value)
+        assert f"Engine.load({str(shown)!r})" in str(info.value)
     with pytest.raises(ConfigError, match=r"^cannot write config file .*folder exists"):
         EngineConfig(model="m").to_json(tmp_path / "no" / "such" / "c.json")
 

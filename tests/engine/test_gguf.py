@@ -20,7 +20,12 @@ from mp13_engine import (
     NotCausalLMError,
     Request,
 )
-from tests.engine._tiny_gguf import write_foreign_gguf, write_llama_gguf
+from tests.engine._tiny_gguf import (
+    with_tensor_type,
+    write_foreign_gguf,
+    write_llama_gguf,
+    write_lora_gguf,
+)
 
 pytest.importorskip("gguf")
 
@@ -202,6 +207,60 @@ def test_an_architecture_transformers_cannot_read_is_named(tmp_path):
     assert "a model of architecture 'mp13-strange-arch'" in message
     assert "llama" in message  # what is supported
     assert "original Hugging Face checkpoint" in message
+
+
+def test_a_quantization_type_gguf_cannot_dequantize_is_named_before_converting(
+    gguf_file, gguf_cache
+):
+    import gguf
+
+    odd = gguf_file.with_name("q8_1.gguf")
+    with_tensor_type(gguf_file, odd, "blk.0.attn_q.weight", gguf.GGMLQuantizationType.Q8_1)
+    with pytest.raises(GGUFError) as info:
+        Engine.load(odd, device="cpu")
+    message = str(info.value)
+    assert "stores weights as Q8_1" in message  # what is wrong, not "is the file complete?"
+    assert "Q4_K_M" in message and "Hugging Face checkpoint" in message  # what to do
+    assert not list(gguf_cache.glob("*/mp13_gguf.json"))  # refused, nothing converted
+    with Engine.load(gguf_file, device="cpu") as engine:  # the same model in a readable type
+        assert engine.generate(Request(prompt="hi", max_new_tokens=2)).ok
+
+
+def _never_build_a_model(monkeypatch):
+    """Should a check regress, fail the test, not the machine (a 7B float32 allocation)."""
+    import transformers
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the GGUF file was not refused before building a model from it")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+
+
+def test_a_gguf_lora_adapter_is_refused_as_a_model(tmp_path, gguf_cache, monkeypatch):
+    """transformers read it as a Llama of the default size (7B) and the process was killed
+    for memory; now Engine.load says what the file is, and adapters.load too."""
+    _never_build_a_model(monkeypatch)
+    lora = write_lora_gguf(tmp_path / "pirate-lora.gguf")
+    with pytest.raises(GGUFError) as info:
+        Engine.load(lora, device="cpu")
+    assert "is a LoRA adapter in llama.cpp's GGUF format, not a model" in str(info.value)
+    assert "engine.adapters.load(folder)" in str(info.value)
+    assert not list(gguf_cache.glob("*/mp13_gguf.json"))
+
+
+def test_a_gguf_without_a_model_shape_is_refused_before_building_it(tmp_path, monkeypatch):
+    import gguf
+
+    _never_build_a_model(monkeypatch)
+    lora = write_lora_gguf(tmp_path / "vocab.gguf")
+    # The same file without its adapter marking: transformers would build a default-size Llama.
+    reader = gguf.GGUFReader(str(lora))
+    assert "llama.embedding_length" not in reader.fields
+    from mp13_engine import _gguf
+
+    monkeypatch.setattr(_gguf, "is_adapter_file", lambda file: False)
+    with pytest.raises(GGUFError, match=r"declares no model shape \(llama.embedding_length"):
+        Engine.load(lora, device="cpu")
 
 
 def test_a_non_causal_gguf_is_refused_before_converting(tmp_path, monkeypatch):

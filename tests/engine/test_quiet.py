@@ -96,3 +96,43 @@ def test_an_8bit_model_drops_only_the_cast_notice_and_installs_it_once(
     assert not [m for m in messages if CAST_NOTICE in m]
     clean_bnb_logger.warning("bitsandbytes says something else")
     assert "bitsandbytes says something else" in [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.slow  # two fresh processes import torch, transformers and peft
+def test_training_on_a_plain_model_does_not_advise_installing_kernels(tiny_model_path):
+    """A fresh process loads a float model and trains a LoRA step (PEFT imports
+    bitsandbytes): the import-time 'pip install kernels' notice, about a 4-bit kernel
+    mp13 never uses, is not printed; without the engine's filter it is (on CPUs where
+    bitsandbytes says it at all)."""
+    import subprocess
+    import sys
+
+    from mp13_engine._compat import KERNELS_NOTICE
+
+    script = (
+        "import sys\n"
+        "from mp13_engine import Engine, TrainingConfig\n"
+        "if sys.argv[2] == 'bare':\n"
+        "    import peft\n"
+        "    raise SystemExit(0)\n"
+        "with Engine.load(sys.argv[1], device='cpu', adapters_dir=sys.argv[3]) as e:\n"
+        "    job = e.train(TrainingConfig(adapter='q', dataset=[{'text': 'hello'}], max_steps=1))\n"
+        "    assert job.result().steps == 1\n"
+    )
+
+    def stderr(mode: str, tmp: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tiny_model_path), mode, tmp],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if KERNELS_NOTICE not in stderr("bare", tmp):
+            pytest.skip("bitsandbytes gives the kernels notice only on CPUs with AVX512-BF16")
+        assert KERNELS_NOTICE not in stderr("engine", tmp)
