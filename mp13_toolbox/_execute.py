@@ -30,7 +30,9 @@ Invariants:
 - Outputs: ``str`` as is; anything else JSON-encoded (attrs classes,
   dataclasses and enums through the package converter, sets as sorted arrays,
   what JSON cannot hold as its text); text longer than the
-  cap is cut and ends with ``… [truncated N chars]``.
+  cap is cut and ends with ``… [truncated N chars]``. The value becomes text on
+  the tool's own thread, within its timeout (``Render``), and a value whose
+  ``__str__`` or ``__repr__`` raises, whatever it raises, still gives a text.
 """
 
 from __future__ import annotations
@@ -71,17 +73,31 @@ class Outcome:
         return self.value
 
 
+#: Turns a finished run's outcome into what the caller needs (for a tool: its result
+#: text). It runs on the tool's own thread, inside the timeout: rendering a value is the
+#: tool's work too (a ``__str__`` that does I/O, a huge structure to JSON-encode), so it
+#: must neither outlast the timeout nor block the caller's event loop.
+Render = Callable[[Outcome], Outcome]
+
+
 class ToolRun:
     """One callable on its own daemon thread; a coroutine gets its own event loop there.
 
-    ``report(outcome)`` is called on that thread when the callable is done.
+    ``report(outcome)`` is called on that thread when the callable is done, with the
+    outcome passed through ``render`` first when one is given (see ``Render``).
     ``cancel()`` cancels a coroutine at its next ``await`` (even before it started);
     a sync callable cannot be stopped and is abandoned.
     """
 
-    def __init__(self, target: Callable[[], Any], report: Callable[[Outcome], None]) -> None:
+    def __init__(
+        self,
+        target: Callable[[], Any],
+        report: Callable[[Outcome], None],
+        render: Render | None = None,
+    ) -> None:
         self._target = target
         self._report = report
+        self._render = render
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Future[Any] | None = None
@@ -101,6 +117,11 @@ class ToolRun:
             outcome = Outcome(error=exc)
         else:
             outcome = Outcome(value=value)
+        if self._render is not None:
+            try:
+                outcome = self._render(outcome)
+            except BaseException as exc:  # on this thread, even a KeyboardInterrupt is the value's
+                outcome = Outcome(error=exc)
         self._report(outcome)
 
     async def _drive(self, awaitable: Any) -> Any:
@@ -130,15 +151,22 @@ def _inline(target: Callable[[], Any]) -> Outcome:
         return Outcome(error=exc)
 
 
-def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | None) -> Outcome:
-    """Run ``target()`` (a coroutine function when ``is_async``) and wait for its outcome.
+def call_blocking(
+    target: Callable[[], Any],
+    is_async: bool,
+    timeout: float | None,
+    render: Render | None = None,
+) -> Outcome:
+    """Run ``target()`` (a coroutine function when ``is_async``) and wait for its outcome,
+    passed through ``render`` where the tool ran (see ``Render``).
 
     ``Outcome.timed_out`` when it did not finish within ``timeout`` seconds.
     """
     if not is_async and timeout is None:
         outcome = _inline(target)
         if outcome.error is not None or not inspect.isawaitable(outcome.value):
-            return outcome
+            # Inline, as the tool ran: no timeout, and a Ctrl+C here is the user's.
+            return outcome if render is None else render(outcome)
         # A sync-registered callable returned an awaitable: drive it on a thread.
         pending = outcome.value
         target, is_async = (lambda: pending), True
@@ -149,7 +177,7 @@ def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | No
         done.append(outcome)
         finished.set()
 
-    run = ToolRun(target, report)
+    run = ToolRun(target, report, render)
     try:
         run.start()  # inside: a Ctrl+C while the thread starts must stop the tool too
         if not finished.wait(timeout):
@@ -163,8 +191,11 @@ def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | No
     return done[0]
 
 
-async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcome:
-    """Run ``target()`` (sync or a coroutine function) off the loop; await its outcome.
+async def call_async(
+    target: Callable[[], Any], timeout: float | None, render: Render | None = None
+) -> Outcome:
+    """Run ``target()`` (sync or a coroutine function) off the loop; await its outcome,
+    passed through ``render`` on the tool's thread (see ``Render``).
 
     ``Outcome.timed_out`` on timeout; the cancellation of the awaiting task
     propagates (and cancels an async tool).
@@ -178,7 +209,7 @@ async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcom
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(fut.set_result, outcome)
 
-    run = ToolRun(target, report)
+    run = ToolRun(target, report, render)
     run.start()
     try:
         # The future only ever holds an Outcome, so a CancelledError here is the
@@ -204,7 +235,9 @@ def _json_fallback(value: Any) -> Any:
             return sorted(value, key=repr)
     try:
         plain = converter.unstructure(value)
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
         return printable(value)
     if plain is value:
         return printable(value)
@@ -223,7 +256,9 @@ def printable(value: object) -> str:
     for show in (str, repr):
         try:
             return show(value)
-        except Exception:
+        except KeyboardInterrupt:  # may be the user's Ctrl+C (an inline tool's value)
+            raise
+        except BaseException:  # SystemExit from a __str__ too: it is the value's, not ours
             continue
     return f"<a {type(value).__name__} that cannot be shown as text>"
 
@@ -234,7 +269,9 @@ def output_text(value: object) -> str:
         return value
     try:
         return json.dumps(converter.unstructure(value), ensure_ascii=False, default=_json_fallback)
-    except Exception:  # not JSON-able (too deep, an int too long to print, a failing hook)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # not JSON-able (too deep, an int too long to print, a failing hook)
         return printable(value)
 
 

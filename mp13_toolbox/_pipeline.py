@@ -180,16 +180,44 @@ def _target(
     return lambda: handler(**kwargs)
 
 
-def _failure(plan: Plan, outcome: ex.Outcome) -> ToolResult:
-    """The error result of a run that gave no value: a timeout, or whatever the tool
-    raised (not only ``Exception``s)."""
-    name, exc = plan.tool.name, outcome.error
-    if outcome.timed_out:
-        text = (
-            f"Tool {name!r} timed out after {plan.timeout:g} s; its result was "
-            "discarded. Try simpler arguments or another approach."
-        )
-    elif isinstance(exc, SystemExit):
+@attrs.frozen
+class Rendered:
+    """A finished run as text, made on the tool's own thread (see ``rendering``)."""
+
+    text: str
+    is_error: bool  # an error result: the tool raised, or returned one
+    raised: bool  # the tool raised: its result is not remembered by the budget
+
+
+def rendering(plan: Plan) -> ex.Render:
+    """What turns ``plan``'s outcome into a ``Rendered`` where the tool ran.
+
+    Converting the value is the tool's work too: a ``__str__`` that queries a
+    database or a huge structure to JSON-encode counts against its timeout and never
+    blocks the caller's event loop (``aexecute``).
+    """
+
+    def render(outcome: ex.Outcome) -> ex.Outcome:
+        return ex.Outcome(value=_rendered(plan, outcome))
+
+    return render
+
+
+def _rendered(plan: Plan, outcome: ex.Outcome) -> Rendered:
+    if outcome.error is not None:
+        return Rendered(_failure_text(plan, outcome.error), is_error=True, raised=True)
+    value = outcome.value
+    if isinstance(value, ToolResult):
+        # A ToolResult built by the tool is not checked: content that is not text is
+        # encoded like any other return value.
+        return Rendered(ex.output_text(value.content), is_error=value.is_error, raised=False)
+    return Rendered(ex.output_text(value), is_error=False, raised=False)
+
+
+def _failure_text(plan: Plan, exc: BaseException) -> str:
+    """The error text for whatever the tool raised (not only ``Exception``s)."""
+    name = plan.tool.name
+    if isinstance(exc, SystemExit):
         # argparse-style tools exit on bad arguments, after printing to stderr.
         text = (
             f"Tool {name!r} exited (SystemExit, status {exc.code!r}) instead of returning "
@@ -204,22 +232,29 @@ def _failure(plan: Plan, outcome: ex.Outcome) -> ToolResult:
         message = ex.printable(exc)
         detail = f": {message}" if message else ""
         text = f"Tool {name!r} failed: {type(exc).__name__}{detail}"
-    return error_result(plan.call, text)
+    return text
 
 
 def finish(
     plan: Plan, outcome: ex.Outcome, budget: BudgetTracker | None, max_chars: int | None
 ) -> ToolResult:
-    """The result of a run: its output text capped at ``max_chars``, or why it has none."""
-    if outcome.timed_out or outcome.error is not None:
-        return _failure(plan, outcome)
-    value = outcome.value
-    if isinstance(value, ToolResult):
-        # A ToolResult built by the tool is not checked: content that is not text is
-        # encoded like any other return value.
-        text, is_error = ex.output_text(value.content), value.is_error
-    else:
-        text, is_error = ex.output_text(value), False
+    """The result of a run: its output text capped at ``max_chars``, or why it has none.
+
+    ``outcome`` holds a ``Rendered`` (the run was given ``rendering(plan)``), or is a
+    timeout, or holds what rendering itself raised on the tool's thread.
+    """
+    if outcome.timed_out:
+        text = (
+            f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
+            "discarded. Try simpler arguments or another approach."
+        )
+        return error_result(plan.call, text)
+    rendered = outcome.value
+    if not isinstance(rendered, Rendered):
+        rendered = _rendered(plan, outcome)
+    if rendered.raised:
+        return error_result(plan.call, rendered.text)
+    text, is_error = rendered.text, rendered.is_error
     text, truncated = ex.cap(text, max_chars)
     if budget is not None:
         budget.record(plan.call, text)

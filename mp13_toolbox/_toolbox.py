@@ -436,7 +436,9 @@ class Toolbox:
             if isinstance(step, pl.Plan):
                 step = self._approve(step, approval)
             if isinstance(step, pl.Plan):
-                outcome = ex.call_blocking(step.target, step.tool.is_async, step.run_timeout)
+                outcome = ex.call_blocking(
+                    step.target, step.tool.is_async, step.run_timeout, pl.rendering(step)
+                )
                 step = pl.finish(step, outcome, budget, self.max_output_chars)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
             step = pl.internal_error(call, exc)
@@ -465,7 +467,7 @@ class Toolbox:
             if isinstance(step, pl.Plan):
                 step = await self._aapprove(step, approval)
             if isinstance(step, pl.Plan):
-                outcome = await ex.call_async(step.target, step.run_timeout)
+                outcome = await ex.call_async(step.target, step.run_timeout, pl.rendering(step))
                 step = pl.finish(step, outcome, budget, self.max_output_chars)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
             step = pl.internal_error(call, exc)
