@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
 import attrs
@@ -186,7 +186,7 @@ class Rendered:
 
     text: str
     is_error: bool  # an error result: the tool raised, or returned one
-    raised: bool  # the tool raised: its result is not remembered by the budget
+    failed: bool  # the tool raised or gave no usable result: not remembered by the budget
 
 
 def rendering(plan: Plan) -> ex.Render:
@@ -205,13 +205,27 @@ def rendering(plan: Plan) -> ex.Render:
 
 def _rendered(plan: Plan, outcome: ex.Outcome) -> Rendered:
     if outcome.error is not None:
-        return Rendered(_failure_text(plan, outcome.error), is_error=True, raised=True)
+        return Rendered(_failure_text(plan, outcome.error), is_error=True, failed=True)
     value = outcome.value
+    if isinstance(value, (Iterator, AsyncIterator)):
+        return Rendered(_iterator_text(plan, value), is_error=True, failed=True)
     if isinstance(value, ToolResult):
         # A ToolResult built by the tool is not checked: content that is not text is
         # encoded like any other return value.
-        return Rendered(ex.output_text(value.content), is_error=value.is_error, raised=False)
-    return Rendered(ex.output_text(value), is_error=False, raised=False)
+        return Rendered(ex.output_text(value.content), is_error=value.is_error, failed=False)
+    return Rendered(ex.output_text(value), is_error=False, failed=False)
+
+
+def _iterator_text(plan: Plan, value: object) -> str:
+    """Why a returned generator or other iterator is not a result (registration refuses
+    generator functions; one returned at run time is caught here). Reading it could
+    never end, and its text is only ``<generator object ...>``."""
+    kind = type(value).__name__
+    return (
+        f"Tool {plan.tool.name!r} returned a {kind} (an iterator) instead of a result; "
+        "the tool is broken, so answer without it. (For its author: return a list, "
+        "e.g. list(...).)"
+    )
 
 
 def _failure_text(plan: Plan, exc: BaseException) -> str:
@@ -252,7 +266,7 @@ def finish(
     rendered = outcome.value
     if not isinstance(rendered, Rendered):
         rendered = _rendered(plan, outcome)
-    if rendered.raised:
+    if rendered.failed:
         return error_result(plan.call, rendered.text)
     text, is_error = rendered.text, rendered.is_error
     text, truncated = ex.cap(text, max_chars)

@@ -652,3 +652,24 @@ def test_aexecute_many_given_one_call_says_to_wrap_it(calls):
     box = Toolbox(builtins=["calculator"])
     with pytest.raises(ToolboxError, match=r"takes a list of ToolCalls, not .*wrap one call"):
         asyncio.run(box.aexecute_many(calls))
+
+
+def _pairs(n: int) -> Any:
+    return ((i, i) for i in range(n))
+
+
+async def _agen() -> Any:
+    yield 1
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: _pairs(2), lambda: map(str, [1]), lambda: iter([1]), lambda: _agen()]
+)
+def test_a_returned_iterator_is_an_error_that_says_to_return_a_list(make):
+    # Registration refuses generator functions; a plain function can still return one.
+    box = Toolbox()
+    box.register(make, name="lister", description="")
+    for r in (box.execute(ToolCall("lister")), asyncio.run(box.aexecute(ToolCall("lister")))):
+        assert r.is_error
+        assert "returned a" in r.content and "(an iterator) instead of a result" in r.content
+        assert "return a list" in r.content and "object at 0x" not in r.content
