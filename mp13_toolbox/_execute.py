@@ -12,10 +12,11 @@ Invariants:
   make it a sync tool.
 - Python cannot kill a thread: on timeout the thread is abandoned, runs on in
   the background, its result is discarded, and (being a daemon) it never keeps
-  the process from exiting. An async tool is also cancelled at its next
-  ``await`` and gets ``CANCEL_GRACE_S`` to finish its cleanup before the toolbox
-  returns. A tool that must stop on time should be ``async`` or check a
-  deadline itself.
+  the process from exiting. ``Outcome.still_running`` says so, and the error
+  result tells the model the tool may still finish its work. An async tool is
+  also cancelled at its next ``await`` and gets ``CANCEL_GRACE_S`` to finish its
+  cleanup before the toolbox returns. A tool that must stop on time should be
+  ``async`` or check a deadline itself.
 - A sync tool from ``execute`` with no timeout runs inline (no thread).
 - **Everything a tool raises is its outcome, never the caller's exception**:
   ``Exception``, ``SystemExit`` (argparse on bad arguments), ``GeneratorExit``,
@@ -64,6 +65,9 @@ class Outcome:
     value: Any = None
     error: BaseException | None = None
     timed_out: bool = False  # it did not finish within its timeout; it was abandoned
+    # Timed out and still running when given up on: a sync tool (it cannot be stopped)
+    # or an async one that ignored its cancellation for CANCEL_GRACE_S.
+    still_running: bool = False
 
     def unwrap(self) -> Any:
         """The value, or raise the error (for callables that are not tools: approvers,
@@ -184,7 +188,7 @@ def call_blocking(
             run.cancel()
             if is_async:
                 finished.wait(CANCEL_GRACE_S)
-            return Outcome(timed_out=True)
+            return Outcome(timed_out=True, still_running=not finished.is_set())
     except KeyboardInterrupt:  # the caller gave up waiting: stop the tool too
         run.cancel()
         raise
@@ -219,7 +223,7 @@ async def call_async(
         run.cancel()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(fut), CANCEL_GRACE_S)
-        return Outcome(timed_out=True)
+        return Outcome(timed_out=True, still_running=not fut.done())
     except BaseException:
         run.cancel()
         raise

@@ -258,10 +258,17 @@ def finish(
     timeout, or holds what rendering itself raised on the tool's thread.
     """
     if outcome.timed_out:
-        text = (
-            f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; its result was "
-            "discarded. Try simpler arguments or another approach."
-        )
+        text = f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; "
+        if outcome.still_running:
+            # Python cannot kill a thread: say so, as the tool may still act (write a
+            # file, send a message) after the model was told it failed.
+            text += (
+                "it could not be stopped and may still finish its work in the background, "
+                "but its result will be discarded."
+            )
+        else:
+            text += "it was stopped and gave no result."
+        text += " Try simpler arguments or another approach."
         return error_result(plan.call, text)
     rendered = outcome.value
     if not isinstance(rendered, Rendered):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import subprocess
@@ -182,11 +183,16 @@ def test_sync_timeout_abandons_the_thread_and_returns_an_error():
         release.wait(5)
         return "late"
 
-    t0 = time.perf_counter()
-    r = box.execute(ToolCall("stuck"))
-    assert time.perf_counter() - t0 < 1.0
-    assert r.is_error and "timed out after 0.1 s" in r.content
-    release.set()
+    try:
+        for run in (box.execute, lambda call: asyncio.run(box.aexecute(call))):
+            t0 = time.perf_counter()
+            r = run(ToolCall("stuck"))
+            assert time.perf_counter() - t0 < 1.0
+            assert r.is_error and "timed out after 0.1 s" in r.content
+            # Its thread runs on: the model (and whoever reads the session) is told so.
+            assert "could not be stopped and may still finish its work" in r.content
+    finally:
+        release.set()
 
 
 def test_set_timeout_changes_a_registered_tools_limit():
@@ -227,8 +233,32 @@ def test_async_timeout_cancels_the_coroutine():
 
     r = asyncio.run(box.aexecute(ToolCall("sleepy")))
     assert r.is_error and "timed out" in r.content and cancelled == [True]
+    assert "it was stopped and gave no result" in r.content
     r = box.execute(ToolCall("sleepy"))  # sync twin: runs on a private loop
     assert r.is_error and "timed out" in r.content
+    assert "it was stopped and gave no result" in r.content
+
+
+def test_an_async_tool_that_swallows_its_cancellation_is_said_to_run_on():
+    box = Toolbox()
+    release = threading.Event()
+
+    @box.register(timeout_s=0.1)
+    async def stubborn() -> str:
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):  # ignores being cancelled
+                await asyncio.sleep(0.02)
+        return "late"
+
+    try:
+        for run in (box.execute, lambda call: asyncio.run(box.aexecute(call))):
+            t0 = time.perf_counter()
+            r = run(ToolCall("stubborn"))
+            assert time.perf_counter() - t0 < 2.0  # the timeout plus the cancel grace
+            assert r.is_error and "timed out after 0.1 s" in r.content
+            assert "could not be stopped" in r.content
+    finally:
+        release.set()
 
 
 def test_aexecute_runs_sync_tools_off_the_loop():
