@@ -45,6 +45,7 @@ from mp13_toolbox._approval import (
     as_approval,
     as_risk,
     decide,
+    is_answer,
 )
 from mp13_toolbox._budget import BudgetTracker
 from mp13_toolbox._builtins import BUILTINS
@@ -563,6 +564,17 @@ class Toolbox:
                     self._remembered[plan.tool.name] = answer
         if answer in (ApprovalAnswer.YES, ApprovalAnswer.ALWAYS):
             return plan
+        if not is_answer(raw):
+            # Not "the user declined": the approver gave no answer (a callback that
+            # forgot to return), and whoever reads the session must see which.
+            shown = ex.printable(raw)
+            shown = shown if len(shown) <= 60 else shown[:60] + "…"
+            return pl.error_result(
+                plan.call,
+                f"The call of {plan.tool.name!r} was not run: the approver answered "
+                f"{shown!r} ({type(raw).__name__}), which is not yes, no, always or never, "
+                "so it counts as no.",
+            )
         return pl.error_result(
             plan.call, f"The user declined the call of {plan.tool.name!r}; it was not run."
         )

@@ -92,6 +92,19 @@ def test_one_off_answers_are_not_remembered(answer, runs):
     assert tb.remembered() == {}
 
 
+@pytest.mark.parametrize("answer", [None, "maybe", 1, object()])
+def test_an_answer_that_is_none_of_the_answers_is_reported_as_such(answer):
+    tb, ran = make()
+    for r in (
+        tb.execute(ToolCall("medium"), approval=lambda req: answer),
+        asyncio.run(tb.aexecute(ToolCall("medium"), approval=lambda req: answer)),
+    ):
+        assert r.is_error and "declined" not in r.content  # nobody declined
+        assert f"({type(answer).__name__}), which is not yes, no, always or never" in r.content
+        assert "counts as no" in r.content
+    assert ran == []
+
+
 def test_a_typed_reply_reads_the_same_for_every_approver():
     parse = ApprovalAnswer.parse
     assert [parse(w) for w in ("Y", " yes ", "allow", True)] == [ApprovalAnswer.YES] * 4
