@@ -30,9 +30,11 @@ Invariants:
   program.
 - Outputs: ``str`` as is; anything else JSON-encoded (attrs classes,
   dataclasses and enums through the package converter, sets as sorted arrays,
-  what JSON cannot hold as its text); text longer than the
-  cap is cut and ends with ``… [truncated N chars]``. The value becomes text on
-  the tool's own thread, within its timeout (``Render``), and a value whose
+  NaN and infinities as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``,
+  what JSON cannot hold as its text), as strict JSON; a value that cannot be
+  encoded at all (cyclic, too deep) is its ``str``. Text longer than the cap is
+  cut and ends with ``… [truncated N chars]``. The value becomes text on the
+  tool's own thread, within its timeout (``Render``), and a value whose
   ``__str__`` or ``__repr__`` raises, whatever it raises, still gives a text.
 """
 
@@ -43,6 +45,7 @@ import contextlib
 import contextvars
 import inspect
 import json
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -245,7 +248,20 @@ def _json_fallback(value: Any) -> Any:
         return printable(value)
     if plain is value:
         return printable(value)
-    return plain
+    return _finite(plain)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and the infinities as the strings ``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"``: JSON has no such numbers (Python writes them bare, which a strict
+    parser, a browser's ``JSON.parse`` say, refuses), and ``null`` would lose them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def printable(value: object) -> str:
@@ -272,11 +288,19 @@ def output_text(value: object) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(converter.unstructure(value), ensure_ascii=False, default=_json_fallback)
+        plain = converter.unstructure(value)
+        try:
+            return _dumps(plain)
+        except ValueError:  # NaN or an infinity: strict JSON has no text for them
+            return _dumps(_finite(plain))
     except KeyboardInterrupt:
         raise
     except BaseException:  # not JSON-able (too deep, an int too long to print, a failing hook)
         return printable(value)
+
+
+def _dumps(plain: Any) -> str:
+    return json.dumps(plain, ensure_ascii=False, allow_nan=False, default=_json_fallback)
 
 
 def cap(text: str, max_chars: int | None) -> tuple[str, bool]:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+import json
 import subprocess
 import sys
 import threading
@@ -86,6 +87,23 @@ def test_result_text_is_str_as_is_and_json_otherwise(tb):
     r = tb.execute(ToolCall("convert", {"r": {"value": 100}, "to": "f"}))
     assert not r.is_error and r.content == '{"value": 212.0, "unit": "f"}'
     assert tb.execute(ToolCall("secret")).content == "psst"
+
+
+def test_nan_and_infinities_reach_the_model_as_strict_json():
+    box = Toolbox()
+
+    @box.register
+    def stats() -> dict[str, Any]:
+        return {"mean": float("nan"), "max": float("inf"), "min": [float("-inf"), 1.5]}
+
+    r = box.execute(ToolCall("stats"))
+    assert not r.is_error
+    assert r.content == '{"mean": "NaN", "max": "Infinity", "min": ["-Infinity", 1.5]}'
+    assert json.loads(r.content, parse_constant=pytest.fail) == {
+        "mean": "NaN",
+        "max": "Infinity",
+        "min": ["-Infinity", 1.5],
+    }
 
 
 def test_exceptions_become_error_results(tb):
@@ -218,7 +236,9 @@ def test_set_timeout_changes_a_registered_tools_limit():
         box.set_timeout("ghost", 1.0)
 
 
-def test_async_timeout_cancels_the_coroutine():
+def test_async_timeout_cancels_the_coroutine(monkeypatch):
+    # A loaded machine may take more than the default grace to run the cancellation.
+    monkeypatch.setattr("mp13_toolbox._execute.CANCEL_GRACE_S", 5.0)
     box = Toolbox()
     cancelled = []
 
