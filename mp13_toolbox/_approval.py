@@ -12,7 +12,9 @@ toolbox (and in its saved state) so the approver is not asked again; ``yes`` and
 ``no`` apply to this call only. With no approver, ``ask`` denies, and the
 error result says so. Any other answer (``None`` from an approver that forgot to
 return, ``"maybe"``) counts as ``no``, and the error result names it rather
-than saying the user declined.
+than saying the user declined. An approver that raises (an async one's own
+``CancelledError`` included) does not run the call either, and the error result
+says what it raised; only the cancellation of the caller's task propagates.
 
 Order of precedence: a remembered ``never``/``always`` answer, then the tool's
 own policy, then the per-risk default. An explicit ``deny`` policy beats a

@@ -321,7 +321,7 @@ def approval_request(plan: Plan) -> ApprovalRequest:
     return ApprovalRequest(call=plan.call, risk=tool.risk, description=tool.spec.description)
 
 
-def approval_failed(plan: Plan, exc: Exception) -> ToolResult:
+def approval_failed(plan: Plan, exc: BaseException) -> ToolResult:
     text = f"Approving the call of {plan.tool.name!r} failed ({exc!r}); it was not run."
     return error_result(plan.call, text)
 

@@ -31,7 +31,7 @@ import inspect
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from mp13_toolbox import _execute as ex
@@ -526,7 +526,8 @@ class Toolbox:
                         if inspect.isawaitable(answer):
                             pending = answer
                             answer = ex.call_blocking(lambda: pending, True, None).unwrap()
-                    except Exception as exc:
+                    # No task of the caller's awaits here: a CancelledError is the approver's.
+                    except (Exception, asyncio.CancelledError) as exc:
                         return pl.approval_failed(plan, exc)
                     return self._answered(plan, answer)
         return pl.without_asking(plan, policy)
@@ -540,10 +541,16 @@ class Toolbox:
                 if policy is Approval.ASK:
                     try:
                         answer = approver(pl.approval_request(plan))
-                        if inspect.isawaitable(answer):
-                            answer = await answer
                     except Exception as exc:
                         return pl.approval_failed(plan, exc)
+                    if inspect.isawaitable(answer):
+                        # What it raises, its own CancelledError (a UI whose pending
+                        # question was dropped) included, is a value; this task's
+                        # cancellation propagates.
+                        outcome = await _answer_of(answer)
+                        if outcome.error is not None:
+                            return pl.approval_failed(plan, outcome.error)
+                        answer = outcome.value
                     return self._answered(plan, answer)
         return pl.without_asking(plan, policy)
 
@@ -642,6 +649,30 @@ class Toolbox:
         tb = cls()
         tb.restore(snapshot, functions=functions, handlers=handlers)
         return tb
+
+
+async def _answer_of(awaitable: Awaitable[Any]) -> ex.Outcome:
+    """What an async approver's ``awaitable`` gave, as an ``Outcome``.
+
+    It runs as a task of its own, so that what it raises, its own ``CancelledError``
+    included, arrives as a value; only the cancellation of the task awaiting it (the
+    caller's) raises here, and cancels it too.
+    """
+
+    async def outcome() -> ex.Outcome:
+        try:
+            return ex.Outcome(value=await awaitable)
+        except (Exception, asyncio.CancelledError) as exc:
+            return ex.Outcome(error=exc)
+
+    task = asyncio.ensure_future(outcome())
+    try:
+        # Not ``await task``: cancelling this task would cancel that one, whose outcome
+        # (the CancelledError as a value) would then be returned and the cancel lost.
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
 
 
 def _as_timeout(value: float | None) -> float | None:
