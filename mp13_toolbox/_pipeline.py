@@ -207,8 +207,9 @@ def _rendered(plan: Plan, outcome: ex.Outcome) -> Rendered:
     if outcome.error is not None:
         return Rendered(_failure_text(plan, outcome.error), is_error=True, failed=True)
     value = outcome.value
-    if isinstance(value, (Iterator, AsyncIterator)):
-        return Rendered(_iterator_text(plan, value), is_error=True, failed=True)
+    content = value.content if isinstance(value, ToolResult) else value
+    if isinstance(content, (Iterator, AsyncIterator)):
+        return Rendered(_iterator_text(plan, content), is_error=True, failed=True)
     if isinstance(value, ToolResult):
         # A ToolResult built by the tool is not checked: content that is not text is
         # encoded like any other return value.

@@ -713,7 +713,14 @@ async def _agen() -> Any:
 
 
 @pytest.mark.parametrize(
-    "make", [lambda: _pairs(2), lambda: map(str, [1]), lambda: iter([1]), lambda: _agen()]
+    "make",
+    [
+        lambda: _pairs(2),
+        lambda: map(str, [1]),
+        lambda: iter([1]),
+        lambda: _agen(),
+        lambda: ToolResult(name="lister", content=_pairs(1)),  # type: ignore[arg-type]
+    ],
 )
 def test_a_returned_iterator_is_an_error_that_says_to_return_a_list(make):
     # Registration refuses generator functions; a plain function can still return one.
