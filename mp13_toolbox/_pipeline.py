@@ -268,7 +268,7 @@ def finish(
                 "but its result will be discarded."
             )
         else:
-            text += "it was stopped and gave no result."
+            text += "it has stopped and gave no result in time."
         text += " Try simpler arguments or another approach."
         return error_result(plan.call, text)
     rendered = outcome.value
