@@ -234,8 +234,12 @@ def _failure_text(plan: Plan, exc: BaseException) -> str:
     name = plan.tool.name
     if isinstance(exc, SystemExit):
         # argparse-style tools exit on bad arguments, after printing to stderr.
+        try:
+            status = repr(exc.code)
+        except Exception:  # sys.exit(obj) takes any object, one whose repr fails too
+            status = ex.printable(exc.code)
         text = (
-            f"Tool {name!r} exited (SystemExit, status {exc.code!r}) instead of returning "
+            f"Tool {name!r} exited (SystemExit, status {status}) instead of returning "
             "a result; check the arguments and call it again."
         )
     elif isinstance(exc, asyncio.CancelledError):

@@ -322,3 +322,28 @@ def test_an_exception_whose_str_raises_system_exit_is_still_a_result():
     for r in (tb.execute(ToolCall("odd")), asyncio.run(tb.aexecute(ToolCall("odd")))):
         assert r.is_error
         assert "failed: ExitsWhenShownError: <a ExitsWhenShownError that cannot" in r.content
+
+
+class Unshowable:
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+    __repr__ = __str__
+
+
+@pytest.mark.parametrize("timeout_s", [5.0, None])  # on a worker thread, and inline
+def test_an_exit_status_that_cannot_be_shown_still_gives_the_exit_message(timeout_s):
+    tb = Toolbox(default_timeout_s=timeout_s)
+
+    @tb.register
+    def exits_oddly() -> str:
+        raise SystemExit(Unshowable())
+
+    for r in (
+        tb.execute(ToolCall("exits_oddly")),
+        asyncio.run(tb.aexecute(ToolCall("exits_oddly"))),
+    ):
+        assert r.is_error
+        assert r.content.startswith(
+            "Tool 'exits_oddly' exited (SystemExit, status <a Unshowable that cannot be shown"
+        )
