@@ -10,7 +10,11 @@ medium -> ask, high -> ask). ``ask`` calls the approver given to
 those strings. ``always`` and ``never`` are remembered per tool in the
 toolbox (and in its saved state) so the approver is not asked again; ``yes`` and
 ``no`` apply to this call only. With no approver, ``ask`` denies, and the
-error result says so.
+error result says so. Any other answer (``None`` from an approver that forgot to
+return, ``"maybe"``) counts as ``no``, and the error result names it rather
+than saying the user declined. An approver that raises (an async one's own
+``CancelledError`` included) does not run the call either, and the error result
+says what it raised; only the cancellation of the caller's task propagates.
 
 Order of precedence: a remembered ``never``/``always`` answer, then the tool's
 own policy, then the per-risk default. An explicit ``deny`` policy beats a
@@ -87,6 +91,15 @@ def as_approval(value: Approval | str | None) -> Approval | None:
     if value is None:
         return None
     return enum_setting(Approval, value, "approval policy", " (or None for the risk default)")
+
+
+def is_answer(value: object) -> bool:
+    """Whether ``ApprovalAnswer.parse`` reads ``value`` as a real answer, not as the
+    ``NO`` that anything unrecognised (``None`` from an approver that forgot to
+    return, ``"maybe"``, ``1``) counts as."""
+    if isinstance(value, (ApprovalAnswer, bool)):
+        return True
+    return isinstance(value, str) and value.strip().lower() in _ANSWER_WORDS
 
 
 _ANSWER_WORDS = {

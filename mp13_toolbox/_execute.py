@@ -12,10 +12,11 @@ Invariants:
   make it a sync tool.
 - Python cannot kill a thread: on timeout the thread is abandoned, runs on in
   the background, its result is discarded, and (being a daemon) it never keeps
-  the process from exiting. An async tool is also cancelled at its next
-  ``await`` and gets ``CANCEL_GRACE_S`` to finish its cleanup before the toolbox
-  returns. A tool that must stop on time should be ``async`` or check a
-  deadline itself.
+  the process from exiting. ``Outcome.still_running`` says so, and the error
+  result tells the model the tool may still finish its work. An async tool is
+  also cancelled at its next ``await`` and gets ``CANCEL_GRACE_S`` to finish its
+  cleanup before the toolbox returns. A tool that must stop on time should be
+  ``async`` or check a deadline itself.
 - A sync tool from ``execute`` with no timeout runs inline (no thread).
 - **Everything a tool raises is its outcome, never the caller's exception**:
   ``Exception``, ``SystemExit`` (argparse on bad arguments), ``GeneratorExit``,
@@ -29,8 +30,12 @@ Invariants:
   program.
 - Outputs: ``str`` as is; anything else JSON-encoded (attrs classes,
   dataclasses and enums through the package converter, sets as sorted arrays,
-  what JSON cannot hold as its text); text longer than the
-  cap is cut and ends with ``… [truncated N chars]``.
+  NaN and infinities as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``,
+  what JSON cannot hold as its text), as strict JSON; a value that cannot be
+  encoded at all (cyclic, too deep) is its ``str``. Text longer than the cap is
+  cut and ends with ``… [truncated N chars]``. The value becomes text on the
+  tool's own thread, within its timeout (``Render``), and a value whose
+  ``__str__`` or ``__repr__`` raises, whatever it raises, still gives a text.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import contextlib
 import contextvars
 import inspect
 import json
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +68,9 @@ class Outcome:
     value: Any = None
     error: BaseException | None = None
     timed_out: bool = False  # it did not finish within its timeout; it was abandoned
+    # Timed out and still running when given up on: a sync tool (it cannot be stopped)
+    # or an async one that ignored its cancellation for CANCEL_GRACE_S.
+    still_running: bool = False
 
     def unwrap(self) -> Any:
         """The value, or raise the error (for callables that are not tools: approvers,
@@ -71,17 +80,31 @@ class Outcome:
         return self.value
 
 
+#: Turns a finished run's outcome into what the caller needs (for a tool: its result
+#: text). It runs on the tool's own thread, inside the timeout: rendering a value is the
+#: tool's work too (a ``__str__`` that does I/O, a huge structure to JSON-encode), so it
+#: must neither outlast the timeout nor block the caller's event loop.
+Render = Callable[[Outcome], Outcome]
+
+
 class ToolRun:
     """One callable on its own daemon thread; a coroutine gets its own event loop there.
 
-    ``report(outcome)`` is called on that thread when the callable is done.
+    ``report(outcome)`` is called on that thread when the callable is done, with the
+    outcome passed through ``render`` first when one is given (see ``Render``).
     ``cancel()`` cancels a coroutine at its next ``await`` (even before it started);
     a sync callable cannot be stopped and is abandoned.
     """
 
-    def __init__(self, target: Callable[[], Any], report: Callable[[Outcome], None]) -> None:
+    def __init__(
+        self,
+        target: Callable[[], Any],
+        report: Callable[[Outcome], None],
+        render: Render | None = None,
+    ) -> None:
         self._target = target
         self._report = report
+        self._render = render
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Future[Any] | None = None
@@ -101,6 +124,11 @@ class ToolRun:
             outcome = Outcome(error=exc)
         else:
             outcome = Outcome(value=value)
+        if self._render is not None:
+            try:
+                outcome = self._render(outcome)
+            except BaseException as exc:  # on this thread, even a KeyboardInterrupt is the value's
+                outcome = Outcome(error=exc)
         self._report(outcome)
 
     async def _drive(self, awaitable: Any) -> Any:
@@ -130,15 +158,22 @@ def _inline(target: Callable[[], Any]) -> Outcome:
         return Outcome(error=exc)
 
 
-def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | None) -> Outcome:
-    """Run ``target()`` (a coroutine function when ``is_async``) and wait for its outcome.
+def call_blocking(
+    target: Callable[[], Any],
+    is_async: bool,
+    timeout: float | None,
+    render: Render | None = None,
+) -> Outcome:
+    """Run ``target()`` (a coroutine function when ``is_async``) and wait for its outcome,
+    passed through ``render`` where the tool ran (see ``Render``).
 
     ``Outcome.timed_out`` when it did not finish within ``timeout`` seconds.
     """
     if not is_async and timeout is None:
         outcome = _inline(target)
         if outcome.error is not None or not inspect.isawaitable(outcome.value):
-            return outcome
+            # Inline, as the tool ran: no timeout, and a Ctrl+C here is the user's.
+            return outcome if render is None else render(outcome)
         # A sync-registered callable returned an awaitable: drive it on a thread.
         pending = outcome.value
         target, is_async = (lambda: pending), True
@@ -149,22 +184,25 @@ def call_blocking(target: Callable[[], Any], is_async: bool, timeout: float | No
         done.append(outcome)
         finished.set()
 
-    run = ToolRun(target, report)
+    run = ToolRun(target, report, render)
     try:
         run.start()  # inside: a Ctrl+C while the thread starts must stop the tool too
         if not finished.wait(timeout):
             run.cancel()
             if is_async:
                 finished.wait(CANCEL_GRACE_S)
-            return Outcome(timed_out=True)
+            return Outcome(timed_out=True, still_running=not finished.is_set())
     except KeyboardInterrupt:  # the caller gave up waiting: stop the tool too
         run.cancel()
         raise
     return done[0]
 
 
-async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcome:
-    """Run ``target()`` (sync or a coroutine function) off the loop; await its outcome.
+async def call_async(
+    target: Callable[[], Any], timeout: float | None, render: Render | None = None
+) -> Outcome:
+    """Run ``target()`` (sync or a coroutine function) off the loop; await its outcome,
+    passed through ``render`` on the tool's thread (see ``Render``).
 
     ``Outcome.timed_out`` on timeout; the cancellation of the awaiting task
     propagates (and cancels an async tool).
@@ -178,7 +216,7 @@ async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcom
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(fut.set_result, outcome)
 
-    run = ToolRun(target, report)
+    run = ToolRun(target, report, render)
     run.start()
     try:
         # The future only ever holds an Outcome, so a CancelledError here is the
@@ -188,7 +226,7 @@ async def call_async(target: Callable[[], Any], timeout: float | None) -> Outcom
         run.cancel()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(fut), CANCEL_GRACE_S)
-        return Outcome(timed_out=True)
+        return Outcome(timed_out=True, still_running=not fut.done())
     except BaseException:
         run.cancel()
         raise
@@ -204,11 +242,26 @@ def _json_fallback(value: Any) -> Any:
             return sorted(value, key=repr)
     try:
         plain = converter.unstructure(value)
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
         return printable(value)
     if plain is value:
         return printable(value)
-    return plain
+    return _finite(plain)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and the infinities as the strings ``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"``: JSON has no such numbers (Python writes them bare, which a strict
+    parser, a browser's ``JSON.parse`` say, refuses), and ``null`` would lose them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def printable(value: object) -> str:
@@ -223,7 +276,9 @@ def printable(value: object) -> str:
     for show in (str, repr):
         try:
             return show(value)
-        except Exception:
+        except KeyboardInterrupt:  # may be the user's Ctrl+C (an inline tool's value)
+            raise
+        except BaseException:  # SystemExit from a __str__ too: it is the value's, not ours
             continue
     return f"<a {type(value).__name__} that cannot be shown as text>"
 
@@ -233,9 +288,19 @@ def output_text(value: object) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(converter.unstructure(value), ensure_ascii=False, default=_json_fallback)
-    except Exception:  # not JSON-able (too deep, an int too long to print, a failing hook)
+        plain = converter.unstructure(value)
+        try:
+            return _dumps(plain)
+        except ValueError:  # NaN or an infinity: strict JSON has no text for them
+            return _dumps(_finite(plain))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # not JSON-able (too deep, an int too long to print, a failing hook)
         return printable(value)
+
+
+def _dumps(plain: Any) -> str:
+    return json.dumps(plain, ensure_ascii=False, allow_nan=False, default=_json_fallback)
 
 
 def cap(text: str, max_chars: int | None) -> tuple[str, bool]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
 import attrs
@@ -180,19 +180,66 @@ def _target(
     return lambda: handler(**kwargs)
 
 
-def _failure(plan: Plan, outcome: ex.Outcome) -> ToolResult:
-    """The error result of a run that gave no value: a timeout, or whatever the tool
-    raised (not only ``Exception``s)."""
-    name, exc = plan.tool.name, outcome.error
-    if outcome.timed_out:
-        text = (
-            f"Tool {name!r} timed out after {plan.timeout:g} s; its result was "
-            "discarded. Try simpler arguments or another approach."
-        )
-    elif isinstance(exc, SystemExit):
+@attrs.frozen
+class Rendered:
+    """A finished run as text, made on the tool's own thread (see ``rendering``)."""
+
+    text: str
+    is_error: bool  # an error result: the tool raised, or returned one
+    failed: bool  # the tool raised or gave no usable result: not remembered by the budget
+
+
+def rendering(plan: Plan) -> ex.Render:
+    """What turns ``plan``'s outcome into a ``Rendered`` where the tool ran.
+
+    Converting the value is the tool's work too: a ``__str__`` that queries a
+    database or a huge structure to JSON-encode counts against its timeout and never
+    blocks the caller's event loop (``aexecute``).
+    """
+
+    def render(outcome: ex.Outcome) -> ex.Outcome:
+        return ex.Outcome(value=_rendered(plan, outcome))
+
+    return render
+
+
+def _rendered(plan: Plan, outcome: ex.Outcome) -> Rendered:
+    if outcome.error is not None:
+        return Rendered(_failure_text(plan, outcome.error), is_error=True, failed=True)
+    value = outcome.value
+    content = value.content if isinstance(value, ToolResult) else value
+    if isinstance(content, (Iterator, AsyncIterator)):
+        return Rendered(_iterator_text(plan, content), is_error=True, failed=True)
+    if isinstance(value, ToolResult):
+        # A ToolResult built by the tool is not checked: content that is not text is
+        # encoded like any other return value.
+        return Rendered(ex.output_text(value.content), is_error=value.is_error, failed=False)
+    return Rendered(ex.output_text(value), is_error=False, failed=False)
+
+
+def _iterator_text(plan: Plan, value: object) -> str:
+    """Why a returned generator or other iterator is not a result (registration refuses
+    generator functions; one returned at run time is caught here). Reading it could
+    never end, and its text is only ``<generator object ...>``."""
+    kind = type(value).__name__
+    return (
+        f"Tool {plan.tool.name!r} returned a {kind} (an iterator) instead of a result; "
+        "the tool is broken, so answer without it. (For its author: return a list, "
+        "e.g. list(...).)"
+    )
+
+
+def _failure_text(plan: Plan, exc: BaseException) -> str:
+    """The error text for whatever the tool raised (not only ``Exception``s)."""
+    name = plan.tool.name
+    if isinstance(exc, SystemExit):
         # argparse-style tools exit on bad arguments, after printing to stderr.
+        try:
+            status = repr(exc.code)
+        except Exception:  # sys.exit(obj) takes any object, one whose repr fails too
+            status = ex.printable(exc.code)
         text = (
-            f"Tool {name!r} exited (SystemExit, status {exc.code!r}) instead of returning "
+            f"Tool {name!r} exited (SystemExit, status {status}) instead of returning "
             "a result; check the arguments and call it again."
         )
     elif isinstance(exc, asyncio.CancelledError):
@@ -204,22 +251,36 @@ def _failure(plan: Plan, outcome: ex.Outcome) -> ToolResult:
         message = ex.printable(exc)
         detail = f": {message}" if message else ""
         text = f"Tool {name!r} failed: {type(exc).__name__}{detail}"
-    return error_result(plan.call, text)
+    return text
 
 
 def finish(
     plan: Plan, outcome: ex.Outcome, budget: BudgetTracker | None, max_chars: int | None
 ) -> ToolResult:
-    """The result of a run: its output text capped at ``max_chars``, or why it has none."""
-    if outcome.timed_out or outcome.error is not None:
-        return _failure(plan, outcome)
-    value = outcome.value
-    if isinstance(value, ToolResult):
-        # A ToolResult built by the tool is not checked: content that is not text is
-        # encoded like any other return value.
-        text, is_error = ex.output_text(value.content), value.is_error
-    else:
-        text, is_error = ex.output_text(value), False
+    """The result of a run: its output text capped at ``max_chars``, or why it has none.
+
+    ``outcome`` holds a ``Rendered`` (the run was given ``rendering(plan)``), or is a
+    timeout, or holds what rendering itself raised on the tool's thread.
+    """
+    if outcome.timed_out:
+        text = f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s; "
+        if outcome.still_running:
+            # Python cannot kill a thread: say so, as the tool may still act (write a
+            # file, send a message) after the model was told it failed.
+            text += (
+                "it could not be stopped and may still finish its work in the background, "
+                "but its result will be discarded."
+            )
+        else:
+            text += "it has stopped and gave no result in time."
+        text += " Try simpler arguments or another approach."
+        return error_result(plan.call, text)
+    rendered = outcome.value
+    if not isinstance(rendered, Rendered):
+        rendered = _rendered(plan, outcome)
+    if rendered.failed:
+        return error_result(plan.call, rendered.text)
+    text, is_error = rendered.text, rendered.is_error
     text, truncated = ex.cap(text, max_chars)
     if budget is not None:
         budget.record(plan.call, text)
@@ -265,7 +326,7 @@ def approval_request(plan: Plan) -> ApprovalRequest:
     return ApprovalRequest(call=plan.call, risk=tool.risk, description=tool.spec.description)
 
 
-def approval_failed(plan: Plan, exc: Exception) -> ToolResult:
+def approval_failed(plan: Plan, exc: BaseException) -> ToolResult:
     text = f"Approving the call of {plan.tool.name!r} failed ({exc!r}); it was not run."
     return error_result(plan.call, text)
 

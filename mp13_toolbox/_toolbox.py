@@ -31,7 +31,7 @@ import inspect
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from mp13_toolbox import _execute as ex
@@ -45,6 +45,7 @@ from mp13_toolbox._approval import (
     as_approval,
     as_risk,
     decide,
+    is_answer,
 )
 from mp13_toolbox._budget import BudgetTracker
 from mp13_toolbox._builtins import BUILTINS
@@ -436,7 +437,9 @@ class Toolbox:
             if isinstance(step, pl.Plan):
                 step = self._approve(step, approval)
             if isinstance(step, pl.Plan):
-                outcome = ex.call_blocking(step.target, step.tool.is_async, step.run_timeout)
+                outcome = ex.call_blocking(
+                    step.target, step.tool.is_async, step.run_timeout, pl.rendering(step)
+                )
                 step = pl.finish(step, outcome, budget, self.max_output_chars)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
             step = pl.internal_error(call, exc)
@@ -465,7 +468,7 @@ class Toolbox:
             if isinstance(step, pl.Plan):
                 step = await self._aapprove(step, approval)
             if isinstance(step, pl.Plan):
-                outcome = await ex.call_async(step.target, step.run_timeout)
+                outcome = await ex.call_async(step.target, step.run_timeout, pl.rendering(step))
                 step = pl.finish(step, outcome, budget, self.max_output_chars)
         except Exception as exc:  # a bug of ours must not crash the caller's turn either
             step = pl.internal_error(call, exc)
@@ -523,7 +526,8 @@ class Toolbox:
                         if inspect.isawaitable(answer):
                             pending = answer
                             answer = ex.call_blocking(lambda: pending, True, None).unwrap()
-                    except Exception as exc:
+                    # No task of the caller's awaits here: a CancelledError is the approver's.
+                    except (Exception, asyncio.CancelledError) as exc:
                         return pl.approval_failed(plan, exc)
                     return self._answered(plan, answer)
         return pl.without_asking(plan, policy)
@@ -537,10 +541,16 @@ class Toolbox:
                 if policy is Approval.ASK:
                     try:
                         answer = approver(pl.approval_request(plan))
-                        if inspect.isawaitable(answer):
-                            answer = await answer
                     except Exception as exc:
                         return pl.approval_failed(plan, exc)
+                    if inspect.isawaitable(answer):
+                        # What it raises, its own CancelledError (a UI whose pending
+                        # question was dropped) included, is a value; this task's
+                        # cancellation propagates.
+                        outcome = await _answer_of(answer)
+                        if outcome.error is not None:
+                            return pl.approval_failed(plan, outcome.error)
+                        answer = outcome.value
                     return self._answered(plan, answer)
         return pl.without_asking(plan, policy)
 
@@ -561,6 +571,17 @@ class Toolbox:
                     self._remembered[plan.tool.name] = answer
         if answer in (ApprovalAnswer.YES, ApprovalAnswer.ALWAYS):
             return plan
+        if not is_answer(raw):
+            # Not "the user declined": the approver gave no answer (a callback that
+            # forgot to return), and whoever reads the session must see which.
+            shown = ex.printable(raw)
+            shown = shown if len(shown) <= 60 else shown[:60] + "…"
+            return pl.error_result(
+                plan.call,
+                f"The call of {plan.tool.name!r} was not run: the approver answered "
+                f"{shown!r} ({type(raw).__name__}), which is not yes, no, always or never, "
+                "so it counts as no.",
+            )
         return pl.error_result(
             plan.call, f"The user declined the call of {plan.tool.name!r}; it was not run."
         )
@@ -628,6 +649,30 @@ class Toolbox:
         tb = cls()
         tb.restore(snapshot, functions=functions, handlers=handlers)
         return tb
+
+
+async def _answer_of(awaitable: Awaitable[Any]) -> ex.Outcome:
+    """What an async approver's ``awaitable`` gave, as an ``Outcome``.
+
+    It runs as a task of its own, so that what it raises, its own ``CancelledError``
+    included, arrives as a value; only the cancellation of the task awaiting it (the
+    caller's) raises here, and cancels it too.
+    """
+
+    async def outcome() -> ex.Outcome:
+        try:
+            return ex.Outcome(value=await awaitable)
+        except (Exception, asyncio.CancelledError) as exc:
+            return ex.Outcome(error=exc)
+
+    task = asyncio.ensure_future(outcome())
+    try:
+        # Not ``await task``: cancelling this task would cancel that one, whose outcome
+        # (the CancelledError as a value) would then be returned and the cancel lost.
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
 
 
 def _as_timeout(value: float | None) -> float | None:

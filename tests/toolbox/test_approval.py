@@ -92,6 +92,19 @@ def test_one_off_answers_are_not_remembered(answer, runs):
     assert tb.remembered() == {}
 
 
+@pytest.mark.parametrize("answer", [None, "maybe", 1, object()])
+def test_an_answer_that_is_none_of_the_answers_is_reported_as_such(answer):
+    tb, ran = make()
+    for r in (
+        tb.execute(ToolCall("medium"), approval=lambda req: answer),
+        asyncio.run(tb.aexecute(ToolCall("medium"), approval=lambda req: answer)),
+    ):
+        assert r.is_error and "declined" not in r.content  # nobody declined
+        assert f"({type(answer).__name__}), which is not yes, no, always or never" in r.content
+        assert "counts as no" in r.content
+    assert ran == []
+
+
 def test_a_typed_reply_reads_the_same_for_every_approver():
     parse = ApprovalAnswer.parse
     assert [parse(w) for w in ("Y", " yes ", "allow", True)] == [ApprovalAnswer.YES] * 4
@@ -221,3 +234,47 @@ def test_always_for_a_tool_removed_while_asked_is_not_remembered_for_its_success
     assert asked == ["medium", "medium"]  # the successor is asked about itself
     assert tb.remembered() == {"medium": ApprovalAnswer.ALWAYS}
     assert ran == ["medium", "new medium"]
+
+
+def test_an_async_approver_that_raises_its_own_cancelled_error_is_a_result():
+    # A UI whose pending question was dropped (its future cancelled) raises
+    # CancelledError inside the approver: no one cancelled the caller's task.
+    tb, ran = make()
+
+    async def dropped(req: ApprovalRequest) -> str:
+        raise asyncio.CancelledError
+
+    for r in (
+        tb.execute(ToolCall("medium"), approval=dropped),
+        asyncio.run(tb.aexecute(ToolCall("medium"), approval=dropped)),
+    ):
+        assert r.is_error
+        assert (
+            r.content == "Approving the call of 'medium' failed (CancelledError()); it was not run."
+        )
+    assert ran == []
+
+
+def test_cancelling_the_task_awaiting_an_approver_still_cancels_it():
+    tb, ran = make()
+    asked, stopped = asyncio.Event(), []
+
+    async def slow(req: ApprovalRequest) -> str:
+        asked.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            stopped.append(True)
+            return "yes"  # swallows it: the caller's cancel must not be lost even so
+        return "yes"
+
+    async def main() -> None:
+        task = asyncio.create_task(tb.aexecute(ToolCall("medium"), approval=slow))
+        await asyncio.wait_for(asyncio.shield(asked.wait()), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)  # the approver's task runs its cancellation
+
+    asyncio.run(main())
+    assert stopped == [True] and ran == []

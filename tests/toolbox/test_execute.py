@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
+import json
 import subprocess
 import sys
 import threading
@@ -85,6 +87,23 @@ def test_result_text_is_str_as_is_and_json_otherwise(tb):
     r = tb.execute(ToolCall("convert", {"r": {"value": 100}, "to": "f"}))
     assert not r.is_error and r.content == '{"value": 212.0, "unit": "f"}'
     assert tb.execute(ToolCall("secret")).content == "psst"
+
+
+def test_nan_and_infinities_reach_the_model_as_strict_json():
+    box = Toolbox()
+
+    @box.register
+    def stats() -> dict[str, Any]:
+        return {"mean": float("nan"), "max": float("inf"), "min": [float("-inf"), 1.5]}
+
+    r = box.execute(ToolCall("stats"))
+    assert not r.is_error
+    assert r.content == '{"mean": "NaN", "max": "Infinity", "min": ["-Infinity", 1.5]}'
+    assert json.loads(r.content, parse_constant=pytest.fail) == {
+        "mean": "NaN",
+        "max": "Infinity",
+        "min": ["-Infinity", 1.5],
+    }
 
 
 def test_exceptions_become_error_results(tb):
@@ -182,11 +201,16 @@ def test_sync_timeout_abandons_the_thread_and_returns_an_error():
         release.wait(5)
         return "late"
 
-    t0 = time.perf_counter()
-    r = box.execute(ToolCall("stuck"))
-    assert time.perf_counter() - t0 < 1.0
-    assert r.is_error and "timed out after 0.1 s" in r.content
-    release.set()
+    try:
+        for run in (box.execute, lambda call: asyncio.run(box.aexecute(call))):
+            t0 = time.perf_counter()
+            r = run(ToolCall("stuck"))
+            assert time.perf_counter() - t0 < 1.0
+            assert r.is_error and "timed out after 0.1 s" in r.content
+            # Its thread runs on: the model (and whoever reads the session) is told so.
+            assert "could not be stopped and may still finish its work" in r.content
+    finally:
+        release.set()
 
 
 def test_set_timeout_changes_a_registered_tools_limit():
@@ -212,7 +236,9 @@ def test_set_timeout_changes_a_registered_tools_limit():
         box.set_timeout("ghost", 1.0)
 
 
-def test_async_timeout_cancels_the_coroutine():
+def test_async_timeout_cancels_the_coroutine(monkeypatch):
+    # A loaded machine may take more than the default grace to run the cancellation.
+    monkeypatch.setattr("mp13_toolbox._execute.CANCEL_GRACE_S", 5.0)
     box = Toolbox()
     cancelled = []
 
@@ -227,8 +253,32 @@ def test_async_timeout_cancels_the_coroutine():
 
     r = asyncio.run(box.aexecute(ToolCall("sleepy")))
     assert r.is_error and "timed out" in r.content and cancelled == [True]
+    assert "it has stopped and gave no result in time" in r.content
     r = box.execute(ToolCall("sleepy"))  # sync twin: runs on a private loop
     assert r.is_error and "timed out" in r.content
+    assert "it has stopped and gave no result in time" in r.content
+
+
+def test_an_async_tool_that_swallows_its_cancellation_is_said_to_run_on():
+    box = Toolbox()
+    release = threading.Event()
+
+    @box.register(timeout_s=0.1)
+    async def stubborn() -> str:
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):  # ignores being cancelled
+                await asyncio.sleep(0.02)
+        return "late"
+
+    try:
+        for run in (box.execute, lambda call: asyncio.run(box.aexecute(call))):
+            t0 = time.perf_counter()
+            r = run(ToolCall("stubborn"))
+            assert time.perf_counter() - t0 < 2.0  # the timeout plus the cancel grace
+            assert r.is_error and "timed out after 0.1 s" in r.content
+            assert "could not be stopped" in r.content
+    finally:
+        release.set()
 
 
 def test_aexecute_runs_sync_tools_off_the_loop():
@@ -652,3 +702,31 @@ def test_aexecute_many_given_one_call_says_to_wrap_it(calls):
     box = Toolbox(builtins=["calculator"])
     with pytest.raises(ToolboxError, match=r"takes a list of ToolCalls, not .*wrap one call"):
         asyncio.run(box.aexecute_many(calls))
+
+
+def _pairs(n: int) -> Any:
+    return ((i, i) for i in range(n))
+
+
+async def _agen() -> Any:
+    yield 1
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _pairs(2),
+        lambda: map(str, [1]),
+        lambda: iter([1]),
+        lambda: _agen(),
+        lambda: ToolResult(name="lister", content=_pairs(1)),  # type: ignore[arg-type]
+    ],
+)
+def test_a_returned_iterator_is_an_error_that_says_to_return_a_list(make):
+    # Registration refuses generator functions; a plain function can still return one.
+    box = Toolbox()
+    box.register(make, name="lister", description="")
+    for r in (box.execute(ToolCall("lister")), asyncio.run(box.aexecute(ToolCall("lister")))):
+        assert r.is_error
+        assert "returned a" in r.content and "(an iterator) instead of a result" in r.content
+        assert "return a list" in r.content and "object at 0x" not in r.content

@@ -117,7 +117,13 @@ def test_ctrl_c_while_execute_waits_stops_the_async_tool_too():
         # Until execute blocks waiting for the tool (not, say, in Thread.start's own wait).
         while time.monotonic() < deadline and "call_blocking" not in waiting_in(main):
             time.sleep(0.001)
-        signal.pthread_kill(main, signal.SIGINT)
+        # A signal that lands after the main thread let go of the GIL but before its
+        # lock wait began is not seen until the wait ends (a CPython race that this
+        # thread, woken by that very GIL release, hits often; a person's Ctrl+C almost
+        # never does): press again while execute still waits, as a person would.
+        while time.monotonic() < deadline + 10 and "call_blocking" in waiting_in(main):
+            signal.pthread_kill(main, signal.SIGINT)
+            time.sleep(0.5)
 
     threading.Thread(target=press_ctrl_c, daemon=True).start()
     t0 = time.perf_counter()
@@ -228,3 +234,116 @@ def test_an_async_tool_runs_on_its_own_loop_not_the_callers():
 
     caller = asyncio.run(main())
     assert loops and loops[0] is not caller
+
+
+class SlowText:
+    """A value whose text takes long: a lazy query set, a proxy that fetches on str()."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def __str__(self) -> str:
+        self.release.wait(3)
+        return "slow"
+
+    __repr__ = __str__
+
+
+def test_a_value_slow_to_become_text_times_out_and_does_not_block_the_loop():
+    tb = Toolbox()
+    release = threading.Event()
+
+    @tb.register(timeout_s=0.3)
+    def lazy() -> object:
+        return SlowText(release)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.02)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        t0 = time.perf_counter()
+        result = await tb.aexecute(ToolCall("lazy"))
+        elapsed = time.perf_counter() - t0
+        task.cancel()
+        return result, elapsed, ticks
+
+    try:
+        r, elapsed, ticks = asyncio.run(main())
+        assert r.is_error and "timed out after 0.3 s" in r.content
+        assert elapsed < 2.0  # the value's __str__ blocks for 3 s
+        assert ticks >= 5  # rendering ran on the tool's thread, not on the caller's loop
+        t0 = time.perf_counter()
+        assert "timed out" in tb.execute(ToolCall("lazy")).content
+        assert time.perf_counter() - t0 < 2.0
+    finally:
+        release.set()
+
+
+class ExitsWhenShown:
+    def __str__(self) -> str:
+        raise SystemExit(1)
+
+    __repr__ = __str__
+
+
+@pytest.mark.parametrize("timeout_s", [5.0, None])  # on a worker thread, and inline
+def test_a_value_whose_str_raises_system_exit_is_still_a_result(timeout_s):
+    tb = Toolbox(default_timeout_s=timeout_s)
+
+    @tb.register
+    def odd() -> object:
+        return ExitsWhenShown()
+
+    for r in (tb.execute(ToolCall("odd")), asyncio.run(tb.aexecute(ToolCall("odd")))):
+        assert not r.is_error
+        assert "ExitsWhenShown that cannot be shown as text" in r.content
+
+
+class ExitsWhenShownError(Exception):
+    def __str__(self) -> str:
+        raise SystemExit(1)
+
+    __repr__ = __str__
+
+
+def test_an_exception_whose_str_raises_system_exit_is_still_a_result():
+    tb = Toolbox(default_timeout_s=None)
+
+    @tb.register
+    def odd() -> str:
+        raise ExitsWhenShownError
+
+    for r in (tb.execute(ToolCall("odd")), asyncio.run(tb.aexecute(ToolCall("odd")))):
+        assert r.is_error
+        assert "failed: ExitsWhenShownError: <a ExitsWhenShownError that cannot" in r.content
+
+
+class Unshowable:
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+    __repr__ = __str__
+
+
+@pytest.mark.parametrize("timeout_s", [5.0, None])  # on a worker thread, and inline
+def test_an_exit_status_that_cannot_be_shown_still_gives_the_exit_message(timeout_s):
+    tb = Toolbox(default_timeout_s=timeout_s)
+
+    @tb.register
+    def exits_oddly() -> str:
+        raise SystemExit(Unshowable())
+
+    for r in (
+        tb.execute(ToolCall("exits_oddly")),
+        asyncio.run(tb.aexecute(ToolCall("exits_oddly"))),
+    ):
+        assert r.is_error
+        assert r.content.startswith(
+            "Tool 'exits_oddly' exited (SystemExit, status <a Unshowable that cannot be shown"
+        )
