@@ -11,14 +11,17 @@ tokens. Goal: engine ≤ 1.3× the static batch.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import threading
+from collections.abc import Sequence
 
 from _bench_engine_common import (
     add_model_option,
+    add_repeats_option,
     build_models,
     interleaved,
+    measuring,
+    new_parser,
     print_table,
     prompt_ids,
     raw_generate,
@@ -34,11 +37,16 @@ def _texts() -> list[str]:
     return [f"Question {i}: " + "tell me more " * (i + 1) for i in range(N)]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeats", type=int, default=10)
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = new_parser(__doc__)
+    add_repeats_option(ap, 10, "interleaved runs of each side per model, after 2 warm-up runs")
     add_model_option(ap)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    with measuring():
+        measure(args)
+
+
+def measure(args) -> None:
     rows = []
     for size, path in build_models(extra=args.model).items():
         # No prefix cache: every repetition computes its prompts, as the raw sides do.

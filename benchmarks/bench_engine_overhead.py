@@ -7,12 +7,15 @@ prompt ids, greedy, ``min_new_tokens = max_new_tokens = 64``. Goal: ratio ≤ 1.
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Sequence
 
 from _bench_engine_common import (
     add_model_option,
+    add_repeats_option,
     build_models,
     interleaved,
+    measuring,
+    new_parser,
     print_table,
     prompt_ids,
     raw_generate,
@@ -23,11 +26,16 @@ from mp13_engine import Engine, Request
 NEW = 64
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeats", type=int, default=15)
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = new_parser(__doc__)
+    add_repeats_option(ap, 15, "interleaved runs of each side per model, after 2 warm-up runs")
     add_model_option(ap)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    with measuring():
+        measure(args)
+
+
+def measure(args) -> None:
     rows = []
     for size, path in build_models(extra=args.model).items():
         # No prefix cache: each repetition must compute its prompt, as the raw side does.

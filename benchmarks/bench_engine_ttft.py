@@ -11,14 +11,17 @@ one-token ``generate`` (prefill + one step, no streaming machinery).
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
+from collections.abc import Sequence
 
 from _bench_engine_common import (
     add_model_option,
+    add_repeats_option,
     build_models,
     interleaved,
+    measuring,
+    new_parser,
     print_table,
     prompt_ids,
 )
@@ -28,11 +31,16 @@ from mp13_engine import Engine, Request
 TEXT = "Tell me something about streaming."
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeats", type=int, default=20)
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = new_parser(__doc__)
+    add_repeats_option(ap, 20, "interleaved runs of each side per model, after 2 warm-up runs")
     add_model_option(ap)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    with measuring():
+        measure(args)
+
+
+def measure(args) -> None:
     rows = []
     for size, path in build_models(extra=args.model).items():
         # No prefix cache: every repetition computes its prompt, as the raw side does
