@@ -41,6 +41,8 @@ import attrs
 if TYPE_CHECKING:
     import torch
 
+    from mp13_engine import Engine
+
 SIZES = ("tiny", "small")
 
 
@@ -95,6 +97,41 @@ def measuring(pin_torch: bool = True) -> Iterator[None]:
     print(f"load before: {machine_load()}")
     yield
     print(f"\nload after: {machine_load()}")
+
+
+#: ``add_repeats_option``'s words for the benchmarks that time with ``interleaved``.
+INTERLEAVED_RUNS = "interleaved runs of each side per model, after 2 warm-up runs"
+
+
+def run_benchmark(
+    parser: argparse.ArgumentParser,
+    measure: Callable[[argparse.Namespace], object],
+    argv: Sequence[str] | None = None,
+    *,
+    models: bool = True,
+    quiet: bool = False,
+    pin_torch: bool = True,
+) -> None:
+    """A benchmark's ``main``: add ``--model`` (``models``), parse ``argv``, then run
+    ``measure(args)`` inside ``measuring()``; ``quiet`` silences library warnings first."""
+    if models:
+        add_model_option(parser)
+    args = parser.parse_args(argv)
+    if quiet:
+        quiet_libraries()
+    with measuring(pin_torch):
+        measure(args)
+
+
+def uncached_engines(extra: Sequence[str], **load: object) -> Iterator[tuple[str, Engine]]:
+    """(label, engine) for the tiny models and each ``--model`` in ``extra``, one at a time,
+    on the CPU with the prefix cache off: every repetition computes its prompt, as the raw
+    side does (``bench_engine_arrivals.py`` shows what the cache saves)."""
+    from mp13_engine import Engine
+
+    for label, path in build_models(extra=extra).items():
+        with Engine.load(str(path), device="cpu", prefix_cache_mb=0, **load) as engine:
+            yield label, engine
 
 
 def quiet_libraries() -> None:

@@ -27,14 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from _bench_engine_common import (
-    add_model_option,
     add_repeats_option,
     build_models,
     fail,
     interleaved,
-    measuring,
     new_parser,
-    quiet_libraries,
+    run_benchmark,
 )
 
 PROMPTS = [
@@ -88,11 +86,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "before its last ones start, so the 8 rows never share a step",
     )
     add_repeats_option(parser, 5, "interleaved rounds of every case, after a warm-up round")
-    add_model_option(parser)
-    args = parser.parse_args(argv)
-    quiet_libraries()
-    with measuring():
-        measure_all(args)
+    run_benchmark(parser, measure_all, argv, quiet=True)
 
 
 def measure_all(args) -> None:

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 import sqlean
-from _bench_engine_common import measuring, new_parser
+from _bench_engine_common import new_parser, run_benchmark
 
 from mp13_context import ChatContext, Command, CommandKind, NodeKind, Role, Session, Turn
 from mp13_context.testing import FakeEngine
@@ -127,9 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = new_parser(__doc__)
     ap.add_argument("--turns", type=int, default=100_000, help="turns per tree (default 100000)")
     ap.add_argument("--dir", type=pathlib.Path, default=None, help="where to put the session file")
-    args = ap.parse_args(argv)
-    with measuring(pin_torch=False):
-        measure(args)
+    run_benchmark(ap, measure, argv, models=False, pin_torch=False)
 
 
 def measure(args) -> None:

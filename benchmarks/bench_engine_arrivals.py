@@ -39,13 +39,12 @@ from collections.abc import Callable, Sequence
 
 import torch
 from _bench_engine_common import (
-    add_model_option,
     add_repeats_option,
     build_models,
-    measuring,
     new_parser,
     percentile,
     print_table,
+    run_benchmark,
 )
 
 from mp13_engine import Engine, Request, TrainingConfig
@@ -345,10 +344,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--no-tiny", action="store_true", help="only the --model models, not the tiny test model"
     )
-    add_model_option(ap)
-    args = ap.parse_args(argv)
-    with measuring():
-        measure(args)
+    run_benchmark(ap, measure, argv)
 
 
 def measure(args) -> None:

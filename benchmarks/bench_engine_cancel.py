@@ -18,12 +18,11 @@ import time
 from collections.abc import Sequence
 
 from _bench_engine_common import (
-    add_model_option,
     build_models,
-    measuring,
     new_parser,
     percentile,
     print_table,
+    run_benchmark,
 )
 
 from mp13_engine import Engine, FinishReason, Request
@@ -63,10 +62,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="N",
         help="cancellations per model and wave size (default 30); fewer is quicker",
     )
-    add_model_option(ap)
-    args = ap.parse_args(argv)
-    with measuring():
-        measure(args)
+    run_benchmark(ap, measure, argv)
 
 
 def measure(args) -> None:

@@ -26,11 +26,10 @@ from collections.abc import Sequence
 
 import torch
 from _bench_engine_common import (
-    add_model_option,
     add_repeats_option,
     build_models,
-    measuring,
     new_parser,
+    run_benchmark,
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -135,10 +134,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--calls", type=int, default=200, help="call groups in the throughput text (default 200)"
     )
     ap.add_argument("--device", default="cpu", help="where the decode step runs (cpu, cuda)")
-    add_model_option(ap)
-    args = ap.parse_args(argv)
-    with measuring():
-        measure_all(args)
+    run_benchmark(ap, measure_all, argv)
 
 
 def measure_all(args) -> None:

@@ -22,13 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from _bench_engine_common import (
-    add_model_option,
     add_repeats_option,
     build_models,
-    measuring,
     new_parser,
-    quiet_libraries,
     require,
+    run_benchmark,
 )
 
 STEPS_DEFAULT = 30
@@ -151,17 +149,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=4, help="rows per step (default 4)")
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
     add_repeats_option(parser, 2, "training runs of each side, mp13 and TRL alternating")
-    add_model_option(parser)
-    args = parser.parse_args(argv)
-    # Before any model is built or trained: without TRL the run could only fail halfway.
-    for module in ("trl", "datasets"):
-        require(module, "this benchmark compares mp13 with TRL's SFTTrainer and")
-    quiet_libraries()
-    with measuring():
-        measure_all(args)
+    run_benchmark(parser, measure_all, argv, quiet=True)
 
 
 def measure_all(args) -> None:
+    # Before any model is built or trained: without TRL the run could only fail halfway.
+    for module in ("trl", "datasets"):
+        require(module, "this benchmark compares mp13 with TRL's SFTTrainer and")
     rows = make_rows(64)
     with tempfile.TemporaryDirectory() as tmp:
         built = build_models(Path(tmp), extra=args.model, sizes=[args.size])
