@@ -113,23 +113,31 @@ def run_benchmark(
     pin_torch: bool = True,
 ) -> None:
     """A benchmark's ``main``: add ``--model`` (``models``), parse ``argv``, then run
-    ``measure(args)`` inside ``measuring()``; ``quiet`` silences library warnings first."""
+    ``measure(args)`` inside ``measuring()``; ``quiet`` silences library warnings first.
+
+    ``args.workdir`` is the run's scratch folder (the tiny models go there), removed when
+    the run ends: every run used to leave its ~15 MB of models in the temp folder.
+    """
     if models:
         add_model_option(parser)
     args = parser.parse_args(argv)
     if quiet:
         quiet_libraries()
-    with measuring(pin_torch):
+    with tempfile.TemporaryDirectory(prefix="mp13-bench-") as tmp, measuring(pin_torch):
+        args.workdir = pathlib.Path(tmp)
         measure(args)
 
 
-def uncached_engines(extra: Sequence[str], **load: object) -> Iterator[tuple[str, Engine]]:
-    """(label, engine) for the tiny models and each ``--model`` in ``extra``, one at a time,
-    on the CPU with the prefix cache off: every repetition computes its prompt, as the raw
-    side does (``bench_engine_arrivals.py`` shows what the cache saves)."""
+def uncached_engines(
+    root: pathlib.Path, extra: Sequence[str], **load: object
+) -> Iterator[tuple[str, Engine]]:
+    """(label, engine) for the tiny models (built in ``root``) and each ``--model`` in
+    ``extra``, one at a time, on the CPU with the prefix cache off: every repetition
+    computes its prompt, as the raw side does (``bench_engine_arrivals.py`` shows what the
+    cache saves)."""
     from mp13_engine import Engine
 
-    for label, path in build_models(extra=extra).items():
+    for label, path in build_models(root, extra=extra).items():
         with Engine.load(str(path), device="cpu", prefix_cache_mb=0, **load) as engine:
             yield label, engine
 
@@ -192,12 +200,12 @@ def _resolve_model(spec: str) -> tuple[str, str]:
 
 
 def build_models(
-    root: pathlib.Path | None = None, extra: Sequence[str] = (), sizes: Sequence[str] = SIZES
+    root: pathlib.Path, extra: Sequence[str] = (), sizes: Sequence[str] = SIZES
 ) -> dict[str, pathlib.Path | str]:
-    """The tiny test models of ``sizes`` (built offline), then each ``--model`` in ``extra``."""
+    """The tiny test models of ``sizes`` (built offline in ``root``), then each ``--model``
+    in ``extra``."""
     from mp13_engine.testing import build_tiny_model
 
-    root = root or pathlib.Path(tempfile.mkdtemp(prefix="mp13-bench-"))
     built: dict[str, pathlib.Path | str] = {
         size: build_tiny_model(root / size, family="chatml", size=size) for size in sizes
     }

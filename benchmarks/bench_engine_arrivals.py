@@ -352,7 +352,7 @@ def measure(args) -> None:
     repeats = 1 if quick else args.repeats
     parts = set(args.only or PARTS)
     sizes = () if args.no_tiny else ("tiny",) if quick else ("small",)
-    for label, path in build_models(extra=args.model, sizes=sizes).items():
+    for label, path in build_models(args.workdir, extra=args.model, sizes=sizes).items():
         path = str(path)
         if parts & {"staggered", "arrivals"}:
             _against_transformers(label, path, parts, quick, repeats)

@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def measure(args) -> None:
     rng = random.Random(0)
     rows = []
-    for size, path in build_models(extra=args.model).items():
+    for size, path in build_models(args.workdir, extra=args.model).items():
         with Engine.load(str(path), device="cpu", max_batch_size=4) as engine:
             engine.generate("warm up", max_new_tokens=4)
             for wave in (1, 4):

@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def measure(args) -> None:
     rows = []
-    for size, engine in uncached_engines(args.model, max_batch_size=N):
+    for size, engine in uncached_engines(args.workdir, args.model, max_batch_size=N):
         texts = _texts()
         ids = [prompt_ids(engine, t) for t in texts]
         pad = engine._state.pad_id

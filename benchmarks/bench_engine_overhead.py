@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def measure(args) -> None:
     rows = []
-    for size, engine in uncached_engines(args.model):
+    for size, engine in uncached_engines(args.workdir, args.model):
         ids = prompt_ids(engine, "Tell me about the engine.")
         pad = engine._state.pad_id
         model = engine.model

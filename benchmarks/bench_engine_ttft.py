@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def measure(args) -> None:
     rows = []
-    for size, engine in uncached_engines(args.model):
+    for size, engine in uncached_engines(args.workdir, args.model):
         import torch
         from transformers import TextIteratorStreamer
 

@@ -131,6 +131,21 @@ def test_adapters_with_too_few_tokens_to_batch_says_which_flag_to_raise(tmp_path
     assert "Traceback" not in done.stderr
 
 
+def test_a_run_gets_a_scratch_folder_that_is_gone_after_it(bench, capsys):
+    common = bench("_bench_engine_common")
+    seen = []
+
+    def measure(args):
+        seen.append((args.workdir, args.workdir.is_dir(), args.model))
+
+    common.run_benchmark(common.new_parser("doc"), measure, ["--model", "m"], pin_torch=False)
+    ((workdir, existed, models),) = seen
+    assert existed and models == ["m"]
+    assert not workdir.exists()  # the tiny models built there do not pile up in /tmp
+    out = capsys.readouterr().out
+    assert out.startswith("load before: ") and "load after: " in out
+
+
 def test_percentile_is_the_nearest_sample(bench):
     common = bench("_bench_engine_common")
     values = [5.0, 1.0, 4.0, 2.0, 3.0]
@@ -170,7 +185,9 @@ def test_every_engine_benchmark_has_a_smallest_run():
 @pytest.mark.parametrize("name", sorted(SMALLEST))
 def test_smallest_run_prints_load_table_and_goal(name, tmp_path):
     args, goal = SMALLEST[name]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TMPDIR": str(scratch)}
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / f"{name}.py"), *args],
         cwd=tmp_path,
@@ -183,3 +200,4 @@ def test_smallest_run_prints_load_table_and_goal(name, tmp_path):
     assert done.stdout.startswith("load before: "), done.stdout[:500]
     assert "load after: " in done.stdout
     assert goal in done.stdout, done.stdout[-2000:]
+    assert list(scratch.glob("mp13-bench-*")) == []  # the run's models were removed with it
