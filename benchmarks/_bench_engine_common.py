@@ -196,7 +196,23 @@ def _resolve_model(spec: str) -> tuple[str, str]:
             path = cached_checkpoint(gguf, "float32", progress=lambda p: print(p.message))
             return gguf.stem, str(path)
         return local.resolve().name, str(local)
+    _require_cached_hub_id(spec)
     return spec, spec  # a hub id: Engine.load finds it in the local cache
+
+
+def _require_cached_hub_id(spec: str) -> None:
+    """``fail`` now, before any model is measured, unless ``spec`` is in the local hub cache
+    (the engine would refuse it only when its turn came, after the tiny models' runs)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(spec, local_files_only=True)
+    except Exception as exc:  # not cached, or not a valid hub id at all
+        fail(
+            f"--model {spec}: neither a local path, a named model nor a hub id in the local "
+            f"Hugging Face cache ({type(exc).__name__}); give a checkpoint directory or GGUF "
+            f"file, download it first (hf download {spec}), or use a named model"
+        )
 
 
 def build_models(

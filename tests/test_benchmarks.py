@@ -131,6 +131,30 @@ def test_adapters_with_too_few_tokens_to_batch_says_which_flag_to_raise(tmp_path
     assert "Traceback" not in done.stderr
 
 
+def test_a_hub_id_not_in_the_cache_is_refused_before_anything_runs(bench, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit) as done:
+        bench("_bench_engine_common").resolve_model("nobody/no-such-model")
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "--model nobody/no-such-model: neither a local path" in err
+    assert "hf download nobody/no-such-model" in err
+
+
+def test_a_hub_id_in_the_local_cache_is_passed_on(bench, monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "models--someone--cached" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--someone--cached" / "refs").mkdir()
+    (tmp_path / "models--someone--cached" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    resolved = bench("_bench_engine_common").resolve_model("someone/cached")
+    assert resolved == ("someone/cached", "someone/cached")
+
+
 def test_a_run_gets_a_scratch_folder_that_is_gone_after_it(bench, capsys):
     common = bench("_bench_engine_common")
     seen = []
