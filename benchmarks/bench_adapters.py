@@ -20,15 +20,20 @@ load hits all of them alike.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import statistics
 import tempfile
 import time
-import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
-from _bench_engine_common import add_model_option, build_models
+from _bench_engine_common import (
+    add_repeats_option,
+    build_models,
+    fail,
+    interleaved,
+    new_parser,
+    run_benchmark,
+)
 
 PROMPTS = [
     "Tell me about rivers.",
@@ -62,26 +67,29 @@ def make_adapters(model_path: Path, root: Path, n: int) -> list[Path]:
 
 def timed_rounds(cases: dict, repeats: int) -> dict[str, float]:
     """Median seconds of each case, running one of each per round after a warm-up round."""
-    for fn in cases.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: t.median for name, t in interleaved(cases, repeats, warmup=1).items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="both", choices=["tiny", "small", "both"])
-    parser.add_argument("--tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=5)
-    add_model_option(parser)
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = new_parser(__doc__)
+    parser.add_argument(
+        "--size",
+        default="both",
+        choices=["tiny", "small", "both"],
+        help="which tiny test model(s) to measure, beside any --model (default both)",
+    )
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=32,
+        help="new tokens forced per row (default 32); too few and a wave's first rows end "
+        "before its last ones start, so the 8 rows never share a step",
+    )
+    add_repeats_option(parser, 5, "interleaved rounds of every case, after a warm-up round")
+    run_benchmark(parser, measure_all, argv, quiet=True)
+
+
+def measure_all(args) -> None:
     sizes = ["tiny", "small"] if args.size == "both" else [args.size]
     with tempfile.TemporaryDirectory() as tmp:
         built = build_models(Path(tmp), extra=args.model, sizes=sizes)
@@ -124,7 +132,14 @@ def run(size: str, model_path: Path | str, tokens: int, repeats: int) -> None:
             def wave(on, requests):
                 def run_wave():
                     out = on.generate_many(requests)
-                    assert all(r.metrics.batch_size == len(requests) for r in out), "no batch"
+                    if not all(r.metrics.batch_size == len(requests) for r in out):
+                        fail(
+                            f"the wave of {len(requests)} rows did not run as one batch (most "
+                            f"rows in a step: {max(r.metrics.batch_size for r in out)}), so "
+                            f"it would not measure a mixed batch: with --tokens {tokens} the "
+                            "first rows end before the last ones start; give more --tokens "
+                            "(the default is 32)"
+                        )
 
                 return run_wave
 

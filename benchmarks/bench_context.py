@@ -20,7 +20,6 @@ machine; the ratios are what to compare.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import random
 import statistics
@@ -28,6 +27,7 @@ import tempfile
 import time
 
 import sqlean
+from _bench_engine_common import new_parser, run_benchmark
 
 from mp13_context import ChatContext, Command, CommandKind, NodeKind, Role, Session, Turn
 from mp13_context.testing import FakeEngine
@@ -124,10 +124,13 @@ def fork_vs_append(session: Session, leaf: str, k: int = 300) -> tuple[float, fl
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = new_parser(__doc__)
     ap.add_argument("--turns", type=int, default=100_000, help="turns per tree (default 100000)")
     ap.add_argument("--dir", type=pathlib.Path, default=None, help="where to put the session file")
-    args = ap.parse_args(argv)
+    run_benchmark(ap, measure, argv, models=False, pin_torch=False)
+
+
+def measure(args) -> None:
     n = args.turns
     folder = args.dir or pathlib.Path(tempfile.mkdtemp(prefix="mp13-bench-context-"))
     path = folder / "bench.db"

@@ -30,17 +30,22 @@ repetition, only the tiny model) to check that the script works end to end.
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
-from _bench_engine_common import add_model_option, build_models, print_table
+from _bench_engine_common import (
+    add_repeats_option,
+    build_models,
+    new_parser,
+    percentile,
+    print_table,
+    run_benchmark,
+)
 
 from mp13_engine import Engine, Request, TrainingConfig
 
@@ -50,18 +55,8 @@ WORDS = [
 ]  # fmt: skip
 
 
-def _load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"{one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
-
-
 def _text(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
-
-
-def _pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 class Mp13Side:
@@ -184,7 +179,7 @@ def arrivals(sides, count: int, lengths: tuple[int, int], gap: float, repeats: i
             lat = _schedule(side, plan)
             if rep:
                 means[side.name].append(statistics.mean(lat))
-                p95s[side.name].append(_pct(lat, 0.95))
+                p95s[side.name].append(percentile(lat, 0.95))
     base = sides[-1].name
     rows = []
     for side in sides:
@@ -326,10 +321,19 @@ def training(path: str, tokens: int, tmp: str) -> list[list[str]]:
 PARTS = ("staggered", "arrivals", "conversation", "memory", "training")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="tiny sizes, to check the script works")
-    ap.add_argument("--repeats", type=int, default=5)
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = new_parser(__doc__)
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes and one repetition on the tiny model, to check the script works",
+    )
+    add_repeats_option(
+        ap,
+        5,
+        "repetitions of the staggered and arrivals parts, sides alternating, after a "
+        "warm-up (--quick runs 1)",
+    )
     ap.add_argument(
         "--only",
         action="append",
@@ -338,17 +342,17 @@ def main() -> None:
         help="run only this part (repeat for several); all parts by default",
     )
     ap.add_argument(
-        "--no-tiny", action="store_true", help="only the --model models, not the tiny one"
+        "--no-tiny", action="store_true", help="only the --model models, not the tiny test model"
     )
-    add_model_option(ap)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    run_benchmark(ap, measure, argv)
+
+
+def measure(args) -> None:
     quick = args.quick
     repeats = 1 if quick else args.repeats
     parts = set(args.only or PARTS)
     sizes = () if args.no_tiny else ("tiny",) if quick else ("small",)
-    print(f"load before: {_load()}")
-    for label, path in build_models(extra=args.model, sizes=sizes).items():
+    for label, path in build_models(args.workdir, extra=args.model, sizes=sizes).items():
         path = str(path)
         if parts & {"staggered", "arrivals"}:
             _against_transformers(label, path, parts, quick, repeats)
@@ -374,7 +378,6 @@ def main() -> None:
                     ["alone", "during training", "ratio", "training steps/s meanwhile"],
                     training(path, tokens=8 if quick else 64, tmp=tmp),
                 )
-    print(f"\nload after: {_load()}")
 
 
 def _against_transformers(label: str, path: str, parts: set[str], quick: bool, repeats: int):

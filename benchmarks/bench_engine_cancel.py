@@ -12,19 +12,20 @@ right after the cancel ran, i.e. when the step in progress had ended.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
+from collections.abc import Sequence
 
-from _bench_engine_common import add_model_option, build_models, print_table
+from _bench_engine_common import (
+    build_models,
+    new_parser,
+    percentile,
+    print_table,
+    run_benchmark,
+)
 
 from mp13_engine import Engine, FinishReason, Request
-
-
-def _pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def _trial(engine: Engine, wave: int, after: int) -> tuple[float, float, float | None]:
@@ -52,14 +53,22 @@ def _trial(engine: Engine, wave: int, after: int) -> tuple[float, float, float |
     return latency, step, freed
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--trials", type=int, default=30)
-    add_model_option(ap)
-    args = ap.parse_args()
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = new_parser(__doc__)
+    ap.add_argument(
+        "--trials",
+        type=int,
+        default=30,
+        metavar="N",
+        help="cancellations per model and wave size (default 30); fewer is quicker",
+    )
+    run_benchmark(ap, measure, argv)
+
+
+def measure(args) -> None:
     rng = random.Random(0)
     rows = []
-    for size, path in build_models(extra=args.model).items():
+    for size, path in build_models(args.workdir, extra=args.model).items():
         with Engine.load(str(path), device="cpu", max_batch_size=4) as engine:
             engine.generate("warm up", max_new_tokens=4)
             for wave in (1, 4):
@@ -77,9 +86,9 @@ def main() -> None:
                         str(wave),
                         f"{statistics.median(step_ms):.2f}",
                         f"{statistics.median(lat_ms):.2f}",
-                        f"{_pct(in_steps, 0.5):.2f}",
-                        f"{_pct(in_steps, 0.95):.2f}",
-                        f"{_pct(freed_steps, 0.95):.2f}" if freed_steps else "-",
+                        f"{percentile(in_steps, 0.5):.2f}",
+                        f"{percentile(in_steps, 0.95):.2f}",
+                        f"{percentile(freed_steps, 0.95):.2f}" if freed_steps else "-",
                     ]
                 )
     print_table(

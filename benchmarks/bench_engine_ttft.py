@@ -11,110 +11,110 @@ one-token ``generate`` (prefill + one step, no streaming machinery).
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
+from collections.abc import Sequence
 
 from _bench_engine_common import (
-    add_model_option,
-    build_models,
+    INTERLEAVED_RUNS,
+    add_repeats_option,
     interleaved,
+    new_parser,
     print_table,
     prompt_ids,
+    run_benchmark,
+    uncached_engines,
 )
 
-from mp13_engine import Engine, Request
+from mp13_engine import Request
 
 TEXT = "Tell me something about streaming."
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeats", type=int, default=20)
-    add_model_option(ap)
-    args = ap.parse_args()
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = new_parser(__doc__)
+    add_repeats_option(ap, 20, INTERLEAVED_RUNS)
+    run_benchmark(ap, measure, argv)
+
+
+def measure(args) -> None:
     rows = []
-    for size, path in build_models(extra=args.model).items():
-        # No prefix cache: every repetition computes its prompt, as the raw side does
-        # (bench_engine_arrivals.py shows what the cache saves on a conversation).
-        with Engine.load(str(path), device="cpu", prefix_cache_mb=0) as engine:
-            import torch
-            from transformers import TextIteratorStreamer
+    for size, engine in uncached_engines(args.workdir, args.model):
+        import torch
+        from transformers import TextIteratorStreamer
 
-            model, tok = engine.model, engine.tokenizer
-            ids = torch.tensor([prompt_ids(engine, TEXT)])
-            mask = torch.ones_like(ids)
-            pad = engine._state.pad_id
-            firsts: dict[str, list[float]] = {"engine": [], "streamer": []}
+        model, tok = engine.model, engine.tokenizer
+        ids = torch.tensor([prompt_ids(engine, TEXT)])
+        mask = torch.ones_like(ids)
+        pad = engine._state.pad_id
+        firsts: dict[str, list[float]] = {"engine": [], "streamer": []}
 
-            def eng(engine=engine, firsts=firsts):
-                t0 = time.perf_counter()
-                stream = engine.stream(
-                    Request(
-                        messages=[{"role": "user", "content": TEXT}],
-                        max_new_tokens=16,
-                        min_new_tokens=16,
-                    )
+        def eng(engine=engine, firsts=firsts):
+            t0 = time.perf_counter()
+            stream = engine.stream(
+                Request(
+                    messages=[{"role": "user", "content": TEXT}],
+                    max_new_tokens=16,
+                    min_new_tokens=16,
                 )
-                for chunk in stream:
-                    if chunk.text:
-                        firsts["engine"].append(time.perf_counter() - t0)
-                        break
-                stream.close()
-                stream.result()
+            )
+            for chunk in stream:
+                if chunk.text:
+                    firsts["engine"].append(time.perf_counter() - t0)
+                    break
+            stream.close()
+            stream.result()
 
-            def streamer(model=model, tok=tok, ids=ids, mask=mask, pad=pad, firsts=firsts):
-                s = TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)
-                t0 = time.perf_counter()
-                th = threading.Thread(
-                    target=model.generate,
-                    kwargs={
-                        "input_ids": ids,
-                        "attention_mask": mask,
-                        "max_new_tokens": 16,
-                        "min_new_tokens": 16,
-                        "do_sample": False,
-                        "pad_token_id": pad,
-                        "streamer": s,
-                    },
+        def streamer(model=model, tok=tok, ids=ids, mask=mask, pad=pad, firsts=firsts):
+            s = TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)
+            t0 = time.perf_counter()
+            th = threading.Thread(
+                target=model.generate,
+                kwargs={
+                    "input_ids": ids,
+                    "attention_mask": mask,
+                    "max_new_tokens": 16,
+                    "min_new_tokens": 16,
+                    "do_sample": False,
+                    "pad_token_id": pad,
+                    "streamer": s,
+                },
+            )
+            th.start()
+            for text in s:
+                if text:
+                    firsts["streamer"].append(time.perf_counter() - t0)
+                    break
+            for _ in s:  # drain so the generate thread ends
+                pass
+            th.join()
+
+        def one_token(model=model, ids=ids, mask=mask, pad=pad):
+            with torch.inference_mode():
+                model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    max_new_tokens=1,
+                    do_sample=False,
+                    pad_token_id=pad,
                 )
-                th.start()
-                for text in s:
-                    if text:
-                        firsts["streamer"].append(time.perf_counter() - t0)
-                        break
-                for _ in s:  # drain so the generate thread ends
-                    pass
-                th.join()
 
-            def one_token(model=model, ids=ids, mask=mask, pad=pad):
-                with torch.inference_mode():
-                    model.generate(
-                        input_ids=ids,
-                        attention_mask=mask,
-                        max_new_tokens=1,
-                        do_sample=False,
-                        pad_token_id=pad,
-                    )
+        t = interleaved({"engine": eng, "streamer": streamer, "one_token": one_token}, args.repeats)
+        import statistics
 
-            t = interleaved(
-                {"engine": eng, "streamer": streamer, "one_token": one_token}, args.repeats
-            )
-            import statistics
-
-            e = statistics.median(firsts["engine"][2:] or firsts["engine"])
-            r = statistics.median(firsts["streamer"][2:] or firsts["streamer"])
-            one = t["one_token"].median
-            rows.append(
-                [
-                    size,
-                    f"{one * 1000:.1f}",
-                    f"{r * 1000:.1f}",
-                    f"{e * 1000:.1f}",
-                    f"{e / r:.2f}",
-                    f"{e / one:.2f}",
-                ]
-            )
+        e = statistics.median(firsts["engine"][2:] or firsts["engine"])
+        r = statistics.median(firsts["streamer"][2:] or firsts["streamer"])
+        one = t["one_token"].median
+        rows.append(
+            [
+                size,
+                f"{one * 1000:.1f}",
+                f"{r * 1000:.1f}",
+                f"{e * 1000:.1f}",
+                f"{e / r:.2f}",
+                f"{e / one:.2f}",
+            ]
+        )
     print_table(
         f"time to first streamed text (median of {args.repeats} interleaved runs)",
         [

@@ -17,15 +17,20 @@ pays).
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 
 import torch
-from _bench_engine_common import add_model_option, build_models
+from _bench_engine_common import (
+    add_repeats_option,
+    build_models,
+    new_parser,
+    run_benchmark,
+)
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mp13_engine import toolcalls
@@ -117,14 +122,22 @@ def throughput(fmt: str, n: int, repeats: int) -> tuple[float, float, float]:
     return len(text.encode()) / t / 1e6, len(CALLS) * n / t, t / statistics.median(json_t)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--steps", type=int, default=64, help="decode steps per measurement")
-    ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--calls", type=int, default=200, help="call groups in the throughput text")
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = new_parser(__doc__)
+    ap.add_argument(
+        "--steps", type=int, default=64, help="decode steps per measurement (default 64)"
+    )
+    add_repeats_option(
+        ap, 20, "streaming parses per format (the whole-text parse runs a quarter as many, >= 3)"
+    )
+    ap.add_argument(
+        "--calls", type=int, default=200, help="call groups in the throughput text (default 200)"
+    )
     ap.add_argument("--device", default="cpu", help="where the decode step runs (cpu, cuda)")
-    add_model_option(ap)
-    args = ap.parse_args()
+    run_benchmark(ap, measure_all, argv)
+
+
+def measure_all(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         built = build_models(pathlib.Path(tmp), extra=args.model, sizes=["small"])
         for i, (label, path) in enumerate(built.items()):

@@ -14,16 +14,20 @@ the result, which matches TRL's span, and from the ``engine.train`` call.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import random
 import statistics
 import tempfile
 import time
-import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
-from _bench_engine_common import add_model_option, build_models
+from _bench_engine_common import (
+    add_repeats_option,
+    build_models,
+    new_parser,
+    require,
+    run_benchmark,
+)
 
 STEPS_DEFAULT = 30
 
@@ -128,17 +132,30 @@ def run_trl(model_path: Path, rows: list[dict], args, out: Path) -> dict:
     return {"wall": wall, "tokens": tokens, "losses": losses}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="small", choices=["tiny", "small"])
-    parser.add_argument("--steps", type=int, default=STEPS_DEFAULT)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--repeats", type=int, default=2)
-    add_model_option(parser)
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = new_parser(__doc__)
+    parser.add_argument(
+        "--size",
+        default="small",
+        choices=["tiny", "small"],
+        help="which tiny test model to train, beside any --model (default small)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=STEPS_DEFAULT,
+        help=f"optimizer steps per training run (default {STEPS_DEFAULT})",
+    )
+    parser.add_argument("--batch", type=int, default=4, help="rows per step (default 4)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
+    add_repeats_option(parser, 2, "training runs of each side, mp13 and TRL alternating")
+    run_benchmark(parser, measure_all, argv, quiet=True)
+
+
+def measure_all(args) -> None:
+    # Before any model is built or trained: without TRL the run could only fail halfway.
+    for module in ("trl", "datasets"):
+        require(module, "this benchmark compares mp13 with TRL's SFTTrainer and")
     rows = make_rows(64)
     with tempfile.TemporaryDirectory() as tmp:
         built = build_models(Path(tmp), extra=args.model, sizes=[args.size])

@@ -1,0 +1,227 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The benchmarks start as a user runs them from ``benchmarks/README.md``: every flag
+is explained by ``--help``, a missing optional package or model ends the run with a
+message saying what to install (not a traceback), and each script's smallest run
+prints the machine's load, its table and its goal (those runs are ``slow``)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import types
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("bench_*.py"))
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """Import a benchmark script as ``python benchmarks/NAME.py`` would see its folder."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+
+    def load(name: str) -> types.ModuleType:
+        return importlib.import_module(name)
+
+    return load
+
+
+def test_the_readme_lists_every_benchmark():
+    readme = (BENCHMARKS / "README.md").read_text()
+    assert SCRIPTS  # the glob found the scripts
+    for name in SCRIPTS:
+        assert f"`python benchmarks/{name}.py" in readme, name
+
+
+def _undocumented_options(help_text: str) -> list[str]:
+    """Options in the ``options:`` block of ``--help`` that have no help text."""
+    lines = help_text.split("options:\n", 1)[1].splitlines()
+    missing = []
+    for i, line in enumerate(lines):
+        m = re.match(r"  (-\S+(?: \S+)?(?:, --\S+(?: \S+)?)?)(\s{2,}\S.*)?$", line)
+        if not m:
+            continue
+        follows = lines[i + 1] if i + 1 < len(lines) else ""
+        if m.group(2) is None and not follows.startswith(" " * 24):
+            missing.append(m.group(1))
+    return missing
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_help_explains_every_flag(name, bench, capsys):
+    with pytest.raises(SystemExit) as done:
+        bench(name).main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ")
+    assert "--repeats" in out or "--trials" in out or "--turns" in out  # how to run it shorter
+    assert _undocumented_options(out) == [], out
+
+
+def test_the_help_checker_sees_a_flag_without_help():
+    text = "options:\n  -h, --help     show this\n  --size {a,b}\n  --lr LR        rate\n"
+    assert _undocumented_options(text) == ["--size {a,b}"]
+
+
+def test_training_without_trl_says_what_to_install_before_training(bench, monkeypatch, capsys):
+    training = bench("bench_training")
+    monkeypatch.setitem(sys.modules, "trl", None)  # import trl raises ImportError
+    built = []
+    monkeypatch.setattr(training, "build_models", lambda *a, **k: built.append(a) or {})
+    with pytest.raises(SystemExit) as done:
+        training.main(["--size", "tiny"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "needs the 'trl' package" in err
+    assert 'pip install -e ".[bench]"' in err
+    assert built == []  # it stopped before building or training anything
+
+
+def test_a_model_that_cannot_be_fetched_ends_the_run_with_the_reason(bench, monkeypatch, capsys):
+    from mp13_engine import models
+    from mp13_engine._errors import ModelFetchError
+
+    common = bench("_bench_engine_common")
+
+    def offline(name, **kwargs):
+        raise ModelFetchError(f"could not download {name}: no network; connect and run again")
+
+    monkeypatch.setattr(models, "fetch", offline)
+    with pytest.raises(SystemExit) as done:
+        common.resolve_model("smollm2-135m")
+    assert done.value.code == 2
+    assert "--model smollm2-135m: could not download smollm2-135m: no network" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_broken_gguf_file_ends_the_run_with_the_reason(bench, tmp_path, capsys):
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(b"not a gguf file")
+    with pytest.raises(SystemExit) as done:
+        bench("_bench_engine_common").resolve_model(str(bad))
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--model {bad}: " in err and "GGUF" in err
+
+
+TOO_FEW_TOKENS = ("--size", "tiny", "--tokens", "2", "--repeats", "1")
+
+
+@pytest.mark.slow
+def test_adapters_with_too_few_tokens_to_batch_says_which_flag_to_raise(tmp_path):
+    # Two forced tokens: the wave's first rows end before its last ones start, so the
+    # wave never shares a step and would not measure a mixed batch; it must not be timed.
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_adapters.py"), *TOO_FEW_TOKENS],
+        cwd=tmp_path,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "did not run as one batch" in done.stderr
+    assert "give more --tokens" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_hub_id_not_in_the_cache_is_refused_before_anything_runs(bench, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit) as done:
+        bench("_bench_engine_common").resolve_model("nobody/no-such-model")
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "--model nobody/no-such-model: neither a local path" in err
+    assert "hf download nobody/no-such-model" in err
+
+
+def test_a_hub_id_in_the_local_cache_is_passed_on(bench, monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "models--someone--cached" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--someone--cached" / "refs").mkdir()
+    (tmp_path / "models--someone--cached" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    resolved = bench("_bench_engine_common").resolve_model("someone/cached")
+    assert resolved == ("someone/cached", "someone/cached")
+
+
+def test_a_run_gets_a_scratch_folder_that_is_gone_after_it(bench, capsys):
+    common = bench("_bench_engine_common")
+    seen = []
+
+    def measure(args):
+        seen.append((args.workdir, args.workdir.is_dir(), args.model))
+
+    common.run_benchmark(common.new_parser("doc"), measure, ["--model", "m"], pin_torch=False)
+    ((workdir, existed, models),) = seen
+    assert existed and models == ["m"]
+    assert not workdir.exists()  # the tiny models built there do not pile up in /tmp
+    out = capsys.readouterr().out
+    assert out.startswith("load before: ") and "load after: " in out
+
+
+def test_percentile_is_the_nearest_sample(bench):
+    common = bench("_bench_engine_common")
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert common.percentile(values, 0.0) == 1.0
+    assert common.percentile(values, 0.5) == 3.0
+    assert common.percentile(values, 0.95) == 5.0
+
+
+def test_context_benchmark_small_run_prints_load_and_goals(bench, tmp_path, capsys):
+    bench("bench_context").main(["--turns", "50", "--dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert out.startswith("load before: ")
+    assert "load after: " in out
+    assert "mp13_context benchmark: 50 turns per tree" in out
+    assert re.search(r"reopen \+ resolve leaf \(s\)\s+\S+\s+0.5", out)
+
+
+# The smallest run of each engine benchmark, in a fresh process as a user starts it, and
+# what its output must show: the load, the table's title with its goal.
+SMALLEST = {
+    "bench_engine_overhead": (["--repeats", "1"], "goal <= 1.05"),
+    "bench_engine_concurrency": (["--repeats", "1"], "goal engine/static <= 1.3"),
+    "bench_engine_ttft": (["--repeats", "1"], "engine/streamer"),
+    "bench_engine_cancel": (["--trials", "2"], "goal p95 <= 1 step"),
+    "bench_engine_arrivals": (["--quick"], "goal mean <= 0.9, p95 <= 1.0"),
+    "bench_toolcalls": (["--repeats", "1", "--steps", "2", "--calls", "2"], "(goal <= 2%)"),
+    "bench_adapters": (["--size", "tiny", "--repeats", "1"], "(goal >= 0.85)"),
+    "bench_training": (["--size", "tiny", "--steps", "2", "--repeats", "1"], "(goal within 5%)"),
+}
+
+
+def test_every_engine_benchmark_has_a_smallest_run():
+    assert sorted(SMALLEST) == sorted(set(SCRIPTS) - {"bench_context"})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SMALLEST))
+def test_smallest_run_prints_load_table_and_goal(name, tmp_path):
+    args, goal = SMALLEST[name]
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TMPDIR": str(scratch)}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / f"{name}.py"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.startswith("load before: "), done.stdout[:500]
+    assert "load after: " in done.stdout
+    assert goal in done.stdout, done.stdout[-2000:]
+    assert list(scratch.glob("mp13-bench-*")) == []  # the run's models were removed with it
