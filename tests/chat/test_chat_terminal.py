@@ -25,16 +25,17 @@ def test_library_warnings_go_to_the_log_file_not_the_screen(tmp_path, capfd):
     root = logging.getLogger()
     handlers_before = list(root.handlers)
     with library_log(path) as log:
-        # what bitsandbytes, transformers and PEFT do on this machine
+        # what bitsandbytes, transformers and PEFT do (the engine itself drops the one
+        # bitsandbytes notice that says nothing, "Failed to load CPU gemm_4bit_forward")
         logging.getLogger("bitsandbytes.backends.cpu.ops").warning(
-            "Failed to load CPU gemm_4bit_forward from kernels-community"
+            "CPU kernel for gemv_4bit not found; using the slower path"
         )
         warnings.warn("`is_gradient_checkpointing` is deprecated", FutureWarning, stacklevel=1)
         logging.getLogger("peft.tuners").info("an info record stays out")
     out, err = capfd.readouterr()
-    assert "gemm_4bit" not in out + err and "deprecated" not in out + err
+    assert "gemv_4bit" not in out + err and "deprecated" not in out + err
     text = path.read_text()
-    assert "gemm_4bit_forward" in text and "is_gradient_checkpointing" in text
+    assert "gemv_4bit" in text and "is_gradient_checkpointing" in text
     assert "info record" not in text
     assert log.total == 2 and [r.name for r in log.records] == [
         "bitsandbytes.backends.cpu.ops",
