@@ -286,6 +286,8 @@ def test_replay_into_a_new_conversation_with_a_comparison(make_chat):
     source = h.app.cursor.conversation_id
     out = h.run("/replay source")
     assert "2/2 replies identical" in out
+    # how far a long replay is, one line as each turn starts
+    assert out.index("turn 1 of 2: one") < out.index("turn 2 of 2: two") < out.index("2/2")
     assert h.app.cursor.conversation_id != source
     assert turns(h.app) == [
         ("user", "one"),
@@ -544,6 +546,7 @@ def test_ctrl_c_stops_a_replay(make_chat):
     engine.responder = lambda request: FakeReply(text="y" * 2000, delay_s=0.01)
     out = h.run("/replay slow", "/list", interrupt_after=0.5)
     assert "cancelled" in out
+    assert "turn 1 of 2: one" in out  # where the replay was when it was stopped
     assert "replay of" in out  # the loop went on: /list shows the partial replay
 
 
