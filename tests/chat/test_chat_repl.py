@@ -219,6 +219,16 @@ def test_search_then_goto_a_hit(make_chat):
     assert h.app.cursor.node_id == hits[0].node_id
 
 
+def test_search_finds_a_japanese_word_inside_a_sentence(make_chat):
+    """/search 東京 said "no matches" for 東京タワーに行きました: the word index kept
+    the whole run of characters as one word."""
+    h = make_chat(FakeEngine())
+    h.run("東京タワーに行きました", "/new", "something else")
+    out = h.run("/search 東京")
+    assert "no matches" not in out and "2 matches" in out
+    assert "タワーに行きました" in out  # the snippet, 東京 marked (highlighted) before it
+
+
 def test_save_copy_and_reopen(make_chat, tmp_path):
     h = make_chat(FakeEngine())
     h.run("/title first chat", "remember me")
