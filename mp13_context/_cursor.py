@@ -267,23 +267,29 @@ class Cursor:
         self.record(Command(kind=CommandKind.API_CALL, text=call, data=data))
 
     def with_params(self, **overrides: Any) -> Cursor:
-        """A new cursor here whose requests use these parameters (not recorded)."""
+        """A new cursor here whose requests use these parameters (not recorded).
+
+        Of a running cursor: a cursor where this one was when its exchange began, since
+        its node moves as the reply is recorded (at the user turn awaiting its reply,
+        asking again would put two user turns in a row)."""
         self._command_node = None  # two cursors on one node: neither may add commands to it
         overrides = {**self.overrides, **overrides}
-        return Cursor(self.scope_state, self.node_id, overrides=overrides)
+        here = self._node_id if self._busy else self.node_id
+        return Cursor(self.scope_state, here, overrides=overrides)
 
     # --- branching ---------------------------------------------------------------------
 
     def clone(self) -> Cursor:
-        """A new cursor at the same node (appending from either makes siblings)."""
+        """A new cursor at the same node (appending from either makes siblings); of a
+        running cursor, where it was when its exchange began (see ``with_params``)."""
         return self.with_params()
 
     def fork(self, label: str = "") -> Cursor:
         """A new cursor on a new branch (a fork hub below this node); this cursor stays.
 
         Not while this cursor runs an exchange (``CursorError``): its node changes as the
-        reply is recorded. To branch off meanwhile, fork a cursor opened where this one
-        started, ``ctx.cursor(at=...)`` (the error names the node)."""
+        reply is recorded. To branch off meanwhile, fork ``clone()``: a cursor where this
+        one was when the exchange began."""
         self._check_idle("fork()")
         hub = self.session.append(self.node_id, NodeKind.FORK_HUB, label=label)
         return Cursor(self.scope_state, hub.id, overrides=self.overrides, command_node=hub.id)
@@ -387,8 +393,8 @@ class Cursor:
             # from is free (its branches become siblings of the running reply's).
             raise CursorError(
                 f"{call} is refused while this cursor is running an exchange: await it or "
-                f"cancel() it first; to work beside it meanwhile, open another cursor where "
-                f"this one started, ctx.cursor(at={self._node_id!r}), and fork() or ask there"
+                f"cancel() it first; to work beside it meanwhile, fork() or ask from another "
+                f"cursor where this one started: clone() it, or ctx.cursor(at={self._node_id!r})"
             )
 
     async def _reply(

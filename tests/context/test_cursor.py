@@ -765,15 +765,21 @@ def test_a_running_cursor_names_the_refused_call_and_a_way_that_works(ctx, engin
             await cur.aask("again")
         with pytest.raises(CursorError, match=r"^retry\(\) is refused"):
             await cur.aretry()
-        # The advice works while the reply is still running.
+        # The advice works while the reply is still running, both ways.
         beside = ctx.cursor(at=start).fork("meanwhile")
-        assert cur.running
+        twin = cur.clone()
+        assert cur.running and twin.node_id == start != cur.node_id
         side = await beside.aask("side")
-        return await task, side, beside
+        other = await twin.aask("other")
+        return await task, side, beside, other, twin
 
-    turn, side, beside = asyncio.run(main())
+    turn, side, beside, other, twin = asyncio.run(main())
     assert turn.text == "echo: " + "slow " * 5 and side.text == "echo: side"
     assert [n.turn.text for n in cur.path() if n.turn][-2:] == ["slow " * 5, turn.text]
     assert [n.turn.text for n in beside.path() if n.turn][-2:] == ["side", "echo: side"]
     hub = next(n for n in beside.path() if n.kind is NodeKind.FORK_HUB)
     assert hub.parent_id == start and hub.label == "meanwhile"
+    # The clone was not left at the user turn awaiting its reply: no two user turns in a row.
+    assert other.text == "echo: other"
+    assert [m["role"] for m in twin.messages()] == ["user", "assistant"] * 2
+    assert twin.path()[-3].id == start
