@@ -39,7 +39,7 @@ from mp13_context._model import (
     Turn,
 )
 from mp13_context._protocol import EngineClient
-from mp13_context._replay import ReplayReport, ReplayTurn, areplay, replay
+from mp13_context._replay import ReplayProgress, ReplayReport, ReplayTurn, areplay, replay
 from mp13_context._session import Session
 from mp13_context._settings import PARAMS, EffectiveSettings, SystemMode, SystemPrompt
 
@@ -71,6 +71,7 @@ __all__ = [
     "NotFoundError",
     "ParamCommands",
     "ReadOnlyError",
+    "ReplayProgress",
     "ReplayReport",
     "ReplayTurn",
     "Role",

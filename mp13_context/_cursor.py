@@ -184,8 +184,8 @@ class Cursor:
         self._node_id = node_id
         self._command_node = command_node
 
-    def _navigate(self, node_id: str) -> Cursor:
-        self._check_idle()
+    def _navigate(self, node_id: str, call: str) -> Cursor:
+        self._check_idle(call)
         self._move(node_id)
         self._remember()
         return self
@@ -193,14 +193,14 @@ class Cursor:
     def goto(self, node_id: str) -> Cursor:
         """Move to any node of this session (another conversation too); returns self."""
         self.session.node(node_id)
-        return self._navigate(node_id)
+        return self._navigate(node_id, "goto()")
 
     def parent(self) -> Cursor:
         """Move to the parent node; returns self (``CursorError`` at the root)."""
         node = self.node
         if node.parent_id is None:
             raise CursorError("already at the root of the conversation; there is no parent")
-        return self._navigate(node.parent_id)
+        return self._navigate(node.parent_id, "parent()")
 
     def child(self, index: int = -1) -> Cursor:
         """Move to child ``index`` of ``children()`` (default -1: the newest; archived
@@ -210,7 +210,7 @@ class Cursor:
         if not kids:
             raise CursorError("this node has no children; ask something to create one")
         try:
-            return self._navigate(kids[index].id)
+            return self._navigate(kids[index].id, "child()")
         except IndexError:
             raise CursorError(f"child {index} does not exist: this node has {len(kids)}") from None
 
@@ -221,7 +221,7 @@ class Cursor:
         i = [s.id for s in sibs].index(self.node_id) + _whole(offset, "a sibling offset")
         if not 0 <= i < len(sibs):
             raise CursorError(f"no sibling at offset {offset}: {len(sibs)} siblings here")
-        return self._navigate(sibs[i].id)
+        return self._navigate(sibs[i].id, "sibling()")
 
     def next_sibling(self) -> Cursor:
         """``sibling(+1)``: move to the next sibling (``CursorError`` past the last)."""
@@ -233,11 +233,11 @@ class Cursor:
 
     def leaf(self) -> Cursor:
         """Move down the main line to its leaf."""
-        return self._navigate(self.session.leaf(self.node_id).id)
+        return self._navigate(self.session.leaf(self.node_id).id, "leaf()")
 
     def root(self) -> Cursor:
         """Move to the conversation's root node; returns self."""
-        return self._navigate(self.path()[0].id)
+        return self._navigate(self.path()[0].id, "root()")
 
     # --- commands ----------------------------------------------------------------------
 
@@ -248,7 +248,7 @@ class Cursor:
         apply here (a pop with nothing to pop, a bad parameter value)."""
         if not isinstance(cmd, Command):
             raise CursorError(f"record takes a Command, not {type(cmd).__name__}")
-        self._check_idle()
+        self._check_idle("recording a command")
         session = self.session
         here = self.node_id
         if self._command_node == here and not session.has_children(here):
@@ -267,27 +267,37 @@ class Cursor:
         self.record(Command(kind=CommandKind.API_CALL, text=call, data=data))
 
     def with_params(self, **overrides: Any) -> Cursor:
-        """A new cursor here whose requests use these parameters (not recorded)."""
+        """A new cursor here whose requests use these parameters (not recorded).
+
+        Of a running cursor: a cursor where this one was when its exchange began, since
+        its node moves as the reply is recorded (at the user turn awaiting its reply,
+        asking again would put two user turns in a row)."""
         self._command_node = None  # two cursors on one node: neither may add commands to it
         overrides = {**self.overrides, **overrides}
-        return Cursor(self.scope_state, self.node_id, overrides=overrides)
+        here = self._node_id if self._busy else self.node_id
+        return Cursor(self.scope_state, here, overrides=overrides)
 
     # --- branching ---------------------------------------------------------------------
 
     def clone(self) -> Cursor:
-        """A new cursor at the same node (appending from either makes siblings)."""
+        """A new cursor at the same node (appending from either makes siblings); of a
+        running cursor, where it was when its exchange began (see ``with_params``)."""
         return self.with_params()
 
     def fork(self, label: str = "") -> Cursor:
-        """A new cursor on a new branch (a fork hub below this node); this cursor stays."""
-        self._check_idle()
+        """A new cursor on a new branch (a fork hub below this node); this cursor stays.
+
+        Not while this cursor runs an exchange (``CursorError``): its node changes as the
+        reply is recorded. To branch off meanwhile, fork ``clone()``: a cursor where this
+        one was when the exchange began."""
+        self._check_idle("fork()")
         hub = self.session.append(self.node_id, NodeKind.FORK_HUB, label=label)
         return Cursor(self.scope_state, hub.id, overrides=self.overrides, command_node=hub.id)
 
     def try_out(self, label: str = "try-out") -> TryOut:
         """Open a try-out branch: ``promote()`` it to the main line (this cursor follows)
         or ``close()`` it (archived). Try-outs belong to this context's scope."""
-        self._check_idle()
+        self._check_idle("try_out()")
         hub = self.session.append(self.node_id, NodeKind.FORK_HUB, label=label)
         return TryOut(self.scope_state, hub.id, origin=self, overrides=self.overrides)
 
@@ -304,7 +314,7 @@ class Cursor:
         ``ChatContext.cancel`` with the id of its ``REQUEST`` event); the others go on.
         """
         await self._after_dropped_stream()
-        self._check_idle()
+        self._check_idle("batch()")
         if isinstance(prompts, str) or not isinstance(prompts, Iterable):
             raise CursorError(
                 f"batch takes a list of prompts, not one {type(prompts).__name__}: batch([text])"
@@ -341,7 +351,7 @@ class Cursor:
         the commands among them that change settings; the dropped part is archived.
         The cursor moves to where the branch now ends; returns self. ``n=0`` changes
         nothing; ``CursorError`` for a negative ``n`` or more turns than the branch has."""
-        self._check_idle()
+        self._check_idle("trim()")
         n = _whole(n, "the number of user turns to trim")
         if n < 0:
             raise CursorError(f"cannot trim {n} user turns: give a count >= 0 (1 = the last)")
@@ -363,7 +373,8 @@ class Cursor:
 
     # --- running -----------------------------------------------------------------------
 
-    def _check_idle(self) -> None:
+    def _check_idle(self, call: str) -> None:
+        """Refuse ``call`` (named in the error) on a closed try-out or a running cursor."""
         if self._closed:
             raise CursorError("this try-out is closed; use the cursor it was opened from")
         if self._busy:
@@ -377,8 +388,13 @@ class Cursor:
                     "acontinue and abatch wait for that reply to be recorded), or close the "
                     "stream first (await events.aclose(), or contextlib.aclosing)"
                 )
+            # Name a way that works now: every cursor call that moves or branches is
+            # refused here, fork() too, but another cursor at the node this one started
+            # from is free (its branches become siblings of the running reply's).
             raise CursorError(
-                "this cursor is running an exchange; wait for it, cancel() it, or fork() first"
+                f"{call} is refused while this cursor is running an exchange: await it or "
+                f"cancel() it first; to work beside it meanwhile, fork() or ask from another "
+                f"cursor where this one started: clone() it, or ctx.cursor(at={self._node_id!r})"
             )
 
     async def _reply(
@@ -389,9 +405,11 @@ class Cursor:
         *,
         ask: str | None = None,
         continue_first: bool = False,
+        call: str = "ask()",
     ) -> Turn:
-        """Run an exchange from node ``at`` (after recording the user turn ``ask``)."""
-        self._check_idle()
+        """Run an exchange from node ``at`` (after recording the user turn ``ask``);
+        ``call`` names the public call for the error if the cursor is busy."""
+        self._check_idle(call)
         check_callback(on_event, "on_event")
         exchange = Exchange(self.scope_state, at, {**self.overrides, **overrides}, on_event)
         self._busy = True
@@ -472,7 +490,7 @@ class Cursor:
         """A new reply to the last user turn on this branch, as a sibling of the old one.
         Commands recorded after the old reply apply to the new one."""
         await self._after_dropped_stream()
-        self._check_idle()
+        self._check_idle("retry()")
         path = self.path()
         users = [i for i, node in enumerate(path) if node.turn and node.turn.role is Role.USER]
         if not users:
@@ -481,7 +499,7 @@ class Cursor:
         commands = [c for node in path[users[-1] + 1 :] if not node.is_turn for c in node.commands]
         if commands:
             at = self.session.append(at, NodeKind.PLACEHOLDER, commands=commands).id
-        return await self._reply(at, on_event, validate_params(overrides))
+        return await self._reply(at, on_event, validate_params(overrides), call="retry()")
 
     def retry(self, **kwargs: Any) -> Turn:
         """Sync ``aretry`` (works with or without a running event loop)."""
@@ -491,13 +509,17 @@ class Cursor:
         """Continue the last assistant reply on this branch (``continue_final``); the
         continuation is joined to the same assistant message."""
         await self._after_dropped_stream()
-        self._check_idle()
+        self._check_idle("continue_()")
         for node in reversed(self.path()):
             if node.turn is not None:
                 if node.turn.role is not Role.ASSISTANT:
                     break
                 return await self._reply(
-                    self.node_id, on_event, validate_params(overrides), continue_first=True
+                    self.node_id,
+                    on_event,
+                    validate_params(overrides),
+                    continue_first=True,
+                    call="continue_()",
                 )
         raise CursorError("nothing to continue: the last turn here is not an assistant reply")
 
@@ -527,7 +549,7 @@ class TryOut(Cursor):
 
     def promote(self) -> Cursor:
         """Make this branch the main line; the origin cursor moves here. Returns it."""
-        self._check_idle()
+        self._check_idle("promote()")
         self.session.set_main_line(self.hub_id)
         self.origin._move(self.node_id)
         self.origin._remember()
@@ -540,7 +562,7 @@ class TryOut(Cursor):
         the conversation does not resume inside the discarded branch."""
         if self._closed:
             return
-        self._check_idle()
+        self._check_idle("close()")
         self.session.set_archived(self.hub_id)
         self._finish()
         if self.origin.conversation_id == self.conversation_id:

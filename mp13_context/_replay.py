@@ -23,13 +23,21 @@ The ``ReplayReport`` has one ``ReplayTurn`` per user turn: the final reply text
 of both runs, whether they are equal and how similar (``difflib`` ratio), the
 tool calls of both (compared by name and arguments; ids differ by design) and
 the metrics side by side.
+
+``progress=`` (a function, sync or async, like ``on_event``) follows a long
+replay: it gets a ``ReplayProgress`` as each user turn starts (``turn`` None)
+and as it ends (``turn`` its ``ReplayTurn``), with ``index`` and ``total``
+user turns and a ``message`` such as ``"turn 3 of 12: ..."``, the way
+``models.fetch(progress=...)`` reports a download.
 """
 
 from __future__ import annotations
 
 import collections
 import difflib
+import inspect
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -37,7 +45,7 @@ import attrs
 from mp13_context._context import ChatContext
 from mp13_context._cursor import Cursor
 from mp13_context._errors import ContextError
-from mp13_context._events import EventCallback
+from mp13_context._events import EventCallback, check_callback
 from mp13_context._messages import whole_turn
 from mp13_context._model import Command, ConversationInfo, Node, Role, Turn
 from mp13_context._protocol import EngineClient
@@ -99,6 +107,48 @@ class ReplayReport:
     def mean_similarity(self) -> float:
         """The mean ``similarity`` of the turns (1.0 when there are none)."""
         return sum(t.similarity for t in self.turns) / len(self.turns) if self.turns else 1.0
+
+
+@attrs.frozen(kw_only=True)
+class ReplayProgress:
+    """One progress report of a replay (``replay(..., progress=...)``).
+
+    ``index``: the user turn it is about, counted from 1, of ``total`` user turns on
+    the replayed path. ``turn``: None when that turn starts, its ``ReplayTurn`` when it
+    is done (``done`` turns are then finished). ``message``: a line a person can read
+    (``"turn 3 of 12: <user text>"``, and ``"turn 3 of 12 done: same"``).
+    """
+
+    index: int
+    total: int
+    user_text: str
+    turn: ReplayTurn | None = None
+    message: str
+
+    def __str__(self) -> str:  # so that ``progress=print`` prints the line
+        return self.message
+
+    @property
+    def done(self) -> int:
+        """User turns replayed so far (``index`` once this one is done, else one less)."""
+        return self.index if self.turn is not None else self.index - 1
+
+
+#: What ``progress=`` takes: a sync or async function of one ``ReplayProgress``.
+ReplayProgressCallback = Callable[[ReplayProgress], Awaitable[None] | None]
+
+
+async def _report(callback: ReplayProgressCallback | None, progress: ReplayProgress) -> None:
+    if callback is not None:
+        out: Any = callback(progress)
+        if inspect.isawaitable(out):
+            await out
+
+
+def _line(text: str, width: int = 60) -> str:
+    """``text`` on one line, cut to ``width`` characters, for a progress message."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _call_keys(calls: tuple[ToolCall, ...]) -> list[tuple[str, Any]]:
@@ -230,8 +280,10 @@ async def areplay(
     title: str | None = None,
     approval: Approver | None = None,
     on_event: EventCallback | None = None,
+    progress: ReplayProgressCallback | None = None,
 ) -> ReplayReport:
     """Async ``replay`` (see the module docstring)."""
+    check_callback(progress, "replay's progress")
     for name, value in (("into", into), ("session", session)):
         if value is not None and not isinstance(value, Session):
             raise ContextError(
@@ -276,7 +328,9 @@ async def areplay(
         title=title if title is not None else f"replay of {src_info.title or src_info.id}"
     )
     rows: list[ReplayTurn] = []
-    for before, user, segment in _split(path):
+    parts = _split(path)
+    total = sum(user is not None for _, user, _ in parts)
+    for before, user, segment in parts:
         pre: list[Command] = []
         post: list[Command] = []
         replied = False
@@ -290,6 +344,16 @@ async def areplay(
         if user is None:
             break
         assert user.turn is not None
+        index = len(rows) + 1
+        await _report(
+            progress,
+            ReplayProgress(
+                index=index,
+                total=total,
+                user_text=user.turn.text,
+                message=f"turn {index} of {total}: {_line(user.turn.text)}",
+            ),
+        )
         final = await cur.aask(user.turn.text)
         asked = [n for n in segment if n.turn and n.turn.continuation and not n.turn.auto]
         for _ in asked:
@@ -300,21 +364,33 @@ async def areplay(
         orig_final = whole_turn(src.path(original[-1].id)) if original else None
         orig_text = orig_final.text if orig_final else ""
         new_turns = cur.exchange()
-        rows.append(
-            ReplayTurn(
-                index=len(rows),
+        row = ReplayTurn(
+            index=len(rows),
+            user_text=user.turn.text,
+            original_text=orig_text,
+            replayed_text=final.text,
+            similarity=similarity(orig_text, final.text),
+            original_tool_calls=_calls([n.turn for n in segment if n.turn]),
+            replayed_tool_calls=_calls(new_turns),
+            original_metrics=orig_final.metrics if orig_final else None,
+            replayed_metrics=final.metrics,
+            original_node_id=orig_final.node_id if orig_final else None,
+            replayed_node_id=final.node_id,
+            error=final.error,
+        )
+        rows.append(row)
+        outcome = "same" if row.text_equal else f"differs (similarity {row.similarity:.2f})"
+        if row.error:
+            outcome = f"failed: {_line(row.error)}"
+        await _report(
+            progress,
+            ReplayProgress(
+                index=index,
+                total=total,
                 user_text=user.turn.text,
-                original_text=orig_text,
-                replayed_text=final.text,
-                similarity=similarity(orig_text, final.text),
-                original_tool_calls=_calls([n.turn for n in segment if n.turn]),
-                replayed_tool_calls=_calls(new_turns),
-                original_metrics=orig_final.metrics if orig_final else None,
-                replayed_metrics=final.metrics,
-                original_node_id=orig_final.node_id if orig_final else None,
-                replayed_node_id=final.node_id,
-                error=final.error,
-            )
+                turn=row,
+                message=f"turn {index} of {total} done: {outcome}",
+            ),
         )
         for cmd in post:
             cur.record(cmd)
@@ -338,6 +414,7 @@ def replay(
     ``source``: a ``Cursor`` (its branch up to the cursor; its context's engine and
     toolbox are the defaults) or a conversation (``ConversationInfo`` or id; its main
     line), found in ``session=`` or else in ``into``. ``into`` defaults to the
-    source's session.
+    source's session. ``progress``: a function given a ``ReplayProgress`` as each user
+    turn starts and ends (``progress=print`` shows "turn i of n" lines).
     """
     return run_sync(areplay(source, into, engine, toolbox, **kwargs))

@@ -60,7 +60,7 @@ from mp13_context._rows import node_from_row, node_row, stored_commands, stored_
 from mp13_context._settings import EffectiveSettings, apply
 from mp13_context._settings_check import settings_problems
 from mp13_context._store import NodeRow, Store, remove_database
-from mp13_context._text import fts_query, scrub, text_arg
+from mp13_context._text import fts_query, scrub, text_arg, unspaced, unspaced_pieces
 
 
 class Session:
@@ -461,6 +461,14 @@ class Session:
         match, so slower for common words). A hit's ``snippet`` marks ``[words]`` of
         the query: up to eight of them, and in a text over 10,000 characters only the
         first (FTS5's snippets cost grows with the places each marked word occurs).
+
+        When a word is in a script written without spaces between words (Chinese,
+        Japanese, Korean, Thai, Lao, Myanmar, Khmer), every word of the search is found
+        anywhere inside the text, as a substring (case-insensitive): ``日本語`` finds
+        ``日本語のテキスト`` and ``python 中文`` finds ``我喜欢中文和PYTHON``. Such a
+        search is newest first whatever ``order`` says (it has no bm25 score) and its
+        snippets mark those words. ``raw=True`` queries use the word index only, where
+        such a run of characters is one word.
         """
         if order not in ("recent", "rank"):
             raise ContextError(f"search order must be 'recent' or 'rank', got {order!r}")
@@ -471,20 +479,28 @@ class Session:
         _check_flags(raw=raw)  # "no" would be truthy and pass FTS5 syntax through
         if conversation_id is not None:
             self.conversation(conversation_id)  # a mistyped id is NotFoundError, not no hits
+        pieces: list[str] = []
         if raw:
             query = scrub(text)
             marks = (query, query)
         else:
             words = list(dict.fromkeys(text.split()))  # a word twice adds only work
+            if any(unspaced(w) for w in words):
+                # A script written without spaces: the word index keeps a run of it as
+                # one token, often with Latin words glued on (中文和PYTHON), so every word
+                # of this search is found as a substring, in the texts with such
+                # characters (``_text.unspaced``; ``Store.search``).
+                pieces = list(dict.fromkeys(p for w in words for p in unspaced_pieces(w)))
+                words = []
             query = fts_query(" ".join(words))
             # Words with a letter or digit first: a word without any marks nothing.
             words.sort(key=lambda w: not any(c.isalnum() for c in w))
             marked = [fts_query(w) for w in words[:_MARKED_WORDS]]
             marks = (" OR ".join(marked), marked[0] if marked else "")
-        if not query.strip():
+        if not query.strip() and not pieces:
             return []
         try:
-            rows = self._store.search(query, limit, conversation_id, order == "rank", marks)
+            rows = self._store.search(query, limit, conversation_id, order == "rank", marks, pieces)
         except StoreError as exc:
             if not raw or self.closed:  # plain words always make a valid query
                 raise

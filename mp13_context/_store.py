@@ -34,7 +34,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -43,6 +43,7 @@ import sqlean
 from mp13_context._errors import ReadOnlyError, StoreError
 from mp13_context._integrity import IntegrityProblem, IntegrityReport, VerifyRow, verify_rows
 from mp13_context._migrations import index_turn, migrate, missing_migrations
+from mp13_context._text import substring_snippet
 
 # Errors of sqlean and the standard library share names but not classes.
 # UnicodeEncodeError: SQLite takes UTF-8 only, and a lone surrogate in an id or a file
@@ -562,9 +563,21 @@ class Store:
         return rows[0][0] if rows else None
 
     def search(
-        self, query: str, limit: int, cid: str | None, by_rank: bool, marks: tuple[str, str]
+        self,
+        query: str,
+        limit: int,
+        cid: str | None,
+        by_rank: bool,
+        marks: tuple[str, str],
+        pieces: Sequence[str] = (),
     ) -> list[Row]:
-        """``(conversation_id, node_id, role, snippet, rank)`` of the hits of ``query``.
+        """``(conversation_id, node_id, role, snippet, rank)`` of the hits of ``query``
+        (no word-index condition when it is "") that hold every one of ``pieces``.
+
+        ``pieces`` (words of scripts written without spaces, ``_text.unspaced_pieces``)
+        are found as substrings in the trigram index ``search_cjk``, which holds every
+        text that has such characters; a hit's snippet then marks them
+        (``substring_snippet``), and with no ``query`` there is no rank: newest first.
 
         The snippets are made row by row for the hits only, from ``marks``: two queries
         every hit also matches (a few of its words OR-ed, and one word), the second for
@@ -572,18 +585,30 @@ class Store:
         of the places each marked word occurs, and ranking would otherwise make one for
         every match: a pasted paragraph searched over 100 kB texts took minutes.
         """
-        where = "search MATCH ?" + (" AND conversation_id = ?" if cid else "")
+        conditions: list[str] = ["search MATCH ?"] if query else []
+        args: list[Any] = [query] if query else []
+        if pieces:
+            # LIKE on a trigram table uses its index for a piece of 3 characters or more
+            # and scans that table (only texts with such characters) for a shorter one.
+            likes = " AND ".join("text LIKE ?" for _ in pieces)
+            conditions.append(f"rowid IN (SELECT rowid FROM search_cjk WHERE {likes})")
+            args += [f"%{p}%" for p in pieces]  # letters, marks, digits: no LIKE escapes
+        if cid:
+            conditions.append("conversation_id = ?")
+            args.append(cid)
         # SQLite's integers are 64-bit: a larger limit (10**20, "all of them") means no limit.
-        limit = min(limit, _MAX_INT)
-        args: tuple[Any, ...] = (query, cid, limit) if cid else (query, limit)
+        args.append(min(limit, _MAX_INT))
         # Newest first walks the index backwards and stops at ``limit``; ranking must
         # score every match, which is slow for common words in a big session.
-        order = "rank" if by_rank else "rowid DESC"
+        order = "rank" if by_rank and query else "rowid DESC"
         hits = self.read(
-            "SELECT rowid, length(text), conversation_id, node_id, role, rank "
-            f"FROM search WHERE {where} ORDER BY {order} LIMIT ?",
-            args,
+            f"SELECT rowid, length(text), conversation_id, node_id, role, "
+            f"{'rank' if query else '0'} FROM search WHERE {' AND '.join(conditions)} "
+            f"ORDER BY {order} LIMIT ?",
+            tuple(args),
         )
+        if pieces:
+            return self._substring_hits(hits, pieces)
         snippets: dict[int, str] = {}
         for long, mark in enumerate(marks):
             rowids = [r[0] for r in hits if (r[1] > _SNIPPET_TEXT) == bool(long)]
@@ -597,3 +622,21 @@ class Store:
                     )
                 )
         return [(*hit, snippets.get(rowid, ""), rank) for rowid, _, *hit, rank in hits]
+
+    def _substring_hits(self, hits: list[Row], pieces: Sequence[str]) -> list[Row]:
+        """``search``'s rows for hits of a search with ``pieces``, snippets made here: the
+        word index cannot mark part of a token."""
+        texts: dict[int, str] = {}
+        rowids = [r[0] for r in hits]
+        for i in range(0, len(rowids), 500):
+            part = rowids[i : i + 500]
+            texts.update(
+                self.read(
+                    f"SELECT rowid, text FROM search WHERE rowid IN ({', '.join('?' * len(part))})",
+                    tuple(part),
+                )
+            )
+        return [
+            (*hit, substring_snippet(texts.get(rowid, ""), pieces), rank)
+            for rowid, _, *hit, rank in hits
+        ]

@@ -10,12 +10,16 @@ Invariants:
   ``bytes.decode(errors="replace")`` would show it. Everything else, NUL and
   other control characters included, is kept as it is.
 - A plain-word query never raises (see ``fts_query``).
+- Words of scripts written without spaces between words (``unspaced``: Han, kana,
+  Hangul, Thai, Lao, Myanmar, Khmer) are found as substrings (``unspaced_pieces``),
+  since the word index keeps a whole run of such characters as one token.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from mp13_context._errors import ContextError
 
@@ -59,3 +63,40 @@ def fts_query(text: str) -> str:
     the search; a query of such words only matches nothing.
     """
     return " ".join(f'"{_plain(w)}"' for w in text.split())
+
+
+#: Characters of scripts written without spaces between words: FTS5's ``unicode61``
+#: tokenizer keeps a run of them as one token, so ``日本語`` is not a word of
+#: ``日本語のテキスト`` there. Han (with extensions and compatibility forms), kana,
+#: Hangul, Thai, Lao, Myanmar and Khmer.
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff"
+    "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]"
+)
+
+
+def unspaced(text: str) -> bool:
+    """Whether ``text`` has a character of a script written without spaces (``_UNSPACED``)."""
+    return _UNSPACED.search(text) is not None
+
+
+def unspaced_pieces(word: str) -> list[str]:
+    """The substrings a search word of such a script must find: its runs of letters,
+    marks and digits (punctuation, symbols, spaces and control characters separate them,
+    as they separate tokens in the word index)."""
+    chars = [c if unicodedata.category(c)[0] in "LMN" else " " for c in scrub(word)]
+    return "".join(chars).split()
+
+
+def substring_snippet(text: str, pieces: Sequence[str], around: int = 24) -> str:
+    """A snippet of ``text`` around the first of ``pieces`` it holds (case-insensitive),
+    ``around`` characters each side, every piece in it marked ``[...]`` and a cut end
+    shown as ``…``, like the word index's snippets. "" if it holds none."""
+    found = re.compile("|".join(map(re.escape, pieces)), re.IGNORECASE)
+    first = found.search(text)
+    if first is None:
+        return ""
+    start, end = max(0, first.start() - around), min(len(text), first.end() + around)
+    marked = found.sub(lambda m: f"[{m.group()}]", text[start:end])
+    return ("…" if start else "") + marked + ("…" if end < len(text) else "")

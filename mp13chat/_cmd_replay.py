@@ -3,8 +3,9 @@
 compare the replies turn by turn (``mp13_context.areplay``).
 
 The replay's approvals go through the same inline prompt as chatting (a foreign
-session never brings its own permissions); Ctrl+C stops it, keeping the turns replayed
-so far in the new conversation. Afterwards the REPL moves to the new conversation.
+session never brings its own permissions); a line says which user turn is being
+replayed ("turn 3 of 12: ..."), and Ctrl+C stops it, keeping the turns replayed so far
+in the new conversation. Afterwards the REPL moves to the new conversation.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 
-from mp13_context import ReplayReport, areplay
+from mp13_context import ReplayProgress, ReplayReport, areplay
 from mp13_engine import RequestMetrics
 from mp13_toolbox import ToolCall
 from mp13chat import _position as position
@@ -68,12 +69,20 @@ async def replay(repl: Repl, line: CommandLine) -> None:
     and show a comparison table (text, similarity, tool calls, speed)."""
     source = position.find_conversation(repl, line.require_text("a conversation id or title"))
     render.print_info(repl.console, f"replaying {short(source)} …")
+
+    def progress(report: ReplayProgress) -> None:
+        # One line as each turn starts: the table comes at the end, this says how far
+        # a long replay is (and where Ctrl+C stopped it).
+        if report.turn is None:
+            render.print_info(repl.console, report.message)
+
     report = await areplay(
         source,
         into=repl.session,
         engine=repl.engine,
         toolbox=repl.toolbox,
         approval=repl.context.approval,
+        progress=progress,
     )
     repl.console.print(report_table(report))
     repl.cursor = repl.context.cursor(at=report.leaf_node_id)

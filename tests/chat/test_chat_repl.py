@@ -219,6 +219,16 @@ def test_search_then_goto_a_hit(make_chat):
     assert h.app.cursor.node_id == hits[0].node_id
 
 
+def test_search_finds_a_japanese_word_inside_a_sentence(make_chat):
+    """/search 東京 said "no matches" for 東京タワーに行きました: the word index kept
+    the whole run of characters as one word."""
+    h = make_chat(FakeEngine())
+    h.run("東京タワーに行きました", "/new", "something else")
+    out = h.run("/search 東京")
+    assert "no matches" not in out and "2 matches" in out
+    assert "タワーに行きました" in out  # the snippet, 東京 marked (highlighted) before it
+
+
 def test_save_copy_and_reopen(make_chat, tmp_path):
     h = make_chat(FakeEngine())
     h.run("/title first chat", "remember me")
@@ -286,6 +296,8 @@ def test_replay_into_a_new_conversation_with_a_comparison(make_chat):
     source = h.app.cursor.conversation_id
     out = h.run("/replay source")
     assert "2/2 replies identical" in out
+    # how far a long replay is, one line as each turn starts
+    assert out.index("turn 1 of 2: one") < out.index("turn 2 of 2: two") < out.index("2/2")
     assert h.app.cursor.conversation_id != source
     assert turns(h.app) == [
         ("user", "one"),
@@ -544,6 +556,7 @@ def test_ctrl_c_stops_a_replay(make_chat):
     engine.responder = lambda request: FakeReply(text="y" * 2000, delay_s=0.01)
     out = h.run("/replay slow", "/list", interrupt_after=0.5)
     assert "cancelled" in out
+    assert "turn 1 of 2: one" in out  # where the replay was when it was stopped
     assert "replay of" in out  # the loop went on: /list shows the partial replay
 
 

@@ -734,3 +734,52 @@ def test_closing_a_try_out_after_its_origin_went_to_another_conversation(ctx):
     again = ctx.cursor(cid)  # the first conversation resumes where the origin left it
     assert again.node_id == origin
     assert contents(again) == [("user", "keep this"), ("assistant", "echo: keep this")]
+
+
+def test_a_running_cursor_names_the_refused_call_and_a_way_that_works(ctx, engine):
+    """The refusal used to advise "or fork() first", fork() included: advice that named the
+    very call that had just failed. It names the call and a cursor where the running one
+    started, which can fork and ask while the reply runs."""
+    engine.delay_s = 0.01
+    engine.chunk_size = 1
+    cur = ctx.cursor()
+    cur.ask("first")
+    start = cur.node_id
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("slow " * 5))
+        while not cur.running or engine.in_flight == 0:
+            await asyncio.sleep(0.005)
+        for call, name in [
+            (cur.fork, "fork()"),
+            (cur.parent, "parent()"),
+            (lambda: cur.trim(1), "trim()"),
+            (cur.try_out, "try_out()"),
+        ]:
+            with pytest.raises(CursorError) as err:
+                call()
+            text = str(err.value)
+            assert text.startswith(f"{name} is refused while this cursor is running")
+            assert f"ctx.cursor(at={start!r})" in text and "fork() first" not in text
+        with pytest.raises(CursorError, match=r"^ask\(\) is refused"):
+            await cur.aask("again")
+        with pytest.raises(CursorError, match=r"^retry\(\) is refused"):
+            await cur.aretry()
+        # The advice works while the reply is still running, both ways.
+        beside = ctx.cursor(at=start).fork("meanwhile")
+        twin = cur.clone()
+        assert cur.running and twin.node_id == start != cur.node_id
+        side = await beside.aask("side")
+        other = await twin.aask("other")
+        return await task, side, beside, other, twin
+
+    turn, side, beside, other, twin = asyncio.run(main())
+    assert turn.text == "echo: " + "slow " * 5 and side.text == "echo: side"
+    assert [n.turn.text for n in cur.path() if n.turn][-2:] == ["slow " * 5, turn.text]
+    assert [n.turn.text for n in beside.path() if n.turn][-2:] == ["side", "echo: side"]
+    hub = next(n for n in beside.path() if n.kind is NodeKind.FORK_HUB)
+    assert hub.parent_id == start and hub.label == "meanwhile"
+    # The clone was not left at the user turn awaiting its reply: no two user turns in a row.
+    assert other.text == "echo: other"
+    assert [m["role"] for m in twin.messages()] == ["user", "assistant"] * 2
+    assert twin.path()[-3].id == start

@@ -41,6 +41,7 @@ def test_names_are_pinned():
         "NotFoundError",
         "ParamCommands",
         "ReadOnlyError",
+        "ReplayProgress",
         "ReplayReport",
         "ReplayTurn",
         "Role",

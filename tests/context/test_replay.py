@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import random
 
 import pytest
 
-from mp13_context import ChatContext, CommandKind, ContextError, Role, Session, replay
+from mp13_context import ChatContext, CommandKind, ContextError, Role, Session, areplay, replay
 from mp13_context._replay import similarity
 from mp13_context.testing import FakeEngine, FakeReply, echo
 from mp13_engine import FinishReason
@@ -280,3 +281,48 @@ def test_similarity_of_long_replies_stays_meaningful():
     other = _words(25_000, 2)
     assert similarity(long, other) < similarity(long, twice)
     assert 0.0 <= similarity(long, "short") < 0.01
+
+
+def test_replay_reports_turn_i_of_n_as_each_user_turn_starts_and_ends(session):
+    """A long replay used to say nothing until it was over."""
+    cur = source_conversation(session)
+    seen = []
+    report = replay(
+        cur, engine=FakeEngine(responder=responder), toolbox=toolbox(), progress=seen.append
+    )
+    assert [(p.index, p.total, p.done, p.turn is not None) for p in seen] == [
+        (1, 3, 0, False),
+        (1, 3, 1, True),
+        (2, 3, 1, False),
+        (2, 3, 2, True),
+        (3, 3, 2, False),
+        (3, 3, 3, True),
+    ]
+    assert [p.turn for p in seen if p.turn is not None] == list(report.turns)
+    assert [p.user_text for p in seen[::2]] == ["hello", "calc 2+3", "long tale"]
+    assert seen[0].message == "turn 1 of 3: hello"
+    assert seen[1].message == "turn 1 of 3 done: same"
+    assert str(seen[2]) == "turn 2 of 3: calc 2+3"  # progress=print prints the line
+
+
+def test_replay_progress_may_be_async_and_says_how_a_turn_differs(session):
+    cur = source_conversation(session)
+    seen = []
+
+    async def note(p):
+        seen.append(p.message)
+
+    other = FakeEngine(responder=lambda r: FakeReply(text="something else"))
+    report = asyncio.run(areplay(cur, engine=other, toolbox=toolbox(), progress=note))
+    assert len(seen) == 6 and not report.all_equal
+    ratio = report.turns[0].similarity
+    assert seen[1] == f"turn 1 of 3 done: differs (similarity {ratio:.2f})"
+
+
+def test_replay_progress_that_is_not_a_function_is_refused_before_anything_runs(session):
+    cur = source_conversation(session)
+    engine = FakeEngine(responder=responder)
+    before = len(session.conversations())
+    with pytest.raises(ContextError, match="replay's progress is a function"):
+        replay(cur, engine=engine, progress="print")
+    assert engine.requests == [] and len(session.conversations()) == before

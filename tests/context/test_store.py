@@ -26,6 +26,7 @@ from mp13_context import (
     Turn,
 )
 from mp13_context._export import session_data
+from mp13_context._integrity import row_hash
 from mp13_context._migrations import MIGRATIONS, migrate
 from mp13_context.testing import FakeEngine, FakeReply
 from mp13_toolbox import ToolCall
@@ -74,6 +75,14 @@ def test_every_older_schema_migrates_and_keeps_its_data(tmp_path, upto):
             "INSERT INTO search (text, role, conversation_id, node_id) "
             "VALUES ('remember the walrus', 'user', 'c1', 'u1')"
         )
+    if "0004_hashes" in NAMES[:upto]:  # that version hashed nodes as it saved them
+        rows = conn.execute(
+            "SELECT id, kind, turn, commands, label, created_at FROM nodes ORDER BY seq"
+        ).fetchall()
+        parent = ""
+        for nid, *content in rows:  # r1, then its child u1
+            parent = row_hash(parent, *content)
+            conn.execute("UPDATE nodes SET hash = ? WHERE id = ?", (parent, nid))
     conn.close()
     session = Session.open(path)
     conn = sqlean.connect(str(path))
@@ -424,6 +433,89 @@ def test_search_in_an_unknown_conversation_is_not_found_rather_than_no_hits(sess
     with pytest.raises(ContextError, match=r"^raw is True or False, not 'no'$"):
         session.search("hello", raw="no")
     assert len(session.search("hello", raw=False)) == 2
+
+
+def test_search_finds_a_word_inside_a_run_of_cjk_characters(session):
+    """FTS5's unicode61 tokenizer keeps a run without spaces as one token: 日本語 found
+    nothing in 日本語のテキスト, nor 中文 in a Chinese sentence."""
+    ctx = ChatContext(session, engine=FakeEngine())
+    ja = ctx.cursor(title="ja")
+    ja.ask("日本語のテキストを読む")
+    zh = ctx.cursor(title="zh")
+    zh.ask("我喜欢中文和PYTHON")
+    ko = ctx.cursor(title="ko")
+    ko.ask("한국어를 배웁니다")
+    ctx.cursor(title="en").ask("hello world")
+
+    def found(text, **kw):
+        return [(h.title, h.role.value, h.snippet) for h in session.search(text, **kw)]
+
+    assert found("日本語") == [
+        ("ja", "assistant", "echo: [日本語]のテキストを読む"),
+        ("ja", "user", "[日本語]のテキストを読む"),
+    ]
+    assert [t for t, r, _ in found("テキスト") if r == "user"] == ["ja"]  # inside the run
+    assert found("中文", conversation_id=zh.conversation_id)[1] == (
+        "zh",
+        "user",
+        "我喜欢[中文]和PYTHON",
+    )
+    assert [t for t, r, _ in found("한국어") if r == "user"] == ["ko"]
+    # With such a word, every word is a substring: the Latin one glued to the Han text too.
+    assert found("python 中文")[1] == ("zh", "user", "我喜欢[中文]和[PYTHON]")
+    assert found("日本語、テキスト")[1][2] == "[日本語]の[テキスト]を読む"  # punctuation splits
+    assert found("中文 nothing") == [] and found("日本語 中文") == []  # all words must match
+    assert found("中文", order="rank") == found("中文")  # no bm25 score: newest first
+    assert found("日本語", raw=True) == []  # raw queries: the word index only, as documented
+    assert [t for t, r, _ in found("world") if r == "user"] == ["en"]  # Latin: unchanged
+
+
+def test_a_cjk_snippet_is_cut_around_the_first_match(session):
+    c = session.new_conversation()
+    text = "あ" * 100 + "東京タワー" + "い" * 100 + "東京"
+    session.append_turns(c.root_id, [Turn(role=Role.USER, text=text)])
+    (hit,) = session.search("東京")
+    assert hit.snippet == "…" + "あ" * 24 + "[東京]タワー" + "い" * 21 + "…"
+
+
+def test_latin_text_adds_nothing_to_the_substring_index(tmp_path):
+    path = tmp_path / "s.db"
+    session = Session.open(path)
+    cur = ChatContext(session, engine=FakeEngine()).cursor()
+    cur.ask("plain English text, nothing else")
+    cur.ask("混ぜた text")
+    session.close()
+    conn = sqlean.connect(str(path))
+    rows = conn.execute("SELECT text FROM search_cjk ORDER BY rowid").fetchall()
+    conn.close()
+    assert rows == [("混ぜた text",), ("echo: 混ぜた text",)]
+
+
+def test_a_store_at_the_previous_schema_finds_cjk_words_after_opening(tmp_path):
+    path = tmp_path / "old.db"
+    conn = sqlean.connect(str(path), isolation_level=None)
+    migrate(conn, upto=NAMES.index("0005_substring_search"))
+    conn.close()
+    session = Session.open(path)  # stands in for the previous version: ...
+    c = session.new_conversation(title="old")
+    nodes = session.append_turns(
+        c.root_id,
+        [Turn(role=Role.USER, text="日本語のテキスト"), Turn(role=Role.USER, text="the walrus")],
+    )
+    session.close()
+    conn = sqlean.connect(str(path), isolation_level=None)
+    conn.execute("DROP TABLE search_cjk")  # ... which had no substring index
+    conn.execute("DELETE FROM migrations WHERE name = '0005_substring_search'")
+    assert conn.execute("SELECT count(*) FROM search").fetchone()[0] == 2
+    conn.close()
+    session = Session.open(path)
+    assert [h.node_id for h in session.search("テキスト")] == [nodes[0].id]
+    assert [h.node_id for h in session.search("walrus")] == [nodes[1].id]
+    assert session.verify().ok
+    cur = ChatContext(session, engine=FakeEngine()).cursor(c.id)
+    cur.ask("新しい質問")
+    assert [h.role for h in session.search("質問")] == [Role.ASSISTANT, Role.USER]
+    session.close()
 
 
 def test_search_finds_tool_results_and_replies(session):
