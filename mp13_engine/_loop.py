@@ -391,7 +391,8 @@ class DecodeLoop:
         """Prompts done: insert their KV into the prefix cache, take each first token, join."""
         kv = group.kv
         for i, row in enumerate(group.rows):
-            self._prefix.insert(row.owner, row.seq, kv.row_layers(i))
+            if self._current(row):  # else its key is stale: no lookup could ever reach it
+                self._prefix.insert(row.owner, row.seq, kv.row_layers(i))
             row.state.batch_size = max(row.state.batch_size, len(group.rows))
         keep = self._accept(group.rows, logits)
         kv.select(keep)

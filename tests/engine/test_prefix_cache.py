@@ -225,3 +225,27 @@ def test_loading_an_adapter_forgets_what_weights_may_have_changed(tiny_model_pat
         engine.adapters.load("a")  # the same name, maybe other weights
         again = engine.generate(Request(messages=_chat("Hi"), max_new_tokens=4, adapters=["a"]))
     assert again.metrics.cached_tokens == 0
+
+
+def test_a_prompt_whose_weights_changed_while_it_was_prefilled_is_not_kept(tiny_model_path):
+    # Its KV is keyed by the weights' old version, which no later lookup uses: kept, it
+    # was memory no request could reuse, counted in metrics().prefix_cache.bytes.
+    harness = StepHarness(
+        Engine.load(str(tiny_model_path), device="cpu"), chunk_tokens=64, prefix_cache_mb=16
+    )
+    first = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
+    harness.step()  # the first of several 64-token chunks
+    assert not first.tokens
+    harness.loop.weights_changed(by_call=True)  # e.g. an adapter loaded between two steps
+    harness.run([first])
+    assert first.response.ok
+    assert harness.prefix.stats().blocks == harness.prefix.stats().bytes == 0
+    again = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
+    harness.run([again])
+    assert again.response.metrics.cached_tokens == 0  # the old version's KV is not reused
+    kept = harness.prefix.stats()
+    assert kept.blocks == len(again.prompt_ids) // 32  # computed under the new version
+    third = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
+    harness.run([third])
+    assert third.response.metrics.cached_tokens > 0
+    assert third.response.raw_text == again.response.raw_text == first.response.raw_text
