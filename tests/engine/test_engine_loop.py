@@ -331,6 +331,7 @@ def test_rows_on_an_adapter_that_is_unloaded_end_with_a_clear_error(tiny_model_p
         futs = [engine.submit(on_a), engine.submit(beside)]
         _wait_tokens(engine, on_a.id, 3)
         engine.adapters.unload("a")
+        assert futs[0].done()  # resolved before unload() returned
         gone, kept = futs[0].result(60), futs[1].result(60)
     assert gone.finish_reason is FinishReason.ERROR
     assert "'a'" in gone.error and "unloaded" in gone.error
