@@ -47,7 +47,8 @@ class PrefixCacheStats:
     ``hit_rate``: the share of lookups (one per admitted request) that reused at
     least one block; ``tokens_saved``: prompt tokens taken from the cache
     instead of computed; ``token_hit_rate``: ``tokens_saved`` over the prompt
-    tokens looked up.
+    tokens looked up; ``evicted_blocks``: blocks dropped to stay within
+    ``budget_bytes`` (not those forgotten because adapters or weights changed).
     """
 
     budget_bytes: int = 0
