@@ -12,8 +12,10 @@ One :meth:`DecodeLoop.step` (worker thread):
 3. **prefill** in chunks under ``EngineConfig.prefill_chunk_tokens`` (padding
    included), the group with the least left to compute first: a long prompt
    takes several steps, running rows decode at every one of them, and a short
-   prompt that arrives meanwhile is not held up; a group whose prompt is
-   complete samples each row's first token and *joins* the running batch;
+   prompt that arrives meanwhile is not held up (the group admitted first keeps
+   half the budget, so a stream of short prompts never starves it); a group
+   whose prompt is complete samples each row's first token and *joins* the
+   running batch;
 4. **decode** one token for every running row in one forward, and let rows
    that ended *leave* at once.
 
@@ -325,16 +327,27 @@ class DecodeLoop:
     # ----- 3. prefill
     def _chunks(self) -> list[Chunk]:
         """The prompt chunks of this step, within the token budget."""
+        if not self.prefills:
+            return []
         budget = self._chunk
         spent = 0
         chunks: list[Chunk] = []
         # Shortest remaining prompt first: a short request that arrives while a long prompt
         # is being prefilled gets its first token at once instead of after the long one.
-        # Admission is capped by max_batch_size, so the long one still moves on.
+        # But the group admitted first keeps half the budget (what it needs, if less) at
+        # every step: short prompts that keep arriving would otherwise take each step's
+        # whole budget, and the long prompt would never get its first token.
+        oldest = self.prefills[0]
+        reserved = min(oldest.cost(), budget // 2)
         for group in sorted(self.prefills, key=PrefillGroup.cost):
-            if spent and spent >= budget:
-                break
-            start, end, new = group.chunk(budget - spent)
+            if group is oldest:
+                room = max(budget - spent, reserved)
+                reserved = 0
+            else:
+                room = budget - spent - reserved
+                if spent and room <= 0:
+                    continue
+            start, end, new = group.chunk(room)
             spent += len(group.rows) * (end - start)
             chunks.append((group, start, end, new))
         return chunks
@@ -378,7 +391,8 @@ class DecodeLoop:
         """Prompts done: insert their KV into the prefix cache, take each first token, join."""
         kv = group.kv
         for i, row in enumerate(group.rows):
-            self._prefix.insert(row.owner, row.seq, kv.row_layers(i))
+            if self._current(row):  # else its key is stale: no lookup could ever reach it
+                self._prefix.insert(row.owner, row.seq, kv.row_layers(i))
             row.state.batch_size = max(row.state.batch_size, len(group.rows))
         keep = self._accept(group.rows, logits)
         kv.select(keep)

@@ -47,7 +47,8 @@ class PrefixCacheStats:
     ``hit_rate``: the share of lookups (one per admitted request) that reused at
     least one block; ``tokens_saved``: prompt tokens taken from the cache
     instead of computed; ``token_hit_rate``: ``tokens_saved`` over the prompt
-    tokens looked up.
+    tokens looked up; ``evicted_blocks``: blocks dropped to stay within
+    ``budget_bytes`` (not those forgotten because adapters or weights changed).
     """
 
     budget_bytes: int = 0
@@ -78,10 +79,12 @@ class EngineMetrics:
     Latency is submission → final response; TTFT is submission → first token.
     ``total_requests``: every request that ended since the engine started,
     ``rejected`` of them without running (see the module docstring).
-    ``finish_reasons``: how many of those requests ended with each
-    ``FinishReason`` (by its value; every reason is a key, 0 while none did, also
-    on an idle engine). ``steps``: decode-loop steps run; ``slow_steps``: steps (decode, training
-    or worker calls) that ran far past their usual time (see
+    ``finish_reasons``: how many of the requests in the window (those that
+    ran; the ``rejected`` ones, e.g. refused as the queue was full, are not
+    among them) ended with each ``FinishReason`` (by its value; every reason is
+    a key, 0 while none did, also on an idle engine). ``steps``: decode-loop
+    steps run; ``slow_steps``: steps (decode, training or worker calls) that
+    ran far past their usual time (see
     ``EngineConfig.slow_step_s``); ``prefix_cache``: hits, tokens saved and
     memory of the prefix cache.
     """

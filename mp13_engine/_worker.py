@@ -273,13 +273,22 @@ class Worker:
             if work.future.cancelled():
                 return
             self.clock.begin("call")
+            result: Any = None
+            error: BaseException | None = None
             try:
-                work.future.set_result(work.fn(*work.args, **work.kwargs))
+                result = work.fn(*work.args, **work.kwargs)
             except BaseException as exc:
-                work.future.set_exception(exc)
+                error = exc
             finally:
                 self.clock.end()
+            # The loop hears of the change before the caller does: once e.g. unload() or
+            # load(replace=True) returns, the stale prefix-cache blocks are gone from
+            # metrics() and the rows on an unloaded adapter are resolved.
             self._changed(by_call=True)
+            if error is not None:
+                work.future.set_exception(error)
+            else:
+                work.future.set_result(result)
             return
         job = work.job
         self.clock.begin("job")

@@ -216,6 +216,28 @@ def test_a_short_prompt_is_not_held_up_by_a_long_one_being_prefilled(harness):
     assert long.response.ok and short.response.ok
 
 
+def test_short_prompts_that_keep_arriving_do_not_starve_a_long_one(harness):
+    # Shortest prompt first must not mean "never" for the long one: short requests that
+    # arrive at every step would otherwise take each step's whole budget.
+    long = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
+    prompt_len = len(long.prompt_ids)
+    shorts = []
+    steps = 0
+    while not long.tokens:
+        assert steps <= 2 * -(-prompt_len // 64) + 1, "the long prompt starved"
+        # four short prompts (~20 tokens each: more than the 64-token budget together)
+        # arrive at every step and are served at once
+        shorts += [
+            harness.submit(Request(prompt=f"short {steps} {i} " * 5, max_new_tokens=1))
+            for i in range(4)
+        ]
+        harness.step()
+        steps += 1
+    assert steps > -(-prompt_len // 64)  # the short ones did get a share of the budget
+    done = harness.run([long, *shorts])
+    assert all(r.ok for r in done)
+
+
 def test_requests_sent_at_once_are_prefilled_as_one_batch(tiny_model_path):
     harness = StepHarness(Engine.load(str(tiny_model_path), device="cpu"), chunk_tokens=512)
     prompts = [PROMPTS[i % 4] * (1 + i // 4) for i in range(8)]
@@ -309,6 +331,7 @@ def test_rows_on_an_adapter_that_is_unloaded_end_with_a_clear_error(tiny_model_p
         futs = [engine.submit(on_a), engine.submit(beside)]
         _wait_tokens(engine, on_a.id, 3)
         engine.adapters.unload("a")
+        assert futs[0].done()  # resolved before unload() returned
         gone, kept = futs[0].result(60), futs[1].result(60)
     assert gone.finish_reason is FinishReason.ERROR
     assert "'a'" in gone.error and "unloaded" in gone.error

@@ -225,3 +225,61 @@ def test_loading_an_adapter_forgets_what_weights_may_have_changed(tiny_model_pat
         engine.adapters.load("a")  # the same name, maybe other weights
         again = engine.generate(Request(messages=_chat("Hi"), max_new_tokens=4, adapters=["a"]))
     assert again.metrics.cached_tokens == 0
+
+
+def test_a_prompt_whose_weights_changed_while_it_was_prefilled_is_not_kept(tiny_model_path):
+    # Its KV is keyed by the weights' old version, which no later lookup uses: kept, it
+    # was memory no request could reuse, counted in metrics().prefix_cache.bytes.
+    harness = StepHarness(
+        Engine.load(str(tiny_model_path), device="cpu"), chunk_tokens=64, prefix_cache_mb=16
+    )
+    first = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
+    harness.step()  # the first of several 64-token chunks
+    assert not first.tokens
+    harness.loop.weights_changed(by_call=True)  # e.g. an adapter loaded between two steps
+    harness.run([first])
+    assert first.response.ok
+    assert harness.prefix.stats().blocks == harness.prefix.stats().bytes == 0
+    again = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
+    harness.run([again])
+    assert again.response.metrics.cached_tokens == 0  # the old version's KV is not reused
+    kept = harness.prefix.stats()
+    assert kept.blocks == len(again.prompt_ids) // 32  # computed under the new version
+    third = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
+    harness.run([third])
+    assert third.response.metrics.cached_tokens > 0
+    assert third.response.raw_text == again.response.raw_text == first.response.raw_text
+
+
+def test_replacing_an_adapter_never_reuses_the_old_weights_kv(tiny_model_path, adapter_dir):
+    chat = _chat("Hi")
+    with Engine.load(str(tiny_model_path), device="cpu", prefix_cache_mb=0) as plain:
+        plain.adapters.load(str(adapter_dir / "b"), name="a")
+        expected = plain.generate(Request(messages=chat, max_new_tokens=6, adapters=["a"]))
+    with Engine.load(str(tiny_model_path), device="cpu", adapters_dir=str(adapter_dir)) as engine:
+        engine.adapters.load("a")
+        old = engine.generate(Request(messages=chat, max_new_tokens=6, adapters=["a"]))
+        engine.generate(Request(messages=chat, max_new_tokens=6))  # the base model's too
+        assert engine.metrics().prefix_cache.blocks > 0
+        engine.adapters.load(str(adapter_dir / "b"), name="a", replace=True)
+        assert engine.metrics().prefix_cache.blocks == 0
+        new = engine.generate(Request(messages=chat, max_new_tokens=6, adapters=["a"]))
+    assert new.metrics.cached_tokens == 0
+    assert new.raw_text == expected.raw_text != old.raw_text
+
+
+def test_a_training_step_drops_the_adapters_blocks_and_keeps_the_base_models(
+    tiny_model_path, adapter_dir
+):
+    engine = Engine.load(str(tiny_model_path), device="cpu", adapters_dir=str(adapter_dir))
+    engine.adapters.load("a")
+    harness = StepHarness(engine, prefix_cache_mb=16)
+    base = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4))
+    on_a = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4, adapters=["a"]))
+    both = harness.prefix.stats().blocks
+    harness.loop.weights_changed(by_call=False)  # what the worker says after a job step
+    assert 0 < harness.prefix.stats().blocks < both
+    base2 = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4))
+    on_a2 = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4, adapters=["a"]))
+    assert base2.metrics.cached_tokens > 0 and base2.raw_text == base.raw_text
+    assert on_a2.metrics.cached_tokens == 0 and on_a2.raw_text == on_a.raw_text
