@@ -82,7 +82,9 @@ class TrainingRow:
 
     @property
     def n_loss(self) -> int:
-        return sum(self.mask)
+        """Tokens in the loss (non-zero mask entries, as ``batches`` reads them): counted on
+        the bytes, several times faster than summing a Python int a token, per window."""
+        return len(self.mask) - self.mask.tobytes().count(0)
 
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
