@@ -5,7 +5,9 @@ Invariants: an adapter name is a name, never a path (``adapter_name_problem``),
 so ``adapters_dir/<name>`` stays inside ``adapters_dir``. A directory written
 here is plain PEFT format (``adapter_config.json`` +
 ``adapter_model.safetensors``) that ``PeftModel.from_pretrained`` loads; mp13
-adds only ``mp13_adapter.json``. ``check_compatible`` reads shapes without
+adds only ``mp13_adapter.json``; a save is written whole beside the folder and
+swapped in, so the folder holds one adapter's files, never a mix of two saves, and
+keeps its other entries. ``check_compatible`` reads shapes without
 loading tensors and never touches the model; ``check_wrappable`` refuses a
 base model that a device map partly offloaded, or one whose 4-bit weights
 bitsandbytes repacked (``_compat``): PEFT cannot wrap either safely, so it runs
@@ -15,9 +17,10 @@ before the model is touched.
 from __future__ import annotations
 
 import enum
+import errno
 import json
+import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -69,34 +72,119 @@ def write_adapter_dir(
     loaded from or last saved to: training's data, config and loss) is kept; a folder's
     metadata never passes to another adapter saved over it. A folder that cannot be made
     or written is an ``AdapterError``.
+
+    The whole adapter is written into a folder beside ``path`` and swapped in (see
+    ``_swap_in``), so a process killed mid-save leaves the old adapter or the new one at
+    ``path``, never a mix of their files; what else ``path`` holds (a job's
+    ``checkpoints``, files of the user's) stays in it.
     """
+    staging = _sibling(path, _STAGING)
     try:
-        _write_files(model, name, path)
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "it is a file, not a folder", str(path))
+        _recover(path)
         meta = {**_read_metadata(carry_from), **_describe_base(model, name)}
         meta.update(metadata or {})
-        (path / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+        shutil.rmtree(staging, ignore_errors=True)
+        produced = _write_files(model, name, path, staging)
+        (produced / METADATA_FILE).write_text(
+            json.dumps(meta, indent=2, sort_keys=True, default=str)
+        )
+        _swap_in(produced, path)
     except OSError as exc:
         raise AdapterError(
             f"Saving adapter {name!r} to {str(path)!r} failed: {exc}. Give a folder that can "
             "be written (new, or one to write the adapter's files into)."
         ) from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
-def _write_files(model: Any, name: str, path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    # PEFT writes a non-"default" adapter into a subfolder named after it; save into a
-    # scratch dir next to the target and move the files so `path` itself is the adapter dir.
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".mp13-save-") as tmp:
-        try:
-            model.save_pretrained(tmp, selected_adapters=[name])
-        except (ValueError, RuntimeError) as exc:
-            raise AdapterError(
-                f"Saving adapter {name!r} to {str(path)!r} failed: {exc}. Check the path."
-            ) from exc
-        produced = Path(tmp) / name if (Path(tmp) / name).is_dir() else Path(tmp)
-        for item in produced.iterdir():
-            if item.is_file():
-                shutil.move(str(item), str(path / item.name))
+#: Files that make up a saved adapter: replaced or removed together, never carried over
+#: from the adapter saved before (a stale ``adapter_model.bin`` beside new safetensors).
+_ADAPTER_FILES = frozenset(
+    {"adapter_config.json", "adapter_model.safetensors", "adapter_model.bin", METADATA_FILE}
+)
+# Hidden siblings of an adapter folder during a save: the new adapter being written, and the
+# old folder between the swap and the move of its other entries into the new one. Fixed
+# names, so the next save into the folder finds what a killed process left (``_recover``).
+_STAGING = "mp13-save"
+_OLD = "mp13-old"
+
+
+def _sibling(path: Path, what: str) -> Path:
+    return path.with_name(f".{path.name}.{what}")
+
+
+def _write_files(model: Any, name: str, path: Path, staging: Path) -> Path:
+    """Save the adapter's PEFT files under ``staging``; the folder that holds them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging.mkdir()
+    try:
+        model.save_pretrained(str(staging), selected_adapters=[name])
+    except (ValueError, RuntimeError) as exc:
+        raise AdapterError(
+            f"Saving adapter {name!r} to {str(path)!r} failed: {exc}. Check the path."
+        ) from exc
+    # PEFT writes a non-"default" adapter into a subfolder named after it.
+    return staging / name if (staging / name).is_dir() else staging
+
+
+def _swap_in(new: Path, path: Path) -> None:
+    """Make the complete adapter folder ``new`` the folder ``path``.
+
+    A folder cannot be renamed over a non-empty one (POSIX) or over any folder (Windows),
+    so an existing ``path`` is renamed aside first and ``new`` renamed into its place: two
+    renames, between which a killed process leaves no ``path`` and both folders beside it
+    (``_recover`` puts the old one back). Then the old folder's other entries move into the
+    new one and the old adapter is deleted. When the folder cannot be renamed (Windows: a
+    file in it is open), the files are replaced one at a time, as before.
+    """
+    if not path.exists():
+        new.rename(path)
+        return
+    if path.is_symlink():  # the link is the user's: write into the folder it points to
+        _replace_files(new, path)
+        return
+    old = _sibling(path, _OLD)
+    try:
+        path.rename(old)
+    except OSError:  # Windows: a file in it is open; a mount point
+        _replace_files(new, path)
+        return
+    new.rename(path)
+    _move_kept(old, path)
+
+
+def _replace_files(new: Path, path: Path) -> None:
+    """The fallback: each file of ``new`` replaces its namesake in ``path``; stale adapter
+    files it does not have are removed."""
+    for stale in _ADAPTER_FILES - {item.name for item in new.iterdir()}:
+        (path / stale).unlink(missing_ok=True)
+    for item in new.iterdir():
+        if item.is_file():
+            os.replace(item, path / item.name)
+
+
+def _move_kept(old: Path, path: Path) -> None:
+    """Move ``old``'s entries that are not the adapter's (nor in ``path``) into ``path``,
+    then delete ``old``."""
+    for item in old.iterdir():
+        if item.name not in _ADAPTER_FILES and not (path / item.name).exists():
+            item.rename(path / item.name)
+    shutil.rmtree(old)
+
+
+def _recover(path: Path) -> None:
+    """Settle what a save into ``path`` killed mid-way left beside it: the old folder goes
+    back when the new one never took its place, else its other entries join the new one."""
+    old = _sibling(path, _OLD)
+    if not old.exists():
+        return
+    if path.exists():
+        _move_kept(old, path)
+    else:
+        old.rename(path)
 
 
 def _describe_base(model: Any, name: str) -> dict[str, Any]:

@@ -131,7 +131,9 @@ class TrainingConfig:
     (default: ``adapters_dir/adapter``, else ``./adapters/adapter``) with
     checkpoints every ``checkpoint_every`` steps (in ``output_dir/checkpoints/step-<n>``);
     ``resume_from`` a checkpoint directory (or ``"latest"``, the most recently saved
-    one there) resumes optimizer, scheduler and data order; its LoRA settings and
+    one there) resumes optimizer, scheduler and data order (a cancelled run leaves its
+    adapter loaded: unload it first, or resume into it with ``continue_training=True``,
+    the checkpoint's weights replacing its own); its LoRA settings and
     base model must be this job's, and its step below the job's last. Its data order
     must be too: another ``batch_size``, ``grad_accum``, ``seed``, ``shuffle`` or
     dataset (rows after ``max_seq_len``/``overflow``/``loss_on``) is refused, unless

@@ -393,6 +393,17 @@ class TrainingJob:
         """Why the adapter's name cannot be trained now (loaded, or not loaded to continue)."""
         cfg = self.config
         loaded = self._host.is_loaded(cfg.adapter)
+        if loaded and not cfg.continue_training and cfg.resume_from is not None:
+            # What a cancelled (or ended) run leaves: it installed what it had trained, so
+            # the name is taken when its checkpoint is resumed; "pick another name" would
+            # not resume that run, and its adapter's output_dir moves with the name.
+            return TrainingError(
+                f"An adapter named {cfg.adapter!r} is already loaded (a run that is cancelled "
+                "or ends installs what it trained), so resuming its checkpoint would replace "
+                f"it. To resume, unload it first (engine.adapters.unload({cfg.adapter!r})) and "
+                "start this job again, or set continue_training=True to resume into the loaded "
+                "adapter (the checkpoint's weights replace its own)."
+            )
         if loaded and not cfg.continue_training:
             return TrainingError(
                 f"An adapter named {cfg.adapter!r} is already loaded. Pick another name, "

@@ -26,6 +26,7 @@ EOS (prompt/completion), or anywhere (text, or ``loss_on="all"``).
 
 from __future__ import annotations
 
+import array
 import bisect
 import functools
 from collections.abc import Callable, Mapping, Sequence
@@ -46,16 +47,44 @@ Prepare = Callable[
 EncodeChat = Callable[[str, Any, Callable[[Any], str]], tuple[list[int], list[tuple[int, int]]]]
 
 
+#: Typecode of ``TrainingRow.ids``: C ``int``, 4 bytes on every platform torch runs on (``"l"``
+#: is 4 bytes on Windows but 8 on Linux). Token ids are vocabulary indices, far below 2**31.
+IDS_TYPECODE = "i"
+#: Typecode of ``TrainingRow.mask``: one unsigned byte per token.
+MASK_TYPECODE = "B"
+
+
+def _ids(values: Any) -> array.array[int]:
+    if isinstance(values, array.array) and values.typecode == IDS_TYPECODE:
+        return values
+    return array.array(IDS_TYPECODE, values)
+
+
+def _mask(values: Any) -> array.array[int]:
+    if isinstance(values, array.array) and values.typecode == MASK_TYPECODE:
+        return values
+    return array.array(MASK_TYPECODE, values)
+
+
 @attrs.frozen
 class TrainingRow:
-    """Token ids of one example and its loss mask (same length): what a micro-batch is made of."""
+    """Token ids of one example and its loss mask (same length): what a micro-batch is made of.
 
-    ids: tuple[int, ...]
-    mask: tuple[int, ...]
+    Both are stored compactly, as ``array`` buffers (4 bytes an id, 1 byte a mask entry; any
+    sequence of ints given is converted): a job holds every row of its dataset for the whole
+    run, and tuples of Python ints took about 44 bytes a token, several GB for a 500 MB
+    dataset. The trainer reads them as buffers (``torch.frombuffer``), without a Python int
+    per token. Treat them as read-only: rows compare by value, but cannot be hashed.
+    """
+
+    ids: array.array[int] = attrs.field(converter=_ids)
+    mask: array.array[int] = attrs.field(converter=_mask)
 
     @property
     def n_loss(self) -> int:
-        return sum(self.mask)
+        """Tokens in the loss (non-zero mask entries, as ``batches`` reads them): counted on
+        the bytes, several times faster than summing a Python int a token, per window."""
+        return len(self.mask) - self.mask.tobytes().count(0)
 
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -293,4 +322,4 @@ def render_example(
             ids, _ = _encode(tokenizer, example.text, special=True)
             ids = ids + eos
             mask = [1] * len(ids)
-    return TrainingRow(tuple(ids), tuple(mask))
+    return TrainingRow(ids, mask)

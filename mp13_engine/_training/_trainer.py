@@ -46,16 +46,21 @@ _AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 def batches(
     rows: Sequence[TrainingRow], pad_id: int, device: torch.device
 ) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 outside the mask)."""
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 outside the mask).
+
+    A row's ``array`` buffers are read in place (``torch.frombuffer``), not as one Python int
+    a token; rows given as other int sequences are converted by ``TrainingRow``."""
     width = max(len(r.ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
     labels = torch.full((len(rows), width), _IGNORE, dtype=torch.long)
     for i, row in enumerate(rows):
         n = len(row.ids)
-        ids[i, :n] = torch.tensor(row.ids)
+        if n == 0:  # frombuffer refuses an empty buffer; the row is all padding
+            continue
+        ids[i, :n] = torch.frombuffer(row.ids, dtype=torch.int32)
         attn[i, :n] = 1
-        mask = torch.tensor(row.mask, dtype=torch.bool)
+        mask = torch.frombuffer(row.mask, dtype=torch.uint8).bool()
         labels[i, :n] = torch.where(mask, ids[i, :n], _IGNORE)
     return {
         "input_ids": ids.to(device),
@@ -166,8 +171,9 @@ class Trainer:
         digest = hashlib.sha256()
         for row in self.rows:  # the rendered rows: max_seq_len, overflow and loss_on count too
             digest.update(len(row.ids).to_bytes(4, "little"))
+            # 8-byte ids, as when rows were tuples: checkpoints saved then still compare equal.
             digest.update(array.array("q", row.ids).tobytes())
-            digest.update(bytes(row.mask))
+            digest.update(row.mask.tobytes())
         self._data = {
             "batch_size": cfg.batch_size,
             "grad_accum": cfg.grad_accum,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mp13_engine import AdapterError, AdapterInfo, Engine, FinishReason, Request
-from mp13_engine._adapter_files import METADATA_FILE
+from mp13_engine._adapter_files import _ADAPTER_FILES, METADATA_FILE
 
 PROMPTS = ["Hello there", "What is a cat?", "Tell me a story", "Count to three", "Why?"]
 
@@ -673,3 +673,69 @@ def test_embedding_lora_with_a_regex_target_serves_and_a_misfit_names_the_vocab(
     with pytest.raises(AdapterError, match=r"embedding LoRA for \d+ tokens, model has \d+"):
         engine.adapters.load(other, name="other")
     assert "other" not in engine.adapters
+
+
+class _Killed(Exception):
+    """Stands for the process dying at that point of a save."""
+
+
+def _adapter_state(folder: pathlib.Path) -> dict[str, bytes]:
+    return {n: (folder / n).read_bytes() for n in sorted(_ADAPTER_FILES) if (folder / n).is_file()}
+
+
+def test_a_save_cut_short_leaves_one_whole_adapter_and_keeps_the_folders_other_files(
+    engine, tmp_path, monkeypatch
+):
+    """Saving over an adapter moved its files in one at a time: a process killed between two
+    moves left the new config beside the old weights. The new adapter is now written beside
+    the folder and swapped in; the folder's other entries (a job's checkpoints) stay."""
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    folder = engine.adapters.save("a", tmp_path / "x")
+    (folder / "checkpoints" / "step-2").mkdir(parents=True)
+    (folder / "checkpoints" / "step-2" / "trainer_state.pt").write_bytes(b"state")
+    (folder / "notes.txt").write_text("mine")
+    (folder / "adapter_model.bin").write_bytes(b"stale")  # an older save's other format
+    old = _adapter_state(folder)
+    engine.adapters.save("b", tmp_path / "b-alone")
+    new = _adapter_state(tmp_path / "b-alone")
+    new_meta = json.loads(new.pop(METADATA_FILE))
+
+    def whole_b() -> bool:
+        state = _adapter_state(folder)
+        meta = json.loads(state.pop(METADATA_FILE))
+        return state == new and meta["name"] == new_meta["name"] == "b"
+
+    real_rename = pathlib.Path.rename
+    for kill_at in (1, 2, 3):  # aside the old folder, the new one in, an entry moved back
+        calls = []
+
+        def rename(self, target, kill_at=kill_at, calls=calls):
+            calls.append(self)
+            if len(calls) == kill_at:
+                raise _Killed
+            return real_rename(self, target)
+
+        monkeypatch.setattr(pathlib.Path, "rename", rename)
+        with pytest.raises(_Killed):
+            engine.adapters.save("b", folder, overwrite=True)
+        monkeypatch.setattr(pathlib.Path, "rename", real_rename)
+        # The old adapter whole (or no folder, until the next save puts it back), or the new.
+        assert not folder.exists() or _adapter_state(folder) == old or whole_b()
+        assert engine.adapters.save("b", folder, overwrite=True) == folder
+        assert whole_b() and not (folder / "adapter_model.bin").exists()
+        assert (folder / "notes.txt").read_text() == "mine"
+        assert (folder / "checkpoints" / "step-2" / "trainer_state.pt").read_bytes() == b"state"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["b-alone", "x"]  # nothing beside
+        engine.adapters.save("a", folder, overwrite=True)
+        assert engine.adapters.load(folder, name=f"a{kill_at}").rank == 4
+
+    # A folder that cannot be renamed (Windows, a file in it open): its files are replaced.
+    def locked(self, target):
+        if self == folder:
+            raise PermissionError("in use")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(pathlib.Path, "rename", locked)
+    assert engine.adapters.save("b", folder, overwrite=True) == folder
+    assert whole_b() and (folder / "notes.txt").read_text() == "mine"

@@ -771,3 +771,28 @@ def test_an_eval_every_evaluation_shares_the_worker_with_requests(engine, tmp_pa
     assert batches_by_then < len(val) // 2  # served between batches, not after all of them
     at_end = engine.train(_cfg(tmp_path, "evals2", **kw)).result(60)  # one call at the end
     assert result.eval_loss == pytest.approx(at_end.eval_loss, rel=1e-6)
+
+
+def test_resuming_a_cancelled_job_whose_adapter_is_loaded_says_how(engine, tmp_path):
+    """A cancelled job installs what it trained, so the name is loaded when the user resumes
+    its checkpoint: the advice is the resume (unload, or resume into it), not another name."""
+    straight = engine.train(_cfg(tmp_path, "rc0", max_steps=30, checkpoint_every=2)).result(120)
+    job = engine.train(_cfg(tmp_path, "rc", max_steps=30, checkpoint_every=2))
+    next(e for e in job.events(timeout=60) if e.kind == "checkpoint")
+    job.cancel()
+    assert job.result(120).cancelled and "rc" in engine.adapters
+    last = [e.path for e in job.events(timeout=60) if e.kind == "checkpoint"][-1]
+    resume = _cfg(tmp_path, "rc", max_steps=30, checkpoint_every=2, resume_from="latest")
+    with pytest.raises(TrainingError) as caught:
+        engine.train(resume)
+    message = str(caught.value)
+    assert "engine.adapters.unload('rc')" in message and "continue_training=True" in message
+    assert "Pick another name" not in message and "rc" in engine.adapters
+    # Either way it advises resumes the run where its checkpoint left it.
+    into_loaded = engine.train(attrs.evolve(resume, continue_training=True)).result(120)
+    assert into_loaded.steps == 30 and not into_loaded.cancelled
+    assert into_loaded.final_loss == pytest.approx(straight.final_loss, rel=1e-5)
+    engine.adapters.unload("rc")
+    unloaded = engine.train(attrs.evolve(resume, resume_from=last)).result(120)
+    assert unloaded.steps == 30
+    assert unloaded.final_loss == pytest.approx(straight.final_loss, rel=1e-5)

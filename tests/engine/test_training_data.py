@@ -507,3 +507,39 @@ def test_span_test_is_membership_in_any_span(spans, pos):
     from mp13_engine._training._render import span_test
 
     assert span_test(spans)(pos) == any(s <= pos < e for s, e in spans)
+
+
+def test_rendered_rows_are_compact_buffers_and_batch_as_tuples_did(tiny_model_path):
+    """A job holds every row for its whole run: 4 bytes an id and 1 a mask entry (tuples of
+    Python ints took about 44 bytes a token), and the batch built from them is the one the
+    tuples gave (so losses do not change)."""
+    import sys
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from mp13_engine._training._render import TrainingRow
+    from mp13_engine._training._trainer import batches
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    rows = [
+        render_example(tok, to_example("r", CHAT)),
+        render_example(tok, to_example("r", {"prompt": "Q: 2+2?\nA:", "completion": " 4"})),
+    ]
+    for row in rows:
+        assert (row.ids.itemsize, row.mask.itemsize) == (4, 1)
+        assert sys.getsizeof(row.ids) + sys.getsizeof(row.mask) < 200 + 5 * len(row.ids)
+    # Any int sequence converts (the demo builds rows from tuples); rows compare by value.
+    as_tuples = [TrainingRow(tuple(r.ids), tuple(r.mask)) for r in rows]
+    assert as_tuples == rows and as_tuples[0].ids.typecode == rows[0].ids.typecode
+    assert rows[0].n_loss == sum(tuple(rows[0].mask)) > 0
+
+    got = batches(rows, 0, torch.device("cpu"))
+    width = max(len(r.ids) for r in rows)
+    for i, row in enumerate(rows):
+        ids, mask, pad = list(row.ids), list(row.mask), width - len(row.ids)
+        assert got["input_ids"][i].tolist() == ids + [0] * pad
+        assert got["attention_mask"][i].tolist() == [1] * len(ids) + [0] * pad
+        labels = [t if m else -100 for t, m in zip(ids, mask, strict=True)] + [-100] * pad
+        assert got["labels"][i].tolist() == labels
+    assert all(t.dtype == torch.long for t in got.values())
