@@ -9,7 +9,7 @@ none). The REPL passes it to the engine as ``EngineConfig.adapters_dir``, so
 - ``/train start NAME ...`` saves the adapter to ``FOLDER/NAME`` (unless the command
   gives ``output_dir=``).
 - At start (``discover``) every adapter folder in it (one holding PEFT's
-  ``adapter_config.json``) that was made for the loaded model is loaded under its
+  ``adapter_config.json``; hidden ones aside) that was made for the loaded model is loaded under its
   folder's name, so adapters trained in the REPL are there again on the next start.
   "Made for" compares the base model PEFT recorded (``base_model_name_or_path``)
   with the loaded one; an adapter that records none is tried, and the engine refuses
@@ -78,7 +78,7 @@ def discover(manager: Any, folder: Path, model: str) -> Discovery:
     failed: list[tuple[str, str]] = []
     if not folder.is_dir():
         return Discovery()
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and is_adapter(p)):
+    for sub in sorted(p for p in folder.iterdir() if _shown(p) and is_adapter(p)):
         base = recorded_base(sub)
         if sub.name in manager or (base is not None and not same_model(base, model)):
             continue
@@ -89,6 +89,12 @@ def discover(manager: Any, folder: Path, model: str) -> Discovery:
             continue
         loaded.append(sub.name)
     return Discovery(tuple(loaded), tuple(failed))
+
+
+def _shown(path: Path) -> bool:
+    """A folder of the user's: hidden ones (``.NAME.mp13-old``, left by a save that was
+    cut short, or any ``.NAME``) are not adapters to load under their folder's name."""
+    return path.is_dir() and not path.name.startswith(".")
 
 
 def resolve(word: str, folder: Path | None) -> str:
