@@ -89,6 +89,13 @@ What each workaround relies on (check these on upgrade)
       interface function with the forward's keyword arguments (checked after
       every packed forward), and on mask creation being skipped for a name
       without a registered mask function (``masking_utils``).
+    * ``no_progress_bars``: ``transformers.utils.logging.set_tqdm_hook`` (public
+      since 5.x) is called with the factory, arguments and keywords of every
+      progress bar transformers opens ("Writing model shards" in
+      ``save_pretrained``, "Loading weights" in ``from_pretrained``), which the
+      factory (tqdm, or transformers' no-op stand-in) accepts ``disable=True`` for.
+      The hook is one process-wide slot: ours is in it only inside the block, and
+      only the thread that entered the block loses its bars.
     torch
     * ``tensor_version``: ``Tensor._version``, torch's in-place modification
       counter, tells the fused path that a cached copy of a weight is stale
@@ -98,7 +105,8 @@ Invariants
     * Importing this module imports neither torch, peft nor bitsandbytes; each
       function imports what it needs when called.
     * Only the objects passed in change (model attributes, one logger's filters,
-      one ``warnings`` entry, each of two loggers' filters); nothing else
+      one ``warnings`` entry, each of two loggers' filters, transformers' tqdm
+      hook for the length of a ``no_progress_bars`` block); nothing else
       process-wide, and no monkey patches.
 """
 
@@ -108,6 +116,7 @@ import contextlib
 import functools
 import logging
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -503,6 +512,48 @@ def install_int8_cast_filter() -> None:
     # order of the user's own filters is left alone.
     if not any(_is_cast_filter(f) for f in warnings.filters):
         warnings.filterwarnings("ignore", message=CAST_NOTICE)
+
+
+# ----- transformers: progress bars a tiny-model build draws
+
+# Serialises ``no_progress_bars`` blocks, so each puts back exactly the hook it found (two
+# interleaved blocks would otherwise restore each other's hooks out of order). Reentrant:
+# a block may open another in the same thread (the demo build saves a built model).
+_BARS_HOOK_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """Transformers draws no progress bar for this thread inside the block.
+
+    For the tiny-model builders (``mp13_engine.testing``): "Writing model shards" and
+    "Loading weights" for a model made in a second tell a user nothing. Other threads'
+    bars, and every bar after the block, are drawn as before; a hook installed before
+    the block still sees every bar (ours passes each on to it).
+    """
+    from transformers.utils import logging as hf_logging
+
+    set_hook = getattr(hf_logging, "set_tqdm_hook", None)
+    if set_hook is None:  # a transformers before the hook: its bars are drawn, as they were
+        yield
+        return
+    thread = threading.get_ident()
+
+    def hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if threading.get_ident() == thread:
+            kwargs = {**kwargs, "disable": True}
+        if previous is not None:
+            return previous(factory, args, kwargs)
+        return factory(*args, **kwargs)
+
+    with _BARS_HOOK_LOCK:
+        previous = set_hook(hook)
+        try:
+            yield
+        finally:
+            found = set_hook(previous)
+            if found is not hook:  # set by someone else inside the block: theirs stays
+                set_hook(found)
 
 
 # ----- bitsandbytes: the "pip install kernels" notice at import

@@ -32,6 +32,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mp13_engine._cache import cache_root
+from mp13_engine._compat import no_progress_bars
 from mp13_engine._training._render import TrainingRow
 from mp13_engine._training._trainer import batches
 from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape, built_once
@@ -163,13 +164,15 @@ def build_demo_model(
     dest = pathlib.Path(dest_dir)
     build_with_shape(dest, FAMILIES["chatml"], DEMO_SHAPE, seed=recipe.seed)
     tok = AutoTokenizer.from_pretrained(dest, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(dest, local_files_only=True)
+    with no_progress_bars():  # the model just built: a "Loading weights" bar says nothing
+        model = AutoModelForCausalLM.from_pretrained(dest, local_files_only=True)
     rng = random.Random(recipe.seed)
     examples = demo_examples(rng, rounds=recipe.rounds)
     variants = [_encode(tok, examples, tools, rng) for tools in _tool_variants()]
     with torch.random.fork_rng(devices=[]):  # dropout-free, but keep the global RNG untouched
         _train(model, variants, recipe, tok.pad_token_id, progress)
-    model.save_pretrained(dest)
+    with no_progress_bars():
+        model.save_pretrained(dest)
     return dest
 
 

@@ -411,3 +411,38 @@ def test_the_kernels_notice_comes_from_the_logger_the_filter_is_on():
     assert not _compat.DropKernelsNotice().filter(record)
     record.msg = "bitsandbytes: something else"
     assert _compat.DropKernelsNotice().filter(record)
+
+
+# ----- transformers: progress bars
+
+
+def test_no_progress_bars_silences_this_thread_only_and_puts_the_hook_back():
+    """Inside the block this thread's bars are opened with ``disable=True``; another
+    thread's are not, a hook set before the block sees every bar, and it is back after."""
+    import threading
+
+    from transformers.utils import logging as hf_logging
+
+    seen: list[tuple[str, object]] = []
+
+    def spy(factory, args, kwargs):
+        seen.append((kwargs["desc"], kwargs.get("disable")))
+        return factory(*args, **kwargs)
+
+    def bar(desc: str) -> None:
+        list(hf_logging.tqdm(range(2), desc=desc))
+
+    previous = hf_logging.set_tqdm_hook(spy)
+    try:
+        with _compat.no_progress_bars():
+            bar("mine")
+            other = threading.Thread(target=bar, args=("other thread",))
+            other.start()
+            other.join()
+            with _compat.no_progress_bars():  # nested, as the demo build does
+                bar("nested")
+        bar("after")
+        assert hf_logging.set_tqdm_hook(previous) is spy, "our hook was left installed"
+    finally:
+        hf_logging.set_tqdm_hook(previous)
+    assert seen == [("mine", True), ("other thread", None), ("nested", True), ("after", None)]
