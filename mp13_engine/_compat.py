@@ -80,6 +80,12 @@ What each workaround relies on (check these on upgrade)
       handed out last; keys the engine replaced (rows selected, joined, cut or
       rolled back) are copied into new buffers first, so a view taken earlier
       never changes.
+    * ``cache_argument``: the causal LMs' ``forward`` takes the KV cache as
+      ``cache`` in transformers 5.24 (``past_key_values`` is deprecated there,
+      with a FutureWarning and removal announced for 5.40, and outputs hold it
+      under ``cache``); earlier 5.x releases and custom models take only
+      ``past_key_values``. Read from the forward's signature (the deprecation
+      decorator keeps it through ``functools.wraps``).
     * ``register_attention`` / ``attention_implementation``: a function
       registered with ``AttentionInterface.register`` (transformers' documented
       way to add an attention implementation) runs wherever the model's
@@ -114,6 +120,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import sys
 import threading
@@ -407,6 +414,16 @@ def _empty_cache() -> Any:
     cache = DynamicCache()
     cache.layer_class_to_replicate = _growing_layer()
     return cache
+
+
+def cache_argument(model: Any) -> str:
+    """The name ``model``'s forward takes its KV cache by, and its output holds it under:
+    ``"cache"`` where the forward has that parameter, else ``"past_key_values"``."""
+    try:
+        params = inspect.signature(type(model).forward).parameters
+    except (AttributeError, TypeError, ValueError):  # not a transformers model class
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
 
 
 @functools.cache

@@ -187,6 +187,22 @@ def test_context_benchmark_small_run_prints_load_and_goals(bench, tmp_path, caps
     assert re.search(r"reopen \+ resolve leaf \(s\)\s+\S+\s+0.5", out)
 
 
+def test_the_toolcalls_decode_step_uses_the_cache_argument_the_model_takes(bench, tmp_path):
+    """It passed ``past_key_values``, which transformers 5.24 deprecates (FutureWarning, gone
+    in 5.40): the step now runs with every warning an error, and still measures a time."""
+    import warnings
+
+    from transformers import AutoModelForCausalLM
+
+    from mp13_engine.testing import build_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step = bench("bench_toolcalls").decode_step_s(model, 2, "cpu")
+    assert 0 < step < 10
+
+
 # The smallest run of each engine benchmark, in a fresh process as a user starts it, and
 # what its output must show: the load, the table's title with its goal.
 SMALLEST = {

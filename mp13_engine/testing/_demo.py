@@ -32,7 +32,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mp13_engine._cache import cache_root
-from mp13_engine._compat import no_progress_bars
+from mp13_engine._compat import cache_argument, no_progress_bars
 from mp13_engine._training._render import TrainingRow
 from mp13_engine._training._trainer import batches
 from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape, built_once
@@ -127,6 +127,7 @@ def _train(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / recipe.steps)
     )
     model.train()
+    cache_name = cache_argument(model)
     loss_value = float("nan")
     for step in range(recipe.steps):
         variant = variants[step % len(variants)]
@@ -136,9 +137,9 @@ def _train(
         header = torch.ones((len(picks), len(variant.header)), dtype=torch.long)
         mask = torch.cat([header, batch["attention_mask"]], dim=1)
         with torch.no_grad():
-            cache = model(torch.tensor([variant.header]), use_cache=True).past_key_values
+            cache = model(torch.tensor([variant.header]), use_cache=True)[cache_name]
         cache.batch_repeat_interleave(len(picks))
-        out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, labels=labels)
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, **{cache_name: cache})
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

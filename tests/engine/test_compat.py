@@ -219,12 +219,39 @@ def test_cache_layer_types_name_each_layers_kind():
     assert _compat.cache_layer_types(object()) is None
 
 
+def test_the_cache_argument_is_the_one_the_forward_takes_without_a_deprecation(
+    tiny_model_path,
+):
+    """transformers 5.24 renamed the forward's ``past_key_values`` to ``cache`` and warns
+    (FutureWarning) that the old name goes in 5.40; a class without ``cache`` keeps the old."""
+    import warnings
+
+    model = _base(tiny_model_path).eval()
+    name = _compat.cache_argument(model)
+    assert name in inspect.signature(type(model).forward).parameters
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a deprecated name would raise here
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([[5, 6, 7]]), use_cache=True)
+            cache = out[name]
+            model(input_ids=torch.tensor([[8]]), use_cache=True, **{name: cache})
+    assert cache.get_seq_length() == 4
+
+    class Custom(torch.nn.Module):
+        def forward(self, input_ids, past_key_values=None):
+            return input_ids
+
+    assert _compat.cache_argument(Custom()) == "past_key_values"
+    assert _compat.cache_argument(object()) == "past_key_values"
+
+
 def test_a_filled_cache_is_used_by_the_model_and_update_never_writes_in_place(tiny_model_path):
     model = _base(tiny_model_path).eval()
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
     with torch.inference_mode():
         empty = _compat.kv_cache()
-        full = model(input_ids=ids, past_key_values=empty, use_cache=True).logits[:, -1]
+        cache = _compat.cache_argument(model)
+        full = model(input_ids=ids, use_cache=True, **{cache: empty}).logits[:, -1]
         layers = [_compat.layer_kv(layer) for layer in _compat.kv_layers(empty)]
         assert all(kv is not None and kv[0].shape[2] == 6 for kv in layers)
         # the first five tokens' keys and values, in a cache the engine built
@@ -232,10 +259,10 @@ def test_a_filled_cache_is_used_by_the_model_and_update_never_writes_in_place(ti
         kept = [_compat.layer_kv(layer)[0] for layer in _compat.kv_layers(prefix)]
         last = model(
             input_ids=ids[:, 5:],
-            past_key_values=prefix,
             position_ids=torch.tensor([[5]]),
             attention_mask=torch.ones(1, 6, dtype=torch.long),
             use_cache=True,
+            **{cache: prefix},
         ).logits[:, -1]
     torch.testing.assert_close(last, full)
     after = [_compat.layer_kv(layer)[0] for layer in _compat.kv_layers(prefix)]
