@@ -117,15 +117,31 @@ def run_benchmark(
 
     ``args.workdir`` is the run's scratch folder (the tiny models go there), removed when
     the run ends: every run used to leave its ~15 MB of models in the temp folder.
+    transformers draws no progress bars in the run: a "Loading weights" bar for each model
+    (loaded in a second, and again for every side of a comparison) split the printed tables.
     """
     if models:
         add_model_option(parser)
     args = parser.parse_args(argv)
     if quiet:
         quiet_libraries()
-    with tempfile.TemporaryDirectory(prefix="mp13-bench-") as tmp, measuring(pin_torch):
+    with (
+        tempfile.TemporaryDirectory(prefix="mp13-bench-") as tmp,
+        measuring(pin_torch),
+        _no_progress_bars(pin_torch),
+    ):
         args.workdir = pathlib.Path(tmp)
         measure(args)
+
+
+def _no_progress_bars(uses_transformers: bool) -> contextlib.AbstractContextManager[None]:
+    """``_compat.no_progress_bars()``, or nothing for bench_context.py (it imports no torch,
+    and mp13_engine._compat imports transformers only inside the block)."""
+    if not uses_transformers:
+        return contextlib.nullcontext()
+    from mp13_engine._compat import no_progress_bars
+
+    return no_progress_bars()
 
 
 def uncached_engines(

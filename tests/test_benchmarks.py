@@ -170,6 +170,52 @@ def test_a_run_gets_a_scratch_folder_that_is_gone_after_it(bench, capsys):
     assert out.startswith("load before: ") and "load after: " in out
 
 
+def test_a_run_draws_no_transformers_bars_and_leaves_them_on_after(bench, tmp_path, capfd):
+    """Each benchmark loads its models in a second, several times; a "Loading weights" bar
+    for each split the tables. The run's own output stays; bars are back after the run."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    from mp13_engine.testing import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "model")
+    common = bench("_bench_engine_common")
+    threads = torch.get_num_threads()
+    try:
+        common.run_benchmark(
+            common.new_parser("doc"),
+            lambda args: AutoModelForCausalLM.from_pretrained(path, local_files_only=True),
+            [],
+        )
+    finally:
+        torch.set_num_threads(threads)
+    out, err = capfd.readouterr()
+    assert out.startswith("load before: ") and "load after: " in out
+    assert err == ""
+    seen: list[object] = []
+    previous = hf_logging.set_tqdm_hook(lambda f, a, kw: seen.append(kw.get("disable")) or f(*a))
+    try:
+        list(hf_logging.tqdm(range(2), desc="after the run"))
+    finally:
+        hf_logging.set_tqdm_hook(previous)
+    assert seen == [None]
+
+
+def test_trl_dataset_preparation_draws_no_bars_and_puts_the_switch_back(bench, capfd):
+    """SFTTrainer's five ``Dataset.map`` passes each drew a bar into bench_training's table."""
+    datasets = pytest.importorskip("datasets")
+    from datasets.utils import are_progress_bars_disabled
+
+    training = bench("bench_training")
+    rows = datasets.Dataset.from_list([{"text": str(i)} for i in range(4)])
+    with training.quiet_dataset_preparation():
+        mapped = rows.map(lambda row: {"n": len(row["text"])}, desc="Tokenizing")
+    assert mapped["n"] == [1, 1, 1, 1]
+    assert capfd.readouterr().err == ""
+    assert not are_progress_bars_disabled()
+
+
 def test_percentile_is_the_nearest_sample(bench):
     common = bench("_bench_engine_common")
     values = [5.0, 1.0, 4.0, 2.0, 3.0]
