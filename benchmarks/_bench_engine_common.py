@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import logging
 import os
 import pathlib
 import statistics
@@ -159,9 +158,25 @@ def uncached_engines(
 
 
 def quiet_libraries() -> None:
-    """Silence library warnings and log lines, so the tables stay readable."""
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+    """Silence the library notices the adapter and training runs trigger that say nothing
+    about the run, each by its own message, so the tables stay readable.
+
+    This used to ignore every warning and log line below ERROR, which also hid the engine's
+    own (a fused LoRA plan that failed, a training job's advice) from the one reading the
+    figures. What is left: transformers' FutureWarning on ``is_gradient_checkpointing``,
+    which PEFT reads in every ``PeftModel.__init__`` (the raw baselines wrap models too), and
+    bitsandbytes' "pip install kernels" notice when the raw baseline imports PEFT before any
+    engine has loaded (the engine drops it the same way, ``_compat`` says why).
+    """
+    from mp13_engine._compat import install_kernels_notice_filter
+
+    warnings.filterwarnings(
+        "ignore",
+        message="`is_gradient_checkpointing` is deprecated",
+        category=FutureWarning,
+        module=r"transformers\.modeling_utils",
+    )
+    install_kernels_notice_filter()
 
 
 def add_model_option(parser: argparse.ArgumentParser) -> None:

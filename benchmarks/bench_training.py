@@ -15,6 +15,7 @@ the result, which matches TRL's span, and from the ``engine.train`` call.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import statistics
 import tempfile
@@ -71,6 +72,21 @@ def run_mp13(model_path: Path, rows: list[dict], args, out: Path) -> dict:
     return {"wall": wall, "loop": loop, "tokens": result.train_tokens, "losses": losses}
 
 
+def checkpointing_argument(config_class: type) -> str:
+    """The name that turns gradient checkpointing off in ``config_class`` (TRL's ``SFTConfig``).
+
+    transformers 5.24 renamed ``gradient_checkpointing`` to ``activation_checkpointing``
+    (the old name: FutureWarning, removed in v6); TRL defaults the old name to True, so
+    where the new one exists it is the one to set (setting it also keeps the old quiet).
+    """
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing"
+    )
+
+
 @contextlib.contextmanager
 def quiet_dataset_preparation() -> Iterator[None]:
     """No ``datasets`` progress bars inside the block, as they were after it.
@@ -121,11 +137,11 @@ def run_trl(model_path: Path, rows: list[dict], args, out: Path) -> dict:
         use_cpu=True,
         bf16=False,  # the default resolves to bf16 autocast where supported; compare fp32
         fp16=False,
-        gradient_checkpointing=False,
         max_length=512,
         completion_only_loss=True,
         disable_tqdm=True,
         dataloader_num_workers=0,
+        **{checkpointing_argument(SFTConfig): False},
     )
     with quiet_dataset_preparation():
         trainer = SFTTrainer(

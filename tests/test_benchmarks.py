@@ -216,6 +216,54 @@ def test_trl_dataset_preparation_draws_no_bars_and_puts_the_switch_back(bench, c
     assert not are_progress_bars_disabled()
 
 
+def test_quiet_runs_drop_only_the_library_notices_that_say_nothing(bench):
+    """bench_adapters and bench_training used to ignore every warning and every log line
+    below ERROR, the engine's own included; now only the named library notices go."""
+    import logging
+    import warnings
+
+    from mp13_engine._compat import BNB_CPU_LOGGER, KERNELS_NOTICE
+
+    common = bench("_bench_engine_common")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        common.quiet_libraries()
+        warnings.warn_explicit(
+            "`is_gradient_checkpointing` is deprecated and will be removed in v6.",
+            FutureWarning,
+            "modeling_utils.py",
+            1,
+            module="transformers.modeling_utils",
+        )
+        warnings.warn("a warning of ours about the run", UserWarning, stacklevel=1)
+        warnings.warn("`other` is deprecated", FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == [
+        "a warning of ours about the run",
+        "`other` is deprecated",
+    ]
+    assert logging.getLogger("mp13_engine").isEnabledFor(logging.WARNING)
+    record = logging.LogRecord(BNB_CPU_LOGGER, logging.WARNING, "", 0, KERNELS_NOTICE, (), None)
+    assert not logging.getLogger(BNB_CPU_LOGGER).filter(record)
+
+
+def test_trl_checkpointing_is_turned_off_by_its_current_name(bench):
+    """bench_training passed SFTConfig(gradient_checkpointing=False), a name transformers 5.24
+    deprecates (FutureWarning); TRL defaults it to True, so the new name must be set."""
+    import dataclasses
+
+    training = bench("bench_training")
+
+    @dataclasses.dataclass
+    class Older:
+        gradient_checkpointing: bool = True
+
+    assert training.checkpointing_argument(Older) == "gradient_checkpointing"
+    from transformers import TrainingArguments
+
+    if "activation_checkpointing" in {f.name for f in dataclasses.fields(TrainingArguments)}:
+        assert training.checkpointing_argument(TrainingArguments) == "activation_checkpointing"
+
+
 def test_percentile_is_the_nearest_sample(bench):
     common = bench("_bench_engine_common")
     values = [5.0, 1.0, 4.0, 2.0, 3.0]
