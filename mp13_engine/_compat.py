@@ -11,7 +11,7 @@ Concept
     and ``tests/engine/test_fused_lora.py`` (the fused path against PEFT's own).
 
 Tested with
-    peft 0.21.2, bitsandbytes 0.50.2, torch 2.13.0 (CPU), transformers 5.23.0;
+    peft 0.21.2, bitsandbytes 0.50.2, torch 2.13.0 (CPU), transformers 5.24.0;
     ``pyproject.toml`` caps peft and bitsandbytes at the next minor release.
 
 What each workaround relies on (check these on upgrade)
