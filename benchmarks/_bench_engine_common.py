@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import logging
 import os
 import pathlib
 import statistics
@@ -117,15 +116,31 @@ def run_benchmark(
 
     ``args.workdir`` is the run's scratch folder (the tiny models go there), removed when
     the run ends: every run used to leave its ~15 MB of models in the temp folder.
+    transformers draws no progress bars in the run: a "Loading weights" bar for each model
+    (loaded in a second, and again for every side of a comparison) split the printed tables.
     """
     if models:
         add_model_option(parser)
     args = parser.parse_args(argv)
     if quiet:
         quiet_libraries()
-    with tempfile.TemporaryDirectory(prefix="mp13-bench-") as tmp, measuring(pin_torch):
+    with (
+        tempfile.TemporaryDirectory(prefix="mp13-bench-") as tmp,
+        measuring(pin_torch),
+        _no_progress_bars(pin_torch),
+    ):
         args.workdir = pathlib.Path(tmp)
         measure(args)
+
+
+def _no_progress_bars(uses_transformers: bool) -> contextlib.AbstractContextManager[None]:
+    """``_compat.no_progress_bars()``, or nothing for bench_context.py (it imports no torch,
+    and mp13_engine._compat imports transformers only inside the block)."""
+    if not uses_transformers:
+        return contextlib.nullcontext()
+    from mp13_engine._compat import no_progress_bars
+
+    return no_progress_bars()
 
 
 def uncached_engines(
@@ -143,9 +158,25 @@ def uncached_engines(
 
 
 def quiet_libraries() -> None:
-    """Silence library warnings and log lines, so the tables stay readable."""
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+    """Silence the library notices the adapter and training runs trigger that say nothing
+    about the run, each by its own message, so the tables stay readable.
+
+    This used to ignore every warning and log line below ERROR, which also hid the engine's
+    own (a fused LoRA plan that failed, a training job's advice) from the one reading the
+    figures. What is left: transformers' FutureWarning on ``is_gradient_checkpointing``,
+    which PEFT reads in every ``PeftModel.__init__`` (the raw baselines wrap models too), and
+    bitsandbytes' "pip install kernels" notice when the raw baseline imports PEFT before any
+    engine has loaded (the engine drops it the same way, ``_compat`` says why).
+    """
+    from mp13_engine._compat import install_kernels_notice_filter
+
+    warnings.filterwarnings(
+        "ignore",
+        message="`is_gradient_checkpointing` is deprecated",
+        category=FutureWarning,
+        module=r"transformers\.modeling_utils",
+    )
+    install_kernels_notice_filter()
 
 
 def add_model_option(parser: argparse.ArgumentParser) -> None:

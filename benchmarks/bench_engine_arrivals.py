@@ -344,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--no-tiny", action="store_true", help="only the --model models, not the tiny test model"
     )
-    run_benchmark(ap, measure, argv)
+    run_benchmark(ap, measure, argv, quiet=True)  # its training job wraps with PEFT
 
 
 def measure(args) -> None:

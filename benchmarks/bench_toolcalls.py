@@ -34,6 +34,7 @@ from _bench_engine_common import (
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mp13_engine import toolcalls
+from mp13_engine._compat import cache_argument
 from mp13_toolbox import ToolCall
 
 CALLS = [
@@ -75,18 +76,21 @@ def _sync(device: str) -> None:
 
 def decode_step_s(model, steps: int, device: str) -> float:
     ids = torch.arange(5, 37, device=device).unsqueeze(0)
+    # The forward's own name for the cache: "cache" since transformers 5.24 deprecated
+    # "past_key_values" (removed in 5.40); earlier releases take only the old name.
+    name = cache_argument(model)
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=True)
-        past = out.past_key_values
+        past = out[name]
         nxt = out.logits[:, -1:].argmax(-1)
         times = []
         for _ in range(steps):
             _sync(device)
             t0 = time.perf_counter()
-            out = model(input_ids=nxt, past_key_values=past, use_cache=True)
+            out = model(input_ids=nxt, use_cache=True, **{name: past})
             _sync(device)
             times.append(time.perf_counter() - t0)
-            past = out.past_key_values
+            past = out[name]
             nxt = out.logits[:, -1:].argmax(-1)
     return statistics.median(times)
 

@@ -14,11 +14,13 @@ the result, which matches TRL's span, and from the ``engine.train`` call.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import random
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from _bench_engine_common import (
@@ -70,6 +72,46 @@ def run_mp13(model_path: Path, rows: list[dict], args, out: Path) -> dict:
     return {"wall": wall, "loop": loop, "tokens": result.train_tokens, "losses": losses}
 
 
+def checkpointing_argument(config_class: type) -> str:
+    """The name that turns gradient checkpointing off in ``config_class`` (TRL's ``SFTConfig``).
+
+    transformers 5.24 renamed ``gradient_checkpointing`` to ``activation_checkpointing``
+    (the old name: FutureWarning, removed in v6); TRL defaults the old name to True, so
+    where the new one exists it is the one to set (setting it also keeps the old quiet).
+    """
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing"
+    )
+
+
+@contextlib.contextmanager
+def quiet_dataset_preparation() -> Iterator[None]:
+    """No ``datasets`` progress bars inside the block, as they were after it.
+
+    SFTTrainer's constructor maps the dataset five times ("Adding EOS", "Tokenizing",
+    "Building labels", "Truncating", "Dropping fully masked examples"), each with a bar
+    that split the table; ``Dataset.map`` takes no option to hide its bar, so this uses
+    datasets' own switch, put back as it was found.
+    """
+    from datasets.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    if are_progress_bars_disabled():
+        yield
+        return
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        enable_progress_bars()
+
+
 def run_trl(model_path: Path, rows: list[dict], args, out: Path) -> dict:
     from datasets import Dataset
     from peft import LoraConfig
@@ -95,19 +137,20 @@ def run_trl(model_path: Path, rows: list[dict], args, out: Path) -> dict:
         use_cpu=True,
         bf16=False,  # the default resolves to bf16 autocast where supported; compare fp32
         fp16=False,
-        gradient_checkpointing=False,
         max_length=512,
         completion_only_loss=True,
         disable_tqdm=True,
         dataloader_num_workers=0,
+        **{checkpointing_argument(SFTConfig): False},
     )
-    trainer = SFTTrainer(
-        model=model,
-        args=config,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=tok,
-        peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"),
-    )
+    with quiet_dataset_preparation():
+        trainer = SFTTrainer(
+            model=model,
+            args=config,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tok,
+            peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"),
+        )
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     trainer.remove_callback(PrinterCallback)  # keep the table readable

@@ -11,7 +11,7 @@ Concept
     and ``tests/engine/test_fused_lora.py`` (the fused path against PEFT's own).
 
 Tested with
-    peft 0.21.2, bitsandbytes 0.50.2, torch 2.13.0 (CPU), transformers 5.23.0;
+    peft 0.21.2, bitsandbytes 0.50.2, torch 2.13.0 (CPU), transformers 5.24.0;
     ``pyproject.toml`` caps peft and bitsandbytes at the next minor release.
 
 What each workaround relies on (check these on upgrade)
@@ -80,6 +80,12 @@ What each workaround relies on (check these on upgrade)
       handed out last; keys the engine replaced (rows selected, joined, cut or
       rolled back) are copied into new buffers first, so a view taken earlier
       never changes.
+    * ``cache_argument``: the causal LMs' ``forward`` takes the KV cache as
+      ``cache`` in transformers 5.24 (``past_key_values`` is deprecated there,
+      with a FutureWarning and removal announced for 5.40, and outputs hold it
+      under ``cache``); earlier 5.x releases and custom models take only
+      ``past_key_values``. Read from the forward's signature (the deprecation
+      decorator keeps it through ``functools.wraps``).
     * ``register_attention`` / ``attention_implementation``: a function
       registered with ``AttentionInterface.register`` (transformers' documented
       way to add an attention implementation) runs wherever the model's
@@ -89,6 +95,13 @@ What each workaround relies on (check these on upgrade)
       interface function with the forward's keyword arguments (checked after
       every packed forward), and on mask creation being skipped for a name
       without a registered mask function (``masking_utils``).
+    * ``no_progress_bars``: ``transformers.utils.logging.set_tqdm_hook`` (public
+      since 5.x) is called with the factory, arguments and keywords of every
+      progress bar transformers opens ("Writing model shards" in
+      ``save_pretrained``, "Loading weights" in ``from_pretrained``), which the
+      factory (tqdm, or transformers' no-op stand-in) accepts ``disable=True`` for.
+      The hook is one process-wide slot: ours is in it only inside the block, and
+      only the thread that entered the block loses its bars.
     torch
     * ``tensor_version``: ``Tensor._version``, torch's in-place modification
       counter, tells the fused path that a cached copy of a weight is stale
@@ -98,7 +111,8 @@ Invariants
     * Importing this module imports neither torch, peft nor bitsandbytes; each
       function imports what it needs when called.
     * Only the objects passed in change (model attributes, one logger's filters,
-      one ``warnings`` entry, each of two loggers' filters); nothing else
+      one ``warnings`` entry, each of two loggers' filters, transformers' tqdm
+      hook for the length of a ``no_progress_bars`` block); nothing else
       process-wide, and no monkey patches.
 """
 
@@ -106,8 +120,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -400,6 +416,16 @@ def _empty_cache() -> Any:
     return cache
 
 
+def cache_argument(model: Any) -> str:
+    """The name ``model``'s forward takes its KV cache by, and its output holds it under:
+    ``"cache"`` where the forward has that parameter, else ``"past_key_values"``."""
+    try:
+        params = inspect.signature(type(model).forward).parameters
+    except (AttributeError, TypeError, ValueError):  # not a transformers model class
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
 @functools.cache
 def register_attention(name: str, function: Callable[..., Any]) -> None:
     """Make ``function`` an attention implementation of transformers under ``name``."""
@@ -503,6 +529,48 @@ def install_int8_cast_filter() -> None:
     # order of the user's own filters is left alone.
     if not any(_is_cast_filter(f) for f in warnings.filters):
         warnings.filterwarnings("ignore", message=CAST_NOTICE)
+
+
+# ----- transformers: progress bars a tiny-model build draws
+
+# Serialises ``no_progress_bars`` blocks, so each puts back exactly the hook it found (two
+# interleaved blocks would otherwise restore each other's hooks out of order). Reentrant:
+# a block may open another in the same thread (the demo build saves a built model).
+_BARS_HOOK_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """Transformers draws no progress bar for this thread inside the block.
+
+    For the tiny-model builders (``mp13_engine.testing``): "Writing model shards" and
+    "Loading weights" for a model made in a second tell a user nothing. Other threads'
+    bars, and every bar after the block, are drawn as before; a hook installed before
+    the block still sees every bar (ours passes each on to it).
+    """
+    from transformers.utils import logging as hf_logging
+
+    set_hook = getattr(hf_logging, "set_tqdm_hook", None)
+    if set_hook is None:  # a transformers before the hook: its bars are drawn, as they were
+        yield
+        return
+    thread = threading.get_ident()
+
+    def hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if threading.get_ident() == thread:
+            kwargs = {**kwargs, "disable": True}
+        if previous is not None:
+            return previous(factory, args, kwargs)
+        return factory(*args, **kwargs)
+
+    with _BARS_HOOK_LOCK:
+        previous = set_hook(hook)
+        try:
+            yield
+        finally:
+            found = set_hook(previous)
+            if found is not hook:  # set by someone else inside the block: theirs stays
+                set_hook(found)
 
 
 # ----- bitsandbytes: the "pip install kernels" notice at import

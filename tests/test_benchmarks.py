@@ -170,6 +170,100 @@ def test_a_run_gets_a_scratch_folder_that_is_gone_after_it(bench, capsys):
     assert out.startswith("load before: ") and "load after: " in out
 
 
+def test_a_run_draws_no_transformers_bars_and_leaves_them_on_after(bench, tmp_path, capfd):
+    """Each benchmark loads its models in a second, several times; a "Loading weights" bar
+    for each split the tables. The run's own output stays; bars are back after the run."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    from mp13_engine.testing import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "model")
+    common = bench("_bench_engine_common")
+    threads = torch.get_num_threads()
+    try:
+        common.run_benchmark(
+            common.new_parser("doc"),
+            lambda args: AutoModelForCausalLM.from_pretrained(path, local_files_only=True),
+            [],
+        )
+    finally:
+        torch.set_num_threads(threads)
+    out, err = capfd.readouterr()
+    assert out.startswith("load before: ") and "load after: " in out
+    assert err == ""
+    seen: list[object] = []
+    previous = hf_logging.set_tqdm_hook(lambda f, a, kw: seen.append(kw.get("disable")) or f(*a))
+    try:
+        list(hf_logging.tqdm(range(2), desc="after the run"))
+    finally:
+        hf_logging.set_tqdm_hook(previous)
+    assert seen == [None]
+
+
+def test_trl_dataset_preparation_draws_no_bars_and_puts_the_switch_back(bench, capfd):
+    """SFTTrainer's five ``Dataset.map`` passes each drew a bar into bench_training's table."""
+    datasets = pytest.importorskip("datasets")
+    from datasets.utils import are_progress_bars_disabled
+
+    training = bench("bench_training")
+    rows = datasets.Dataset.from_list([{"text": str(i)} for i in range(4)])
+    with training.quiet_dataset_preparation():
+        mapped = rows.map(lambda row: {"n": len(row["text"])}, desc="Tokenizing")
+    assert mapped["n"] == [1, 1, 1, 1]
+    assert capfd.readouterr().err == ""
+    assert not are_progress_bars_disabled()
+
+
+def test_quiet_runs_drop_only_the_library_notices_that_say_nothing(bench):
+    """bench_adapters and bench_training used to ignore every warning and every log line
+    below ERROR, the engine's own included; now only the named library notices go."""
+    import logging
+    import warnings
+
+    from mp13_engine._compat import BNB_CPU_LOGGER, KERNELS_NOTICE
+
+    common = bench("_bench_engine_common")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        common.quiet_libraries()
+        warnings.warn_explicit(
+            "`is_gradient_checkpointing` is deprecated and will be removed in v6.",
+            FutureWarning,
+            "modeling_utils.py",
+            1,
+            module="transformers.modeling_utils",
+        )
+        warnings.warn("a warning of ours about the run", UserWarning, stacklevel=1)
+        warnings.warn("`other` is deprecated", FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == [
+        "a warning of ours about the run",
+        "`other` is deprecated",
+    ]
+    assert logging.getLogger("mp13_engine").isEnabledFor(logging.WARNING)
+    record = logging.LogRecord(BNB_CPU_LOGGER, logging.WARNING, "", 0, KERNELS_NOTICE, (), None)
+    assert not logging.getLogger(BNB_CPU_LOGGER).filter(record)
+
+
+def test_trl_checkpointing_is_turned_off_by_its_current_name(bench):
+    """bench_training passed SFTConfig(gradient_checkpointing=False), a name transformers 5.24
+    deprecates (FutureWarning); TRL defaults it to True, so the new name must be set."""
+    import dataclasses
+
+    training = bench("bench_training")
+
+    @dataclasses.dataclass
+    class Older:
+        gradient_checkpointing: bool = True
+
+    assert training.checkpointing_argument(Older) == "gradient_checkpointing"
+    from transformers import TrainingArguments
+
+    if "activation_checkpointing" in {f.name for f in dataclasses.fields(TrainingArguments)}:
+        assert training.checkpointing_argument(TrainingArguments) == "activation_checkpointing"
+
+
 def test_percentile_is_the_nearest_sample(bench):
     common = bench("_bench_engine_common")
     values = [5.0, 1.0, 4.0, 2.0, 3.0]
@@ -185,6 +279,22 @@ def test_context_benchmark_small_run_prints_load_and_goals(bench, tmp_path, caps
     assert "load after: " in out
     assert "mp13_context benchmark: 50 turns per tree" in out
     assert re.search(r"reopen \+ resolve leaf \(s\)\s+\S+\s+0.5", out)
+
+
+def test_the_toolcalls_decode_step_uses_the_cache_argument_the_model_takes(bench, tmp_path):
+    """It passed ``past_key_values``, which transformers 5.24 deprecates (FutureWarning, gone
+    in 5.40): the step now runs with every warning an error, and still measures a time."""
+    import warnings
+
+    from transformers import AutoModelForCausalLM
+
+    from mp13_engine.testing import build_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step = bench("bench_toolcalls").decode_step_s(model, 2, "cpu")
+    assert 0 < step < 10
 
 
 # The smallest run of each engine benchmark, in a fresh process as a user starts it, and

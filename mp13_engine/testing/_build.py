@@ -29,10 +29,12 @@ from transformers import (
     DistilBertConfig,
     DistilBertForMaskedLM,
     GenerationConfig,
+    PreTrainedModel,
     PreTrainedTokenizerFast,
 )
 
 from mp13_engine._cache import cache_root, staging_dir
+from mp13_engine._compat import no_progress_bars
 from mp13_engine._errors import ConfigError
 from mp13_engine.testing._corpus import CORPUS
 from mp13_engine.testing._families import FAMILIES, FamilySpec
@@ -215,9 +217,16 @@ def build_with_shape(
         eos_token_id=[ids[t] for t in spec.end_of_turn],
         pad_token_id=ids[spec.pad_token],
     )
-    model.save_pretrained(dest)
-    tok.save_pretrained(dest)
+    save(model, tok, dest)
     return dest
+
+
+def save(model: PreTrainedModel, tok: PreTrainedTokenizerFast, dest: pathlib.Path) -> None:
+    """Write ``model`` and ``tok`` into ``dest`` without transformers' "Writing model shards"
+    bar: the model is made in a second and the bar only hides what the caller prints."""
+    with no_progress_bars():
+        model.save_pretrained(dest)
+        tok.save_pretrained(dest)
 
 
 def build_tiny_encoder(dest_dir: str | pathlib.Path, seed: int = 0) -> pathlib.Path:
@@ -237,6 +246,5 @@ def build_tiny_encoder(dest_dir: str | pathlib.Path, seed: int = 0) -> pathlib.P
     with torch.random.fork_rng(devices=[]):
         model = DistilBertForMaskedLM(config)
     _init_weights(model, seed, 0.02)
-    model.save_pretrained(dest)
-    tok.save_pretrained(dest)
+    save(model, tok, dest)
     return dest

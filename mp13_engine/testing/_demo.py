@@ -32,6 +32,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mp13_engine._cache import cache_root
+from mp13_engine._compat import cache_argument, no_progress_bars
 from mp13_engine._training._render import TrainingRow
 from mp13_engine._training._trainer import batches
 from mp13_engine.testing._build import BUILD_VERSION, SizeSpec, build_with_shape, built_once
@@ -126,6 +127,7 @@ def _train(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / recipe.steps)
     )
     model.train()
+    cache_name = cache_argument(model)
     loss_value = float("nan")
     for step in range(recipe.steps):
         variant = variants[step % len(variants)]
@@ -135,9 +137,9 @@ def _train(
         header = torch.ones((len(picks), len(variant.header)), dtype=torch.long)
         mask = torch.cat([header, batch["attention_mask"]], dim=1)
         with torch.no_grad():
-            cache = model(torch.tensor([variant.header]), use_cache=True).past_key_values
+            cache = model(torch.tensor([variant.header]), use_cache=True)[cache_name]
         cache.batch_repeat_interleave(len(picks))
-        out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, labels=labels)
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, **{cache_name: cache})
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -163,13 +165,15 @@ def build_demo_model(
     dest = pathlib.Path(dest_dir)
     build_with_shape(dest, FAMILIES["chatml"], DEMO_SHAPE, seed=recipe.seed)
     tok = AutoTokenizer.from_pretrained(dest, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(dest, local_files_only=True)
+    with no_progress_bars():  # the model just built: a "Loading weights" bar says nothing
+        model = AutoModelForCausalLM.from_pretrained(dest, local_files_only=True)
     rng = random.Random(recipe.seed)
     examples = demo_examples(rng, rounds=recipe.rounds)
     variants = [_encode(tok, examples, tools, rng) for tools in _tool_variants()]
     with torch.random.fork_rng(devices=[]):  # dropout-free, but keep the global RNG untouched
         _train(model, variants, recipe, tok.pad_token_id, progress)
-    model.save_pretrained(dest)
+    with no_progress_bars():
+        model.save_pretrained(dest)
     return dest
 
 

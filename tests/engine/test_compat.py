@@ -49,8 +49,11 @@ def _wrapped(path, **adapters):
 
 @pytest.fixture(scope="module")
 def two(tiny_model_path):
-    """A PeftModel with plain LoRA adapters "a" (r=4, alpha=8) and "b" (r=2, alpha=3)."""
-    return _wrapped(tiny_model_path, a=_lora(), b=_lora(r=2, lora_alpha=3))
+    """A PeftModel with plain LoRA adapters "x" (r=4, alpha=8) and "b" (r=2, alpha=3).
+
+    Not "a": PEFT warns (rightly) that a name contained in its prefix "lora_" may be
+    reinitialised on loading."""
+    return _wrapped(tiny_model_path, x=_lora(), b=_lora(r=2, lora_alpha=3))
 
 
 # ----- PEFT: the wrapper
@@ -63,7 +66,7 @@ def test_is_peft_model_tells_a_wrapper_from_a_plain_model(tiny_model_path, two):
 
 def test_the_base_model_is_found_while_the_active_adapter_is_stale(tiny_model_path):
     """``get_base_model()`` looks up the active adapter's config; the workaround does not."""
-    model = _wrapped(tiny_model_path, a=_lora(), b=_lora())
+    model = _wrapped(tiny_model_path, x=_lora(), b=_lora())
     inner = model.base_model.model
     model.active_adapter = "gone"  # the state a deletion can leave behind (next test)
     with pytest.raises(KeyError):
@@ -74,11 +77,11 @@ def test_the_base_model_is_found_while_the_active_adapter_is_stale(tiny_model_pa
 
 
 def test_deleting_keeps_a_stale_active_adapter_until_repointed(tiny_model_path):
-    model = _wrapped(tiny_model_path, a=_lora(), b=_lora())
+    model = _wrapped(tiny_model_path, x=_lora(), b=_lora())
     model.base_model.set_adapter([])  # no layer-level adapter active (mixed batches do this)
-    model.delete_adapter("a")
+    model.delete_adapter("x")
     # What the workaround is for: PEFT still names the deleted adapter.
-    assert model.active_adapter == "a", f"{TINY_PEFT}: delete_adapter now re-points itself"
+    assert model.active_adapter == "x", f"{TINY_PEFT}: delete_adapter now re-points itself"
     _compat.repoint_active_adapter(model)
     assert model.active_adapter == "b"
     _compat.repoint_active_adapter(model)  # a valid name is left alone
@@ -122,7 +125,7 @@ def test_a_failed_wrap_is_undone(tiny_model_path, tmp_path, monkeypatch):
 
 def test_a_failed_forward_leaves_peft_hooks_that_are_then_dropped(tiny_model_path):
     """PEFT removes its per-forward ``adapter_names`` hooks without ``finally``."""
-    model = _wrapped(tiny_model_path, a=_lora()).eval()
+    model = _wrapped(tiny_model_path, x=_lora()).eval()
     layer = _compat.peft_base_model(model).model.layers[0]
 
     def fail(module, args, kwargs):
@@ -131,7 +134,7 @@ def test_a_failed_forward_leaves_peft_hooks_that_are_then_dropped(tiny_model_pat
     handle = layer.register_forward_pre_hook(fail, with_kwargs=True)
     ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
     with pytest.raises(RuntimeError, match="fault inside"):
-        model(input_ids=ids, adapter_names=["a", "__base__"])
+        model(input_ids=ids, adapter_names=["x", "__base__"])
     handle.remove()
     leaked = _compat.drop_leaked_forward_hooks(model)
     assert leaked > 0, f"{TINY_PEFT}: a failed forward left no hooks (PEFT fixed it?)"
@@ -143,16 +146,16 @@ def test_a_failed_forward_leaves_peft_hooks_that_are_then_dropped(tiny_model_pat
 def test_tuner_modules_and_adapter_names(tiny_model_path, two):
     found = _compat.peft_tuner_modules(two)
     assert found.lora and not found.others
-    assert _compat.peft_adapter_names(two) == {"a", "b"}
+    assert _compat.peft_adapter_names(two) == {"x", "b"}
     assert _compat.peft_adapter_names(_base(tiny_model_path)) == frozenset()
-    saving = _wrapped(tiny_model_path, a=_lora(modules_to_save=["lm_head"]))
+    saving = _wrapped(tiny_model_path, x=_lora(modules_to_save=["lm_head"]))
     assert _compat.peft_tuner_modules(saving).others, f"{TINY_PEFT}: modules_to_save not found"
 
 
 def test_lora_factors_scaling_and_plainness_are_read_as_peft_computes_them(two):
     layer = _compat.peft_tuner_modules(two).lora[0]
-    assert _compat.lora_names(layer) == {"a", "b"}
-    for name, rank, alpha in (("a", 4, 8), ("b", 2, 3)):
+    assert _compat.lora_names(layer) == {"x", "b"}
+    for name, rank, alpha in (("x", 4, 8), ("b", 2, 3)):
         a, b = _compat.lora_weights(layer, name)
         assert a.shape == (rank, layer.in_features) and b.shape == (layer.out_features, rank)
         assert _compat.lora_scaling(layer, name) == pytest.approx(alpha / rank)
@@ -161,11 +164,11 @@ def test_lora_factors_scaling_and_plainness_are_read_as_peft_computes_them(two):
         assert not _compat.holds_adapter(layer, name, skip=("lora_A", "lora_B"))
     # The layer's delta is exactly B(A(x)) * scaling: what the fused path computes.
     x = torch.randn(3, layer.in_features)
-    two.base_model.set_adapter("a")
+    two.base_model.set_adapter("x")
     with torch.no_grad():
-        a, b = _compat.lora_weights(layer, "a")
+        a, b = _compat.lora_weights(layer, "x")
         delta = layer(x) - layer.get_base_layer()(x)
-        torch.testing.assert_close(delta, (x @ a.T @ b.T) * _compat.lora_scaling(layer, "a"))
+        torch.testing.assert_close(delta, (x @ a.T @ b.T) * _compat.lora_scaling(layer, "x"))
 
 
 def _not_plain_somewhere(model, name: str) -> bool:
@@ -183,23 +186,28 @@ def _not_plain_somewhere(model, name: str) -> bool:
     "odd",
     [
         pytest.param({"use_dora": True}, id="dora"),
-        pytest.param({"lora_bias": True}, id="lora-bias"),
+        pytest.param(
+            {"lora_bias": True},
+            id="lora-bias",
+            # PEFT's true remark on this deliberate config: the tiny model's Linears have no bias
+            marks=pytest.mark.filterwarnings("ignore:`lora_bias=True` was passed:UserWarning"),
+        ),
         pytest.param({"target_modules": ["q_proj", "embed_tokens"]}, id="embedding"),
     ],
 )
 def test_lora_that_is_not_plain_is_recognised(tiny_model_path, odd):
-    model = _wrapped(tiny_model_path, a=_lora(), odd=_lora(**odd))
+    model = _wrapped(tiny_model_path, x=_lora(), odd=_lora(**odd))
     assert _not_plain_somewhere(model, "odd"), f"{TINY_PEFT}: {odd} looks like plain LoRA"
-    assert not _not_plain_somewhere(model, "a")
+    assert not _not_plain_somewhere(model, "x")
 
 
 def test_merged_weights_are_not_plain(tiny_model_path):
-    model = _wrapped(tiny_model_path, a=_lora())
+    model = _wrapped(tiny_model_path, x=_lora())
     model.merge_adapter()
     layer = _compat.peft_tuner_modules(model).lora[0]
-    assert not _compat.is_plain_linear_lora(layer, "a")
+    assert not _compat.is_plain_linear_lora(layer, "x")
     model.unmerge_adapter()
-    assert _compat.is_plain_linear_lora(layer, "a")
+    assert _compat.is_plain_linear_lora(layer, "x")
 
 
 # ----- torch
@@ -219,12 +227,39 @@ def test_cache_layer_types_name_each_layers_kind():
     assert _compat.cache_layer_types(object()) is None
 
 
+def test_the_cache_argument_is_the_one_the_forward_takes_without_a_deprecation(
+    tiny_model_path,
+):
+    """transformers 5.24 renamed the forward's ``past_key_values`` to ``cache`` and warns
+    (FutureWarning) that the old name goes in 5.40; a class without ``cache`` keeps the old."""
+    import warnings
+
+    model = _base(tiny_model_path).eval()
+    name = _compat.cache_argument(model)
+    assert name in inspect.signature(type(model).forward).parameters
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a deprecated name would raise here
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([[5, 6, 7]]), use_cache=True)
+            cache = out[name]
+            model(input_ids=torch.tensor([[8]]), use_cache=True, **{name: cache})
+    assert cache.get_seq_length() == 4
+
+    class Custom(torch.nn.Module):
+        def forward(self, input_ids, past_key_values=None):
+            return input_ids
+
+    assert _compat.cache_argument(Custom()) == "past_key_values"
+    assert _compat.cache_argument(object()) == "past_key_values"
+
+
 def test_a_filled_cache_is_used_by_the_model_and_update_never_writes_in_place(tiny_model_path):
     model = _base(tiny_model_path).eval()
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
     with torch.inference_mode():
         empty = _compat.kv_cache()
-        full = model(input_ids=ids, past_key_values=empty, use_cache=True).logits[:, -1]
+        cache = _compat.cache_argument(model)
+        full = model(input_ids=ids, use_cache=True, **{cache: empty}).logits[:, -1]
         layers = [_compat.layer_kv(layer) for layer in _compat.kv_layers(empty)]
         assert all(kv is not None and kv[0].shape[2] == 6 for kv in layers)
         # the first five tokens' keys and values, in a cache the engine built
@@ -232,10 +267,10 @@ def test_a_filled_cache_is_used_by_the_model_and_update_never_writes_in_place(ti
         kept = [_compat.layer_kv(layer)[0] for layer in _compat.kv_layers(prefix)]
         last = model(
             input_ids=ids[:, 5:],
-            past_key_values=prefix,
             position_ids=torch.tensor([[5]]),
             attention_mask=torch.ones(1, 6, dtype=torch.long),
             use_cache=True,
+            **{cache: prefix},
         ).logits[:, -1]
     torch.testing.assert_close(last, full)
     after = [_compat.layer_kv(layer)[0] for layer in _compat.kv_layers(prefix)]
@@ -411,3 +446,38 @@ def test_the_kernels_notice_comes_from_the_logger_the_filter_is_on():
     assert not _compat.DropKernelsNotice().filter(record)
     record.msg = "bitsandbytes: something else"
     assert _compat.DropKernelsNotice().filter(record)
+
+
+# ----- transformers: progress bars
+
+
+def test_no_progress_bars_silences_this_thread_only_and_puts_the_hook_back():
+    """Inside the block this thread's bars are opened with ``disable=True``; another
+    thread's are not, a hook set before the block sees every bar, and it is back after."""
+    import threading
+
+    from transformers.utils import logging as hf_logging
+
+    seen: list[tuple[str, object]] = []
+
+    def spy(factory, args, kwargs):
+        seen.append((kwargs["desc"], kwargs.get("disable")))
+        return factory(*args, **kwargs)
+
+    def bar(desc: str) -> None:
+        list(hf_logging.tqdm(range(2), desc=desc))
+
+    previous = hf_logging.set_tqdm_hook(spy)
+    try:
+        with _compat.no_progress_bars():
+            bar("mine")
+            other = threading.Thread(target=bar, args=("other thread",))
+            other.start()
+            other.join()
+            with _compat.no_progress_bars():  # nested, as the demo build does
+                bar("nested")
+        bar("after")
+        assert hf_logging.set_tqdm_hook(previous) is spy, "our hook was left installed"
+    finally:
+        hf_logging.set_tqdm_hook(previous)
+    assert seen == [("mine", True), ("other thread", None), ("nested", True), ("after", None)]

@@ -167,6 +167,30 @@ def test_build_is_fast(tmp_path: pathlib.Path) -> None:
     assert time.perf_counter() - start < 3.0
 
 
+def test_building_prints_nothing_and_leaves_later_bars_alone(
+    tmp_path: pathlib.Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """transformers' "Writing model shards" bar used to print for every tiny model a test,
+    benchmark or example built; a model loaded afterwards still shows its own bars."""
+    from transformers.utils import logging as hf_logging
+
+    build_tiny_model(tmp_path / "causal")
+    build_tiny_encoder(tmp_path / "encoder")
+    assert capfd.readouterr().err == ""
+    seen: list[dict[str, object]] = []
+
+    def spy(factory, args, kwargs):
+        seen.append(kwargs)
+        return factory(*args, **kwargs)
+
+    previous = hf_logging.set_tqdm_hook(spy)
+    try:
+        AutoModelForCausalLM.from_pretrained(tmp_path / "causal", local_files_only=True)
+    finally:
+        hf_logging.set_tqdm_hook(previous)
+    assert seen and not any(kwargs.get("disable") for kwargs in seen)
+
+
 def test_small_size_has_a_few_million_parameters(tmp_path: pathlib.Path) -> None:
     path = build_tiny_model(tmp_path, size="small")
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
