@@ -60,6 +60,11 @@ What each workaround relies on (check these on upgrade)
       ``bitsandbytes.backends.cpu.ops``. That kernel only computes the repacked
       4-bit layout, which mp13 turns off (``keep_4bit_layout``), so the advice
       cannot help and only alarms a user who loaded no 4-bit model at all.
+    * ``install_peft_deprecation_filter``: PEFT 0.21.2's ``PeftModel.__init__``
+      reads ``is_gradient_checkpointing``, which transformers 5.24 deprecates with
+      a ``FutureWarning`` raised in ``transformers.modeling_utils``: it is PEFT's to
+      fix, and reached a user on their first adapter or training job. The filter
+      matches that message, category and module only.
     transformers (the KV cache the step loop batches, ``mp13_engine._kv``)
     * ``cache_layer_types``: ``cache_utils.get_layer_types_and_kwargs``, the
       per-layer cache kinds ``DynamicCache(config=...)`` would build
@@ -102,6 +107,10 @@ What each workaround relies on (check these on upgrade)
       factory (tqdm, or transformers' no-op stand-in) accepts ``disable=True`` for.
       The hook is one process-wide slot: ours is in it only inside the block, and
       only the thread that entered the block loses its bars.
+    * ``set_activation_checkpointing``: ``activation_checkpointing_enable`` /
+      ``_disable`` (5.24), which ``gradient_checkpointing_enable`` / ``_disable`` are
+      deprecated aliases of (FutureWarning, removed in v6); a model without the new
+      names gets the old ones.
     torch
     * ``tensor_version``: ``Tensor._version``, torch's in-place modification
       counter, tells the fused path that a cached copy of a weight is stale
@@ -111,7 +120,7 @@ Invariants
     * Importing this module imports neither torch, peft nor bitsandbytes; each
       function imports what it needs when called.
     * Only the objects passed in change (model attributes, one logger's filters,
-      one ``warnings`` entry, each of two loggers' filters, transformers' tqdm
+      two ``warnings`` entries, each of two loggers' filters, transformers' tqdm
       hook for the length of a ``no_progress_bars`` block); nothing else
       process-wide, and no monkey patches.
 """
@@ -426,6 +435,22 @@ def cache_argument(model: Any) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
+def set_activation_checkpointing(model: Any, enabled: bool) -> None:
+    """Turn activation (gradient) checkpointing of a transformers ``model`` on (non-
+    reentrant, as PEFT's training needs) or off, by its current name where it has it."""
+    if enabled:
+        on = getattr(model, "activation_checkpointing_enable", None)
+        if on is not None:
+            on(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+    else:
+        off = getattr(model, "activation_checkpointing_disable", None)
+        (off or model.gradient_checkpointing_disable)()
+
+
 @functools.cache
 def register_attention(name: str, function: Callable[..., Any]) -> None:
     """Make ``function`` an attention implementation of transformers under ``name``."""
@@ -595,6 +620,28 @@ def install_kernels_notice_filter() -> None:
     logger = logging.getLogger(BNB_CPU_LOGGER)
     if not any(isinstance(f, DropKernelsNotice) for f in logger.filters):
         logger.addFilter(DropKernelsNotice())
+
+
+PEFT_DEPRECATION = "`is_gradient_checkpointing` is deprecated"
+
+
+def install_peft_deprecation_filter() -> None:
+    """Ignore transformers' deprecation of ``is_gradient_checkpointing``, which PEFT reads
+    on every wrap, from now on in this process (idempotent). Matched on that one message,
+    category and module; transformers raises it where the property is, so a user's own
+    read of the property is quiet too (``is_activation_checkpointing`` is its new name)."""
+    if not any(_is_peft_deprecation_filter(f) for f in warnings.filters):
+        warnings.filterwarnings(
+            "ignore",
+            message=PEFT_DEPRECATION,
+            category=FutureWarning,
+            module="transformers.modeling_utils",
+        )
+
+
+def _is_peft_deprecation_filter(entry: tuple[Any, ...]) -> bool:
+    action, message = entry[0], entry[1]
+    return action == "ignore" and getattr(message, "pattern", None) == PEFT_DEPRECATION
 
 
 def _is_cast_filter(entry: tuple[Any, ...]) -> bool:

@@ -28,6 +28,7 @@ from mp13_engine._causal import check_causal
 from mp13_engine._compat import (
     install_int8_cast_filter,
     install_kernels_notice_filter,
+    install_peft_deprecation_filter,
     keep_4bit_layout,
 )
 from mp13_engine._config import EngineConfig
@@ -311,6 +312,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     install_kernels_notice_filter()  # before PEFT imports bitsandbytes (_compat says why)
+    install_peft_deprecation_filter()  # PEFT's use of a deprecated name, not the user's
     device = resolve_device(config.device)
     check_device_map(config.device_map, config.max_memory)
     source, from_gguf = _resolve_source(config, progress)

@@ -31,7 +31,11 @@ import torch
 import torch.nn.functional as F
 
 from mp13_engine._adapter_files import METADATA_FILE, write_adapter_dir
-from mp13_engine._compat import drop_leaked_forward_hooks, peft_base_model
+from mp13_engine._compat import (
+    drop_leaked_forward_hooks,
+    peft_base_model,
+    set_activation_checkpointing,
+)
 from mp13_engine._errors import TrainingError
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._render import TrainingRow
@@ -154,9 +158,7 @@ class Trainer:
         switch checkpointing for that job (and off again, were it cancelled first)."""
         self.started = time.perf_counter()
         if self.config.gradient_checkpointing and not self.grad_ckpt:
-            peft_base_model(model).gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
+            set_activation_checkpointing(peft_base_model(model), True)
             self.grad_ckpt = True
 
     # ----- what a checkpoint's data position means
@@ -277,7 +279,7 @@ class Trainer:
         model.eval()
         self.optimizer.zero_grad(set_to_none=True)
         if self.grad_ckpt:
-            peft_base_model(model).gradient_checkpointing_disable()
+            set_activation_checkpointing(peft_base_model(model), False)
             self.grad_ckpt = False
 
 

@@ -481,3 +481,50 @@ def test_no_progress_bars_silences_this_thread_only_and_puts_the_hook_back():
     finally:
         hf_logging.set_tqdm_hook(previous)
     assert seen == [("mine", True), ("other thread", None), ("nested", True), ("after", None)]
+
+
+def test_activation_checkpointing_is_switched_by_its_current_name(tiny_model_path):
+    import warnings
+
+    model = _base(tiny_model_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # transformers 5.24 deprecates the gradient_* names
+        _compat.set_activation_checkpointing(model, True)
+        assert model.is_activation_checkpointing
+        _compat.set_activation_checkpointing(model, False)
+        assert not model.is_activation_checkpointing
+
+
+def test_a_model_without_the_new_names_gets_the_old_ones():
+    calls = []
+
+    class Older:  # a transformers release before activation_checkpointing_*
+        def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
+            calls.append(("on", gradient_checkpointing_kwargs))
+
+        def gradient_checkpointing_disable(self):
+            calls.append(("off", None))
+
+    _compat.set_activation_checkpointing(Older(), True)
+    _compat.set_activation_checkpointing(Older(), False)
+    assert calls == [("on", {"use_reentrant": False}), ("off", None)]
+
+
+def test_peft_reading_a_deprecated_property_does_not_warn(tiny_model_path):
+    import warnings
+
+    model = _base(tiny_model_path)
+    with warnings.catch_warnings():  # the filter list is put back afterwards
+        # as in a user's process: no entry for it yet (pytest's settings hold one)
+        warnings.filters[:] = [
+            f for f in warnings.filters if not _compat._is_peft_deprecation_filter(f)
+        ]
+        warnings.simplefilter("error")
+        with pytest.raises(FutureWarning, match="is_gradient_checkpointing"):
+            _ = model.is_gradient_checkpointing  # what PEFT 0.21.2 does on every wrap
+        _compat.install_peft_deprecation_filter()
+        _compat.install_peft_deprecation_filter()  # idempotent: one entry
+        assert sum(map(_compat._is_peft_deprecation_filter, warnings.filters)) == 1
+        _wrapped(tiny_model_path, x=_lora())  # PEFT wraps it: nothing is raised
+        with pytest.raises(DeprecationWarning):  # other warnings still are
+            warnings.warn("other", DeprecationWarning, stacklevel=1)
