@@ -496,7 +496,10 @@ class Session:
             # Words with a letter or digit first: a word without any marks nothing.
             words.sort(key=lambda w: not any(c.isalnum() for c in w))
             marked = [fts_query(w) for w in words[:_MARKED_WORDS]]
-            marks = (" OR ".join(marked), marked[0] if marked else "")
+            # A few words: the query marks them all itself (and lets the store make a
+            # short text's snippet with its hit); more: the first few, OR-ed.
+            few = len(words) <= _MARKED_WORDS
+            marks = (query if few else " OR ".join(marked), marked[0] if marked else "")
         if not query.strip() and not pieces:
             return []
         try:

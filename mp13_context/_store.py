@@ -579,11 +579,13 @@ class Store:
         text that has such characters; a hit's snippet then marks them
         (``substring_snippet``), and with no ``query`` there is no rank: newest first.
 
-        The snippets are made row by row for the hits only, from ``marks``: two queries
-        every hit also matches (a few of its words OR-ed, and one word), the second for
-        texts longer than ``_SNIPPET_TEXT``. FTS5's snippet cost grows with the product
-        of the places each marked word occurs, and ranking would otherwise make one for
-        every match: a pasted paragraph searched over 100 kB texts took minutes.
+        The snippets are made for the hits only, from ``marks``: two queries every hit
+        also matches (a few of its words OR-ed, and one word), the second for texts
+        longer than ``_SNIPPET_TEXT``. Where the first is ``query`` itself, a short
+        text's snippet comes with its hit, in one statement. FTS5's snippet cost grows
+        with the product of the places each marked word occurs, and ranking would
+        otherwise make one for every match: a pasted paragraph searched over 100 kB
+        texts took minutes.
         """
         conditions: list[str] = ["search MATCH ?"] if query else []
         args: list[Any] = [query] if query else []
@@ -601,17 +603,30 @@ class Store:
         # Newest first walks the index backwards and stops at ``limit``; ranking must
         # score every match, which is slow for common words in a big session.
         order = "rank" if by_rank and query else "rowid DESC"
-        hits = self.read(
+        # When the query marks what the snippets mark (a few plain words, or a raw query),
+        # a short text's snippet is made in the same statement, for the rows it returns:
+        # a second statement per batch would MATCH again. Longer texts' come below.
+        inline = bool(query) and not pieces and marks[0] == query
+        snippet = (
+            f"CASE WHEN length(text) > {_SNIPPET_TEXT} THEN NULL "
+            "ELSE snippet(search, 0, '[', ']', '…', 12) END"
+            if inline
+            else "NULL"
+        )
+        rows = self.read(
             f"SELECT rowid, length(text), conversation_id, node_id, role, "
-            f"{'rank' if query else '0'} FROM search WHERE {' AND '.join(conditions)} "
-            f"ORDER BY {order} LIMIT ?",
+            f"{'rank' if query else '0'}, {snippet} FROM search "
+            f"WHERE {' AND '.join(conditions)} ORDER BY {order} LIMIT ?",
             tuple(args),
         )
+        hits = [row[:-1] for row in rows]
         if pieces:
             return self._substring_hits(hits, pieces)
-        snippets: dict[int, str] = {}
+        snippets: dict[int, str] = {row[0]: row[-1] for row in rows if row[-1] is not None}
         for long, mark in enumerate(marks):
-            rowids = [r[0] for r in hits if (r[1] > _SNIPPET_TEXT) == bool(long)]
+            rowids = [
+                r[0] for r in hits if (r[1] > _SNIPPET_TEXT) == bool(long) and r[0] not in snippets
+            ]
             for i in range(0, len(rowids), 500):
                 part = rowids[i : i + 500]
                 snippets.update(

@@ -389,6 +389,18 @@ def test_search_across_conversations(session):
         session.search('"unbalanced', raw=True)
 
 
+def test_a_search_of_a_few_words_makes_its_snippets_with_its_hits(session):
+    # one statement over the word index, not a second MATCH per batch for the snippets
+    ctx = ChatContext(session, engine=FakeEngine())
+    ctx.cursor(title="t").ask("the quick brown fox")
+    statements = []
+    session._store.conn.set_trace_callback(statements.append)
+    hits = session.search("quick fox")
+    session._store.conn.set_trace_callback(None)
+    assert hits and all("[quick]" in h.snippet and "[fox]" in h.snippet for h in hits)
+    assert sum("FROM search " in s for s in statements) == 1
+
+
 @pytest.mark.parametrize("limit", ["5", 0, -1, 1.5, None, True])
 def test_search_limit_is_a_whole_number_of_hits(session, limit):
     # "5" and -1 returned every hit, 0 none, 1.5 and None a StoreError about datatypes.
