@@ -211,8 +211,7 @@ def _read_metadata(folder: Path | None) -> dict[str, Any]:
 
 def holds_adapter(folder: Path) -> bool:
     """Whether ``folder`` holds a saved adapter (files a save into it would overwrite)."""
-    names = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
-    return any((folder / n).is_file() for n in names)
+    return any((folder / n).is_file() for n in _ADAPTER_FILES - {METADATA_FILE})
 
 
 def instead_of_adapter(path: Path) -> str:
