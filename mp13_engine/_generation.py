@@ -26,6 +26,7 @@ alone, in any batch, and whatever device the logits sit on.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -34,6 +35,9 @@ import torch
 from mp13_engine._types import Request
 
 _NEG_INF = float("-inf")
+#: The temperatures a sampled row samples at are clamped to this range (see ``Sampling``).
+_MIN_TEMPERATURE = 1e-5
+_MAX_TEMPERATURE = 1e30
 
 
 class Sampling:
@@ -56,7 +60,13 @@ class Sampling:
         self.min_new = min(request.min_new_tokens, max_new)
         # The request's resolved decision (temperature 0 = greedy, see ``Request``).
         self.do_sample = request.sampling
-        self.temperature = request.sampling_temperature
+        # Bounded so that dividing float32 logits by it stays finite and meaningful: below
+        # _MIN_TEMPERATURE a draw is the argmax anyway; above _MAX_TEMPERATURE the
+        # distribution is uniform anyway, and a temperature past float32's range (1e39)
+        # would turn a -inf logit (EOS held off by min_new_tokens) into NaN.
+        self.temperature = min(
+            max(request.sampling_temperature, _MIN_TEMPERATURE), _MAX_TEMPERATURE
+        )
         self.top_k = request.top_k
         self.top_p = request.top_p
         self.penalty = request.repetition_penalty
@@ -127,26 +137,42 @@ def choose(
 
 
 def _sample(logits: torch.Tensor, rows: Sequence[Sampling]) -> torch.Tensor:
-    """Temperature, top-k, top-p and a draw from each row's own generator (row-wise ops)."""
+    """A draw from each row's own generator over its warped distribution (row-wise ops)."""
+    sorted_logits, order = warp(logits, rows)
+    cdf = sorted_logits.softmax(-1).cumsum(-1)
+    draws = torch.cat([torch.rand(1, generator=r.generator) for r in rows]).to(logits.device)
+    pick = torch.searchsorted(cdf, (draws * cdf[:, -1]).unsqueeze(1)).clamp_(max=cdf.shape[-1] - 1)
+    return order.gather(1, pick).squeeze(1)
+
+
+def warp(logits: torch.Tensor, rows: Sequence[Sampling]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Temperature, then top-k, then top-p, as transformers' warpers apply them.
+
+    Returns each row's scaled logits sorted in descending order, the tokens the
+    filters drop set to -inf, and the order (``order[i, j]`` is the token id of
+    ``sorted[i, j]``). As in transformers (and vLLM), top-k keeps every token tied
+    with the k-th; top-p keeps the smallest prefix whose mass reaches ``top_p``,
+    the token that crosses it included.
+    """
     dev = logits.device
-    temps = torch.tensor([max(r.temperature, 1e-5) for r in rows], device=dev)
+    temps = torch.tensor([r.temperature for r in rows], device=dev)
     logits = logits / temps.unsqueeze(1)
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
     vocab = sorted_logits.shape[-1]
     if any(r.top_k and r.top_k < vocab for r in rows):
-        ks = torch.tensor([r.top_k if r.top_k else vocab for r in rows], device=dev)
-        ranks = torch.arange(vocab, device=dev).unsqueeze(0)
-        sorted_logits = sorted_logits.masked_fill(ranks >= ks.unsqueeze(1), _NEG_INF)
+        ks = torch.tensor([r.top_k if r.top_k and r.top_k < vocab else vocab for r in rows])
+        kth = sorted_logits.gather(1, (ks - 1).unsqueeze(1).to(dev))
+        sorted_logits = sorted_logits.masked_fill(sorted_logits < kth, _NEG_INF)
     if any(r.top_p < 1.0 for r in rows):
-        ps = torch.tensor([r.top_p for r in rows], device=dev).unsqueeze(1)
+        # A row without top-p drops nothing: with a bound of 1.0 it would lose the tokens
+        # past the point where its rounded cumulative mass reaches 1, and only when a
+        # neighbour's top-p made this step run (a row's tokens must not depend on those).
+        ps = torch.tensor([r.top_p if r.top_p < 1.0 else math.inf for r in rows], device=dev)
         probs = sorted_logits.softmax(-1)
         # keep the smallest prefix whose mass reaches top_p (the crossing token stays)
-        drop = (probs.cumsum(-1) - probs) >= ps
+        drop = (probs.cumsum(-1) - probs) >= ps.unsqueeze(1)
         sorted_logits = sorted_logits.masked_fill(drop, _NEG_INF)
-    cdf = sorted_logits.softmax(-1).cumsum(-1)
-    draws = torch.cat([torch.rand(1, generator=r.generator) for r in rows]).to(dev)
-    pick = torch.searchsorted(cdf, (draws * cdf[:, -1]).unsqueeze(1)).clamp_(max=vocab - 1)
-    return order.gather(1, pick).squeeze(1)
+    return sorted_logits, order
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:

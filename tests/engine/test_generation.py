@@ -1,0 +1,233 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Per-row token choice (``_generation``) checked against transformers' own ``generate``.
+
+Greedy rows must pick what ``generate`` picks, token for token (repetition penalty
+and ``min_new_tokens`` included); sampled rows must draw from the distribution that
+transformers' warpers (temperature, top-k, top-p) leave; a seeded row's tokens must
+not depend on its batch neighbours nor on the step it arrives at.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from transformers.generation.logits_process import (
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from mp13_engine import Engine, FinishReason, Request
+from mp13_engine._generation import Sampling, choose, warp
+from tests.engine._loop_harness import StepHarness
+
+_VOCAB = 12
+
+
+def _hf_probs(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """The distribution ``generate(do_sample=True, ...)`` draws from (its warpers, in its order)."""
+    scores = logits.unsqueeze(0)
+    if temperature != 1.0:
+        scores = TemperatureLogitsWarper(temperature)(None, scores)
+    if top_k:
+        scores = TopKLogitsWarper(top_k)(None, scores)
+    if top_p < 1.0:
+        scores = TopPLogitsWarper(top_p)(None, scores)
+    return scores.softmax(-1)[0]
+
+
+def _mp13_probs(logits: torch.Tensor, rows: list[Sampling]) -> torch.Tensor:
+    sorted_logits, order = warp(logits, rows)
+    return torch.zeros_like(logits).scatter(1, order, sorted_logits.softmax(-1))
+
+
+def _sampling(temperature: float, top_k: int, top_p: float) -> Sampling:
+    request = Request(prompt="x", temperature=temperature, top_k=top_k, top_p=top_p, seed=0)
+    return Sampling(request, max_new=8)
+
+
+_TEMPERATURE = st.sampled_from([0.05, 0.5, 1.0, 1.7, 10.0])
+_TOP_K = st.sampled_from([0, 1, 2, 5, _VOCAB, 50])
+_TOP_P = st.sampled_from([0.95, 0.5, 0.1, 1e-6])
+_FINITE = st.floats(-12, 12, width=32)
+_TIED_ROW = st.tuples(  # ties and ruled-out (-inf) tokens; no top-p, whose cut between
+    # tied tokens keeps whichever the sort puts first, in any implementation
+    st.lists(
+        st.one_of(_FINITE, st.sampled_from([0.0, 1.0, -math.inf])), min_size=_VOCAB, max_size=_VOCAB
+    ),
+    _TEMPERATURE,
+    _TOP_K,
+    st.just(1.0),
+)
+_DISTINCT_ROW = st.tuples(
+    st.builds(
+        lambda xs, out: [-math.inf if o else x for x, o in zip(xs, out, strict=True)],
+        st.lists(_FINITE, min_size=_VOCAB, max_size=_VOCAB, unique=True),
+        st.lists(st.booleans(), min_size=_VOCAB, max_size=_VOCAB),
+    ),
+    _TEMPERATURE,
+    _TOP_K,
+    _TOP_P,
+)
+_ROW = st.one_of(_TIED_ROW, _DISTINCT_ROW).filter(lambda r: any(map(math.isfinite, r[0])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(_ROW, min_size=1, max_size=4))
+def test_sampled_rows_draw_from_the_distribution_of_transformers_warpers(rows):
+    logits = torch.tensor([r[0] for r in rows], dtype=torch.float32)
+    expected = []
+    for row_logits, temperature, top_k, top_p in rows:
+        if top_p < 1.0:
+            # Where top_p falls (within rounding) on a cumulative mass, which token stays
+            # is a matter of float rounding.
+            kept = _hf_probs(torch.tensor(row_logits, dtype=torch.float64), temperature, top_k, 1.0)
+            ranked = kept.sort(descending=True).values
+            assume(bool(((ranked.cumsum(0) - ranked - top_p).abs() > 1e-4).all()))
+        expected.append(_hf_probs(logits[len(expected)], temperature, top_k, top_p))
+    got = _mp13_probs(logits.clone(), [_sampling(t, k, p) for _, t, k, p in rows])
+    # row-wise: each row gets its own parameters, whatever its neighbours ask
+    torch.testing.assert_close(got, torch.stack(expected), atol=1e-5, rtol=1e-4)
+    assert ((got > 0) == (torch.stack(expected) > 0)).all()
+
+
+def test_top_k_keeps_every_token_tied_with_the_kth_like_transformers():
+    logits = torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.0]])
+    probs = _mp13_probs(logits, [_sampling(1.0, 2, 1.0)])[0]
+    assert (probs > 0).tolist() == [True, False, True, True, False]
+    torch.testing.assert_close(probs, _hf_probs(logits[0], 1.0, 2, 1.0))
+
+
+@pytest.mark.parametrize("temperature", [1e30, 1e38, 1e300])
+def test_a_huge_temperature_samples_uniformly_over_the_tokens_the_model_allows(temperature):
+    """Past float32's range the division made inf; -inf / inf is NaN, and every draw
+    then picked the same token whatever the seed."""
+    logits = torch.tensor([[5.0, -2.0, float("-inf"), 0.5]])
+    probs = _mp13_probs(logits, [_sampling(temperature, 0, 1.0)])[0]
+    torch.testing.assert_close(probs, torch.tensor([1 / 3, 1 / 3, 0.0, 1 / 3]))
+    picks = set()
+    for seed in range(40):
+        row = Sampling(Request(prompt="x", temperature=temperature, seed=seed), max_new=8)
+        picks.update(choose(logits.clone(), [row], [0], torch.tensor([], dtype=torch.long)))
+    assert picks == {0, 1, 3}
+
+
+# ----- against generate on a tiny model
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_path):
+    with Engine.load(str(tiny_model_path), device="cpu", dtype="float32") as eng:
+        yield eng
+
+
+def _generate_ids(engine: Engine, prompt: str, **settings: object) -> list[int]:
+    ids = engine._state.tokens.encode(engine.format_prompt(Request(prompt=prompt)))
+    with torch.inference_mode():
+        out = engine.model.generate(
+            input_ids=torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            pad_token_id=engine._state.pad_id,
+            do_sample=False,
+            **settings,
+        )
+    return out[0, len(ids) :].tolist()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"max_new_tokens": 24},
+        {"max_new_tokens": 24, "repetition_penalty": 1.3},
+        {"max_new_tokens": 24, "repetition_penalty": 0.7},
+        {"max_new_tokens": 12, "min_new_tokens": 12, "repetition_penalty": 2.0},
+        {"max_new_tokens": 1},
+    ],
+)
+def test_greedy_equals_generate_token_for_token_alone_and_in_a_batch(engine, settings):
+    prompts = ["hello hello hello", "The seven seas sail far away", "é ü 世界"]
+    expected = [_generate_ids(engine, p, **settings) for p in prompts]
+    eos = set(engine._state.eos_ids)
+    texts = [engine._state.tokens.decode([t for t in ids if t not in eos]) for ids in expected]
+    alone = [engine.generate(Request(prompt=p, **settings)) for p in prompts]
+    batch = engine.generate_many([Request(prompt=p, **settings) for p in prompts])
+    for ids, text, a, b in zip(expected, texts, alone, batch, strict=True):
+        assert a.raw_text == b.raw_text == text
+        n = len(ids) - (ids[-1] in eos)  # generate keeps the EOS it stopped on
+        assert a.metrics.completion_tokens == b.metrics.completion_tokens == n
+        stopped = ids[-1] in eos
+        assert a.finish_reason is (FinishReason.STOP if stopped else FinishReason.LENGTH)
+
+
+# ----- a seeded row alone vs among neighbours that arrive at any step
+
+_WORDS = ("apple pie ", "the river runs ", "é ü 世界 ", "ok ", "seven seas sail far away ")
+_NEIGHBOUR = st.tuples(
+    st.integers(0, 6),  # arrival step
+    st.integers(0, len(_WORDS) - 1),  # prompt
+    st.integers(1, 4),  # prompt repeats
+    st.integers(1, 16),  # max_new_tokens
+    st.sampled_from([0.0, 0.8, 1.5]),  # temperature (0: greedy)
+    st.sampled_from([1.0, 1.3]),  # repetition_penalty
+)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    neighbours=st.lists(_NEIGHBOUR, max_size=5),
+    arrives=st.integers(0, 5),
+    chunk=st.sampled_from([16, 512]),
+    seed=st.integers(0, 2**64 - 1),
+    params=st.sampled_from(
+        [
+            {"temperature": 1.0},
+            {"temperature": 0.7, "top_k": 5, "top_p": 0.9},
+            {"temperature": 1.3, "top_p": 0.5, "repetition_penalty": 1.2},
+        ]
+    ),
+)
+def test_a_seeded_row_draws_the_same_tokens_whatever_shares_its_steps(
+    tiny_model_path, neighbours, arrives, chunk, seed, params
+):
+    h = StepHarness(
+        Engine.load(str(tiny_model_path), device="cpu", dtype="float32"), chunk_tokens=chunk
+    )
+    target = Request(
+        prompt="The seven seas sail far away",
+        max_new_tokens=16,
+        min_new_tokens=16,
+        seed=seed,
+        **params,
+    )
+    alone = h.solo(target).raw_text
+    assert h.solo(target).raw_text == alone  # the same seed, the same tokens
+    waiting = sorted(neighbours)
+    states = []
+    mine = None
+    for step in range(500):
+        while waiting and waiting[0][0] <= step:
+            _, word, repeats, n, temperature, penalty = waiting.pop(0)
+            request = Request(
+                prompt=_WORDS[word] * repeats,
+                max_new_tokens=n,
+                temperature=temperature,
+                repetition_penalty=penalty,
+                seed=step,
+            )
+            states.append(h.submit(request))
+        if step == arrives:
+            mine = h.submit(target)
+        if mine is not None and mine.done and not waiting and all(s.done for s in states):
+            break
+        h.step()
+    assert mine is not None and mine.done
+    assert mine.response.raw_text == alone
