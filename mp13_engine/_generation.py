@@ -35,9 +35,11 @@ import torch
 from mp13_engine._types import Request
 
 _NEG_INF = float("-inf")
-#: The temperatures a sampled row samples at are clamped to this range (see ``Sampling``).
+#: Temperatures are clamped to [_MIN_TEMPERATURE, _MAX_TEMPERATURE] (see ``Sampling``).
 _MIN_TEMPERATURE = 1e-5
 _MAX_TEMPERATURE = 1e30
+#: Repetition penalties are clamped to [1 / _MAX_PENALTY, _MAX_PENALTY] (see ``Sampling``).
+_MAX_PENALTY = 1e20
 
 
 class Sampling:
@@ -69,7 +71,10 @@ class Sampling:
         )
         self.top_k = request.top_k
         self.top_p = request.top_p
-        self.penalty = request.repetition_penalty
+        # Bounded for the same reason: a penalty below float32's range (1e-39) made a
+        # positive logit +inf, and a sampled row then drew from NaN (always the least
+        # likely token); past the bounds the order of the penalised tokens no longer changes.
+        self.penalty = min(max(request.repetition_penalty, 1 / _MAX_PENALTY), _MAX_PENALTY)
         self.seen: torch.Tensor | None = None  # (vocab,) bool: tokens the penalty applies to
         self.generator: torch.Generator | None = None
         if self.do_sample:

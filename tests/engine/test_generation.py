@@ -116,6 +116,21 @@ def test_a_huge_temperature_samples_uniformly_over_the_tokens_the_model_allows(t
     assert picks == {0, 1, 3}
 
 
+@pytest.mark.parametrize("penalty", [1e-300, 1e-40, 1e-25])
+def test_a_tiny_repetition_penalty_samples_the_most_likely_seen_token(penalty):
+    """Below float32's range a seen positive logit became +inf and the draw came from
+    NaN: every seed picked the least likely token. As the penalty goes to 0, the seen
+    token with the highest logit takes all the mass."""
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, 3.0]])
+    picks = set()
+    for seed in range(60):
+        request = Request(prompt="x", temperature=1.0, seed=seed, repetition_penalty=penalty)
+        row = Sampling(request, max_new=8)
+        row.note([0, 1], vocab=5, device=logits.device)
+        picks.update(choose(logits.clone(), [row], [0], torch.tensor([], dtype=torch.long)))
+    assert picks == {0}
+
+
 # ----- against generate on a tiny model
 
 
