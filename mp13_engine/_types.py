@@ -169,7 +169,12 @@ class Request:
     samples at temperature 1.0. ``do_sample=False`` is always greedy, and
     ``temperature=0`` wins over ``do_sample=True``. ``sampling`` says which it is.
     ``seed`` (0 to 2**64-1) makes a sampled request reproducible, also inside a
-    batch; without one each sampled request draws a random seed.
+    batch; without one each sampled request draws a random seed. As in
+    transformers' ``generate``, a sampled request applies the temperature, then
+    ``top_k`` (tokens tied with the k-th stay), then ``top_p``; ``repetition_penalty``
+    applies greedy or sampled. Only the request's values apply: ``top_k`` is off
+    unless set (``generate``'s default is 50), and a checkpoint's
+    ``generation_config`` sampling defaults never apply.
 
     ``adapters``: ``None`` uses the engine's default adapters, ``[]`` or
     ``["__base__"]`` the base model, otherwise the named adapters (several are
@@ -185,8 +190,10 @@ class Request:
     ``min_new_tokens``: the end-of-sequence token is held off until this many
     tokens; it never outlasts ``max_new_tokens`` (the smaller wins), and a stop
     string still ends the reply before it.
-    ``stop``: strings that end the reply (``finish_reason=STOP``); the stop
-    string itself is left out of the text. ``parse_tools=False`` runs no
+    ``stop``: strings that end the reply (``finish_reason=STOP``), matched in the
+    decoded text across token boundaries; the earliest wins and is left out of the
+    text. The end-of-sequence tokens (the ``generation_config``'s and the
+    tokenizer's ``eos_token``) end it too. ``parse_tools=False`` runs no
     tool-call parser: ``text`` is the raw decoded text, reasoning and markup
     included, and ``tool_calls`` stays empty. ``continue_final``: continue the
     last message, which must be an assistant one, instead of starting a reply.
