@@ -11,17 +11,21 @@ logits ``(rows, vocab)`` into one token per row:
 3. repetition penalty over the row's own tokens (prompt and generated; never
    padding), kept as a per-row presence mask over the vocabulary;
 4. greedy rows take the argmax; sampled rows apply temperature, top-k and
-   top-p and draw with their own generator.
+   top-p (:func:`warp`) and draw with their own generator.
 
 Only the request's parameters apply: a checkpoint's ``generation_config``
 (sampling defaults, ``suppress_tokens``, ``bad_words_ids``...) does not, as
 the engine never calls ``generate``.
 
 Invariants: every operation is row-wise, so a row's token does not depend on
-the other rows of the step; a greedy row's token is the argmax of its logits
-(what ``generate`` picks); a seeded row draws one number per step from its own
-generator, which lives on the CPU, so the same seed gives the same tokens
-alone, in any batch, and whatever device the logits sit on.
+the other rows of the step (a filter a neighbour turns on leaves a row without it
+untouched); a greedy row's token is the argmax of its logits (what ``generate``
+picks); a sampled row draws from the distribution transformers' warpers leave
+(temperature, top-k, top-p, in that order; ``tests/engine/test_generation.py``
+compares them); a seeded row draws one number per step from its own generator,
+which lives on the CPU, so the same seed gives the same draws alone, in any
+batch and whatever device the logits sit on (and so the same tokens wherever
+the model computes the same logits).
 """
 
 from __future__ import annotations
