@@ -180,6 +180,10 @@ def warp(logits: torch.Tensor, rows: Sequence[Sampling]) -> tuple[torch.Tensor, 
         probs = sorted_logits.softmax(-1)
         # keep the smallest prefix whose mass reaches top_p (the crossing token stays)
         drop = (probs.cumsum(-1) - probs) >= ps.unsqueeze(1)
+        # The most likely token always stays (transformers' min_tokens_to_keep=1): a top_p
+        # below float32's range (1e-46 passes the field's check) rounds to 0 and would
+        # drop every token, and the draw would come from NaN.
+        drop[:, 0] = False
         sorted_logits = sorted_logits.masked_fill(drop, _NEG_INF)
     return sorted_logits, order
 

@@ -102,6 +102,17 @@ def test_top_k_keeps_every_token_tied_with_the_kth_like_transformers():
     torch.testing.assert_close(probs, _hf_probs(logits[0], 1.0, 2, 1.0))
 
 
+@pytest.mark.parametrize("top_p", [1e-40, 1e-46, 1e-300])
+def test_a_top_p_below_float32s_range_keeps_the_most_likely_token(top_p):
+    """It rounded to 0 in float32 and dropped every token: the draw came from NaN."""
+    logits = torch.tensor([[2.0, 1.0, 0.5, 3.0]])
+    probs = _mp13_probs(logits, [_sampling(1.0, 0, top_p)])[0]
+    assert probs.tolist() == [0.0, 0.0, 0.0, 1.0]
+    torch.testing.assert_close(probs, _hf_probs(logits[0], 1.0, 0, top_p))
+    row = Sampling(Request(prompt="x", temperature=1.0, top_p=top_p, seed=1), max_new=8)
+    assert choose(logits.clone(), [row], [0], torch.tensor([], dtype=torch.long)) == [3]
+
+
 @pytest.mark.parametrize("temperature", [1e30, 1e38, 1e300])
 def test_a_huge_temperature_samples_uniformly_over_the_tokens_the_model_allows(temperature):
     """Past float32's range the division made inf; -inf / inf is NaN, and every draw
