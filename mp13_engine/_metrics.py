@@ -13,6 +13,7 @@ and its queue time would distort the latency and token figures.
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from collections.abc import Iterable
 
@@ -25,12 +26,19 @@ BLOCK_TOKENS = 32
 
 
 def _percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values``; None when there are none.
+
+    The smallest value with at least ``q`` of the values at or below it, so always one of
+    them: p50 of [a, b] is a, of [a, b, c, d] is b; p95 of 20 values is the 19th, of 100
+    the 95th; of one value, that value.
+    """
     if not values:
         return None
     ordered = sorted(values)
-    # nearest-rank on a 0..1 scale: p50 of [a, b] is a, p95 of 20 values is the 19th
-    k = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
-    return ordered[k]
+    # The epsilon keeps q * n that float arithmetic puts a hair above a whole number
+    # (0.07 * 100 is 7.000000000000001) on that rank.
+    rank = math.ceil(q * len(ordered) - 1e-9)
+    return ordered[max(0, min(len(ordered) - 1, rank - 1))]
 
 
 def _reason_counts(ended: Iterable[FinishReason] = ()) -> dict[str, int]:
@@ -76,7 +84,11 @@ class EngineMetrics:
 
     ``throughput_tokens_per_s``: completion tokens of those requests divided by
     the wall time from the first one's submission to the last one's end.
-    Latency is submission → final response; TTFT is submission → first token.
+    Latency is submission → final response; TTFT is submission → first token
+    (requests that produced none are left out). The p50/p95 figures are
+    nearest-rank percentiles, each one of the window's values: with one request
+    both are its value, with two p50 is the smaller and p95 the larger; None
+    while the window is empty.
     ``total_requests``: every request that ended since the engine started,
     ``rejected`` of them without running (see the module docstring).
     ``finish_reasons``: how many of the requests in the window (those that

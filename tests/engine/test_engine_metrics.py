@@ -76,12 +76,40 @@ def test_recorder_percentiles_and_counts():
         )
         rec.record(0.0, float(i + 1), resp)
     snap = rec.snapshot(queue_depth=3, running=2)
-    assert snap.latency_p50_s == 10.0 or snap.latency_p50_s == 11.0
+    assert snap.latency_p50_s == 10.0  # the 10th of 20: half of them are at or below it
     assert snap.latency_p95_s == 19.0
     assert snap.finish_reasons == {"stop": 10, "length": 10, "cancelled": 0, "error": 0}
     assert snap.throughput_tokens_per_s == pytest.approx(200 / 20)
     assert (snap.queue_depth, snap.running) == (3, 2)
     assert _percentile([], 0.5) is None
+
+
+@pytest.mark.parametrize(
+    ("values", "p50", "p95"),
+    [
+        ([7.0], 7.0, 7.0),
+        ([2.0, 1.0], 1.0, 2.0),
+        ([4.0, 3.0, 2.0, 1.0], 2.0, 4.0),
+        ([6.0, 5.0, 4.0, 3.0, 2.0, 1.0], 3.0, 6.0),
+        ([float(i) for i in range(100, 0, -1)], 50.0, 95.0),
+    ],
+)
+def test_percentiles_are_nearest_rank_on_every_window_size(values, p50, p95):
+    """Was: ``round(q * (n - 1))`` with Python's half-to-even rounding, so p50 of two
+    values was the smaller, of four the third, of six the third again, and of 100
+    the 51st: a p50 that took the upper or the lower middle depending on the count."""
+    assert (_percentile(values, 0.5), _percentile(values, 0.95)) == (p50, p95)
+    assert _percentile(values, 0.07) == sorted(values)[max(0, -(-7 * len(values) // 100) - 1)]
+
+
+def test_a_window_of_one_request_reports_its_own_figures():
+    rec = MetricsRecorder(window=3)
+    m = RequestMetrics(completion_tokens=8, total_s=2.0, ttft_s=0.5, batch_size=2)
+    rec.record(10.0, 12.0, Response(id="one", metrics=m))
+    snap = rec.snapshot(0, 0)
+    assert (snap.latency_p50_s, snap.latency_p95_s) == (2.0, 2.0)
+    assert (snap.ttft_p50_s, snap.ttft_p95_s) == (0.5, 0.5)
+    assert snap.throughput_tokens_per_s == 4.0 and snap.mean_batch_size == 2.0
 
 
 def _drive(engine, req, prompt, ids, watched=True):
