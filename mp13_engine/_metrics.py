@@ -5,9 +5,10 @@
 ``record`` finished requests; any thread reads a frozen ``EngineMetrics``
 snapshot. Only the last ``window`` requests that ran are kept, so memory is
 bounded. A request that ended without running (refused as invalid, queue
-full, unknown adapter, or cancelled or timed out while queued; its
-``metrics.batch_size`` is 0) is only counted (``rejected``): its zero tokens
-and its queue time would distort the latency and token figures.
+full, unknown adapter, or cancelled, timed out or failed while queued or
+before its prompt was fully prefilled; its ``metrics.batch_size`` is 0) is
+only counted (``rejected``): its zero tokens and its queue time would distort
+the latency and token figures.
 """
 
 from __future__ import annotations

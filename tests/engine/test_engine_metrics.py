@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from mp13_engine import Engine, EngineMetrics, FinishReason, Request
@@ -182,3 +184,67 @@ def test_the_engine_says_its_device_and_dtype(tiny_model_path):
     with Engine.load(str(tiny_model_path), device="cpu", dtype="bfloat16") as engine:
         assert (engine.device, engine.dtype) == ("cpu", "bfloat16")
         assert str(engine.model.dtype) == "torch.bfloat16"
+
+
+# ----- each RequestMetrics field means what its docstring says, measured from outside
+
+
+def test_times_agree_with_a_clock_around_the_call(tiny_model_path):
+    """With one row at a time, the second request waits in the queue while the first
+    runs: its ``queue_s`` covers the first's run; a stream's first text comes no earlier
+    than ``ttft_s``; ``tokens_per_s`` is the tokens over the time out of the queue."""
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1) as eng:
+        reqs = [Request(prompt=f"q {i}", max_new_tokens=12, min_new_tokens=12) for i in range(2)]
+        t0 = time.perf_counter()
+        first = eng.submit(reqs[0])
+        second = eng.submit(reqs[1])
+        gap = time.perf_counter() - t0  # the second was submitted at most this much later
+        m1, m2 = first.result(timeout=60).metrics, second.result(timeout=60).metrics
+        # The second left the queue once the first had ended.
+        assert m2.queue_s >= m1.total_s - gap
+        for m in (m1, m2):
+            assert m.tokens_per_s == pytest.approx(12 / (m.total_s - m.queue_s), rel=1e-6)
+        t0 = time.perf_counter()
+        first_text = None
+        for chunk in eng.stream(Request(prompt="hello", max_new_tokens=12, min_new_tokens=12)):
+            if first_text is None and chunk.text:
+                first_text = time.perf_counter() - t0
+            if chunk.done:
+                streamed = chunk.response
+        wall = time.perf_counter() - t0
+    assert first_text is not None and streamed.metrics.ttft_s is not None
+    assert streamed.metrics.queue_s <= streamed.metrics.ttft_s <= first_text
+    assert streamed.metrics.total_s <= wall
+
+
+def test_completion_tokens_count_the_stop_string_cut_from_the_text(engine):
+    full = engine.generate(Request(prompt="stop here", max_new_tokens=24, min_new_tokens=24))
+    stop = full.raw_text[6:9]
+    assert len(stop) == 3 and full.raw_text.find(stop) == 6
+    cut = engine.generate(Request(prompt="stop here", max_new_tokens=24, stop=[stop]))
+    assert cut.finish_reason is FinishReason.STOP and stop not in cut.raw_text
+    # The fewest greedy tokens whose text holds the stop string: those were generated.
+    made = next(
+        n
+        for n in range(1, 25)
+        if stop in engine.generate(Request(prompt="stop here", max_new_tokens=n)).raw_text
+    )
+    assert cut.metrics.completion_tokens == made
+
+
+def test_a_request_cancelled_while_its_prompt_is_prefilled_counts_as_rejected(tiny_model_path):
+    """``batch_size`` 0 and ``rejected`` cover a request that left the queue but ended
+    before its prompt was fully prefilled (here in chunks of 16 tokens)."""
+    with Engine.load(str(tiny_model_path), device="cpu", prefill_chunk_tokens=16) as eng:
+        req = Request(prompt="word " * 400, max_new_tokens=4)
+        future = eng.submit(req)
+        deadline = time.monotonic() + 30
+        while eng._loop.steps < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert eng.cancel(req.id)
+        resp = future.result(timeout=30)
+        agg = eng.metrics()
+    assert resp.finish_reason is FinishReason.CANCELLED
+    assert resp.metrics.batch_size == 0 and resp.metrics.completion_tokens == 0
+    assert resp.metrics.prompt_tokens > 16 * 4 and resp.metrics.ttft_s is None
+    assert (agg.rejected, agg.requests, agg.finish_reasons["cancelled"]) == (1, 0, 0)
