@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -248,3 +249,80 @@ def test_a_request_cancelled_while_its_prompt_is_prefilled_counts_as_rejected(ti
     assert resp.metrics.batch_size == 0 and resp.metrics.completion_tokens == 0
     assert resp.metrics.prompt_tokens > 16 * 4 and resp.metrics.ttft_s is None
     assert (agg.rejected, agg.requests, agg.finish_reasons["cancelled"]) == (1, 0, 0)
+
+
+def test_metrics_add_up_over_sixteen_threads_mixing_calls_adapters_and_cancels(
+    tiny_model_path, adapter_dir
+):
+    """A web app's load: 16 threads generating, streaming, sending batches and cancelling,
+    on the base model and two adapters. Each thread gets its own request's text (the
+    reply it gets alone), and ``metrics()`` accounts for every request exactly once."""
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=6) as eng:
+        for name in ("a", "b"):
+            eng.adapters.load(str(adapter_dir / name), name=name)
+        choices: list[list[str] | None] = [None, ["a"], ["b"], []]
+
+        def request(i: int, n: int = 6) -> Request:
+            return Request(
+                prompt=f"thread {i} says",
+                max_new_tokens=n,
+                min_new_tokens=n,
+                adapters=choices[i % 4],
+            )
+
+        alone = {i: eng.generate(request(i)).text for i in range(16)}
+        before = eng.metrics()
+        ended: list[Response] = []
+        failures: list[BaseException] = []
+        lock = threading.Lock()
+
+        def worker(i: int) -> None:
+            try:
+                for rep in range(3):
+                    mode, req = (i + rep) % 4, request(i)
+                    if mode == 0:
+                        resp = eng.generate(req)
+                    elif mode == 1:
+                        chunks = list(eng.stream(req))
+                        resp = chunks[-1].response
+                        assert "".join(c.text for c in chunks) == resp.text
+                    elif mode == 2:
+                        (resp,) = eng.generate_many([req])
+                    else:
+                        req = request(i, n=400)
+                        future = eng.submit(req)
+                        time.sleep(0.002 * (i % 5))
+                        eng.cancel(req.id)
+                        resp = future.result(timeout=60)
+                        assert resp.finish_reason is FinishReason.CANCELLED
+                    assert resp.id == req.id
+                    if mode != 3:
+                        assert resp.text == alone[i], (i, mode)
+                        assert resp.metrics.adapters == tuple(choices[i % 4] or ())
+                    with lock:
+                        ended.append(resp)
+            except BaseException as exc:  # reported below, in the test's thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads), "a thread hung"
+        assert failures == []
+        after = eng.metrics()
+    assert len(ended) == 48
+    ran = [r for r in ended if r.metrics.batch_size > 0]
+    assert after.total_requests - before.total_requests == 48
+    assert after.rejected - before.rejected == 48 - len(ran)
+    # The window (256) holds every request that ran, the 16 reference ones included.
+    assert after.requests == before.requests + len(ran)
+    assert after.completion_tokens - before.completion_tokens == sum(
+        r.metrics.completion_tokens for r in ran
+    )
+    assert sum(after.finish_reasons.values()) == after.requests
+    assert after.finish_reasons["cancelled"] == sum(
+        r.finish_reason is FinishReason.CANCELLED for r in ran
+    )
+    assert (after.queue_depth, after.running) == (0, 0)
