@@ -83,8 +83,14 @@ class PrefixCacheStats:
 class EngineMetrics:
     """Aggregates over the last ``window`` requests that ran, plus live counters.
 
+    ``window``: ``EngineConfig.metrics_window``; ``requests``: how many requests
+    the window holds now (at most ``window``); ``prompt_tokens``,
+    ``completion_tokens``: their sums of ``RequestMetrics``' fields;
+    ``mean_batch_size``: the mean of their ``RequestMetrics.batch_size``.
     ``throughput_tokens_per_s``: completion tokens of those requests divided by
-    the wall time from the first one's submission to the last one's end.
+    the wall time from the first one's submission to the last one's end (time
+    the engine sat idle between them included: the rate it delivered, not its
+    peak).
     Latency is submission → final response; TTFT is submission → first token
     (requests that produced none are left out). The p50/p95 figures are
     nearest-rank percentiles, each one of the window's values: with one request
@@ -95,7 +101,9 @@ class EngineMetrics:
     ``finish_reasons``: how many of the requests in the window (those that
     ran; the ``rejected`` ones, e.g. refused as the queue was full, are not
     among them) ended with each ``FinishReason`` (by its value; every reason is
-    a key, 0 while none did, also on an idle engine). ``steps``: decode-loop
+    a key, 0 while none did, also on an idle engine). ``queue_depth``,
+    ``running``: requests waiting and running when the snapshot was taken
+    (not part of the window). ``steps``: decode-loop
     steps run; ``slow_steps``: steps (decode, training or worker calls) that
     ran far past their usual time (see
     ``EngineConfig.slow_step_s``); ``prefix_cache``: hits, tokens saved and

@@ -115,6 +115,19 @@ def test_a_window_of_one_request_reports_its_own_figures():
     assert snap.throughput_tokens_per_s == 4.0 and snap.mean_batch_size == 2.0
 
 
+def test_throughput_counts_idle_time_and_the_sums_are_of_the_window():
+    rec = MetricsRecorder(window=2)
+    for i, (start, end) in enumerate([(0.0, 1.0), (5.0, 6.0), (9.0, 10.0)]):
+        m = RequestMetrics(prompt_tokens=3 + i, completion_tokens=10, total_s=1.0, batch_size=i + 1)
+        rec.record(start, end, Response(id=str(i), metrics=m))
+    snap = rec.snapshot(0, 0)
+    # The window keeps the last two: 20 tokens from 5.0 to 10.0, three idle seconds included.
+    assert (snap.requests, snap.total_requests) == (2, 3)
+    assert snap.throughput_tokens_per_s == pytest.approx(20 / 5.0)
+    assert (snap.prompt_tokens, snap.completion_tokens) == (4 + 5, 20)
+    assert snap.mean_batch_size == pytest.approx(2.5)
+
+
 def _drive(engine, req, prompt, ids, watched=True):
     """Feed ``ids`` to a request state as the worker would; return (response, chunks)."""
     st = RequestState(
