@@ -246,7 +246,8 @@ class RequestMetrics:
     ``engine.format_prompt``), ``cached_tokens`` of them included;
     ``completion_tokens``: the tokens generated, the end-of-sequence token not
     counted and the tokens of a stop string counted (its text is cut from the
-    reply); ``queue_s``: submission → leaving the queue (its prefill starts);
+    reply); ``queue_s``: submission → admission (leaving the queue; its prompt is
+    then prefilled in chunks that share steps with the other rows);
     ``ttft_s``: submission → the first generated token (None: none was), which a
     stream may show later, as text that could start a stop string or tool-call
     markup is held back; ``total_s``: submission → the final response;
