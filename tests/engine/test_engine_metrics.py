@@ -248,9 +248,10 @@ def test_completion_tokens_count_the_stop_string_cut_from_the_text(engine):
 
 def test_a_request_cancelled_while_its_prompt_is_prefilled_counts_as_rejected(tiny_model_path):
     """``batch_size`` 0 and ``rejected`` cover a request that left the queue but ended
-    before its prompt was fully prefilled (here in chunks of 16 tokens)."""
-    with Engine.load(str(tiny_model_path), device="cpu", prefill_chunk_tokens=16) as eng:
-        req = Request(prompt="word " * 400, max_new_tokens=4)
+    before its prompt was fully prefilled (here in chunks of 4 tokens, about 450 steps,
+    so the cancel comes long before it ends)."""
+    with Engine.load(str(tiny_model_path), device="cpu", prefill_chunk_tokens=4) as eng:
+        req = Request(prompt="word " * 600, max_new_tokens=4)
         future = eng.submit(req)
         deadline = time.monotonic() + 30
         while eng._loop.steps < 2 and time.monotonic() < deadline:
@@ -260,7 +261,7 @@ def test_a_request_cancelled_while_its_prompt_is_prefilled_counts_as_rejected(ti
         agg = eng.metrics()
     assert resp.finish_reason is FinishReason.CANCELLED
     assert resp.metrics.batch_size == 0 and resp.metrics.completion_tokens == 0
-    assert resp.metrics.prompt_tokens > 16 * 4 and resp.metrics.ttft_s is None
+    assert resp.metrics.prompt_tokens > 4 * 100 and resp.metrics.ttft_s is None
     assert (agg.rejected, agg.requests, agg.finish_reasons["cancelled"]) == (1, 0, 0)
 
 
