@@ -14,6 +14,12 @@ session, and neither are the toolbox's remembered permissions. The tools
 commands a session does store are scope layers, which can only narrow the
 toolbox's own modes; so continuing or replaying saved or imported data cannot
 widen what tools may do.
+
+Threads: a session, its contexts and one engine may be shared by several
+threads, each asking through a cursor of its own (each sync call runs on a
+loop of its own, see ``_sync``; the store runs all SQL under one lock). A
+cursor runs one exchange at a time: a call that would start a second one,
+from any thread, raises ``CursorError`` and records nothing.
 """
 
 from __future__ import annotations

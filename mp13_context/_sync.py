@@ -8,6 +8,9 @@ deadlock, so the coroutine runs on a private loop in a helper thread and the
 caller's thread blocks until it is done. The caller's loop is blocked meanwhile:
 async code should use the ``a*`` methods (``aask``) instead, and callbacks
 passed to a sync call must not need the caller's loop.
+
+Each call gets a new loop, so sync calls from several threads at once never
+share one; what they share (the session's store, the engine) is thread-safe.
 """
 
 from __future__ import annotations

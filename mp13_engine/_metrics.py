@@ -5,14 +5,16 @@
 ``record`` finished requests; any thread reads a frozen ``EngineMetrics``
 snapshot. Only the last ``window`` requests that ran are kept, so memory is
 bounded. A request that ended without running (refused as invalid, queue
-full, unknown adapter, or cancelled or timed out while queued; its
-``metrics.batch_size`` is 0) is only counted (``rejected``): its zero tokens
-and its queue time would distort the latency and token figures.
+full, unknown adapter, or cancelled, timed out or failed while queued or
+before its prompt was fully prefilled; its ``metrics.batch_size`` is 0) is
+only counted (``rejected``): its zero tokens and its queue time would distort
+the latency and token figures.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from collections.abc import Iterable
 
@@ -25,12 +27,19 @@ BLOCK_TOKENS = 32
 
 
 def _percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values``; None when there are none.
+
+    The smallest value with at least ``q`` of the values at or below it, so always one of
+    them: p50 of [a, b] is a, of [a, b, c, d] is b; p95 of 20 values is the 19th, of 100
+    the 95th; of one value, that value.
+    """
     if not values:
         return None
     ordered = sorted(values)
-    # nearest-rank on a 0..1 scale: p50 of [a, b] is a, p95 of 20 values is the 19th
-    k = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
-    return ordered[k]
+    # The epsilon keeps q * n that float arithmetic puts a hair above a whole number
+    # (0.07 * 100 is 7.000000000000001) on that rank.
+    rank = math.ceil(q * len(ordered) - 1e-9)
+    return ordered[max(0, min(len(ordered) - 1, rank - 1))]
 
 
 def _reason_counts(ended: Iterable[FinishReason] = ()) -> dict[str, int]:
@@ -74,15 +83,27 @@ class PrefixCacheStats:
 class EngineMetrics:
     """Aggregates over the last ``window`` requests that ran, plus live counters.
 
+    ``window``: ``EngineConfig.metrics_window``; ``requests``: how many requests
+    the window holds now (at most ``window``); ``prompt_tokens``,
+    ``completion_tokens``: their sums of ``RequestMetrics``' fields;
+    ``mean_batch_size``: the mean of their ``RequestMetrics.batch_size``.
     ``throughput_tokens_per_s``: completion tokens of those requests divided by
-    the wall time from the first one's submission to the last one's end.
-    Latency is submission → final response; TTFT is submission → first token.
+    the wall time from the first one's submission to the last one's end (time
+    the engine sat idle between them included: the rate it delivered, not its
+    peak).
+    Latency is submission → final response; TTFT is submission → first token
+    (requests that produced none are left out). The p50/p95 figures are
+    nearest-rank percentiles, each one of the window's values: with one request
+    both are its value, with two p50 is the smaller and p95 the larger; None
+    while the window is empty.
     ``total_requests``: every request that ended since the engine started,
     ``rejected`` of them without running (see the module docstring).
     ``finish_reasons``: how many of the requests in the window (those that
     ran; the ``rejected`` ones, e.g. refused as the queue was full, are not
     among them) ended with each ``FinishReason`` (by its value; every reason is
-    a key, 0 while none did, also on an idle engine). ``steps``: decode-loop
+    a key, 0 while none did, also on an idle engine). ``queue_depth``,
+    ``running``: requests waiting and running when the snapshot was taken
+    (not part of the window). ``steps``: decode-loop
     steps run; ``slow_steps``: steps (decode, training or worker calls) that
     ran far past their usual time (see
     ``EngineConfig.slow_step_s``); ``prefix_cache``: hits, tokens saved and

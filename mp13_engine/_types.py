@@ -247,10 +247,23 @@ class Request:
 
 @attrs.frozen(kw_only=True)
 class RequestMetrics:
-    """Measurements of one request. Times are seconds; ``ttft_s`` is from submission.
+    """Measurements of one request. Times are seconds, measured from submission.
 
+    ``prompt_tokens``: the tokens of the prompt fed (``engine.count_tokens`` of
+    ``engine.format_prompt``), ``cached_tokens`` of them included;
+    ``completion_tokens``: the tokens generated, the end-of-sequence token not
+    counted and the tokens of a stop string counted (its text is cut from the
+    reply); ``queue_s``: submission → admission (leaving the queue; its prompt is
+    then prefilled in chunks that share steps with the other rows);
+    ``ttft_s``: submission → the first generated token (None: none was), which a
+    stream may show later, as text that could start a stop string or tool-call
+    markup is held back; ``total_s``: submission → the final response;
+    ``tokens_per_s``: ``completion_tokens`` over the time from leaving the queue
+    to the end (prefill included; 0.0 without tokens).
     ``batch_size``: the most rows the request shared a step with (0: it never
-    ran); ``cached_tokens``: prompt tokens whose keys and values came from the
+    ran: it ended queued, refused, or before its prompt was fully prefilled);
+    ``adapters``: the adapters it asked for, resolved (``()``: the base model);
+    ``cached_tokens``: prompt tokens whose keys and values came from the
     prefix cache instead of being computed.
     """
 

@@ -78,6 +78,9 @@ def metrics(repl: Repl, line: CommandLine) -> None:
     m = repl.real_engine("metrics").metrics()
     rows = [
         ("requests (window / total)", f"{m.requests} / {m.total_requests}"),
+        # Counted in the total, never in the window's figures: say how many, or the two
+        # numbers above disagree with no reason given.
+        ("rejected (never ran)", str(m.rejected)),
         ("throughput tok/s", _fmt(m.throughput_tokens_per_s)),
         ("latency p50 / p95 s", f"{_fmt(m.latency_p50_s)} / {_fmt(m.latency_p95_s)}"),
         ("ttft p50 / p95 s", f"{_fmt(m.ttft_p50_s)} / {_fmt(m.ttft_p95_s)}"),
@@ -85,6 +88,10 @@ def metrics(repl: Repl, line: CommandLine) -> None:
         ("prompt / completion tokens", f"{m.prompt_tokens} / {m.completion_tokens}"),
         ("finish reasons", ", ".join(f"{k} {v}" for k, v in sorted(m.finish_reasons.items()))),
         ("queued / running", f"{m.queue_depth} / {m.running}"),
+        (
+            "prefix cache hits / tokens saved",
+            f"{m.prefix_cache.hits} of {m.prefix_cache.lookups} / {m.prefix_cache.tokens_saved}",
+        ),
     ]
     repl.console.print(render.key_values(f"engine metrics (last {m.window})", rows))
 

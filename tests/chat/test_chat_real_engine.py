@@ -34,6 +34,24 @@ def test_chat_fork_retry_prompt_and_metrics_on_a_real_engine(make_chat, tiny_eng
     assert "throughput" in out and "chatml" not in out.split("engine")[0]
 
 
+def test_metrics_shows_what_engine_metrics_counts(make_chat, tiny_engine):
+    """Was: ``/metrics`` left out the requests that never ran and the prefix cache, so
+    "requests (window / total)" read 2 / 3 with no reason for the gap."""
+    from mp13_engine import Request
+
+    tiny_engine.generate(Request(prompt="never runs", adapters=["no-such-adapter"]))
+    h = make_chat(tiny_engine, params={"max_new_tokens": 4})
+    out = h.run("a long enough first question " * 12, "/retry", "/metrics")
+    m = tiny_engine.metrics()
+    rows = table_rows(out)
+    assert rows["requests (window / total)"] == [f"{m.requests} / {m.total_requests}"]
+    assert rows["rejected (never ran)"] == [str(m.rejected)]
+    assert m.rejected >= 1 and m.prefix_cache.hits >= 1  # the retry reuses the prompt
+    cache = m.prefix_cache
+    expected = f"{cache.hits} of {cache.lookups} / {cache.tokens_saved}"
+    assert rows["prefix cache hits / tokens saved"] == [expected]
+
+
 def _has_steps(job):
     if job is None:
         return False

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from mp13_engine import Engine, EngineMetrics, FinishReason, Request
@@ -76,12 +79,53 @@ def test_recorder_percentiles_and_counts():
         )
         rec.record(0.0, float(i + 1), resp)
     snap = rec.snapshot(queue_depth=3, running=2)
-    assert snap.latency_p50_s == 10.0 or snap.latency_p50_s == 11.0
+    assert snap.latency_p50_s == 10.0  # the 10th of 20: half of them are at or below it
     assert snap.latency_p95_s == 19.0
     assert snap.finish_reasons == {"stop": 10, "length": 10, "cancelled": 0, "error": 0}
     assert snap.throughput_tokens_per_s == pytest.approx(200 / 20)
     assert (snap.queue_depth, snap.running) == (3, 2)
     assert _percentile([], 0.5) is None
+
+
+@pytest.mark.parametrize(
+    ("values", "p50", "p95"),
+    [
+        ([7.0], 7.0, 7.0),
+        ([2.0, 1.0], 1.0, 2.0),
+        ([4.0, 3.0, 2.0, 1.0], 2.0, 4.0),
+        ([6.0, 5.0, 4.0, 3.0, 2.0, 1.0], 3.0, 6.0),
+        ([float(i) for i in range(100, 0, -1)], 50.0, 95.0),
+    ],
+)
+def test_percentiles_are_nearest_rank_on_every_window_size(values, p50, p95):
+    """Was: ``round(q * (n - 1))`` with Python's half-to-even rounding, so p50 of two
+    values was the smaller, of four the third, of six the third again, and of 100
+    the 51st: a p50 that took the upper or the lower middle depending on the count."""
+    assert (_percentile(values, 0.5), _percentile(values, 0.95)) == (p50, p95)
+    assert _percentile(values, 0.07) == sorted(values)[max(0, -(-7 * len(values) // 100) - 1)]
+
+
+def test_a_window_of_one_request_reports_its_own_figures():
+    rec = MetricsRecorder(window=3)
+    m = RequestMetrics(completion_tokens=8, total_s=2.0, ttft_s=0.5, batch_size=2)
+    rec.record(10.0, 12.0, Response(id="one", metrics=m))
+    snap = rec.snapshot(0, 0)
+    assert (snap.latency_p50_s, snap.latency_p95_s) == (2.0, 2.0)
+    assert (snap.ttft_p50_s, snap.ttft_p95_s) == (0.5, 0.5)
+    assert snap.throughput_tokens_per_s == 4.0 and snap.mean_batch_size == 2.0
+
+
+def test_throughput_counts_idle_time_and_the_sums_are_of_the_window():
+    rec = MetricsRecorder(window=2)
+    for i, (start, end) in enumerate([(0.0, 1.0), (5.0, 6.0), (9.0, 10.0)]):
+        m = RequestMetrics(prompt_tokens=3 + i, completion_tokens=10, total_s=1.0, batch_size=i + 1)
+        rec.record(start, end, Response(id=str(i), metrics=m))
+    snap = rec.snapshot(0, 0)
+    # The window keeps the last two: 20 tokens from 5.0 to 10.0, three idle seconds included.
+    assert (snap.requests, snap.total_requests) == (2, 3)
+    assert snap.throughput_tokens_per_s == pytest.approx(20 / 5.0)
+    assert (snap.prompt_tokens, snap.completion_tokens) == (4 + 5, 20)
+    assert snap.mean_batch_size == pytest.approx(2.5)
 
 
 def _drive(engine, req, prompt, ids, watched=True):
@@ -154,3 +198,166 @@ def test_the_engine_says_its_device_and_dtype(tiny_model_path):
     with Engine.load(str(tiny_model_path), device="cpu", dtype="bfloat16") as engine:
         assert (engine.device, engine.dtype) == ("cpu", "bfloat16")
         assert str(engine.model.dtype) == "torch.bfloat16"
+
+
+# ----- each RequestMetrics field means what its docstring says, measured from outside
+
+
+def test_times_agree_with_a_clock_around_the_call(tiny_model_path):
+    """With one row at a time, the second request waits in the queue while the first
+    runs: its ``queue_s`` covers the first's run; a stream's first text comes no earlier
+    than ``ttft_s``; ``tokens_per_s`` is the tokens over the time out of the queue."""
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=1) as eng:
+        reqs = [Request(prompt=f"q {i}", max_new_tokens=12, min_new_tokens=12) for i in range(2)]
+        t0 = time.perf_counter()
+        first = eng.submit(reqs[0])
+        second = eng.submit(reqs[1])
+        gap = time.perf_counter() - t0  # the second was submitted at most this much later
+        m1, m2 = first.result(timeout=60).metrics, second.result(timeout=60).metrics
+        # The second left the queue once the first had ended.
+        assert m2.queue_s >= m1.total_s - gap
+        for m in (m1, m2):
+            assert m.tokens_per_s == pytest.approx(12 / (m.total_s - m.queue_s), rel=1e-6)
+        t0 = time.perf_counter()
+        first_text = None
+        for chunk in eng.stream(Request(prompt="hello", max_new_tokens=12, min_new_tokens=12)):
+            if first_text is None and chunk.text:
+                first_text = time.perf_counter() - t0
+            if chunk.done:
+                streamed = chunk.response
+        wall = time.perf_counter() - t0
+    assert first_text is not None and streamed.metrics.ttft_s is not None
+    assert streamed.metrics.queue_s <= streamed.metrics.ttft_s <= first_text
+    assert streamed.metrics.total_s <= wall
+
+
+def test_completion_tokens_count_the_stop_string_cut_from_the_text(engine):
+    full = engine.generate(Request(prompt="stop here", max_new_tokens=24, min_new_tokens=24))
+    stop = full.raw_text[6:9]
+    assert len(stop) == 3 and full.raw_text.find(stop) == 6
+    cut = engine.generate(Request(prompt="stop here", max_new_tokens=24, stop=[stop]))
+    assert cut.finish_reason is FinishReason.STOP and stop not in cut.raw_text
+    # The fewest greedy tokens whose text holds the stop string: those were generated.
+    made = next(
+        n
+        for n in range(1, 25)
+        if stop in engine.generate(Request(prompt="stop here", max_new_tokens=n)).raw_text
+    )
+    assert cut.metrics.completion_tokens == made
+
+
+def test_a_request_cancelled_while_its_prompt_is_prefilled_counts_as_rejected(tiny_model_path):
+    """``batch_size`` 0 and ``rejected`` cover a request that left the queue but ended
+    before its prompt was fully prefilled (here in chunks of 4 tokens, about 450 steps,
+    so the cancel comes long before it ends)."""
+    with Engine.load(str(tiny_model_path), device="cpu", prefill_chunk_tokens=4) as eng:
+        req = Request(prompt="word " * 600, max_new_tokens=4)
+        future = eng.submit(req)
+        deadline = time.monotonic() + 30
+        while eng._loop.steps < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert eng.cancel(req.id)
+        resp = future.result(timeout=30)
+        agg = eng.metrics()
+    assert resp.finish_reason is FinishReason.CANCELLED
+    assert resp.metrics.batch_size == 0 and resp.metrics.completion_tokens == 0
+    assert resp.metrics.prompt_tokens > 4 * 100 and resp.metrics.ttft_s is None
+    assert (agg.rejected, agg.requests, agg.finish_reasons["cancelled"]) == (1, 0, 0)
+
+
+def test_metrics_add_up_over_sixteen_threads_mixing_calls_adapters_and_cancels(
+    tiny_model_path, adapter_dir
+):
+    """A web app's load: 16 threads generating, streaming, sending batches and cancelling,
+    on the base model and two adapters. Each thread gets its own request's text (the
+    reply it gets alone), and ``metrics()`` accounts for every request exactly once."""
+    with Engine.load(str(tiny_model_path), device="cpu", max_batch_size=6) as eng:
+        for name in ("a", "b"):
+            eng.adapters.load(str(adapter_dir / name), name=name)
+        choices: list[list[str] | None] = [None, ["a"], ["b"], []]
+
+        def request(i: int, n: int = 6) -> Request:
+            return Request(
+                prompt=f"thread {i} says",
+                max_new_tokens=n,
+                min_new_tokens=n,
+                adapters=choices[i % 4],
+            )
+
+        alone = {i: eng.generate(request(i)).text for i in range(16)}
+        before = eng.metrics()
+        ended: list[Response] = []
+        failures: list[BaseException] = []
+        lock = threading.Lock()
+
+        def worker(i: int) -> None:
+            try:
+                for rep in range(3):
+                    mode, req = (i + rep) % 4, request(i)
+                    if mode == 0:
+                        resp = eng.generate(req)
+                    elif mode == 1:
+                        chunks = list(eng.stream(req))
+                        resp = chunks[-1].response
+                        assert "".join(c.text for c in chunks) == resp.text
+                    elif mode == 2:
+                        (resp,) = eng.generate_many([req])
+                    else:
+                        req = request(i, n=400)
+                        future = eng.submit(req)
+                        time.sleep(0.002 * (i % 5))
+                        eng.cancel(req.id)
+                        resp = future.result(timeout=60)
+                        assert resp.finish_reason is FinishReason.CANCELLED
+                    assert resp.id == req.id
+                    if mode != 3:
+                        assert resp.text == alone[i], (i, mode)
+                        assert resp.metrics.adapters == tuple(choices[i % 4] or ())
+                    with lock:
+                        ended.append(resp)
+            except BaseException as exc:  # reported below, in the test's thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads), "a thread hung"
+        assert failures == []
+        after = eng.metrics()
+    assert len(ended) == 48
+    ran = [r for r in ended if r.metrics.batch_size > 0]
+    assert after.total_requests - before.total_requests == 48
+    assert after.rejected - before.rejected == 48 - len(ran)
+    # The window (256) holds every request that ran, the 16 reference ones included.
+    assert after.requests == before.requests + len(ran)
+    assert after.completion_tokens - before.completion_tokens == sum(
+        r.metrics.completion_tokens for r in ran
+    )
+    assert sum(after.finish_reasons.values()) == after.requests
+    assert after.finish_reasons["cancelled"] == sum(
+        r.finish_reason is FinishReason.CANCELLED for r in ran
+    )
+    assert (after.queue_depth, after.running) == (0, 0)
+
+
+def test_a_training_job_empties_the_prefix_cache_as_its_readme_says(tiny_model_path, tmp_path):
+    """Was: README said the base model's blocks stay through training, yet a base prompt
+    cached before a job had ``cached_tokens`` 0 after it: the job adds its adapter when
+    it starts and saves it when it ends, and each of those empties the whole cache."""
+    from mp13_engine import TrainingConfig
+
+    prompt = Request(prompt="the quick brown fox jumps over the lazy dog " * 12, max_new_tokens=2)
+    rows = [{"prompt": "Capital of Zorbia?", "completion": " Flumptown."}] * 4
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        eng.generate(prompt)
+        assert eng.generate(prompt).metrics.cached_tokens > 0
+        assert eng.metrics().prefix_cache.blocks > 0
+        config = TrainingConfig(
+            adapter="z", dataset=rows, max_steps=2, batch_size=2, output_dir=str(tmp_path)
+        )
+        assert eng.train(config).result(timeout=300).steps == 2
+        assert eng.metrics().prefix_cache.blocks == 0
+        assert eng.generate(prompt).metrics.cached_tokens == 0
+        assert eng.generate(prompt).metrics.cached_tokens > 0  # filled again
