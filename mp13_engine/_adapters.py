@@ -18,7 +18,12 @@ Semantics of several adapters on one request (``Request.adapters=["a", "b"]``)
     combination_type="cat")`` (exact, rank = sum of ranks), with weight 1.0 per
     adapter unless :meth:`AdapterManager.combine` was given other weights, and
     is cached per set of names (order does not matter). Unloading or
-    retraining a member drops the cached combinations that use it.
+    retraining a member drops the cached combinations that use it: when its job
+    ends (done, cancelled or failed after changing its weights), so the next
+    request on the combination is built from the weights the member has then.
+    While a job trains a member, a combination keeps the member's weights of
+    when it was built (a rebuild at every step would end the requests running on
+    it); the member alone serves its weights as trained so far.
 
 Seams
     The manager is the one place that knows the engine's attributes (the
@@ -493,7 +498,13 @@ class AdapterManager:
                 )
             self._state.training.add(name)
 
-    def _release_training_on_worker(self, name: str) -> None:
+    def _release_training_on_worker(self, name: str, changed: bool = False) -> None:
+        """End a job's claim on ``name``. ``changed``: the job changed the loaded adapter's
+        weights in place without installing them (it failed after a step, or after restoring
+        a checkpoint), so the combinations built from its old weights go (a request naming
+        the combination again rebuilds it from the weights the adapter has now)."""
+        if changed:
+            self._drop_combos_on_worker(lambda k: name in k)
         with self._state.lock:
             self._state.training.discard(name)
 
