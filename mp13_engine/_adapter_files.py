@@ -21,6 +21,7 @@ import errno
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +79,13 @@ def write_adapter_dir(
     ``path``, never a mix of their files; what else ``path`` holds (a job's
     ``checkpoints``, files of the user's) stays in it.
     """
-    staging = _sibling(path, _STAGING)
+    staging = _sibling(path, _STAGING)  # this save's own: another save never writes there
     try:
         if path.exists() and not path.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "it is a file, not a folder", str(path))
         _recover(path)
         meta = {**_read_metadata(carry_from), **_describe_base(model, name)}
         meta.update(metadata or {})
-        shutil.rmtree(staging, ignore_errors=True)
         produced = _write_files(model, name, path, staging)
         (produced / METADATA_FILE).write_text(
             json.dumps(meta, indent=2, sort_keys=True, default=str)
@@ -105,15 +105,39 @@ def write_adapter_dir(
 _ADAPTER_FILES = frozenset(
     {"adapter_config.json", "adapter_model.safetensors", "adapter_model.bin", METADATA_FILE}
 )
-# Hidden siblings of an adapter folder during a save: the new adapter being written, and the
-# old folder between the swap and the move of its other entries into the new one. Fixed
-# names, so the next save into the folder finds what a killed process left (``_recover``).
+# Hidden siblings of an adapter folder during a save (``.NAME.mp13-save.<pid>-<random>``): the
+# new adapter being written, and the old folder between the swap and the move of its other
+# entries into the new one. Unique per save, so two processes saving one folder at once never
+# write into each other's staging folder; the next save or load into the folder finds what a
+# killed process left by the prefix (``_recover``; older versions used the bare prefix). Hidden,
+# so the REPL's discovery of adapter folders skips them.
 _STAGING = "mp13-save"
 _OLD = "mp13-old"
+# Rounds of the two-rename swap a save tries while other saves of the folder swap theirs in.
+_SWAP_ROUNDS = 8
 
 
 def _sibling(path: Path, what: str) -> Path:
-    return path.with_name(f".{path.name}.{what}")
+    return path.with_name(f".{path.name}.{what}.{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+def _siblings(path: Path, what: str) -> list[Path]:
+    """The ``what`` siblings of ``path`` that saves left or are using, the newest first."""
+    prefix = f".{path.name}.{what}"
+    try:
+        found = [
+            p for p in path.parent.iterdir() if p.name == prefix or p.name.startswith(prefix + ".")
+        ]
+    except FileNotFoundError:
+        return []
+
+    def age(p: Path) -> int:
+        try:
+            return -p.stat().st_ctime_ns  # a rename sets the ctime: when it was moved aside
+        except OSError:
+            return 0
+
+    return sorted(found, key=age)
 
 
 def _write_files(model: Any, name: str, path: Path, staging: Path) -> Path:
@@ -139,21 +163,47 @@ def _swap_in(new: Path, path: Path) -> None:
     (``_recover`` puts the old one back). Then the old folder's other entries move into the
     new one and the old adapter is deleted. When the folder cannot be renamed (Windows: a
     file in it is open), the files are replaced one at a time, as before.
+
+    Another process saving into the same folder at once can take ``path`` between two of
+    these renames; the swap then goes again, so the last save to swap in is the folder (each
+    whole) and the other entries stay in it.
     """
-    if not path.exists():
-        new.rename(path)
+    for _ in range(_SWAP_ROUNDS):
+        if not path.exists():
+            try:
+                new.rename(path)
+                return
+            except OSError:
+                if path.exists():  # another save's folder took the place first: swap again
+                    continue
+                raise
+        if path.is_symlink():  # the link is the user's: write into the folder it points to
+            _replace_files(new, path)
+            return
+        old = _sibling(path, _OLD)
+        try:
+            path.rename(old)
+        except FileNotFoundError:  # another save moved it aside a moment ago: swap again
+            continue
+        except OSError:  # Windows: a file in it is open; a mount point
+            _replace_files(new, path)
+            return
+        try:
+            new.rename(path)
+        except OSError:
+            if not path.exists():
+                raise
+            # Another save's folder took the place between the two renames: the entries
+            # moved aside join it, and this save swaps in over it.
+            _move_kept(old, path)
+            continue
+        _move_kept(old, path)
         return
-    if path.is_symlink():  # the link is the user's: write into the folder it points to
-        _replace_files(new, path)
-        return
-    old = _sibling(path, _OLD)
-    try:
-        path.rename(old)
-    except OSError:  # Windows: a file in it is open; a mount point
-        _replace_files(new, path)
-        return
-    new.rename(path)
-    _move_kept(old, path)
+    raise OSError(
+        errno.EBUSY,
+        f"other saves kept swapping their adapter into it ({_SWAP_ROUNDS} tries); save again",
+        str(path),
+    )
 
 
 def _replace_files(new: Path, path: Path) -> None:
@@ -169,22 +219,51 @@ def _replace_files(new: Path, path: Path) -> None:
 def _move_kept(old: Path, path: Path) -> None:
     """Move ``old``'s entries that are not the adapter's (nor in ``path``) into ``path``,
     then delete ``old``."""
-    for item in old.iterdir():
+    try:
+        items = list(old.iterdir())
+    except FileNotFoundError:  # a concurrent recovery put it back (or settled it) first
+        return
+    for item in items:
         if item.name not in _ADAPTER_FILES and not (path / item.name).exists():
-            item.rename(path / item.name)
-    shutil.rmtree(old)
+            try:
+                item.rename(path / item.name)
+            except FileNotFoundError:  # a concurrent recovery of the same folder moved it
+                continue
+    shutil.rmtree(old, ignore_errors=True)  # what is left is the old adapter's files
 
 
 def _recover(path: Path) -> None:
-    """Settle what a save into ``path`` killed mid-way left beside it: the old folder goes
-    back when the new one never took its place, else its other entries join the new one."""
-    old = _sibling(path, _OLD)
-    if not old.exists():
-        return
-    if path.exists():
-        _move_kept(old, path)
-    else:
-        old.rename(path)
+    """Settle what saves into ``path`` killed mid-way left beside it: the newest old folder
+    goes back when no new one took its place; the other entries of every old one join the
+    folder, and the old ones go."""
+    for old in _siblings(path, _OLD):
+        try:
+            if path.exists():
+                _move_kept(old, path)
+            else:
+                old.rename(path)
+        except FileNotFoundError:  # a save running now settled it (or swapped it) first
+            continue
+
+
+def finish_cut_short_save(path: Path) -> bool:
+    """Put back the folder a save into ``path`` was killed in the middle of swapping (its
+    old folder beside it, ``.NAME.mp13-old...``, and no ``path``); True when it did.
+
+    ``AdapterError`` saying what is where when the folder cannot be put back."""
+    if path.exists() or not _siblings(path, _OLD):
+        return False
+    try:
+        _recover(path)
+    except OSError as exc:
+        old = _siblings(path, _OLD)
+        raise AdapterError(
+            f"A save into {str(path)!r} was cut short while swapping the new adapter in, and "
+            f"the adapter it replaced could not be put back ({exc}): it is in "
+            f"{str(old[0]) if old else 'a hidden folder beside it'!r}. Rename that folder to "
+            f"{path.name!r} and load it again, or save the adapter there again."
+        ) from exc
+    return path.exists()
 
 
 def _describe_base(model: Any, name: str) -> dict[str, Any]:

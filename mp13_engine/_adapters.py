@@ -61,6 +61,7 @@ from mp13_engine._adapter_files import (
     base_model_name,
     check_compatible,
     check_wrappable,
+    finish_cut_short_save,
     holds_adapter,
     instead_of_adapter,
     write_adapter_dir,
@@ -214,13 +215,13 @@ class AdapterManager:
     def resolve_path(self, path: str | os.PathLike[str]) -> Path:
         """The adapter directory ``path`` names: itself, or a short name under ``adapters_dir``."""
         candidate = _folder(path).expanduser()
-        if (candidate / "adapter_config.json").is_file():
+        if _holds_config(candidate):
             return candidate.resolve()
         base = self._adapters_dir()
         where = ""
         if base is not None and not candidate.is_absolute():
             under = base / candidate
-            if (under / "adapter_config.json").is_file():
+            if _holds_config(under):
                 return under.resolve()
             where = f" or under adapters_dir {str(base)!r}"
         raise AdapterError(
@@ -685,6 +686,15 @@ class AdapterManager:
                     self._state.infos[other] = attrs.evolve(known, path=None)
             self._state.infos[name] = attrs.evolve(info, path=str(path))
         return path
+
+
+def _holds_config(folder: Path) -> bool:
+    """Whether ``folder`` holds an adapter config, once a save into it that was killed while
+    swapping the new adapter in is settled (its old folder put back; AdapterError when that
+    cannot be done, saying where the adapter is)."""
+    if (folder / "adapter_config.json").is_file():
+        return True
+    return finish_cut_short_save(folder) and (folder / "adapter_config.json").is_file()
 
 
 def _folder(path: object) -> Path:
