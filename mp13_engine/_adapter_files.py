@@ -144,14 +144,37 @@ def _write_files(model: Any, name: str, path: Path, staging: Path) -> Path:
     """Save the adapter's PEFT files under ``staging``; the folder that holds them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     staging.mkdir()
+    config = model.peft_config[name]
+    recorded = config.base_model_name_or_path
+    base = peft_base_model(model)
+    # PEFT's save reads config.json where the config names the base model (to see whether
+    # the vocabulary was resized): pointed at the folder the model was loaded from, it never
+    # asks the hub about an id, nor warns about a GGUF file's path.
+    config.base_model_name_or_path = base.name_or_path or recorded
     try:
         model.save_pretrained(str(staging), selected_adapters=[name])
     except (ValueError, RuntimeError) as exc:
         raise AdapterError(
             f"Saving adapter {name!r} to {str(path)!r} failed: {exc}. Check the path."
         ) from exc
+    finally:
+        config.base_model_name_or_path = recorded
     # PEFT writes a non-"default" adapter into a subfolder named after it.
-    return staging / name if (staging / name).is_dir() else staging
+    produced = staging / name if (staging / name).is_dir() else staging
+    _record_base(produced / "adapter_config.json", recorded_base(recorded) or base_model_name(base))
+    return produced
+
+
+def _record_base(file: Path, base: str | None) -> None:
+    """Write ``base`` as the base model in the adapter config ``file`` PEFT just wrote."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        problem = f"PEFT wrote an adapter config that cannot be read ({exc})"
+        raise OSError(errno.EIO, problem, str(file)) from exc
+    if isinstance(data, dict) and data.get("base_model_name_or_path") != base:
+        data["base_model_name_or_path"] = base
+        file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _swap_in(new: Path, path: Path) -> None:
@@ -324,8 +347,36 @@ def instead_of_adapter(path: Path) -> str:
 
 
 def base_model_name(model: Any) -> str | None:
-    """The name or path ``model`` was loaded from, as PEFT records it in adapter configs."""
-    return model.name_or_path or model.config.name_or_path or None
+    """What ``model`` was loaded from, as adapters record it (``base_model_name_or_path``).
+
+    The folder transformers loaded is a cache's, for a GGUF file (mp13's converted copy) and
+    for a hub model (the hub cache's snapshot): a path that means nothing elsewhere and goes
+    when the cache is cleared. For those it is what the user loaded: the GGUF file's path, or
+    the hub id. Loading an adapter never reads it (it is checked against the engine's model
+    module by module); it tells people which base model the adapter was made for.
+    """
+    return recorded_base(model.name_or_path or model.config.name_or_path or None)
+
+
+def recorded_base(name: str | None) -> str | None:
+    """``name``, or what was loaded when it is a folder of mp13's GGUF cache or the hub's
+    (an adapter that recorded one, saved before mp13 named the base model this way)."""
+    if not name:
+        return None
+    from mp13_engine._gguf import ENTRY_FILE
+
+    folder = Path(name)
+    try:
+        entry = json.loads((folder / ENTRY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        entry = None
+    source = entry.get("source") if isinstance(entry, dict) else None
+    if isinstance(source, str) and source:
+        return source
+    parts = folder.parts  # <hub cache>/models--ORG--NAME/snapshots/<revision>
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return parts[-3].removeprefix("models--").replace("--", "/")
+    return name
 
 
 def _module_sizes(module: Any) -> tuple[int, int] | None:

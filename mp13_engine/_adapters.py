@@ -64,6 +64,7 @@ from mp13_engine._adapter_files import (
     finish_cut_short_save,
     holds_adapter,
     instead_of_adapter,
+    recorded_base,
     write_adapter_dir,
 )
 from mp13_engine._compat import (
@@ -107,7 +108,9 @@ class AdapterInfo:
     rank: int
     alpha: float
     targets: tuple[str, ...] = attrs.field(converter=as_tuple)
-    base_model: str | None  # base model recorded by the adapter (PEFT's base_model_name_or_path)
+    # Base model recorded by the adapter (PEFT's base_model_name_or_path): for a model loaded
+    # from a GGUF file or the hub, the file's path or the hub id, never a cache's folder.
+    base_model: str | None
     source: AdapterSource = AdapterSource.LOADED
 
 
@@ -145,7 +148,7 @@ def _info_from_config(
         rank=int(config.r),
         alpha=float(config.lora_alpha),
         targets=_targets_of(config),
-        base_model=config.base_model_name_or_path,
+        base_model=recorded_base(config.base_model_name_or_path),  # not a cache's folder
         source=source,
     )
 
