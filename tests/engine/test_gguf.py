@@ -114,7 +114,10 @@ def _entries(cache) -> list:
 def test_the_second_load_uses_the_cache_and_reports_no_conversion(gguf_file, gguf_cache):
     first: list = []
     Engine.load(gguf_file, device="cpu", progress=first.append).close()
-    assert [p.stage for p in first] == ["convert"] * len(first) and len(first) >= 2
+    stages = [p.stage for p in first]
+    assert stages == ["convert"] * stages.count("convert") + ["load"] * stages.count("load")
+    first = [p for p in first if p.stage == "convert"]
+    assert len(first) >= 2
     assert first[0].message.startswith("converting tiny-llama.gguf")
     assert first[-1].done == first[-1].total == 3
     (entry,) = _entries(gguf_cache)
@@ -123,7 +126,7 @@ def test_the_second_load_uses_the_cache_and_reports_no_conversion(gguf_file, ggu
     again: list = []
     started = time.perf_counter()
     Engine.load(gguf_file, device="cpu", progress=again.append).close()
-    assert again == []  # nothing converted
+    assert {p.stage for p in again} == {"load"}  # nothing converted; the weights read
     assert time.perf_counter() - started < 30
     assert _entries(gguf_cache) == [entry]
 
@@ -137,7 +140,7 @@ def test_a_changed_file_is_converted_again_and_its_old_entry_removed(gguf_file, 
     os.utime(gguf_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
     events: list = []
     Engine.load(gguf_file, device="cpu", progress=events.append).close()
-    assert events  # converted again
+    assert [e for e in events if e.stage == "convert"]  # converted again
     (new,) = [e for e in _entries(gguf_cache) if e != stranger]
     assert new != old and stranger.is_dir()
 
