@@ -21,6 +21,7 @@ import errno
 import json
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,7 @@ def write_adapter_dir(
         if path.exists() and not path.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "it is a file, not a folder", str(path))
         _recover(path)
+        _sweep_staging(path)
         meta = {**_read_metadata(carry_from), **_describe_base(model, name)}
         meta.update(metadata or {})
         produced = _write_files(model, name, path, staging)
@@ -113,6 +115,8 @@ _ADAPTER_FILES = frozenset(
 # so the REPL's discovery of adapter folders skips them.
 _STAGING = "mp13-save"
 _OLD = "mp13-old"
+# A killed save's staging folder is deleted by a later save once untouched this long.
+_STALE_STAGING_S = 3600.0
 # Rounds of the two-rename swap a save tries while other saves of the folder swap theirs in.
 _SWAP_ROUNDS = 8
 
@@ -267,6 +271,34 @@ def _recover(path: Path) -> None:
                 old.rename(path)
         except FileNotFoundError:  # a save running now settled it (or swapped it) first
             continue
+
+
+def _sweep_staging(path: Path) -> None:
+    """Delete the staging folders of saves into ``path`` that were killed (``kill -9``: no
+    ``finally`` ran): those of a process that no longer runs here, untouched for an hour
+    (the folder may be shared by another machine, whose process ids mean nothing here)."""
+    for staging in _siblings(path, _STAGING):
+        pid = staging.name.rsplit(".", 1)[-1].split("-", 1)[0]
+        try:
+            stale = time.time() - staging.stat().st_mtime > _STALE_STAGING_S
+        except OSError:
+            continue
+        if stale and not (pid.isdigit() and _runs(int(pid))):
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _runs(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (assumed so on Windows, where
+    ``os.kill(pid, 0)`` would end it)."""
+    if os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it runs, as another user (PermissionError); or cannot be asked here
+        return True
+    return True
 
 
 def finish_cut_short_save(path: Path) -> bool:

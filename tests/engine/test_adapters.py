@@ -798,3 +798,33 @@ def test_loading_a_folder_whose_save_was_cut_short_puts_it_back(
     assert engine.adapters.load(folder, name="back").rank == 4
     assert (folder / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
+
+
+def test_a_save_deletes_the_staging_folders_of_killed_saves_only(engine, tmp_path):
+    """Staging names are unique per save, so the next save no longer clears a killed one's
+    by name: it deletes those of a process no longer running that are an hour old, and
+    leaves a running save's (this process, or one that started within the hour)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    engine.adapters.load("a")
+    folder = engine.adapters.save("a", tmp_path / "x")
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = int(gone.stdout)
+    hour_ago = time.time() - 3700
+    killed = tmp_path / f".x.mp13-save.{dead}-aaaa"
+    running = tmp_path / f".x.mp13-save.{os.getpid()}-bbbb"
+    recent = tmp_path / f".x.mp13-save.{dead}-cccc"
+    for staging in (killed, running, recent):
+        (staging / "a").mkdir(parents=True)
+    for staging in (killed, running):
+        os.utime(staging, (hour_ago, hour_ago))
+    engine.adapters.save("a", folder)
+    assert not killed.exists() and running.is_dir() and recent.is_dir()
