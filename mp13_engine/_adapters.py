@@ -507,10 +507,12 @@ class AdapterManager:
         weights in place without installing them (it failed after a step, or after restoring
         a checkpoint), so the combinations built from its old weights go (a request naming
         the combination again rebuilds it from the weights the adapter has now)."""
-        if changed:
-            self._drop_combos_on_worker(lambda k: name in k)
-        with self._state.lock:
-            self._state.training.discard(name)
+        try:
+            if changed:
+                self._drop_combos_on_worker(lambda k: name in k)
+        finally:  # the claim ends even if PEFT fails to delete a combination (already forgotten)
+            with self._state.lock:
+                self._state.training.discard(name)
 
     def _refuse_if_training(self, name: str, action: str) -> None:
         with self._state.lock:

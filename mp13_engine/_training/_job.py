@@ -630,7 +630,9 @@ class TrainingJob:
             if self._new_adapter:
                 self._host.discard_adapter(self.config.adapter)
         if self._trainer is not None:  # set up: this job holds the claim on the name
-            self._host.release(self.config.adapter, self._changed_in_place())
+            # Like the clean-up above: nothing may keep the failure from reaching result().
+            with contextlib.suppress(Exception):
+                self._host.release(self.config.adapter, self._changed_in_place())
         resume = ""
         if self._last_checkpoint is not None:
             resume = (
