@@ -548,8 +548,17 @@ class TryOut(Cursor):
         scope_state.tryouts[hub_id] = self
 
     def promote(self) -> Cursor:
-        """Make this branch the main line; the origin cursor moves here. Returns it."""
+        """Make this branch the main line; the origin cursor moves here. Returns it.
+
+        Not while the origin runs an exchange (``CursorError``): its reply, when recorded,
+        would move it back to its own branch, undoing the move here."""
         self._check_idle("promote()")
+        if self.origin.running:
+            raise CursorError(
+                "promote() is refused while the cursor this try-out was opened from is running "
+                "an exchange (recording its reply would move it back off this branch): await "
+                "that exchange or cancel() it first, then promote()"
+            )
         self.session.set_main_line(self.hub_id)
         self.origin._move(self.node_id)
         self.origin._remember()

@@ -44,7 +44,7 @@ import attrs
 
 from mp13_context._context import ChatContext
 from mp13_context._cursor import Cursor
-from mp13_context._errors import ContextError
+from mp13_context._errors import ContextError, CursorError
 from mp13_context._events import EventCallback, check_callback
 from mp13_context._messages import whole_turn
 from mp13_context._model import Command, ConversationInfo, Node, Role, Turn
@@ -291,6 +291,13 @@ async def areplay(
                 "with Session.open(path)"
             )
     if isinstance(source, Cursor):
+        if source.running:
+            # Its branch ends at a reply still being recorded (or a user turn awaiting one).
+            raise CursorError(
+                "replay(cur) is refused while this cursor is running an exchange (its last "
+                "reply is still being recorded): await it or cancel() it first, or replay up "
+                "to where that exchange started: replay(cur.clone(), ...)"
+            )
         src, leaf = source.session, source.node_id
         engine = engine if engine is not None else source.scope_state.engine
         toolbox = toolbox if toolbox is not None else source.scope_state.toolbox
@@ -412,9 +419,10 @@ def replay(
     """Re-run ``source`` into a new conversation of ``into`` and compare (module docstring).
 
     ``source``: a ``Cursor`` (its branch up to the cursor; its context's engine and
-    toolbox are the defaults) or a conversation (``ConversationInfo`` or id; its main
-    line), found in ``session=`` or else in ``into``. ``into`` defaults to the
-    source's session. ``progress``: a function given a ``ReplayProgress`` as each user
-    turn starts and ends (``progress=print`` shows "turn i of n" lines).
+    toolbox are the defaults; not while it runs an exchange, ``CursorError``) or a
+    conversation (``ConversationInfo`` or id; its main line), found in ``session=`` or
+    else in ``into``. ``into`` defaults to the source's session. ``progress``: a function
+    given a ``ReplayProgress`` as each user turn starts and ends (``progress=print`` shows
+    "turn i of n" lines).
     """
     return run_sync(areplay(source, into, engine, toolbox, **kwargs))

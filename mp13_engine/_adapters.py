@@ -18,7 +18,12 @@ Semantics of several adapters on one request (``Request.adapters=["a", "b"]``)
     combination_type="cat")`` (exact, rank = sum of ranks), with weight 1.0 per
     adapter unless :meth:`AdapterManager.combine` was given other weights, and
     is cached per set of names (order does not matter). Unloading or
-    retraining a member drops the cached combinations that use it.
+    retraining a member drops the cached combinations that use it: when its job
+    ends (done, cancelled or failed after changing its weights), so the next
+    request on the combination is built from the weights the member has then.
+    While a job trains a member, a combination keeps the member's weights of
+    when it was built (a rebuild at every step would end the requests running on
+    it); the member alone serves its weights as trained so far.
 
 Seams
     The manager is the one place that knows the engine's attributes (the
@@ -56,8 +61,10 @@ from mp13_engine._adapter_files import (
     base_model_name,
     check_compatible,
     check_wrappable,
+    finish_cut_short_save,
     holds_adapter,
     instead_of_adapter,
+    recorded_base,
     write_adapter_dir,
 )
 from mp13_engine._compat import (
@@ -101,7 +108,9 @@ class AdapterInfo:
     rank: int
     alpha: float
     targets: tuple[str, ...] = attrs.field(converter=as_tuple)
-    base_model: str | None  # base model recorded by the adapter (PEFT's base_model_name_or_path)
+    # Base model recorded by the adapter (PEFT's base_model_name_or_path): for a model loaded
+    # from a GGUF file or the hub, the file's path or the hub id, never a cache's folder.
+    base_model: str | None
     source: AdapterSource = AdapterSource.LOADED
 
 
@@ -139,7 +148,7 @@ def _info_from_config(
         rank=int(config.r),
         alpha=float(config.lora_alpha),
         targets=_targets_of(config),
-        base_model=config.base_model_name_or_path,
+        base_model=recorded_base(config.base_model_name_or_path),  # not a cache's folder
         source=source,
     )
 
@@ -209,13 +218,13 @@ class AdapterManager:
     def resolve_path(self, path: str | os.PathLike[str]) -> Path:
         """The adapter directory ``path`` names: itself, or a short name under ``adapters_dir``."""
         candidate = _folder(path).expanduser()
-        if (candidate / "adapter_config.json").is_file():
+        if _holds_config(candidate):
             return candidate.resolve()
         base = self._adapters_dir()
         where = ""
         if base is not None and not candidate.is_absolute():
             under = base / candidate
-            if (under / "adapter_config.json").is_file():
+            if _holds_config(under):
                 return under.resolve()
             where = f" or under adapters_dir {str(base)!r}"
         raise AdapterError(
@@ -493,9 +502,17 @@ class AdapterManager:
                 )
             self._state.training.add(name)
 
-    def _release_training_on_worker(self, name: str) -> None:
-        with self._state.lock:
-            self._state.training.discard(name)
+    def _release_training_on_worker(self, name: str, changed: bool = False) -> None:
+        """End a job's claim on ``name``. ``changed``: the job changed the loaded adapter's
+        weights in place without installing them (it failed after a step, or after restoring
+        a checkpoint), so the combinations built from its old weights go (a request naming
+        the combination again rebuilds it from the weights the adapter has now)."""
+        try:
+            if changed:
+                self._drop_combos_on_worker(lambda k: name in k)
+        finally:  # the claim ends even if PEFT fails to delete a combination (already forgotten)
+            with self._state.lock:
+                self._state.training.discard(name)
 
     def _refuse_if_training(self, name: str, action: str) -> None:
         with self._state.lock:
@@ -674,6 +691,15 @@ class AdapterManager:
                     self._state.infos[other] = attrs.evolve(known, path=None)
             self._state.infos[name] = attrs.evolve(info, path=str(path))
         return path
+
+
+def _holds_config(folder: Path) -> bool:
+    """Whether ``folder`` holds an adapter config, once a save into it that was killed while
+    swapping the new adapter in is settled (its old folder put back; AdapterError when that
+    cannot be done, saying where the adapter is)."""
+    if (folder / "adapter_config.json").is_file():
+        return True
+    return finish_cut_short_save(folder) and (folder / "adapter_config.json").is_file()
 
 
 def _folder(path: object) -> Path:

@@ -47,7 +47,8 @@ from mp13_engine._errors import ConfigError, ModelLoadError
 class FetchProgress:
     """One progress report of a fetch or conversion.
 
-    ``stage`` is one of ``"download"``, ``"extract"``, ``"convert"``, ``"ready"``;
+    ``stage`` is one of ``"download"``, ``"extract"``, ``"convert"``, ``"ready"``, and
+    ``"load"`` (``Engine.load`` reading the weights into memory: tensors);
     ``done`` of ``total`` units (bytes for downloads, steps otherwise; ``total``
     is None when unknown); ``message`` is a line a person can read.
     """

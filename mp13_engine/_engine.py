@@ -431,7 +431,10 @@ class Engine:
 
         ``progress`` (optional) is called with ``mp13_engine.models.FetchProgress``
         reports of slow first-time steps: converting a GGUF file into the cache,
-        downloading a hub model with ``download=True``.
+        downloading a hub model with ``download=True``; and of loading the weights
+        (stage ``"load"``), which transformers would otherwise draw as its "Loading
+        weights" bar on stderr (it still does without ``progress``, unless turned off by
+        ``transformers.utils.logging.disable_progress_bar()``).
         """
         config = _config_from(model, fields)
         check_progress(progress, "Engine.load")

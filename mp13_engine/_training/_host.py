@@ -61,8 +61,10 @@ class TrainingHost:
     #: *worker*: claim ``name`` for this job (loading, replacing or unloading it is refused
     #: until released); TrainingError when another job has claimed it.
     claim: Callable[[str], None]
-    #: *worker*: end a claim (the job finished, was cancelled or failed).
-    release: Callable[[str], None]
+    #: *worker*: ``release(name, changed)`` ends a claim (the job finished, was cancelled or
+    #: failed); ``changed``: the job changed a loaded adapter's weights in place without
+    #: installing them (what was built from the old weights is dropped).
+    release: Callable[[str, bool], None]
     #: *worker*: ``add_adapter(name, lora_config)`` adds an untrained adapter requests cannot
     #: name yet (wrapping the model on first use); returns the model.
     add_adapter: Callable[[str, Any], Any]

@@ -359,7 +359,7 @@ class TrainingJob:
         except BaseException:
             if self._new_adapter:
                 host.discard_adapter(cfg.adapter)
-            host.release(cfg.adapter)
+            host.release(cfg.adapter, self._changed_in_place())
             raise
 
     def _add_or_pick_adapter(self) -> Any:
@@ -388,6 +388,14 @@ class TrainingJob:
             model = host.add_adapter(cfg.adapter, lora)
         self._new_adapter = True
         return model
+
+    def _changed_in_place(self) -> bool:
+        """Whether this job changed a loaded adapter's weights (an optimizer step, or a
+        checkpoint restored into it); combinations built from its old ones are then stale."""
+        trainer = self._trainer
+        if self._new_adapter or trainer is None:
+            return False
+        return trainer.step > trainer.first_step or self.config.resume_from is not None
 
     def _name_problem(self) -> TrainingError | None:
         """Why the adapter's name cannot be trained now (loaded, or not loaded to continue)."""
@@ -603,7 +611,7 @@ class TrainingJob:
             train_tokens=trainer.tokens_seen,
             elapsed_s=time.perf_counter() - trainer.started,
         )
-        host.release(cfg.adapter)
+        host.release(cfg.adapter, False)  # a changed adapter was installed above
         self._emit(TrainingEventKind.DONE, trainer, eval_loss=eval_loss, path=path)
         self._future.set_result(result)
         self._close_events()
@@ -622,7 +630,9 @@ class TrainingJob:
             if self._new_adapter:
                 self._host.discard_adapter(self.config.adapter)
         if self._trainer is not None:  # set up: this job holds the claim on the name
-            self._host.release(self.config.adapter)
+            # Like the clean-up above: nothing may keep the failure from reaching result().
+            with contextlib.suppress(Exception):
+                self._host.release(self.config.adapter, self._changed_in_place())
         resume = ""
         if self._last_checkpoint is not None:
             resume = (

@@ -783,3 +783,32 @@ def test_a_running_cursor_names_the_refused_call_and_a_way_that_works(ctx, engin
     assert other.text == "echo: other"
     assert [m["role"] for m in twin.messages()] == ["user", "assistant"] * 2
     assert twin.path()[-3].id == start
+
+
+def test_promote_while_the_origin_runs_is_refused_and_works_after(ctx, engine):
+    """promote() while the origin cursor ran an exchange moved it onto the try-out, and the
+    running exchange, when it recorded its reply, moved it back: the promote was undone
+    (the branch on the main line, the origin elsewhere). It is refused, naming a way that
+    works, and that way works."""
+    engine.delay_s = 0.01
+    engine.chunk_size = 1
+    cur = ctx.cursor()
+    cur.ask("q")
+    t = cur.try_out()
+    t.ask("try this")
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("slow " * 5))
+        while not cur.running or engine.in_flight == 0:
+            await asyncio.sleep(0.005)
+        with pytest.raises(CursorError) as err:
+            t.promote()
+        assert str(err.value).startswith("promote() is refused while the cursor this try-out")
+        assert "await that exchange or cancel() it first" in str(err.value)
+        assert not t.closed and ctx.tryouts() == [t]
+        return await task
+
+    asyncio.run(main())
+    assert t.promote() is cur and cur.node_id == t.node_id
+    assert ctx.session.node(t.hub_id).main_line
+    assert [n.turn.text for n in cur.path() if n.turn][-2:] == ["try this", "echo: try this"]

@@ -326,3 +326,32 @@ def test_replay_progress_that_is_not_a_function_is_refused_before_anything_runs(
     with pytest.raises(ContextError, match="replay's progress is a function"):
         replay(cur, engine=engine, progress="print")
     assert engine.requests == [] and len(session.conversations()) == before
+
+
+def test_replay_of_a_running_cursor_is_refused_and_its_clone_replays(session):
+    """replay(cur) on a running cursor replayed its branch up to a reply still being recorded
+    (a half-recorded node). It is refused, naming a way that works: its clone, where the
+    exchange started, replays the branch up to there."""
+    from mp13_context import CursorError
+
+    engine = FakeEngine(responder=responder)
+    engine.delay_s = 0.01
+    engine.chunk_size = 1
+    cur = ChatContext(session, engine=engine, toolbox=toolbox()).cursor()
+    cur.ask("first")
+
+    async def main():
+        task = asyncio.ensure_future(cur.aask("slow " * 5))
+        while not cur.running or engine.in_flight == 0:
+            await asyncio.sleep(0.005)
+        with pytest.raises(CursorError) as err:
+            await areplay(cur, engine=FakeEngine(responder=responder), toolbox=toolbox())
+        assert str(err.value).startswith("replay(cur) is refused while this cursor is running")
+        assert "replay(cur.clone(), ...)" in str(err.value)
+        report = await areplay(cur.clone(), engine=FakeEngine(responder=responder))
+        await task
+        return report
+
+    report = asyncio.run(main())
+    assert [t.user_text for t in report.turns] == ["first"]
+    assert report.turns[0].text_equal

@@ -739,3 +739,92 @@ def test_a_save_cut_short_leaves_one_whole_adapter_and_keeps_the_folders_other_f
     monkeypatch.setattr(pathlib.Path, "rename", locked)
     assert engine.adapters.save("b", folder, overwrite=True) == folder
     assert whole_b() and (folder / "notes.txt").read_text() == "mine"
+
+
+def test_two_saves_into_one_folder_at_once_each_swap_in_whole(engine, tmp_path, monkeypatch):
+    """Two processes saving one folder shared its staging folder's name: the second cleared
+    the first's half-swapped adapter, and the first failed or swapped in a mix. Each save now
+    stages under its own name; one that loses the folder to another between its two renames
+    swaps again, so the last to swap in is the folder, whole, and the other entries stay."""
+    from mp13_engine._adapter_files import write_adapter_dir
+
+    engine.adapters.load("a")
+    engine.adapters.load("b")
+    folder = engine.adapters.save("a", tmp_path / "x")
+    (folder / "notes.txt").write_text("mine")
+    expected = {n: _adapter_state(engine.adapters.save(n, tmp_path / f"{n}-alone")) for n in "ab"}
+    real_rename = pathlib.Path.rename
+    staged: list[str] = []
+
+    def rename(self, target):
+        if self == folder and not staged:  # save 1 moves the folder aside: save 2 runs whole
+            staged.extend(p.name for p in tmp_path.iterdir() if ".mp13-save" in p.name)
+            write_adapter_dir(engine.model, "a", folder)
+        return real_rename(self, target)
+
+    monkeypatch.setattr(pathlib.Path, "rename", rename)
+    assert engine.adapters.save("b", folder, overwrite=True) == folder
+    monkeypatch.undo()
+    assert len(staged) == 1  # save 1's staging folder, which save 2 never touched
+    state = _adapter_state(folder)
+    assert json.loads(state.pop(METADATA_FILE))["name"] == "b"  # save 1 swapped in last
+    assert state == {k: v for k, v in expected["b"].items() if k != METADATA_FILE}
+    assert (folder / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-alone", "b-alone", "x"]
+
+
+@pytest.mark.parametrize("leftover", [".x.mp13-old", ".x.mp13-old.123-abc"])
+def test_loading_a_folder_whose_save_was_cut_short_puts_it_back(
+    engine, tmp_path, monkeypatch, leftover
+):
+    """A save killed between its two renames leaves no folder and the old one beside it (the
+    bare name is what older versions left). Loading the folder used to say there was no
+    adapter there; it now puts the old folder back, or says where the adapter is."""
+    engine.adapters.load("a")
+    folder = engine.adapters.save("a", tmp_path / "x")
+    (folder / "notes.txt").write_text("mine")
+    folder.rename(tmp_path / leftover)
+
+    def refused(self, target):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(pathlib.Path, "rename", refused)
+    with pytest.raises(AdapterError) as info:
+        engine.adapters.load(folder, name="back")
+    monkeypatch.undo()
+    text = str(info.value)
+    assert "cut short" in text and leftover in text and "Rename that folder to 'x'" in text
+
+    assert engine.adapters.load(folder, name="back").rank == 4
+    assert (folder / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
+
+
+def test_a_save_deletes_the_staging_folders_of_killed_saves_only(engine, tmp_path):
+    """Staging names are unique per save, so the next save no longer clears a killed one's
+    by name: it deletes those of a process no longer running that are an hour old, and
+    leaves a running save's (this process, or one that started within the hour)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    engine.adapters.load("a")
+    folder = engine.adapters.save("a", tmp_path / "x")
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = int(gone.stdout)
+    hour_ago = time.time() - 3700
+    killed = tmp_path / f".x.mp13-save.{dead}-aaaa"
+    running = tmp_path / f".x.mp13-save.{os.getpid()}-bbbb"
+    recent = tmp_path / f".x.mp13-save.{dead}-cccc"
+    for staging in (killed, running, recent):
+        (staging / "a").mkdir(parents=True)
+    for staging in (killed, running):
+        os.utime(staging, (hour_ago, hour_ago))
+    engine.adapters.save("a", folder)
+    assert not killed.exists() and running.is_dir() and recent.is_dir()

@@ -95,7 +95,7 @@ def test_download_true_fetches_config_tokenizer_and_one_copy_of_the_weights(hub,
     ((source, kwargs),) = seen
     assert source == str(hub.dest)  # transformers reads the downloaded snapshot
     assert kwargs["local_files_only"] is False
-    assert [e.stage for e in events] == ["download", "ready"]
+    assert [e.stage for e in events if e.stage != "load"] == ["download", "ready"]
     assert HUB_ID in events[0].message
 
 

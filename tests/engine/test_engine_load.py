@@ -757,7 +757,8 @@ def test_a_progress_that_is_not_a_function_is_refused_even_when_nothing_would_re
     seen: list[object] = []
     with Engine.load(str(tiny_model_path), device="cpu", progress=seen.append) as engine:
         assert engine.generate("hi", max_new_tokens=2).ok
-    assert seen == []  # a checkpoint folder has no slow first-time step to report
+    # A checkpoint folder has no slow first-time step to report; only reading the weights.
+    assert {r.stage for r in seen} == {"load"}
 
 
 def test_a_file_inside_a_model_folder_or_a_config_file_says_what_to_give(tiny_model_path, tmp_path):
@@ -773,3 +774,46 @@ def test_a_file_inside_a_model_folder_or_a_config_file_says_what_to_give(tiny_mo
         Engine.load(config_file)
     with Engine.load(EngineConfig.from_json(config_file)) as engine:  # what the error says
         assert engine.generate("hi", max_new_tokens=2).ok
+
+
+def test_loading_the_weights_reports_to_progress_instead_of_drawing_a_bar(tiny_model_path, capfd):
+    """Engine.load(progress=...) still let transformers draw its "Loading weights" bar on
+    the caller's stderr. The bar of this load now reports to progress (stage "load"); bars
+    the load does not make, and loads without progress, go to the hook that was there."""
+    import threading
+
+    from transformers.utils import logging as hf_logging
+
+    from mp13_engine import Engine
+
+    made: list[str] = []
+
+    def users_hook(factory, args, kwargs):
+        made.append(str(kwargs.get("desc")))
+        return factory(*args, **{**kwargs, "disable": True})
+
+    previous = hf_logging.set_tqdm_hook(users_hook)
+    try:
+        reports = []
+        other = []
+
+        def progress(report):
+            reports.append(report)
+            if not other:  # another thread's bar meanwhile: not this load's
+                thread = threading.Thread(target=lambda: other.append(hf_logging.tqdm(desc="x")))
+                thread.start()
+                thread.join()
+
+        with Engine.load(str(tiny_model_path), device="cpu", progress=progress):
+            pass
+        assert made == ["x"]
+        loads = [r for r in reports if r.stage == "load"]
+        assert loads[0].done == 0 and loads[-1].done == loads[-1].total > 0
+        assert 2 <= len(loads) <= 22  # about every 5%, never a line per tensor
+        assert loads[-1].message == f"loading weights: {loads[-1].total} of {loads[-1].total}"
+        assert "Loading weights" not in capfd.readouterr().err
+        with Engine.load(str(tiny_model_path), device="cpu"):
+            pass
+        assert made == ["x", "Loading weights"]  # no progress: transformers' bar, as it was
+    finally:
+        assert hf_logging.set_tqdm_hook(previous) is users_hook  # put back after each load

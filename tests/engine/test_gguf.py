@@ -114,7 +114,10 @@ def _entries(cache) -> list:
 def test_the_second_load_uses_the_cache_and_reports_no_conversion(gguf_file, gguf_cache):
     first: list = []
     Engine.load(gguf_file, device="cpu", progress=first.append).close()
-    assert [p.stage for p in first] == ["convert"] * len(first) and len(first) >= 2
+    stages = [p.stage for p in first]
+    assert stages == ["convert"] * stages.count("convert") + ["load"] * stages.count("load")
+    first = [p for p in first if p.stage == "convert"]
+    assert len(first) >= 2
     assert first[0].message.startswith("converting tiny-llama.gguf")
     assert first[-1].done == first[-1].total == 3
     (entry,) = _entries(gguf_cache)
@@ -123,7 +126,7 @@ def test_the_second_load_uses_the_cache_and_reports_no_conversion(gguf_file, ggu
     again: list = []
     started = time.perf_counter()
     Engine.load(gguf_file, device="cpu", progress=again.append).close()
-    assert again == []  # nothing converted
+    assert {p.stage for p in again} == {"load"}  # nothing converted; the weights read
     assert time.perf_counter() - started < 30
     assert _entries(gguf_cache) == [entry]
 
@@ -137,7 +140,7 @@ def test_a_changed_file_is_converted_again_and_its_old_entry_removed(gguf_file, 
     os.utime(gguf_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
     events: list = []
     Engine.load(gguf_file, device="cpu", progress=events.append).close()
-    assert events  # converted again
+    assert [e for e in events if e.stage == "convert"]  # converted again
     (new,) = [e for e in _entries(gguf_cache) if e != stranger]
     assert new != old and stranger.is_dir()
 
@@ -315,3 +318,63 @@ def test_a_missing_gguf_file_is_not_taken_for_a_hub_id(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         Engine.load("missing-model.Q4_K_M.gguf", device="cpu")
+
+
+def test_an_adapter_trained_on_a_gguf_names_the_file_and_loads_without_the_cache(
+    gguf_file, gguf_cache, llama_dir, tmp_path
+):
+    """An adapter trained on a GGUF-loaded model recorded mp13's converted cache folder as its
+    base model (adapter_config.json, mp13's metadata, AdapterInfo): a path that means nothing
+    elsewhere and goes with the cache. It records the GGUF file now, and loads with the cache
+    cleared, on the checkpoint the file was made from."""
+    import json
+    import shutil
+    import warnings
+
+    from mp13_engine import TrainingConfig
+    from mp13_engine._adapter_files import METADATA_FILE
+
+    rows = [
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
+    ]
+    out = tmp_path / "adapter"
+    with Engine.load(gguf_file, device="cpu") as engine:
+        assert str(gguf_cache) in engine.model.name_or_path  # transformers loaded the cache's copy
+        cfg = TrainingConfig(adapter="g", dataset=rows, max_steps=1, output_dir=str(out))
+        assert engine.train(cfg).result(timeout=120).steps == 1
+        recorded = engine.adapters.get("g").base_model
+    source = str(gguf_file.resolve())
+    assert recorded == source
+    assert (
+        json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == source
+    )
+    assert json.loads((out / METADATA_FILE).read_text())["base_model"] == source
+    shutil.rmtree(gguf_cache)
+    with Engine.load(llama_dir, device="cpu") as engine:
+        assert engine.adapters.load(out).base_model == source
+        reply = engine.generate(Request(prompt="hi", adapters=["adapter"], max_new_tokens=2))
+        assert reply.finish_reason is not None and not reply.error
+        # Saved again: PEFT's save looks for the base's config.json where the config points,
+        # and warned "Could not find a config file" at a GGUF file's path (a hub id: asked
+        # the hub). It looks in the engine's model folder; the file still names the GGUF.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            again = engine.adapters.save("adapter", tmp_path / "again")
+        assert not [w for w in caught if "config file" in str(w.message)]
+        assert (
+            json.loads((again / "adapter_config.json").read_text())["base_model_name_or_path"]
+            == source
+        )
+
+
+def test_an_adapter_names_a_hub_model_by_its_id_not_the_hub_cache_folder(tmp_path):
+    """A hub model loads from the hub cache's snapshot folder; adapters name the hub id."""
+    from types import SimpleNamespace
+
+    from mp13_engine._adapter_files import base_model_name
+
+    snapshot = tmp_path / "hub" / "models--HuggingFaceTB--SmolLM2-135M" / "snapshots" / "0a1b"
+    model = SimpleNamespace(name_or_path=str(snapshot), config=SimpleNamespace(name_or_path=""))
+    assert base_model_name(model) == "HuggingFaceTB/SmolLM2-135M"
+    model.name_or_path = str(tmp_path / "my-model")  # a folder of the user's: as it is
+    assert base_model_name(model) == str(tmp_path / "my-model")

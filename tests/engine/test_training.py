@@ -510,6 +510,50 @@ def test_a_job_that_fails_mid_run_leaves_the_engine_as_it_was(
     engine.adapters.unload(name)
 
 
+def test_a_combination_is_rebuilt_after_its_member_is_trained_further(
+    engine, tmp_path, monkeypatch
+):
+    """Training a member in place (continue_training) left a combination built before the job
+    serving the member's old weights, silently, when the job failed after changing them (done
+    and cancelled jobs install the adapter, which dropped it). Each way a job ends, a request
+    on the combination now runs on the weights the member has."""
+    from mp13_engine._training._trainer import Trainer
+
+    def combo(names: list[str]) -> str:
+        return engine.generate(Request(prompt=QA[1][0], adapters=names, max_new_tokens=8)).raw_text
+
+    for name in ("ca", "cb"):
+        engine.train(_cfg(tmp_path, name, max_steps=2)).result(timeout=120)
+    further = {"continue_training": True, "learning_rate": 5e-2, "max_steps": 6}
+    real, calls = Trainer.micro_step, []
+
+    def failing(self, model):
+        calls.append(1)
+        if len(calls) == 4:
+            raise RuntimeError("simulated failure after three steps")
+        return real(self, model)
+
+    for ending in ("done", "failed"):
+        stale = combo(["ca", "cb"])  # built (and cached) from ca's weights before the job
+        job_dir = str(tmp_path / f"ca-{ending}")
+        if ending == "failed":
+            monkeypatch.setattr(Trainer, "micro_step", failing)
+            with pytest.raises(TrainingError, match="simulated failure"):
+                engine.train(_cfg(tmp_path, "ca", output_dir=job_dir, **further)).result(120)
+            monkeypatch.undo()
+        else:
+            engine.train(_cfg(tmp_path, "ca", output_dir=job_dir, **further)).result(120)
+        # ca's weights as they are now, loaded under another name: a combination of it is
+        # built fresh, from exactly the weights ca has.
+        now = engine.adapters.save("ca", tmp_path / f"ca-now-{ending}", overwrite=True)
+        engine.adapters.load(now, name=f"ca_now_{ending}")
+        expected = combo([f"ca_now_{ending}", "cb"])
+        assert combo(["ca", "cb"]) == expected != stale
+        engine.adapters.unload(f"ca_now_{ending}")
+    engine.adapters.unload("ca")
+    engine.adapters.unload("cb")
+
+
 def test_epochs_grad_accum_and_resume_latest(engine, tmp_path):
     """No max_steps: epochs over the rows set the length; "latest" resumes the newest checkpoint."""
     out = tmp_path / "shared-out"
