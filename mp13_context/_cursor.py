@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,10 @@ class Cursor:
         self._command_node = command_node
         self._exchange: Exchange | None = None  # the exchange running on this cursor
         self._busy = False
+        # Held while a call checks that the cursor is idle and marks it busy: two threads
+        # asking on one cursor at once (each on its own loop, see ``_sync``) both pass the
+        # check otherwise, and both replies run.
+        self._claim = threading.Lock()
         self._left: asyncio.Task[Turn] | None = None  # a dropped stream's exchange
         self._closed = False
         self.system = SystemCommands(self)
@@ -412,8 +417,10 @@ class Cursor:
         self._check_idle(call)
         check_callback(on_event, "on_event")
         exchange = Exchange(self.scope_state, at, {**self.overrides, **overrides}, on_event)
-        self._busy = True
-        self._exchange = exchange
+        with self._claim:
+            self._check_idle(call)  # again: another thread may have claimed it meanwhile
+            self._busy = True
+            self._exchange = exchange
         try:
             if ask is not None:
                 await exchange.ask(ask)

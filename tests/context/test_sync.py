@@ -9,6 +9,7 @@ running an exchange refuses a second one from another thread with ``CursorError`
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -119,3 +120,37 @@ def test_run_sync_returns_and_raises_in_the_calling_thread():
     assert helper == "mp13-context-sync" and caller != helper
     with pytest.raises(CursorError, match="from the coroutine"):
         run_sync(fails())
+
+
+def test_two_threads_asking_on_one_cursor_at_once_run_one_exchange(engine, monkeypatch):
+    # Both threads pass the first idle check before either marks the cursor busy (the
+    # pause in building the exchange makes that certain): exactly one may run.
+    from mp13_context import _cursor
+
+    class SlowToBuild(_cursor.Exchange):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            time.sleep(0.05)
+
+    monkeypatch.setattr(_cursor, "Exchange", SlowToBuild)
+    session = Session.open(":memory:")
+    cur = ChatContext(session, engine=engine).cursor()
+    start = threading.Barrier(2)
+    outcome: dict[int, object] = {}
+
+    def worker(i: int) -> None:
+        start.wait()
+        try:
+            outcome[i] = cur.ask(f"question {i}")
+        except BaseException as exc:  # reported below, in the test's thread
+            outcome[i] = exc
+
+    _run_threads(worker, 2)
+    kinds = sorted(type(o).__name__ for o in outcome.values())
+    assert kinds == ["CursorError", "Turn"], outcome
+    refused = next(o for o in outcome.values() if isinstance(o, CursorError))
+    assert "running an exchange" in str(refused)
+    users = [m["content"] for m in cur.messages() if m["role"] == "user"]
+    assert len(users) == 1  # one turn recorded, no sibling branch from the refused call
+    assert len(session.conversations()) == 1
+    session.close()
