@@ -49,3 +49,51 @@ def test_8bit_cast_notice_is_silenced(tiny_model_path, caplog):
             assert engine.generate(Request(prompt="quiet", max_new_tokens=4)).ok
     seen = [str(w.message) for w in caught] + [r.getMessage() for r in caplog.records]
     assert not [m for m in seen if CAST_NOTICE in m]
+
+
+def _never_read(*args, **kwargs):
+    raise AssertionError("the model was read before bitsandbytes was checked")
+
+
+@pytest.mark.parametrize("supported", [{"cuda"}, None])
+def test_a_bitsandbytes_without_a_cpu_backend_is_refused_before_reading_the_model(
+    tiny_model_path, monkeypatch, supported
+):
+    """Regression: transformers' "None of the available devices ... are supported by the
+    bitsandbytes version" came after a GGUF conversion or download, mapped to a ModelLoadError
+    that blamed the weight files. ``None``: a release without ``supported_torch_devices``
+    (CUDA only)."""
+    import bitsandbytes
+
+    from mp13_engine import MissingDependencyError, ModelLoadError, _loading
+
+    if supported is None:
+        monkeypatch.delattr(bitsandbytes, "supported_torch_devices")
+    else:
+        monkeypatch.setattr(bitsandbytes, "supported_torch_devices", supported)
+    monkeypatch.setattr(_loading, "_resolve_source", _never_read)
+    for quant in ("4bit", "8bit"):
+        with pytest.raises(MissingDependencyError) as info:
+            Engine.load(str(tiny_model_path), device="cpu", quantization=quant)
+        message = str(info.value)
+        assert isinstance(info.value, ModelLoadError)
+        assert f"quantization={quant!r} on cpu" in message
+        assert "has no backend for it (only cuda)" in message
+        assert message.endswith("or load with quantization=None")
+    with pytest.raises(MissingDependencyError, match="on cpu"):  # a device_map without a GPU
+        Engine.load(str(tiny_model_path), device_map="auto", quantization="4bit")
+
+
+def test_a_missing_bitsandbytes_is_refused_before_reading_the_model(tiny_model_path, monkeypatch):
+    import sys
+
+    from mp13_engine import MissingDependencyError, _loading
+
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # what an uninstalled package does
+    with monkeypatch.context() as patch:
+        patch.setattr(_loading, "_resolve_source", _never_read)
+        with pytest.raises(MissingDependencyError, match=r"needs the bitsandbytes package") as info:
+            Engine.load(str(tiny_model_path), device="cpu", quantization="8bit")
+    assert "pip install bitsandbytes" in str(info.value)
+    with Engine.load(str(tiny_model_path), device="cpu") as engine:  # unquantized: unaffected
+        assert engine.generate(Request(prompt="hi", max_new_tokens=2)).ok
