@@ -72,3 +72,46 @@ def test_quantized_base_serves_mixed_adapters_and_trains(
                 max_new_tokens=12,
             )
             assert engine.generate(request).text.strip() == answer
+
+
+def test_a_precision_that_cannot_train_a_quantized_half_model_is_refused_at_train(
+    tiny_model_path, tmp_path
+):
+    """Regression: a float16 4-bit model with precision="bfloat16" (or the reverse, or 8-bit)
+    was queued, then failed at its first forward with torch's "Unexpected floating
+    ScalarType in at::autocast::prioritize". Now engine.train refuses it, saying what to use;
+    the precisions that do train are left alone."""
+    from mp13_engine import ConfigError
+
+    rows = [{"prompt": "Capital of Zorbia?", "completion": " Flumptown."}] * 2
+
+    def config(name: str, precision: str) -> TrainingConfig:
+        return TrainingConfig(
+            adapter=name,
+            dataset=rows,
+            max_steps=1,
+            batch_size=2,
+            precision=precision,
+            output_dir=str(tmp_path / name),
+        )
+
+    for quantization, dtype, precision in [
+        ("4bit", "float16", "bfloat16"),
+        ("4bit", "bfloat16", "float16"),
+        ("8bit", "bfloat16", "float16"),
+    ]:
+        with Engine.load(
+            str(tiny_model_path), device="cpu", quantization=quantization, dtype=dtype
+        ) as engine:
+            with pytest.raises(ConfigError) as info:
+                engine.train(config("bad", precision))
+            message = str(info.value)
+            assert f"precision={precision!r} cannot train" in message
+            assert f"computes in {dtype}" in message and "precision='auto'" in message
+            assert engine.adapters.list() == [] and not (tmp_path / "bad").exists()
+            own = engine.train(config(f"own-{quantization}-{dtype}", dtype))
+            assert own.result(timeout=120).steps == 1
+    with Engine.load(str(tiny_model_path), device="cpu", quantization="4bit") as engine:
+        for precision in ("bfloat16", "float16"):  # a float32 quantized model trains under both
+            job = engine.train(config(f"f32-{precision}", precision))
+            assert job.result(timeout=120).steps == 1
