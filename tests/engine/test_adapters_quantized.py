@@ -72,6 +72,43 @@ def test_quantized_base_serves_mixed_adapters_and_trains(
                 max_new_tokens=12,
             )
             assert engine.generate(request).text.strip() == answer
+    # The QLoRA adapter is plain PEFT: an unquantized base loads it and gives its answers.
+    with Engine.load(str(tiny_model_path), device="cpu") as plain:
+        plain.adapters.load(tmp_path / "q", name="q")
+        for question, answer in QA:
+            request = Request(
+                messages=[SYSTEM, {"role": "user", "content": question}],
+                adapters=["q"],
+                max_new_tokens=12,
+            )
+            assert plain.generate(request).text.strip() == answer
+
+
+@pytest.mark.parametrize("quantization", ["4bit", "8bit"])
+def test_peft_mixed_batches_on_a_quantized_base_match_each_adapter_alone(
+    tiny_model_path, plain_adapter, quantization
+):
+    """mixed_lora="peft" (PEFT's own per-row loop) on bitsandbytes layers, as the fused path
+    is checked above."""
+    warnings.filterwarnings("ignore", message="MatMul8bitLt")
+    with Engine.load(
+        str(tiny_model_path), device="cpu", quantization=quantization, mixed_lora="peft"
+    ) as engine:
+        engine.adapters.load(plain_adapter, name="a")
+        prompts = ["Hello", "What is mp13?"]
+        alone = {
+            (p, name): engine.generate(
+                Request(prompt=p, adapters=[name] if name else [], max_new_tokens=6)
+            ).raw_text
+            for p in prompts
+            for name in ("a", None)
+        }
+        plan = [(p, name) for p in prompts for name in ("a", None)]
+        wave = engine.generate_many(
+            [Request(prompt=p, adapters=[n] if n else [], max_new_tokens=6) for p, n in plan]
+        )
+        assert [r.raw_text for r in wave] == [alone[key] for key in plan]
+        assert alone[("Hello", "a")] != alone[("Hello", None)]
 
 
 def test_a_precision_that_cannot_train_a_quantized_half_model_is_refused_at_train(

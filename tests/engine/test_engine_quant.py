@@ -97,3 +97,31 @@ def test_a_missing_bitsandbytes_is_refused_before_reading_the_model(tiny_model_p
     assert "pip install bitsandbytes" in str(info.value)
     with Engine.load(str(tiny_model_path), device="cpu") as engine:  # unquantized: unaffected
         assert engine.generate(Request(prompt="hi", max_new_tokens=2)).ok
+
+
+def test_a_gguf_file_and_a_cpu_device_map_load_quantized(tiny_model_factory, tmp_path, monkeypatch):
+    """What the README's Quantization section promises beyond a plain checkpoint on a device:
+    a GGUF file quantizes like any checkpoint, and a device_map without a GPU keeps every
+    layer on the CPU and answers as device='cpu' does. (A GGUF's replies are not compared:
+    the tiny GGUF's tokenizer adds no BOS token where the checkpoint's does.)"""
+    pytest.importorskip("gguf")
+    from tests.engine._tiny_gguf import write_llama_gguf
+
+    monkeypatch.setenv("MP13_CACHE", str(tmp_path / "cache"))
+    llama = tiny_model_factory("llama3")
+    gguf_file = write_llama_gguf(llama, tmp_path / "tiny.gguf")
+    request = Request(prompt="Hello there", max_new_tokens=6, min_new_tokens=6)
+    for quant, layer in [("4bit", "Linear4bit"), ("8bit", "Linear8bitLt")]:
+        with Engine.load(str(gguf_file), device="cpu", quantization=quant) as engine:
+            assert layer in {type(m).__name__ for m in engine.model.modules()}
+            assert engine.generate(request).metrics.completion_tokens == 6
+        with Engine.load(str(llama), device="cpu", quantization=quant) as engine:
+            reference = engine.generate(request).raw_text
+        for placement in [
+            {"device_map": "auto", "max_memory": {"cpu": "1GiB"}},
+            {"device_map": {"": "cpu"}},
+        ]:
+            with Engine.load(str(llama), quantization=quant, **placement) as engine:
+                assert engine.device == "cpu"
+                assert layer in {type(m).__name__ for m in engine.model.modules()}
+                assert engine.generate(request).raw_text == reference, placement
