@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from mp13_engine import Engine, Request, TrainingConfig
+from tests.engine._bnb import require_bitsandbytes_cpu
 
 pytestmark = pytest.mark.slow
+
+require_bitsandbytes_cpu()
 
 SYSTEM = {"role": "system", "content": "Answer."}
 QA = [("Capital of Zorbia?", "Flumptown."), ("Who paints blue cats?", "Mira Okonkwo.")]

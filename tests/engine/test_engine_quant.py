@@ -8,10 +8,10 @@ import warnings
 import pytest
 
 from mp13_engine import Engine, FinishReason, Request
+from tests.engine._bnb import needs_bitsandbytes_cpu
 
-pytest.importorskip("bitsandbytes")
 
-
+@needs_bitsandbytes_cpu
 @pytest.mark.parametrize(("quant", "layer"), [("4bit", "Linear4bit"), ("8bit", "Linear8bitLt")])
 def test_quantized_load_and_generate_on_cpu(tiny_model_path, quant, layer):
     with warnings.catch_warnings():
@@ -33,6 +33,7 @@ def test_quantized_load_and_generate_on_cpu(tiny_model_path, quant, layer):
     assert [r.metrics.batch_size for r in wave] == [3, 3, 3]
 
 
+@needs_bitsandbytes_cpu
 def test_8bit_cast_notice_is_silenced(tiny_model_path, caplog):
     """Regression: every 8-bit generate printed "MatMul8bitLt: inputs will be cast ...".
 
@@ -63,9 +64,9 @@ def test_a_bitsandbytes_without_a_cpu_backend_is_refused_before_reading_the_mode
     bitsandbytes version" came after a GGUF conversion or download, mapped to a ModelLoadError
     that blamed the weight files. ``None``: a release without ``supported_torch_devices``
     (CUDA only)."""
-    import bitsandbytes
-
     from mp13_engine import MissingDependencyError, ModelLoadError, _loading
+
+    bitsandbytes = pytest.importorskip("bitsandbytes")
 
     if supported is None:
         monkeypatch.delattr(bitsandbytes, "supported_torch_devices")
@@ -99,6 +100,7 @@ def test_a_missing_bitsandbytes_is_refused_before_reading_the_model(tiny_model_p
         assert engine.generate(Request(prompt="hi", max_new_tokens=2)).ok
 
 
+@needs_bitsandbytes_cpu
 def test_a_gguf_file_and_a_cpu_device_map_load_quantized(tiny_model_factory, tmp_path, monkeypatch):
     """What the README's Quantization section promises beyond a plain checkpoint on a device:
     a GGUF file quantizes like any checkpoint, and a device_map without a GPU keeps every
