@@ -155,3 +155,27 @@ def test_a_precision_that_cannot_train_a_quantized_half_model_is_refused_at_trai
         for precision in ("bfloat16", "float16"):  # a float32 quantized model trains under both
             job = engine.train(config(f"f32-{precision}", precision))
             assert job.result(timeout=120).steps == 1
+
+
+def test_an_adapter_loaded_after_serving_on_8bit_gives_the_same_replies(
+    tiny_model_path, plain_adapter
+):
+    """The README says adapters load at any time on a quantized base; test_adapters_4bit_order
+    checks 4-bit (where bitsandbytes repacks on the first forward), this the 8-bit base."""
+    warnings.filterwarnings("ignore", message="MatMul8bitLt")
+    prompts = ["Hello", "What is mp13?"]
+
+    def texts(engine, adapters):
+        return [
+            engine.generate(Request(prompt=p, adapters=adapters, max_new_tokens=8)).raw_text
+            for p in prompts
+        ]
+
+    with Engine.load(str(tiny_model_path), device="cpu", quantization="8bit") as engine:
+        engine.adapters.load(plain_adapter, name="a")
+        early = (texts(engine, []), texts(engine, ["a"]))
+    with Engine.load(str(tiny_model_path), device="cpu", quantization="8bit") as engine:
+        assert texts(engine, []) == early[0]
+        engine.adapters.load(plain_adapter, name="a")
+        assert (texts(engine, []), texts(engine, ["a"])) == early
+    assert early[0] != early[1]
