@@ -194,7 +194,10 @@ class EngineConfig:
     not cached yet, with huggingface_hub's progress bars.
     ``device``: ``auto`` picks CUDA when present, else CPU. ``dtype``: ``auto``
     uses float32 on CPU and the checkpoint's dtype on accelerators.
-    ``quantization``: ``None``, ``"4bit"`` or ``"8bit"`` (bitsandbytes).
+    ``quantization``: ``None``, ``"4bit"`` (bitsandbytes NF4, no double
+    quantization, computing in ``dtype``) or ``"8bit"`` (LLM.int8); the output
+    head and embeddings stay unquantized. Checked on the CPU only (README,
+    *Quantization*): loading, serving, mixed adapters and QLoRA training.
     ``attn_implementation``: passed to transformers (``"eager"``, ``"sdpa"``,
     ``"flash_attention_2"``, ``"flex_attention"``); ``None`` lets it choose.
     ``max_batch_size``: most requests decoding at once (more wait in the queue

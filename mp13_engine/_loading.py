@@ -306,6 +306,38 @@ def _quantization_config(config: EngineConfig, dtype: torch.dtype) -> Any:
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
+def check_bitsandbytes(config: EngineConfig, device: torch.device) -> None:
+    """``MissingDependencyError`` now unless bitsandbytes can quantize on ``device``.
+
+    transformers finds out only once it loads (after a GGUF file was converted or a
+    download finished), and a bitsandbytes without a backend for this machine's
+    devices surfaced as a RuntimeError that read like a corrupt weight file.
+    ``device`` is where the layers will run (for a ``device_map``, the GPU when CUDA
+    is available, else the CPU).
+    """
+    if config.quantization is None:
+        return
+    try:
+        import bitsandbytes
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"quantization={config.quantization!r} needs the bitsandbytes package ({exc}); "
+            "install it (pip install bitsandbytes), or load with quantization=None"
+        ) from exc
+    # bitsandbytes lists the torch device types it has a backend for (transformers reads the
+    # same attribute); releases before it existed had CUDA only.
+    supported = set(getattr(bitsandbytes, "supported_torch_devices", None) or {"cuda"})
+    if device.type not in supported:
+        version = getattr(bitsandbytes, "__version__", "?")
+        raise MissingDependencyError(
+            f"quantization={config.quantization!r} on {device.type}: the installed "
+            f"bitsandbytes {version} has no backend for it (only "
+            f"{', '.join(sorted(supported))}); install a bitsandbytes that supports "
+            f"{device.type} (0.50 runs 4-bit and 8-bit on the CPU), use a device it "
+            "supports, or load with quantization=None"
+        )
+
+
 def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded:
     """Load model + tokenizer for ``config`` (runs on the caller's thread, before the worker).
 
@@ -320,6 +352,11 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     install_peft_deprecation_filter()  # PEFT's use of a deprecated name, not the user's
     device = resolve_device(config.device)
     check_device_map(config.device_map, config.max_memory)
+    mapped = config.device_map is not None
+    on_cpu = not torch.cuda.is_available() if mapped else device.type == "cpu"
+    # A device_map places the layers on the GPU when there is one (offloading some to the CPU).
+    runs_on = torch.device("cpu") if on_cpu else torch.device("cuda") if mapped else device
+    check_bitsandbytes(config, runs_on)
     source, from_gguf = _resolve_source(config, progress)
     common = {
         "local_files_only": config.local_files_only,
@@ -334,8 +371,6 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
         ) from exc
     check_causal(hf_config, source)
 
-    mapped = config.device_map is not None
-    on_cpu = not torch.cuda.is_available() if mapped else device.type == "cpu"
     if config.dtype == "auto":
         # A converted GGUF is stored in float32 (exact); accelerators want half precision.
         dtype = torch.float32 if on_cpu else _accelerator_dtype() if from_gguf else None

@@ -121,7 +121,9 @@ class TrainingConfig:
     ``warmup_steps``. LoRA: rank ``lora_r``, scale ``lora_alpha``, dropout
     ``lora_dropout``, on ``target_modules`` (``"all-linear"`` or module names).
     ``precision``: ``"bfloat16"``/``"float16"`` train under autocast in that
-    dtype, ``"auto"``/``"float32"`` in the model's own dtype.
+    dtype, ``"auto"``/``"float32"`` in the model's own dtype. A bitsandbytes model
+    loaded in one half dtype cannot train on the CPU under autocast to the other
+    (``engine.train`` raises ``ConfigError`` saying what to use instead).
     ``gradient_checkpointing`` trades compute for activation memory.
     ``eval_batch_size``: rows per validation forward.
 

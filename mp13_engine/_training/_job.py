@@ -71,6 +71,7 @@ from mp13_engine._training._host import TrainingHost
 from mp13_engine._training._render import TrainingRow, render_example
 from mp13_engine._training._trainer import (
     Trainer,
+    autocast_problem,
     cuda_devices,
     load_checkpoint,
     save_checkpoint,
@@ -246,6 +247,9 @@ class TrainingJob:
         if (name_error := self._name_problem()) is not None:
             raise name_error
         self._check_output_dir()
+        precision = host.run_on_worker(lambda: autocast_problem(host.model(), cfg.precision))
+        if precision is not None:
+            raise ConfigError(precision)
         train = load_examples(cfg.dataset, "dataset")
         if cfg.validation is not None:
             val = load_examples(cfg.validation, "validation set")

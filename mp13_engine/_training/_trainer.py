@@ -47,6 +47,35 @@ _STATE_FILE = "trainer_state.pt"
 _AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def autocast_problem(model: Any, precision: str) -> str | None:
+    """Why ``precision`` cannot train ``model``, or None when it can. Worker only.
+
+    bitsandbytes' 4-bit and 8-bit layers return their own compute dtype whatever
+    autocast asks for; on the CPU (seen with bitsandbytes 0.50, torch 2.13), a
+    half-precision quantized model under autocast to the *other* half dtype then
+    fails at its first forward ("Unexpected floating ScalarType in
+    at::autocast::prioritize"), after the job was queued. Autocast to the model's
+    own dtype, and any autocast of a float32 quantized model, train. Not checked on
+    GPUs, where this was not seen.
+    """
+    autocast = _AUTOCAST.get(precision)
+    weight = model.get_input_embeddings().weight
+    dtype = weight.dtype
+    if autocast is None or dtype not in _AUTOCAST.values() or dtype == autocast:
+        return None
+    if weight.device.type != "cpu":
+        return None
+    if not any(type(m).__module__.startswith("bitsandbytes") for m in model.modules()):
+        return None
+    own = str(dtype).removeprefix("torch.")
+    return (
+        f"TrainingConfig.precision={precision!r} cannot train this model: it is quantized "
+        f"with bitsandbytes and computes in {own}, and on the CPU its layers ignore autocast, "
+        f"so the forward would mix {own} and {precision} and fail. Use precision='auto' (or "
+        f"{own!r}), or load the model with dtype={precision!r} or 'float32'."
+    )
+
+
 def batches(
     rows: Sequence[TrainingRow], pad_id: int, device: torch.device
 ) -> dict[str, torch.Tensor]:

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from mp13_engine import AdapterError, Engine, Request, TrainingConfig
+from tests.engine._bnb import require_bitsandbytes_cpu
 
-pytest.importorskip("bitsandbytes")
+require_bitsandbytes_cpu()
 
 PROMPTS = ["Hello", "What is mp13?"]
 
