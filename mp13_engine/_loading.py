@@ -16,16 +16,12 @@ bitsandbytes' per-call cast notice silenced once (both workarounds: ``_compat``)
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
-from tqdm import tqdm  # type: ignore[import-untyped]
 
 from mp13_engine._cache import Progress, report
 from mp13_engine._causal import check_causal
@@ -44,6 +40,7 @@ from mp13_engine._errors import (
     NotCausalLMError,
 )
 from mp13_engine._gguf import cached_checkpoint, find_gguf
+from mp13_engine._load_bar import weights_reported_to
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -394,7 +391,7 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
         kwargs["device_map"] = {"": device}
     try:
         # Any, like Loaded.model: transformers' stubs reject PreTrainedModel.to(device).
-        with _weights_reported_to(progress):
+        with weights_reported_to(progress):
             model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except ValueError as exc:
         if "Unrecognized configuration class" in str(exc):
@@ -447,87 +444,6 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
         # Left padding is masked out, so any valid id works; eos is the usual choice.
         tokenizer.pad_token = tokenizer.eos_token
     return Loaded(model=model, tokenizer=tokenizer, device=device, dtype=dtype)
-
-
-@contextlib.contextmanager
-def _weights_reported_to(progress: Progress | None) -> Iterator[None]:
-    """While the block runs, transformers' "Loading weights" bar of this thread reports to
-    ``progress`` (stage ``"load"``) instead of drawing on the user's stderr; without
-    ``progress``, transformers draws it as it would (its own switch,
-    ``transformers.utils.logging.disable_progress_bar()``, turns it off).
-
-    transformers has one process-wide bar hook; the one set here routes only the bars this
-    thread makes while the block runs and hands every other bar to the hook that was there
-    before (another thread's load, the user's), and it is taken out again after, unless a
-    later hook replaced it (which then keeps ours behind it, inactive)."""
-    if progress is None:
-        yield
-        return
-    from transformers.utils import logging as hf_logging
-
-    route = _RouteBars(progress)
-    route.previous = hf_logging.set_tqdm_hook(route)
-    try:
-        yield
-    finally:
-        route.active = False
-        current = hf_logging.set_tqdm_hook(route.previous)
-        if current is not route:  # a later hook (another load's, the user's) stays
-            hf_logging.set_tqdm_hook(current)
-
-
-TqdmHook = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
-
-
-@attrs.define
-class _RouteBars:
-    """transformers' tqdm hook during one load: its thread's bars report to ``progress``."""
-
-    progress: Progress
-    previous: TqdmHook | None = None
-    thread: int = attrs.field(factory=threading.get_ident)
-    active: bool = True
-
-    def __call__(
-        self, factory: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]
-    ) -> Any:
-        if self.active and threading.get_ident() == self.thread:
-            return _ReportedBar(*args, report_to=self.progress, **kw)
-        if self.previous is not None:
-            return self.previous(factory, args, kw)
-        return factory(*args, **kw)
-
-
-class _ReportedBar(tqdm):  # type: ignore[misc]  # tqdm has no type hints
-    """A tqdm bar that draws nothing and reports to an mp13 ``Progress`` (about every 5%)."""
-
-    def __init__(self, *args: Any, report_to: Progress, **kwargs: Any) -> None:
-        kwargs["disable"] = True
-        self._what = str(kwargs.get("desc") or "loading the weights").lower()
-        super().__init__(*args, **kwargs)
-        self._report_to = report_to
-        self._done = 0
-        self._shown = -1
-        self._show()
-
-    def __iter__(self) -> Iterator[Any]:
-        for item in self.iterable:  # a disabled tqdm walks its iterable without update()
-            yield item
-            self.update(1)
-
-    def update(self, n: float | None = 1) -> bool | None:
-        self._done += int(n or 0)
-        self._show()
-        return None
-
-    def _show(self) -> None:
-        total = self.total if isinstance(self.total, int) and self.total > 0 else None
-        step = self._done * 20 // total if total else self._done
-        if step == self._shown:
-            return
-        self._shown = step
-        of = f" of {total}" if total else ""
-        report(self._report_to, "load", self._done, total, f"{self._what}: {self._done}{of}")
 
 
 def _without_it(config: EngineConfig) -> str:

@@ -817,3 +817,19 @@ def test_loading_the_weights_reports_to_progress_instead_of_drawing_a_bar(tiny_m
         assert made == ["x", "Loading weights"]  # no progress: transformers' bar, as it was
     finally:
         assert hf_logging.set_tqdm_hook(previous) is users_hook  # put back after each load
+
+
+def test_a_transformers_without_the_bar_hook_still_loads_with_progress(
+    tiny_model_path, monkeypatch
+):
+    """set_tqdm_hook is newer than transformers 5.0, which the requirement allows: without
+    it, a load with progress= goes on (transformers draws its bar, as before)."""
+    from transformers.utils import logging as hf_logging
+
+    from mp13_engine import Engine
+
+    monkeypatch.delattr(hf_logging, "set_tqdm_hook")
+    reports = []
+    with Engine.load(str(tiny_model_path), device="cpu", progress=reports.append) as engine:
+        assert engine.generate("hi", max_new_tokens=2).ok
+    assert all(r.stage != "load" for r in reports)
