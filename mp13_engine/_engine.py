@@ -596,7 +596,11 @@ def _cancelled(worker: Worker, st: RequestState, future: Future[Response]) -> No
 def _adapters_of(engine_ref: weakref.ref[Engine]) -> AdapterManager:
     engine = engine_ref()
     if engine is None:
-        raise EngineClosedError("the engine was garbage-collected while a step ran")
+        raise EngineClosedError(
+            "the engine was garbage-collected while this request was queued or running; "
+            "keep a reference to the engine (or use `with Engine.load(...) as engine:`) "
+            "until its requests finish"
+        )
     return engine.adapters
 
 

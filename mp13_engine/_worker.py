@@ -212,7 +212,12 @@ class Worker:
         # Closed: the rows still in the loop were flagged by close(); resolve them now.
         self._loop.abort(FinishReason.CANCELLED)
         with self._cond:
+            left = [s for s in self._active if not s.done]
             self._active.clear()
+        # Admitted but never in the loop (a step failed before its rows joined): no one
+        # else will answer them.
+        for st in left:
+            st.finish(FinishReason.CANCELLED)
 
     def _serve(self) -> None:
         while True:
@@ -259,11 +264,17 @@ class Worker:
                 # A bug of the loop itself (model faults are handled inside): its rows'
                 # state cannot be trusted, so they end ERROR and the loop starts over.
                 _log.exception("a decode step failed outside the model; failing its requests")
-                self._loop.abort(
-                    FinishReason.ERROR,
-                    f"the engine's step failed ({type(exc).__name__}: {exc}); send the "
-                    "request again",
+                why = (
+                    str(exc)
+                    if isinstance(exc, EngineClosedError)
+                    else f"the engine's step failed ({type(exc).__name__}: {exc}); send the "
+                    "request again"
                 )
+                self._loop.abort(FinishReason.ERROR, why)
+                # The step may have failed before its admitted requests became rows of
+                # the loop (abort does not know them): they would wait forever.
+                for st in work.admitted:
+                    st.finish(FinishReason.ERROR, why)  # a no-op when resolved
             finally:
                 self.clock.end()
             with self._cond:

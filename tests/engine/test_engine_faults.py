@@ -327,3 +327,62 @@ def test_finished_requests_do_not_pile_up_in_the_deadline_watch(tiny_model_path)
         assert all(r.ok for r in done)
         watch = engine._worker._watchdog
         assert len(watch._live) == 0 and len(watch._heap) <= 64  # stale entries were dropped
+
+
+def test_a_step_that_fails_before_its_requests_join_the_loop_still_answers_them(engine):
+    loop = engine._worker._loop
+    real_step = loop.step
+
+    def fails_on_admission(admitted):
+        if admitted:
+            loop.step = real_step
+            raise RuntimeError("admission bug")
+        return real_step(admitted)
+
+    loop.step = fails_on_admission
+    futures = [engine.submit(r) for r in _good()]
+    answers = [f.result(timeout=30) for f in futures]  # used to wait forever
+    assert {a.finish_reason for a in answers} == {FinishReason.ERROR}
+    assert {a.error for a in answers} == {
+        "the engine's step failed (RuntimeError: admission bug); send the request again"
+    }
+    assert engine.generate(Request(prompt="one two", max_new_tokens=3)).ok
+
+
+def test_closing_while_a_step_that_failed_on_admission_ran_answers_its_requests(tiny_model_path):
+    engine = Engine.load(str(tiny_model_path), device="cpu", prefix_cache_mb=0)
+    loop = engine._worker._loop
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck_on_admission(admitted):
+        entered.set()
+        release.wait(30)  # close() comes in here; the admitted request never joins the loop
+        return 0
+
+    loop.step = stuck_on_admission
+    future = engine.submit(Request(prompt="one two", max_new_tokens=3))
+    assert entered.wait(30)
+    closer = threading.Thread(target=engine.close)
+    closer.start()
+    deadline = time.monotonic() + 30
+    while not engine.closed:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    release.set()
+    closer.join(30)
+    assert future.result(timeout=30).finish_reason is FinishReason.CANCELLED
+
+
+def test_an_engine_dropped_with_a_request_in_flight_answers_it(tiny_model_path):
+    import gc
+
+    future = Engine.load(str(tiny_model_path), device="cpu").submit(
+        Request(prompt="one two", max_new_tokens=50, min_new_tokens=50)
+    )
+    gc.collect()
+    # The future alone does not keep the engine: its request ends, saying why when it
+    # failed, instead of waiting forever.
+    resp = future.result(timeout=30)
+    assert resp.finish_reason in (FinishReason.CANCELLED, FinishReason.ERROR, FinishReason.LENGTH)
+    if resp.finish_reason is FinishReason.ERROR:
+        assert "keep a reference to the engine" in resp.error
