@@ -129,6 +129,23 @@ def test_a_fault_while_prompts_are_computed_fails_only_the_faulty_row(engine, ex
     assert [o.raw_text for o in out[1:]] == expected
 
 
+def test_a_row_that_alone_runs_out_of_memory_ends_saying_what_to_change(engine):
+    import torch
+
+    # The engine has no KV budget of its own: memory is max_batch_size rows as long as the
+    # longest. A step out of memory is retried row by row; a row too big alone ends ERROR
+    # with what to change, and the rows that fit go on untouched.
+    expected = [r.raw_text for r in engine.generate_many(_good())]
+    bad, position = _bad_row(engine)
+    _install(engine, _RaisesAt(position, torch.OutOfMemoryError))
+    out = [f.result(timeout=60) for f in [engine.submit(r) for r in [bad, *_good()]]]
+    assert out[0].finish_reason is FinishReason.ERROR
+    assert out[0].error.startswith("out of memory while generating (OutOfMemoryError:")
+    assert "a smaller max_batch_size or prefill_chunk_tokens" in out[0].error
+    assert [o.raw_text for o in out[1:]] == expected
+    assert engine.generate(Request(prompt="still serving", max_new_tokens=3)).ok
+
+
 def test_nan_logits_end_that_row_with_an_error_and_leave_the_others(engine):
     expected = [r.raw_text for r in engine.generate_many(_good())]
     bad, position = _bad_row(engine)

@@ -236,6 +236,25 @@ def test_prompt_longer_than_context_window_errors(engine):
     assert "context window" in r.error
 
 
+def test_a_reply_that_would_run_past_the_context_window_ends_length_at_its_edge(engine):
+    ctx = engine.model.config.max_position_embeddings
+    words = ctx - 8
+    while engine.count_tokens("w " * words) < ctx - 5:  # the exact count is the tokenizer's
+        words += 1
+    prompt = "w " * words
+    left = ctx - engine.count_tokens(prompt)
+    assert 0 < left <= 5
+    long = Request(prompt=prompt, max_new_tokens=50, min_new_tokens=50)
+    too_long = Request(prompt="w " * (ctx + 10), max_new_tokens=2)
+    out = engine.generate_many([Request(prompt="one two", max_new_tokens=3), too_long, long])
+    assert out[0].finish_reason is FinishReason.LENGTH and out[0].metrics.completion_tokens == 3
+    assert out[1].finish_reason is FinishReason.ERROR
+    assert out[1].error.endswith(f"context window is {ctx}; shorten the prompt or the conversation")
+    # Not truncated, and no index error: the reply stops where the window ends.
+    assert out[2].finish_reason is FinishReason.LENGTH
+    assert out[2].metrics.completion_tokens == left
+
+
 def test_encoding_a_prompt_past_the_tokenizers_maximum_warns_nothing(tiny_model_path):
     """transformers warned "Token indices sequence length is longer than the specified maximum
     ... will result in indexing errors" though the engine checks the length itself and ends
