@@ -210,8 +210,15 @@ def test_close_answers_every_request_while_the_worker_is_stuck(tiny_model_path):
     try:
         for fut in [running, *queued]:
             assert fut.result(timeout=0).finish_reason is FinishReason.CANCELLED
+        assert engine.model is not None  # the stuck step still uses it
     finally:
         hangs.release.set()
+    # Was: kept for as long as the engine object lived, as close() had returned before
+    # the step ended; the worker now lets go of the model as it stops.
+    deadline = time.monotonic() + 30
+    while engine.model is not None or engine.metrics().prefix_cache.bytes:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_if_the_worker_dies_every_pending_request_fails_and_later_calls_say_so(
@@ -352,13 +359,15 @@ def test_a_step_that_fails_before_its_requests_join_the_loop_still_answers_them(
 
     def fails_on_admission(admitted):
         if admitted:
-            loop.step = real_step
             raise RuntimeError("admission bug")
         return real_step(admitted)
 
     loop.step = fails_on_admission
-    futures = [engine.submit(r) for r in _good()]
-    answers = [f.result(timeout=30) for f in futures]  # used to wait forever
+    try:
+        futures = [engine.submit(r) for r in _good()]
+        answers = [f.result(timeout=30) for f in futures]  # used to wait forever
+    finally:
+        loop.step = real_step
     assert {a.finish_reason for a in answers} == {FinishReason.ERROR}
     assert {a.error for a in answers} == {
         "the engine's step failed (RuntimeError: admission bug); send the request again"

@@ -17,6 +17,7 @@ from mp13_engine import (
     ConfigError,
     ConfigKeywordError,
     Engine,
+    EngineClosedError,
     EngineConfig,
     FinishReason,
     MissingDependencyError,
@@ -504,6 +505,31 @@ def test_closing_frees_the_model_and_the_prefix_cache_while_the_engine_is_still_
     with pytest.raises(EngineClosedError):
         engine.train(TrainingConfig(adapter="late", dataset=str(data), max_steps=1))
     engine.close()  # closing twice does nothing
+
+
+def test_closing_in_a_done_callback_frees_the_model_once_the_worker_stops(tiny_model_path):
+    """Was: ``close()`` from a future's done-callback runs on the worker thread, which had
+    not stopped yet when close() returned, so the model stayed for as long as the engine
+    object did."""
+    import gc
+    import weakref
+
+    engine = Engine.load(str(tiny_model_path), device="cpu")
+    model = weakref.ref(engine.model)
+    others = [engine.submit(Request(prompt=f"k{i}", max_new_tokens=200)) for i in range(3)]
+    first = engine.submit(Request(prompt="first", max_new_tokens=1))
+    first.add_done_callback(lambda _: engine.close())
+    assert first.result(timeout=30).finish_reason is FinishReason.LENGTH
+    for fut in others:  # they ran beside it: each is answered, none hangs
+        assert fut.result(timeout=30).finish_reason in (FinishReason.CANCELLED, FinishReason.LENGTH)
+    deadline = time.monotonic() + 30
+    while model() is not None or not engine._worker.stopped:
+        assert time.monotonic() < deadline
+        gc.collect()
+        time.sleep(0.01)
+    assert engine.closed and engine.model is None
+    with pytest.raises(EngineClosedError):
+        engine.generate("hello")
 
 
 def test_a_request_sent_as_another_thread_closes_the_engine_is_not_left_in_flight(
