@@ -359,6 +359,49 @@ def test_two_engines_are_independent(tiny_model_factory):
         assert b.generate("q0", max_new_tokens=5).raw_text == exp_b[0]
 
 
+@pytest.mark.skipif(
+    __import__("sys").platform == "win32", reason="os.kill(SIGINT) ends the process on Windows"
+)
+@pytest.mark.parametrize("many", [False, True], ids=["generate", "generate_many"])
+def test_ctrl_c_during_a_sync_call_cancels_its_requests_and_the_engine_serves_on(
+    tiny_model_path, many
+):
+    import os
+    import signal
+    import time
+
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        sent = [
+            Request(prompt=f"long {i}", max_new_tokens=2000, min_new_tokens=2000)
+            for i in range(3 if many else 1)
+        ]
+
+        def press_ctrl_c() -> None:
+            # Only once every request decodes: it has far to go, so the main thread is
+            # still waiting in the call when the interrupt lands.
+            deadline = time.monotonic() + 30
+            while not all((st := eng._inflight.get(r.id)) is not None and st.tokens for r in sent):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.005)
+            # A real SIGINT, as a terminal's Ctrl+C sends (interrupt_main() only lands once
+            # the main thread runs Python again, i.e. after the wait).
+            os.kill(os.getpid(), signal.SIGINT)
+
+        presser = threading.Thread(target=press_ctrl_c)
+        presser.start()
+        with pytest.raises(KeyboardInterrupt):
+            if many:
+                eng.generate_many(sent)
+            else:
+                eng.generate(sent[0])
+        presser.join()
+        # Its requests were cancelled (not left decoding 2000 tokens each) ...
+        assert not eng._inflight and eng.metrics().finish_reasons["cancelled"] == len(sent)
+        # ... and the engine answers the next call as before.
+        assert eng.generate(Request(prompt="after", max_new_tokens=3)).ok
+
+
 @pytest.mark.parametrize("fields", [{"top_k": 1}, {"top_p": 1e-6}, {"temperature": 1e-4}])
 def test_degenerate_sampling_equals_greedy(engine, fields):
     reqs = _prompts(3)
