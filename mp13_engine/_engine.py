@@ -135,6 +135,8 @@ class Engine:
             name=f"mp13-engine-{id(self):x}",
             clock=StepClock(config.slow_step_s),
             default_timeout_s=config.request_timeout_s,
+            # Not a bound method (the thread must not reach the engine, see above).
+            on_stop=functools.partial(_let_go, self._state, self._prefix),
         )
         self._finalizer = weakref.finalize(self, _stop_worker, self._worker)
 
@@ -502,7 +504,9 @@ class Engine:
         Closing lets go of the model and empties the prefix cache, so their memory is
         freed even while this engine object is still referenced (a ``with`` block's
         variable, a notebook cell's): loading another model next does not need both in
-        memory. (If a step is stuck past ``timeout``, they are kept: it still uses them.)
+        memory. (A step still running past ``timeout``, or a ``close`` called on the
+        worker thread itself, e.g. in a future's done-callback, keeps them until that step
+        ends; the worker lets go of them then.)
         The tokenizer stays: ``format_prompt`` and ``count_tokens`` still work.
 
         An engine that is never closed is stopped when it is garbage-collected (or at
@@ -510,15 +514,7 @@ class Engine:
         """
         timeout = wait_timeout(timeout, EngineError, "close")
         self._finalizer.detach()
-        self._worker.close(timeout)
-        self._release()
-
-    def _release(self) -> None:
-        """After ``close``: drop the model and the cached keys and values, once the worker
-        thread has ended (a thread stuck in a model call still holds them)."""
-        if self._worker.stopped:
-            self._prefix.clear()
-            self._state.model = None
+        self._worker.close(timeout)  # which lets go of the model (see _let_go)
 
     def __enter__(self) -> Engine:
         return self
@@ -562,7 +558,6 @@ class Engine:
         timeout = wait_timeout(timeout, EngineError, "aclose")
         self._finalizer.detach()
         await asyncio.to_thread(self._worker.close, timeout)
-        self._release()
 
     async def __aenter__(self) -> Engine:
         return self
@@ -590,6 +585,14 @@ def _forget(
             del inflight[rid]
 
 
+def _let_go(state: EngineState, prefix: PrefixCache) -> None:
+    """Drop a closed engine's model and cached keys and values, so their memory is freed
+    while the engine object is still held; the worker calls it once its thread has ended
+    and ``close`` is done with them."""
+    prefix.clear()
+    state.model = None
+
+
 def _cancelled(worker: Worker, st: RequestState, future: Future[Response]) -> None:
     """A request's future was cancelled (``submit(...).cancel()``): cancel the request."""
     if future.cancelled():
@@ -599,7 +602,11 @@ def _cancelled(worker: Worker, st: RequestState, future: Future[Response]) -> No
 def _adapters_of(engine_ref: weakref.ref[Engine]) -> AdapterManager:
     engine = engine_ref()
     if engine is None:
-        raise EngineClosedError("the engine was garbage-collected while a step ran")
+        raise EngineClosedError(
+            "the engine was garbage-collected while this request was queued or running; "
+            "keep a reference to the engine (or use `with Engine.load(...) as engine:`) "
+            "until its requests finish"
+        )
     return engine.adapters
 
 

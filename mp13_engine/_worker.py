@@ -21,7 +21,9 @@ Never stops answering (the engine's robustness contract):
   step end, resolves the loop's rows ``CANCELLED``, and, if the thread is stuck
   in a model call past ``timeout``, resolves them itself; every unfinished job
   then gets ``fail(EngineClosedError)`` (never racing its own step when the
-  thread did stop);
+  thread did stop); once closed, the thread's last act is ``on_stop`` (the
+  engine lets go of its model there), so a step that outlived ``timeout``, or
+  a ``close()`` called on this thread itself, still frees it when it ends;
 - the ``Watchdog`` ends requests at their deadline and reports slow steps,
   also while this thread is stuck.
 """
@@ -57,13 +59,17 @@ class Worker:
         name: str,
         clock: StepClock | None = None,
         default_timeout_s: float | None = None,
+        on_stop: Callable[[], None] | None = None,
     ):
         self._sched = scheduler
+        self._on_stop = on_stop
         self._loop = loop
         self._default_timeout = default_timeout_s
         self._cond = threading.Condition()
         self._closed = False
         self._died: str | None = None  # why the thread died, once it did
+        self._exited = False  # the thread has ended
+        self._handed_off = False  # close() is done with the model (see _let_go)
         self._active: set[RequestState] = set()  # admitted to the loop, not known to be done
         self.clock = clock or StepClock()
         self._watchdog = Watchdog(self.clock, self._expire, name=f"{name}-watchdog")
@@ -191,6 +197,21 @@ class Worker:
         for job in jobs:
             _fail_job(job, EngineClosedError("the engine was closed before this job finished"))
         self._watchdog.stop()
+        # Whichever of close() and the thread's exit comes second lets go of the model:
+        # not while a step or a job's fail() may still use it, never left for no one.
+        with self._cond:
+            self._handed_off = True
+            last = self._exited
+        if last:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        if self._on_stop is None:
+            return
+        try:
+            self._on_stop()
+        except Exception:  # letting go must not turn a clean close into an error
+            _log.exception("releasing the engine's model after close failed")
 
     def _expire(self, state: RequestState, timeout: float) -> None:
         """The watchdog's callback: ``state`` passed its deadline (any thread)."""
@@ -205,6 +226,16 @@ class Worker:
     # ----- worker thread
     def _main(self) -> None:
         try:
+            self._run_until_closed()
+        finally:
+            with self._cond:
+                self._exited = True
+                last = self._handed_off
+            if last:  # close() has returned, or gave up waiting: let go here
+                self._let_go()
+
+    def _run_until_closed(self) -> None:
+        try:
             self._serve()
         except BaseException as exc:
             self._die(exc)
@@ -212,7 +243,12 @@ class Worker:
         # Closed: the rows still in the loop were flagged by close(); resolve them now.
         self._loop.abort(FinishReason.CANCELLED)
         with self._cond:
+            left = [s for s in self._active if not s.done]
             self._active.clear()
+        # Admitted but never in the loop (a step failed before its rows joined): no one
+        # else will answer them.
+        for st in left:
+            st.finish(FinishReason.CANCELLED)
 
     def _serve(self) -> None:
         while True:
@@ -259,11 +295,17 @@ class Worker:
                 # A bug of the loop itself (model faults are handled inside): its rows'
                 # state cannot be trusted, so they end ERROR and the loop starts over.
                 _log.exception("a decode step failed outside the model; failing its requests")
-                self._loop.abort(
-                    FinishReason.ERROR,
-                    f"the engine's step failed ({type(exc).__name__}: {exc}); send the "
-                    "request again",
+                why = (
+                    str(exc)
+                    if isinstance(exc, EngineClosedError)
+                    else f"the engine's step failed ({type(exc).__name__}: {exc}); send the "
+                    "request again"
                 )
+                self._loop.abort(FinishReason.ERROR, why)
+                # The step may have failed before its admitted requests became rows of
+                # the loop (abort does not know them): they would wait forever.
+                for st in work.admitted:
+                    st.finish(FinishReason.ERROR, why)  # a no-op when resolved
             finally:
                 self.clock.end()
             with self._cond:

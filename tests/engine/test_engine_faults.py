@@ -129,6 +129,23 @@ def test_a_fault_while_prompts_are_computed_fails_only_the_faulty_row(engine, ex
     assert [o.raw_text for o in out[1:]] == expected
 
 
+def test_a_row_that_alone_runs_out_of_memory_ends_saying_what_to_change(engine):
+    import torch
+
+    # The engine has no KV budget of its own: memory is max_batch_size rows as long as the
+    # longest. A step out of memory is retried row by row; a row too big alone ends ERROR
+    # with what to change, and the rows that fit go on untouched.
+    expected = [r.raw_text for r in engine.generate_many(_good())]
+    bad, position = _bad_row(engine)
+    _install(engine, _RaisesAt(position, torch.OutOfMemoryError))
+    out = [f.result(timeout=60) for f in [engine.submit(r) for r in [bad, *_good()]]]
+    assert out[0].finish_reason is FinishReason.ERROR
+    assert out[0].error.startswith("out of memory while generating (OutOfMemoryError:")
+    assert "a smaller max_batch_size or prefill_chunk_tokens" in out[0].error
+    assert [o.raw_text for o in out[1:]] == expected
+    assert engine.generate(Request(prompt="still serving", max_new_tokens=3)).ok
+
+
 def test_nan_logits_end_that_row_with_an_error_and_leave_the_others(engine):
     expected = [r.raw_text for r in engine.generate_many(_good())]
     bad, position = _bad_row(engine)
@@ -193,8 +210,15 @@ def test_close_answers_every_request_while_the_worker_is_stuck(tiny_model_path):
     try:
         for fut in [running, *queued]:
             assert fut.result(timeout=0).finish_reason is FinishReason.CANCELLED
+        assert engine.model is not None  # the stuck step still uses it
     finally:
         hangs.release.set()
+    # Was: kept for as long as the engine object lived, as close() had returned before
+    # the step ended; the worker now lets go of the model as it stops.
+    deadline = time.monotonic() + 30
+    while engine.model is not None or engine.metrics().prefix_cache.bytes:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_if_the_worker_dies_every_pending_request_fails_and_later_calls_say_so(
@@ -327,3 +351,64 @@ def test_finished_requests_do_not_pile_up_in_the_deadline_watch(tiny_model_path)
         assert all(r.ok for r in done)
         watch = engine._worker._watchdog
         assert len(watch._live) == 0 and len(watch._heap) <= 64  # stale entries were dropped
+
+
+def test_a_step_that_fails_before_its_requests_join_the_loop_still_answers_them(engine):
+    loop = engine._worker._loop
+    real_step = loop.step
+
+    def fails_on_admission(admitted):
+        if admitted:
+            raise RuntimeError("admission bug")
+        return real_step(admitted)
+
+    loop.step = fails_on_admission
+    try:
+        futures = [engine.submit(r) for r in _good()]
+        answers = [f.result(timeout=30) for f in futures]  # used to wait forever
+    finally:
+        loop.step = real_step
+    assert {a.finish_reason for a in answers} == {FinishReason.ERROR}
+    assert {a.error for a in answers} == {
+        "the engine's step failed (RuntimeError: admission bug); send the request again"
+    }
+    assert engine.generate(Request(prompt="one two", max_new_tokens=3)).ok
+
+
+def test_closing_while_a_step_that_failed_on_admission_ran_answers_its_requests(tiny_model_path):
+    engine = Engine.load(str(tiny_model_path), device="cpu", prefix_cache_mb=0)
+    loop = engine._worker._loop
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck_on_admission(admitted):
+        entered.set()
+        release.wait(30)  # close() comes in here; the admitted request never joins the loop
+        return 0
+
+    loop.step = stuck_on_admission
+    future = engine.submit(Request(prompt="one two", max_new_tokens=3))
+    assert entered.wait(30)
+    closer = threading.Thread(target=engine.close)
+    closer.start()
+    deadline = time.monotonic() + 30
+    while not engine.closed:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    release.set()
+    closer.join(30)
+    assert future.result(timeout=30).finish_reason is FinishReason.CANCELLED
+
+
+def test_an_engine_dropped_with_a_request_in_flight_answers_it(tiny_model_path):
+    import gc
+
+    future = Engine.load(str(tiny_model_path), device="cpu").submit(
+        Request(prompt="one two", max_new_tokens=50, min_new_tokens=50)
+    )
+    gc.collect()
+    # The future alone does not keep the engine: its request ends, saying why when it
+    # failed, instead of waiting forever.
+    resp = future.result(timeout=30)
+    assert resp.finish_reason in (FinishReason.CANCELLED, FinishReason.ERROR, FinishReason.LENGTH)
+    if resp.finish_reason is FinishReason.ERROR:
+        assert "keep a reference to the engine" in resp.error

@@ -236,6 +236,25 @@ def test_prompt_longer_than_context_window_errors(engine):
     assert "context window" in r.error
 
 
+def test_a_reply_that_would_run_past_the_context_window_ends_length_at_its_edge(engine):
+    ctx = engine.model.config.max_position_embeddings
+    words = ctx - 8
+    while engine.count_tokens("w " * words) < ctx - 5:  # the exact count is the tokenizer's
+        words += 1
+    prompt = "w " * words
+    left = ctx - engine.count_tokens(prompt)
+    assert 0 < left <= 5
+    long = Request(prompt=prompt, max_new_tokens=50, min_new_tokens=50)
+    too_long = Request(prompt="w " * (ctx + 10), max_new_tokens=2)
+    out = engine.generate_many([Request(prompt="one two", max_new_tokens=3), too_long, long])
+    assert out[0].finish_reason is FinishReason.LENGTH and out[0].metrics.completion_tokens == 3
+    assert out[1].finish_reason is FinishReason.ERROR
+    assert out[1].error.endswith(f"context window is {ctx}; shorten the prompt or the conversation")
+    # Not truncated, and no index error: the reply stops where the window ends.
+    assert out[2].finish_reason is FinishReason.LENGTH
+    assert out[2].metrics.completion_tokens == left
+
+
 def test_encoding_a_prompt_past_the_tokenizers_maximum_warns_nothing(tiny_model_path):
     """transformers warned "Token indices sequence length is longer than the specified maximum
     ... will result in indexing errors" though the engine checks the length itself and ends
@@ -338,6 +357,49 @@ def test_two_engines_are_independent(tiny_model_factory):
         assert got[1::2] == exp_b
         a.close()
         assert b.generate("q0", max_new_tokens=5).raw_text == exp_b[0]
+
+
+@pytest.mark.skipif(
+    __import__("sys").platform == "win32", reason="os.kill(SIGINT) ends the process on Windows"
+)
+@pytest.mark.parametrize("many", [False, True], ids=["generate", "generate_many"])
+def test_ctrl_c_during_a_sync_call_cancels_its_requests_and_the_engine_serves_on(
+    tiny_model_path, many
+):
+    import os
+    import signal
+    import time
+
+    with Engine.load(str(tiny_model_path), device="cpu") as eng:
+        sent = [
+            Request(prompt=f"long {i}", max_new_tokens=2000, min_new_tokens=2000)
+            for i in range(3 if many else 1)
+        ]
+
+        def press_ctrl_c() -> None:
+            # Only once every request decodes: it has far to go, so the main thread is
+            # still waiting in the call when the interrupt lands.
+            deadline = time.monotonic() + 30
+            while not all((st := eng._inflight.get(r.id)) is not None and st.tokens for r in sent):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.005)
+            # A real SIGINT, as a terminal's Ctrl+C sends (interrupt_main() only lands once
+            # the main thread runs Python again, i.e. after the wait).
+            os.kill(os.getpid(), signal.SIGINT)
+
+        presser = threading.Thread(target=press_ctrl_c)
+        presser.start()
+        with pytest.raises(KeyboardInterrupt):
+            if many:
+                eng.generate_many(sent)
+            else:
+                eng.generate(sent[0])
+        presser.join()
+        # Its requests were cancelled (not left decoding 2000 tokens each) ...
+        assert not eng._inflight and eng.metrics().finish_reasons["cancelled"] == len(sent)
+        # ... and the engine answers the next call as before.
+        assert eng.generate(Request(prompt="after", max_new_tokens=3)).ok
 
 
 @pytest.mark.parametrize("fields", [{"top_k": 1}, {"top_p": 1e-6}, {"temperature": 1e-4}])

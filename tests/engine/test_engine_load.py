@@ -17,6 +17,7 @@ from mp13_engine import (
     ConfigError,
     ConfigKeywordError,
     Engine,
+    EngineClosedError,
     EngineConfig,
     FinishReason,
     MissingDependencyError,
@@ -397,6 +398,53 @@ def test_threads_sending_at_once_never_overshoot_max_queue(tiny_model_path):
         assert busy.result(10).finish_reason is FinishReason.CANCELLED
 
 
+def _leftovers(eng: Engine) -> dict[str, int]:
+    """What the engine still holds for requests: all zero once every request has ended."""
+    worker, loop = eng._worker, eng._worker._loop
+    return {
+        "inflight": len(eng._inflight),
+        "queued+running": sum(worker.depth()),
+        "active": len(worker._active),
+        "rows": len(loop.running) + len(loop.prefills),
+        "kv rows": len(loop.kv.lens),
+        "deadlines": len(worker._watchdog._live),
+    }
+
+
+def _settle(eng: Engine) -> dict[str, int]:
+    """``_leftovers`` once the worker has finished its step: a request resolves as its last
+    token is chosen, and its row leaves the loop later in that step (a cancelled one at the
+    next)."""
+    deadline = time.monotonic() + 30
+    while any(_leftovers(eng).values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _leftovers(eng)
+
+
+def test_a_thousand_requests_at_once_all_end_and_leave_nothing_behind(tiny_model_path):
+    idle = dict.fromkeys(
+        ("inflight", "queued+running", "active", "rows", "kv rows", "deadlines"), 0
+    )
+    config = {"max_batch_size": 16, "request_timeout_s": 120.0, "metrics_window": 64}
+    with Engine.load(str(tiny_model_path), device="cpu", **config) as eng:
+        done = eng.generate_many([Request(prompt=f"p {i}", max_new_tokens=2) for i in range(1000)])
+        assert {r.finish_reason for r in done} <= {FinishReason.LENGTH, FinishReason.STOP}
+        assert all(r.error is None for r in done)
+        assert _settle(eng) == idle
+        assert len(eng._metrics._entries) == 64  # the window, not every request
+        # A thousand more, queued and running, cancelled at once: each ends, none hangs.
+        sent = [Request(prompt=f"q {i}", max_new_tokens=50) for i in range(1000)]
+        futures = [eng.submit(r) for r in sent]
+        cancelled = sum(eng.cancel(r.id) for r in sent)
+        ended = [f.result(timeout=60) for f in futures]
+        assert cancelled == sum(r.finish_reason is FinishReason.CANCELLED for r in ended)
+        assert cancelled >= 900  # all but the few that ended first
+        assert _settle(eng) == idle
+        metrics = eng.metrics()
+        assert metrics.total_requests == 2000 and metrics.queue_depth == metrics.running == 0
+        assert eng.generate(Request(prompt="still serving", max_new_tokens=2)).ok
+
+
 def test_a_group_larger_than_the_queue_is_refused_saying_so(tiny_model_path):
     # An idle engine: "the queue is full; retry later" would never come true.
     with Engine.load(str(tiny_model_path), device="cpu", max_queue=2) as eng:
@@ -504,6 +552,31 @@ def test_closing_frees_the_model_and_the_prefix_cache_while_the_engine_is_still_
     with pytest.raises(EngineClosedError):
         engine.train(TrainingConfig(adapter="late", dataset=str(data), max_steps=1))
     engine.close()  # closing twice does nothing
+
+
+def test_closing_in_a_done_callback_frees_the_model_once_the_worker_stops(tiny_model_path):
+    """Was: ``close()`` from a future's done-callback runs on the worker thread, which had
+    not stopped yet when close() returned, so the model stayed for as long as the engine
+    object did."""
+    import gc
+    import weakref
+
+    engine = Engine.load(str(tiny_model_path), device="cpu")
+    model = weakref.ref(engine.model)
+    others = [engine.submit(Request(prompt=f"k{i}", max_new_tokens=200)) for i in range(3)]
+    first = engine.submit(Request(prompt="first", max_new_tokens=1))
+    first.add_done_callback(lambda _: engine.close())
+    assert first.result(timeout=30).finish_reason is FinishReason.LENGTH
+    for fut in others:  # they ran beside it: each is answered, none hangs
+        assert fut.result(timeout=30).finish_reason in (FinishReason.CANCELLED, FinishReason.LENGTH)
+    deadline = time.monotonic() + 30
+    while model() is not None or not engine._worker.stopped:
+        assert time.monotonic() < deadline
+        gc.collect()
+        time.sleep(0.01)
+    assert engine.closed and engine.model is None
+    with pytest.raises(EngineClosedError):
+        engine.generate("hello")
 
 
 def test_a_request_sent_as_another_thread_closes_the_engine_is_not_left_in_flight(
