@@ -14,7 +14,7 @@ import json
 from rich.panel import Panel
 from rich.text import Text
 
-from mp13_context import Role, TryOut, Turn
+from mp13_context import Node, NodeKind, Role, TryOut, Turn
 from mp13_engine import FinishReason
 from mp13_toolbox import plural
 from mp13chat import _position as position
@@ -113,30 +113,54 @@ def down(repl: Repl, line: CommandLine) -> None:
 @command("next", group="navigation")
 def next_(repl: Repl, line: CommandLine) -> None:
     """Go to the next sibling (e.g. the next retry of a reply)."""
-    _check_sibling(repl, +1)
-    repl.cursor.next_sibling()
+    _step_sibling(repl, +1)
     show_here(repl)
 
 
 @command("prev", group="navigation")
 def prev(repl: Repl, line: CommandLine) -> None:
     """Go to the previous sibling."""
-    _check_sibling(repl, -1)
-    repl.cursor.prev_sibling()
+    _step_sibling(repl, -1)
     show_here(repl)
 
 
-def _check_sibling(repl: Repl, offset: int) -> None:
-    """A ``UsageError`` that says where the user is when there is no sibling that way."""
-    ids = [s.id for s in repl.cursor.siblings()]
-    here = ids.index(repl.cursor.node_id)
-    if 0 <= here + offset < len(ids):
-        return
-    if len(ids) == 1:
-        raise UsageError("this node has no siblings; /retry on a reply makes another one")
-    if offset > 0:
-        raise UsageError(f"this is the last of {len(ids)} siblings; /prev goes back")
-    raise UsageError(f"this is the first of {len(ids)} siblings; /next goes forward")
+def _alternatives(repl: Repl) -> tuple[list[Node], int]:
+    """The nodes /next and /prev move between, and the index of the one holding the cursor.
+
+    Those are the cursor node's siblings, except where the node is the only child of a
+    command-carrying placeholder: a /retry after a /set (or any recorded command) puts
+    the new reply under such a placeholder, beside the old reply, so that the command
+    still applies. The retries are then the placeholder's siblings, and stepping moves
+    between them as it does between retries without a command in between.
+    """
+    node = repl.cursor.node
+    while node.parent_id is not None:
+        siblings = repl.session.children(node.parent_id)
+        parent = repl.session.node(node.parent_id)
+        if len(siblings) > 1 or parent.kind is not NodeKind.PLACEHOLDER:
+            break
+        if parent.parent_id is None or len(repl.session.children(parent.parent_id)) < 2:
+            break
+        node = parent
+    level = [node] if node.parent_id is None else repl.session.children(node.parent_id)
+    return level, [n.id for n in level].index(node.id)
+
+
+def _step_sibling(repl: Repl, offset: int) -> None:
+    """Move ``offset`` places among the alternatives (see ``_alternatives``); a
+    ``UsageError`` that says where the user is when there is none that way."""
+    level, here = _alternatives(repl)
+    if not 0 <= here + offset < len(level):
+        if len(level) == 1:
+            raise UsageError("this node has no siblings; /retry on a reply makes another one")
+        if offset > 0:
+            raise UsageError(f"this is the last of {len(level)} siblings; /prev goes back")
+        raise UsageError(f"this is the first of {len(level)} siblings; /next goes forward")
+    target = level[here + offset]
+    # A retry's placeholder only carries its commands: land on the reply under it.
+    while target.kind is NodeKind.PLACEHOLDER and (kids := repl.session.children(target.id)):
+        target = kids[-1]
+    repl.cursor.goto(target.id)
 
 
 @command("leaf", group="navigation", aliases=("bottom",))

@@ -627,3 +627,24 @@ def test_the_prompt_renders_even_when_the_session_cannot_say_where_we_are(make_c
     assert h.app.prompt_text()[0][1].startswith("[mine @")
     h.app.session.close()  # e.g. closed under the REPL by a wrapper app's command
     assert h.app.prompt_text() == [("class:prompt.branch", ""), ("class:prompt", "> ")]
+
+
+def test_prev_and_next_move_between_retries_with_a_setting_changed_in_between(make_chat):
+    # /set before /retry puts the new reply under a placeholder carrying the setting,
+    # beside the old reply: /prev said "no siblings; /retry makes another one" right
+    # after a /retry, and the old reply could only be reached through /tree and /goto.
+    engine = FakeEngine()
+    engine.script("one", "two", "three")
+    h = make_chat(engine)
+    out = h.run("q", "/set temperature 0.5", "/retry", "/prev")
+    assert "no siblings" not in out
+    assert h.app.cursor.turn.text == "one"
+    h.run("/next")
+    assert h.app.cursor.turn.text == "two"
+    out = h.run("/next")
+    assert "this is the last of 2 siblings; /prev goes back" in " ".join(out.split())
+    h.run("/retry")  # a third, under a placeholder of its own with the same setting
+    assert h.app.cursor.turn.text == "three"
+    h.run("/prev", "/prev")
+    assert h.app.cursor.turn.text == "one"
+    assert engine.requests[-1].temperature == 0.5  # the setting still applies to retries
