@@ -217,12 +217,16 @@ async def batch(repl: Repl, line: CommandLine) -> None:
         raise UsageError("give at least two prompts separated by |")
     position.require_adapters(repl)
     kids = await repl.cursor.abatch(prompts)
-    rows = []
+    # One block per branch, as /history shows an exchange: the replies in the cells of
+    # a table got a column each, a few letters wide at 40 columns, and a reply of 256
+    # tokens ran to hundreds of lines of one word each.
     for i, (prompt, kid) in enumerate(zip(prompts, kids, strict=True), start=1):
+        head = Text(f"{i} ", style="bold") + Text(short(kid.node_id), style="mp13.info")
+        repl.console.print(head + Text(" you: ", style="bold cyan") + Text(prompt))
         turn = kid.turn
-        reply, end = (turn.text, footer(turn)) if turn is not None else ("", None)
-        rows.append((i, short(kid.node_id), prompt, reply, end))
-    repl.console.print(render.table("batch", ("#", "node", "prompt", "reply", ""), rows))
+        if turn is not None:
+            render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
+            repl.console.print(footer(turn))
     render.print_info(repl.console, "/goto NODE to continue one of them")
 
 

@@ -648,3 +648,22 @@ def test_prev_and_next_move_between_retries_with_a_setting_changed_in_between(ma
     h.run("/prev", "/prev")
     assert h.app.cursor.turn.text == "one"
     assert engine.requests[-1].temperature == 0.5  # the setting still applies to retries
+
+
+def test_batch_replies_stay_readable_in_a_narrow_terminal(make_chat):
+    # The replies were cells of a five-column table: at 40 columns the reply column was
+    # a few letters wide and each reply ran down the screen one word per line.
+    engine = FakeEngine()
+    reply = "the quick brown fox jumps over the lazy dog " * 3
+    engine.script(reply.strip(), reply.strip())
+    h = make_chat(engine)
+    h.console.width = 40
+    out = h.run("/batch first question | second question")
+    assert " ".join(out.split()).count(reply.strip()) == 2  # each reply whole, in order
+    assert len(out.splitlines()) < 20  # was 70: a word or a part of one per line
+    nodes = h.app.session.conversation_nodes(h.app.cursor.conversation_id)
+    replies = [n for n in nodes if n.turn is not None and n.turn.role.value == "assistant"]
+    assert len(replies) == 2
+    for i, node in enumerate(sorted(replies, key=lambda n: n.seq), start=1):
+        assert f"{i} {node.id[:6]} you: " in out  # which node to /goto, and its prompt
+    assert "/goto NODE to continue one of them" in out
