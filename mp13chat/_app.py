@@ -128,6 +128,7 @@ class ChatApp:
         self.model_label = ""
         self.training_job: TrainingJob | None = None
         self.training_announcer: asyncio.Task[Any] | None = None
+        self._quit_warned: TrainingJob | None = None  # the job a refused /quit named
         self.interactive = True  # False in a one-shot run: no banner, no questions
         self.library_log: LibraryLog | None = None  # set by main(): library warnings
         self.model_catalog = model_catalog
@@ -486,15 +487,38 @@ class ChatApp:
                 except KeyboardInterrupt:
                     continue
                 except EOFError:
+                    if self._refuse_quit():
+                        continue
                     break
                 if not text.strip():
                     continue
                 try:
                     await self._foreground.run(self.execute(text))
                 except QuitRequested:
+                    if self._refuse_quit():
+                        continue
                     break
                 finally:
                     self.notice_library_warnings()
+
+    def _refuse_quit(self) -> bool:
+        """Whether to stay, once, because quitting would cancel a running training job.
+
+        Quitting closes the engine, which cancels the job and saves nothing: minutes of
+        training went without a word. As a shell does with running jobs, the first
+        /quit or Ctrl+D says so and stays; the next one leaves.
+        """
+        job = self.training_job
+        if job is None or job.done() or self._quit_warned is job:
+            return False
+        self._quit_warned = job
+        render.print_warning(
+            self.console,
+            f"training job {job.adapter} is still running, and quitting cancels it and "
+            "saves nothing; /train watch waits for it, /train cancel stops it, /quit "
+            "again (or Ctrl+D) leaves anyway",
+        )
+        return True
 
     async def execute(self, text: str) -> None:
         """Run one input line: a command when it starts with ``/``, else a message."""
