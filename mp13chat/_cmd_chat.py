@@ -10,6 +10,7 @@ new branch; ``/retry`` adds a sibling reply; ``/trim`` archives the dropped part
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 from rich.panel import Panel
 from rich.text import Text
@@ -176,10 +177,7 @@ def history(repl: Repl, line: CommandLine) -> None:
     if all(node.turn is None for node in repl.cursor.path()):
         render.print_info(repl.console, "no messages on this branch yet; type one to start")
         return
-    for node in repl.cursor.path():
-        turn = node.turn
-        if turn is None:
-            continue
+    for turn, parts in _whole_turns(repl.cursor.path()):
         match turn.role:
             case Role.USER:
                 repl.console.print(Text("you: ", style="bold cyan") + Text(turn.text))
@@ -188,11 +186,31 @@ def history(repl: Repl, line: CommandLine) -> None:
                     repl.console.print(render.tool_result_panel(result))
             case Role.ASSISTANT:
                 if repl.config.show_reasoning:
-                    render.print_reasoning(repl.console, turn.reasoning)
-                render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
-                for call in turn.tool_calls:
+                    render.print_reasoning(repl.console, "".join(p.reasoning for p in parts))
+                text = "".join(p.text for p in parts)
+                render.print_reply(repl.console, text, markdown=repl.config.markdown)
+                for call in (c for p in parts for c in p.tool_calls):
                     repl.console.print(render.tool_call_panel(call))
                 repl.console.print(footer(turn))
+
+
+def _whole_turns(path: Iterable[Node]) -> Iterator[tuple[Turn, list[Turn]]]:
+    """The turns of ``path``, each reply with its /continue parts, as the model sees it:
+    ``(last part, parts)``. Shown apart, a continued reply read as two replies, and the
+    first one's footer still said "truncated: /continue goes on"."""
+    parts: list[Turn] = []
+    for node in path:
+        turn = node.turn
+        if turn is None:
+            continue
+        if parts and turn.role is Role.ASSISTANT and turn.continuation:
+            parts.append(turn)
+            continue
+        if parts:
+            yield parts[-1], parts
+        parts = [turn]
+    if parts:
+        yield parts[-1], parts
 
 
 @command("fork", group="branching", usage="/fork [LABEL]")

@@ -667,3 +667,17 @@ def test_batch_replies_stay_readable_in_a_narrow_terminal(make_chat):
     for i, node in enumerate(sorted(replies, key=lambda n: n.seq), start=1):
         assert f"{i} {node.id[:6]} you: " in out  # which node to /goto, and its prompt
     assert "/goto NODE to continue one of them" in out
+
+
+def test_history_shows_a_continued_reply_as_one_reply(make_chat):
+    # /history printed the reply and its /continue as two replies, the first footer
+    # still saying "truncated: /continue goes on" although it had been continued.
+    engine = FakeEngine()
+    engine.script(FakeReply(text="cut", finish_reason=FinishReason.LENGTH))
+    h = make_chat(engine, markdown=False)
+    h.run("long one", "/continue")
+    out = h.run("/history")
+    assert "cut (more)" in out  # one text, as the model sees it (/messages)
+    assert "truncated" not in out
+    assert out.count("tok/s") == 1  # one footer: how the whole reply ended
+    assert out.index("you: long one") < out.index("cut (more)")
