@@ -64,7 +64,7 @@ from mp13chat._registry import Command, CommandRegistry
 from mp13chat._repl import QuitRequested, Repl
 from mp13chat._safe_console import SafeConsole
 from mp13chat._style import make_prompt_style, make_theme
-from mp13chat._terminal import is_terminal
+from mp13chat._terminal import is_terminal, no_echo
 from mp13chat._tools import ToolLike, ToolRegistration, as_registration, check_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -298,9 +298,13 @@ class ChatApp:
             _startup.print_banner(console)
         demo = False
         if self.engine is None:
-            choice = await _startup.choose_model(console, self.config.model, self._catalog())
-            fields = _startup.engine_fields(self.config, self.adapters_dir)
-            engine = await _startup.load_engine(console, choice, fields, self.library_log)
+            # Echo off while the progress bars run, as while a reply streams: a Ctrl+C
+            # echoed as ^C after a full-width bar wrapped it onto a second line, and the
+            # bar's erase left the first on screen above "mp13chat: interrupted".
+            with no_echo(self._foreground.stdin):
+                choice = await _startup.choose_model(console, self.config.model, self._catalog())
+                fields = _startup.engine_fields(self.config, self.adapters_dir)
+                engine = await _startup.load_engine(console, choice, fields, self.library_log)
             self.engine = engine
             self.own(engine.aclose)
             self.model_label, demo = choice.label, choice.demo
