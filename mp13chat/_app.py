@@ -64,7 +64,7 @@ from mp13chat._registry import Command, CommandRegistry
 from mp13chat._repl import QuitRequested, Repl
 from mp13chat._safe_console import SafeConsole
 from mp13chat._style import make_prompt_style, make_theme
-from mp13chat._terminal import is_terminal
+from mp13chat._terminal import is_terminal, no_echo
 from mp13chat._tools import ToolLike, ToolRegistration, as_registration, check_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,6 +128,7 @@ class ChatApp:
         self.model_label = ""
         self.training_job: TrainingJob | None = None
         self.training_announcer: asyncio.Task[Any] | None = None
+        self._quit_warned: TrainingJob | None = None  # the job a refused /quit named
         self.interactive = True  # False in a one-shot run: no banner, no questions
         self.library_log: LibraryLog | None = None  # set by main(): library warnings
         self.model_catalog = model_catalog
@@ -297,9 +298,13 @@ class ChatApp:
             _startup.print_banner(console)
         demo = False
         if self.engine is None:
-            choice = await _startup.choose_model(console, self.config.model, self._catalog())
-            fields = _startup.engine_fields(self.config, self.adapters_dir)
-            engine = await _startup.load_engine(console, choice, fields, self.library_log)
+            # Echo off while the progress bars run, as while a reply streams: a Ctrl+C
+            # echoed as ^C after a full-width bar wrapped it onto a second line, and the
+            # bar's erase left the first on screen above "mp13chat: interrupted".
+            with no_echo(self._foreground.stdin):
+                choice = await _startup.choose_model(console, self.config.model, self._catalog())
+                fields = _startup.engine_fields(self.config, self.adapters_dir)
+                engine = await _startup.load_engine(console, choice, fields, self.library_log)
             self.engine = engine
             self.own(engine.aclose)
             self.model_label, demo = choice.label, choice.demo
@@ -486,15 +491,38 @@ class ChatApp:
                 except KeyboardInterrupt:
                     continue
                 except EOFError:
+                    if self._refuse_quit():
+                        continue
                     break
                 if not text.strip():
                     continue
                 try:
                     await self._foreground.run(self.execute(text))
                 except QuitRequested:
+                    if self._refuse_quit():
+                        continue
                     break
                 finally:
                     self.notice_library_warnings()
+
+    def _refuse_quit(self) -> bool:
+        """Whether to stay, once, because quitting would cancel a running training job.
+
+        Quitting closes the engine, which cancels the job and saves nothing: minutes of
+        training went without a word. As a shell does with running jobs, the first
+        /quit or Ctrl+D says so and stays; the next one leaves.
+        """
+        job = self.training_job
+        if job is None or job.done() or self._quit_warned is job:
+            return False
+        self._quit_warned = job
+        render.print_warning(
+            self.console,
+            f"training job {job.adapter} is still running, and quitting cancels it and "
+            "saves nothing; /train watch waits for it, /train cancel stops it, /quit "
+            "again (or Ctrl+D) leaves anyway",
+        )
+        return True
 
     async def execute(self, text: str) -> None:
         """Run one input line: a command when it starts with ``/``, else a message."""

@@ -10,11 +10,12 @@ new branch; ``/retry`` adds a sibling reply; ``/trim`` archives the dropped part
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 from rich.panel import Panel
 from rich.text import Text
 
-from mp13_context import Role, TryOut, Turn
+from mp13_context import Node, NodeKind, Role, TryOut, Turn
 from mp13_engine import FinishReason
 from mp13_toolbox import plural
 from mp13chat import _position as position
@@ -113,30 +114,54 @@ def down(repl: Repl, line: CommandLine) -> None:
 @command("next", group="navigation")
 def next_(repl: Repl, line: CommandLine) -> None:
     """Go to the next sibling (e.g. the next retry of a reply)."""
-    _check_sibling(repl, +1)
-    repl.cursor.next_sibling()
+    _step_sibling(repl, +1)
     show_here(repl)
 
 
 @command("prev", group="navigation")
 def prev(repl: Repl, line: CommandLine) -> None:
     """Go to the previous sibling."""
-    _check_sibling(repl, -1)
-    repl.cursor.prev_sibling()
+    _step_sibling(repl, -1)
     show_here(repl)
 
 
-def _check_sibling(repl: Repl, offset: int) -> None:
-    """A ``UsageError`` that says where the user is when there is no sibling that way."""
-    ids = [s.id for s in repl.cursor.siblings()]
-    here = ids.index(repl.cursor.node_id)
-    if 0 <= here + offset < len(ids):
-        return
-    if len(ids) == 1:
-        raise UsageError("this node has no siblings; /retry on a reply makes another one")
-    if offset > 0:
-        raise UsageError(f"this is the last of {len(ids)} siblings; /prev goes back")
-    raise UsageError(f"this is the first of {len(ids)} siblings; /next goes forward")
+def _alternatives(repl: Repl) -> tuple[list[Node], int]:
+    """The nodes /next and /prev move between, and the index of the one holding the cursor.
+
+    Those are the cursor node's siblings, except where the node is the only child of a
+    command-carrying placeholder: a /retry after a /set (or any recorded command) puts
+    the new reply under such a placeholder, beside the old reply, so that the command
+    still applies. The retries are then the placeholder's siblings, and stepping moves
+    between them as it does between retries without a command in between.
+    """
+    node = repl.cursor.node
+    while node.parent_id is not None:
+        siblings = repl.session.children(node.parent_id)
+        parent = repl.session.node(node.parent_id)
+        if len(siblings) > 1 or parent.kind is not NodeKind.PLACEHOLDER:
+            break
+        if parent.parent_id is None or len(repl.session.children(parent.parent_id)) < 2:
+            break
+        node = parent
+    level = [node] if node.parent_id is None else repl.session.children(node.parent_id)
+    return level, [n.id for n in level].index(node.id)
+
+
+def _step_sibling(repl: Repl, offset: int) -> None:
+    """Move ``offset`` places among the alternatives (see ``_alternatives``); a
+    ``UsageError`` that says where the user is when there is none that way."""
+    level, here = _alternatives(repl)
+    if not 0 <= here + offset < len(level):
+        if len(level) == 1:
+            raise UsageError("this node has no siblings; /retry on a reply makes another one")
+        if offset > 0:
+            raise UsageError(f"this is the last of {len(level)} siblings; /prev goes back")
+        raise UsageError(f"this is the first of {len(level)} siblings; /next goes forward")
+    target = level[here + offset]
+    # A retry's placeholder only carries its commands: land on the reply under it.
+    while target.kind is NodeKind.PLACEHOLDER and (kids := repl.session.children(target.id)):
+        target = kids[-1]
+    repl.cursor.goto(target.id)
 
 
 @command("leaf", group="navigation", aliases=("bottom",))
@@ -152,10 +177,7 @@ def history(repl: Repl, line: CommandLine) -> None:
     if all(node.turn is None for node in repl.cursor.path()):
         render.print_info(repl.console, "no messages on this branch yet; type one to start")
         return
-    for node in repl.cursor.path():
-        turn = node.turn
-        if turn is None:
-            continue
+    for turn, parts in _whole_turns(repl.cursor.path()):
         match turn.role:
             case Role.USER:
                 repl.console.print(Text("you: ", style="bold cyan") + Text(turn.text))
@@ -164,11 +186,31 @@ def history(repl: Repl, line: CommandLine) -> None:
                     repl.console.print(render.tool_result_panel(result))
             case Role.ASSISTANT:
                 if repl.config.show_reasoning:
-                    render.print_reasoning(repl.console, turn.reasoning)
-                render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
-                for call in turn.tool_calls:
+                    render.print_reasoning(repl.console, "".join(p.reasoning for p in parts))
+                text = "".join(p.text for p in parts)
+                render.print_reply(repl.console, text, markdown=repl.config.markdown)
+                for call in (c for p in parts for c in p.tool_calls):
                     repl.console.print(render.tool_call_panel(call))
                 repl.console.print(footer(turn))
+
+
+def _whole_turns(path: Iterable[Node]) -> Iterator[tuple[Turn, list[Turn]]]:
+    """The turns of ``path``, each reply with its /continue parts, as the model sees it:
+    ``(last part, parts)``. Shown apart, a continued reply read as two replies, and the
+    first one's footer still said "truncated: /continue goes on"."""
+    parts: list[Turn] = []
+    for node in path:
+        turn = node.turn
+        if turn is None:
+            continue
+        if parts and turn.role is Role.ASSISTANT and turn.continuation:
+            parts.append(turn)
+            continue
+        if parts:
+            yield parts[-1], parts
+        parts = [turn]
+    if parts:
+        yield parts[-1], parts
 
 
 @command("fork", group="branching", usage="/fork [LABEL]")
@@ -193,12 +235,16 @@ async def batch(repl: Repl, line: CommandLine) -> None:
         raise UsageError("give at least two prompts separated by |")
     position.require_adapters(repl)
     kids = await repl.cursor.abatch(prompts)
-    rows = []
+    # One block per branch, as /history shows an exchange: the replies in the cells of
+    # a table got a column each, a few letters wide at 40 columns, and a reply of 256
+    # tokens ran to hundreds of lines of one word each.
     for i, (prompt, kid) in enumerate(zip(prompts, kids, strict=True), start=1):
+        head = Text(f"{i} ", style="bold") + Text(short(kid.node_id), style="mp13.info")
+        repl.console.print(head + Text(" you: ", style="bold cyan") + Text(prompt))
         turn = kid.turn
-        reply, end = (turn.text, footer(turn)) if turn is not None else ("", None)
-        rows.append((i, short(kid.node_id), prompt, reply, end))
-    repl.console.print(render.table("batch", ("#", "node", "prompt", "reply", ""), rows))
+        if turn is not None:
+            render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
+            repl.console.print(footer(turn))
     render.print_info(repl.console, "/goto NODE to continue one of them")
 
 

@@ -211,9 +211,15 @@ def adapters_list(repl: Repl, line: CommandLine) -> None:
                 info.path,
             )
         )
-    repl.console.print(
-        render.table("adapters", ("name", "used", "rank", "source", "targets", "path"), rows)
-    )
+    if rows:
+        columns = ("name", "used", "rank", "source", "targets", "path")
+        repl.console.print(render.table("adapters", columns, rows))
+    else:  # an empty table's headers said nothing of how to get one
+        render.print_info(
+            repl.console,
+            "no adapters loaded; /train start NAME FILE trains one, /adapters load PATH|NAME "
+            "loads a PEFT adapter folder",
+        )
     _print_in_use(repl, changed=False)
 
 

@@ -240,9 +240,13 @@ def _resolve(commands: Iterable[Command[R]], word: str, prefix: str) -> Command[
     if len(matches) == 1:
         return next(iter(matches.values()))
     if not matches:
-        raise UnknownCommandError(
-            f"unknown command {prefix.lstrip()}{word}; type /help to list the commands"
-        )
+        group = prefix.strip()
+        if group == "/":
+            hint = "type /help to list the commands"
+        else:  # a group's word: name the ones it has ("/tools off" is a guess at one)
+            subs = ", ".join(dict.fromkeys(c.name for c in table.values()))
+            hint = f"{group} takes {subs} (/help {group.lstrip('/')} explains each)"
+        raise UnknownCommandError(f"unknown command {prefix.lstrip()}{word}; {hint}")
     names = ", ".join(sorted(prefix.lstrip() + c.name for c in matches.values()))
     raise UnknownCommandError(f"{prefix.lstrip()}{word} is ambiguous: {names}; type more letters")
 

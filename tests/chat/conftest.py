@@ -26,6 +26,8 @@ from rich.console import Console
 from mp13chat import ChatApp, ChatConfig
 from mp13chat._style import make_theme
 
+QUIT_REFUSED = "/quit again (or Ctrl+D) leaves anyway"  # what a refused /quit ends with
+
 
 class ChatHarness:
     def __init__(self, tmp_path: Path, engine: Any, config: ChatConfig, **app_kwargs: Any) -> None:
@@ -58,6 +60,9 @@ class ChatHarness:
         ``interrupt_after``: send this process a real SIGINT (what Ctrl+C does in a
         terminal while a reply runs) that many seconds after the loop starts, or after
         ``interrupt_when()`` first returns true (polled every 50 ms).
+
+        A /quit refused because a training job still runs (the app asks for a second
+        one) gets that second /quit, so a test that leaves a job running still ends.
         """
         start = len(self.out.getvalue())
         text = "".join(line + "\r" for line in (*lines, *(["/quit"] if quit else [])))
@@ -76,14 +81,21 @@ class ChatHarness:
                     os.kill(os.getpid(), signal.SIGINT)
 
                 poller = asyncio.ensure_future(poll())
+            confirm = asyncio.ensure_future(self._confirm_quit(start)) if quit else None
             try:
                 await asyncio.wait_for(self.app.loop(), timeout)
             finally:
-                if poller is not None:
-                    poller.cancel()
+                for task in (poller, confirm):
+                    if task is not None:
+                        task.cancel()
 
         self.runner.run(drive())
         return self.out.getvalue()[start:]
+
+    async def _confirm_quit(self, start: int) -> None:
+        while QUIT_REFUSED not in " ".join(self.out.getvalue()[start:].split()):
+            await asyncio.sleep(0.05)
+        self.input.send_text("/quit\r")
 
     def call(self, coro: Any) -> Any:
         return self.runner.run(coro)

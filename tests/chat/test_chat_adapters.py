@@ -11,6 +11,7 @@ import pytest
 
 from mp13chat._adapter_folder import adapters_dir, discover, same_model
 from mp13chat._cmd_engine import _training_config
+from tests.chat._output import table_rows
 
 torch = pytest.importorskip("torch")
 
@@ -240,3 +241,16 @@ def test_the_progress_bar_words_a_queued_job_as_queued_not_as_step_zero():
         info(TrainingEventKind.STEP, loss=1.5, tokens_per_s=99.6)
         == "step 0/2 loss 1.5000 100 tok/s"
     )
+
+
+def test_adapters_with_none_loaded_says_how_to_get_one(make_chat, engine, tiny_path, tmp_path):
+    # An engine without adapters showed an empty table: six headers and nothing else.
+    h = make_chat(engine)
+    out = " ".join(h.run("/adapters").split())
+    assert "no adapters loaded; /train start NAME FILE trains one" in out
+    assert "/adapters load PATH|NAME loads a PEFT adapter folder" in out
+    assert "┃" not in out  # no empty table
+    assert "this branch uses the engine's default adapters" in out
+    _peft_adapter(tiny_path, tmp_path / "one")
+    out = h.run(f"/adapters load {tmp_path / 'one'}", "/adapters")
+    assert "no adapters loaded" not in out and "one" in table_rows(out)

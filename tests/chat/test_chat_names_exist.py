@@ -75,3 +75,17 @@ def test_every_named_flag_exists():
 def test_the_scan_catches_a_missing_command():
     assert COMMAND.findall("error: x  (/nosuch shows it)") == [("nosuch", "shows")]
     assert COMMAND.findall("see ~/.config/mp13/config.json, tok/s, //etc/hosts") == []
+
+
+def test_the_readme_usage_line_lists_every_flag():
+    # The README's `mp13chat [...]` line left out -p and -i, the one-shot flags.
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("`mp13chat [--model")
+    usage = readme[start : readme.index("`", start + 1)]
+    flags = {
+        min(action.option_strings, key=len)  # the short form where there is one
+        for action in build_parser()._actions
+        if action.option_strings and "-h" not in action.option_strings
+    }
+    missing = sorted(flag for flag in flags if f"[{flag}" not in usage)
+    assert not missing, f"README's usage line lacks {missing}: {usage}"

@@ -22,6 +22,16 @@ def test_nested_group_help_and_unknown_subcommand_show_the_full_path(make_chat):
     out = _flat(h.run("/tools scope bogus", "/system bogus"))
     assert "unknown command /tools scope bogus;" in out
     assert "unknown command /system bogus;" in out
+    # A guess at a group's word ("/tools off") was sent to /help and its 30 commands:
+    # the error names the words the group takes and the help that explains them.
+    out = _flat(h.run("/tools off", "/tools scope bogus"))
+    assert (
+        "unknown command /tools off; /tools takes list, mode, scope, approval, risk "
+        "(/help tools explains each)" in out
+    )
+    assert "/tools scope takes show, add, set, pop, reset (/help tools scope explains" in out
+    out = _flat(h.run("/bogus"))
+    assert "unknown command /bogus; type /help to list the commands" in out
 
 
 def test_pop_with_nothing_to_undo_names_repl_commands(make_chat):

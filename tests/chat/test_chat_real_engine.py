@@ -88,6 +88,41 @@ def test_train_start_watch_interrupt_and_cancel(make_chat, tiny_engine, tmp_path
     assert "4 tokens" in out
 
 
+def test_quit_while_training_runs_says_what_it_loses_and_asks_again(
+    make_chat, tiny_engine, tmp_path
+):
+    # /quit closed the engine, which cancelled a running job and saved nothing, without
+    # a word: on SmolLM2 a 500-step job was gone 12 steps in after one /quit.
+    data = _dataset(tmp_path / "data.jsonl", rows=8)
+    h = make_chat(tiny_engine)
+    out = h.run(
+        f"/train start quitter {data} max_steps=100000 batch_size=1 output_dir={tmp_path}/out",
+        "/quit",  # typed while watching: read after Ctrl+C stops watching
+        "/params",
+        "/quit",  # the second /quit leaves
+        interrupt_when=lambda: _has_steps(h.app.training_job),
+        quit=False,
+        timeout=60,
+    )
+    job = h.app.training_job
+    assert job is not None and not job.done()
+    flat = " ".join(out.split())
+    assert (
+        "training job quitter is still running, and quitting cancels it and saves nothing; "
+        "/train watch waits for it, /train cancel stops it, /quit again (or Ctrl+D) leaves"
+    ) in flat
+    assert "settings" in flat  # the REPL stayed and ran the next command
+    assert flat.count("still running") == 1  # and the second /quit left
+    assert not job.done()  # quitting the loop left the job to the app's close
+    out = h.run("/train cancel", timeout=60)
+    assert job.done() and job.result().cancelled
+    # a job that has ended does not hold the next /quit back
+    out = h.run("/quit", quit=False, timeout=30)
+    assert "still running" not in out
+    if "quitter" in tiny_engine.adapters:  # the shared engine serves the next tests
+        tiny_engine.adapters.unload("quitter")
+
+
 def _dataset(path, rows=4):
     lines = [
         {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": "a"}]}

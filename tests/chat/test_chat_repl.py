@@ -627,3 +627,57 @@ def test_the_prompt_renders_even_when_the_session_cannot_say_where_we_are(make_c
     assert h.app.prompt_text()[0][1].startswith("[mine @")
     h.app.session.close()  # e.g. closed under the REPL by a wrapper app's command
     assert h.app.prompt_text() == [("class:prompt.branch", ""), ("class:prompt", "> ")]
+
+
+def test_prev_and_next_move_between_retries_with_a_setting_changed_in_between(make_chat):
+    # /set before /retry puts the new reply under a placeholder carrying the setting,
+    # beside the old reply: /prev said "no siblings; /retry makes another one" right
+    # after a /retry, and the old reply could only be reached through /tree and /goto.
+    engine = FakeEngine()
+    engine.script("one", "two", "three")
+    h = make_chat(engine)
+    out = h.run("q", "/set temperature 0.5", "/retry", "/prev")
+    assert "no siblings" not in out
+    assert h.app.cursor.turn.text == "one"
+    h.run("/next")
+    assert h.app.cursor.turn.text == "two"
+    out = h.run("/next")
+    assert "this is the last of 2 siblings; /prev goes back" in " ".join(out.split())
+    h.run("/retry")  # a third, under a placeholder of its own with the same setting
+    assert h.app.cursor.turn.text == "three"
+    h.run("/prev", "/prev")
+    assert h.app.cursor.turn.text == "one"
+    assert engine.requests[-1].temperature == 0.5  # the setting still applies to retries
+
+
+def test_batch_replies_stay_readable_in_a_narrow_terminal(make_chat):
+    # The replies were cells of a five-column table: at 40 columns the reply column was
+    # a few letters wide and each reply ran down the screen one word per line.
+    engine = FakeEngine()
+    reply = "the quick brown fox jumps over the lazy dog " * 3
+    engine.script(reply.strip(), reply.strip())
+    h = make_chat(engine)
+    h.console.width = 40
+    out = h.run("/batch first question | second question")
+    assert " ".join(out.split()).count(reply.strip()) == 2  # each reply whole, in order
+    assert len(out.splitlines()) < 20  # was 70: a word or a part of one per line
+    nodes = h.app.session.conversation_nodes(h.app.cursor.conversation_id)
+    replies = [n for n in nodes if n.turn is not None and n.turn.role.value == "assistant"]
+    assert len(replies) == 2
+    for i, node in enumerate(sorted(replies, key=lambda n: n.seq), start=1):
+        assert f"{i} {node.id[:6]} you: " in out  # which node to /goto, and its prompt
+    assert "/goto NODE to continue one of them" in out
+
+
+def test_history_shows_a_continued_reply_as_one_reply(make_chat):
+    # /history printed the reply and its /continue as two replies, the first footer
+    # still saying "truncated: /continue goes on" although it had been continued.
+    engine = FakeEngine()
+    engine.script(FakeReply(text="cut", finish_reason=FinishReason.LENGTH))
+    h = make_chat(engine, markdown=False)
+    h.run("long one", "/continue")
+    out = h.run("/history")
+    assert "cut (more)" in out  # one text, as the model sees it (/messages)
+    assert "truncated" not in out
+    assert out.count("tok/s") == 1  # one footer: how the whole reply ended
+    assert out.index("you: long one") < out.index("cut (more)")

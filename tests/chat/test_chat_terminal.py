@@ -137,3 +137,46 @@ def test_a_one_shot_answer_goes_raw_to_a_stream_that_cannot_say_it_is_a_terminal
     view(Event(kind=EventKind.TEXT, text="red \x1b[31mtext"))
     view.end_line()
     assert out.getvalue() == "red \x1b[31mtext\n"  # piped data: as the model wrote it
+
+
+def test_echo_is_off_while_the_model_loads(tmp_path, monkeypatch):
+    """Ctrl+C while the model loaded echoed ^C after the full-width progress bar: at 40
+    columns it wrapped, and the bar's erase left a stale "loading ..." line above
+    "mp13chat: interrupted". Echo is off while the model is chosen and loaded."""
+    import asyncio
+
+    from mp13chat import ChatApp, ChatConfig, _startup
+
+    leader, follower = os.openpty()
+    seen: list[bool] = []
+
+    def echo_on() -> bool:
+        return bool(termios.tcgetattr(follower)[3] & termios.ECHO)
+
+    real_choose = _startup.choose_model
+
+    async def choose(*args, **kwargs):
+        seen.append(echo_on())
+        return await real_choose(*args, **kwargs)
+
+    real_load = _startup.load_engine
+
+    async def load(*args, **kwargs):
+        seen.append(echo_on())
+        return await real_load(*args, **kwargs)
+
+    monkeypatch.setattr(_startup, "choose_model", choose)
+    monkeypatch.setattr(_startup, "load_engine", load)
+    monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path))
+    try:
+        monkeypatch.setattr(sys, "stdin", os.fdopen(follower, "r", closefd=False))
+        app = ChatApp(
+            ChatConfig(model="tiny", session=":memory:"), console=Console(file=io.StringIO())
+        )
+        asyncio.run(app.start())
+        assert seen == [False, False]
+        assert echo_on()  # and back on for the prompt
+        asyncio.run(app.aclose())
+    finally:
+        os.close(leader)
+        os.close(follower)
