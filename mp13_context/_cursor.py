@@ -494,8 +494,12 @@ class Cursor:
             self._left = None
 
     async def aretry(self, *, on_event: EventCallback | None = None, **overrides: Any) -> Turn:
-        """A new reply to the last user turn on this branch, as a sibling of the old one.
-        Commands recorded after the old reply apply to the new one."""
+        """A new reply to the last user turn on this branch, beside the old one.
+        Commands recorded after the old reply apply to the new one: they are copied
+        onto a new ``PLACEHOLDER`` child of the user turn, and the reply goes under it.
+        So the new reply is a sibling of the old one only when no command came between;
+        otherwise the placeholder is, and ``siblings()``/``next_sibling()`` from the new
+        reply do not reach the old one (``parent().prev_sibling()`` does)."""
         await self._after_dropped_stream()
         self._check_idle("retry()")
         path = self.path()

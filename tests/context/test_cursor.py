@@ -336,6 +336,10 @@ def test_retry_makes_a_sibling_reply_with_later_commands(ctx, engine):
     user = ctx.session.node(old).parent_id
     assert ctx.session.path(cur.node_id)[-3].id == user
     assert {n.kind for n in ctx.session.children(user)} == {NodeKind.TURN, NodeKind.PLACEHOLDER}
+    # As aretry's docstring says: the placeholder, not the new reply, is the old one's
+    # sibling, so siblings() of the new reply do not reach the old one; its parent's do.
+    assert [n.id for n in cur.siblings()] == [cur.node_id]
+    assert cur.parent().prev_sibling().node_id == old
 
 
 def test_retry_without_user_turn_is_an_error(ctx):
