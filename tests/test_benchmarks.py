@@ -16,6 +16,8 @@ import types
 
 import pytest
 
+from tests.engine._bnb import WHY_NOT
+
 BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("bench_*.py"))
 
@@ -297,6 +299,110 @@ def test_the_toolcalls_decode_step_uses_the_cache_argument_the_model_takes(bench
     assert 0 < step < 10
 
 
+@pytest.fixture
+def torch_threads():
+    """Put back torch's thread count, which a benchmark's ``main`` pins to one."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def _never(what: str):
+    def called(*args, **kwargs):
+        raise AssertionError(f"{what} ran before the run was refused")
+
+    return called
+
+
+def test_quantized_without_a_cpu_bitsandbytes_says_so_in_one_line_before_loading(
+    bench, monkeypatch, capsys, torch_threads
+):
+    bitsandbytes = pytest.importorskip("bitsandbytes")
+    quantized = bench("bench_quantized")
+    monkeypatch.setattr(bitsandbytes, "supported_torch_devices", {"cuda"})
+    monkeypatch.setattr(quantized, "resolve_model", _never("fetching the model"))
+    monkeypatch.setattr(quantized, "serve", _never("loading the model"))
+    with pytest.raises(SystemExit) as done:
+        quantized.main([])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "quantization='4bit' on cpu" in err and "no backend for it" in err
+    assert "install a bitsandbytes that supports cpu" in err
+
+
+def test_quantized_without_bitsandbytes_says_what_to_install(
+    bench, monkeypatch, capsys, torch_threads
+):
+    quantized = bench("bench_quantized")
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # import bitsandbytes raises
+    monkeypatch.setattr(quantized, "resolve_model", _never("fetching the model"))
+    with pytest.raises(SystemExit) as done:
+        quantized.main([])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "needs the bitsandbytes package" in err and "pip install bitsandbytes" in err
+
+
+def test_quantized_with_a_model_that_cannot_be_had_ends_before_loading(
+    bench, monkeypatch, capsys, torch_threads
+):
+    quantized = bench("bench_quantized")
+    monkeypatch.setattr(quantized, "require_cpu_bitsandbytes", lambda: None)
+    monkeypatch.setattr(quantized, "serve", _never("loading the model"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit) as done:
+        quantized.main(["--model", "nobody/no-such-model"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "--model nobody/no-such-model: neither a local path" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--prompts", "6"], "at most 5 prompts, got 6"),
+        (["--prompts", "0"], "must be at least 1, got 0"),
+        (["--tokens", "0"], "must be at least 1, got 0"),
+        (["--reply-tokens", "0"], "must be at least 1, got 0"),
+        (["--train-steps", "-1"], "must be 0 (skip) or more, got -1"),
+    ],
+)
+def test_quantized_refuses_counts_it_cannot_run(bench, monkeypatch, capsys, flags, says):
+    quantized = bench("bench_quantized")
+    monkeypatch.setattr(quantized, "measure", _never("the run"))
+    with pytest.raises(SystemExit) as done:
+        quantized.main(flags)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and flags[0] in err
+
+
+def test_quantized_defaults_are_the_readme_figures_run(bench, monkeypatch):
+    quantized = bench("bench_quantized")
+    seen = []
+    monkeypatch.setattr(
+        quantized, "run_benchmark", lambda ap, m, argv, **kw: seen.append(ap.parse_args(argv))
+    )
+    quantized.main([])
+    (args,) = seen
+    assert (args.model, args.tiny, args.repeats, args.tokens) == ("smollm2-135m", False, 5, 32)
+    assert (args.prompts, args.reply_tokens, args.train_steps) == (5, 24, 50)
+
+
+def test_matching_prefix_counts_equal_tokens_from_the_start(bench):
+    prefix = bench("bench_quantized").matching_prefix
+    assert prefix([1, 2, 3], [1, 2, 3]) == 3
+    assert prefix([1, 2, 3], [1, 9, 3]) == 1  # a later match after a difference is not counted
+    assert prefix([1, 2, 3], [4, 2, 3]) == 0
+    assert prefix([1, 2, 3], [1, 2]) == 2  # one reply ended (EOS) before the other
+    assert prefix([], [1]) == 0
+
+
 # The smallest run of each engine benchmark, in a fresh process as a user starts it, and
 # what its output must show: the load, the table's title with its goal.
 SMALLEST = {
@@ -308,6 +414,23 @@ SMALLEST = {
     "bench_toolcalls": (["--repeats", "1", "--steps", "2", "--calls", "2"], "(goal <= 2%)"),
     "bench_adapters": (["--size", "tiny", "--repeats", "1"], "(goal >= 0.85)"),
     "bench_training": (["--size", "tiny", "--steps", "2", "--repeats", "1"], "(goal within 5%)"),
+    # No goal: it reports what quantizing costs and saves; the speed table's ratio column.
+    "bench_quantized": (
+        [
+            "--tiny",
+            "--repeats",
+            "1",
+            "--tokens",
+            "4",
+            "--prompts",
+            "2",
+            "--reply-tokens",
+            "6",
+            "--train-steps",
+            "2",
+        ],
+        "x float32 (median)",
+    ),
 }
 
 
@@ -318,6 +441,8 @@ def test_every_engine_benchmark_has_a_smallest_run():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMALLEST))
 def test_smallest_run_prints_load_table_and_goal(name, tmp_path):
+    if name == "bench_quantized" and WHY_NOT is not None:
+        pytest.skip(WHY_NOT)  # it ends with that one line (tested above), not a table
     args, goal = SMALLEST[name]
     scratch = tmp_path / "tmp"
     scratch.mkdir()
