@@ -60,6 +60,7 @@ from mp13_engine._adapter_files import (
     adapter_name_problem,
     base_model_name,
     check_compatible,
+    check_shares_no_base_weights,
     check_wrappable,
     finish_cut_short_save,
     holds_adapter,
@@ -243,7 +244,9 @@ class AdapterManager:
         before touching the model. ``replace=True`` swaps out an adapter of the
         same name, keeping its place in the defaults and its combine weights (a
         replacement PEFT refuses leaves the old adapter as it was); otherwise a
-        duplicate name is an error.
+        duplicate name is an error. Refused before the model is touched: other PEFT
+        types than LoRA, DoRA, and adapters whose loading would change the shared base
+        model (``check_shares_no_base_weights``).
         """
         if not isinstance(replace, bool):  # "no" would replace: it is truthy
             raise AdapterError(f"load() replace is True or False, not {replace!r}")
@@ -597,6 +600,7 @@ class AdapterManager:
             )
         base = self._base_model()
         check_compatible(base, directory, config)
+        check_shares_no_base_weights(directory, config)
         check_wrappable(base, f"load adapter {str(directory)!r}")
         if exists:
             # Load the replacement on trial under a reserved name first: one PEFT refuses
