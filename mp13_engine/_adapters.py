@@ -50,6 +50,7 @@ import math
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -70,6 +71,7 @@ from mp13_engine._adapter_files import (
 )
 from mp13_engine._compat import (
     is_peft_model,
+    lend_originals_to_other_adapters,
     peft_base_model,
     repoint_active_adapter,
     undo_failed_wrap,
@@ -197,6 +199,8 @@ class AdapterManager:
         self._engine = engine
         self._state = _AdaptersState()
         self._fused: FusedLora | None = None  # made on the first wave that uses an adapter
+        # modules_to_save wrappers that lend their original module to the other adapters.
+        self._lending: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # ----- engine access (the one place that knows the engine's attribute names)
     def _model(self) -> Any:
@@ -653,6 +657,7 @@ class AdapterManager:
                 "Check that it was trained for this base model."
             ) from exc
         model.eval()
+        lend_originals_to_other_adapters(model, self._lending)  # its modules_to_save, if any
 
     def _unload_on_worker(self, name: str) -> None:
         self._check_loaded((name,))

@@ -92,6 +92,60 @@ def kinds(tiny_model_path, tmp_path_factory) -> dict[str, pathlib.Path]:
     }
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("mixed_lora", ["fused", "peft"])
+def test_each_kind_serves_what_peft_gives_alone_mixed_and_reloaded(
+    tiny_model_path, kinds, mixed_lora
+):
+    with Engine.load(str(tiny_model_path), device="cpu", mixed_lora=mixed_lora) as engine:
+        base = [engine.generate(_req(p, [])).raw_text for p in PROMPTS]
+        for name, folder in kinds.items():
+            engine.adapters.load(folder, name=name)
+        expected = {
+            name: [_peft_reply(engine, tiny_model_path, folder, p) for p in PROMPTS]
+            for name, folder in kinds.items()
+        }
+        for name in kinds:
+            alone = [engine.generate(_req(p, [name])).raw_text for p in PROMPTS]
+            assert alone == expected[name], name
+            assert alone != base, f"{name} changed nothing: the check would prove nothing"
+        plan = [*kinds, None, *reversed(kinds)]
+        requests = [_req(PROMPTS[i % 3], [n] if n else []) for i, n in enumerate(plan)]
+        together = engine.generate_many(requests)
+        assert max(r.metrics.batch_size for r in together) > 1  # they shared forwards
+        for i, (name, reply) in enumerate(zip(plan, together, strict=True)):
+            assert reply.raw_text == (expected[name] if name else base)[i % 3], (name, i)
+        for name in kinds:
+            engine.adapters.unload(name)
+        for name in reversed(kinds):
+            engine.adapters.load(kinds[name], name=name)
+        for name in kinds:
+            assert engine.generate(_req(PROMPTS[0], [name])).raw_text == expected[name][0]
+
+
+@pytest.mark.parametrize("mixed_lora", ["fused", "peft"])
+def test_an_adapter_that_saved_lm_head_leaves_the_other_adapters_serving(
+    tiny_model_path, kinds, tmp_path, mixed_lora
+):
+    """PEFT's modules_to_save wrapper looked each row's adapter up among its copies: once
+    an adapter with ``modules_to_save=["lm_head"]`` was loaded, every request on another
+    adapter (``mixed_lora="peft"``), or mixed with it in a batch, failed with KeyError."""
+    plain = _made(tiny_model_path, tmp_path / "plain", 9, target_modules="all-linear")
+    with Engine.load(str(tiny_model_path), device="cpu", mixed_lora=mixed_lora) as engine:
+        engine.adapters.load(plain, name="plain")
+        before = engine.generate(_req(PROMPTS[1], ["plain"]))
+        engine.adapters.load(kinds["head"], name="head")
+        head = engine.generate(_req(PROMPTS[1], ["head"]))
+        after = engine.generate(_req(PROMPTS[1], ["plain"]))
+        assert after.ok and after.raw_text == before.raw_text
+        assert head.raw_text == _peft_reply(engine, tiny_model_path, kinds["head"], PROMPTS[1])
+        plan = [["plain"], ["head"], [], ["head"], ["plain"]]
+        together = engine.generate_many([_req(PROMPTS[1], ad) for ad in plan])
+        base = engine.generate(_req(PROMPTS[1], [])).raw_text
+        want = {"plain": before.raw_text, "head": head.raw_text}
+        assert [r.raw_text for r in together] == [want[a[0]] if a else base for a in plan]
+
+
 def _refused_and_base_untouched(engine: Engine, folder: pathlib.Path, match: str) -> None:
     before = [engine.generate(_req(p, [])).raw_text for p in PROMPTS]
     with pytest.raises(AdapterError, match=match):
