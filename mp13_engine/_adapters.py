@@ -449,6 +449,16 @@ class AdapterManager:
         order = sorted(key)
         weights = self._state.weights.get(key, {})
         combo = _COMBO_PREFIX + "+".join(order)
+        configs = self._model().peft_config
+        saved = [n for n in order if getattr(configs[n], "modules_to_save", None)]
+        if saved:
+            # PEFT's combination copies modules_to_save from the first adapter's config and
+            # fills the copy from the base module: the adapter's own module would be lost.
+            raise AdapterError(
+                f"Cannot combine adapters {order}: {saved[0]!r} brings whole modules of its own "
+                f"(modules_to_save={list(configs[saved[0]].modules_to_save)}), which a sum of "
+                "LoRA deltas cannot hold. Use it alone in its requests."
+            )
         try:
             self._model().add_weighted_adapter(
                 adapters=order,

@@ -144,6 +144,10 @@ def test_an_adapter_that_saved_lm_head_leaves_the_other_adapters_serving(
         base = engine.generate(_req(PROMPTS[1], [])).raw_text
         want = {"plain": before.raw_text, "head": head.raw_text}
         assert [r.raw_text for r in together] == [want[a[0]] if a else base for a in plan]
+        both = engine.generate(_req(PROMPTS[1], ["plain", "head"]))  # it used to lose the head
+        assert not both.ok
+        assert both.error.startswith("Cannot combine adapters ['head', 'plain']: 'head' brings")
+        assert engine.generate(_req(PROMPTS[1], ["head"])).raw_text == head.raw_text
 
 
 def _refused_and_base_untouched(engine: Engine, folder: pathlib.Path, match: str) -> None:
