@@ -526,6 +526,42 @@ def check_compatible(base: Any, directory: Path, config: Any) -> None:
         )
 
 
+#: ``init_lora_weights`` values whose initialisation rewrites the base layer's weights (PEFT
+#: 0.21 ``LoraLayer.update_layer``: PiSSA, OLoRA and CorDA subtract the initial low-rank part
+#: from them, LoftQ quantizes them) and runs again whenever the adapter is loaded, unless it
+#: was saved converted (``path_initial_model_for_weight_conversion``, which records ``True``).
+_BASE_REWRITING_INITS = ("pissa", "olora", "corda", "loftq")
+
+
+def check_shares_no_base_weights(directory: Path, config: Any) -> None:
+    """AdapterError for an adapter that would change the base model's own weights on load.
+
+    The engine's base model is shared by every adapter and by requests on ``__base__``;
+    such an adapter would silently change all their outputs, and keep changing them after
+    it is unloaded. Refused: an ``init_lora_weights`` that rewrites base weights (PiSSA,
+    OLoRA, CorDA, LoftQ saved unconverted) and base-layer biases saved with ``bias=`` other
+    than ``"none"`` (PEFT loads them over the base model's biases).
+    """
+    init = config.init_lora_weights
+    if isinstance(init, str) and init.lower().startswith(_BASE_REWRITING_INITS):
+        raise AdapterError(
+            f"Adapter {str(directory)!r} was saved with init_lora_weights={init!r}: loading it "
+            "makes PEFT rewrite the base model's weights, which every other adapter and the "
+            "base model share. Save it again converted to plain LoRA (PEFT save_pretrained(..., "
+            "path_initial_model_for_weight_conversion=...)), or merge it into the base model."
+        )
+    # Its own biases are on lora_B (``lora_B.bias``); any other bias in the file is the base's.
+    biases = [k for k in _adapter_shapes(directory) if k.endswith(".bias") and "lora_" not in k]
+    if config.bias != "none" and biases:
+        raise AdapterError(
+            f"Adapter {str(directory)!r} was trained with bias={config.bias!r} and holds "
+            f"{len(biases)} bias vector(s) of the base model (e.g. {biases[0]!r}): loading it "
+            "would write them over the biases every other adapter and the base model share. "
+            "Retrain it with bias='none' (or lora_bias=True, a bias of its own), or merge it "
+            "into the base model."
+        )
+
+
 class _Factor(enum.Enum):
     """A LoRA weight in an adapter file, by the suffix of its key."""
 

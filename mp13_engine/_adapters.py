@@ -50,6 +50,7 @@ import math
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -60,6 +61,7 @@ from mp13_engine._adapter_files import (
     adapter_name_problem,
     base_model_name,
     check_compatible,
+    check_shares_no_base_weights,
     check_wrappable,
     finish_cut_short_save,
     holds_adapter,
@@ -69,6 +71,7 @@ from mp13_engine._adapter_files import (
 )
 from mp13_engine._compat import (
     is_peft_model,
+    lend_originals_to_other_adapters,
     peft_base_model,
     repoint_active_adapter,
     undo_failed_wrap,
@@ -196,6 +199,8 @@ class AdapterManager:
         self._engine = engine
         self._state = _AdaptersState()
         self._fused: FusedLora | None = None  # made on the first wave that uses an adapter
+        # modules_to_save wrappers that lend their original module to the other adapters.
+        self._lending: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # ----- engine access (the one place that knows the engine's attribute names)
     def _model(self) -> Any:
@@ -243,7 +248,9 @@ class AdapterManager:
         before touching the model. ``replace=True`` swaps out an adapter of the
         same name, keeping its place in the defaults and its combine weights (a
         replacement PEFT refuses leaves the old adapter as it was); otherwise a
-        duplicate name is an error.
+        duplicate name is an error. Refused before the model is touched: other PEFT
+        types than LoRA, DoRA, and adapters whose loading would change the shared base
+        model (``check_shares_no_base_weights``).
         """
         if not isinstance(replace, bool):  # "no" would replace: it is truthy
             raise AdapterError(f"load() replace is True or False, not {replace!r}")
@@ -442,6 +449,16 @@ class AdapterManager:
         order = sorted(key)
         weights = self._state.weights.get(key, {})
         combo = _COMBO_PREFIX + "+".join(order)
+        configs = self._model().peft_config
+        saved = [n for n in order if getattr(configs[n], "modules_to_save", None)]
+        if saved:
+            # PEFT's combination copies modules_to_save from the first adapter's config and
+            # fills the copy from the base module: the adapter's own module would be lost.
+            raise AdapterError(
+                f"Cannot combine adapters {order}: {saved[0]!r} brings whole modules of its own "
+                f"(modules_to_save={list(configs[saved[0]].modules_to_save)}), which a sum of "
+                "LoRA deltas cannot hold. Use it alone in its requests."
+            )
         try:
             self._model().add_weighted_adapter(
                 adapters=order,
@@ -597,6 +614,7 @@ class AdapterManager:
             )
         base = self._base_model()
         check_compatible(base, directory, config)
+        check_shares_no_base_weights(directory, config)
         check_wrappable(base, f"load adapter {str(directory)!r}")
         if exists:
             # Load the replacement on trial under a reserved name first: one PEFT refuses
@@ -649,6 +667,7 @@ class AdapterManager:
                 "Check that it was trained for this base model."
             ) from exc
         model.eval()
+        lend_originals_to_other_adapters(model, self._lending)  # its modules_to_save, if any
 
     def _unload_on_worker(self, name: str) -> None:
         self._check_loaded((name,))

@@ -34,6 +34,11 @@ What each workaround relies on (check these on upgrade)
     * ``undo_failed_wrap``: wrapping a plain model (``PeftModel.from_pretrained``)
       injects LoRA layers *in place* and stores ``peft_config`` in the model's
       ``__dict__`` before it loads weights; a failed load leaves both behind.
+    * ``lend_originals_to_other_adapters``: ``ModulesToSaveWrapper._mixed_batch_forward``
+      calls ``modules_to_save[name]`` for every row's adapter but ``__base__``, with no
+      fallback for an adapter that has no copy there (``KeyError``); it keeps copies in
+      the ``ModuleDict`` ``modules_to_save`` and the wrapped module at ``original_module``.
+      Canary: ``test_compat.py``.
     * The fused LoRA path (``peft_tuner_modules``, ``lora_weights``,
       ``lora_scaling``, ``holds_adapter``, ``is_plain_linear_lora``) reads LoRA
       layers' ``lora_A``/``lora_B`` (``ModuleDict`` of ``nn.Linear``),
@@ -134,7 +139,8 @@ import logging
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, MutableSet, Sequence
 from typing import Any
 
 import attrs
@@ -208,6 +214,44 @@ def undo_failed_wrap(model: Any, requires_grad: Sequence[bool]) -> None:
     model.__dict__.pop("peft_config", None)
     for param, grad in zip(model.parameters(), requires_grad, strict=False):
         param.requires_grad_(grad)
+
+
+def lend_originals_to_other_adapters(model: Any, hooked: MutableSet[Any]) -> None:
+    """Let rows on adapters without a copy of a ``modules_to_save`` module use the original.
+
+    PEFT's ``ModulesToSaveWrapper`` serves per-row ``adapter_names`` by looking each
+    row's adapter up in its ``modules_to_save`` dict; an adapter that has no copy there
+    (any plain LoRA adapter beside one that saved ``lm_head``) raises ``KeyError``, so
+    loading such an adapter failed every request on every other adapter. For each
+    wrapper of ``model`` not yet in ``hooked``, a forward pre-hook lends the wrapper's
+    original module to every adapter of ``model`` without a copy (the same module object,
+    no weights copied) and a forward hook that runs however the forward ends takes the
+    loans back, so saves, state dicts and the fused path's checks never see them.
+    """
+    from peft.utils.other import ModulesToSaveWrapper
+
+    owner = weakref.ref(model)
+    for module in model.modules():
+        if isinstance(module, ModulesToSaveWrapper) and module not in hooked:
+            module.register_forward_pre_hook(functools.partial(_lend_original, owner))
+            module.register_forward_hook(_take_back_original, always_call=True)
+            hooked.add(module)
+
+
+def _lend_original(owner: weakref.ref[Any], wrapper: Any, args: Any) -> None:
+    model = owner()
+    if model is None:
+        return
+    copies = wrapper.modules_to_save
+    for name in model.peft_config:
+        if name not in copies:
+            copies[name] = wrapper.original_module
+
+
+def _take_back_original(wrapper: Any, args: Any, output: Any) -> None:
+    copies = wrapper.modules_to_save
+    for name in [n for n, m in copies.items() if m is wrapper.original_module]:
+        del copies[name]
 
 
 # ----- PEFT: LoRA layers, read by the fused mixed-adapter path (mp13_engine._fused_lora)

@@ -120,6 +120,38 @@ def test_a_failed_wrap_is_undone(tiny_model_path, tmp_path, monkeypatch):
     assert all(torch.equal(after[n], before[n]) for n in before)
 
 
+def test_a_modules_to_save_copy_is_looked_up_for_every_row_until_lent(tiny_model_path):
+    """PEFT's wrapper fails rows on an adapter without a copy of the module; lent the
+    original, each row gets what it gets alone, and no loan outlives the forward."""
+    model = _wrapped(
+        tiny_model_path,
+        x=_lora(),
+        head=_lora(target_modules=["q_proj"], modules_to_save=["lm_head"]),
+    ).eval()
+    wrapper = _compat.peft_base_model(model).lm_head
+    with torch.no_grad():
+        wrapper.modules_to_save["head"].weight.add_(0.5)  # its own head differs
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+    rows = ["x", "head", "__base__"]
+    with pytest.raises(KeyError, match="'x'"):  # PEFT has no fallback (fixed it?)
+        model(input_ids=ids, adapter_names=rows)
+    _compat.drop_leaked_forward_hooks(model)
+    hooked: set[object] = set()
+    _compat.lend_originals_to_other_adapters(model, hooked)
+    _compat.lend_originals_to_other_adapters(model, hooked)  # once per wrapper
+    assert hooked == {wrapper} and len(wrapper._forward_pre_hooks) == 1
+    with torch.no_grad():
+        mixed = model(input_ids=ids, adapter_names=rows).logits
+        alone = [
+            model(input_ids=ids[i : i + 1], adapter_names=[n]).logits for i, n in enumerate(rows)
+        ]
+    for i, logits in enumerate(alone):
+        torch.testing.assert_close(mixed[i : i + 1], logits)
+    assert not torch.allclose(alone[0], alone[1])  # the head row really used its own head
+    assert set(wrapper.modules_to_save) == {"head"}
+    assert not any(".modules_to_save.x." in key for key in model.state_dict())
+
+
 # ----- PEFT: LoRA layers (the fused mixed-adapter path)
 
 
