@@ -176,6 +176,18 @@ def canonical_json(value: Any) -> str:
     return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), default=repr)
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON schema equality (``enum``, ``const``): ``1`` equals ``1.0``, but ``true`` is
+    not ``1`` and ``false`` not ``0`` (Python's ``==`` says they are), at any depth."""
+    return _one_of(a, [b])
+
+
+def _one_of(value: Any, allowed: list[Any]) -> bool:
+    """Whether ``value`` is JSON-schema equal to one of ``allowed`` (see ``_same``)."""
+    key = canonical_json(value)
+    return any(canonical_json(v) == key for v in allowed)
+
+
 class _Checker:
     """One validation run: its problems and its deadline."""
 
@@ -237,11 +249,12 @@ class _Checker:
                 got = "null" if value is None else f"{_json_type(value)} {_show(value)}"
                 problems.append(f"{_where(path)}: expected {expected}, got {got}")
                 return value
-        if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
-            allowed = ", ".join(_show(v, 30) for v in schema["enum"])
+        enum = schema.get("enum")
+        if isinstance(enum, list) and not _one_of(value, enum):
+            allowed = ", ".join(_show(v, 30) for v in enum)
             problems.append(f"{_where(path)}: {_show(value)} is not one of: {allowed}")
             return value
-        if "const" in schema and value != schema["const"]:
+        if "const" in schema and not json_equal(value, schema["const"]):
             problems.append(f"{_where(path)}: must be {_show(schema['const'])}, got {_show(value)}")
             return value
         if isinstance(value, dict):

@@ -528,3 +528,34 @@ def test_an_optional_or_annotated_tool_context_is_still_injected():
 
     with pytest.raises(ToolRegistrationError, match="ToolContext is filled by the toolbox"):
         tb.register(nested)
+
+
+class Mixed(enum.Enum):
+    NAME = "one"
+    ONE = 1
+
+
+def test_a_boolean_never_becomes_an_enum_member_or_literal_equal_to_it():
+    tb = Toolbox()
+
+    @tb.register
+    def pick(m: Mixed | bool, lit: Literal[1, "a"] | bool = "a") -> str:
+        """Pick."""
+        return repr((m, lit))
+
+    view = tb.view([])
+    # true is not the member whose value is 1 (Python's True == 1 would say it is)
+    assert tb.execute(ToolCall("pick", {"m": True, "lit": True}), view).content == "(True, True)"
+    assert tb.execute(ToolCall("pick", {"m": 1, "lit": 1.0}), view).content == (
+        "(<Mixed.ONE: 1>, 1)"
+    )
+
+    @tb.register
+    def only(m: Mixed, lit: Literal[1, "a"]) -> str:
+        """Only."""
+        return "ran"
+
+    result = tb.execute(ToolCall("only", {"m": True, "lit": False}), tb.view([]))
+    assert result.is_error
+    assert "argument 'm': true is not one of: \"one\", 1" in result.content
+    assert "argument 'lit': false is not one of: 1, \"a\"" in result.content

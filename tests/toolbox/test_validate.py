@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import collections
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mp13_toolbox import function_spec, validate
@@ -131,3 +132,42 @@ def test_validation_never_raises_on_any_json(value):
     assert isinstance(problems, list)
     if not isinstance(value, dict):
         assert problems
+
+
+# JSON schema, keyword by keyword (draft 2020-12) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "ok"),
+    [
+        ({"enum": [1, "a"]}, 1.0, True),  # 1.0 is the number 1
+        ({"enum": [1, "a"]}, True, False),  # true is not 1, though Python says True == 1
+        ({"enum": [True]}, 1, False),
+        ({"enum": [0]}, False, False),
+        ({"enum": [None, 0]}, False, False),
+        ({"enum": [[1, 2]]}, [1.0, 2], True),
+        ({"enum": [[1]]}, [True], False),
+        ({"enum": [{"a": 1, "b": 0}]}, {"b": 0.0, "a": 1}, True),  # key order is not part
+        ({"enum": [{"a": 0}]}, {"a": False}, False),
+        ({"const": 1}, True, False),
+        ({"const": False}, 0, False),
+        ({"const": [0]}, [False], False),
+        ({"const": {"x": [1]}}, {"x": [1.0]}, True),
+        ({"const": "1"}, 1, False),
+    ],
+)
+def test_enum_and_const_use_json_equality(schema, value, ok):
+    assert (validate(schema, value)[1] == []) is ok
+
+
+_scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, 1.5])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_scalars, st.lists(_scalars, max_size=4))
+def test_enum_accepts_exactly_the_json_equal_values(value, allowed):
+    def same(a, b):  # JSON equality: a boolean is never a number
+        return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+    accepted = validate({"enum": allowed}, value)[1] == []
+    assert accepted is any(same(value, a) for a in allowed)
