@@ -171,3 +171,114 @@ def test_enum_accepts_exactly_the_json_equal_values(value, allowed):
 
     accepted = validate({"enum": allowed}, value)[1] == []
     assert accepted is any(same(value, a) for a in allowed)
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "ok"),
+    [
+        ({"type": "integer"}, 1.0, True),
+        ({"type": "integer"}, 1.5, False),
+        ({"type": "integer"}, True, False),
+        ({"type": "number"}, False, False),
+        ({"type": ["integer", "null"]}, None, True),
+        ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, 3, True),
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, 3, False),  # fits both
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, 3.5, True),
+        ({"anyOf": [{"type": "integer"}, {"type": "number"}]}, 3, True),
+        ({"anyOf": [{"type": "integer"}], "oneOf": [{"minimum": 10}]}, 5, False),  # both apply
+        ({"not": {"type": "string"}}, 3, True),
+        ({"not": {"type": "string"}}, "3", False),
+        ({"multipleOf": 0.1}, 0.3, True),  # 0.3 % 0.1 in floats is 0.0999...
+        ({"multipleOf": 0.01}, 19.99, True),
+        ({"multipleOf": 0.1}, 0.35, False),
+        ({"multipleOf": 2}, 4.0, True),
+        ({"multipleOf": 2}, 3, False),
+        ({"multipleOf": 1e-308}, 1e308, True),
+        ({"minimum": 0, "exclusiveMaximum": 1}, 1, False),
+        ({"minimum": 0, "exclusiveMaximum": 1}, 0, True),
+        ({"type": "number"}, float("nan"), False),
+        ({}, float("inf"), False),
+        ({"minLength": 2}, "😀", False),  # one code point (two UTF-16 units, four bytes)
+        ({"maxLength": 1}, "😀", True),
+        ({"minLength": 1.0}, "", False),
+        ({"minItems": True}, [], True),  # a boolean bound is malformed: ignored
+        ({"uniqueItems": True}, [1, 1.0], False),
+        ({"uniqueItems": True}, [1, True], True),
+        ({"uniqueItems": "yes"}, [1, 1], True),  # not the boolean true: malformed, ignored
+        ({"pattern": "b"}, "abc", True),  # search, not match
+        ({"pattern": "^b"}, "abc", False),
+        ({"format": "date"}, "not a date", True),  # an annotation in 2020-12
+        ({"minProperties": 1}, {}, False),
+        ({"maxProperties": 1}, {"a": 1, "b": 2}, False),
+        ({"properties": {"a": False}}, {"a": 1}, False),
+        ({"properties": {"a": False}}, {}, True),
+        ({"prefixItems": [{"type": "string"}], "items": False}, ["a"], True),
+        ({"prefixItems": [{"type": "string"}], "items": False}, ["a", 1], False),
+        ({"items": {"type": "integer"}}, [1, "2"], False),
+        ({"additionalProperties": {"type": "integer"}}, {"a": "1"}, False),
+    ],
+)
+def test_keywords_follow_json_schema(schema, value, ok):
+    assert (validate(schema, value)[1] == []) is ok
+
+
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+            "required": ["value"],
+            "additionalProperties": False,
+        }
+    },
+    "type": "object",
+    "properties": {"root": {"$ref": "#/$defs/node"}},
+    "required": ["root"],
+}
+
+
+def test_refs_to_defs_are_followed_recursively_and_name_the_argument():
+    good = {"root": {"value": 1, "children": [{"value": 2, "children": []}]}}
+    assert validate(TREE, good) == (good, [])
+    bad = {"root": {"value": 1, "children": [{"value": "2"}, {"children": [], "x": 1}]}}
+    text = "\n".join(validate(TREE, bad)[1])
+    assert "argument 'root.children[0].value': expected integer, got string \"2\"" in text
+    assert "argument 'root.children[1].value' is required" in text
+    assert "argument 'root.children[1].x' is not accepted" in text
+    # A ref is checked alongside its siblings; refs that only lead to each other end.
+    assert validate({"$ref": "#/$defs/n", "maximum": 3, "$defs": {"n": {"minimum": 1}}}, 5)[1]
+    looping = {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a", "minimum": 2}}}
+    assert validate({**looping, "$ref": "#/$defs/a"}, 1)[1] == [
+        "the arguments: must be >= 2, got 1"
+    ]
+    assert validate({"$ref": "#"}, 1) == (1, [])
+
+
+def test_combinators_say_which_forms_and_what_is_wrong():
+    _, problems = validate({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, {"n": 3}["n"])
+    assert problems == [
+        "the arguments: 3 fits more than one of the allowed forms (forms 1 and 2) where "
+        "exactly one must fit; send a value that fits only one"
+    ]
+    schema = {"properties": {"tag": {"not": {"enum": ["admin"]}}}}
+    assert validate(schema, {"tag": "admin"})[1] == [
+        'argument \'tag\': "admin" is excluded (it matches {"enum": ["admin"]}, which the '
+        "schema forbids); send another value"
+    ]
+    _, problems = validate({"properties": {"price": {"multipleOf": 0.01}}}, {"price": 1.005})
+    assert problems == ["argument 'price': must be a multiple of 0.01, got 1.005"]
+    _, problems = validate({"properties": {"x": {"type": "number"}}}, {"x": float("nan")})
+    assert problems == ["argument 'x': NaN is not a JSON number; send a finite number"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(10**6), 10**6), st.integers(1, 1000), st.integers(0, 4))
+def test_multiple_of_is_exact_on_decimals(units, step_units, places):
+    # n / 10**places is a multiple of s / 10**places exactly when n is a multiple of s
+    scale = 10**places
+    value, step = units / scale, step_units / scale
+    ok = validate({"multipleOf": step}, value)[1] == []
+    assert ok is (units % step_units == 0)
