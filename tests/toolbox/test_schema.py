@@ -559,3 +559,33 @@ def test_a_boolean_never_becomes_an_enum_member_or_literal_equal_to_it():
     assert result.is_error
     assert "argument 'm': true is not one of: \"one\", 1" in result.content
     assert "argument 'lit': false is not one of: 1, \"a\"" in result.content
+
+
+@dataclasses.dataclass
+class Sized:
+    n: int = None  # type: ignore[assignment]  # a field's None default: its type decides
+
+
+def test_defaults_say_what_the_function_takes():
+    def f(
+        a: int = None,  # type: ignore[assignment]  # noqa: RUF013 - the case under test
+        b: int = 1.5,  # type: ignore[assignment]
+        lit: Literal[Color.RED, "x"] = Color.RED,
+        c: Sized | None = None,
+    ) -> str:
+        """F."""
+        return repr((a, b, lit, c))
+
+    props = params(f)["properties"]
+    # x: int = None takes null, so the schema says so (and its default null fits it)
+    assert props["a"] == {"type": ["integer", "null"], "default": None}
+    assert "default" not in props["b"]  # 1.5 is no integer: not advertised
+    assert props["lit"] == {"type": "string", "enum": ["red", "x"], "default": "red"}
+    assert props["c"]["anyOf"][0]["properties"]["n"] == {"type": "integer"}
+    tb = Toolbox()
+    tb.register(f)
+    view = tb.view([])
+    result = tb.execute(ToolCall("f", {"a": None, "lit": "red"}), view)
+    assert result.content == "(None, 1.5, <Color.RED: 'red'>, None)"
+    result = tb.execute(ToolCall("f", {"a": 2, "lit": "x", "c": {"n": 3}}), view)
+    assert result.content == "(2, 1.5, 'x', Sized(n=3))"
