@@ -16,7 +16,8 @@ schema (``#``, ``#/$defs/name``; recursive definitions work),
 ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum``,
 ``multipleOf`` (exact on the decimal the JSON wrote: ``0.3`` is a multiple of
 ``0.1``), ``minLength``/``maxLength`` (in code points, as Python counts a
-``str``) and ``pattern`` (found anywhere in the string, not anchored), and the
+``str``) and ``pattern`` (ECMA-262, as the spec says: found anywhere in the
+string, not anchored; ``$`` is the very end, ``\\d``/``\\w`` ASCII), and the
 boolean schemas ``true``/``false``. ``NaN`` and ``Infinity`` (which Python's
 ``json`` reads) are not JSON numbers: refused. Annotations are not checked:
 ``format`` (2020-12 makes it an annotation), ``default`` (not filled in: a
@@ -419,7 +420,7 @@ class _Checker:
         if self.deadline is not None:
             timeout = max(self.deadline - time.monotonic(), 0.001)
         try:
-            ok = regex.search(pattern, value, timeout=timeout) is not None
+            ok = regex.search(ecma_pattern(pattern), value, timeout=timeout) is not None
         except TimeoutError:
             self.late = True
             self.problems.append(
@@ -450,6 +451,45 @@ class _Checker:
             self.problems.append(
                 f"{_where(path)}: must be a multiple of {step}, got {_show(value)}"
             )
+
+
+# ECMA-262 classes, which JSON schema's patterns use, in Python syntax: ASCII only.
+_ECMA_OUTSIDE = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
+_ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_"}
+
+
+def ecma_pattern(pattern: str) -> str:
+    r"""``pattern`` (ECMA-262, as JSON schema says) in the syntax of Python's ``regex``,
+    where two things differ: ``$`` also matches before a final newline (so ``^[a-z]+$``
+    took ``"abc\n"``), and ``\d``/``\w`` take any script's digits and letters (``"١٢٣"``
+    for ``^\d+$``). ``$`` becomes ``\Z`` and the classes their ASCII sets (``\D``/``\W``
+    inside ``[...]`` stay as they are). Escapes and ``[...]`` are copied through."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            table = _ECMA_INSIDE if in_class else _ECMA_OUTSIDE
+            out.append(table.get(nxt, ch + nxt))
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            # a "]" first in a class (after an optional "^") is a literal one
+            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            if pattern[j : j + 1] == "]":
+                out.append(pattern[i : j + 1])
+                i = j + 1
+                continue
+        elif ch == "$":
+            ch = "\\Z"
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def resolve_ref(root: Any, ref: str) -> Any:
