@@ -6,12 +6,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import json
 import math
 import typing
 from typing import Annotated, Any, Literal, Optional, TypedDict, TypeVar
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mp13_toolbox import (
     Toolbox,
@@ -589,3 +592,89 @@ def test_defaults_say_what_the_function_takes():
     assert result.content == "(None, 1.5, <Color.RED: 'red'>, None)"
     result = tb.execute(ToolCall("f", {"a": 2, "lit": "x", "c": {"n": 3}}), view)
     assert result.content == "(2, 1.5, 'x', Sized(n=3))"
+
+
+# What a tool gets: its annotated Python value, from the JSON a model sends -------------
+
+
+@attrs.frozen
+class Pt:
+    x: int
+    y: float = 0.0
+
+
+@dataclasses.dataclass
+class Bag:
+    tags: list[str]
+    size: int | None = None
+
+
+def _as_json(v):
+    """``v`` as the model writes it: enum members as values, records and tuples as JSON."""
+    if isinstance(v, enum.Enum):
+        return v.value
+    if attrs.has(type(v)) or dataclasses.is_dataclass(v):
+        names = [
+            f.name for f in (attrs.fields(type(v)) if attrs.has(type(v)) else dataclasses.fields(v))
+        ]
+        return {n: _as_json(getattr(v, n)) for n in names}
+    if isinstance(v, dict):
+        return {k: _as_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_as_json(x) for x in v]
+    return v
+
+
+_finite = st.floats(allow_nan=False, allow_infinity=False)
+_pts = st.builds(Pt, st.integers(), _finite)
+_colors = st.sampled_from(list(Color))
+
+
+@pytest.mark.parametrize(
+    ("annotation", "values"),
+    [
+        (int, st.integers()),
+        (float, _finite),
+        (bool, st.booleans()),
+        (str, st.text()),
+        (Optional[int], st.none() | st.integers()),  # noqa: UP045 - the spelling under test
+        (tuple[int, str], st.tuples(st.integers(), st.text())),
+        (tuple[float, ...], st.lists(_finite).map(tuple)),
+        (set[int], st.sets(st.integers())),
+        (frozenset[str], st.frozensets(st.text())),
+        (dict[str, int], st.dictionaries(st.text(), st.integers())),
+        (Literal["a", 1, True], st.sampled_from(["a", 1, True])),
+        (Color, _colors),
+        (int | str, st.integers() | st.text()),
+        (float | str, _finite | st.text()),
+        (str | bool | None, st.none() | st.booleans() | st.text()),
+        (Pt, _pts),
+        (Bag, st.builds(Bag, st.lists(st.text()), st.none() | st.integers())),
+        (Person, st.fixed_dictionaries({"name": st.text(), "age": st.integers()})),
+        (list[tuple[int, Color]], st.lists(st.tuples(st.integers(), _colors))),
+        (dict[str, Pt] | None, st.none() | st.dictionaries(st.text(), _pts)),
+    ],
+)
+def test_a_tool_gets_the_value_of_its_annotation_from_the_json_sent(annotation, values):
+    tb = Toolbox()
+    got = []
+
+    def take(x):
+        """Take."""
+        got.append(x)
+        return "ok"
+
+    take.__annotations__ = {"x": annotation, "return": str}
+    tb.register(take)
+    view = tb.view([])
+
+    @settings(max_examples=40, deadline=None)
+    @given(values)
+    def check(value):
+        got.clear()
+        sent = json.loads(json.dumps({"x": _as_json(value)}))
+        result = tb.execute(ToolCall("take", sent), view)
+        assert not result.is_error, result.content
+        assert got == [value] and type(got[0]) is type(value)
+
+    check()
