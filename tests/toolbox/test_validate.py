@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mp13_toolbox import function_spec, validate
@@ -314,3 +314,75 @@ def test_patterns_without_dollars_escapes_or_classes_are_matched_as_written(patt
     from mp13_toolbox._validate import ecma_pattern
 
     assert ecma_pattern(pattern) == pattern
+
+
+# Differential: the validator agrees with the reference implementation, where installed ---
+
+_fuzz_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.sampled_from([0.0, 1.0, 1.5, -2.5, 0.3, 0.1])
+    | st.sampled_from(["", "a", "ab", "b1", "😀x"])
+)
+_fuzz_values = st.recursive(
+    _fuzz_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_types = st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])
+_assertions = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": _types | st.lists(_types, min_size=1, max_size=3, unique=True),
+        "enum": st.lists(_fuzz_scalars, min_size=1, max_size=3),
+        "const": _fuzz_scalars,
+        "minimum": st.integers(-3, 3),
+        "maximum": st.integers(-3, 3),
+        "exclusiveMinimum": st.sampled_from([-1, 0, 0.5]),
+        "exclusiveMaximum": st.sampled_from([1, 1.5]),
+        "multipleOf": st.sampled_from([0.1, 0.5, 2, 3]),
+        "minLength": st.integers(0, 2),
+        "maxLength": st.integers(0, 2),
+        # no $ or \d: there the reference uses Python's regex semantics, not ECMA-262's
+        "pattern": st.sampled_from(["a", "^a", "b|1", "[ab]+"]),
+        "minItems": st.integers(0, 2),
+        "maxItems": st.integers(0, 2),
+        "uniqueItems": st.booleans(),
+        "minProperties": st.integers(0, 2),
+        "maxProperties": st.integers(0, 2),
+        "required": st.lists(st.sampled_from(["a", "b"]), max_size=2, unique=True),
+    },
+)
+_fuzz_schemas = st.recursive(
+    _assertions | st.booleans(),
+    lambda inner: st.tuples(
+        _assertions,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "items": inner,
+                "prefixItems": st.lists(inner, min_size=1, max_size=2),
+                "properties": st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2),
+                "additionalProperties": inner,
+                "anyOf": st.lists(inner, min_size=1, max_size=2),
+                "oneOf": st.lists(inner, min_size=1, max_size=2),
+                "allOf": st.lists(inner, min_size=1, max_size=2),
+                "not": inner,
+            },
+        ),
+    ).map(lambda pair: {**pair[0], **pair[1]}),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fuzz_schemas, _fuzz_values)
+def test_validation_agrees_with_the_reference_implementation(schema, value):
+    jsonschema = pytest.importorskip("jsonschema")
+    expected = jsonschema.Draft202012Validator(schema).is_valid(value)
+    problems = validate(schema, value, budget_s=None)[1]
+    assert (problems == []) is expected, problems
