@@ -363,6 +363,8 @@ class _Checker:
         ]
         for key in missing:
             sub = props.get(key)
+            if isinstance(sub, dict) and isinstance(sub.get("$ref"), str) and "type" not in sub:
+                sub = resolve_ref(self.root, sub["$ref"])  # name the kind the ref says
             kind = sub.get("type", "value") if isinstance(sub, dict) else "value"
             where = _where(_join(path, key))
             problems.append(f"{where} is required ({_kind(kind)}) but was not given")

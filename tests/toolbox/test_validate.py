@@ -246,7 +246,8 @@ def test_refs_to_defs_are_followed_recursively_and_name_the_argument():
     bad = {"root": {"value": 1, "children": [{"value": "2"}, {"children": [], "x": 1}]}}
     text = "\n".join(validate(TREE, bad)[1])
     assert "argument 'root.children[0].value': expected integer, got string \"2\"" in text
-    assert "argument 'root.children[1].value' is required" in text
+    assert "argument 'root.children[1].value' is required (integer)" in text
+    assert validate(TREE, {})[1] == ["argument 'root' is required (object) but was not given"]
     assert "argument 'root.children[1].x' is not accepted" in text
     # A ref is checked alongside its siblings; refs that only lead to each other end.
     assert validate({"$ref": "#/$defs/n", "maximum": 3, "$defs": {"n": {"minimum": 1}}}, 5)[1]
