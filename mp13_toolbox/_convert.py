@@ -26,7 +26,7 @@ import attrs
 import cattrs
 from cattrs.v import format_exception
 
-from mp13_toolbox._validate import IS_TYPE, TYPE_NAMES
+from mp13_toolbox._validate import IS_TYPE, TYPE_NAMES, json_equal
 
 converter = cattrs.Converter(forbid_extra_keys=False)
 
@@ -47,12 +47,13 @@ def _fits(value: Any, tp: Any) -> bool:
     if tp in _SCALAR_FITS:
         return _SCALAR_FITS[tp](value)
     origin = typing.get_origin(tp)
+    # JSON equality, not Python's: ``true`` is not the member ``1`` (nor ``1`` ``True``).
     if origin is typing.Literal:
-        return value in typing.get_args(tp)
+        return any(json_equal(value, _plain(a)) for a in typing.get_args(tp))
     if origin is typing.Annotated:
         return _fits(value, typing.get_args(tp)[0])
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return any(value == m.value for m in tp)
+        return any(json_equal(value, m.value) for m in tp)
     kind = origin or tp
     if isinstance(kind, type) and issubclass(kind, _SEQUENCE_ORIGINS):
         return isinstance(value, (list, tuple))
@@ -77,6 +78,27 @@ def _structure_union(value: Any, tp: Any) -> Any:
 
 
 converter.register_structure_hook_func(_is_union, _structure_union)
+
+
+def _plain(value: Any) -> Any:
+    """An enum member as the value the model sends for it (``Literal[Color.RED]``)."""
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Literal
+
+
+def _structure_literal(value: Any, tp: Any) -> Any:
+    """The ``Literal``'s own value that ``value`` equals in JSON: ``1.0`` arrives as the
+    declared ``1``, and ``true`` never passes for ``1`` (cattrs' check uses Python's ``==``)."""
+    for allowed in typing.get_args(tp):
+        if json_equal(value, _plain(allowed)):
+            return allowed
+    raise ValueError(f"{value!r} is not one of {typing.get_args(tp)}")
+
+
+converter.register_structure_hook_func(_is_literal, _structure_literal)
 
 
 def _key_wrappers(name: str) -> tuple[Any, ...]:

@@ -8,11 +8,14 @@
 [X]``, ``tuple[X, ...]`` and fixed tuples, ``dict[str, X]`` / ``Mapping``,
 ``Annotated[X, "description"]``, and nested attrs classes, dataclasses and
 ``TypedDict``. A parameter without a default is ``required``; a JSON-able
-default is recorded as ``default`` (``inf`` and ``nan`` are not JSON: not
-recorded). ``*args`` is rejected, ``**kwargs`` allows extra arguments, and a
-parameter annotated ``ToolContext`` (also ``Optional``/``Annotated``) is
-injected by the toolbox and not part of the schema. TypedDict keys follow their
-``Required``/``NotRequired`` wrappers.
+default that fits the schema is recorded as ``default`` (``inf`` and ``nan``
+are not JSON, ``x: int = 1.5`` does not fit: not recorded), and a parameter
+whose default is ``None`` accepts ``null`` (``x: int = None`` takes it).
+``Literal`` members that are enum members are sent as their values. ``*args``
+is rejected, ``**kwargs`` allows extra arguments, and a parameter annotated
+``ToolContext`` (also ``Optional``/``Annotated``) is injected by the toolbox and
+not part of the schema. TypedDict keys follow their ``Required``/``NotRequired``
+wrappers.
 
 Besides functions and methods, an object with ``__call__`` (read from its
 class's ``__call__``) and a ``functools.partial`` (read from the function it
@@ -51,7 +54,7 @@ from mp13_toolbox._convert import typeddict_keys
 from mp13_toolbox._errors import ToolRegistrationError
 from mp13_toolbox._registry import Signature
 from mp13_toolbox._types import ToolSpec
-from mp13_toolbox._validate import TYPE_NAMES
+from mp13_toolbox._validate import TYPE_NAMES, validate
 
 _SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]*):\s*$")
 _ARG_SECTIONS = {
@@ -180,6 +183,24 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
+def _with_default(schema: dict[str, Any], default: Any, *, takes_none: bool) -> dict[str, Any]:
+    """``schema`` of a parameter (or field) with a default, saying what the function takes.
+
+    ``takes_none``: a parameter's ``None`` default (``x: int = None``) is a value the
+    function takes (it gets a ``null`` as sent), so the schema accepts ``null``;
+    advertising ``"default": null`` on a schema that refuses ``null`` would have the
+    model's copy of the default refused. A field of a class is built by its type, which
+    may refuse ``None``, so there it is not. The default is recorded only when it is
+    JSON (``inf``, ``nan`` and objects are not) and fits the schema (``x: int = 1.5``
+    would advertise a value the tool refuses).
+    """
+    if takes_none and default is None and validate(schema, None, budget_s=None)[1]:
+        schema = _nullable(schema)
+    if _jsonable(default) and not validate(schema, default, budget_s=None)[1]:
+        schema["default"] = default
+    return schema
+
+
 def _enum_schema(values: list[Any]) -> dict[str, Any]:
     kinds = {type(v) for v in values}
     kind = kinds.pop() if len(kinds) == 1 else None
@@ -223,7 +244,7 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
             inner["description"] = " ".join(notes)
         return inner
     if origin is typing.Literal:
-        return _enum_schema(list(targs))
+        return _enum_schema([_plain(a) for a in targs])  # Literal[Color.RED]: its value
     if origin is typing.Union or origin is types.UnionType:
         members = [a for a in targs if a is not type(None)]
         if len(members) == 1:
@@ -318,8 +339,8 @@ def _object_schema(
         props[name] = type_schema(tp, f"{where}.{name}", depth + 1)
         if req:
             required.append(name)
-        elif default is not dataclasses.MISSING and _jsonable(default):
-            props[name]["default"] = default
+        elif default is not dataclasses.MISSING:
+            props[name] = _with_default(props[name], _plain(default), takes_none=False)
     out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if required:
         out["required"] = required
@@ -383,12 +404,12 @@ def function_spec(
             context_param = p.name
             continue
         schema = type_schema(tp, f"tool {tool_name!r}, parameter {p.name!r}")
-        if "description" not in schema and doc.args.get(p.name):
-            schema["description"] = doc.args[p.name]
         if p.default is inspect.Parameter.empty:
             required.append(p.name)
-        elif _jsonable(_plain(p.default)):
-            schema["default"] = _plain(p.default)
+        else:
+            schema = _with_default(schema, _plain(p.default), takes_none=True)
+        if "description" not in schema and doc.args.get(p.name):
+            schema["description"] = doc.args[p.name]
         props[p.name] = schema
         params[p.name] = tp
     parameters: dict[str, Any] = {"type": "object", "properties": props}

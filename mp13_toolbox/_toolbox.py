@@ -60,6 +60,7 @@ from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind
 from mp13_toolbox._schema import function_spec
 from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode, is_pattern
 from mp13_toolbox._snapshot import ToolboxSnapshot, callables_by_name, relink
+from mp13_toolbox._spec_check import spec_problems
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import check_limit
 
@@ -202,6 +203,10 @@ class Toolbox:
     ) -> ToolInfo:
         """Register a tool from an OpenAI-style spec and ``handler(call)`` (sync or async).
 
+        A schema keyword that constrains arguments but that validation does not check
+        (``if``, ``patternProperties``, a ``$ref`` to another document...) raises
+        ``ToolRegistrationError`` here rather than let arguments through unchecked.
+
         The handler gets the ``ToolCall`` with validated arguments and returns a
         ``str``, a ``ToolResult`` or any JSON-able value.
         """
@@ -224,6 +229,14 @@ class Toolbox:
         ):
             raise ToolRegistrationError(
                 f"tool {tool_spec.name!r}: parameters must be a JSON schema of type 'object'"
+            )
+        unchecked = spec_problems(tool_spec.parameters)
+        if unchecked:
+            raise ToolRegistrationError(
+                f"tool {tool_spec.name!r}: its parameters schema uses what argument validation "
+                f"does not check, so arguments that break it would reach the handler: "
+                f"{'; '.join(unchecked[:5])}. Remove it and check that in the handler, or say it "
+                "with the keywords that validation checks (listed in help(mp13_toolbox.validate))"
             )
         tool = self._add(
             tool_spec, ToolKind.EXTERNAL, handler, None, mode, risk, timeout_s, approval, replace

@@ -3,15 +3,31 @@
 
 ``validate(schema, value)`` returns ``(value, problems)``. Each problem names the
 argument (``items[2].name``), what was expected and what was received, e.g.
-``argument 'n': expected integer, got string "5"``. The supported keywords are
-the ones ``_schema`` emits plus the common ones found in hand-written specs:
-``type`` (a name or a list), ``enum``, ``const``, ``properties``, ``required``,
-``additionalProperties`` (bool or schema), ``items``, ``prefixItems``,
-``minItems``/``maxItems``, ``uniqueItems``, ``anyOf``/``oneOf``/``allOf``,
+``argument 'n': expected integer, got string "5"``. The supported keywords
+(JSON schema draft 2020-12, with its meanings) are the ones ``_schema`` emits
+plus the common ones found in hand-written specs:
+``type`` (a name or a list; ``1.0`` is an integer, ``true`` is not), ``enum``
+and ``const`` (JSON equality: ``1`` equals ``1.0``, ``true`` is not ``1``),
+``properties``, ``required``, ``additionalProperties`` (bool or schema),
+``minProperties``/``maxProperties``, ``items``, ``prefixItems``,
+``minItems``/``maxItems``, ``uniqueItems``, ``anyOf`` (at least one),
+``oneOf`` (exactly one), ``allOf``, ``not``, ``$ref`` to a part of the same
+schema (``#``, ``#/$defs/name``; recursive definitions work),
 ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum``,
-``minLength``/``maxLength`` and ``pattern``. Unknown keywords are ignored
-(JSON-schema semantics), and so is a known keyword whose value has the wrong
-type (``"required": 5``, ``"properties": []``, ``"minLength": "3"``): that is
+``multipleOf`` (exact on the decimal the JSON wrote: ``0.3`` is a multiple of
+``0.1``), ``minLength``/``maxLength`` (in code points, as Python counts a
+``str``) and ``pattern`` (ECMA-262, as the spec says: found anywhere in the
+string, not anchored; ``$`` is the very end, ``\\d``/``\\w`` ASCII), and the
+boolean schemas ``true``/``false``. ``NaN`` and ``Infinity`` (which Python's
+``json`` reads) are not JSON numbers: refused. Annotations are not checked:
+``format`` (2020-12 makes it an annotation), ``default`` (not filled in: a
+function tool's Python default applies, an external handler gets only what
+was sent), ``title``, ``description``, ``examples``. Other keywords that
+constrain values (``if``, ``patternProperties``, ``contains``...) are refused
+when an external tool is registered (``_spec_check``), so one never passes
+unchecked. Keywords JSON schema does not define are ignored (JSON-schema
+semantics), and so is a known keyword whose value has the wrong type
+(``"required": 5``, ``"properties": []``, ``"minLength": "3"``): that is
 the spec's fault, not the call's, so foreign specs never make a tool uncallable.
 
 The only conversion is the lossless one JSON itself blurs: an integral float
@@ -43,9 +59,12 @@ Validation is bounded, whatever the model sends (arguments are untrusted):
 from __future__ import annotations
 
 import json
+import math
 import operator
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 from typing import Any, TypeGuard
 
 import regex
@@ -176,13 +195,31 @@ def canonical_json(value: Any) -> str:
     return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), default=repr)
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON schema equality (``enum``, ``const``): ``1`` equals ``1.0``, but ``true`` is
+    not ``1`` and ``false`` not ``0`` (Python's ``==`` says they are), at any depth."""
+    return _one_of(a, [b])
+
+
+def _one_of(value: Any, allowed: list[Any]) -> bool:
+    """Whether ``value`` is JSON-schema equal to one of ``allowed`` (see ``_same``)."""
+    key = canonical_json(value)
+    return any(canonical_json(v) == key for v in allowed)
+
+
 class _Checker:
     """One validation run: its problems and its deadline."""
 
-    def __init__(self, deadline: float | None) -> None:
+    def __init__(
+        self, deadline: float | None, root: Any, following: set[tuple[str, int]] | None = None
+    ) -> None:
         self.problems: list[str] = []
         self.deadline = deadline
         self.late = False
+        self.root = root  # what a ``$ref`` resolves against: the whole parameters schema
+        # (ref, id(value)) pairs being followed: a ref that comes back to itself without
+        # entering the value (``{"$ref": "#"}`` at the top) is followed once, not forever
+        self.following: set[tuple[str, int]] = set() if following is None else following
 
     def _over(self) -> bool:
         """True (once noted) when the time budget is spent: stop checking."""
@@ -196,31 +233,77 @@ class _Checker:
             )
         return self.late
 
+    def trial(self, schema: Any, value: Any, path: str) -> tuple[Any, list[str]] | None:
+        """``schema`` checked on its own: ``(fixed value, its problems)``, or None when the
+        time ran out (that problem is then this run's: the answer, not a mismatch)."""
+        trial = _Checker(self.deadline, self.root, self.following)
+        fixed = trial.check(schema, value, path)
+        if trial.late:
+            self.late = True
+            self.problems.extend(trial.problems)
+            return None
+        return fixed, trial.problems
+
+    def check_options(
+        self, key: str, options: list[Any], value: Any, path: str
+    ) -> tuple[bool, Any]:
+        """``anyOf`` (at least one option) or ``oneOf`` (exactly one): ``(ok, value as the
+        option that took it normalised it)``. An empty list is a malformed spec: ignored."""
+        passed: list[tuple[int, Any]] = []
+        firsts: list[str] = []
+        for i, option in enumerate(options):
+            outcome = self.trial(option, value, path)
+            if outcome is None:
+                return False, value
+            fixed, found = outcome
+            if found:
+                firsts.append(found[0])
+                continue
+            passed.append((i + 1, fixed))
+            if key == "anyOf" or len(passed) > 1:
+                break
+        if not options or len(passed) == 1:
+            return True, passed[0][1] if passed else value
+        if passed:
+            (first, _), (second, _) = passed
+            self.problems.append(
+                f"{_where(path)}: {_show(value)} fits more than one of the allowed forms "
+                f"(forms {first} and {second}) where exactly one must fit; send a value that "
+                "fits only one"
+            )
+        else:
+            self.problems.append(
+                f"{_where(path)}: {_show(value)} matches none of the allowed forms "
+                f"({'; '.join(firsts[:3])})"
+            )
+        return False, value
+
     def check(self, schema: Any, value: Any, path: str) -> Any:
         problems = self.problems
-        if not isinstance(schema, dict) or len(problems) >= _MAX_PROBLEMS or self._over():
+        if len(problems) >= _MAX_PROBLEMS or self._over():
             return value
-        if "anyOf" in schema or "oneOf" in schema:
-            options = _list(schema.get("anyOf")) or _list(schema.get("oneOf"))
-            firsts: list[str] = []
-            for option in options:
-                trial = _Checker(self.deadline)
-                fixed = trial.check(option, value, path)
-                if trial.late:
-                    self.late = True
-                    problems.extend(trial.problems)
-                    return value
-                if not trial.problems:
-                    value = fixed
-                    break
-                firsts.append(trial.problems[0])
-            else:
-                if options:
-                    problems.append(
-                        f"{_where(path)}: {_show(value)} matches none of the allowed forms "
-                        f"({'; '.join(firsts[:3])})"
-                    )
-                    return value
+        if schema is False:  # the boolean schema that nothing fits
+            problems.append(f"{_where(path)}: no value is accepted here; leave it out")
+            return value
+        if not isinstance(schema, dict):
+            return value
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            value = self.check_ref(ref, value, path)
+        for key in ("anyOf", "oneOf"):
+            ok, value = self.check_options(key, _list(schema.get(key)), value, path)
+            if not ok:
+                return value
+        if isinstance(schema.get("not"), (dict, bool)):
+            outcome = self.trial(schema["not"], value, path)
+            if outcome is None:
+                return value
+            if not outcome[1]:
+                problems.append(
+                    f"{_where(path)}: {_show(value)} is excluded (it matches "
+                    f"{_show(schema['not'])}, which the schema forbids); send another value"
+                )
+                return value
         for sub in _list(schema.get("allOf")):
             value = self.check(sub, value, path)
         t = schema.get("type")
@@ -237,11 +320,12 @@ class _Checker:
                 got = "null" if value is None else f"{_json_type(value)} {_show(value)}"
                 problems.append(f"{_where(path)}: expected {expected}, got {got}")
                 return value
-        if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
-            allowed = ", ".join(_show(v, 30) for v in schema["enum"])
+        enum = schema.get("enum")
+        if isinstance(enum, list) and not _one_of(value, enum):
+            allowed = ", ".join(_show(v, 30) for v in enum)
             problems.append(f"{_where(path)}: {_show(value)} is not one of: {allowed}")
             return value
-        if "const" in schema and value != schema["const"]:
+        if "const" in schema and not json_equal(value, schema["const"]):
             problems.append(f"{_where(path)}: must be {_show(schema['const'])}, got {_show(value)}")
             return value
         if isinstance(value, dict):
@@ -254,6 +338,18 @@ class _Checker:
             self.check_number(schema, value, path)
         return value
 
+    def check_ref(self, ref: str, value: Any, path: str) -> Any:
+        """A local ``$ref`` checked, like every keyword, alongside its siblings."""
+        target = resolve_ref(self.root, ref)
+        key = (ref, id(value))
+        if target is None or key in self.following:
+            return value  # refused when the tool was registered; a cycle adds nothing
+        self.following.add(key)
+        try:
+            return self.check(target, value, path)
+        finally:
+            self.following.discard(key)
+
     def check_object(
         self, schema: dict[str, Any], value: dict[str, Any], path: str
     ) -> dict[str, Any]:
@@ -261,11 +357,14 @@ class _Checker:
         props = schema.get("properties")
         props = props if isinstance(props, dict) else {}
         result = dict(value)
+        self.check_length(schema, len(value), path, "Properties", "properties")
         missing = [
             k for k in _list(schema.get("required")) if isinstance(k, str) and k not in value
         ]
         for key in missing:
             sub = props.get(key)
+            if isinstance(sub, dict) and isinstance(sub.get("$ref"), str) and "type" not in sub:
+                sub = resolve_ref(self.root, sub["$ref"])  # name the kind the ref says
             kind = sub.get("type", "value") if isinstance(sub, dict) else "value"
             where = _where(_join(path, key))
             problems.append(f"{where} is required ({_kind(kind)}) but was not given")
@@ -299,9 +398,9 @@ class _Checker:
         result = list(value)
         for i, item in enumerate(value):
             sub = prefix[i] if i < len(prefix) else items
-            if isinstance(sub, dict):
+            if isinstance(sub, (dict, bool)):
                 result[i] = self.check(sub, item, f"{path}[{i}]")
-        if schema.get("uniqueItems") and not self._over():
+        if schema.get("uniqueItems") is True and not self._over():
             seen: set[str] = set()
             for item in result:
                 key = canonical_json(item)
@@ -323,7 +422,7 @@ class _Checker:
         if self.deadline is not None:
             timeout = max(self.deadline - time.monotonic(), 0.001)
         try:
-            ok = regex.search(pattern, value, timeout=timeout) is not None
+            ok = regex.search(ecma_pattern(pattern), value, timeout=timeout) is not None
         except TimeoutError:
             self.late = True
             self.problems.append(
@@ -340,10 +439,89 @@ class _Checker:
             )
 
     def check_number(self, schema: dict[str, Any], value: float, path: str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            self.problems.append(
+                f"{_where(path)}: {_show(value)} is not a JSON number; send a finite number"
+            )
+            return
         for key, (holds, op) in _BOUNDS.items():
             lim = schema.get(key)
             if _is_number(lim) and not holds(value, lim):
                 self.problems.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
+        step = schema.get("multipleOf")
+        if _is_number(step) and step > 0 and not _multiple_of(value, step):
+            self.problems.append(
+                f"{_where(path)}: must be a multiple of {step}, got {_show(value)}"
+            )
+
+
+# ECMA-262 classes, which JSON schema's patterns use, in Python syntax: ASCII only.
+_ECMA_OUTSIDE = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
+_ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_"}
+
+
+def ecma_pattern(pattern: str) -> str:
+    r"""``pattern`` (ECMA-262, as JSON schema says) in the syntax of Python's ``regex``,
+    where two things differ: ``$`` also matches before a final newline (so ``^[a-z]+$``
+    took ``"abc\n"``), and ``\d``/``\w`` take any script's digits and letters (``"١٢٣"``
+    for ``^\d+$``). ``$`` becomes ``\Z`` and the classes their ASCII sets (``\D``/``\W``
+    inside ``[...]`` stay as they are). Escapes and ``[...]`` are copied through."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            table = _ECMA_INSIDE if in_class else _ECMA_OUTSIDE
+            out.append(table.get(nxt, ch + nxt))
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            # a "]" first in a class (after an optional "^") is a literal one
+            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            if pattern[j : j + 1] == "]":
+                out.append(pattern[i : j + 1])
+                i = j + 1
+                continue
+        elif ch == "$":
+            ch = "\\Z"
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def resolve_ref(root: Any, ref: str) -> Any:
+    """The subschema of ``root`` that a local ``$ref`` names: ``#`` (the whole schema) or a
+    JSON pointer (``#/$defs/Node``, ``~0``/``~1`` and %-escapes decoded); None when it
+    names nothing (or is not local: ``other.json#...``, an anchor ``#node``)."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return None
+    node = root
+    for raw in ref[2:].split("/"):
+        part = urllib.parse.unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _multiple_of(value: float, step: float) -> bool:
+    """Exact, on the decimal numbers the JSON text wrote (a float's shortest repr): ``0.3``
+    is a multiple of ``0.1``, though ``0.3 % 0.1`` in floats says it is not."""
+
+    def exact(x: float) -> Fraction:
+        return Fraction(x) if isinstance(x, int) else Fraction(repr(x))
+
+    return exact(value) % exact(step) == 0
 
 
 def _list(value: Any) -> list[Any]:
@@ -369,6 +547,13 @@ def validate(
 ) -> tuple[Any, list[str]]:
     """``(normalised value, problems)``; no problems means the value is valid.
 
+    JSON schema draft 2020-12: ``type enum const properties required
+    additionalProperties minProperties maxProperties items prefixItems minItems
+    maxItems uniqueItems anyOf oneOf allOf not $ref`` (to ``#`` or ``#/$defs/...``)
+    ``minimum maximum exclusiveMinimum exclusiveMaximum multipleOf minLength
+    maxLength pattern`` and boolean schemas; annotations (``format``, ``default``,
+    ``title``...) are not checked and defaults not filled in.
+
     ``budget_s``: seconds the check may take (``None``: no time bound; depth and
     the linear checks still bound it). See the module docstring.
     """
@@ -377,6 +562,6 @@ def validate(
         where = f"argument {top!r} is" if top else "the arguments are"
         return value, [f"{where} nested more than {MAX_DEPTH} levels deep; send a flatter value"]
     deadline = None if budget_s is None else time.monotonic() + budget_s
-    checker = _Checker(deadline)
+    checker = _Checker(deadline, schema)
     fixed = checker.check(schema, value, "")
     return fixed, checker.problems

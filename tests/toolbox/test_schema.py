@@ -6,12 +6,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import json
 import math
 import typing
 from typing import Annotated, Any, Literal, Optional, TypedDict, TypeVar
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mp13_toolbox import (
     Toolbox,
@@ -528,3 +531,150 @@ def test_an_optional_or_annotated_tool_context_is_still_injected():
 
     with pytest.raises(ToolRegistrationError, match="ToolContext is filled by the toolbox"):
         tb.register(nested)
+
+
+class Mixed(enum.Enum):
+    NAME = "one"
+    ONE = 1
+
+
+def test_a_boolean_never_becomes_an_enum_member_or_literal_equal_to_it():
+    tb = Toolbox()
+
+    @tb.register
+    def pick(m: Mixed | bool, lit: Literal[1, "a"] | bool = "a") -> str:
+        """Pick."""
+        return repr((m, lit))
+
+    view = tb.view([])
+    # true is not the member whose value is 1 (Python's True == 1 would say it is)
+    assert tb.execute(ToolCall("pick", {"m": True, "lit": True}), view).content == "(True, True)"
+    assert tb.execute(ToolCall("pick", {"m": 1, "lit": 1.0}), view).content == (
+        "(<Mixed.ONE: 1>, 1)"
+    )
+
+    @tb.register
+    def only(m: Mixed, lit: Literal[1, "a"]) -> str:
+        """Only."""
+        return "ran"
+
+    result = tb.execute(ToolCall("only", {"m": True, "lit": False}), tb.view([]))
+    assert result.is_error
+    assert "argument 'm': true is not one of: \"one\", 1" in result.content
+    assert "argument 'lit': false is not one of: 1, \"a\"" in result.content
+
+
+@dataclasses.dataclass
+class Sized:
+    n: int = None  # type: ignore[assignment]  # a field's None default: its type decides
+
+
+def test_defaults_say_what_the_function_takes():
+    def f(
+        a: int = None,  # type: ignore[assignment]  # noqa: RUF013 - the case under test
+        b: int = 1.5,  # type: ignore[assignment]
+        lit: Literal[Color.RED, "x"] = Color.RED,
+        c: Sized | None = None,
+    ) -> str:
+        """F."""
+        return repr((a, b, lit, c))
+
+    props = params(f)["properties"]
+    # x: int = None takes null, so the schema says so (and its default null fits it)
+    assert props["a"] == {"type": ["integer", "null"], "default": None}
+    assert "default" not in props["b"]  # 1.5 is no integer: not advertised
+    assert props["lit"] == {"type": "string", "enum": ["red", "x"], "default": "red"}
+    assert props["c"]["anyOf"][0]["properties"]["n"] == {"type": "integer"}
+    tb = Toolbox()
+    tb.register(f)
+    view = tb.view([])
+    result = tb.execute(ToolCall("f", {"a": None, "lit": "red"}), view)
+    assert result.content == "(None, 1.5, <Color.RED: 'red'>, None)"
+    result = tb.execute(ToolCall("f", {"a": 2, "lit": "x", "c": {"n": 3}}), view)
+    assert result.content == "(2, 1.5, 'x', Sized(n=3))"
+
+
+# What a tool gets: its annotated Python value, from the JSON a model sends -------------
+
+
+@attrs.frozen
+class Pt:
+    x: int
+    y: float = 0.0
+
+
+@dataclasses.dataclass
+class Bag:
+    tags: list[str]
+    size: int | None = None
+
+
+def _as_json(v):
+    """``v`` as the model writes it: enum members as values, records and tuples as JSON."""
+    if isinstance(v, enum.Enum):
+        return v.value
+    if attrs.has(type(v)) or dataclasses.is_dataclass(v):
+        names = [
+            f.name for f in (attrs.fields(type(v)) if attrs.has(type(v)) else dataclasses.fields(v))
+        ]
+        return {n: _as_json(getattr(v, n)) for n in names}
+    if isinstance(v, dict):
+        return {k: _as_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_as_json(x) for x in v]
+    return v
+
+
+_finite = st.floats(allow_nan=False, allow_infinity=False)
+_pts = st.builds(Pt, st.integers(), _finite)
+_colors = st.sampled_from(list(Color))
+
+
+@pytest.mark.parametrize(
+    ("annotation", "values"),
+    [
+        (int, st.integers()),
+        (float, _finite),
+        (bool, st.booleans()),
+        (str, st.text()),
+        (Optional[int], st.none() | st.integers()),  # noqa: UP045 - the spelling under test
+        (tuple[int, str], st.tuples(st.integers(), st.text())),
+        (tuple[float, ...], st.lists(_finite).map(tuple)),
+        (set[int], st.sets(st.integers())),
+        (frozenset[str], st.frozensets(st.text())),
+        (dict[str, int], st.dictionaries(st.text(), st.integers())),
+        (Literal["a", 1, True], st.sampled_from(["a", 1, True])),
+        (Color, _colors),
+        (int | str, st.integers() | st.text()),
+        (float | str, _finite | st.text()),
+        (str | bool | None, st.none() | st.booleans() | st.text()),
+        (Pt, _pts),
+        (Bag, st.builds(Bag, st.lists(st.text()), st.none() | st.integers())),
+        (Person, st.fixed_dictionaries({"name": st.text(), "age": st.integers()})),
+        (list[tuple[int, Color]], st.lists(st.tuples(st.integers(), _colors))),
+        (dict[str, Pt] | None, st.none() | st.dictionaries(st.text(), _pts)),
+    ],
+)
+def test_a_tool_gets_the_value_of_its_annotation_from_the_json_sent(annotation, values):
+    tb = Toolbox()
+    got = []
+
+    def take(x):
+        """Take."""
+        got.append(x)
+        return "ok"
+
+    take.__annotations__ = {"x": annotation, "return": str}
+    tb.register(take)
+    view = tb.view([])
+
+    @settings(max_examples=40, deadline=None)
+    @given(values)
+    def check(value):
+        got.clear()
+        sent = json.loads(json.dumps({"x": _as_json(value)}))
+        result = tb.execute(ToolCall("take", sent), view)
+        assert not result.is_error, result.content
+        assert got == [value] and type(got[0]) is type(value)
+
+    check()

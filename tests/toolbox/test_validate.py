@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import collections
 
-from hypothesis import given
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mp13_toolbox import function_spec, validate
@@ -131,3 +132,258 @@ def test_validation_never_raises_on_any_json(value):
     assert isinstance(problems, list)
     if not isinstance(value, dict):
         assert problems
+
+
+# JSON schema, keyword by keyword (draft 2020-12) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "ok"),
+    [
+        ({"enum": [1, "a"]}, 1.0, True),  # 1.0 is the number 1
+        ({"enum": [1, "a"]}, True, False),  # true is not 1, though Python says True == 1
+        ({"enum": [True]}, 1, False),
+        ({"enum": [0]}, False, False),
+        ({"enum": [None, 0]}, False, False),
+        ({"enum": [[1, 2]]}, [1.0, 2], True),
+        ({"enum": [[1]]}, [True], False),
+        ({"enum": [{"a": 1, "b": 0}]}, {"b": 0.0, "a": 1}, True),  # key order is not part
+        ({"enum": [{"a": 0}]}, {"a": False}, False),
+        ({"const": 1}, True, False),
+        ({"const": False}, 0, False),
+        ({"const": [0]}, [False], False),
+        ({"const": {"x": [1]}}, {"x": [1.0]}, True),
+        ({"const": "1"}, 1, False),
+    ],
+)
+def test_enum_and_const_use_json_equality(schema, value, ok):
+    assert (validate(schema, value)[1] == []) is ok
+
+
+_scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, 1.5])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_scalars, st.lists(_scalars, max_size=4))
+def test_enum_accepts_exactly_the_json_equal_values(value, allowed):
+    def same(a, b):  # JSON equality: a boolean is never a number
+        return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+    accepted = validate({"enum": allowed}, value)[1] == []
+    assert accepted is any(same(value, a) for a in allowed)
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "ok"),
+    [
+        ({"type": "integer"}, 1.0, True),
+        ({"type": "integer"}, 1.5, False),
+        ({"type": "integer"}, True, False),
+        ({"type": "number"}, False, False),
+        ({"type": ["integer", "null"]}, None, True),
+        ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, 3, True),
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, 3, False),  # fits both
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, 3.5, True),
+        ({"anyOf": [{"type": "integer"}, {"type": "number"}]}, 3, True),
+        ({"anyOf": [{"type": "integer"}], "oneOf": [{"minimum": 10}]}, 5, False),  # both apply
+        ({"not": {"type": "string"}}, 3, True),
+        ({"not": {"type": "string"}}, "3", False),
+        ({"multipleOf": 0.1}, 0.3, True),  # 0.3 % 0.1 in floats is 0.0999...
+        ({"multipleOf": 0.01}, 19.99, True),
+        ({"multipleOf": 0.1}, 0.35, False),
+        ({"multipleOf": 2}, 4.0, True),
+        ({"multipleOf": 2}, 3, False),
+        ({"multipleOf": 1e-308}, 1e308, True),
+        ({"minimum": 0, "exclusiveMaximum": 1}, 1, False),
+        ({"minimum": 0, "exclusiveMaximum": 1}, 0, True),
+        ({"type": "number"}, float("nan"), False),
+        ({}, float("inf"), False),
+        ({"minLength": 2}, "😀", False),  # one code point (two UTF-16 units, four bytes)
+        ({"maxLength": 1}, "😀", True),
+        ({"minLength": 1.0}, "", False),
+        ({"minItems": True}, [], True),  # a boolean bound is malformed: ignored
+        ({"uniqueItems": True}, [1, 1.0], False),
+        ({"uniqueItems": True}, [1, True], True),
+        ({"uniqueItems": "yes"}, [1, 1], True),  # not the boolean true: malformed, ignored
+        ({"pattern": "b"}, "abc", True),  # search, not match
+        ({"pattern": "^b"}, "abc", False),
+        ({"format": "date"}, "not a date", True),  # an annotation in 2020-12
+        ({"minProperties": 1}, {}, False),
+        ({"maxProperties": 1}, {"a": 1, "b": 2}, False),
+        ({"properties": {"a": False}}, {"a": 1}, False),
+        ({"properties": {"a": False}}, {}, True),
+        ({"prefixItems": [{"type": "string"}], "items": False}, ["a"], True),
+        ({"prefixItems": [{"type": "string"}], "items": False}, ["a", 1], False),
+        ({"items": {"type": "integer"}}, [1, "2"], False),
+        ({"additionalProperties": {"type": "integer"}}, {"a": "1"}, False),
+    ],
+)
+def test_keywords_follow_json_schema(schema, value, ok):
+    assert (validate(schema, value)[1] == []) is ok
+
+
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+            "required": ["value"],
+            "additionalProperties": False,
+        }
+    },
+    "type": "object",
+    "properties": {"root": {"$ref": "#/$defs/node"}},
+    "required": ["root"],
+}
+
+
+def test_refs_to_defs_are_followed_recursively_and_name_the_argument():
+    good = {"root": {"value": 1, "children": [{"value": 2, "children": []}]}}
+    assert validate(TREE, good) == (good, [])
+    bad = {"root": {"value": 1, "children": [{"value": "2"}, {"children": [], "x": 1}]}}
+    text = "\n".join(validate(TREE, bad)[1])
+    assert "argument 'root.children[0].value': expected integer, got string \"2\"" in text
+    assert "argument 'root.children[1].value' is required (integer)" in text
+    assert validate(TREE, {})[1] == ["argument 'root' is required (object) but was not given"]
+    assert "argument 'root.children[1].x' is not accepted" in text
+    # A ref is checked alongside its siblings; refs that only lead to each other end.
+    assert validate({"$ref": "#/$defs/n", "maximum": 3, "$defs": {"n": {"minimum": 1}}}, 5)[1]
+    looping = {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a", "minimum": 2}}}
+    assert validate({**looping, "$ref": "#/$defs/a"}, 1)[1] == [
+        "the arguments: must be >= 2, got 1"
+    ]
+    assert validate({"$ref": "#"}, 1) == (1, [])
+
+
+def test_combinators_say_which_forms_and_what_is_wrong():
+    _, problems = validate({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, {"n": 3}["n"])
+    assert problems == [
+        "the arguments: 3 fits more than one of the allowed forms (forms 1 and 2) where "
+        "exactly one must fit; send a value that fits only one"
+    ]
+    schema = {"properties": {"tag": {"not": {"enum": ["admin"]}}}}
+    assert validate(schema, {"tag": "admin"})[1] == [
+        'argument \'tag\': "admin" is excluded (it matches {"enum": ["admin"]}, which the '
+        "schema forbids); send another value"
+    ]
+    _, problems = validate({"properties": {"price": {"multipleOf": 0.01}}}, {"price": 1.005})
+    assert problems == ["argument 'price': must be a multiple of 0.01, got 1.005"]
+    _, problems = validate({"properties": {"x": {"type": "number"}}}, {"x": float("nan")})
+    assert problems == ["argument 'x': NaN is not a JSON number; send a finite number"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(10**6), 10**6), st.integers(1, 1000), st.integers(0, 4))
+def test_multiple_of_is_exact_on_decimals(units, step_units, places):
+    # n / 10**places is a multiple of s / 10**places exactly when n is a multiple of s
+    scale = 10**places
+    value, step = units / scale, step_units / scale
+    ok = validate({"multipleOf": step}, value)[1] == []
+    assert ok is (units % step_units == 0)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "ok"),
+    [
+        (r"^[a-z]+$", "abc", True),
+        (r"^[a-z]+$", "abc\n", False),  # Python's $ also matches before a final newline
+        (r"^\d+$", "123", True),
+        (r"^\d+$", "١٢٣", False),  # ECMA-262 \d is ASCII; Python's takes any script's digits
+        (r"^\w+$", "café", False),
+        (r"^\W$", "é", True),
+        (r"^\D$", "٣", True),
+        (r"^[\d.]+$", "1.5", True),
+        (r"^[\d.]+$", "١.٥", False),
+        (r"^\$\d$", "$5", True),  # an escaped $ stays a dollar sign
+        (r"^[$]$", "$", True),  # so does one in a class
+        (r"^[]a]+$", "]a", True),  # a ] first in a class is literal
+        (r"^[^]a]$", "b", True),
+        (r"^a\\$", "a\\", True),  # an escaped backslash, then the end
+        (r"b", "abc", True),  # searched, not anchored
+    ],
+)
+def test_patterns_are_ecma_262_as_json_schema_says(pattern, value, ok):
+    assert (validate({"pattern": pattern}, value)[1] == []) is ok
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab()|*+?[]^.-", max_size=12))
+def test_patterns_without_dollars_escapes_or_classes_are_matched_as_written(pattern):
+    from mp13_toolbox._validate import ecma_pattern
+
+    assert ecma_pattern(pattern) == pattern
+
+
+# Differential: the validator agrees with the reference implementation, where installed ---
+
+_fuzz_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.sampled_from([0.0, 1.0, 1.5, -2.5, 0.3, 0.1])
+    | st.sampled_from(["", "a", "ab", "b1", "😀x"])
+)
+_fuzz_values = st.recursive(
+    _fuzz_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_types = st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])
+_assertions = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": _types | st.lists(_types, min_size=1, max_size=3, unique=True),
+        "enum": st.lists(_fuzz_scalars, min_size=1, max_size=3),
+        "const": _fuzz_scalars,
+        "minimum": st.integers(-3, 3),
+        "maximum": st.integers(-3, 3),
+        "exclusiveMinimum": st.sampled_from([-1, 0, 0.5]),
+        "exclusiveMaximum": st.sampled_from([1, 1.5]),
+        "multipleOf": st.sampled_from([0.1, 0.5, 2, 3]),
+        "minLength": st.integers(0, 2),
+        "maxLength": st.integers(0, 2),
+        # no $ or \d: there the reference uses Python's regex semantics, not ECMA-262's
+        "pattern": st.sampled_from(["a", "^a", "b|1", "[ab]+"]),
+        "minItems": st.integers(0, 2),
+        "maxItems": st.integers(0, 2),
+        "uniqueItems": st.booleans(),
+        "minProperties": st.integers(0, 2),
+        "maxProperties": st.integers(0, 2),
+        "required": st.lists(st.sampled_from(["a", "b"]), max_size=2, unique=True),
+    },
+)
+_fuzz_schemas = st.recursive(
+    _assertions | st.booleans(),
+    lambda inner: st.tuples(
+        _assertions,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "items": inner,
+                "prefixItems": st.lists(inner, min_size=1, max_size=2),
+                "properties": st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2),
+                "additionalProperties": inner,
+                "anyOf": st.lists(inner, min_size=1, max_size=2),
+                "oneOf": st.lists(inner, min_size=1, max_size=2),
+                "allOf": st.lists(inner, min_size=1, max_size=2),
+                "not": inner,
+            },
+        ),
+    ).map(lambda pair: {**pair[0], **pair[1]}),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fuzz_schemas, _fuzz_values)
+def test_validation_agrees_with_the_reference_implementation(schema, value):
+    jsonschema = pytest.importorskip("jsonschema")
+    expected = jsonschema.Draft202012Validator(schema).is_valid(value)
+    problems = validate(schema, value, budget_s=None)[1]
+    assert (problems == []) is expected, problems
