@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from mp13_context import ChatContext, ContextError, SerializationError, Session, StoreError
 from mp13_context._export import session_data
+from mp13_context._migrations import MIGRATIONS
 from mp13_context.testing import FakeEngine
-from tests.context._trees import ops, play, snapshot
+from tests.context._trees import old_session_file, ops, play, snapshot
 
 
 def test_an_export_never_overwrites_a_file_unless_asked(ctx, session, tmp_path):
@@ -174,3 +175,24 @@ def test_a_random_session_comes_back_the_same_reopened_and_through_an_export(
         assert [[(n.kind, n.turn, n.commands, n.depth) for n in c] for c in copies] == [
             [(n.kind, n.turn, n.commands, n.depth) for n in old["nodes"]] for old in before
         ]
+
+
+@pytest.mark.parametrize("upto", range(1, len(MIGRATIONS) + 1))
+def test_a_session_of_any_older_schema_exports_and_imports_the_same(tmp_path, upto):
+    old_session_file(tmp_path / "old.db", upto)
+    with Session.open(tmp_path / "old.db") as old:  # migrated on open
+        old.export_json(tmp_path / "old.json")
+        expected = snapshot(old)
+    with Session.import_json(tmp_path / "old.json") as imported:
+        report = imported.verify()
+        assert report.ok, report
+        got = snapshot(imported)
+        assert [attrs.evolve(n, seq=0) for n in got[0]["nodes"]] == [
+            attrs.evolve(n, seq=0) for n in expected[0]["nodes"]
+        ]
+        assert got[0]["messages"] == expected[0]["messages"]
+        assert got[0]["messages"]["u1"] == [
+            {"role": "system", "content": "old sys"},
+            {"role": "user", "content": "remember the walrus"},
+        ]
+        assert [h.node_id for h in imported.search("walrus")] == ["u1"]
