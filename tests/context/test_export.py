@@ -13,7 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mp13_context import ChatContext, ContextError, SerializationError, Session, StoreError
+from mp13_context import (
+    ChatContext,
+    CommandError,
+    ContextError,
+    SerializationError,
+    Session,
+    StoreError,
+)
 from mp13_context._export import session_data
 from mp13_context._migrations import MIGRATIONS
 from mp13_context.testing import FakeEngine
@@ -147,7 +154,7 @@ def test_a_random_session_comes_back_the_same_reopened_and_through_an_export(
     with Session.open(folder / "s.db") as session:  # reopened: the same tree, row for row
         assert snapshot(session) == before
         assert session.verify().ok
-    doc = json.loads((folder / "e.json").read_text(encoding="utf-8"))
+    doc = _strict_json((folder / "e.json").read_text(encoding="utf-8"))  # no NaN, Infinity
     with Session.import_json(folder / "e.json") as imported:
         again = snapshot(imported)
         imported.export_json(folder / "again.json")
@@ -196,3 +203,34 @@ def test_a_session_of_any_older_schema_exports_and_imports_the_same(tmp_path, up
             {"role": "user", "content": "remember the walrus"},
         ]
         assert [h.node_id for h in imported.search("walrus")] == ["u1"]
+
+
+def _strict_json(text):
+    """``json.loads`` as other JSON readers parse: no ``NaN`` or ``Infinity``."""
+
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])
+def test_record_call_refuses_numbers_json_cannot_hold(ctx, session, tmp_path, number):
+    # They were recorded, and the export held NaN/Infinity: a file jq or a browser refuse.
+    cur = ctx.cursor()
+    cur.ask("hi")
+    before = session.conversation_nodes(cur.conversation_id)
+    with pytest.raises(CommandError, match=r"NaN and infinities are not JSON .* as a string"):
+        cur.record_call("engine.adapters.load", scale=number)
+    with pytest.raises(CommandError):  # nested, and on a node that takes commands itself
+        ctx.cursor().record_call("x", values={"list": [1, number]})
+    assert session.conversation_nodes(cur.conversation_id) == before
+    cur.record_call("engine.adapters.load", scale="nan", big=2**64, tiny=5e-324)
+    session.export_json(tmp_path / "e.json")
+    doc = _strict_json((tmp_path / "e.json").read_text(encoding="utf-8"))
+    (conv,) = [c for c in doc["conversations"] if c["info"]["id"] == cur.conversation_id]
+    assert conv["nodes"][-1]["commands"][0]["data"] == {
+        "scale": "nan",
+        "big": 2**64,
+        "tiny": 5e-324,
+    }
