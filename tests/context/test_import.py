@@ -260,6 +260,17 @@ CORPUS = {
         SerializationError,
         "created_at",
     ),
+    # An int no float can hold: isfinite raised a bare OverflowError out of the import.
+    "created_at too big for a float": (
+        _set([ALPHA, "created_at", 10**400]),
+        SerializationError,
+        "created_at",
+    ),
+    "command time too big for a float": (
+        _set([lambda d: root(d)["commands"][0], "at", -(10**309)]),
+        SerializationError,
+        "commands[0].at",
+    ),
     "flag as text": (_set([ALPHA, "archived", "yes"]), SerializationError, "archived"),
     "unknown command": (
         _set([lambda d: root(d)["commands"][0], "kind", "sudo"]),
@@ -698,6 +709,7 @@ JSON = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-(2**70), 2**70)
+    | st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**400])  # the last: no float holds it
     | st.floats()  # NaN and infinities too: Python's json reads them
     | st.text(st.characters(exclude_categories=()), max_size=8),
     lambda inner: (
