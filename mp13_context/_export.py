@@ -10,6 +10,13 @@ before anything is written; see ``_import``) keeps ids, so an exported and
 re-imported session has identical trees, or gives fresh ids with
 ``new_ids=True``; it never changes an existing conversation.
 
+What a round trip does not keep: each node's ``seq`` (its place in the creation
+order of the whole session) is numbered anew by the session it is imported into,
+children keeping their order, so exporting the imported session gives the same
+JSON but for ``seq``; and saved positions (``Session.save_position``, where each
+scope's cursor was) are not exported, so an imported conversation resumes at its
+newest node.
+
 Versions: 1 (no hashes; still read, imported as unverified), 2 (nodes carry
 ``hash``; import checks them).
 """

@@ -64,6 +64,29 @@ def stored_commands(commands: tuple[Command, ...]) -> tuple[tuple[Command, ...],
     return commands, text
 
 
+def check_new_commands(commands: tuple[Command, ...]) -> None:
+    """``CommandError`` for a command a caller records now whose free-form data holds
+    NaN or an infinity (``record_call(x=float("nan"))``).
+
+    Python's ``json`` writes those as ``NaN``/``Infinity``, which are not JSON: the
+    session's export would then be a file that other JSON readers refuse. Only new
+    commands: one already stored (or in an export being imported) is kept as it is.
+    """
+    for cmd in commands:
+        if not cmd.data:
+            continue
+        try:
+            json.dumps(cmd.data, allow_nan=False)
+        except ValueError as exc:
+            raise CommandError(
+                f"record_call data must be JSON values, and NaN and infinities are not JSON "
+                f"({exc}; other programs could not read the session's export): record such "
+                f"a number as a string, e.g. {{'scale': 'nan'}}"
+            ) from exc
+        except TypeError:  # not JSON at all: stored_commands says so
+            pass
+
+
 def node_row(
     node: Node, state_id: int, parent_hash: str, turn: str | None, commands: str | None
 ) -> tuple[dict[str, Any], Node]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import math
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -96,12 +97,17 @@ def check_shape(doc: Any, max_nesting: int, max_text: int) -> None:
 Checker = Callable[[Any, Path], None]
 
 
+_MAX_FLOAT = int(sys.float_info.max)
+
+
 def _scalar(expected: type, what: str) -> Checker:
     def check(value: Any, path: Path) -> None:
         ok = isinstance(value, expected) and (expected is bool or not isinstance(value, bool))
         if expected is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            ok = ok and math.isfinite(value)
+            # An int too big for a float (10**400) would raise OverflowError in isfinite.
+            if ok:
+                ok = abs(value) <= _MAX_FLOAT if isinstance(value, int) else math.isfinite(value)
         if not ok:
             raise fail(path, f"expected {what}, got {kind_of(value)} {value!r:.60}")
 

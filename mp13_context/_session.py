@@ -56,7 +56,13 @@ from mp13_context._model import (
     Turn,
     new_id,
 )
-from mp13_context._rows import node_from_row, node_row, stored_commands, stored_turn
+from mp13_context._rows import (
+    check_new_commands,
+    node_from_row,
+    node_row,
+    stored_commands,
+    stored_turn,
+)
 from mp13_context._settings import EffectiveSettings, apply
 from mp13_context._settings_check import settings_problems
 from mp13_context._store import NodeRow, Store, remove_database
@@ -316,6 +322,7 @@ class Session:
                         f"a node is a NodeKind with a Turn or None, not {kind!r} with "
                         f"{type(turn).__name__}"
                     )
+                check_new_commands(commands)
                 cmds, cmds_json = stored_commands(commands)
                 sid = self._settings.fold(sid, cmds)
                 stored, turn_json = stored_turn(turn)
@@ -352,6 +359,7 @@ class Session:
                 )
             if not commands:
                 return node
+            check_new_commands(commands)
             all_cmds, cmds_json = stored_commands(node.commands + commands)
             sid = self._settings.fold(self._settings_of[node_id], all_cmds[len(node.commands) :])
             parent_hash = self.node(node.parent_id).hash if node.parent_id else ""

@@ -69,6 +69,9 @@ class EffectiveSettings:
 
     ``adapters``: ``None`` = the engine's default, ``()`` = the base model.
     ``params``: only the parameters set on the path (see ``PARAMS``).
+    ``system_prev``, ``adapters_prev``, ``tools_prev``: the undo links (see the module
+    docstring), ids in one session's table of settings: the same node of an imported
+    copy has other ids there, so compare the settings of two sessions without them.
     """
 
     system: SystemPrompt = attrs.field(factory=SystemPrompt)

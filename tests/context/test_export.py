@@ -1,16 +1,30 @@
 # SPDX-License-Identifier: MIT
-"""Writing an export: a file that exists is kept unless the caller asks to replace it."""
+"""Writing an export: a file that exists is kept unless the caller asks to replace it; and
+random sessions come back the same, reopened and exported then imported."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
+import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from mp13_context import ChatContext, ContextError, SerializationError, Session, StoreError
+from mp13_context import (
+    ChatContext,
+    CommandError,
+    ContextError,
+    SerializationError,
+    Session,
+    StoreError,
+)
 from mp13_context._export import session_data
+from mp13_context._migrations import MIGRATIONS
 from mp13_context.testing import FakeEngine
+from tests.context._trees import old_session_file, ops, play, snapshot
 
 
 def test_an_export_never_overwrites_a_file_unless_asked(ctx, session, tmp_path):
@@ -108,3 +122,115 @@ def test_an_export_does_not_keep_the_whole_session_in_memory(tmp_path):
         assert session_data(session) == expected
         with Session.import_json(tmp_path / "out.json") as again:
             assert session_data(again) == expected
+
+
+# --- round trips of random sessions -----------------------------------------------------------
+
+ROUND_TRIP = settings(
+    max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
+
+
+def _strip_seq(doc):
+    """The export without ``seq``: an import numbers nodes anew (documented in ``_export``)."""
+    out = copy.deepcopy(doc)
+    for conv in out["conversations"]:
+        for node in conv["nodes"]:
+            node.pop("seq")
+    return out
+
+
+@ROUND_TRIP
+@given(steps=st.lists(ops(st), min_size=5, max_size=30))
+def test_a_random_session_comes_back_the_same_reopened_and_through_an_export(
+    tmp_path_factory, steps
+):
+    folder = tmp_path_factory.mktemp("round")
+    engine = FakeEngine()
+    with Session.open(folder / "s.db") as session:
+        play(ChatContext(session, engine=engine), engine, steps)
+        before = snapshot(session)
+        session.export_json(folder / "e.json")
+    with Session.open(folder / "s.db") as session:  # reopened: the same tree, row for row
+        assert snapshot(session) == before
+        assert session.verify().ok
+    doc = _strict_json((folder / "e.json").read_text(encoding="utf-8"))  # no NaN, Infinity
+    with Session.import_json(folder / "e.json") as imported:
+        again = snapshot(imported)
+        imported.export_json(folder / "again.json")
+        # Exported, imported and exported again: the same JSON but for seq numbers.
+        assert _strip_seq(json.loads((folder / "again.json").read_text("utf-8"))) == _strip_seq(doc)
+        for old, new in zip(before, again, strict=True):
+            # Node for node, but for seq: ids, parents, kinds, turns, commands, flags, hashes.
+            assert [attrs.evolve(n, seq=0) for n in old["nodes"]] == [
+                attrs.evolve(n, seq=0) for n in new["nodes"]
+            ]
+            for key in ("info", "children", "settings", "messages", "leaf"):
+                assert old[key] == new[key], key
+            assert new["position"] is None  # saved positions are not exported
+        # Search finds the imported texts as it found the exported ones.
+        for conv in doc["conversations"]:
+            for raw in conv["nodes"]:
+                words = (raw.get("turn") or {}).get("text", "").split()
+                if words:
+                    found = {h.node_id for h in imported.search(words[0], limit=10**9)}
+                    assert raw["id"] in found or not any(c.isalnum() for c in words[0])
+        # A second copy under fresh ids: verified, and its trees have the same shape.
+        report = imported.import_document(doc, new_ids=True)
+        assert report.verified and imported.verify().ok
+        copies = [imported.conversation_nodes(cid) for cid in report.conversations]
+        assert [[(n.kind, n.turn, n.commands, n.depth) for n in c] for c in copies] == [
+            [(n.kind, n.turn, n.commands, n.depth) for n in old["nodes"]] for old in before
+        ]
+
+
+@pytest.mark.parametrize("upto", range(1, len(MIGRATIONS) + 1))
+def test_a_session_of_any_older_schema_exports_and_imports_the_same(tmp_path, upto):
+    old_session_file(tmp_path / "old.db", upto)
+    with Session.open(tmp_path / "old.db") as old:  # migrated on open
+        old.export_json(tmp_path / "old.json")
+        expected = snapshot(old)
+    with Session.import_json(tmp_path / "old.json") as imported:
+        report = imported.verify()
+        assert report.ok, report
+        got = snapshot(imported)
+        assert [attrs.evolve(n, seq=0) for n in got[0]["nodes"]] == [
+            attrs.evolve(n, seq=0) for n in expected[0]["nodes"]
+        ]
+        assert got[0]["messages"] == expected[0]["messages"]
+        assert got[0]["messages"]["u1"] == [
+            {"role": "system", "content": "old sys"},
+            {"role": "user", "content": "remember the walrus"},
+        ]
+        assert [h.node_id for h in imported.search("walrus")] == ["u1"]
+
+
+def _strict_json(text):
+    """``json.loads`` as other JSON readers parse: no ``NaN`` or ``Infinity``."""
+
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])
+def test_record_call_refuses_numbers_json_cannot_hold(ctx, session, tmp_path, number):
+    # They were recorded, and the export held NaN/Infinity: a file jq or a browser refuse.
+    cur = ctx.cursor()
+    cur.ask("hi")
+    before = session.conversation_nodes(cur.conversation_id)
+    with pytest.raises(CommandError, match=r"NaN and infinities are not JSON .* as a string"):
+        cur.record_call("engine.adapters.load", scale=number)
+    with pytest.raises(CommandError):  # nested, and on a node that takes commands itself
+        ctx.cursor().record_call("x", values={"list": [1, number]})
+    assert session.conversation_nodes(cur.conversation_id) == before
+    cur.record_call("engine.adapters.load", scale="nan", big=2**64, tiny=5e-324)
+    session.export_json(tmp_path / "e.json")
+    doc = _strict_json((tmp_path / "e.json").read_text(encoding="utf-8"))
+    (conv,) = [c for c in doc["conversations"] if c["info"]["id"] == cur.conversation_id]
+    assert conv["nodes"][-1]["commands"][0]["data"] == {
+        "scale": "nan",
+        "big": 2**64,
+        "tiny": 5e-324,
+    }

@@ -8,11 +8,14 @@ with the live conversation untouched and still usable.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mp13_context import (
     ChatContext,
@@ -256,6 +259,17 @@ CORPUS = {
         _set([ALPHA, "created_at", float("nan")]),
         SerializationError,
         "created_at",
+    ),
+    # An int no float can hold: isfinite raised a bare OverflowError out of the import.
+    "created_at too big for a float": (
+        _set([ALPHA, "created_at", 10**400]),
+        SerializationError,
+        "created_at",
+    ),
+    "command time too big for a float": (
+        _set([lambda d: root(d)["commands"][0], "at", -(10**309)]),
+        SerializationError,
+        "commands[0].at",
     ),
     "flag as text": (_set([ALPHA, "archived", "yes"]), SerializationError, "archived"),
     "unknown command": (
@@ -687,3 +701,121 @@ def test_a_refused_import_into_a_new_file_leaves_no_file(live, doc, tmp_path):
     Session.import_json(good, into=tmp_path / "new.db").close()
     with Session.open(tmp_path / "new.db") as made:
         assert [c.id for c in made.conversations()] == [c.id for c in live.conversations()]
+
+
+# --- random damage: refused with a typed error, or imported whole ----------------------------
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**400])  # the last: no float holds it
+    | st.floats()  # NaN and infinities too: Python's json reads them
+    | st.text(st.characters(exclude_categories=()), max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+DAMAGE = settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
+
+
+def _places(doc):
+    """Every (container, key) of the document, in a fixed order."""
+    out, stack = [], [doc]
+    while stack:
+        value = stack.pop()
+        keys = list(value) if isinstance(value, dict) else range(len(value))
+        for key in keys:
+            out.append((value, key))
+            if isinstance(value[key], (dict, list)):
+                stack.append(value[key])
+    return out
+
+
+def _try_rehash(doc):
+    # A document too damaged to rehash is imported as it is.
+    with contextlib.suppress(Exception):
+        rehash(doc)
+
+
+def _refused_or_whole(live, path, bad):
+    before = _snapshot(live, path)
+    try:
+        report = live.import_document(bad, new_ids=True)
+    except SerializationError as exc:
+        assert "nothing was written" in str(exc) or "version" in str(exc), str(exc)
+        assert exc.where, str(exc)
+        _unchanged(live, path, before)
+        return
+    # Imported: every new conversation is whole, verifiable and renders.
+    assert live.verify().ok
+    for cid in report.conversations:
+        for node in live.conversation_nodes(cid):
+            if not live.has_children(node.id):
+                live.messages(node.id)
+
+
+def test_a_randomly_damaged_export_is_refused_or_imported_whole(live, doc, tmp_path):
+    path = tmp_path / "live.db"
+
+    @DAMAGE
+    @given(
+        where=st.integers(0, 10**6),
+        how=st.sampled_from(["set", "drop"]),
+        value=JSON,
+        forge=st.booleans(),
+    )
+    def damaged(where, how, value, forge):
+        bad = copy.deepcopy(doc)
+        container, key = _places(bad)[where % len(_places(bad))]
+        if how == "drop":
+            del container[key]
+        else:
+            container[key] = value
+        if forge:  # the deeper checks must hold against a careful forger too
+            _try_rehash(bad)
+        _refused_or_whole(live, path, bad)
+
+    damaged()
+
+
+def test_foreign_json_is_refused_and_changes_nothing(live, tmp_path):
+    path = tmp_path / "live.db"
+
+    @DAMAGE
+    @given(
+        value=JSON
+        | st.fixed_dictionaries(
+            {"format": st.just("mp13.session"), "version": JSON, "conversations": JSON}
+        )
+    )
+    def foreign(value):
+        before = _snapshot(live, path)
+        with pytest.raises(SerializationError) as caught:
+            live.import_document(value)
+        assert caught.value.where
+        _unchanged(live, path, before)
+
+    foreign()
+
+
+def test_a_cut_off_export_file_is_refused(live, tmp_path):
+    exported = tmp_path / "whole.json"
+    live.export_json(exported)
+    text = exported.read_text(encoding="utf-8")
+    path = tmp_path / "live.db"
+
+    @settings(max_examples=40, deadline=None, derandomize=True)
+    @given(cut=st.integers(0, len(text) - 2))
+    def cut_off(cut):
+        part = tmp_path / "part.json"
+        part.write_text(text[:cut], encoding="utf-8")
+        before = _snapshot(live, path)
+        with pytest.raises(SerializationError, match="cannot read session export"):
+            Session.import_json(part, into=live)
+        _unchanged(live, path, before)
+
+    cut_off()

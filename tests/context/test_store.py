@@ -26,11 +26,10 @@ from mp13_context import (
     Turn,
 )
 from mp13_context._export import session_data
-from mp13_context._integrity import row_hash
 from mp13_context._migrations import MIGRATIONS, migrate
 from mp13_context.testing import FakeEngine, FakeReply
 from mp13_toolbox import ToolCall
-from tests.context._trees import build_tree
+from tests.context._trees import build_tree, old_session_file
 
 NAMES = [name for name, _ in MIGRATIONS]
 
@@ -47,43 +46,7 @@ def test_blank_file_gets_every_migration_and_wal(tmp_path):
 @pytest.mark.parametrize("upto", range(1, len(MIGRATIONS)))
 def test_every_older_schema_migrates_and_keeps_its_data(tmp_path, upto):
     path = tmp_path / "old.db"
-    conn = sqlean.connect(str(path), isolation_level=None)
-    migrate(conn, upto=upto)
-    # Data as the first schema stored it (written by hand, not by today's code).
-    state = (
-        '{"system":["text","old sys"],"adapters":null,"tools":[],"params":{},"prev":[1,null,null]}'
-    )
-    conn.execute("INSERT INTO states (id, data) VALUES (1, ?)", ('{"system":["default",""]}',))
-    conn.execute("INSERT INTO states (id, data) VALUES (2, ?)", (state,))
-    conn.execute(
-        "INSERT INTO conversations (id, title, root_id, head_id, created_at) "
-        "VALUES ('c1', 'old', 'r1', 'u1', 1.0)"
-    )
-    cmds = '[{"kind":"system.set","at":1.0,"text":"old sys"}]'
-    conn.execute(
-        "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
-        "created_at, state_id) VALUES ('r1', 'c1', NULL, 'root', 0, NULL, ?, 1.0, 2)",
-        (cmds,),
-    )
-    conn.execute(
-        "INSERT INTO nodes (id, conversation_id, parent_id, kind, depth, turn, commands, "
-        "created_at, state_id) VALUES ('u1', 'c1', 'r1', 'turn', 1, ?, NULL, 2.0, 2)",
-        ('{"role":"user","text":"remember the walrus"}',),
-    )
-    if "0002_search" in NAMES[:upto]:  # that version indexed turns as it saved them
-        conn.execute(
-            "INSERT INTO search (text, role, conversation_id, node_id) "
-            "VALUES ('remember the walrus', 'user', 'c1', 'u1')"
-        )
-    if "0004_hashes" in NAMES[:upto]:  # that version hashed nodes as it saved them
-        rows = conn.execute(
-            "SELECT id, kind, turn, commands, label, created_at FROM nodes ORDER BY seq"
-        ).fetchall()
-        parent = ""
-        for nid, *content in rows:  # r1, then its child u1
-            parent = row_hash(parent, *content)
-            conn.execute("UPDATE nodes SET hash = ? WHERE id = ?", (parent, nid))
-    conn.close()
+    old_session_file(path, upto)
     session = Session.open(path)
     conn = sqlean.connect(str(path))
     assert [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")] == NAMES
