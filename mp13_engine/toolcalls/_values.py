@@ -48,10 +48,24 @@ def bare_name(name: str) -> str:
     return name
 
 
+def _number(text: str) -> float | str:
+    """A JSON number a model wrote, or its text where no float holds it (``1e999``)."""
+    value = float(text)
+    return value if math.isfinite(value) else text
+
+
+def _json(text: str) -> Any:
+    """``json.loads`` keeping what JSON lacks as the model wrote it: ``NaN``,
+    ``Infinity`` (which Python's parser takes) and numbers past a float's range come back
+    as strings, so the call's arguments stay JSON (a conversation's export), and argument
+    validation tells the model that a string is not the number it wanted."""
+    return json.loads(text, parse_constant=str, parse_float=_number)
+
+
 def loads(text: str) -> Any:
     """``json.loads`` that raises ``PayloadError`` (with the position) instead."""
     try:
-        return json.loads(text)
+        return _json(text)
     except (ValueError, RecursionError) as exc:
         raise PayloadError(f"invalid JSON ({exc})") from exc
 
@@ -315,7 +329,7 @@ def guess_value(raw: str) -> Any:
         return _PY_WORDS[text]
     if text[0] in "-0123456789[{":
         try:
-            value = json.loads(text)
+            value = _json(text)
         except (ValueError, RecursionError):
             if text[0] not in "[{":
                 return raw
@@ -323,7 +337,7 @@ def guess_value(raw: str) -> Any:
                 value = literal_value(ast.parse(text, mode="eval").body)
             except (SyntaxError, ValueError, PayloadError, RecursionError, MemoryError):
                 return raw
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, str):  # a bare NaN, Infinity or 1e999: the text as written
             return raw
         return value
     return raw

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 
@@ -94,6 +95,24 @@ def test_names_are_bare_and_ids_kept():
         "hermes",
     )
     assert out.tool_calls == (ToolCall("get_weather", {}, "c1"),)
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "llama3_json", "mistral"])
+def test_numbers_json_lacks_come_back_as_the_text_the_model_wrote(fmt):
+    # Python's JSON parser takes NaN and Infinity (and turns 1e999 into one): kept as
+    # floats, they made the recorded call's arguments, and a conversation's export, not
+    # JSON. They stay the model's text, which validation then refuses as not a number.
+    args = '{"a": NaN, "b": [Infinity, -Infinity, 1e999, 1.5], "c": 2}'
+    text = {
+        "hermes": f'<tool_call>{{"name": "f", "arguments": {args}}}</tool_call>',
+        "llama3_json": f'{{"name": "f", "parameters": {args}}}',
+        "mistral": f'[TOOL_CALLS][{{"name": "f", "arguments": {args}}}]',
+    }[fmt]
+    out = toolcalls.parse(text, fmt)
+    assert out.errors == ()
+    (call,) = out.tool_calls
+    assert call.arguments == {"a": "NaN", "b": ["Infinity", "-Infinity", "1e999", 1.5], "c": 2}
+    json.dumps(call.to_openai(), allow_nan=False)  # strict JSON
 
 
 def test_hermes_accepts_complete_json_without_closing_tag_only():
