@@ -73,7 +73,7 @@ def check_new_commands(commands: tuple[Command, ...]) -> None:
     commands: one already stored (or in an export being imported) is kept as it is.
     """
     for cmd in commands:
-        if not cmd.data:
+        if not isinstance(cmd, Command) or not cmd.data:  # not a Command: stored_commands says so
             continue
         try:
             json.dumps(cmd.data, allow_nan=False)
