@@ -37,10 +37,11 @@ from typing import Any
 import attrs
 
 from mp13_toolbox._errors import ToolSettingError, ToolSettingKeywordError
+from mp13_toolbox._json_values import canonical_json
 from mp13_toolbox._keywords import strict_keywords
 from mp13_toolbox._text import plural
 from mp13_toolbox._types import ToolCall
-from mp13_toolbox._validate import canonical_json, check_limit
+from mp13_toolbox._validate import check_limit
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: int | None) -> None:

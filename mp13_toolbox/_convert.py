@@ -26,7 +26,7 @@ import attrs
 import cattrs
 from cattrs.v import format_exception
 
-from mp13_toolbox._validate import IS_TYPE, TYPE_NAMES, json_equal
+from mp13_toolbox._json_values import IS_TYPE, TYPE_NAMES, json_equal
 
 converter = cattrs.Converter(forbid_extra_keys=False)
 

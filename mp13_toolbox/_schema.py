@@ -52,9 +52,10 @@ import attrs
 from mp13_toolbox._context import ToolContext
 from mp13_toolbox._convert import typeddict_keys
 from mp13_toolbox._errors import ToolRegistrationError
+from mp13_toolbox._json_values import TYPE_NAMES
 from mp13_toolbox._registry import Signature
 from mp13_toolbox._types import ToolSpec
-from mp13_toolbox._validate import TYPE_NAMES, validate
+from mp13_toolbox._validate import validate
 
 _SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]*):\s*$")
 _ARG_SECTIONS = {

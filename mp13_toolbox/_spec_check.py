@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mp13_toolbox._validate import resolve_ref
+from mp13_toolbox._patterns import resolve_ref
 
 #: Keywords that constrain values and that validation does not enforce.
 UNSUPPORTED = (

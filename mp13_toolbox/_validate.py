@@ -54,6 +54,9 @@ Validation is bounded, whatever the model sends (arguments are untrusted):
 - **Size**: every check is linear in the value; ``uniqueItems`` compares
   canonical JSON keys in a set (``1`` and ``1.0`` are equal, as JSON schema
   says; ``true`` and ``1`` are not).
+
+JSON types and equality are ``_json_values``'; reading a ``pattern`` as ECMA-262 and
+finding what a ``$ref`` names are ``_patterns``'. This module owns the keywords' meaning.
 """
 
 from __future__ import annotations
@@ -62,12 +65,21 @@ import json
 import math
 import operator
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable
 from fractions import Fraction
-from typing import Any, TypeGuard
+from typing import Any
 
 import regex
+
+from mp13_toolbox._json_values import (
+    IS_TYPE,
+    canonical_json,
+    is_number,
+    json_equal,
+    json_type,
+    one_of,
+)
+from mp13_toolbox._patterns import ecma_pattern, resolve_ref
 
 #: Seconds one call's validation may take by default (see the module docstring).
 DEFAULT_BUDGET_S = 1.0
@@ -82,27 +94,6 @@ _BOUNDS: dict[str, tuple[Callable[[float, float], bool], str]] = {
     "exclusiveMinimum": (operator.gt, ">"),
     "exclusiveMaximum": (operator.lt, "<"),
 }
-#: Python type -> JSON type name; ``_schema`` and ``_convert`` read scalars from here too.
-TYPE_NAMES = {
-    dict: "object",
-    list: "array",
-    str: "string",
-    bool: "boolean",
-    int: "integer",
-    float: "number",
-    type(None): "null",
-}
-
-
-def _json_type(value: Any) -> str:
-    for py, name in TYPE_NAMES.items():
-        if type(value) is py:
-            return name
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _show(value: Any, limit: int = 60) -> str:
@@ -115,23 +106,6 @@ def _show(value: Any, limit: int = 60) -> str:
 
 def _where(path: str) -> str:
     return f"argument {path!r}" if path else "the arguments"
-
-
-def _is_number(value: object) -> TypeGuard[float]:
-    """A JSON number (``bool`` is not one, though Python says it is an ``int``)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-#: JSON type name -> whether a value is of it (``_match_type`` also normalises ``3.0``).
-IS_TYPE: dict[str, Callable[[Any], bool]] = {
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": _is_number,
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "array": lambda v: isinstance(v, (list, tuple)),
-    "object": lambda v: isinstance(v, dict),
-}
 
 
 def check_limit(
@@ -175,36 +149,6 @@ def _too_deep(value: Any, limit: int) -> str | None:
         for key, child in children:
             stack.append((child, depth + 1, top if depth else str(key)))
     return None
-
-
-def _canonical(value: Any) -> Any:
-    """``value`` with integral floats as ints (JSON schema equality), for ``uniqueItems``."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    return value
-
-
-def canonical_json(value: Any) -> str:
-    """Canonical JSON: equal for values JSON schema calls equal (key order, ``1``/``1.0``),
-    different across types (``true``, ``1`` and ``"1"`` encode differently). The identity
-    of a value for ``uniqueItems`` and of a call's arguments for the repeat budget."""
-    return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), default=repr)
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON schema equality (``enum``, ``const``): ``1`` equals ``1.0``, but ``true`` is
-    not ``1`` and ``false`` not ``0`` (Python's ``==`` says they are), at any depth."""
-    return _one_of(a, [b])
-
-
-def _one_of(value: Any, allowed: list[Any]) -> bool:
-    """Whether ``value`` is JSON-schema equal to one of ``allowed`` (see ``_same``)."""
-    key = canonical_json(value)
-    return any(canonical_json(v) == key for v in allowed)
 
 
 class _Checker:
@@ -317,11 +261,11 @@ class _Checker:
             else:
                 expected = " or ".join(names)
                 # null is its own value: "got null", not "got null null"
-                got = "null" if value is None else f"{_json_type(value)} {_show(value)}"
+                got = "null" if value is None else f"{json_type(value)} {_show(value)}"
                 problems.append(f"{_where(path)}: expected {expected}, got {got}")
                 return value
         enum = schema.get("enum")
-        if isinstance(enum, list) and not _one_of(value, enum):
+        if isinstance(enum, list) and not one_of(value, enum):
             allowed = ", ".join(_show(v, 30) for v in enum)
             problems.append(f"{_where(path)}: {_show(value)} is not one of: {allowed}")
             return value
@@ -334,7 +278,7 @@ class _Checker:
             return self.check_array(schema, list(value), path)
         if isinstance(value, str):
             self.check_string(schema, value, path)
-        elif _is_number(value):
+        elif is_number(value):
             self.check_number(schema, value, path)
         return value
 
@@ -446,72 +390,13 @@ class _Checker:
             return
         for key, (holds, op) in _BOUNDS.items():
             lim = schema.get(key)
-            if _is_number(lim) and not holds(value, lim):
+            if is_number(lim) and not holds(value, lim):
                 self.problems.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
         step = schema.get("multipleOf")
-        if _is_number(step) and step > 0 and not _multiple_of(value, step):
+        if is_number(step) and step > 0 and not _multiple_of(value, step):
             self.problems.append(
                 f"{_where(path)}: must be a multiple of {step}, got {_show(value)}"
             )
-
-
-# ECMA-262 classes, which JSON schema's patterns use, in Python syntax: ASCII only.
-_ECMA_OUTSIDE = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
-_ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_"}
-
-
-def ecma_pattern(pattern: str) -> str:
-    r"""``pattern`` (ECMA-262, as JSON schema says) in the syntax of Python's ``regex``,
-    where two things differ: ``$`` also matches before a final newline (so ``^[a-z]+$``
-    took ``"abc\n"``), and ``\d``/``\w`` take any script's digits and letters (``"١٢٣"``
-    for ``^\d+$``). ``$`` becomes ``\Z`` and the classes their ASCII sets (``\D``/``\W``
-    inside ``[...]`` stay as they are). Escapes and ``[...]`` are copied through."""
-    out: list[str] = []
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            table = _ECMA_INSIDE if in_class else _ECMA_OUTSIDE
-            out.append(table.get(nxt, ch + nxt))
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            # a "]" first in a class (after an optional "^") is a literal one
-            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
-            if pattern[j : j + 1] == "]":
-                out.append(pattern[i : j + 1])
-                i = j + 1
-                continue
-        elif ch == "$":
-            ch = "\\Z"
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def resolve_ref(root: Any, ref: str) -> Any:
-    """The subschema of ``root`` that a local ``$ref`` names: ``#`` (the whole schema) or a
-    JSON pointer (``#/$defs/Node``, ``~0``/``~1`` and %-escapes decoded); None when it
-    names nothing (or is not local: ``other.json#...``, an anchor ``#node``)."""
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
-        return None
-    node = root
-    for raw in ref[2:].split("/"):
-        part = urllib.parse.unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
 
 
 def _multiple_of(value: float, step: float) -> bool:
@@ -531,7 +416,7 @@ def _list(value: Any) -> list[Any]:
 
 def _bound(value: Any) -> float | None:
     """A length bound, or None when absent or not a number (a malformed spec)."""
-    return value if _is_number(value) else None
+    return value if is_number(value) else None
 
 
 def _join(path: str, key: str) -> str:
