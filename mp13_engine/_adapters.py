@@ -63,12 +63,11 @@ from mp13_engine._adapter_files import (
     check_compatible,
     check_shares_no_base_weights,
     check_wrappable,
-    finish_cut_short_save,
     holds_adapter,
     instead_of_adapter,
     recorded_base,
-    write_adapter_dir,
 )
+from mp13_engine._adapter_save import finish_cut_short_save, write_adapter_dir
 from mp13_engine._compat import (
     is_peft_model,
     lend_originals_to_other_adapters,

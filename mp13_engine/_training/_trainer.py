@@ -30,7 +30,8 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-from mp13_engine._adapter_files import METADATA_FILE, write_adapter_dir
+from mp13_engine._adapter_files import METADATA_FILE
+from mp13_engine._adapter_save import write_adapter_dir
 from mp13_engine._compat import (
     drop_leaked_forward_hooks,
     peft_base_model,

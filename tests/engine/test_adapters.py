@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mp13_engine import AdapterError, AdapterInfo, Engine, FinishReason, Request
-from mp13_engine._adapter_files import _ADAPTER_FILES, METADATA_FILE
+from mp13_engine._adapter_files import ADAPTER_FILES, METADATA_FILE
 
 PROMPTS = ["Hello there", "What is a cat?", "Tell me a story", "Count to three", "Why?"]
 
@@ -680,7 +680,7 @@ class _Killed(Exception):
 
 
 def _adapter_state(folder: pathlib.Path) -> dict[str, bytes]:
-    return {n: (folder / n).read_bytes() for n in sorted(_ADAPTER_FILES) if (folder / n).is_file()}
+    return {n: (folder / n).read_bytes() for n in sorted(ADAPTER_FILES) if (folder / n).is_file()}
 
 
 def test_a_save_cut_short_leaves_one_whole_adapter_and_keeps_the_folders_other_files(
@@ -746,7 +746,7 @@ def test_two_saves_into_one_folder_at_once_each_swap_in_whole(engine, tmp_path, 
     the first's half-swapped adapter, and the first failed or swapped in a mix. Each save now
     stages under its own name; one that loses the folder to another between its two renames
     swaps again, so the last to swap in is the folder, whole, and the other entries stay."""
-    from mp13_engine._adapter_files import write_adapter_dir
+    from mp13_engine._adapter_save import write_adapter_dir
 
     engine.adapters.load("a")
     engine.adapters.load("b")
