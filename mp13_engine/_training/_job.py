@@ -2,7 +2,8 @@
 """``TrainingJob``: LoRA / QLoRA training as stepwise work on the engine's worker.
 
 A job uses only the :class:`~mp13_engine._training._host.TrainingHost` it is
-handed (``engine.train`` builds it); it never reaches into the engine.
+handed (``engine.train`` builds it); it never reaches into the engine. Checking its output
+folder and finding the checkpoint it resumes from are :mod:`~mp13_engine._training._folder`'s.
 
 Lifecycle (``start_training``):
 
@@ -46,7 +47,6 @@ import contextlib
 import functools
 import logging
 import math
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Hashable, Iterator
@@ -67,6 +67,7 @@ from mp13_engine._training._config import (
     config_to_dict,
 )
 from mp13_engine._training._data import Example, load_examples, split
+from mp13_engine._training._folder import check_output_dir, checkpoint_to_resume
 from mp13_engine._training._host import TrainingHost
 from mp13_engine._training._render import TrainingRow, render_example
 from mp13_engine._training._trainer import (
@@ -246,7 +247,7 @@ class TrainingJob:
         # The name first: its fix (another name) may also settle where the adapter is saved.
         if (name_error := self._name_problem()) is not None:
             raise name_error
-        self._check_output_dir()
+        check_output_dir(self.output_dir, cfg)
         precision = host.run_on_worker(lambda: autocast_problem(host.model(), cfg.precision))
         if precision is not None:
             raise ConfigError(precision)
@@ -281,45 +282,6 @@ class TrainingJob:
                 "of their assistant or completion tokens is left). Raise max_seq_len."
             )
 
-    def _check_output_dir(self) -> None:
-        """ConfigError now, not after the last step, when the adapter cannot be saved there."""
-        target = self.output_dir
-        existing = next(p for p in (target, *target.parents) if p.exists())
-        problem = None
-        if not existing.is_dir():
-            problem = "is a file" if existing == target else f"is under a file, {str(existing)!r}"
-        elif not os.access(existing, os.W_OK | os.X_OK):
-            problem = f"cannot be written ({str(existing)!r} is not writable)"
-        if problem is not None:
-            raise ConfigError(
-                f"The adapter would be saved to {str(target)!r}, which {problem}. Set "
-                "TrainingConfig.output_dir (or EngineConfig.adapters_dir) to a folder you can "
-                "write, new or one to write the adapter's files into."
-            )
-        held = self._earlier_work(target)
-        if held and self.config.resume_from is None and not self.config.overwrite:
-            raise ConfigError(
-                f"The adapter would be saved to {str(target)!r}, which already holds {held} of "
-                "another run; this job would overwrite them. Resume that run (resume_from="
-                '"latest" or a checkpoint), save this one elsewhere (TrainingConfig.output_dir, '
-                "a new folder), or set overwrite=True to replace them."
-            )
-
-    @staticmethod
-    def _earlier_work(target: Path) -> str:
-        """What of another run's work ``target`` holds ("" when nothing): a saved adapter and/or
-        checkpoints (``checkpoints/step-<n>`` folders)."""
-        held = []
-        if (target / "adapter_config.json").is_file():
-            held.append("a saved adapter")
-        checkpoints = target / "checkpoints"
-        try:
-            if any(p.name.startswith("step-") for p in checkpoints.iterdir()):
-                held.append("checkpoints")
-        except OSError:  # none there (or unreadable: the writable check above covers saving)
-            pass
-        return " and ".join(held)
-
     def _fit_to_length(self, rows: list[TrainingRow]) -> list[TrainingRow]:
         cfg, out = self.config, []
         for row in rows:
@@ -350,7 +312,7 @@ class TrainingJob:
                 cfg, self._train, self.total_steps, params, model, host.pad_id
             )
             if cfg.resume_from is not None:
-                checkpoint = self._checkpoint_to_resume(cfg.resume_from)
+                checkpoint = checkpoint_to_resume(self.output_dir, cfg.resume_from)
                 load_checkpoint(self._trainer, checkpoint, model, cfg.adapter)
                 if self._trainer.step >= self.total_steps:
                     # step() would still take one more step (and report step n+1 of n).
@@ -427,40 +389,6 @@ class TrainingJob:
                 "first with engine.adapters.load(path, name=...)."
             )
         return None
-
-    def _checkpoint_to_resume(self, resume_from: str) -> Path:
-        checkpoints = self.output_dir / "checkpoints"
-        if resume_from != "latest":
-            path = Path(resume_from).expanduser()
-        else:
-            # The most recently saved, not the highest step: a new run into the same output_dir
-            # leaves an earlier run's higher steps behind. Only step-<n> folders with a state.
-            latest = max(
-                (
-                    (state.stat().st_mtime_ns, int(p.name[5:]), p)
-                    for p in checkpoints.glob("step-*")
-                    if p.name[5:].isdigit() and (state := p / "trainer_state.pt").is_file()
-                ),
-                default=None,
-            )
-            if latest is None:
-                raise TrainingError(
-                    f'resume_from="latest" but {checkpoints} has no checkpoints; start without '
-                    "resume_from."
-                )
-            path = latest[2]
-        if not (path / "trainer_state.pt").is_file():
-            saved = (
-                " It is a saved adapter: to train it further, load it with "
-                "engine.adapters.load(path, name=...) and set continue_training=True."
-                if (path / "adapter_config.json").is_file()
-                else ""
-            )
-            raise TrainingError(
-                f"{str(path)!r} is not a training checkpoint (no trainer_state.pt). Give a "
-                f"directory under {checkpoints} or 'latest'.{saved}"
-            )
-        return path
 
     # ----- phase 3: queued, then worker, one micro-batch per call
     def _queue(self) -> None:
