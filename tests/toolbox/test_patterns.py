@@ -39,3 +39,14 @@ def test_patterns_are_ecma_262_as_json_schema_says(pattern, value, ok):
 @given(st.text(alphabet="ab()|*+?[]^.-", max_size=12))
 def test_patterns_without_dollars_escapes_or_classes_are_matched_as_written(pattern):
     assert ecma_pattern(pattern) == pattern
+
+
+@pytest.mark.parametrize("index", ["²", "١", "0x1", "-1", "9"])
+def test_a_ref_index_that_is_no_ascii_number_names_nothing(index):
+    # "²".isdigit() is True but int("²") raises: that ValueError escaped validate() and
+    # register_external's check.
+    from mp13_toolbox._patterns import resolve_ref
+
+    schema = {"anyOf": [{"type": "integer"}]}
+    assert resolve_ref(schema, f"#/anyOf/{index}") is None
+    assert resolve_ref(schema, "#/anyOf/0") == {"type": "integer"}
