@@ -304,7 +304,9 @@ class ChatApp:
             with no_echo(self._foreground.stdin):
                 choice = await _startup.choose_model(console, self.config.model, self._catalog())
                 fields = _startup.engine_fields(self.config, self.adapters_dir)
-                engine = await _startup.load_engine(console, choice, fields, self.library_log)
+                engine = await _startup.load_engine(
+                    console, choice, fields, self.library_log, threads=self.config.threads
+                )
             self.engine = engine
             self.own(engine.aclose)
             self.model_label, demo = choice.label, choice.demo
