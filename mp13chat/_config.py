@@ -66,6 +66,12 @@ FIELD_HELP: dict[str, str] = {
     "show_reasoning": "Show the model's reasoning (dimmed) when it produces any.",
     "builtin_tools": "Offer the toolbox's builtin tools (calculator, current_time, ...).",
     "history": "Keep the prompt history in a file next to this config file.",
+    "warm_prefix_cache": (
+        "Right after the model loads, compute the conversation's fixed start (system "
+        "prompt and tools' descriptions) into the engine's prefix cache in the background, "
+        "so the first reply starts sooner; a question typed meanwhile waits for it. Off "
+        "when the engine's prefix_cache_mb is 0."
+    ),
     "threads": (
         "CPU threads torch computes with (torch.set_num_threads, set before the model "
         "loads); null = torch's default, one per core. On a machine whose cores are busy "
@@ -122,6 +128,7 @@ class ChatConfig:
     show_reasoning: bool = attrs.field(default=True, validator=_is_bool)
     builtin_tools: bool = attrs.field(default=True, validator=_is_bool)
     history: bool = attrs.field(default=True, validator=_is_bool)
+    warm_prefix_cache: bool = attrs.field(default=True, validator=_is_bool)
     threads: int | None = attrs.field(default=None, validator=_is_threads)
     tool_approvals: dict[str, str] = attrs.field(factory=dict, converter=_dict, hash=False)
 
