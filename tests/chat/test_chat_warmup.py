@@ -142,3 +142,28 @@ def test_quit_while_it_runs_cancels_it(make_chat, load):
     h.close()
     assert warmup.done()  # finished or cancelled: never left running
     assert engine.metrics().total_requests <= 1
+
+
+def test_a_question_waits_for_it_and_ctrl_c_cancels_only_the_wait(make_chat, load, monkeypatch):
+    engine = load()
+    real = engine.agenerate
+    released = []
+
+    async def held_first(request, **overrides):
+        if len(released) == 0 and request.max_new_tokens == 1:  # the warm-up: held
+            while not released:
+                await asyncio.sleep(0.01)
+        return await real(request, **overrides)
+
+    monkeypatch.setattr(engine, "agenerate", held_first)
+    h = make_chat(engine, params={"max_new_tokens": 2})
+    expected = shared_prefix_blocks(engine, h.app.cursor)
+    # Ctrl+C once the question runs (it waits for the held warm-up).
+    out = h.run(QUESTION, interrupt_when=lambda: h.app._foreground._task is not None)
+    assert "cancelled" in out  # Ctrl+C while the question waited: the question is cancelled
+    assert [n for n in h.app.cursor.path() if n.turn is not None] == []  # nothing recorded
+    assert h.app._warmup is not None and not h.app._warmup.done()  # the warm-up goes on
+    released.append(True)
+    h.run(QUESTION)
+    assert h.app._warmup.done()
+    assert first_reply(h).metrics.cached_tokens >= expected
