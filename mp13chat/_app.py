@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -46,7 +47,7 @@ from rich.text import Text
 
 from mp13_context import ChatContext, Cursor, EngineClient, Session
 from mp13_toolbox import ApprovalRequest, Toolbox
-from mp13chat import _adapter_folder, _reply, _startup
+from mp13chat import _adapter_folder, _reply, _startup, _warmup
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._cli import CliOptions, one_shot_question, parse_cli
@@ -140,6 +141,7 @@ class ChatApp:
         self._owned: list[Callable[[], Awaitable[None] | None]] = []
         self._prompt: PromptSession[str] | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._warmup: asyncio.Task[None] | None = None  # see _warmup
         # Only the real terminal echoes (prompt-toolkit's input in tests does not).
         stdin: IO[Any] | None = sys.stdin if input is None else None
         # Piped into the REPL (-i): lines are read as they are, not as keystrokes.
@@ -304,7 +306,9 @@ class ChatApp:
             with no_echo(self._foreground.stdin):
                 choice = await _startup.choose_model(console, self.config.model, self._catalog())
                 fields = _startup.engine_fields(self.config, self.adapters_dir)
-                engine = await _startup.load_engine(console, choice, fields, self.library_log)
+                engine = await _startup.load_engine(
+                    console, choice, fields, self.library_log, threads=self.config.threads
+                )
             self.engine = engine
             self.own(engine.aclose)
             self.model_label, demo = choice.label, choice.demo
@@ -335,17 +339,42 @@ class ChatApp:
                 render.print_info(console, f"session: {Path(path)}")
         self.context = self._make_context()
         self.new_conversation()
+        self._start_warmup()
+
+    def _start_warmup(self) -> None:
+        """Compute the first conversation's fixed start into the prefix cache in the
+        background (``_warmup``): interactive runs only (a one-shot question is sent at
+        once), and not when the config or the engine's prefix cache is off."""
+        if not (self.interactive and self.config.warm_prefix_cache):
+            return
+        if not _warmup.has_prefix_cache(self.engine):
+            return
+        self._warmup = self.background(
+            _warmup.warm_prefix(self.engine, self.cursor, lambda: self.library_log)
+        )
+
+    async def _after_warmup(self) -> None:
+        """Let a running warm-up finish first: the next request's prompt starts with the
+        tokens it computes (so waiting costs nothing), and sent beside it the request
+        would compute them too. Ctrl+C cancels the wait, never the warm-up."""
+        warmup = self._warmup
+        if warmup is not None and not warmup.done():
+            await asyncio.wait([warmup])
 
     def notice_library_warnings(self) -> None:
         """Say once, quietly, that library warnings went to the log (and how to see them)."""
         log = self.library_log
-        if log is None or log.noticed or not log.records or not self.interactive:
+        if log is None or log.noticed or not self.interactive:
+            return
+        # The app's own notes (LibraryLog.note: INFO) are kept quiet.
+        warnings = [r for r in log.records if r.levelno >= logging.WARNING]
+        if not warnings:
             return
         log.noticed = True
         render.print_info(
             self.console,
             f"library warnings go to /warnings (and {log.path}) instead of the screen; the first: "
-            f"{first_line(log.records[0])}",
+            f"{first_line(warnings[0])}",
         )
 
     def own(self, closer: Callable[[], Awaitable[None] | None]) -> None:
@@ -534,6 +563,7 @@ class ChatApp:
             except UsageError as exc:
                 raise UsageError(f"{exc}; usage: {invocation.command.usage}") from exc
             return
+        await self._after_warmup()
         # "//text" sends a message that starts with "/".
         await _reply.ask(self, stripped[1:] if stripped.startswith("//") else text)
 

@@ -50,6 +50,7 @@ class CliOptions:
     quantize: str | None = None
     system: str | None = None
     max_new_tokens: int | None = None
+    threads: int | None = None
     download: bool = False
     prompt: str | None = None
     interactive: bool = False
@@ -59,7 +60,7 @@ class CliOptions:
         # A flag left out is None (False for --download): the config file's value stays.
         given = {k: v for k, v in attrs.asdict(self).items() if v is not None and v is not False}
         changes: dict[str, Any] = {
-            k: given[k] for k in ("model", "session", "system") if k in given
+            k: given[k] for k in ("model", "session", "system", "threads") if k in given
         }
         engine = {**config.engine, **{f: given[k] for k, f in ENGINE_FLAGS.items() if k in given}}
         if engine != config.engine:
@@ -146,6 +147,14 @@ def build_parser(prog: str = "mp13chat") -> argparse.ArgumentParser:
         "--dtype",
         choices=DTYPES,
         help="Weight precision (auto: float32 on the CPU, the checkpoint's own on a GPU).",
+    )
+    parser.add_argument(
+        "--threads",
+        metavar="N",
+        type=_positive,
+        help="CPU threads torch computes with (set before the model loads; the config's "
+        "'threads'). torch's default is one per core, which on a machine whose cores are "
+        "busy with other work is much slower than 1.",
     )
     parser.add_argument(
         "--quantize",

@@ -66,6 +66,17 @@ FIELD_HELP: dict[str, str] = {
     "show_reasoning": "Show the model's reasoning (dimmed) when it produces any.",
     "builtin_tools": "Offer the toolbox's builtin tools (calculator, current_time, ...).",
     "history": "Keep the prompt history in a file next to this config file.",
+    "warm_prefix_cache": (
+        "Right after the model loads, compute the conversation's fixed start (system "
+        "prompt and tools' descriptions) into the engine's prefix cache in the background, "
+        "so the first reply starts sooner; a question typed meanwhile waits for it. Off "
+        "when the engine's prefix_cache_mb is 0."
+    ),
+    "threads": (
+        "CPU threads torch computes with (torch.set_num_threads, set before the model "
+        "loads); null = torch's default, one per core. On a machine whose cores are busy "
+        "with other work, 1 (or the number of idle cores) is much faster."
+    ),
     "tool_approvals": (
         "Approval policy per tool: allow / deny / ask, e.g. "
         '{"calculator": "ask"}. Unlisted tools follow their risk level (low: allow, '
@@ -83,6 +94,15 @@ def _is_bool(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
     # "no" or 0 would otherwise be taken as on and off without a word.
     if not isinstance(value, bool):
         raise ChatConfigError(f"ChatConfig.{attribute.name} is True or False, not {value!r}")
+
+
+def _is_threads(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return
+    raise ChatConfigError(
+        f"ChatConfig.{attribute.name} is a number of threads of at least 1 (or null for "
+        f"torch's default), not {value!r}"
+    )
 
 
 @strict_keywords(ChatConfigKeywordError)
@@ -108,6 +128,8 @@ class ChatConfig:
     show_reasoning: bool = attrs.field(default=True, validator=_is_bool)
     builtin_tools: bool = attrs.field(default=True, validator=_is_bool)
     history: bool = attrs.field(default=True, validator=_is_bool)
+    warm_prefix_cache: bool = attrs.field(default=True, validator=_is_bool)
+    threads: int | None = attrs.field(default=None, validator=_is_threads)
     tool_approvals: dict[str, str] = attrs.field(factory=dict, converter=_dict, hash=False)
 
     def __attrs_post_init__(self) -> None:

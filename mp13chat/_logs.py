@@ -7,7 +7,7 @@ middle of replies and prompts. ``library_log(path)`` routes them, for the durati
 a ``with`` block, into ``LibraryLog``: a handler that appends them to ``path``
 (``mp13chat.log`` next to the config file; rotated at 1 MB) and keeps this run's
 records for ``/warnings``. The REPL mentions the log once, in one dim line, the first
-time something arrives.
+time a warning arrives (its own INFO notes, ``LibraryLog.note``, are not mentioned).
 
 This changes process-wide logging, so only the console-script path (``ChatApp.main``,
 which owns the process) uses it, and everything is restored on exit: the root logger's
@@ -54,6 +54,12 @@ class LibraryLog(logging.Handler):
             self.records.append(record)
             del self.records[:-KEEP]
         self._file.emit(record)
+
+    def note(self, text: str) -> None:
+        """Keep a diagnostic of mp13chat's own (e.g. the prefix warm-up failed) in
+        ``/warnings`` and the file. It is INFO, not a warning: the REPL's one-line
+        mention of this log is for library warnings, and this needs no action."""
+        self.emit(logging.LogRecord("mp13chat", logging.INFO, "", 0, text, None, None))
 
     def write_text(self, text: str) -> None:
         """Append ``text`` (e.g. a traceback) to the log file as one ERROR record."""

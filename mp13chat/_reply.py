@@ -9,6 +9,13 @@ panels between rounds; a footer line gives tokens, speed and how the reply ended
 view keeps only what it needs to end lines cleanly; everything else is in the recorded
 turns.
 
+The footer's speed is what a user waits for, in two figures: ``first token 2.2 s`` (from
+sending the request to its first generated token: queueing and computing the prompt)
+and the decode rate, ``tok/s`` over the tokens after the first (``decode_rate``).
+``RequestMetrics.tokens_per_s`` counts the prompt's computation in its time, so a short
+reply to a long new prompt (the first turn, with the tools' descriptions) read as a
+model generating at a fraction of its speed.
+
 ``approve`` is the toolbox approver of an interactive app's context: it shows the call
 and asks ``[y]es / [n]o / [a]lways / ne[v]er`` on the prompt line; Ctrl+C or Ctrl+D
 there means no.
@@ -21,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from rich.text import Text
 
 from mp13_context import Event, EventKind, Role, Turn
+from mp13_engine import RequestMetrics
 from mp13_toolbox import ApprovalAnswer, ApprovalRequest, plural
 from mp13chat import _position as position
 from mp13chat import _render as render
@@ -91,14 +99,35 @@ class ReplyView:
             self.repl.cancel_reported()
 
 
+def seconds(value: float) -> str:
+    """``0.27 s``, ``2.2 s``, ``14 s``: two significant figures or whole seconds."""
+    if value < 1:
+        return f"{value:.2f} s"
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+
+
+def decode_rate(metrics: RequestMetrics) -> float | None:
+    """Tokens per second after the first token (``None``: fewer than two tokens, or no
+    time measured between them): the model's generation speed, without the prompt's
+    computation that ``RequestMetrics.tokens_per_s`` counts."""
+    if metrics.ttft_s is None or metrics.completion_tokens < 2:
+        return None
+    elapsed = metrics.total_s - metrics.ttft_s
+    return (metrics.completion_tokens - 1) / elapsed if elapsed > 0 else None
+
+
 def footer(turn: Turn) -> Text:
-    """``12 tokens · 40.1 tok/s · stop`` plus any flags or the error of a turn."""
+    """``12 tokens · first token 0.40 s · 40.1 tok/s · stop`` plus any flags or the error
+    of a turn (the speed figures: see the module docstring)."""
     parts: list[tuple[str, str]] = []
     metrics = turn.metrics
     if metrics is not None:
         parts.append((plural(metrics.completion_tokens, "token"), "mp13.info"))
-        if metrics.tokens_per_s:
-            parts.append((f"{metrics.tokens_per_s:.1f} tok/s", "mp13.info"))
+        if metrics.ttft_s is not None:
+            parts.append((f"first token {seconds(metrics.ttft_s)}", "mp13.info"))
+        rate = decode_rate(metrics)
+        if rate is not None:
+            parts.append((f"{rate:.1f} tok/s", "mp13.info"))
         if metrics.adapters:
             parts.append(("adapters " + ",".join(metrics.adapters), "mp13.info"))
     if turn.finish_reason is not None and not turn.cancelled:

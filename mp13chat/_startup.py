@@ -74,9 +74,15 @@ async def choose_model(
 
 
 async def load_engine(
-    console: Console, choice: ModelChoice, fields: dict[str, Any], log: LibraryLog | None
+    console: Console,
+    choice: ModelChoice,
+    fields: dict[str, Any],
+    log: LibraryLog | None,
+    *,
+    threads: int | None = None,
 ) -> Engine:
-    """Load ``choice`` as an ``Engine`` with the ``EngineConfig`` ``fields``."""
+    """Load ``choice`` as an ``Engine`` with the ``EngineConfig`` ``fields``, torch on
+    ``threads`` CPU threads (``set_threads``)."""
     from mp13_engine import Engine  # imports torch: only when a real engine is needed
 
     if log is not None:
@@ -87,9 +93,27 @@ async def load_engine(
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    return await with_progress(
-        console, f"loading {choice.label}", lambda: Engine.load(choice.path, **fields)
-    )
+
+    def load() -> Engine:
+        set_threads(threads)
+        return Engine.load(choice.path, **fields)
+
+    return await with_progress(console, f"loading {choice.label}", load)
+
+
+def set_threads(threads: int | None) -> None:
+    """Make torch compute with ``threads`` CPU threads (``ChatConfig.threads``; ``None``
+    leaves torch's default, one per core). Called in the thread that loads the model,
+    just before it: a thread keeps the count it first computed with (the one that
+    built the tiny model already has one), while the engine's worker thread, started
+    by the load, takes the count set last. It is a setting of the process, as
+    ``OMP_NUM_THREADS`` is: the console script owns the process, and a wrapper app that
+    sets ``threads`` asks for it."""
+    if threads is None:
+        return
+    import torch  # only when a real engine is loaded
+
+    torch.set_num_threads(threads)
 
 
 def engine_fields(config: ChatConfig, adapters_dir: Path | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ FLAGS = (
     "--quantize",
     "--system",
     "--max-new-tokens",
+    "--threads",
     "--download",
     "--prompt",
     "--interactive",
@@ -67,7 +68,8 @@ def test_flags_parse():
 
 
 @pytest.mark.parametrize(
-    "argv", [["--quantize", "3bit"], ["--dtype", "float8"], ["--max-new-tokens", "0"]]
+    "argv",
+    [["--quantize", "3bit"], ["--dtype", "float8"], ["--max-new-tokens", "0"], ["--threads", "0"]],
 )
 def test_bad_flag_values_are_refused_by_the_parser(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -339,3 +341,51 @@ def test_stdin_for_a_one_shot_question_must_exist_and_need_not_be_a_file():
             return "from a reader"
 
     assert one_shot_question(parse_cli([]), Reader()) == "from a reader"
+
+
+def test_threads_are_set_before_the_model_loads(tmp_path, monkeypatch):
+    """Was: mp13chat left torch's default of one thread per core, which on a machine whose
+    cores are busy runs every reply far slower than one thread; the only cure was
+    OMP_NUM_THREADS in the environment. --threads N (the config's threads) sets it."""
+    import torch
+
+    from mp13_engine import Engine
+
+    monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("MP13_CACHE", str(tmp_path / "cache"))
+    before = torch.get_num_threads()
+    wanted = 2 if before != 2 else 3
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_load(model, **fields):
+        seen.append(torch.get_num_threads())
+        raise Stop
+
+    monkeypatch.setattr(Engine, "load", staticmethod(fake_load))
+    try:
+        app = ChatApp()
+        app.apply_options(parse_cli(["--model", "tiny", "--threads", str(wanted)]))
+        assert app.config.threads == wanted
+        with pytest.raises(Stop):
+            asyncio.run(app.start())
+        assert seen == [wanted]
+        # The config file's field does the same; without it torch's default stays.
+        torch.set_num_threads(before)
+        config = tmp_path / "other.json"
+        config.write_text(json.dumps({"model": "tiny", "threads": 1}))
+        app = ChatApp()
+        app.apply_options(parse_cli(["--config", str(config)]))
+        with pytest.raises(Stop):
+            asyncio.run(app.start())
+        assert seen == [wanted, 1]
+        torch.set_num_threads(before)
+        app = ChatApp(ChatConfig(model="tiny"))
+        app.apply_options(parse_cli([]))
+        with pytest.raises(Stop):
+            asyncio.run(app.start())
+        assert seen == [wanted, 1, before]
+    finally:
+        torch.set_num_threads(before)

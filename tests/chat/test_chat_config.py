@@ -143,6 +143,9 @@ def test_entries_the_libraries_accept_load(tmp_path):
         ({"engine": {"devic": "cpu"}}, "ChatConfig: engine: unknown EngineConfig field(s) devic"),
         ({"stream": "no"}, "ChatConfig.stream is True or False, not 'no'"),
         ({"history": 0}, "ChatConfig.history is True or False, not 0"),
+        ({"threads": 0}, "ChatConfig.threads is a number of threads of at least 1"),
+        ({"threads": True}, "ChatConfig.threads is a number of threads of at least 1"),
+        ({"threads": "2"}, "ChatConfig.threads is a number of threads of at least 1"),
     ],
 )
 def test_a_wrapper_apps_config_is_checked_like_the_file_when_made(fields, problem):

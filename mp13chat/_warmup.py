@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""Computing the conversation's fixed start into the prefix cache while the user types.
+
+Why: the first request of a conversation computes its whole prompt, the system prompt
+and the builtin tools' descriptions (about 500 tokens, 2-3 s on SmolLM2-135M on a CPU),
+before its first token; later requests take that part from the engine's prefix cache.
+Right after start (``ChatApp.start``, interactive runs only) ``warm_prefix`` sends the
+request the first question would send, with a placeholder question and one new token,
+in the background: while the user types, the engine computes that start into its
+prefix cache, and the first question computes only its own tokens.
+
+Invariants: it never delays or blocks the user and records nothing. It runs as a
+background task of the app (cancelled on close, so ``/quit`` and Ctrl+D are
+unaffected); the request is built with ``Cursor.request`` (records nothing) and sent
+to the engine directly, not through the cursor, so no turn is recorded; a question typed
+while it runs waits for it (``ChatApp.execute``: the question's prompt starts with the
+same tokens, so it would compute them anyway) and Ctrl+C still cancels that question.
+A failure is kept for ``/warnings`` and the log file (``LibraryLog.note``), never
+printed. It is skipped for an engine that is not ``mp13_engine.Engine`` (no prefix
+cache to fill), when the engine's prefix cache is off (``prefix_cache_mb`` 0) and when
+``ChatConfig.warm_prefix_cache`` is off. The engine counts it as one request
+(``/metrics``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from mp13_context import Cursor
+from mp13_engine import Request
+from mp13chat._logs import LibraryLog
+
+#: The placeholder question: only the tokens before it matter (its own are replaced).
+PLACEHOLDER = "hi"
+
+
+def has_prefix_cache(engine: Any) -> bool:
+    """Whether ``engine`` is an ``mp13_engine.Engine`` whose prefix cache is on."""
+    from mp13_engine import Engine  # the app imports torch only with a real engine
+
+    return isinstance(engine, Engine) and engine.config.prefix_cache_mb > 0
+
+
+def warm_request(cursor: Cursor) -> Request:
+    """The request the first question from ``cursor`` sends, cut to one new token."""
+    first = cursor.request(PLACEHOLDER)
+    return Request(
+        messages=first.messages,
+        tools=first.tools,
+        adapters=first.adapters,
+        chat_template_kwargs=first.chat_template_kwargs,
+        max_new_tokens=1,
+        parse_tools=False,
+    )
+
+
+async def warm_prefix(engine: Any, cursor: Cursor, log: Callable[[], LibraryLog | None]) -> None:
+    """Send ``warm_request(cursor)``; a failure goes to the log ``log()`` gives then (the
+    app's, which may be set after start), if any (see the module docstring)."""
+    try:
+        response = await engine.agenerate(warm_request(cursor))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # it only saves time: a failure must cost the user nothing
+        _note(log, f"{type(exc).__name__}: {exc}")
+        return
+    if not response.ok:
+        _note(log, response.error or response.finish_reason.value)
+
+
+def _note(log: Callable[[], LibraryLog | None], problem: str) -> None:
+    target = log()
+    if target is not None:
+        target.note(
+            "computing the conversation's start into the prefix cache failed (the first "
+            f"reply computes it instead): {problem}"
+        )
