@@ -199,7 +199,8 @@ class AdapterManager:
         self._engine = engine
         self._state = _AdaptersState()
         self._fused: FusedLora | None = None  # made on the first wave that uses an adapter
-        # modules_to_save wrappers that lend their original module to the other adapters.
+        # modules_to_save and trainable-tokens wrappers that serve the other adapters' rows
+        # with their original module.
         self._lending: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # ----- engine access (the one place that knows the engine's attribute names)
@@ -667,7 +668,7 @@ class AdapterManager:
                 "Check that it was trained for this base model."
             ) from exc
         model.eval()
-        lend_originals_to_other_adapters(model, self._lending)  # its modules_to_save, if any
+        lend_originals_to_other_adapters(model, self._lending)  # its modules_to_save or tokens
 
     def _unload_on_worker(self, name: str) -> None:
         self._check_loaded((name,))

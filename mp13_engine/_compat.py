@@ -38,7 +38,12 @@ What each workaround relies on (check these on upgrade)
       calls ``modules_to_save[name]`` for every row's adapter but ``__base__``, with no
       fallback for an adapter that has no copy there (``KeyError``); it keeps copies in
       the ``ModuleDict`` ``modules_to_save`` and the wrapped module at ``original_module``.
-      Canary: ``test_compat.py``.
+      ``TrainableTokensWrapper`` (``trainable_token_indices``) has the same gap: its
+      ``_mixed_batch_forward`` calls ``_forward_wrapped_mixed_batch`` for every row's
+      adapter but ``__base__``, which indexes ``token_adapter.trainable_tokens_delta`` and
+      ``token_indices`` by that name (``KeyError``); it is overridden per instance to give
+      such rows ``original_module``, exactly what ``__base__`` rows get.
+      Canaries: ``test_compat.py``.
     * The fused LoRA path (``peft_tuner_modules``, ``lora_weights``,
       ``lora_scaling``, ``holds_adapter``, ``is_plain_linear_lora``) reads LoRA
       layers' ``lora_A``/``lora_B`` (``ModuleDict`` of ``nn.Linear``),
@@ -217,7 +222,7 @@ def undo_failed_wrap(model: Any, requires_grad: Sequence[bool]) -> None:
 
 
 def lend_originals_to_other_adapters(model: Any, hooked: MutableSet[Any]) -> None:
-    """Let rows on adapters without a copy of a ``modules_to_save`` module use the original.
+    """Let rows on adapters without their own copy of a wrapped module use the original.
 
     PEFT's ``ModulesToSaveWrapper`` serves per-row ``adapter_names`` by looking each
     row's adapter up in its ``modules_to_save`` dict; an adapter that has no copy there
@@ -227,14 +232,28 @@ def lend_originals_to_other_adapters(model: Any, hooked: MutableSet[Any]) -> Non
     original module to every adapter of ``model`` without a copy (the same module object,
     no weights copied) and a forward hook that runs however the forward ends takes the
     loans back, so saves, state dicts and the fused path's checks never see them.
+
+    PEFT's ``TrainableTokensWrapper`` (an adapter saved with ``trainable_token_indices``)
+    looks each row's adapter up among its token deltas the same way. Its per-row forward
+    is replaced on the instance (nothing is registered or stored in its dicts): a row on
+    an adapter with tokens there runs PEFT's own, any other row the wrapped layer, as a
+    ``__base__`` row does.
     """
-    from peft.utils.other import ModulesToSaveWrapper
+    from peft.utils.other import ModulesToSaveWrapper, TrainableTokensWrapper
 
     owner = weakref.ref(model)
     for module in model.modules():
-        if isinstance(module, ModulesToSaveWrapper) and module not in hooked:
+        if module in hooked:
+            continue
+        if isinstance(module, ModulesToSaveWrapper):
             module.register_forward_pre_hook(functools.partial(_lend_original, owner))
             module.register_forward_hook(_take_back_original, always_call=True)
+            hooked.add(module)
+        elif isinstance(module, TrainableTokensWrapper):
+            # A weak reference: the wrapper's own __dict__ holds this partial.
+            module._forward_wrapped_mixed_batch = functools.partial(  # type: ignore[method-assign]
+                _tokens_or_original, weakref.ref(module)
+            )
             hooked.add(module)
 
 
@@ -252,6 +271,16 @@ def _take_back_original(wrapper: Any, args: Any, output: Any) -> None:
     copies = wrapper.modules_to_save
     for name in [n for n, m in copies.items() if m is wrapper.original_module]:
         del copies[name]
+
+
+def _tokens_or_original(
+    wrapper_ref: weakref.ref[Any], x: Any, adapter: str, *args: Any, **kwargs: Any
+) -> Any:
+    wrapper = wrapper_ref()
+    assert wrapper is not None, "called through the wrapper, which is therefore alive"
+    if adapter in wrapper.token_adapter.trainable_tokens_delta:  # a tied head shares this dict
+        return type(wrapper)._forward_wrapped_mixed_batch(wrapper, x, adapter, *args, **kwargs)
+    return wrapper.original_module(x, *args, **kwargs)
 
 
 # ----- PEFT: LoRA layers, read by the fused mixed-adapter path (mp13_engine._fused_lora)

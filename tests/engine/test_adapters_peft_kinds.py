@@ -150,6 +150,62 @@ def test_an_adapter_that_saved_lm_head_leaves_the_other_adapters_serving(
         assert engine.generate(_req(PROMPTS[1], ["head"])).raw_text == head.raw_text
 
 
+def _tokens_made(base_path: pathlib.Path, dest: pathlib.Path, seed: int) -> pathlib.Path:
+    """An adapter that changes only the embeddings of the prompts' tokens
+    (``trainable_token_indices``); its ``q_proj`` LoRA stays at PEFT's no-op start."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base_path)
+    indices = sorted({i for p in PROMPTS for i in tok(p, add_special_tokens=False)["input_ids"]})
+    config = LoraConfig(r=4, target_modules=["q_proj"], trainable_token_indices=indices)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_path), config)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if "trainable_tokens_delta" in name:
+                    param.add_(torch.randn_like(param) * 0.3)
+    model.save_pretrained(dest)
+    return dest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mixed_lora", ["fused", "peft"])
+def test_an_adapter_with_trainable_tokens_serves_what_peft_gives_beside_plain_lora(
+    tiny_model_path, tmp_path, mixed_lora
+):
+    """PEFT's trainable-tokens wrapper looked each row's adapter up among its token deltas:
+    once an adapter saved with ``trainable_token_indices`` was loaded, every request on
+    another adapter (``mixed_lora="peft"``), or mixed with it in a batch, failed with
+    KeyError. The engine serves it as PEFT does, and the others as they were."""
+    plain = _made(tiny_model_path, tmp_path / "plain", 9, target_modules="all-linear")
+    tokens = _tokens_made(tiny_model_path, tmp_path / "tokens", 10)
+    with Engine.load(str(tiny_model_path), device="cpu", mixed_lora=mixed_lora) as engine:
+        base = [engine.generate(_req(p, [])).raw_text for p in PROMPTS]
+        engine.adapters.load(plain, name="plain")
+        before = [engine.generate(_req(p, ["plain"])).raw_text for p in PROMPTS]
+        engine.adapters.load(tokens, name="tokens")
+        want = {
+            None: base,
+            "plain": before,
+            "tokens": [_peft_reply(engine, tiny_model_path, tokens, p) for p in PROMPTS],
+        }
+        assert want["tokens"] != base, "the tokens changed nothing: the check would prove nothing"
+        for name in want:
+            alone = [engine.generate(_req(p, [name] if name else [])) for p in PROMPTS]
+            assert [r.raw_text for r in alone] == want[name], name
+        plan = ["plain", "tokens", None, "tokens", "plain", None]
+        together = engine.generate_many(
+            [_req(PROMPTS[i % 3], [n] if n else []) for i, n in enumerate(plan)]
+        )
+        assert max(r.metrics.batch_size for r in together) > 1  # they shared forwards
+        assert [r.raw_text for r in together] == [want[n][i % 3] for i, n in enumerate(plan)]
+        engine.adapters.unload("tokens")
+        assert [engine.generate(_req(p, ["plain"])).raw_text for p in PROMPTS] == before
+        assert [engine.generate(_req(p, [])).raw_text for p in PROMPTS] == base
+
+
 def _refused_and_base_untouched(engine: Engine, folder: pathlib.Path, match: str) -> None:
     before = [engine.generate(_req(p, [])).raw_text for p in PROMPTS]
     with pytest.raises(AdapterError, match=match):

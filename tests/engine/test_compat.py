@@ -152,6 +152,46 @@ def test_a_modules_to_save_copy_is_looked_up_for_every_row_until_lent(tiny_model
     assert not any(".modules_to_save.x." in key for key in model.state_dict())
 
 
+def test_a_trainable_tokens_delta_is_looked_up_for_every_row_until_served_the_original(
+    tiny_model_path,
+):
+    """PEFT's trainable-tokens wrapper fails rows on an adapter without token deltas;
+    served the original layer, each row gets what it gets alone, and nothing is stored."""
+    model = _wrapped(
+        tiny_model_path,
+        x=_lora(),
+        tok=_lora(
+            target_modules=["q_proj"],
+            init_lora_weights=True,
+            trainable_token_indices=[1, 2, 3, 4, 5, 6],
+        ),
+    ).eval()
+    wrapper = _compat.peft_base_model(model).model.embed_tokens
+    with torch.no_grad():
+        wrapper.token_adapter.trainable_tokens_delta["tok"].add_(0.5)  # its tokens differ
+    before = set(model.state_dict())
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6], [1, 5, 9]])
+    rows = ["x", "tok", "__base__"]
+    with pytest.raises(KeyError, match="'x'"):  # PEFT has no fallback (fixed it?)
+        model(input_ids=ids, adapter_names=rows)
+    _compat.drop_leaked_forward_hooks(model)
+    hooked: set[object] = set()
+    _compat.lend_originals_to_other_adapters(model, hooked)
+    _compat.lend_originals_to_other_adapters(model, hooked)  # once per wrapper
+    assert hooked == {wrapper}
+    with torch.no_grad():
+        mixed = model(input_ids=ids, adapter_names=rows).logits
+        alone = [
+            model(input_ids=ids[i : i + 1], adapter_names=[n]).logits for i, n in enumerate(rows)
+        ]
+        untokened = model(input_ids=ids[1:2], adapter_names=["__base__"]).logits
+    for i, logits in enumerate(alone):
+        torch.testing.assert_close(mixed[i : i + 1], logits)
+    assert not torch.allclose(alone[1], untokened)  # the tok row really used its tokens
+    assert set(wrapper.token_adapter.trainable_tokens_delta) == {"tok"}
+    assert set(model.state_dict()) == before
+
+
 # ----- PEFT: LoRA layers (the fused mixed-adapter path)
 
 
