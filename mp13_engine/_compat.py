@@ -42,8 +42,13 @@ What each workaround relies on (check these on upgrade)
       ``_mixed_batch_forward`` calls ``_forward_wrapped_mixed_batch`` for every row's
       adapter but ``__base__``, which indexes ``token_adapter.trainable_tokens_delta`` and
       ``token_indices`` by that name (``KeyError``); it is overridden per instance to give
-      such rows ``original_module``, exactly what ``__base__`` rows get.
-      Canaries: ``test_compat.py``.
+      such rows ``original_module``, exactly what ``__base__`` rows get. Its
+      ``adapter_state_dict_load_map`` and ``adapter_state_dict`` also name the token
+      deltas of *every* adapter asked about, where ``ModulesToSaveWrapper``'s check
+      ``adapter_name not in self._adapters`` first: once it exists, loading
+      (``set_peft_model_state_dict``) or saving (``get_peft_model_state_dict``) any
+      adapter without tokens raises ``KeyError``; both are overridden per instance with
+      that check. Canaries: ``test_compat.py``.
     * The fused LoRA path (``peft_tuner_modules``, ``lora_weights``,
       ``lora_scaling``, ``holds_adapter``, ``is_plain_linear_lora``) reads LoRA
       layers' ``lora_A``/``lora_B`` (``ModuleDict`` of ``nn.Linear``),
@@ -234,10 +239,12 @@ def lend_originals_to_other_adapters(model: Any, hooked: MutableSet[Any]) -> Non
     loans back, so saves, state dicts and the fused path's checks never see them.
 
     PEFT's ``TrainableTokensWrapper`` (an adapter saved with ``trainable_token_indices``)
-    looks each row's adapter up among its token deltas the same way. Its per-row forward
-    is replaced on the instance (nothing is registered or stored in its dicts): a row on
-    an adapter with tokens there runs PEFT's own, any other row the wrapped layer, as a
-    ``__base__`` row does.
+    looks each row's adapter up among its token deltas the same way, and so do its
+    state-dict maps, so no adapter without tokens could be loaded or saved after one with.
+    Those three methods are replaced on the instance (nothing is registered or stored in
+    its dicts): for an adapter with tokens there they run PEFT's own; a row on any other
+    adapter gets the wrapped layer, as a ``__base__`` row does, and its state dict nothing
+    from this wrapper, as from a ``ModulesToSaveWrapper`` without its copy.
     """
     from peft.utils.other import ModulesToSaveWrapper, TrainableTokensWrapper
 
@@ -251,8 +258,15 @@ def lend_originals_to_other_adapters(model: Any, hooked: MutableSet[Any]) -> Non
             hooked.add(module)
         elif isinstance(module, TrainableTokensWrapper):
             # A weak reference: the wrapper's own __dict__ holds this partial.
+            wrapper = weakref.ref(module)
             module._forward_wrapped_mixed_batch = functools.partial(  # type: ignore[method-assign]
-                _tokens_or_original, weakref.ref(module)
+                _tokens_or_original, wrapper
+            )
+            module.adapter_state_dict_load_map = functools.partial(  # type: ignore[method-assign]
+                _tokens_state_or_none, wrapper, "adapter_state_dict_load_map"
+            )
+            module.adapter_state_dict = functools.partial(  # type: ignore[method-assign]
+                _tokens_state_or_none, wrapper, "adapter_state_dict"
             )
             hooked.add(module)
 
@@ -281,6 +295,16 @@ def _tokens_or_original(
     if adapter in wrapper.token_adapter.trainable_tokens_delta:  # a tied head shares this dict
         return type(wrapper)._forward_wrapped_mixed_batch(wrapper, x, adapter, *args, **kwargs)
     return wrapper.original_module(x, *args, **kwargs)
+
+
+def _tokens_state_or_none(
+    wrapper_ref: weakref.ref[Any], method: str, adapter: str, *args: Any
+) -> dict[str, Any]:
+    wrapper = wrapper_ref()
+    assert wrapper is not None, "called through the wrapper, which is therefore alive"
+    if adapter not in wrapper._adapters:  # the check ModulesToSaveWrapper's own maps make
+        return {}
+    return dict(getattr(type(wrapper), method)(wrapper, adapter, *args))
 
 
 # ----- PEFT: LoRA layers, read by the fused mixed-adapter path (mp13_engine._fused_lora)

@@ -178,17 +178,17 @@ def test_an_adapter_with_trainable_tokens_serves_what_peft_gives_beside_plain_lo
     """PEFT's trainable-tokens wrapper looked each row's adapter up among its token deltas:
     once an adapter saved with ``trainable_token_indices`` was loaded, every request on
     another adapter (``mixed_lora="peft"``), or mixed with it in a batch, failed with
-    KeyError. The engine serves it as PEFT does, and the others as they were."""
+    KeyError, and so did loading or saving any adapter without tokens. The engine serves
+    it as PEFT does, and the others as they were."""
     plain = _made(tiny_model_path, tmp_path / "plain", 9, target_modules="all-linear")
     tokens = _tokens_made(tiny_model_path, tmp_path / "tokens", 10)
     with Engine.load(str(tiny_model_path), device="cpu", mixed_lora=mixed_lora) as engine:
         base = [engine.generate(_req(p, [])).raw_text for p in PROMPTS]
-        engine.adapters.load(plain, name="plain")
-        before = [engine.generate(_req(p, ["plain"])).raw_text for p in PROMPTS]
         engine.adapters.load(tokens, name="tokens")
+        engine.adapters.load(plain, name="plain")  # it used to fail: KeyError
         want = {
             None: base,
-            "plain": before,
+            "plain": [_peft_reply(engine, tiny_model_path, plain, p) for p in PROMPTS],
             "tokens": [_peft_reply(engine, tiny_model_path, tokens, p) for p in PROMPTS],
         }
         assert want["tokens"] != base, "the tokens changed nothing: the check would prove nothing"
@@ -201,8 +201,12 @@ def test_an_adapter_with_trainable_tokens_serves_what_peft_gives_beside_plain_lo
         )
         assert max(r.metrics.batch_size for r in together) > 1  # they shared forwards
         assert [r.raw_text for r in together] == [want[n][i % 3] for i, n in enumerate(plan)]
+        for name in ("plain", "tokens"):  # saving plain used to fail: KeyError
+            saved = engine.adapters.save(name, tmp_path / "saved" / name)
+            engine.adapters.load(saved, name=f"{name}2")
+            assert engine.generate(_req(PROMPTS[0], [f"{name}2"])).raw_text == want[name][0]
         engine.adapters.unload("tokens")
-        assert [engine.generate(_req(p, ["plain"])).raw_text for p in PROMPTS] == before
+        assert [engine.generate(_req(p, ["plain"])).raw_text for p in PROMPTS] == want["plain"]
         assert [engine.generate(_req(p, [])).raw_text for p in PROMPTS] == base
 
 

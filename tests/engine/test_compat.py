@@ -192,6 +192,30 @@ def test_a_trainable_tokens_delta_is_looked_up_for_every_row_until_served_the_or
     assert set(model.state_dict()) == before
 
 
+def test_a_trainable_tokens_wrapper_blocks_loading_and_saving_other_adapters_until_hooked(
+    tiny_model_path, tmp_path
+):
+    """PEFT's trainable-tokens wrapper names token deltas for every adapter when a state
+    dict is loaded or saved: no adapter without tokens could be loaded or saved after it."""
+    from peft import get_peft_model_state_dict
+
+    _wrapped(tiny_model_path, plain=_lora()).save_pretrained(tmp_path, selected_adapters=["plain"])
+    tokens = _lora(target_modules=["q_proj"], trainable_token_indices=[1, 2, 3])
+    model = _wrapped(tiny_model_path, tok=tokens, x=_lora()).eval()
+    with pytest.raises(KeyError, match="trainable_tokens_delta"):  # PEFT checks (fixed it?)
+        get_peft_model_state_dict(model, adapter_name="x")
+    with pytest.raises(KeyError, match="trainable_tokens_delta"):
+        model.load_adapter(str(tmp_path / "plain"), adapter_name="plain")
+    model.delete_adapter("plain")  # what PEFT's failed load left behind
+    _compat.lend_originals_to_other_adapters(model, set())
+    saved = get_peft_model_state_dict(model, adapter_name="x")
+    assert saved and not any("token_adapter" in key for key in saved)
+    model.load_adapter(str(tmp_path / "plain"), adapter_name="plain")
+    assert "plain" in model.peft_config
+    own = get_peft_model_state_dict(model, adapter_name="tok")
+    assert [k for k in own if "trainable_tokens_delta" in k], "the tokens adapter kept its deltas"
+
+
 # ----- PEFT: LoRA layers (the fused mixed-adapter path)
 
 
