@@ -90,6 +90,12 @@ if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
 
 _COMBO_PREFIX = "__combo__"
 _TRIAL_PREFIX = "__replacing__"  # a replacement on trial (names never start with "__")
+# LoRA settings whose weights live outside LoRA's factors, and what they hold: PEFT's
+# combination (add_weighted_adapter) sums factors only, so it would serve without them.
+_OUTSIDE_FACTORS = {
+    "modules_to_save": "whole modules of its own",
+    "trainable_token_indices": "token embeddings of its own",
+}
 T = TypeVar("T")
 
 
@@ -451,15 +457,20 @@ class AdapterManager:
         weights = self._state.weights.get(key, {})
         combo = _COMBO_PREFIX + "+".join(order)
         configs = self._model().peft_config
-        saved = [n for n in order if getattr(configs[n], "modules_to_save", None)]
-        if saved:
+        for name in order:
             # PEFT's combination copies modules_to_save from the first adapter's config and
-            # fills the copy from the base module: the adapter's own module would be lost.
-            raise AdapterError(
-                f"Cannot combine adapters {order}: {saved[0]!r} brings whole modules of its own "
-                f"(modules_to_save={list(configs[saved[0]].modules_to_save)}), which a sum of "
-                "LoRA deltas cannot hold. Use it alone in its requests."
-            )
+            # fills the copy from the base module, and leaves trainable tokens out: the
+            # adapter's own weights would be lost, silently.
+            for setting, holds in _OUTSIDE_FACTORS.items():
+                value = getattr(configs[name], setting, None)
+                if value:
+                    shown = str(value if isinstance(value, dict) else list(value))
+                    shown = shown if len(shown) <= 80 else shown[:76] + " ..."
+                    raise AdapterError(
+                        f"Cannot combine adapters {order}: {name!r} brings {holds} "
+                        f"({setting}={shown}), which a sum of LoRA deltas cannot hold. Use "
+                        "it alone in its requests."
+                    )
         try:
             self._model().add_weighted_adapter(
                 adapters=order,

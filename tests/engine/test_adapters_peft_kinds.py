@@ -205,6 +205,12 @@ def test_an_adapter_with_trainable_tokens_serves_what_peft_gives_beside_plain_lo
             saved = engine.adapters.save(name, tmp_path / "saved" / name)
             engine.adapters.load(saved, name=f"{name}2")
             assert engine.generate(_req(PROMPTS[0], [f"{name}2"])).raw_text == want[name][0]
+        both = engine.generate(_req(PROMPTS[0], ["plain", "tokens"]))  # it lost the tokens
+        assert not both.ok
+        assert both.error.startswith(
+            "Cannot combine adapters ['plain', 'tokens']: 'tokens' brings token embeddings of "
+            "its own (trainable_token_indices=["
+        )
         engine.adapters.unload("tokens")
         assert [engine.generate(_req(p, ["plain"])).raw_text for p in PROMPTS] == want["plain"]
         assert [engine.generate(_req(p, [])).raw_text for p in PROMPTS] == base
