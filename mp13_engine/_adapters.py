@@ -74,6 +74,7 @@ from mp13_engine._compat import (
     lend_originals_to_other_adapters,
     peft_base_model,
     repoint_active_adapter,
+    token_layer_clashes,
     undo_failed_wrap,
 )
 from mp13_engine._config import is_number
@@ -166,6 +167,33 @@ def _check_name(name: str) -> None:
     problem = adapter_name_problem(name)
     if problem is not None:
         raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
+
+
+def _check_no_token_clash(model: Any, directory: Path, config: Any) -> None:
+    """AdapterError if the adapter in ``directory`` and a loaded one would share a layer,
+    one with LoRA and the other with trainable tokens: PEFT cannot stack those, and failed
+    halfway (LoRA layers of the refused adapter left in the model)."""
+    clashes = token_layer_clashes(model, config)
+    if not clashes:
+        return
+    layer, others = next(iter(clashes.items()))
+    tokens = bool(getattr(config, "trainable_token_indices", None))
+    what = (
+        f"trainable tokens (trainable_token_indices) on {layer!r}"
+        if tokens
+        else f"LoRA (target_modules) on {layer!r}"
+    )
+    has = "LoRA" if tokens else "trainable tokens"
+    if others:
+        where = f"where loaded adapter(s) {sorted(others)} have {has}"
+        fix = f"Unload {sorted(others)} first, or retrain one of them without that layer."
+    else:
+        where = f"which PEFT still wraps for the {has} of an adapter unloaded since"
+        fix = "Unload every adapter (the base model is then unwrapped) before loading it."
+    raise AdapterError(
+        f"Adapter {str(directory)!r} puts {what}, {where}; PEFT cannot stack the two on one "
+        f"layer. {fix}"
+    )
 
 
 def _name_from_folder(directory: Path) -> str:
@@ -627,6 +655,7 @@ class AdapterManager:
         base = self._base_model()
         check_compatible(base, directory, config)
         check_shares_no_base_weights(directory, config)
+        _check_no_token_clash(self._model(), directory, config)
         check_wrappable(base, f"load adapter {str(directory)!r}")
         if exists:
             # Load the replacement on trial under a reserved name first: one PEFT refuses

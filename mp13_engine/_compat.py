@@ -49,6 +49,13 @@ What each workaround relies on (check these on upgrade)
       (``set_peft_model_state_dict``) or saving (``get_peft_model_state_dict``) any
       adapter without tokens raises ``KeyError``; both are overridden per instance with
       that check. Canaries: ``test_compat.py``.
+    * ``token_layer_clashes``: PEFT wraps the layers an adapter's
+      ``trainable_token_indices`` name (the input embeddings for a list; module-name
+      suffixes for a dict) *after* injecting its LoRA layers, and
+      ``TrainableTokensWrapper.check_module`` raises ``TypeError`` on a layer another
+      adapter's LoRA already wraps, leaving those LoRA layers behind; the other way round,
+      LoRA refuses to wrap a ``TrainableTokensWrapper`` (``ValueError``). Matching uses
+      PEFT's ``check_target_module_exists``.
     * The fused LoRA path (``peft_tuner_modules``, ``lora_weights``,
       ``lora_scaling``, ``holds_adapter``, ``is_plain_linear_lora``) reads LoRA
       layers' ``lora_A``/``lora_B`` (``ModuleDict`` of ``nn.Linear``),
@@ -305,6 +312,39 @@ def _tokens_state_or_none(
     if adapter not in wrapper._adapters:  # the check ModulesToSaveWrapper's own maps make
         return {}
     return dict(getattr(type(wrapper), method)(wrapper, adapter, *args))
+
+
+def token_layer_clashes(model: Any, config: Any) -> dict[str, frozenset[str]]:
+    """Layers of ``model`` that adapter config ``config`` and the loaded adapters both
+    claim, one with trainable tokens and the other with LoRA, which PEFT cannot stack
+    (layer name -> the loaded adapters claiming it; none where only the wrapper an unloaded
+    adapter left is there: PEFT unwraps layers only when the model is); empty for a plain
+    model."""
+    from peft.tuners.tuners_utils import BaseTunerLayer, check_target_module_exists
+    from peft.utils.other import TrainableTokensWrapper
+
+    if not is_peft_model(model):
+        return {}
+    inner = peft_base_model(model)
+    tokens = getattr(config, "trainable_token_indices", None) or {}
+    if isinstance(tokens, dict):
+        token_targets = list(tokens)
+    else:  # a list: PEFT's default layer, the input embeddings
+        embeddings = inner.get_input_embeddings()
+        token_targets = [next(n for n, m in inner.named_modules() if m is embeddings)]
+    clashes = {}
+    for key, module in inner.named_modules():
+        if isinstance(module, TrainableTokensWrapper):
+            mine = bool(check_target_module_exists(config, key))
+            theirs = list(module.token_adapter.trainable_tokens_delta)
+        elif isinstance(module, BaseTunerLayer):
+            mine = any(key.endswith(target) for target in token_targets)
+            theirs = [n for n in model.peft_config if holds_adapter(module, n)]
+        else:
+            continue
+        if mine:
+            clashes[key] = frozenset(theirs)
+    return clashes
 
 
 # ----- PEFT: LoRA layers, read by the fused mixed-adapter path (mp13_engine._fused_lora)

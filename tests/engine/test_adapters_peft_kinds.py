@@ -257,3 +257,40 @@ def test_bias_setting_without_base_biases_loads(tiny_model_path, tmp_path):
         assert engine.generate(_req(PROMPTS[0], ["nb"])).raw_text == _peft_reply(
             engine, tiny_model_path, folder, PROMPTS[0]
         )
+
+
+@pytest.mark.slow
+def test_trainable_tokens_and_lora_on_one_layer_are_refused_either_way(tiny_model_path, tmp_path):
+    """PEFT cannot put trainable tokens and LoRA on one layer: a tokens adapter loaded
+    beside an embedding-LoRA one failed with a bare TypeError halfway through (its LoRA
+    layers left in the model), the other way round with PEFT's dump of the layer and the
+    advice to check the base model; and the wrapper stays after its adapter is unloaded."""
+    emb = _made(tiny_model_path, tmp_path / "emb", 6, target_modules=["embed_tokens", "q_proj"])
+    plain = _made(tiny_model_path, tmp_path / "plain", 7, target_modules=["v_proj"])
+    tokens = _tokens_made(tiny_model_path, tmp_path / "tokens", 8)
+    layer = r"'model\.embed_tokens'"
+    with Engine.load(str(tiny_model_path), device="cpu") as engine:
+        engine.adapters.load(emb, name="emb")
+        want = engine.generate(_req(PROMPTS[0], ["emb"])).raw_text
+        _refused_and_base_untouched(
+            engine,
+            tokens,
+            rf"trainable tokens \(trainable_token_indices\) on {layer}, where loaded "
+            r"adapter\(s\) \['emb'\] have LoRA; PEFT cannot stack.*Unload \['emb'\] first",
+        )
+        assert engine.generate(_req(PROMPTS[0], ["emb"])).raw_text == want
+        engine.adapters.unload("emb")
+        engine.adapters.load(tokens, name="tokens")
+        _refused_and_base_untouched(
+            engine,
+            emb,
+            rf"LoRA \(target_modules\) on {layer}, where loaded adapter\(s\) \['tokens'\]",
+        )
+        engine.adapters.load(plain, name="plain")
+        engine.adapters.unload("tokens")
+        _refused_and_base_untouched(
+            engine, emb, r"PEFT still wraps for the trainable tokens of an adapter unloaded since"
+        )
+        engine.adapters.unload("plain")
+        engine.adapters.load(emb, name="emb")  # as the message says: the model is unwrapped
+        assert engine.generate(_req(PROMPTS[0], ["emb"])).raw_text == want

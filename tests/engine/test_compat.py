@@ -216,6 +216,24 @@ def test_a_trainable_tokens_wrapper_blocks_loading_and_saving_other_adapters_unt
     assert [k for k in own if "trainable_tokens_delta" in k], "the tokens adapter kept its deltas"
 
 
+def test_trainable_tokens_and_lora_on_one_layer_are_found_before_peft_fails_halfway(
+    tiny_model_path,
+):
+    """PEFT injects an adapter's LoRA layers, then fails to wrap a LoRA layer for its
+    trainable tokens (TypeError); ``token_layer_clashes`` finds that layer first."""
+    tokens = _lora(target_modules=["q_proj"], trainable_token_indices=[1, 2, 3])
+    model = _wrapped(tiny_model_path, emb=_lora(target_modules=["embed_tokens"]))
+    assert _compat.token_layer_clashes(model, tokens) == {"model.embed_tokens": {"emb"}}
+    assert _compat.token_layer_clashes(model, _lora()) == {}  # all-linear: no embeddings
+    assert _compat.token_layer_clashes(_base(tiny_model_path), tokens) == {}
+    with pytest.raises(TypeError, match="trainable_token_indices cannot be applied"):
+        model.add_adapter("tok", tokens)  # PEFT refuses it up front now (fixed it?)
+    model = _wrapped(tiny_model_path, tok=tokens)
+    emb = _lora(target_modules=["embed_tokens"])
+    assert _compat.token_layer_clashes(model, emb) == {"model.embed_tokens": {"tok"}}
+    assert _compat.token_layer_clashes(model, tokens) == {}  # tokens beside tokens: fine
+
+
 # ----- PEFT: LoRA layers (the fused mixed-adapter path)
 
 
