@@ -169,6 +169,22 @@ def _check_name(name: str) -> None:
         raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
 
 
+def _check_has_lora_layers(directory: Path, config: Any) -> None:
+    """AdapterError for a config that targets no layer (``target_modules`` empty; ``None``
+    makes PEFT pick the model type's defaults): PEFT refuses to load it, with advice about
+    excluded modules that does not apply to a saved adapter."""
+    targets = config.target_modules
+    if targets is None or targets or getattr(config, "target_parameters", None):
+        return
+    saved = getattr(config, "modules_to_save", None)
+    only = f", only modules_to_save={sorted(saved)}" if saved else ""
+    raise AdapterError(
+        f"Adapter {str(directory)!r} has no LoRA layers (target_modules is empty{only}), "
+        "which PEFT cannot load. Retrain it with target_modules naming the layers to adapt "
+        '(e.g. "all-linear"), keeping modules_to_save if you need those modules.'
+    )
+
+
 def _check_no_token_clash(model: Any, directory: Path, config: Any) -> None:
     """AdapterError if the adapter in ``directory`` and a loaded one would share a layer,
     one with LoRA and the other with trainable tokens: PEFT cannot stack those, and failed
@@ -645,6 +661,7 @@ class AdapterManager:
                 "cannot serve per request in a mixed batch, as mp13 does. Merge it into the "
                 "base model, or retrain it as plain LoRA."
             )
+        _check_has_lora_layers(directory, config)
         self._refuse_if_training(name, "load over" if name in self else "load")
         exists = name in self
         if exists and not replace:

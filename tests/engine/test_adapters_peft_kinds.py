@@ -294,3 +294,22 @@ def test_trainable_tokens_and_lora_on_one_layer_are_refused_either_way(tiny_mode
         engine.adapters.unload("plain")
         engine.adapters.load(emb, name="emb")  # as the message says: the model is unwrapped
         assert engine.generate(_req(PROMPTS[0], ["emb"])).raw_text == want
+
+
+def test_an_adapter_with_only_modules_to_save_is_refused(tiny_model_path, kinds, tmp_path):
+    """PEFT makes no adapter without LoRA layers, but one edited (or made by another tool)
+    to ``target_modules=[]`` and ``modules_to_save`` used to reach PEFT, which refused it
+    with advice about excluded modules and "check that it was trained for this base model"."""
+    import json
+    import shutil
+
+    folder = pathlib.Path(shutil.copytree(kinds["head"], tmp_path / "only-head"))
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, "target_modules": []}))
+    with Engine.load(str(tiny_model_path), device="cpu") as engine:
+        _refused_and_base_untouched(
+            engine,
+            folder,
+            r"has no LoRA layers \(target_modules is empty, only modules_to_save=\['lm_head'\]\)"
+            r".*Retrain it with target_modules",
+        )
