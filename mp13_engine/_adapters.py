@@ -715,7 +715,7 @@ class AdapterManager:
                     model, str(directory), adapter_name=name
                 )
                 self._set_model(model)
-        except (ValueError, RuntimeError, KeyError, OSError) as exc:
+        except (ValueError, RuntimeError, KeyError, OSError, TypeError) as exc:
             if wrapped:
                 self._delete_on_worker(name)
             else:

@@ -313,3 +313,26 @@ def test_an_adapter_with_only_modules_to_save_is_refused(tiny_model_path, kinds,
             r"has no LoRA layers \(target_modules is empty, only modules_to_save=\['lm_head'\]\)"
             r".*Retrain it with target_modules",
         )
+
+
+@pytest.mark.parametrize(("setting", "value"), [("r", "4"), ("lora_alpha", "eight")])
+@pytest.mark.parametrize("beside", [False, True])
+def test_a_config_peft_fails_on_with_a_type_error_is_refused(
+    tiny_model_path, kinds, tmp_path, setting, value, beside
+):
+    """A mistyped value in adapter_config.json made PEFT raise TypeError halfway through
+    the load, which came out of engine.adapters.load bare instead of as an AdapterError."""
+    import json
+    import shutil
+
+    folder = pathlib.Path(shutil.copytree(kinds["attn0"], tmp_path / "typo"))
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, setting: value}))
+    with Engine.load(str(tiny_model_path), device="cpu") as engine:
+        if beside:
+            engine.adapters.load(kinds["attn0"], name="attn0")
+        other = engine.generate(_req(PROMPTS[0], ["attn0"] if beside else [])).raw_text
+        _refused_and_base_untouched(engine, folder, r"PEFT could not load adapter .*typo")
+        assert engine.generate(_req(PROMPTS[0], ["attn0"] if beside else [])).raw_text == other
+        engine.adapters.load(kinds["attn0"], name="bad")  # the name was left free
+        assert engine.generate(_req(PROMPTS[0], ["bad"])).ok
