@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from mp13_engine import AdapterError, Engine, Request
+from mp13_engine import AdapterError, Engine, Request, TrainingConfig
 
 PROMPTS = ["Hello there", "What is a cat?", "Tell me a story"]
 N = 8
@@ -336,3 +336,41 @@ def test_a_config_peft_fails_on_with_a_type_error_is_refused(
         assert engine.generate(_req(PROMPTS[0], ["attn0"] if beside else [])).raw_text == other
         engine.adapters.load(kinds["attn0"], name="bad")  # the name was left free
         assert engine.generate(_req(PROMPTS[0], ["bad"])).ok
+
+
+@pytest.mark.slow
+def test_training_beside_and_into_a_trainable_tokens_adapter(tiny_model_path, tmp_path):
+    """TrainingConfig makes plain LoRA only; a job beside a loaded trainable-tokens adapter
+    could not save what it trained (PEFT asked the new adapter for token deltas), and a
+    job continuing the tokens adapter trains its tokens too. Each then serves what PEFT
+    gives for the folder it saved, and the others and the base model are unchanged."""
+    from tests.engine.test_training import ROWS
+
+    tokens = _tokens_made(tiny_model_path, tmp_path / "tokens", 11)
+
+    def train(adapter: str, **kw: Any) -> pathlib.Path:
+        config = TrainingConfig(
+            adapter=adapter,
+            dataset=ROWS,
+            max_steps=3,
+            batch_size=4,
+            learning_rate=5e-2,
+            output_dir=str(tmp_path / "out" / adapter),
+            **kw,
+        )
+        return pathlib.Path(engine.train(config).result(120).path)
+
+    with Engine.load(str(tiny_model_path), device="cpu") as engine:
+        engine.adapters.load(tokens, name="tokens")
+        base = [engine.generate(_req(p, [])).raw_text for p in PROMPTS]
+        before = [engine.generate(_req(p, ["tokens"])).raw_text for p in PROMPTS]
+        qa = train("qa")
+        want = [_peft_reply(engine, tiny_model_path, qa, p) for p in PROMPTS]
+        assert [engine.generate(_req(p, ["qa"])).raw_text for p in PROMPTS] == want
+        assert [engine.generate(_req(p, ["tokens"])).raw_text for p in PROMPTS] == before
+        more = train("tokens", continue_training=True)
+        after = [engine.generate(_req(p, ["tokens"])).raw_text for p in PROMPTS]
+        assert after == [_peft_reply(engine, tiny_model_path, more, p) for p in PROMPTS]
+        assert after != [_peft_reply(engine, tiny_model_path, tokens, p) for p in PROMPTS]
+        assert [engine.generate(_req(p, ["qa"])).raw_text for p in PROMPTS] == want
+        assert [engine.generate(_req(p, [])).raw_text for p in PROMPTS] == base
