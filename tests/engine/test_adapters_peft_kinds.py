@@ -216,6 +216,56 @@ def test_an_adapter_with_trainable_tokens_serves_what_peft_gives_beside_plain_lo
         assert [engine.generate(_req(p, [])).raw_text for p in PROMPTS] == base
 
 
+@pytest.fixture(scope="module")
+def tied_model_path(tiny_model_path, tmp_path_factory) -> pathlib.Path:
+    """The tiny model with its ``lm_head`` tied to the input embeddings: PEFT then gives
+    trainable tokens a second, tied wrapper on ``lm_head``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dest = tmp_path_factory.mktemp("tied")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    model.config.tie_word_embeddings = True
+    model.lm_head.weight = model.get_input_embeddings().weight
+    model.save_pretrained(dest)
+    AutoTokenizer.from_pretrained(tiny_model_path).save_pretrained(dest)
+    return dest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mixed_lora", ["fused", "peft"])
+def test_trainable_tokens_on_tied_embeddings_serve_what_peft_gives(
+    tied_model_path, tmp_path, mixed_lora
+):
+    """With tied embeddings PEFT wraps ``lm_head`` too, sharing the input side's deltas:
+    both wrappers serve the other adapters' rows from the base layers."""
+    from peft.utils.other import TrainableTokensWrapper
+
+    plain = _made(tied_model_path, tmp_path / "plain", 12, target_modules="all-linear")
+    tokens = _tokens_made(tied_model_path, tmp_path / "tokens", 13)
+    with Engine.load(str(tied_model_path), device="cpu", mixed_lora=mixed_lora) as engine:
+        base = [engine.generate(_req(p, [])).raw_text for p in PROMPTS]
+        engine.adapters.load(tokens, name="tokens")
+        engine.adapters.load(plain, name="plain")
+        wrapped = [
+            n for n, m in engine.model.named_modules() if isinstance(m, TrainableTokensWrapper)
+        ]
+        assert [n.rsplit(".", 1)[-1] for n in wrapped] == ["embed_tokens", "lm_head"], wrapped
+        want = {
+            None: base,
+            "plain": [_peft_reply(engine, tied_model_path, plain, p) for p in PROMPTS],
+            "tokens": [_peft_reply(engine, tied_model_path, tokens, p) for p in PROMPTS],
+        }
+        assert want["tokens"] != base
+        plan = ["plain", "tokens", None, "tokens", "plain", None]
+        together = engine.generate_many(
+            [_req(PROMPTS[i % 3], [n] if n else []) for i, n in enumerate(plan)]
+        )
+        assert [r.raw_text for r in together] == [want[n][i % 3] for i, n in enumerate(plan)]
+        for name in want:
+            alone = [engine.generate(_req(p, [name] if name else [])).raw_text for p in PROMPTS]
+            assert alone == want[name], name
+
+
 def _refused_and_base_untouched(engine: Engine, folder: pathlib.Path, match: str) -> None:
     before = [engine.generate(_req(p, [])).raw_text for p in PROMPTS]
     with pytest.raises(AdapterError, match=match):
