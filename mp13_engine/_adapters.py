@@ -715,7 +715,8 @@ class AdapterManager:
                     model, str(directory), adapter_name=name
                 )
                 self._set_model(model)
-        except (ValueError, RuntimeError, KeyError, OSError, TypeError) as exc:
+        # TypeError, AttributeError: a mistyped config value (r: "4", rank_pattern: [1]).
+        except (ValueError, RuntimeError, KeyError, OSError, TypeError, AttributeError) as exc:
             if wrapped:
                 self._delete_on_worker(name)
             else:

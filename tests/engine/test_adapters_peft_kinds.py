@@ -365,13 +365,16 @@ def test_an_adapter_with_only_modules_to_save_is_refused(tiny_model_path, kinds,
         )
 
 
-@pytest.mark.parametrize(("setting", "value"), [("r", "4"), ("lora_alpha", "eight")])
+@pytest.mark.parametrize(
+    ("setting", "value"), [("r", "4"), ("lora_alpha", "eight"), ("rank_pattern", [1])]
+)
 @pytest.mark.parametrize("beside", [False, True])
-def test_a_config_peft_fails_on_with_a_type_error_is_refused(
+def test_a_mistyped_config_peft_fails_on_halfway_is_refused(
     tiny_model_path, kinds, tmp_path, setting, value, beside
 ):
-    """A mistyped value in adapter_config.json made PEFT raise TypeError halfway through
-    the load, which came out of engine.adapters.load bare instead of as an AdapterError."""
+    """A mistyped value in adapter_config.json made PEFT raise TypeError (or
+    AttributeError) halfway through the load, which came out of engine.adapters.load bare
+    instead of as an AdapterError."""
     import json
     import shutil
 
