@@ -73,6 +73,7 @@ from mp13_engine._compat import (
     lend_originals_to_other_adapters,
     peft_base_model,
     repoint_active_adapter,
+    token_layer_clashes,
     undo_failed_wrap,
 )
 from mp13_engine._config import is_number
@@ -89,6 +90,12 @@ if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
 
 _COMBO_PREFIX = "__combo__"
 _TRIAL_PREFIX = "__replacing__"  # a replacement on trial (names never start with "__")
+# LoRA settings whose weights live outside LoRA's factors, and what they hold: PEFT's
+# combination (add_weighted_adapter) sums factors only, so it would serve without them.
+_OUTSIDE_FACTORS = {
+    "modules_to_save": "whole modules of its own",
+    "trainable_token_indices": "token embeddings of its own",
+}
 T = TypeVar("T")
 
 
@@ -161,6 +168,49 @@ def _check_name(name: str) -> None:
         raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
 
 
+def _check_has_lora_layers(directory: Path, config: Any) -> None:
+    """AdapterError for a config that targets no layer (``target_modules`` empty; ``None``
+    makes PEFT pick the model type's defaults): PEFT refuses to load it, with advice about
+    excluded modules that does not apply to a saved adapter."""
+    targets = config.target_modules
+    if targets is None or targets or getattr(config, "target_parameters", None):
+        return
+    saved = getattr(config, "modules_to_save", None)
+    only = f", only modules_to_save={sorted(saved)}" if saved else ""
+    raise AdapterError(
+        f"Adapter {str(directory)!r} has no LoRA layers (target_modules is empty{only}), "
+        "which PEFT cannot load. Retrain it with target_modules naming the layers to adapt "
+        '(e.g. "all-linear"), keeping modules_to_save if you need those modules.'
+    )
+
+
+def _check_no_token_clash(model: Any, directory: Path, config: Any) -> None:
+    """AdapterError if the adapter in ``directory`` and a loaded one would share a layer,
+    one with LoRA and the other with trainable tokens: PEFT cannot stack those, and failed
+    halfway (LoRA layers of the refused adapter left in the model)."""
+    clashes = token_layer_clashes(model, config)
+    if not clashes:
+        return
+    layer, others = next(iter(clashes.items()))
+    tokens = bool(getattr(config, "trainable_token_indices", None))
+    what = (
+        f"trainable tokens (trainable_token_indices) on {layer!r}"
+        if tokens
+        else f"LoRA (target_modules) on {layer!r}"
+    )
+    has = "LoRA" if tokens else "trainable tokens"
+    if others:
+        where = f"where loaded adapter(s) {sorted(others)} have {has}"
+        fix = f"Unload {sorted(others)} first, or retrain one of them without that layer."
+    else:
+        where = f"which PEFT still wraps for the {has} of an adapter unloaded since"
+        fix = "Unload every adapter (the base model is then unwrapped) before loading it."
+    raise AdapterError(
+        f"Adapter {str(directory)!r} puts {what}, {where}; PEFT cannot stack the two on one "
+        f"layer. {fix}"
+    )
+
+
 def _name_from_folder(directory: Path) -> str:
     """The folder's name as the adapter's name; AdapterError saying to pass ``name=`` if it
     cannot be one (``pirate-v1.0``): the caller never chose that name, so "pick another"
@@ -198,7 +248,8 @@ class AdapterManager:
         self._engine = engine
         self._state = _AdaptersState()
         self._fused: FusedLora | None = None  # made on the first wave that uses an adapter
-        # modules_to_save wrappers that lend their original module to the other adapters.
+        # modules_to_save and trainable-tokens wrappers that serve the other adapters' rows
+        # with their original module.
         self._lending: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # ----- engine access (the one place that knows the engine's attribute names)
@@ -449,15 +500,20 @@ class AdapterManager:
         weights = self._state.weights.get(key, {})
         combo = _COMBO_PREFIX + "+".join(order)
         configs = self._model().peft_config
-        saved = [n for n in order if getattr(configs[n], "modules_to_save", None)]
-        if saved:
+        for name in order:
             # PEFT's combination copies modules_to_save from the first adapter's config and
-            # fills the copy from the base module: the adapter's own module would be lost.
-            raise AdapterError(
-                f"Cannot combine adapters {order}: {saved[0]!r} brings whole modules of its own "
-                f"(modules_to_save={list(configs[saved[0]].modules_to_save)}), which a sum of "
-                "LoRA deltas cannot hold. Use it alone in its requests."
-            )
+            # fills the copy from the base module, and leaves trainable tokens out: the
+            # adapter's own weights would be lost, silently.
+            for setting, holds in _OUTSIDE_FACTORS.items():
+                value = getattr(configs[name], setting, None)
+                if value:
+                    shown = str(value if isinstance(value, dict) else list(value))
+                    shown = shown if len(shown) <= 80 else shown[:76] + " ..."
+                    raise AdapterError(
+                        f"Cannot combine adapters {order}: {name!r} brings {holds} "
+                        f"({setting}={shown}), which a sum of LoRA deltas cannot hold. Use "
+                        "it alone in its requests."
+                    )
         try:
             self._model().add_weighted_adapter(
                 adapters=order,
@@ -604,6 +660,7 @@ class AdapterManager:
                 "cannot serve per request in a mixed batch, as mp13 does. Merge it into the "
                 "base model, or retrain it as plain LoRA."
             )
+        _check_has_lora_layers(directory, config)
         self._refuse_if_training(name, "load over" if name in self else "load")
         exists = name in self
         if exists and not replace:
@@ -614,6 +671,7 @@ class AdapterManager:
         base = self._base_model()
         check_compatible(base, directory, config)
         check_shares_no_base_weights(directory, config)
+        _check_no_token_clash(self._model(), directory, config)
         check_wrappable(base, f"load adapter {str(directory)!r}")
         if exists:
             # Load the replacement on trial under a reserved name first: one PEFT refuses
@@ -656,7 +714,8 @@ class AdapterManager:
                     model, str(directory), adapter_name=name
                 )
                 self._set_model(model)
-        except (ValueError, RuntimeError, KeyError, OSError) as exc:
+        # TypeError, AttributeError: a mistyped config value (r: "4", rank_pattern: [1]).
+        except (ValueError, RuntimeError, KeyError, OSError, TypeError, AttributeError) as exc:
             if wrapped:
                 self._delete_on_worker(name)
             else:
@@ -666,7 +725,7 @@ class AdapterManager:
                 "Check that it was trained for this base model."
             ) from exc
         model.eval()
-        lend_originals_to_other_adapters(model, self._lending)  # its modules_to_save, if any
+        lend_originals_to_other_adapters(model, self._lending)  # its modules_to_save or tokens
 
     def _unload_on_worker(self, name: str) -> None:
         self._check_loaded((name,))

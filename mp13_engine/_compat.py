@@ -38,7 +38,24 @@ What each workaround relies on (check these on upgrade)
       calls ``modules_to_save[name]`` for every row's adapter but ``__base__``, with no
       fallback for an adapter that has no copy there (``KeyError``); it keeps copies in
       the ``ModuleDict`` ``modules_to_save`` and the wrapped module at ``original_module``.
-      Canary: ``test_compat.py``.
+      ``TrainableTokensWrapper`` (``trainable_token_indices``) has the same gap: its
+      ``_mixed_batch_forward`` calls ``_forward_wrapped_mixed_batch`` for every row's
+      adapter but ``__base__``, which indexes ``token_adapter.trainable_tokens_delta`` and
+      ``token_indices`` by that name (``KeyError``); it is overridden per instance to give
+      such rows ``original_module``, exactly what ``__base__`` rows get. Its
+      ``adapter_state_dict_load_map`` and ``adapter_state_dict`` also name the token
+      deltas of *every* adapter asked about, where ``ModulesToSaveWrapper``'s check
+      ``adapter_name not in self._adapters`` first: once it exists, loading
+      (``set_peft_model_state_dict``) or saving (``get_peft_model_state_dict``) any
+      adapter without tokens raises ``KeyError``; both are overridden per instance with
+      that check. Canaries: ``test_compat.py``.
+    * ``token_layer_clashes``: PEFT wraps the layers an adapter's
+      ``trainable_token_indices`` name (the input embeddings for a list; module-name
+      suffixes for a dict) *after* injecting its LoRA layers, and
+      ``TrainableTokensWrapper.check_module`` raises ``TypeError`` on a layer another
+      adapter's LoRA already wraps, leaving those LoRA layers behind; the other way round,
+      LoRA refuses to wrap a ``TrainableTokensWrapper`` (``ValueError``). Matching uses
+      PEFT's ``check_target_module_exists``.
     * The fused LoRA path (``peft_tuner_modules``, ``lora_weights``,
       ``lora_scaling``, ``holds_adapter``, ``is_plain_linear_lora``) reads LoRA
       layers' ``lora_A``/``lora_B`` (``ModuleDict`` of ``nn.Linear``),
@@ -217,7 +234,7 @@ def undo_failed_wrap(model: Any, requires_grad: Sequence[bool]) -> None:
 
 
 def lend_originals_to_other_adapters(model: Any, hooked: MutableSet[Any]) -> None:
-    """Let rows on adapters without a copy of a ``modules_to_save`` module use the original.
+    """Let rows on adapters without their own copy of a wrapped module use the original.
 
     PEFT's ``ModulesToSaveWrapper`` serves per-row ``adapter_names`` by looking each
     row's adapter up in its ``modules_to_save`` dict; an adapter that has no copy there
@@ -227,14 +244,37 @@ def lend_originals_to_other_adapters(model: Any, hooked: MutableSet[Any]) -> Non
     original module to every adapter of ``model`` without a copy (the same module object,
     no weights copied) and a forward hook that runs however the forward ends takes the
     loans back, so saves, state dicts and the fused path's checks never see them.
+
+    PEFT's ``TrainableTokensWrapper`` (an adapter saved with ``trainable_token_indices``)
+    looks each row's adapter up among its token deltas the same way, and so do its
+    state-dict maps, so no adapter without tokens could be loaded or saved after one with.
+    Those three methods are replaced on the instance (nothing is registered or stored in
+    its dicts): for an adapter with tokens there they run PEFT's own; a row on any other
+    adapter gets the wrapped layer, as a ``__base__`` row does, and its state dict nothing
+    from this wrapper, as from a ``ModulesToSaveWrapper`` without its copy.
     """
-    from peft.utils.other import ModulesToSaveWrapper
+    from peft.utils.other import ModulesToSaveWrapper, TrainableTokensWrapper
 
     owner = weakref.ref(model)
     for module in model.modules():
-        if isinstance(module, ModulesToSaveWrapper) and module not in hooked:
+        if module in hooked:
+            continue
+        if isinstance(module, ModulesToSaveWrapper):
             module.register_forward_pre_hook(functools.partial(_lend_original, owner))
             module.register_forward_hook(_take_back_original, always_call=True)
+            hooked.add(module)
+        elif isinstance(module, TrainableTokensWrapper):
+            # A weak reference: the wrapper's own __dict__ holds this partial.
+            wrapper = weakref.ref(module)
+            module._forward_wrapped_mixed_batch = functools.partial(  # type: ignore[method-assign]
+                _tokens_or_original, wrapper
+            )
+            module.adapter_state_dict_load_map = functools.partial(  # type: ignore[method-assign]
+                _tokens_state_or_none, wrapper, "adapter_state_dict_load_map"
+            )
+            module.adapter_state_dict = functools.partial(  # type: ignore[method-assign]
+                _tokens_state_or_none, wrapper, "adapter_state_dict"
+            )
             hooked.add(module)
 
 
@@ -252,6 +292,59 @@ def _take_back_original(wrapper: Any, args: Any, output: Any) -> None:
     copies = wrapper.modules_to_save
     for name in [n for n, m in copies.items() if m is wrapper.original_module]:
         del copies[name]
+
+
+def _tokens_or_original(
+    wrapper_ref: weakref.ref[Any], x: Any, adapter: str, *args: Any, **kwargs: Any
+) -> Any:
+    wrapper = wrapper_ref()
+    assert wrapper is not None, "called through the wrapper, which is therefore alive"
+    if adapter in wrapper.token_adapter.trainable_tokens_delta:  # a tied head shares this dict
+        return type(wrapper)._forward_wrapped_mixed_batch(wrapper, x, adapter, *args, **kwargs)
+    return wrapper.original_module(x, *args, **kwargs)
+
+
+def _tokens_state_or_none(
+    wrapper_ref: weakref.ref[Any], method: str, adapter: str, *args: Any
+) -> dict[str, Any]:
+    wrapper = wrapper_ref()
+    assert wrapper is not None, "called through the wrapper, which is therefore alive"
+    if adapter not in wrapper._adapters:  # the check ModulesToSaveWrapper's own maps make
+        return {}
+    return dict(getattr(type(wrapper), method)(wrapper, adapter, *args))
+
+
+def token_layer_clashes(model: Any, config: Any) -> dict[str, frozenset[str]]:
+    """Layers of ``model`` that adapter config ``config`` and the loaded adapters both
+    claim, one with trainable tokens and the other with LoRA, which PEFT cannot stack
+    (layer name -> the loaded adapters claiming it; none where only the wrapper an unloaded
+    adapter left is there: PEFT unwraps layers only when the model is); empty for a plain
+    model."""
+    from peft.tuners.tuners_utils import BaseTunerLayer, check_target_module_exists
+    from peft.utils.other import TrainableTokensWrapper
+
+    if not is_peft_model(model):
+        return {}
+    inner = peft_base_model(model)
+    tokens = getattr(config, "trainable_token_indices", None) or {}
+    if isinstance(tokens, dict):
+        token_targets = list(tokens)
+    else:  # a list: PEFT's default layer, the input embeddings
+        embeddings = inner.get_input_embeddings()
+        token_targets = [next(n for n, m in inner.named_modules() if m is embeddings)]
+    clashes = {}
+    for key, module in inner.named_modules():
+        if isinstance(module, TrainableTokensWrapper):
+            mine = bool(check_target_module_exists(config, key))
+            theirs = list(module.token_adapter.trainable_tokens_delta)
+        elif isinstance(module, BaseTunerLayer):
+            mine = any(key.endswith(target) for target in token_targets)
+            theirs = [n for n in model.peft_config if holds_adapter(module, n)]
+        else:
+            continue
+        if mine:
+            clashes[key] = frozenset(theirs)
+    return clashes
 
 
 # ----- PEFT: LoRA layers, read by the fused mixed-adapter path (mp13_engine._fused_lora)

@@ -152,6 +152,88 @@ def test_a_modules_to_save_copy_is_looked_up_for_every_row_until_lent(tiny_model
     assert not any(".modules_to_save.x." in key for key in model.state_dict())
 
 
+def test_a_trainable_tokens_delta_is_looked_up_for_every_row_until_served_the_original(
+    tiny_model_path,
+):
+    """PEFT's trainable-tokens wrapper fails rows on an adapter without token deltas;
+    served the original layer, each row gets what it gets alone, and nothing is stored."""
+    model = _wrapped(
+        tiny_model_path,
+        x=_lora(),
+        tok=_lora(
+            target_modules=["q_proj"],
+            init_lora_weights=True,
+            trainable_token_indices=[1, 2, 3, 4, 5, 6],
+        ),
+    ).eval()
+    wrapper = _compat.peft_base_model(model).model.embed_tokens
+    with torch.no_grad():
+        wrapper.token_adapter.trainable_tokens_delta["tok"].add_(0.5)  # its tokens differ
+    before = set(model.state_dict())
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6], [1, 5, 9]])
+    rows = ["x", "tok", "__base__"]
+    with pytest.raises(KeyError, match="'x'"):  # PEFT has no fallback (fixed it?)
+        model(input_ids=ids, adapter_names=rows)
+    _compat.drop_leaked_forward_hooks(model)
+    hooked: set[object] = set()
+    _compat.lend_originals_to_other_adapters(model, hooked)
+    _compat.lend_originals_to_other_adapters(model, hooked)  # once per wrapper
+    assert hooked == {wrapper}
+    with torch.no_grad():
+        mixed = model(input_ids=ids, adapter_names=rows).logits
+        alone = [
+            model(input_ids=ids[i : i + 1], adapter_names=[n]).logits for i, n in enumerate(rows)
+        ]
+        untokened = model(input_ids=ids[1:2], adapter_names=["__base__"]).logits
+    for i, logits in enumerate(alone):
+        torch.testing.assert_close(mixed[i : i + 1], logits)
+    assert not torch.allclose(alone[1], untokened)  # the tok row really used its tokens
+    assert set(wrapper.token_adapter.trainable_tokens_delta) == {"tok"}
+    assert set(model.state_dict()) == before
+
+
+def test_a_trainable_tokens_wrapper_blocks_loading_and_saving_other_adapters_until_hooked(
+    tiny_model_path, tmp_path
+):
+    """PEFT's trainable-tokens wrapper names token deltas for every adapter when a state
+    dict is loaded or saved: no adapter without tokens could be loaded or saved after it."""
+    from peft import get_peft_model_state_dict
+
+    _wrapped(tiny_model_path, plain=_lora()).save_pretrained(tmp_path, selected_adapters=["plain"])
+    tokens = _lora(target_modules=["q_proj"], trainable_token_indices=[1, 2, 3])
+    model = _wrapped(tiny_model_path, tok=tokens, x=_lora()).eval()
+    with pytest.raises(KeyError, match="trainable_tokens_delta"):  # PEFT checks (fixed it?)
+        get_peft_model_state_dict(model, adapter_name="x")
+    with pytest.raises(KeyError, match="trainable_tokens_delta"):
+        model.load_adapter(str(tmp_path / "plain"), adapter_name="plain")
+    model.delete_adapter("plain")  # what PEFT's failed load left behind
+    _compat.lend_originals_to_other_adapters(model, set())
+    saved = get_peft_model_state_dict(model, adapter_name="x")
+    assert saved and not any("token_adapter" in key for key in saved)
+    model.load_adapter(str(tmp_path / "plain"), adapter_name="plain")
+    assert "plain" in model.peft_config
+    own = get_peft_model_state_dict(model, adapter_name="tok")
+    assert [k for k in own if "trainable_tokens_delta" in k], "the tokens adapter kept its deltas"
+
+
+def test_trainable_tokens_and_lora_on_one_layer_are_found_before_peft_fails_halfway(
+    tiny_model_path,
+):
+    """PEFT injects an adapter's LoRA layers, then fails to wrap a LoRA layer for its
+    trainable tokens (TypeError); ``token_layer_clashes`` finds that layer first."""
+    tokens = _lora(target_modules=["q_proj"], trainable_token_indices=[1, 2, 3])
+    model = _wrapped(tiny_model_path, emb=_lora(target_modules=["embed_tokens"]))
+    assert _compat.token_layer_clashes(model, tokens) == {"model.embed_tokens": {"emb"}}
+    assert _compat.token_layer_clashes(model, _lora()) == {}  # all-linear: no embeddings
+    assert _compat.token_layer_clashes(_base(tiny_model_path), tokens) == {}
+    with pytest.raises(TypeError, match="trainable_token_indices cannot be applied"):
+        model.add_adapter("tok", tokens)  # PEFT refuses it up front now (fixed it?)
+    model = _wrapped(tiny_model_path, tok=tokens)
+    emb = _lora(target_modules=["embed_tokens"])
+    assert _compat.token_layer_clashes(model, emb) == {"model.embed_tokens": {"tok"}}
+    assert _compat.token_layer_clashes(model, tokens) == {}  # tokens beside tokens: fine
+
+
 # ----- PEFT: LoRA layers (the fused mixed-adapter path)
 
 
