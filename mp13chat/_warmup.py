@@ -28,6 +28,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from mp13_context import Cursor
 from mp13_engine import Request
 from mp13chat._logs import LibraryLog
@@ -45,15 +47,8 @@ def has_prefix_cache(engine: Any) -> bool:
 
 def warm_request(cursor: Cursor) -> Request:
     """The request the first question from ``cursor`` sends, cut to one new token."""
-    first = cursor.request(PLACEHOLDER)
-    return Request(
-        messages=first.messages,
-        tools=first.tools,
-        adapters=first.adapters,
-        chat_template_kwargs=first.chat_template_kwargs,
-        max_new_tokens=1,
-        parse_tools=False,
-    )
+    # Everything that shapes the prompt stays as the first question will send it.
+    return attrs.evolve(cursor.request(PLACEHOLDER), max_new_tokens=1, parse_tools=False)
 
 
 async def warm_prefix(engine: Any, cursor: Cursor, log: Callable[[], LibraryLog | None]) -> None:
