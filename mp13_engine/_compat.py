@@ -107,7 +107,7 @@ What each workaround relies on (check these on upgrade)
       handed out last; keys the engine replaced (rows selected, joined, cut or
       rolled back) are copied into new buffers first, so a view taken earlier
       never changes.
-    * ``cache_argument``: the causal LMs' ``forward`` takes the KV cache as
+    * ``forward_arguments`` / ``cache_argument``: the causal LMs' ``forward`` takes the KV cache as
       ``cache`` in transformers 5.24 (``past_key_values`` is deprecated there,
       with a FutureWarning and removal announced for 5.40, and outputs hold it
       under ``cache``); earlier 5.x releases and custom models take only
@@ -562,14 +562,22 @@ def _empty_cache() -> Any:
     return cache
 
 
-def cache_argument(model: Any) -> str:
-    """The name ``model``'s forward takes its KV cache by, and its output holds it under:
-    ``"cache"`` where the forward has that parameter, else ``"past_key_values"``."""
+def forward_arguments(kind: type) -> tuple[bool, str]:
+    """What the causal LM class ``kind``'s forward takes: ``logits_to_keep`` (every recent
+    one does), and the name of its KV cache argument, which its output holds the cache
+    under too (``cache`` since transformers 5.2x, which deprecates ``past_key_values``;
+    older and custom models take ``past_key_values``). A class that is not a transformers
+    model (a wrapper) is asked for neither."""
     try:
-        params = inspect.signature(type(model).forward).parameters
-    except (AttributeError, TypeError, ValueError):  # not a transformers model class
-        return "past_key_values"
-    return "cache" if "cache" in params else "past_key_values"
+        params = inspect.signature(kind.forward).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return False, "past_key_values"
+    return "logits_to_keep" in params, "cache" if "cache" in params else "past_key_values"
+
+
+def cache_argument(model: Any) -> str:
+    """The name ``model``'s forward takes its KV cache by (see ``forward_arguments``)."""
+    return forward_arguments(type(model))[1]
 
 
 def set_activation_checkpointing(model: Any, enabled: bool) -> None:

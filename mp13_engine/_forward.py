@@ -30,7 +30,6 @@ model leaves them (a model spread over devices may return them on its last).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -40,6 +39,7 @@ import torch
 from mp13_engine._compat import (
     attention_implementation,
     drop_leaked_forward_hooks,
+    forward_arguments,
     is_peft_model,
     peft_base_model,
     register_attention,
@@ -179,17 +179,9 @@ class ModelCall:
         return plan
 
     def _signature(self, base: Any) -> tuple[bool, str]:
-        """What the causal LM's forward takes: ``logits_to_keep`` (every recent one does),
-        and the name of its cache argument (``cache`` since transformers 5.2x, which
-        deprecates ``past_key_values``; older and custom models take ``past_key_values``)."""
+        """``forward_arguments`` of ``base``'s class, read once per class."""
         kind = type(base)
         known = self._signatures.get(kind)
         if known is None:
-            params: Mapping[str, Any]
-            try:
-                params = inspect.signature(kind.forward).parameters
-            except (AttributeError, TypeError, ValueError):
-                params = {}  # not a transformers model class (a wrapper): ask for nothing
-            cache = "cache" if "cache" in params else "past_key_values"
-            known = self._signatures[kind] = ("logits_to_keep" in params, cache)
+            known = self._signatures[kind] = forward_arguments(kind)
         return known
