@@ -20,17 +20,13 @@ import ast
 from collections.abc import Sequence
 
 from mp13_engine.toolcalls._profile import DecodeContext, MessageStyle, Opener, Profile
-from mp13_engine.toolcalls._values import PayloadError, py_call, python_call
+from mp13_engine.toolcalls._values import PayloadError, parse_module, py_call, python_call
 from mp13_toolbox import ToolCall
 
 
 def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
-    try:
-        module = ast.parse(payload.strip(), mode="exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise PayloadError(f"not Python code ({exc.__class__.__name__})") from exc
     calls = []
-    for stmt in module.body:
+    for stmt in parse_module(payload).body:
         if not isinstance(stmt, ast.Expr):
             raise PayloadError("tool_code may only contain calls")
         node = stmt.value

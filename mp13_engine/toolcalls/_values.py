@@ -15,6 +15,7 @@ import ast
 import json
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -37,6 +38,15 @@ class PayloadError(ToolFormatError):
 
 
 _INDEX_SUFFIX = re.compile(r":\d+$")
+
+#: The file name Python-literal payloads are parsed under. A model's text is not source
+#: code the user wrote: Python's warnings about it (``'\A'`` in a Windows path is an
+#: invalid escape sequence: a DeprecationWarning on 3.11, a SyntaxWarning shown by default
+#: from 3.12) would be printed on the user's console at every such call. This one filter,
+#: for this file name only, keeps them out; it is added once, whatever the other filters.
+_MODEL_TEXT = "<model tool call>"
+for _category in (DeprecationWarning, SyntaxWarning):
+    warnings.filterwarnings("ignore", category=_category, module=re.escape(_MODEL_TEXT))
 
 
 def bare_name(name: str) -> str:
@@ -334,7 +344,7 @@ def guess_value(raw: str) -> Any:
             if text[0] not in "[{":
                 return raw
             try:
-                value = literal_value(ast.parse(text, mode="eval").body)
+                value = literal_value(parse_python(text))
             except (SyntaxError, ValueError, PayloadError, RecursionError, MemoryError):
                 return raw
         if isinstance(value, str):  # a bare NaN, Infinity or 1e999: the text as written
@@ -402,10 +412,25 @@ def python_call(node: ast.AST, schemas: Mapping[str, Mapping[str, Any]]) -> Tool
 
 def parse_python(src: str) -> ast.AST:
     """``ast.parse(src, mode="eval").body`` raising ``PayloadError`` on any failure."""
+    tree = _parse(src, "eval", "a Python expression")
+    assert isinstance(tree, ast.Expression)
+    return tree.body
+
+
+def parse_module(src: str) -> ast.Module:
+    """``ast.parse(src)`` (statements) raising ``PayloadError`` on any failure."""
+    tree = _parse(src, "exec", "Python code")
+    assert isinstance(tree, ast.Module)
+    return tree
+
+
+def _parse(src: str, mode: str, what: str) -> ast.AST:
+    """``src``, a model's text, parsed under ``_MODEL_TEXT``, so Python prints no warning
+    about it; any failure is a ``PayloadError``."""
     try:
-        return ast.parse(src.strip(), mode="eval").body
+        return ast.parse(src.strip(), filename=_MODEL_TEXT, mode=mode)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise PayloadError(f"not a Python expression ({exc.__class__.__name__})") from exc
+        raise PayloadError(f"not {what} ({exc.__class__.__name__})") from exc
 
 
 def decode_python_list(payload: str, ctx: Any) -> list[ToolCall]:

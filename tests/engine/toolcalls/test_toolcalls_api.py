@@ -176,6 +176,24 @@ def test_python_literals_never_evaluate_code():
     assert ok.tool_calls[0].arguments == {"a": [1, 2], "b": {"k": None}, "c": -1.5, "d": None}
 
 
+def test_a_windows_path_in_a_python_call_prints_no_warning():
+    """``'C:\\Apps'`` is an invalid escape sequence to Python, which warns about it (shown
+    by default from 3.12): a model's text must not print warnings on the user's console,
+    nor become a parse error where warnings are errors."""
+    code = (
+        "from mp13_engine import toolcalls\n"
+        "p = toolcalls.parse(r\"[f(path='C:\\Apps')]\", 'pythonic')\n"
+        "g = toolcalls.parse(\"```tool_code\\nprint(f(path='C:\\\\Apps'))\\n```\",\n"
+        "    'gemma_tool_code')\n"
+        "print([c.arguments for c in p.tool_calls + g.tool_calls], p.errors, g.errors)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stderr == ""
+    assert done.stdout.strip() == r"[{'path': 'C:\\Apps'}, {'path': 'C:\\Apps'}] () ()"
+
+
 def test_gemma_positional_arguments_use_schema_order():
     text = "```tool_code\nprint(get_weather('Paris', 2))\n```"
     out = toolcalls.parse(text, "gemma_tool_code", TOOLS)
