@@ -366,7 +366,8 @@ def test_an_adapter_with_only_modules_to_save_is_refused(tiny_model_path, kinds,
 
 
 @pytest.mark.parametrize(
-    ("setting", "value"), [("r", "4"), ("lora_alpha", "eight"), ("rank_pattern", [1])]
+    ("setting", "value"),
+    [("r", "4"), ("lora_alpha", "eight"), ("rank_pattern", [1]), ("layers_to_transform", "zero")],
 )
 @pytest.mark.parametrize("beside", [False, True])
 def test_a_mistyped_config_peft_fails_on_halfway_is_refused(
