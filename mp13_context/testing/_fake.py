@@ -24,11 +24,15 @@ Behaviour that tests can rely on:
   (the response's ``prompt_tokens``).
 - A ``FakeReply(error=...)`` resolves with ``finish_reason=ERROR``;
   ``FakeReply(raise_exc=...)`` raises from ``agenerate``/``astream``.
+- It may be shared by threads, each with its own event loop (as the sync API's
+  cursors, one per thread, use it): its bookkeeping is under one lock. Which
+  scripted reply a request gets is then the order in which requests arrive.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -80,6 +84,7 @@ class FakeEngine:
         chunk_size: int = 4,
         delay_s: float = 0.0,
     ) -> None:
+        self._lock = threading.Lock()  # the bookkeeping below, for threads sharing it
         self._queue: deque[FakeReply] = deque()
         self.script(*replies)
         self.responder = responder
@@ -95,8 +100,8 @@ class FakeEngine:
 
     def script(self, *replies: FakeReply | str) -> FakeEngine:
         """Queue replies (a ``str`` is a plain text reply); returns the engine."""
-        for r in replies:
-            self._queue.append(FakeReply(text=r) if isinstance(r, str) else r)
+        with self._lock:
+            self._queue.extend(FakeReply(text=r) if isinstance(r, str) else r for r in replies)
         return self
 
     @property
@@ -105,18 +110,22 @@ class FakeEngine:
         return len(self._queue)
 
     def _next(self, request: Request) -> FakeReply:
-        if not self._queue:
-            self.script(self.responder(request))
-        return self._queue.popleft()
+        with self._lock:
+            self.requests.append(request)
+            if self._queue:
+                return self._queue.popleft()
+        made = self.responder(request)
+        return FakeReply(text=made) if isinstance(made, str) else made
 
     # --- EngineClient ----------------------------------------------------------------
 
     def cancel(self, request_id: str) -> bool:
-        if request_id in self._running:
-            self._cancel_flags.add(request_id)
-            self.cancelled.append(request_id)
-            return True
-        return False
+        with self._lock:
+            if request_id in self._running:
+                self._cancel_flags.add(request_id)
+                self.cancelled.append(request_id)
+                return True
+            return False
 
     def format_prompt(self, request: Request) -> str:
         """A ChatML-like rendering: deterministic, enough to count and compare."""
@@ -149,16 +158,16 @@ class FakeEngine:
         return response
 
     async def astream(self, request: Request) -> AsyncIterator[Chunk]:
-        self.requests.append(request)
         reply = self._next(request)
         if reply.raise_exc is not None:
             raise reply.raise_exc
         start = time.perf_counter()
-        self._running.add(request.id)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        for rid in self._running:  # a request's wave: the most in flight during its life
-            self._peaks[rid] = max(self._peaks.get(rid, 0), self.in_flight)
+        with self._lock:
+            self._running.add(request.id)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            for rid in self._running:  # a request's wave: the most in flight during its life
+                self._peaks[rid] = max(self._peaks.get(rid, 0), self.in_flight)
         await asyncio.sleep(0)  # let requests gathered with this one join the wave
         delay = self.delay_s if reply.delay_s is None else reply.delay_s
         text = ""
@@ -172,7 +181,7 @@ class FakeEngine:
                     # Even with no delay, give the loop a turn per chunk: tokens arrive
                     # over time, as from a real engine, so a consumer can react mid-reply.
                     await asyncio.sleep(delay)
-                    if request.id in self._cancel_flags:
+                    if request.id in self._cancel_flags:  # a set read: atomic
                         finish = FinishReason.CANCELLED
                         break
                     piece = reply.text[i : i + self.chunk_size]
@@ -201,16 +210,18 @@ class FakeEngine:
                     ttft_s=ttft,
                     total_s=total,
                     tokens_per_s=completion / total if total > 0 else 0.0,
-                    batch_size=self._peaks.get(request.id, 1),
+                    batch_size=self._peaks.get(request.id, 1),  # a dict read: atomic
                     adapters=request.adapters or (),
                 ),
             )
             yield Chunk(id=request.id, done=True, response=response)
         except asyncio.CancelledError:  # task cancelled or stream closed: a real engine stops too
-            self.cancelled.append(request.id)
+            with self._lock:
+                self.cancelled.append(request.id)
             raise
         finally:
-            self.in_flight -= 1
-            self._running.discard(request.id)
-            self._cancel_flags.discard(request.id)
-            self._peaks.pop(request.id, None)
+            with self._lock:
+                self.in_flight -= 1
+                self._running.discard(request.id)
+                self._cancel_flags.discard(request.id)
+                self._peaks.pop(request.id, None)

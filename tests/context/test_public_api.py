@@ -124,3 +124,39 @@ def test_the_fake_engine_takes_raw_prompts_and_continuations():
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Once"}]
     more = asyncio.run(engine.agenerate(Request(messages=messages, continue_final=True)))
     assert more.text == " (more)"
+
+
+def test_the_fake_engine_can_be_shared_by_threads_with_their_own_loops():
+    """Each thread of a sync-API app runs its own event loop; a FakeEngine they share
+    iterated its running set while another thread changed it, and lost counts."""
+    import sys
+    import threading
+
+    engine = FakeEngine(chunk_size=1)
+    errors: list[BaseException] = []
+
+    def ask(n: int) -> None:
+        async def many() -> None:
+            for i in range(20):
+                reply = await engine.agenerate(Request(prompt=f"t{n} q{i}"))
+                assert reply.text == f"echo: t{n} q{i}"
+
+        try:
+            asyncio.run(many())
+        except BaseException as exc:  # reported below, with the thread's traceback
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show up
+    try:
+        threads = [threading.Thread(target=ask, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert len(engine.requests) == 160
+    assert engine.in_flight == 0
+    assert 1 <= engine.max_in_flight <= 8
