@@ -142,6 +142,7 @@ class ChatApp:
         self._prompt: PromptSession[str] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._warmup: asyncio.Task[None] | None = None  # see _warmup
+        self._warm_key: _warmup.PrefixKey | None = None  # what self._warmup computes
         # Only the real terminal echoes (prompt-toolkit's input in tests does not).
         stdin: IO[Any] | None = sys.stdin if input is None else None
         # Piped into the REPL (-i): lines are read as they are, not as keystrokes.
@@ -159,7 +160,9 @@ class ChatApp:
         # option Toolbox.register does not take.
         check_options(func, options)
         if self.toolbox is not None:
+            before = self._prefix_key()
             self.toolbox.register(func, **registration.options)
+            self._warm_if_changed(before)  # an advertised tool: its description is new
         else:
             self._tools.append(registration)
         return func
@@ -341,17 +344,44 @@ class ChatApp:
         self.new_conversation()
         self._start_warmup()
 
-    def _start_warmup(self) -> None:
-        """Compute the first conversation's fixed start into the prefix cache in the
-        background (``_warmup``): interactive runs only (a one-shot question is sent at
+    def _warms(self) -> bool:
+        """Whether warm-ups run: interactive runs only (a one-shot question is sent at
         once), and not when the config or the engine's prefix cache is off."""
-        if not (self.interactive and self.config.warm_prefix_cache):
-            return
-        if not _warmup.has_prefix_cache(self.engine):
-            return
-        self._warmup = self.background(
-            _warmup.warm_prefix(self.engine, self.cursor, lambda: self.library_log)
+        return (
+            self.interactive
+            and self.config.warm_prefix_cache
+            and _warmup.has_prefix_cache(self.engine)
         )
+
+    def _start_warmup(self, key: _warmup.PrefixKey | None = None) -> None:
+        """Compute what comes before the next question (``key``, else computed here; at
+        start: the first conversation's fixed start) into the prefix cache in the
+        background (``_warmup``); a warm-up still running is cancelled first. Outside
+        the app's event loop (e.g. ``register_tool`` called between runs) it does
+        nothing: the next command or start warms."""
+        if not self._warms():
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._warm_key = key if key is not None else self._prefix_key()
+        self._warmup = self.background(
+            _warmup.warm_prefix(
+                self.engine, self.cursor, lambda: self.library_log, after=self._warmup
+            )
+        )
+
+    def _prefix_key(self) -> _warmup.PrefixKey | None:
+        return _warmup.prefix_key(self.engine, self.cursor) if self._warms() else None
+
+    def _warm_if_changed(self, before: _warmup.PrefixKey | None) -> None:
+        """Warm again when a command changed what comes before the next question (a new
+        conversation, another session, system prompt, tools or adapters): its first
+        reply would compute all of it again."""
+        after = self._prefix_key()
+        if after is not None and after not in (before, self._warm_key):
+            self._start_warmup(after)
 
     async def _after_warmup(self) -> None:
         """Let a running warm-up finish first: the next request's prompt starts with the
@@ -558,10 +588,13 @@ class ChatApp:
         stripped = text.strip()
         if stripped.startswith("/") and not stripped.startswith("//"):
             invocation = self.commands.parse(stripped)
+            before = self._prefix_key()
             try:
                 await invocation.command.run(self, invocation.line)
             except UsageError as exc:
                 raise UsageError(f"{exc}; usage: {invocation.command.usage}") from exc
+            finally:  # a command that failed or was cancelled halfway may have changed it
+                self._warm_if_changed(before)
             return
         await self._after_warmup()
         # "//text" sends a message that starts with "/".

@@ -6,6 +6,12 @@ The replay's approvals go through the same inline prompt as chatting (a foreign
 session never brings its own permissions); a line says which user turn is being
 replayed ("turn 3 of 12: ..."), and Ctrl+C stops it, keeping the turns replayed so far
 in the new conversation. Afterwards the REPL moves to the new conversation.
+
+The table's speed columns are the reply footer's figures (``_reply``), original /
+replayed: ``first token`` (sending to the first generated token: queueing and the
+prompt's computation) and ``tok/s``, the decode rate after the first token. The prompt's
+computation is left out of ``tok/s``: counted in it (``RequestMetrics.tokens_per_s``), a
+replayed turn whose prompt was not cached read as a model decoding several times slower.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._registry import Command, CommandLine, command
 from mp13chat._repl import Repl
+from mp13chat._reply import decode_rate, seconds
 from mp13chat._tree import short, snippet
 
 SNIP = 50
@@ -31,8 +38,13 @@ def _calls(calls: Sequence[ToolCall]) -> str:
     return ", ".join(c.name for c in calls) or "-"
 
 
-def _tokens_per_s(metrics: RequestMetrics | None) -> str:
-    return f"{metrics.tokens_per_s:.1f}" if metrics is not None and metrics.tokens_per_s else "-"
+def _first_token(metrics: RequestMetrics | None) -> str:
+    return seconds(metrics.ttft_s) if metrics is not None and metrics.ttft_s is not None else "-"
+
+
+def _decode_rate(metrics: RequestMetrics | None) -> str:
+    rate = decode_rate(metrics) if metrics is not None else None
+    return f"{rate:.1f}" if rate is not None else "-"
 
 
 def report_table(report: ReplayReport) -> Table:
@@ -50,13 +62,14 @@ def report_table(report: ReplayReport) -> Table:
                 same,
                 f"{t.similarity:.2f}",
                 f"{_calls(t.original_tool_calls)} {calls_same} {_calls(t.replayed_tool_calls)}",
-                f"{_tokens_per_s(t.original_metrics)} / {_tokens_per_s(t.replayed_metrics)}",
+                f"{_first_token(t.original_metrics)} / {_first_token(t.replayed_metrics)}",
+                f"{_decode_rate(t.original_metrics)} / {_decode_rate(t.replayed_metrics)}",
             )
         )
     return render.table(
         f"replay: {report.equal_count}/{len(report.turns)} replies identical, "
         f"mean similarity {report.mean_similarity:.2f}",
-        ("#", "user", "original", "replayed", "text", "sim", "tool calls", "tok/s"),
+        ("#", "user", "original", "replayed", "text", "sim", "tool calls", "first token", "tok/s"),
         rows,
     )
 

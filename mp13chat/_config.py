@@ -67,10 +67,11 @@ FIELD_HELP: dict[str, str] = {
     "builtin_tools": "Offer the toolbox's builtin tools (calculator, current_time, ...).",
     "history": "Keep the prompt history in a file next to this config file.",
     "warm_prefix_cache": (
-        "Right after the model loads, compute the conversation's fixed start (system "
-        "prompt and tools' descriptions) into the engine's prefix cache in the background, "
-        "so the first reply starts sooner; a question typed meanwhile waits for it. Off "
-        "when the engine's prefix_cache_mb is 0."
+        "Right after the model loads, and after a command that changes it (/system, "
+        "/tools, /adapters, /new, /switch, /open), compute what comes before the next "
+        "question (system prompt, tools' descriptions, a loaded conversation) into the "
+        "engine's prefix cache in the background, so the next reply starts sooner; a "
+        "question typed meanwhile waits for it. Off when the engine's prefix_cache_mb is 0."
     ),
     "threads": (
         "CPU threads torch computes with (torch.set_num_threads, set before the model "

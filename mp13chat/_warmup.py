@@ -20,6 +20,13 @@ printed. It is skipped for an engine that is not ``mp13_engine.Engine`` (no pref
 cache to fill), when the engine's prefix cache is off (``prefix_cache_mb`` 0) and when
 ``ChatConfig.warm_prefix_cache`` is off. The engine counts it as one request
 (``/metrics``).
+
+Not only at start: a command that changes what comes before the next question (``/new``,
+``/switch``, ``/open``, ``/system ...``, ``/tools ...``, ``/adapters ...``, moving
+the cursor, a wrapper app's own command) warms again (``ChatApp.execute`` compares
+``prefix_key`` before and after each command; a command that leaves it as it was warms
+nothing). A warm-up still running when the prefix changes again is cancelled, and
+waited for, before the next one starts; a question always waits for the latest one.
 """
 
 from __future__ import annotations
@@ -33,6 +40,16 @@ import attrs
 from mp13_context import Cursor
 from mp13_engine import Request
 from mp13chat._logs import LibraryLog
+
+
+@attrs.frozen
+class PrefixKey:
+    """What the next question's prompt starts with: the prompt text before it, and the
+    adapters whose KV the prefix cache keeps it under (the engine's defaults resolved)."""
+
+    prompt: str
+    adapters: tuple[str, ...]
+
 
 #: The placeholder question: only the tokens before it matter (its own are replaced).
 PLACEHOLDER = "hi"
@@ -51,9 +68,30 @@ def warm_request(cursor: Cursor) -> Request:
     return attrs.evolve(cursor.request(PLACEHOLDER), max_new_tokens=1, parse_tools=False)
 
 
-async def warm_prefix(engine: Any, cursor: Cursor, log: Callable[[], LibraryLog | None]) -> None:
+def prefix_key(engine: Any, cursor: Cursor) -> PrefixKey | None:
+    """``PrefixKey`` of the next question from ``cursor``; ``None`` when no request can be
+    built from there now (the question itself will say why)."""
+    try:
+        request = warm_request(cursor)
+        adapters = request.adapters if request.adapters is not None else engine.adapters.defaults
+        return PrefixKey(prompt=engine.format_prompt(request), adapters=adapters)
+    except Exception:  # e.g. an adapter that is not loaded: nothing to warm
+        return None
+
+
+async def warm_prefix(
+    engine: Any,
+    cursor: Cursor,
+    log: Callable[[], LibraryLog | None],
+    *,
+    after: asyncio.Task[None] | None = None,
+) -> None:
     """Send ``warm_request(cursor)``; a failure goes to the log ``log()`` gives then (the
-    app's, which may be set after start), if any (see the module docstring)."""
+    app's, which may be set after start), if any (see the module docstring). ``after``:
+    an earlier warm-up, cancelled and waited for first (its prefix is no longer wanted)."""
+    if after is not None and not after.done():
+        after.cancel()
+        await asyncio.wait([after])
     try:
         response = await engine.agenerate(warm_request(cursor))
     except asyncio.CancelledError:

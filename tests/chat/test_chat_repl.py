@@ -307,6 +307,43 @@ def test_replay_into_a_new_conversation_with_a_comparison(make_chat):
     ]
 
 
+def test_replay_table_shows_the_footers_speed_figures_not_prefill_in_tok_s():
+    """Was: the tok/s column was ``RequestMetrics.tokens_per_s``, which counts the
+    prompt's computation: a 2 s prefill and 10 tokens in 0.5 s read as 4.4 tok/s."""
+    import io
+
+    from rich.console import Console
+
+    from mp13_context import ReplayReport, ReplayTurn
+    from mp13_engine import RequestMetrics
+    from mp13chat._cmd_replay import report_table
+
+    def metrics(ttft_s: float, total_s: float) -> RequestMetrics:
+        tokens = 11
+        return RequestMetrics(
+            completion_tokens=tokens, ttft_s=ttft_s, total_s=total_s, tokens_per_s=tokens / total_s
+        )
+
+    turn = ReplayTurn(
+        index=0,
+        user_text="hi",
+        original_text="a",
+        replayed_text="a",
+        similarity=1.0,
+        original_metrics=metrics(2.0, 2.5),  # prompt computed: slow first token
+        replayed_metrics=metrics(0.1, 0.35),  # prompt from the prefix cache
+    )
+    report = ReplayReport(
+        source_conversation_id="s", conversation_id="c", leaf_node_id="n", turns=(turn,)
+    )
+    out = io.StringIO()
+    Console(file=out, width=160, color_system=None).print(report_table(report))
+    text = out.getvalue()
+    assert "first token" in text and "2.0 s / 0.10 s" in text
+    assert "20.0 / 40.0" in text  # 10 tokens after the first, in 0.5 s and 0.25 s
+    assert "4.4" not in text  # the prefill-diluted figure is gone
+
+
 def test_conversations_new_switch_title_list(make_chat):
     h = make_chat(FakeEngine())
     h.run("/title alpha", "a")

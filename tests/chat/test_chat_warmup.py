@@ -167,3 +167,135 @@ def test_a_question_waits_for_it_and_ctrl_c_cancels_only_the_wait(make_chat, loa
     h.run(QUESTION)
     assert h.app._warmup.done()
     assert first_reply(h).metrics.cached_tokens >= expected
+
+
+# -- warming again when a command changes what comes before the next question ---------
+#
+# Was: only the first conversation was warmed; after /system, /tools, /open (a saved
+# conversation) the next first reply computed its whole prompt again.
+
+
+def wait_for_warmup(h) -> None:
+    h.call(h.app._after_warmup())
+
+
+def test_a_changed_system_prompt_is_warmed_again(make_chat, load):
+    engine = load()
+    h = make_chat(engine, params={"max_new_tokens": 2})
+    wait_for_warmup(h)
+    first = h.app._warmup
+    h.run("/system set You are a pirate who answers every question in rhyming couplets.")
+    assert h.app._warmup is not first  # a new warm-up, started without waiting for it
+    expected = shared_prefix_blocks(engine, h.app.cursor)
+    assert expected >= 320
+    h.run(QUESTION)
+    assert first_reply(h).metrics.cached_tokens >= expected
+    assert engine.metrics().total_requests == 3  # two warm-ups and the question
+    roles = [n.turn.role.value for n in h.app.cursor.path() if n.turn is not None]
+    assert roles == ["user", "assistant"]  # the warm-ups recorded nothing
+
+
+def manual(topic: str) -> str:
+    """Look up a topic in the manual.
+
+    The manual covers installation, configuration, every command line flag, every
+    configuration field, the session file format, the tool approval rules, the prefix
+    cache, adapters, training, replay, export and import, and troubleshooting for each.
+
+    Args:
+        topic: the topic to look up, e.g. "installation" or "prefix cache"
+    """
+    return topic
+
+
+def test_an_advertised_tool_is_warmed_again(make_chat, load):
+    from mp13chat import register_tool
+
+    engine = load()
+    tool = register_tool(manual, mode="silent")
+    h = make_chat(
+        engine, params={"max_new_tokens": 2}, builtin_tools=False, app_kwargs={"tools": [tool]}
+    )
+    wait_for_warmup(h)
+    before = engine.count_tokens(h.app.cursor.request(QUESTION))
+    out = h.run("/tools mode manual advertised")
+    assert "error" not in out
+    assert engine.count_tokens(h.app.cursor.request(QUESTION)) > before + 50  # its description
+    expected = shared_prefix_blocks(engine, h.app.cursor)
+    h.run(QUESTION)
+    assert first_reply(h).metrics.cached_tokens >= expected
+    assert engine.metrics().total_requests == 3
+
+
+def test_a_tool_a_wrapper_app_registers_after_start_is_warmed(make_chat, load):
+    engine = load()
+    h = make_chat(engine, params={"max_new_tokens": 2}, builtin_tools=False)
+    wait_for_warmup(h)
+    first = h.app._warmup
+
+    async def register() -> None:  # e.g. from the wrapper app's own command
+        h.app.register_tool(manual)
+
+    h.call(register())
+    assert h.app._warmup is not first
+    expected = shared_prefix_blocks(engine, h.app.cursor)
+    h.run(QUESTION)
+    assert first_reply(h).metrics.cached_tokens >= expected
+    assert engine.metrics().total_requests == 3
+
+
+def test_commands_that_leave_the_prefix_as_it_was_warm_nothing(make_chat, load):
+    engine = load()
+    h = make_chat(engine, params={"max_new_tokens": 2})
+    wait_for_warmup(h)
+    first = h.app._warmup
+    # A sampling setting and two commands that only show things.
+    h.run("/set temperature 0.5", "/help", "/params")
+    assert h.app._warmup is first
+    h.run(QUESTION)
+    assert engine.metrics().total_requests == 2
+
+
+def test_a_second_change_cancels_the_warmup_of_the_first(make_chat, load, monkeypatch):
+    engine = load()
+    real = engine.agenerate
+    held = []
+
+    async def hold_pirates(request, **overrides):
+        if request.max_new_tokens == 1 and "pirate" in request.messages[0]["content"]:
+            held.append(request)
+            while True:  # never finishes: only a cancel ends it
+                await asyncio.sleep(0.01)
+        return await real(request, **overrides)
+
+    monkeypatch.setattr(engine, "agenerate", hold_pirates)
+    h = make_chat(engine, params={"max_new_tokens": 2})
+    wait_for_warmup(h)
+    h.run("/system set You are a pirate.")
+    pirate = h.app._warmup
+    assert pirate is not None and not pirate.done() and len(held) == 1
+    h.run("/system set You are a lighthouse keeper who answers in one short sentence.")
+    assert pirate.cancelled()  # its prefix is no longer wanted
+    expected = shared_prefix_blocks(engine, h.app.cursor)
+    h.run(QUESTION)  # waits for the keeper's warm-up, not the cancelled one
+    turn = first_reply(h)
+    assert turn.ok and turn.metrics.cached_tokens >= expected
+
+
+def test_opening_a_saved_conversation_warms_its_history(make_chat, load, tmp_path):
+    saved = str(tmp_path / "saved.db")
+    writer = make_chat(load(), params={"max_new_tokens": 2}, session=saved)
+    long_question = " ".join(["tell me about the tide tables of the northern coast"] * 20)
+    writer.run(long_question)
+    writer.close()
+
+    engine = load()  # another process, in effect: its prefix cache knows nothing of it
+    h = make_chat(engine, params={"max_new_tokens": 2})
+    wait_for_warmup(h)
+    out = h.run(f"/open {saved}")
+    assert "error" not in out
+    expected = shared_prefix_blocks(engine, h.app.cursor)
+    assert expected > engine.count_tokens(long_question)  # the history is in it
+    h.run(QUESTION)
+    replies = [n.turn for n in h.app.cursor.path() if n.turn and n.turn.role.value == "assistant"]
+    assert replies[-1].metrics.cached_tokens >= expected

@@ -143,3 +143,69 @@ def test_a_wrapper_tool_named_like_a_builtin_fails_the_start_saying_what_the_app
     assert replaced.get("calculator").description == "The app's own calculator."
     alone = started(mp13chat.ChatConfig(session=":memory:", builtin_tools=False), calculator)
     assert list(alone.names()) == ["calculator"]
+
+
+def test_a_piped_wrapper_session_runs_sync_async_approved_and_raising_tools(
+    monkeypatch, capsys, tmp_path
+):
+    """README's wrapper section end to end: the app's config and tools, ``main(["-i"])``
+    with lines piped in; a tool that raises costs the model one error result, and the
+    session goes on."""
+    import asyncio
+    import sys
+
+    import mp13chat
+    from mp13_toolbox import ToolCall
+    from tests.chat._stdin import FakeStdin
+
+    def word_count(text: str) -> int:
+        """Count the words in a text."""
+        return len(text.split())
+
+    async def shout(text: str) -> str:
+        """Upper-case a text."""
+        await asyncio.sleep(0)
+        return text.upper()
+
+    @mp13chat.register_tool(risk="high")
+    def wipe(folder: str) -> str:
+        """Delete everything in a folder."""
+        return f"wiped {folder}"
+
+    def broken(x: int) -> int:
+        """Always fails."""
+        raise ValueError("broken on purpose")
+
+    def call(name: str, **arguments: object) -> FakeReply:
+        return FakeReply(tool_calls=[ToolCall(name, arguments, id=name)])
+
+    engine = FakeEngine(
+        [
+            call("word_count", text="a b c"),
+            "three",
+            call("shout", text="hey"),
+            "loud",
+            call("wipe", folder="/x"),
+            "asked",
+            call("broken", x=1),
+            "went on",
+        ]
+    )
+    monkeypatch.setenv("MP13_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr(sys, "stdin", FakeStdin("count\nshout\nwipe\ny\nbreak\n/quit\n"))
+    config = mp13chat.ChatConfig(system="You are the app.", session=":memory:")
+    app = mp13chat.ChatApp(config, engine=engine, tools=[word_count, shout, wipe, broken])
+    assert app.main(["-i"]) == 0
+    out = capsys.readouterr().out
+    assert "run wipe (high risk)?" in out and "went on" in out
+    results = [
+        r.messages[-1]["content"] for r in engine.requests if r.messages[-1]["role"] == "tool"
+    ]
+    assert results == [
+        "3",
+        "HEY",
+        "wiped /x",
+        "Tool 'broken' failed: ValueError: broken on purpose",
+    ]
+    assert all(r.messages[0]["content"] == "You are the app." for r in engine.requests)
+    assert not (tmp_path / "config.json").exists()  # the app's config: no file read or made
