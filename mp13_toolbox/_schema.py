@@ -7,7 +7,10 @@
 ``Literal[...]``, ``Enum`` subclasses (by value), ``list/set/frozenset/Sequence
 [X]``, ``tuple[X, ...]`` and fixed tuples, ``dict[str, X]`` / ``Mapping``,
 ``Annotated[X, "description"]``, and nested attrs classes, dataclasses and
-``TypedDict``. A parameter without a default is ``required``; a JSON-able
+``TypedDict``. A record type that contains itself (``children: list[Node]``, also
+through another record) is written once under the schema's ``$defs`` and named
+by ``{"$ref": "#/$defs/Node"}`` wherever it is used; every other type is inlined,
+as it always was. A parameter without a default is ``required``; a JSON-able
 default that fits the schema is recorded as ``default`` (``inf`` and ``nan``
 are not JSON, ``x: int = 1.5`` does not fit: not recorded), and a parameter
 whose default is ``None`` accepts ``null`` (``x: int = None`` takes it).
@@ -184,7 +187,9 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
-def _with_default(schema: dict[str, Any], default: Any, *, takes_none: bool) -> dict[str, Any]:
+def _with_default(
+    schema: dict[str, Any], default: Any, *, takes_none: bool, defs: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``schema`` of a parameter (or field) with a default, saying what the function takes.
 
     ``takes_none``: a parameter's ``None`` default (``x: int = None``) is a value the
@@ -193,13 +198,21 @@ def _with_default(schema: dict[str, Any], default: Any, *, takes_none: bool) -> 
     model's copy of the default refused. A field of a class is built by its type, which
     may refuse ``None``, so there it is not. The default is recorded only when it is
     JSON (``inf``, ``nan`` and objects are not) and fits the schema (``x: int = 1.5``
-    would advertise a value the tool refuses).
+    would advertise a value the tool refuses). ``defs``: the ``$defs`` built so far, which
+    a ``$ref`` in ``schema`` names (a recursive type's).
     """
-    if takes_none and default is None and validate(schema, None, budget_s=None)[1]:
+    if takes_none and default is None and _problems(schema, None, defs):
         schema = _nullable(schema)
-    if _jsonable(default) and not validate(schema, default, budget_s=None)[1]:
+    if _jsonable(default) and not _problems(schema, default, defs):
         schema["default"] = default
     return schema
+
+
+def _problems(schema: dict[str, Any], value: Any, defs: dict[str, Any] | None) -> list[str]:
+    """``validate``'s problems for ``value`` against ``schema``, its ``$ref``s resolved in
+    ``defs`` (a ref resolves against the root it is checked from)."""
+    root = dict(schema, **{"$defs": defs}) if defs else schema
+    return validate(root, value, budget_s=None)[1]
 
 
 def _enum_schema(values: list[Any]) -> dict[str, Any]:
@@ -220,11 +233,47 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
-    """JSON schema of annotation ``tp``; ``where`` names it in error messages."""
+class _RefState:
+    """The record types one tool's schema is being built from, and the ``$defs`` of those
+    that refer to themselves.
+
+    Invariant: a record type is in ``active`` exactly while its own schema is being built;
+    meeting it again then means the type is recursive, and it gets a name in ``names``. A
+    recursive type's schema is written once, under ``defs[name]``, and every use of it
+    (the outermost included) is ``{"$ref": "#/$defs/<name>"}``. Types that do not recur
+    are inlined as before, so their schemas stay exactly what models were shown.
+    """
+
+    def __init__(self) -> None:
+        self.active: list[type] = []
+        self.names: dict[type, str] = {}
+        self.defs: dict[str, Any] = {}
+
+    def name(self, tp: type) -> str:
+        """The ``$defs`` name of recursive ``tp``: its class name, numbered when two
+        different classes share one."""
+        if tp not in self.names:
+            taken = set(self.names.values())
+            name, n = tp.__name__, 1
+            while name in taken:
+                n += 1
+                name = f"{tp.__name__}{n}"
+            self.names[tp] = name
+        return self.names[tp]
+
+    def ref(self, tp: type) -> dict[str, Any]:
+        return {"$ref": f"#/$defs/{self.name(tp)}"}
+
+
+def type_schema(
+    tp: Any, where: str, depth: int = 0, refs: _RefState | None = None
+) -> dict[str, Any]:
+    """JSON schema of annotation ``tp``; ``where`` names it in error messages. ``refs``
+    collects the ``$defs`` of recursive types (the caller puts them at the schema's root)."""
+    refs = _RefState() if refs is None else refs
     if depth > _MAX_DEPTH:
         raise ToolRegistrationError(
-            f"{where}: type nesting is deeper than {_MAX_DEPTH} levels (recursive type?); "
+            f"{where}: type nesting is deeper than {_MAX_DEPTH} levels; "
             "flatten it or register the tool with register_external and a hand-written schema"
         )
     if tp is inspect.Parameter.empty or tp is Any or tp is object:
@@ -239,9 +288,10 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
     origin = typing.get_origin(tp)
     targs = typing.get_args(tp)
     if origin is typing.Annotated:
-        inner = type_schema(targs[0], where, depth + 1)
+        inner = type_schema(targs[0], where, depth + 1, refs)
         notes = [a for a in targs[1:] if isinstance(a, str)]
         if notes:
+            # beside a $ref, a description is an annotation of its own (2020-12)
             inner["description"] = " ".join(notes)
         return inner
     if origin is typing.Literal:
@@ -249,9 +299,9 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
     if origin is typing.Union or origin is types.UnionType:
         members = [a for a in targs if a is not type(None)]
         if len(members) == 1:
-            inner = type_schema(members[0], where, depth + 1)
+            inner = type_schema(members[0], where, depth + 1, refs)
         else:
-            inner = {"anyOf": [type_schema(a, where, depth + 1) for a in members]}
+            inner = {"anyOf": [type_schema(a, where, depth + 1, refs) for a in members]}
         return _nullable(inner) if len(members) < len(targs) else inner
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_schema([m.value for m in tp])
@@ -262,14 +312,15 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
     if origin in _ARRAY_ORIGINS:
         out: dict[str, Any] = {"type": "array"}
         if targs:
-            out["items"] = type_schema(targs[0], f"{where}[]", depth + 1)
+            out["items"] = type_schema(targs[0], f"{where}[]", depth + 1, refs)
         if origin in (set, frozenset, collections.abc.Set, collections.abc.MutableSet):
             out["uniqueItems"] = True
         return out
     if origin is tuple:
         if len(targs) == 2 and targs[1] is Ellipsis:
-            return {"type": "array", "items": type_schema(targs[0], f"{where}[]", depth + 1)}
-        items = [type_schema(a, f"{where}[{i}]", depth + 1) for i, a in enumerate(targs)]
+            item = type_schema(targs[0], f"{where}[]", depth + 1, refs)
+            return {"type": "array", "items": item}
+        items = [type_schema(a, f"{where}[{i}]", depth + 1, refs) for i, a in enumerate(targs)]
         return {
             "type": "array",
             "prefixItems": items,
@@ -283,12 +334,23 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
             )
         out = {"type": "object"}
         if len(targs) == 2 and targs[1] is not Any:
-            out["additionalProperties"] = type_schema(targs[1], f"{where}{{}}", depth + 1)
+            out["additionalProperties"] = type_schema(targs[1], f"{where}{{}}", depth + 1, refs)
         return out
     if isinstance(tp, type):
+        # tp's own schema is being built (it is recursive), or it was, under $defs
+        if tp in refs.active or refs.names.get(tp) in refs.defs:
+            return refs.ref(tp)
         fields = _record_fields(tp, where)
         if fields is not None:
-            return _object_schema(fields, where, depth)
+            refs.active.append(tp)
+            try:
+                built = _object_schema(fields, where, depth, refs)
+            finally:
+                refs.active.pop()
+            if tp not in refs.names:
+                return built
+            refs.defs[refs.name(tp)] = built
+            return refs.ref(tp)
     raise ToolRegistrationError(
         f"{where}: cannot describe type {tp!r} in JSON schema; annotate it with str, int, float, "
         "bool, list/dict/tuple of those, Literal, an Enum, an attrs class, a dataclass or a "
@@ -332,16 +394,18 @@ def _record_fields(tp: type, where: str) -> list[tuple[str, Any, bool, Any]] | N
 
 
 def _object_schema(
-    fields: list[tuple[str, Any, bool, Any]], where: str, depth: int
+    fields: list[tuple[str, Any, bool, Any]], where: str, depth: int, refs: _RefState
 ) -> dict[str, Any]:
     props: dict[str, Any] = {}
     required: list[str] = []
     for name, tp, req, default in fields:
-        props[name] = type_schema(tp, f"{where}.{name}", depth + 1)
+        props[name] = type_schema(tp, f"{where}.{name}", depth + 1, refs)
         if req:
             required.append(name)
         elif default is not dataclasses.MISSING:
-            props[name] = _with_default(props[name], _plain(default), takes_none=False)
+            props[name] = _with_default(
+                props[name], _plain(default), takes_none=False, defs=refs.defs
+            )
     out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if required:
         out["required"] = required
@@ -386,6 +450,7 @@ def function_spec(
     params: dict[str, Any] = {}
     context_param = None
     var_keyword = False
+    refs = _RefState()
     for p in sig.parameters.values():
         tp = hints.get(p.name, p.annotation)
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
@@ -404,11 +469,11 @@ def function_spec(
         if _is_context(tp):
             context_param = p.name
             continue
-        schema = type_schema(tp, f"tool {tool_name!r}, parameter {p.name!r}")
+        schema = type_schema(tp, f"tool {tool_name!r}, parameter {p.name!r}", refs=refs)
         if p.default is inspect.Parameter.empty:
             required.append(p.name)
         else:
-            schema = _with_default(schema, _plain(p.default), takes_none=True)
+            schema = _with_default(schema, _plain(p.default), takes_none=True, defs=refs.defs)
         if "description" not in schema and doc.args.get(p.name):
             schema["description"] = doc.args[p.name]
         props[p.name] = schema
@@ -418,6 +483,8 @@ def function_spec(
         parameters["required"] = required
     if not var_keyword:
         parameters["additionalProperties"] = False
+    if refs.defs:  # what the parameters' "$ref"s name: only recursive types have one
+        parameters["$defs"] = refs.defs
     spec = ToolSpec(
         name=tool_name,
         description=description if description is not None else doc.description,
