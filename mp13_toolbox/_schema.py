@@ -8,9 +8,10 @@
 [X]``, ``tuple[X, ...]`` and fixed tuples, ``dict[str, X]`` / ``Mapping``,
 ``Annotated[X, "description"]``, and nested attrs classes, dataclasses and
 ``TypedDict``. A record type that contains itself (``children: list[Node]``, also
-through another record) is written once under the schema's ``$defs`` and named
-by ``{"$ref": "#/$defs/Node"}`` wherever it is used; every other type is inlined,
-as it always was. A parameter without a default is ``required``; a JSON-able
+through another record), or a module-level alias that does (``JSON = dict[str,
+"JSON"] | list["JSON"] | str | ...``), is written once under the schema's ``$defs``
+and named by ``{"$ref": "#/$defs/Node"}`` wherever it is used; every other type is
+inlined, as it always was. A parameter without a default is ``required``; a JSON-able
 default that fits the schema is recorded as ``default`` (``inf`` and ``nan``
 are not JSON, ``x: int = 1.5`` does not fit: not recorded), and a parameter
 whose default is ``None`` accepts ``null`` (``x: int = None`` takes it).
@@ -53,7 +54,7 @@ from typing import Any
 import attrs
 
 from mp13_toolbox._context import ToolContext
-from mp13_toolbox._convert import typeddict_keys
+from mp13_toolbox._convert import bind_refs, resolve_forward, typeddict_keys
 from mp13_toolbox._errors import ToolRegistrationError
 from mp13_toolbox._json_values import TYPE_NAMES
 from mp13_toolbox._registry import Signature
@@ -234,10 +235,11 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class _RefState:
-    """The record types one tool's schema is being built from, and the ``$defs`` of those
-    that refer to themselves.
+    """The recursive-capable types one tool's schema is being built from (record classes,
+    and forward references, which is how a recursive alias names itself), and the
+    ``$defs`` of those that refer to themselves.
 
-    Invariant: a record type is in ``active`` exactly while its own schema is being built;
+    Invariant: a type is in ``active`` exactly while its own schema is being built;
     meeting it again then means the type is recursive, and it gets a name in ``names``. A
     recursive type's schema is written once, under ``defs[name]``, and every use of it
     (the outermost included) is ``{"$ref": "#/$defs/<name>"}``. Types that do not recur
@@ -245,24 +247,49 @@ class _RefState:
     """
 
     def __init__(self) -> None:
-        self.active: list[type] = []
-        self.names: dict[type, str] = {}
+        self.active: list[Any] = []
+        self.names: dict[Any, str] = {}
         self.defs: dict[str, Any] = {}
 
-    def name(self, tp: type) -> str:
-        """The ``$defs`` name of recursive ``tp``: its class name, numbered when two
-        different classes share one."""
-        if tp not in self.names:
+    def name(self, key: Any) -> str:
+        """The ``$defs`` name of recursive ``key``: its class or alias name, numbered when
+        two different types share one."""
+        if key not in self.names:
+            base = key.__forward_arg__ if isinstance(key, typing.ForwardRef) else key.__name__
             taken = set(self.names.values())
-            name, n = tp.__name__, 1
+            name, n = base, 1
             while name in taken:
                 n += 1
-                name = f"{tp.__name__}{n}"
-            self.names[tp] = name
-        return self.names[tp]
+                name = f"{base}{n}"
+            self.names[key] = name
+        return self.names[key]
 
-    def ref(self, tp: type) -> dict[str, Any]:
-        return {"$ref": f"#/$defs/{self.name(tp)}"}
+    def ref(self, key: Any) -> dict[str, Any]:
+        return {"$ref": f"#/$defs/{self.name(key)}"}
+
+    def build(self, key: Any, make: collections.abc.Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The schema ``make`` builds for ``key``: a ``$ref`` if ``key`` turned out to
+        be recursive (its schema then under ``$defs``), else the schema itself."""
+        if key in self.active or self.names.get(key) in self.defs:
+            return self.ref(key)  # being built (so recursive), or built under $defs
+        self.active.append(key)
+        try:
+            built = make()
+        finally:
+            self.active.pop()
+        if key not in self.names:
+            return built
+        self.defs[self.name(key)] = built
+        return self.ref(key)
+
+    def reuse(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """A ``$ref`` for a schema equal to a def: a recursive alias used at the top
+        (``x: JSON``) arrives resolved, and its definition is what it equals. Only a
+        recursive type's def contains a ``$ref``, so nothing else ever equals one."""
+        for name, known in self.defs.items():
+            if schema == known:
+                return {"$ref": f"#/$defs/{name}"}
+        return schema
 
 
 def type_schema(
@@ -302,7 +329,7 @@ def type_schema(
             inner = type_schema(members[0], where, depth + 1, refs)
         else:
             inner = {"anyOf": [type_schema(a, where, depth + 1, refs) for a in members]}
-        return _nullable(inner) if len(members) < len(targs) else inner
+        return refs.reuse(_nullable(inner) if len(members) < len(targs) else inner)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_schema([m.value for m in tp])
     if tp in (list, set, frozenset, tuple):
@@ -336,21 +363,22 @@ def type_schema(
         if len(targs) == 2 and targs[1] is not Any:
             out["additionalProperties"] = type_schema(targs[1], f"{where}{{}}", depth + 1, refs)
         return out
+    if isinstance(tp, typing.ForwardRef):  # a recursive alias naming itself
+        if tp.__forward_module__ is None:  # met inside a class: cattrs would get it unbound
+            raise ToolRegistrationError(
+                f"{where}: the recursive alias {tp.__forward_arg__!r} is supported as a "
+                "parameter's type (or inside one), not in a class's field; annotate the field "
+                "with a class that contains itself instead, or make it a parameter"
+            )
+        try:
+            target = resolve_forward(tp)
+        except NameError as exc:
+            raise ToolRegistrationError(f"{where}: {exc}") from exc
+        return refs.build(tp, lambda: type_schema(target, where, depth + 1, refs))
     if isinstance(tp, type):
-        # tp's own schema is being built (it is recursive), or it was, under $defs
-        if tp in refs.active or refs.names.get(tp) in refs.defs:
-            return refs.ref(tp)
         fields = _record_fields(tp, where)
         if fields is not None:
-            refs.active.append(tp)
-            try:
-                built = _object_schema(fields, where, depth, refs)
-            finally:
-                refs.active.pop()
-            if tp not in refs.names:
-                return built
-            refs.defs[refs.name(tp)] = built
-            return refs.ref(tp)
+            return refs.build(tp, lambda: _object_schema(fields, where, depth, refs))
     raise ToolRegistrationError(
         f"{where}: cannot describe type {tp!r} in JSON schema; annotate it with str, int, float, "
         "bool, list/dict/tuple of those, Literal, an Enum, an attrs class, a dataclass or a "
@@ -451,8 +479,9 @@ def function_spec(
     context_param = None
     var_keyword = False
     refs = _RefState()
+    module = getattr(annotated, "__module__", None) or ""
     for p in sig.parameters.values():
-        tp = hints.get(p.name, p.annotation)
+        tp = bind_refs(hints.get(p.name, p.annotation), module)
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             raise ToolRegistrationError(
                 f"tool {tool_name!r}: *{p.name} cannot be filled from JSON arguments; "

@@ -15,7 +15,7 @@ from typing import TypedDict
 import attrs
 import pytest
 
-from mp13_toolbox import Toolbox, ToolCall, function_spec, validate
+from mp13_toolbox import Toolbox, ToolCall, ToolRegistrationError, function_spec, validate
 
 
 @dataclasses.dataclass
@@ -48,6 +48,17 @@ class Odd:
 @dataclasses.dataclass
 class Leaf:  # not recursive: stays inline, exactly as before
     value: int
+
+
+# Recursive aliases: they name themselves as strings, which only this module resolves.
+JSON = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+Nest = Leaf | list["Nest"]
+
+
+@dataclasses.dataclass
+class Doc:  # a recursive alias in a class's field: refused, saying what to do instead
+    title: str
+    body: JSON = None
 
 
 _NODE_DEF = {
@@ -151,3 +162,48 @@ def test_a_bad_value_deep_down_is_refused_with_its_path():
     )
     assert "argument 'root.children[0].children[1].name' is required (string)" in result.content
     assert "argument 'root.children[0].children[1].nam' is not accepted" in result.content
+
+
+def test_a_recursive_alias_is_defined_once_and_its_values_converted():
+    tb = Toolbox()
+    seen: dict[str, object] = {}
+
+    @tb.register
+    def store(doc: JSON, nest: Nest, many: list[JSON] | None = None) -> str:
+        seen.update(doc=doc, nest=nest, many=many)
+        return "ok"
+
+    p = tb.get("store").spec.parameters
+    assert p["properties"]["doc"] == {"$ref": "#/$defs/JSON"}
+    assert p["properties"]["nest"] == {"$ref": "#/$defs/Nest"}
+    assert p["properties"]["many"]["items"] == {"$ref": "#/$defs/JSON"}
+    assert p["$defs"]["Nest"] == {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"value": {"type": "integer"}},
+                "additionalProperties": False,
+                "required": ["value"],
+            },
+            {"type": "array", "items": {"$ref": "#/$defs/Nest"}},
+        ]
+    }
+    doc = {"a": [1, {"b": None}, 2.5, "s", True]}
+    args = {"doc": doc, "nest": [{"value": 1}, [{"value": 2.0}, []]], "many": [1, "x"]}
+    result = tb.execute(ToolCall("store", args))
+    assert (result.is_error, result.content) == (False, "ok")
+    assert seen == {"doc": doc, "nest": [Leaf(1), [Leaf(2), []]], "many": [1, "x"]}
+    bad = tb.execute(ToolCall("store", {"doc": {}, "nest": [[{"value": "x"}]]}))
+    assert bad.is_error
+    assert "argument 'nest[0][0].value': expected integer, got string \"x\"" in bad.content
+
+
+def test_a_recursive_alias_in_a_class_field_is_refused_saying_what_to_do():
+    def put(d: Doc) -> None: ...
+
+    with pytest.raises(ToolRegistrationError) as err:
+        function_spec(put)
+    assert str(err.value).startswith(
+        "tool 'put', parameter 'd'.body{}: the recursive alias 'JSON' is supported as a "
+        "parameter's type (or inside one), not in a class's field;"
+    )
