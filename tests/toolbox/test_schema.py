@@ -245,6 +245,11 @@ def test_types_that_cannot_become_a_schema_say_what_to_do():
     assert "parameter 't'[][][][][][][][]" in str(err.value)
     assert "type nesting is deeper than 8 levels; flatten it" in str(err.value)
 
+    # a recursive class is no longer refused as "deeper than 8 levels (recursive type?)"
+    def recursive(t: Tree) -> None: ...
+
+    assert function_spec(recursive)[0].parameters["properties"]["t"] == {"$ref": "#/$defs/Tree"}
+
     Unresolved = dataclasses.make_dataclass("Unresolved", [("x", "NotDefinedAnywhere")])
 
     def forward(u: object) -> None: ...
