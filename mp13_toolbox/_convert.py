@@ -5,6 +5,11 @@ Used to (un)structure toolbox snapshots, to turn tool return values into JSON, a
 to build a tool's typed arguments (enums, attrs classes, dataclasses, tuples)
 from the validated JSON the model sent. Enums travel as their values.
 
+A recursive alias (``JSON = dict[str, "JSON"] | list["JSON"] | str | ...``) holds its
+own name as a forward reference, which only its module can resolve: ``bind_refs``
+gives each such reference its module, and the hook below resolves it (an attribute
+of that module, bound in turn) when a value reaches it.
+
 cattrs cannot structure unions of plain types (``int | str``) on its own; the
 hook below picks the first member whose JSON shape fits the value. The value
 was already validated against the tool's schema, so "fits" only has to choose,
@@ -44,6 +49,8 @@ def _is_union(tp: Any) -> bool:
 def _fits(value: Any, tp: Any) -> bool:
     if tp is Any:
         return True
+    if _is_bound_ref(tp):
+        return _fits(value, resolve_forward(tp))
     if tp in _SCALAR_FITS:
         return _SCALAR_FITS[tp](value)
     origin = typing.get_origin(tp)
@@ -60,6 +67,53 @@ def _fits(value: Any, tp: Any) -> bool:
     if isinstance(value, dict):
         return True  # dict, Mapping, attrs class, dataclass, TypedDict: let cattrs decide
     return not (attrs.has(tp) or (isinstance(tp, type) and dataclasses.is_dataclass(tp)))
+
+
+def bind_refs(tp: Any, module: str) -> Any:
+    """``tp`` with each forward reference in it (``"JSON"`` or ``ForwardRef("JSON")``
+    inside a union or a container) tied to ``module``, where ``resolve_forward`` looks it
+    up. A type without one is returned as it is (the same object); record classes are
+    not entered (their own annotations resolve in their own module)."""
+    if isinstance(tp, str):
+        tp = typing.ForwardRef(tp)
+    if isinstance(tp, typing.ForwardRef):
+        return tp if tp.__forward_module__ else typing.ForwardRef(tp.__forward_arg__, module=module)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if not args or origin is typing.Literal:
+        return tp
+    if origin is typing.Annotated:
+        inner = bind_refs(args[0], module)
+        key = (inner, *tp.__metadata__)
+        return tp if inner is args[0] else typing.Annotated[key]
+    bound = tuple(bind_refs(a, module) for a in args)
+    if all(b is a for b, a in zip(bound, args, strict=True)):
+        return tp
+    if _is_union(tp):
+        return typing.Union[bound]  # noqa: UP007 - members are runtime values, some ForwardRefs
+    return types.GenericAlias(origin, bound)
+
+
+def resolve_forward(ref: typing.ForwardRef) -> Any:
+    """What a forward reference from ``bind_refs`` names: the module attribute, with its
+    own references bound. ``NameError`` when it names nothing there."""
+    module = sys.modules.get(ref.__forward_module__ or "")
+    name = ref.__forward_arg__
+    if module is None or not name.isidentifier() or not hasattr(module, name):
+        raise NameError(
+            f"{name!r} is not a name defined in module {ref.__forward_module__!r}; "
+            "define the type it refers to at module level"
+        )
+    return bind_refs(getattr(module, name), module.__name__)
+
+
+def _is_bound_ref(tp: Any) -> bool:
+    return isinstance(tp, typing.ForwardRef) and tp.__forward_module__ is not None
+
+
+converter.register_structure_hook_func(
+    _is_bound_ref, lambda value, tp: converter.structure(value, resolve_forward(tp))
+)
 
 
 def _structure_union(value: Any, tp: Any) -> Any:

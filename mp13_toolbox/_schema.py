@@ -7,7 +7,11 @@
 ``Literal[...]``, ``Enum`` subclasses (by value), ``list/set/frozenset/Sequence
 [X]``, ``tuple[X, ...]`` and fixed tuples, ``dict[str, X]`` / ``Mapping``,
 ``Annotated[X, "description"]``, and nested attrs classes, dataclasses and
-``TypedDict``. A parameter without a default is ``required``; a JSON-able
+``TypedDict``. A record type that contains itself (``children: list[Node]``, also
+through another record), or a module-level alias that does (``JSON = dict[str,
+"JSON"] | list["JSON"] | str | ...``), is written once under the schema's ``$defs``
+and named by ``{"$ref": "#/$defs/Node"}`` wherever it is used; every other type is
+inlined, as it always was. A parameter without a default is ``required``; a JSON-able
 default that fits the schema is recorded as ``default`` (``inf`` and ``nan``
 are not JSON, ``x: int = 1.5`` does not fit: not recorded), and a parameter
 whose default is ``None`` accepts ``null`` (``x: int = None`` takes it).
@@ -50,7 +54,7 @@ from typing import Any
 import attrs
 
 from mp13_toolbox._context import ToolContext
-from mp13_toolbox._convert import typeddict_keys
+from mp13_toolbox._convert import bind_refs, resolve_forward, typeddict_keys
 from mp13_toolbox._errors import ToolRegistrationError
 from mp13_toolbox._json_values import TYPE_NAMES
 from mp13_toolbox._registry import Signature
@@ -184,7 +188,9 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
-def _with_default(schema: dict[str, Any], default: Any, *, takes_none: bool) -> dict[str, Any]:
+def _with_default(
+    schema: dict[str, Any], default: Any, *, takes_none: bool, defs: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``schema`` of a parameter (or field) with a default, saying what the function takes.
 
     ``takes_none``: a parameter's ``None`` default (``x: int = None``) is a value the
@@ -193,13 +199,21 @@ def _with_default(schema: dict[str, Any], default: Any, *, takes_none: bool) -> 
     model's copy of the default refused. A field of a class is built by its type, which
     may refuse ``None``, so there it is not. The default is recorded only when it is
     JSON (``inf``, ``nan`` and objects are not) and fits the schema (``x: int = 1.5``
-    would advertise a value the tool refuses).
+    would advertise a value the tool refuses). ``defs``: the ``$defs`` built so far, which
+    a ``$ref`` in ``schema`` names (a recursive type's).
     """
-    if takes_none and default is None and validate(schema, None, budget_s=None)[1]:
+    if takes_none and default is None and _problems(schema, None, defs):
         schema = _nullable(schema)
-    if _jsonable(default) and not validate(schema, default, budget_s=None)[1]:
+    if _jsonable(default) and not _problems(schema, default, defs):
         schema["default"] = default
     return schema
+
+
+def _problems(schema: dict[str, Any], value: Any, defs: dict[str, Any] | None) -> list[str]:
+    """``validate``'s problems for ``value`` against ``schema``, its ``$ref``s resolved in
+    ``defs`` (a ref resolves against the root it is checked from)."""
+    root = dict(schema, **{"$defs": defs}) if defs else schema
+    return validate(root, value, budget_s=None)[1]
 
 
 def _enum_schema(values: list[Any]) -> dict[str, Any]:
@@ -220,11 +234,73 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
-    """JSON schema of annotation ``tp``; ``where`` names it in error messages."""
+class _RefState:
+    """The recursive-capable types one tool's schema is being built from (record classes,
+    and forward references, which is how a recursive alias names itself), and the
+    ``$defs`` of those that refer to themselves.
+
+    Invariant: a type is in ``active`` exactly while its own schema is being built;
+    meeting it again then means the type is recursive, and it gets a name in ``names``. A
+    recursive type's schema is written once, under ``defs[name]``, and every use of it
+    (the outermost included) is ``{"$ref": "#/$defs/<name>"}``. Types that do not recur
+    are inlined as before, so their schemas stay exactly what models were shown.
+    """
+
+    def __init__(self) -> None:
+        self.active: list[Any] = []
+        self.names: dict[Any, str] = {}
+        self.defs: dict[str, Any] = {}
+
+    def name(self, key: Any) -> str:
+        """The ``$defs`` name of recursive ``key``: its class or alias name, numbered when
+        two different types share one."""
+        if key not in self.names:
+            base = key.__forward_arg__ if isinstance(key, typing.ForwardRef) else key.__name__
+            taken = set(self.names.values())
+            name, n = base, 1
+            while name in taken:
+                n += 1
+                name = f"{base}{n}"
+            self.names[key] = name
+        return self.names[key]
+
+    def ref(self, key: Any) -> dict[str, Any]:
+        return {"$ref": f"#/$defs/{self.name(key)}"}
+
+    def build(self, key: Any, make: collections.abc.Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The schema ``make`` builds for ``key``: a ``$ref`` if ``key`` turned out to
+        be recursive (its schema then under ``$defs``), else the schema itself."""
+        if key in self.active or self.names.get(key) in self.defs:
+            return self.ref(key)  # being built (so recursive), or built under $defs
+        self.active.append(key)
+        try:
+            built = make()
+        finally:
+            self.active.pop()
+        if key not in self.names:
+            return built
+        self.defs[self.name(key)] = built
+        return self.ref(key)
+
+    def reuse(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """A ``$ref`` for a schema equal to a def: a recursive alias used at the top
+        (``x: JSON``) arrives resolved, and its definition is what it equals. Only a
+        recursive type's def contains a ``$ref``, so nothing else ever equals one."""
+        for name, known in self.defs.items():
+            if schema == known:
+                return {"$ref": f"#/$defs/{name}"}
+        return schema
+
+
+def type_schema(
+    tp: Any, where: str, depth: int = 0, refs: _RefState | None = None
+) -> dict[str, Any]:
+    """JSON schema of annotation ``tp``; ``where`` names it in error messages. ``refs``
+    collects the ``$defs`` of recursive types (the caller puts them at the schema's root)."""
+    refs = _RefState() if refs is None else refs
     if depth > _MAX_DEPTH:
         raise ToolRegistrationError(
-            f"{where}: type nesting is deeper than {_MAX_DEPTH} levels (recursive type?); "
+            f"{where}: type nesting is deeper than {_MAX_DEPTH} levels; "
             "flatten it or register the tool with register_external and a hand-written schema"
         )
     if tp is inspect.Parameter.empty or tp is Any or tp is object:
@@ -239,9 +315,10 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
     origin = typing.get_origin(tp)
     targs = typing.get_args(tp)
     if origin is typing.Annotated:
-        inner = type_schema(targs[0], where, depth + 1)
+        inner = type_schema(targs[0], where, depth + 1, refs)
         notes = [a for a in targs[1:] if isinstance(a, str)]
         if notes:
+            # beside a $ref, a description is an annotation of its own (2020-12)
             inner["description"] = " ".join(notes)
         return inner
     if origin is typing.Literal:
@@ -249,10 +326,10 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
     if origin is typing.Union or origin is types.UnionType:
         members = [a for a in targs if a is not type(None)]
         if len(members) == 1:
-            inner = type_schema(members[0], where, depth + 1)
+            inner = type_schema(members[0], where, depth + 1, refs)
         else:
-            inner = {"anyOf": [type_schema(a, where, depth + 1) for a in members]}
-        return _nullable(inner) if len(members) < len(targs) else inner
+            inner = {"anyOf": [type_schema(a, where, depth + 1, refs) for a in members]}
+        return refs.reuse(_nullable(inner) if len(members) < len(targs) else inner)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_schema([m.value for m in tp])
     if tp in (list, set, frozenset, tuple):
@@ -262,14 +339,15 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
     if origin in _ARRAY_ORIGINS:
         out: dict[str, Any] = {"type": "array"}
         if targs:
-            out["items"] = type_schema(targs[0], f"{where}[]", depth + 1)
+            out["items"] = type_schema(targs[0], f"{where}[]", depth + 1, refs)
         if origin in (set, frozenset, collections.abc.Set, collections.abc.MutableSet):
             out["uniqueItems"] = True
         return out
     if origin is tuple:
         if len(targs) == 2 and targs[1] is Ellipsis:
-            return {"type": "array", "items": type_schema(targs[0], f"{where}[]", depth + 1)}
-        items = [type_schema(a, f"{where}[{i}]", depth + 1) for i, a in enumerate(targs)]
+            item = type_schema(targs[0], f"{where}[]", depth + 1, refs)
+            return {"type": "array", "items": item}
+        items = [type_schema(a, f"{where}[{i}]", depth + 1, refs) for i, a in enumerate(targs)]
         return {
             "type": "array",
             "prefixItems": items,
@@ -283,12 +361,24 @@ def type_schema(tp: Any, where: str, depth: int = 0) -> dict[str, Any]:
             )
         out = {"type": "object"}
         if len(targs) == 2 and targs[1] is not Any:
-            out["additionalProperties"] = type_schema(targs[1], f"{where}{{}}", depth + 1)
+            out["additionalProperties"] = type_schema(targs[1], f"{where}{{}}", depth + 1, refs)
         return out
+    if isinstance(tp, typing.ForwardRef):  # a recursive alias naming itself
+        if tp.__forward_module__ is None:  # met inside a class: cattrs would get it unbound
+            raise ToolRegistrationError(
+                f"{where}: the recursive alias {tp.__forward_arg__!r} is supported as a "
+                "parameter's type (or inside one), not in a class's field; annotate the field "
+                "with a class that contains itself instead, or make it a parameter"
+            )
+        try:
+            target = resolve_forward(tp)
+        except NameError as exc:
+            raise ToolRegistrationError(f"{where}: {exc}") from exc
+        return refs.build(tp, lambda: type_schema(target, where, depth + 1, refs))
     if isinstance(tp, type):
         fields = _record_fields(tp, where)
         if fields is not None:
-            return _object_schema(fields, where, depth)
+            return refs.build(tp, lambda: _object_schema(fields, where, depth, refs))
     raise ToolRegistrationError(
         f"{where}: cannot describe type {tp!r} in JSON schema; annotate it with str, int, float, "
         "bool, list/dict/tuple of those, Literal, an Enum, an attrs class, a dataclass or a "
@@ -332,16 +422,18 @@ def _record_fields(tp: type, where: str) -> list[tuple[str, Any, bool, Any]] | N
 
 
 def _object_schema(
-    fields: list[tuple[str, Any, bool, Any]], where: str, depth: int
+    fields: list[tuple[str, Any, bool, Any]], where: str, depth: int, refs: _RefState
 ) -> dict[str, Any]:
     props: dict[str, Any] = {}
     required: list[str] = []
     for name, tp, req, default in fields:
-        props[name] = type_schema(tp, f"{where}.{name}", depth + 1)
+        props[name] = type_schema(tp, f"{where}.{name}", depth + 1, refs)
         if req:
             required.append(name)
         elif default is not dataclasses.MISSING:
-            props[name] = _with_default(props[name], _plain(default), takes_none=False)
+            props[name] = _with_default(
+                props[name], _plain(default), takes_none=False, defs=refs.defs
+            )
     out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if required:
         out["required"] = required
@@ -386,8 +478,10 @@ def function_spec(
     params: dict[str, Any] = {}
     context_param = None
     var_keyword = False
+    refs = _RefState()
+    module = getattr(annotated, "__module__", None) or ""
     for p in sig.parameters.values():
-        tp = hints.get(p.name, p.annotation)
+        tp = bind_refs(hints.get(p.name, p.annotation), module)
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             raise ToolRegistrationError(
                 f"tool {tool_name!r}: *{p.name} cannot be filled from JSON arguments; "
@@ -404,11 +498,11 @@ def function_spec(
         if _is_context(tp):
             context_param = p.name
             continue
-        schema = type_schema(tp, f"tool {tool_name!r}, parameter {p.name!r}")
+        schema = type_schema(tp, f"tool {tool_name!r}, parameter {p.name!r}", refs=refs)
         if p.default is inspect.Parameter.empty:
             required.append(p.name)
         else:
-            schema = _with_default(schema, _plain(p.default), takes_none=True)
+            schema = _with_default(schema, _plain(p.default), takes_none=True, defs=refs.defs)
         if "description" not in schema and doc.args.get(p.name):
             schema["description"] = doc.args[p.name]
         props[p.name] = schema
@@ -418,6 +512,8 @@ def function_spec(
         parameters["required"] = required
     if not var_keyword:
         parameters["additionalProperties"] = False
+    if refs.defs:  # what the parameters' "$ref"s name: only recursive types have one
+        parameters["$defs"] = refs.defs
     spec = ToolSpec(
         name=tool_name,
         description=description if description is not None else doc.description,

@@ -11,9 +11,12 @@ schema itself (``#`` or ``#/$defs/...``: other documents and anchors are not fet
 
 Annotations (``title``, ``description``, ``default``, ``examples``, ``format``, which
 2020-12 makes an annotation unless a validator opts in, ``$schema``, ``$comment``, ...)
-and keywords JSON schema does not define (``x-...``, OpenAPI's ``nullable``) constrain
-nothing and pass, as JSON schema says. A known keyword whose value has the wrong type
-(``"minLength": "3"``) passes too: validation ignores it, so the tool stays callable.
+and keywords JSON schema does not define (``x-...``) constrain nothing and pass, as
+JSON schema says. Older forms that do constrain (OpenAPI's ``nullable``, Draft 4's
+boolean ``exclusiveMinimum``, a list of ``items`` with ``additionalItems``,
+``definitions``) pass because validation checks them as their authors meant. A known
+keyword whose value has the wrong type (``"minLength": "3"``) passes too: validation
+ignores it, so the tool stays callable.
 
 The walk visits only the places that hold schemas (``properties``, ``items``, ``anyOf``,
 ``$defs``...), never values (``default``, ``enum``, ``examples``), and is iterative, so
@@ -45,8 +48,8 @@ UNSUPPORTED = (
     "$recursiveRef",
 )
 # Keyword -> how it holds subschemas: one schema, a list of them, or a name -> schema map.
-_ONE = ("items", "additionalProperties", "not")
-_MANY = ("prefixItems", "anyOf", "oneOf", "allOf")
+_ONE = ("items", "additionalItems", "additionalProperties", "not")
+_MANY = ("prefixItems", "items", "anyOf", "oneOf", "allOf")  # "items": Draft 4's list too
 _MAP = ("properties", "$defs", "definitions")
 
 

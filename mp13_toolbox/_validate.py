@@ -30,6 +30,13 @@ semantics), and so is a known keyword whose value has the wrong type
 (``"required": 5``, ``"properties": []``, ``"minLength": "3"``): that is
 the spec's fault, not the call's, so foreign specs never make a tool uncallable.
 
+Hand-written specs are often in older forms, checked as their authors meant them:
+Draft 4 / OpenAPI 3.0 ``"exclusiveMinimum": true`` (or ``Maximum``) beside
+``minimum`` makes that bound strict; OpenAPI 3.0's ``"nullable": true`` accepts
+``null`` wherever it stands; ``"items": [...]`` (a list: one schema per position,
+``additionalItems`` for the rest) is a tuple; ``"$ref": "#/definitions/X"`` names
+``definitions`` as ``#/$defs/X`` names ``$defs`` (any local JSON pointer is followed).
+
 The only conversion is the lossless one JSON itself blurs: an integral float
 (``3.0``) where an ``integer`` is expected becomes ``3``. Nothing else is
 coerced: a wrong type is reported so the model can correct its call.
@@ -94,6 +101,9 @@ _BOUNDS: dict[str, tuple[Callable[[float, float], bool], str]] = {
     "exclusiveMinimum": (operator.gt, ">"),
     "exclusiveMaximum": (operator.lt, "<"),
 }
+# Draft 4 / OpenAPI 3.0 spelled a strict bound as a flag beside it: {"minimum": 0,
+# "exclusiveMinimum": true} means > 0 (2020-12: {"exclusiveMinimum": 0}).
+_DRAFT4_FLAGS = {"exclusiveMinimum": "minimum", "exclusiveMaximum": "maximum"}
 
 
 def _show(value: Any, limit: int = 60) -> str:
@@ -231,6 +241,8 @@ class _Checker:
             return value
         if not isinstance(schema, dict):
             return value
+        if value is None and schema.get("nullable") is True:
+            return value  # OpenAPI 3.0's "null is allowed here too", as its author meant
         ref = schema.get("$ref")
         if isinstance(ref, str):
             value = self.check_ref(ref, value, path)
@@ -339,6 +351,10 @@ class _Checker:
         self.check_length(schema, len(value), path, "Items", "items")
         prefix = _list(schema.get("prefixItems"))
         items = schema.get("items")
+        if isinstance(items, list) and not prefix:
+            # Draft 4 to 2019-09 tuples: "items" a list of schemas, one per position, and
+            # "additionalItems" for the rest (2020-12: "prefixItems" and "items")
+            prefix, items = items, schema.get("additionalItems")
         result = list(value)
         for i, item in enumerate(value):
             sub = prefix[i] if i < len(prefix) else items
@@ -388,7 +404,11 @@ class _Checker:
                 f"{_where(path)}: {_show(value)} is not a JSON number; send a finite number"
             )
             return
-        for key, (holds, op) in _BOUNDS.items():
+        bounds = dict(_BOUNDS)
+        for flag, bound in _DRAFT4_FLAGS.items():
+            if schema.get(flag) is True:  # Draft 4: the flag makes its bound strict
+                bounds[bound] = _BOUNDS[flag]
+        for key, (holds, op) in bounds.items():
             lim = schema.get(key)
             if is_number(lim) and not holds(value, lim):
                 self.problems.append(f"{_where(path)}: must be {op} {lim}, got {_show(value)}")
@@ -437,7 +457,9 @@ def validate(
     maxItems uniqueItems anyOf oneOf allOf not $ref`` (to ``#`` or ``#/$defs/...``)
     ``minimum maximum exclusiveMinimum exclusiveMaximum multipleOf minLength
     maxLength pattern`` and boolean schemas; annotations (``format``, ``default``,
-    ``title``...) are not checked and defaults not filled in.
+    ``title``...) are not checked and defaults not filled in. Older forms are checked as
+    their authors meant: ``nullable``, boolean ``exclusiveMinimum``/``exclusiveMaximum``,
+    ``items`` as a list with ``additionalItems``, ``definitions``.
 
     ``budget_s``: seconds the check may take (``None``: no time bound; depth and
     the linear checks still bound it). See the module docstring.

@@ -238,12 +238,17 @@ def test_bare_containers_nullable_literals_and_fields_set_by_the_class():
 
 
 def test_types_that_cannot_become_a_schema_say_what_to_do():
-    def recursive(t: Tree) -> None: ...
+    def deep(t: list[list[list[list[list[list[list[list[list[list[int]]]]]]]]]]) -> None: ...
 
     with pytest.raises(ToolRegistrationError) as err:
-        function_spec(recursive)
-    assert "parameter 't'.child.child" in str(err.value)
-    assert "type nesting is deeper than 8 levels (recursive type?)" in str(err.value)
+        function_spec(deep)
+    assert "parameter 't'[][][][][][][][]" in str(err.value)
+    assert "type nesting is deeper than 8 levels; flatten it" in str(err.value)
+
+    # a recursive class is no longer refused as "deeper than 8 levels (recursive type?)"
+    def recursive(t: Tree) -> None: ...
+
+    assert function_spec(recursive)[0].parameters["properties"]["t"] == {"$ref": "#/$defs/Tree"}
 
     Unresolved = dataclasses.make_dataclass("Unresolved", [("x", "NotDefinedAnywhere")])
 

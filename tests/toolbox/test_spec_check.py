@@ -37,6 +37,16 @@ def _register(parameters):
         ),
         ({"type": "object", "$ref": "#/$defs/missing"}, "'$ref': '#/$defs/missing' at #"),
         ({"type": "object", "$defs": {"n": {"propertyNames": {}}}}, "'propertyNames' at #/$defs/n"),
+        # Draft 4 places that hold schemas are walked too
+        (
+            {"type": "object", "properties": {"t": {"items": [{"contains": {}}]}}},
+            "'contains' at #/properties/t/items/0",
+        ),
+        (
+            {"type": "object", "properties": {"t": {"items": [], "additionalItems": {"if": {}}}}},
+            "'if' at #/properties/t/additionalItems",
+        ),
+        ({"type": "object", "definitions": {"n": {"then": {}}}}, "'then' at #/definitions/n"),
     ],
 )
 def test_keywords_that_would_pass_unchecked_are_refused_naming_where(parameters, named):
@@ -69,6 +79,38 @@ def test_keywords_that_would_pass_unchecked_are_refused_naming_where(parameters,
 def test_what_constrains_nothing_or_is_checked_registers(parameters):
     tb = _register(parameters)
     assert tb.execute(ToolCall("t", {}), tb.view([])).content == "ran"
+
+
+def test_a_draft4_openapi_spec_is_enforced_as_its_author_meant():
+    # Each of these registered and was then checked wrongly: a null refused for a nullable
+    # argument, 0 taken where "> 0" was meant, a tuple's positions not checked at all.
+    parameters = {
+        "type": "object",
+        "definitions": {"Pos": {"type": "number", "minimum": 0, "exclusiveMinimum": True}},
+        "properties": {
+            "note": {"type": "string", "nullable": True},
+            "size": {"$ref": "#/definitions/Pos"},
+            "pair": {
+                "type": "array",
+                "items": [{"type": "string"}, {"type": "integer"}],
+                "additionalItems": False,
+            },
+        },
+    }
+    tb = _register(parameters)
+    view = tb.view([])
+    good = {"note": None, "size": 0.5, "pair": ["a", 1]}
+    assert tb.execute(ToolCall("t", good), view).content == "ran"
+    result = tb.execute(ToolCall("t", {"note": 1, "size": 0, "pair": [1, "a", 2]}), view)
+    assert result.is_error
+    for problem in (
+        "argument 'note': expected string, got integer 1",
+        "argument 'size': must be > 0, got 0",
+        "argument 'pair[0]': expected string, got integer 1",
+        "argument 'pair[1]': expected integer, got string \"a\"",
+        "argument 'pair[2]': no value is accepted here; leave it out",
+    ):
+        assert problem in result.content
 
 
 def test_a_pydantic_style_spec_with_defs_is_enforced_through_its_refs():

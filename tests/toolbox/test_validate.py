@@ -222,6 +222,47 @@ def test_keywords_follow_json_schema(schema, value, ok):
     assert (validate(schema, value)[1] == []) is ok
 
 
+@pytest.mark.parametrize(
+    ("schema", "value", "ok"),
+    [
+        # OpenAPI 3.0: null was refused ("expected string, got null") though the spec
+        # said nullable; other values are still checked
+        ({"type": "string", "nullable": True}, None, True),
+        ({"type": "string", "nullable": True}, 3, False),
+        ({"type": "string", "nullable": False}, None, False),
+        ({"type": "integer", "enum": [1, 2], "nullable": True}, None, True),
+        # Draft 4: the flag makes its bound strict; 0 passed the "> 0" its author meant
+        ({"minimum": 0, "exclusiveMinimum": True}, 0, False),
+        ({"minimum": 0, "exclusiveMinimum": True}, 0.5, True),
+        ({"minimum": 0, "exclusiveMinimum": False}, 0, True),
+        ({"maximum": 10, "exclusiveMaximum": True}, 10, False),
+        ({"maximum": 10, "exclusiveMaximum": True}, 9.5, True),
+        ({"exclusiveMaximum": True}, 10**9, True),  # a flag with no bound bounds nothing
+        # Draft 4 tuples: a list of "items" per position was skipped entirely
+        ({"items": [{"type": "integer"}, {"type": "string"}]}, [1, "a"], True),
+        ({"items": [{"type": "integer"}, {"type": "string"}]}, ["a", 1], False),
+        ({"items": [{"type": "integer"}]}, [1, "anything"], True),
+        ({"items": [{"type": "integer"}], "additionalItems": False}, [1, 2], False),
+        ({"items": [{"type": "integer"}], "additionalItems": {"type": "string"}}, [1, 2], False),
+        ({"items": [{"type": "integer"}], "additionalItems": {"type": "string"}}, [1, "b"], True),
+        # Draft 4 definitions: any local JSON pointer is followed
+        ({"definitions": {"n": {"type": "integer"}}, "$ref": "#/definitions/n"}, "1", False),
+        ({"definitions": {"n": {"type": "integer"}}, "$ref": "#/definitions/n"}, 1, True),
+    ],
+)
+def test_older_forms_are_checked_as_their_authors_meant(schema, value, ok):
+    assert (validate(schema, value)[1] == []) is ok
+
+
+def test_older_forms_name_the_bound_and_position_in_their_messages():
+    assert validate({"minimum": 0, "exclusiveMinimum": True}, 0)[1] == [
+        "the arguments: must be > 0, got 0"
+    ]
+    assert validate({"items": [{"type": "integer"}], "additionalItems": False}, [1, 2])[1] == [
+        "argument '[1]': no value is accepted here; leave it out"
+    ]
+
+
 TREE = {
     "$defs": {
         "node": {
