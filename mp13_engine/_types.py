@@ -110,6 +110,10 @@ def _top_k(v: int) -> Any:
     return FIELDS["top_k"].check("top_k", v)
 
 
+def _min_p(v: float) -> Any:
+    return FIELDS["min_p"].check("min_p", v)
+
+
 def _repetition_penalty(v: float) -> Any:
     return FIELDS["repetition_penalty"].check("repetition_penalty", v)
 
@@ -171,9 +175,11 @@ class Request:
     ``seed`` (0 to 2**64-1) makes a sampled request reproducible, also inside a
     batch; without one each sampled request draws a random seed. As in
     transformers' ``generate``, a sampled request applies the temperature, then
-    ``top_k`` (tokens tied with the k-th stay), then ``top_p``; ``repetition_penalty``
-    applies greedy or sampled. Only the request's values apply: ``top_k`` is off
-    unless set (``generate``'s default is 50), and a checkpoint's
+    ``top_k`` (tokens tied with the k-th stay), then ``top_p``, then ``min_p`` (a
+    token stays if its probability at that temperature is at least ``min_p`` times
+    the most likely token's; 0 turns it off, and the most likely token always
+    stays); ``repetition_penalty`` applies greedy or sampled. Only the request's
+    values apply: ``top_k`` is off unless set (``generate``'s default is 50), and a checkpoint's
     ``generation_config`` sampling defaults never apply.
 
     ``adapters``: ``None`` uses the engine's default adapters, ``[]`` or
@@ -214,6 +220,7 @@ class Request:
     temperature: float | None = attrs.field(default=None, converter=_temperature)
     top_p: float = attrs.field(default=1.0, converter=_top_p)
     top_k: int = attrs.field(default=0, converter=_top_k)
+    min_p: float = attrs.field(default=0.0, converter=_min_p)
     repetition_penalty: float = attrs.field(default=1.0, converter=_repetition_penalty)
     seed: int | None = attrs.field(default=None, converter=_seed)
     stop: tuple[str, ...] = attrs.field(default=(), converter=_stop)
