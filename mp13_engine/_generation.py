@@ -52,6 +52,7 @@ class Sampling:
     __slots__ = (
         "do_sample",
         "generator",
+        "logprobs",
         "max_new",
         "min_new",
         "min_p",
@@ -67,6 +68,7 @@ class Sampling:
         self.min_new = min(request.min_new_tokens, max_new)
         # The request's resolved decision (temperature 0 = greedy, see ``Request``).
         self.do_sample = request.sampling
+        self.logprobs = request.logprobs
         # Bounded so that dividing float32 logits by it stays finite and meaningful: below
         # _MIN_TEMPERATURE a draw is the argmax anyway; above _MAX_TEMPERATURE the
         # distribution is uniform anyway, and a temperature past float32's range (1e39)
@@ -145,6 +147,30 @@ def choose(
         idx = torch.tensor(sampled, dtype=torch.long, device=dev)
         tokens.index_copy_(0, idx, _sample(logits.index_select(0, idx), [rows[i] for i in sampled]))
     return tokens.tolist()
+
+
+def logprobs_of(
+    logits: torch.Tensor, rows: Sequence[Sampling], tokens: Sequence[int], which: Sequence[int]
+) -> list[float]:
+    """The log-probability of ``tokens[i]`` for each row index ``i`` in ``which``.
+
+    ``logits`` as :func:`choose` left them (penalty and ``min_new_tokens`` applied in
+    place): a greedy row's log-softmax, a sampled row's warped distribution (``warp``
+    is deterministic, so this is the distribution its draw came from). Only rows
+    that asked (``Request.logprobs``) pay for it.
+    """
+    dev = logits.device
+    out = []
+    for i in which:
+        row, token = rows[i], tokens[i]
+        if row.do_sample:
+            sorted_logits, order = warp(logits[i : i + 1], [row])
+            logp = sorted_logits[0].log_softmax(-1)
+            at = (order[0] == token).nonzero()[0, 0]
+            out.append(float(logp[at]))
+        else:
+            out.append(float(logits[i].log_softmax(-1)[torch.tensor(token, device=dev)]))
+    return out
 
 
 def _sample(logits: torch.Tensor, rows: Sequence[Sampling]) -> torch.Tensor:

@@ -427,6 +427,7 @@ FIELDS: Mapping[str, FieldRule] = MappingProxyType(
         "parse_tools": _flag(),
         "continue_final": _flag(),
         "return_prompt": _flag(),
+        "logprobs": _flag(note=" (True fills Response.logprobs)"),
         "chat_template_kwargs": FieldRule(_template_kwargs, _KWARGS_ALLOWED),
         "timeout_s": _number(
             0.0, lo_open=True, optional=True, note=" seconds (None = the engine's default)"

@@ -68,6 +68,11 @@ def as_tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value)
 
 
+def _opt_tuple(value: Iterable[TokenLogprob] | None) -> tuple[TokenLogprob, ...] | None:
+    """A converter: None stays None (not asked for), any iterable becomes a tuple."""
+    return None if value is None else tuple(value)
+
+
 # ``Request``'s converters: each runs its field's rule (``_request_fields.FIELDS``). Their
 # parameter types are what ``Request(...)`` accepts (mypy's attrs plugin reads them); they
 # return the field's annotated type, which the rule guarantees.
@@ -146,6 +151,10 @@ def _return_prompt(v: bool) -> Any:
     return FIELDS["return_prompt"].check("return_prompt", v)
 
 
+def _logprobs(v: bool) -> Any:
+    return FIELDS["logprobs"].check("logprobs", v)
+
+
 def _chat_template_kwargs(v: Mapping[str, Any] | None) -> Any:
     return FIELDS["chat_template_kwargs"].check("chat_template_kwargs", v)
 
@@ -204,6 +213,9 @@ class Request:
     included, and ``tool_calls`` stays empty. ``continue_final``: continue the
     last message, which must be an assistant one, instead of starting a reply.
     ``return_prompt``: fill ``Response.prompt`` with the prompt text fed.
+    ``logprobs``: fill ``Response.logprobs`` with each generated token's
+    log-probability (OpenAI's ``logprobs=True``; see ``TokenLogprob`` for which
+    distribution); off, nothing is computed.
 
     Text inside messages and tool specs never becomes a control token: a user
     message that spells ``<|im_start|>`` reaches the model as that text.
@@ -231,6 +243,7 @@ class Request:
     parse_tools: bool = attrs.field(default=True, converter=_parse_tools)
     continue_final: bool = attrs.field(default=False, converter=_continue_final)
     return_prompt: bool = attrs.field(default=False, converter=_return_prompt)
+    logprobs: bool = attrs.field(default=False, converter=_logprobs)
     chat_template_kwargs: dict[str, Any] | None = attrs.field(
         default=None, converter=_chat_template_kwargs, hash=False
     )
@@ -285,6 +298,25 @@ class RequestMetrics:
     cached_tokens: int = 0
 
 
+@attrs.frozen
+class TokenLogprob:
+    """One generated token and its log-probability (``Request.logprobs``).
+
+    ``logprob`` is the natural log of the probability the token had in the
+    distribution it was chosen from: for a sampled request, the one it was drawn
+    from (after ``repetition_penalty``, the end-of-sequence token held off by
+    ``min_new_tokens``, the temperature, ``top_k``, ``top_p`` and ``min_p``: what
+    transformers' ``generate`` would draw from, ``output_scores`` after the
+    warpers); for a greedy request, the model's distribution at temperature 1
+    after ``repetition_penalty`` and ``min_new_tokens`` (what ``generate``'s
+    ``output_scores`` holds, log-softmaxed). ``token`` is the token id
+    (``engine.tokenizer.decode([token])`` shows it).
+    """
+
+    token: int
+    logprob: float
+
+
 @attrs.frozen(kw_only=True)
 class Response:
     """The final result of a request.
@@ -299,6 +331,11 @@ class Response:
     stays in ``text``; parsing never raises). ``finish_reason``: see
     ``FinishReason``; ``error`` says why when it is ``ERROR`` (``ok`` is False).
     ``prompt``: the prompt text fed, only with ``Request.return_prompt``.
+    ``logprobs``: only with ``Request.logprobs`` (``None`` otherwise), one
+    ``TokenLogprob`` per generated token, as many as ``metrics.completion_tokens``:
+    the end-of-sequence token is left out and the tokens of a stop string are in
+    (their text is cut from the reply). A stream's chunks carry text, not tokens:
+    the logprobs come with the final ``Response`` (the ``done`` chunk's).
     """
 
     id: str
@@ -311,6 +348,7 @@ class Response:
     prompt: str | None = None
     metrics: RequestMetrics = attrs.field(factory=RequestMetrics)
     parse_errors: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
+    logprobs: tuple[TokenLogprob, ...] | None = attrs.field(default=None, converter=_opt_tuple)
 
     @property
     def ok(self) -> bool:

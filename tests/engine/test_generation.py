@@ -228,11 +228,14 @@ def test_greedy_equals_generate_token_for_token_alone_and_in_a_batch(engine, set
         assert a.finish_reason is (FinishReason.STOP if stopped else FinishReason.LENGTH)
 
 
-def _reference_sample_ids(engine: Engine, request: Request) -> list[int]:
+def _reference_sample_ids(
+    engine: Engine, request: Request, logprobs: list[float] | None = None
+) -> list[int]:
     """A seeded request's tokens by transformers' warpers: the model run on the whole
     sequence each step, ``generate``'s warpers in ``generate``'s order, and one draw per
     step from the request's own CPU generator (the engine's documented draw: the first
-    token whose cumulative probability, most likely first, reaches it)."""
+    token whose cumulative probability, most likely first, reaches it). ``logprobs``
+    collects the log-probability each token had in the distribution it was drawn from."""
     ids = engine._state.tokens.encode(engine.format_prompt(request))
     generator = torch.Generator()
     generator.manual_seed(request.seed)
@@ -249,6 +252,8 @@ def _reference_sample_ids(engine: Engine, request: Request) -> list[int]:
         cdf = ranked.cumsum(0)
         draw = torch.rand(1, generator=generator)
         out.append(int(order[torch.searchsorted(cdf, draw * cdf[-1]).clamp(max=len(cdf) - 1)]))
+        if logprobs is not None:
+            logprobs.append(math.log(float(probs[out[-1]])))
     return out
 
 
@@ -267,6 +272,7 @@ def test_a_seeded_min_p_row_draws_transformers_tokens_alone_and_in_a_batch(engin
     )
     text = engine._state.tokens.decode(_reference_sample_ids(engine, target))
     assert engine.generate(target).raw_text == text
+    assert engine.generate(target).logprobs is None  # not asked for
     neighbours = [
         Request(prompt="hello hello", max_new_tokens=9, temperature=1.0, top_p=0.8, seed=1),
         Request(prompt="é ü 世界", max_new_tokens=5),  # greedy
@@ -274,6 +280,87 @@ def test_a_seeded_min_p_row_draws_transformers_tokens_alone_and_in_a_batch(engin
     ]
     batch = engine.generate_many([neighbours[0], target, *neighbours[1:]])
     assert batch[1].raw_text == text
+
+
+# ----- Request.logprobs
+
+
+def test_logprobs_of_sampled_tokens_are_those_of_transformers_warped_distribution(engine):
+    """Alone and beside rows that ask for none (or other settings), each generated token
+    comes with its log-probability in the distribution it was drawn from."""
+    target = Request(
+        prompt="The seven seas sail far away",
+        max_new_tokens=10,
+        min_new_tokens=10,
+        seed=5,
+        temperature=1.3,
+        top_k=30,
+        top_p=0.95,
+        min_p=0.05,
+        logprobs=True,
+    )
+    expected: list[float] = []
+    ids = _reference_sample_ids(engine, target, expected)
+    alone = engine.generate(target)
+    others = [
+        Request(prompt="hello hello", max_new_tokens=6, temperature=0.7, seed=1),
+        Request(prompt="é ü 世界", max_new_tokens=4, logprobs=True),  # greedy
+    ]
+    batch = engine.generate_many([others[0], target, others[1]])
+    for response in (alone, batch[1]):
+        assert response.logprobs is not None
+        assert [lp.token for lp in response.logprobs] == ids
+        got = [lp.logprob for lp in response.logprobs]
+        assert got == pytest.approx(expected, abs=1e-4)
+        assert all(lp <= 0.0 for lp in got)
+    assert batch[0].logprobs is None
+    assert batch[2].logprobs is not None
+    assert len(batch[2].logprobs) == batch[2].metrics.completion_tokens
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"max_new_tokens": 16},
+        {"max_new_tokens": 10, "min_new_tokens": 10, "repetition_penalty": 1.4},
+    ],
+)
+def test_greedy_logprobs_are_generates_scores_log_softmaxed(engine, settings):
+    prompt = "The seven seas sail far away"
+    ids = engine._state.tokens.encode(engine.format_prompt(Request(prompt=prompt)))
+    with torch.inference_mode():
+        out = engine.model.generate(
+            input_ids=torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            pad_token_id=engine._state.pad_id,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **settings,
+        )
+    new = out.sequences[0, len(ids) :].tolist()
+    eos = set(engine._state.eos_ids)
+    if new[-1] in eos:  # the engine leaves the end-of-sequence token out
+        new = new[:-1]
+    expected = [float(out.scores[t][0].log_softmax(-1)[tok]) for t, tok in enumerate(new)]
+    response = engine.generate(Request(prompt=prompt, logprobs=True, **settings))
+    assert response.logprobs is not None
+    assert len(response.logprobs) == response.metrics.completion_tokens == len(new)
+    assert [lp.token for lp in response.logprobs] == new
+    assert [lp.logprob for lp in response.logprobs] == pytest.approx(expected, abs=1e-4)
+
+
+def test_logprobs_cover_a_stop_strings_tokens_and_come_with_a_streams_last_chunk(engine):
+    plain = engine.generate(Request(prompt="hello hello hello", max_new_tokens=12))
+    assert len(plain.raw_text) > 3
+    stop = plain.raw_text[2:4]  # ends the reply early, its tokens counted
+    request = Request(prompt="hello hello hello", max_new_tokens=12, stop=stop, logprobs=True)
+    response = engine.generate(request)
+    assert response.finish_reason is FinishReason.STOP
+    assert response.logprobs is not None
+    assert len(response.logprobs) == response.metrics.completion_tokens > 0
+    last = list(engine.stream(request))[-1]
+    assert last.done and last.response is not None and last.response.logprobs == response.logprobs
 
 
 # ----- a seeded row alone vs among neighbours that arrive at any step

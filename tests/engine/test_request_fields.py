@@ -67,6 +67,7 @@ BAD = {
     "parse_tools": [None, "yes", 1],
     "continue_final": [None, 1],
     "return_prompt": [None, "no"],
+    "logprobs": [None, 1, "yes", 5],
     "chat_template_kwargs": ["x", [("a", 1)], {1: "x"}, {"tools": []}],
     "timeout_s": [0, -1, "5", float("inf"), True],
 }
