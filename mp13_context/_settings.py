@@ -116,6 +116,7 @@ REQUEST_PARAMS = (
     "temperature",
     "top_p",
     "top_k",
+    "min_p",
     "repetition_penalty",
     "seed",
     "stop",

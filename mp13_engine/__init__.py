@@ -52,6 +52,7 @@ from mp13_engine._types import (
     Request,
     RequestMetrics,
     Response,
+    TokenLogprob,
     adapter_names,
 )
 from mp13_toolbox import Mp13Error
@@ -105,6 +106,7 @@ __all__ = [
     "RequestMetrics",
     "RequestStream",
     "Response",
+    "TokenLogprob",
     "ToolFormatError",
     "TrainingConfig",
     "TrainingError",

@@ -21,7 +21,7 @@ Invariants: every operation is row-wise, so a row's token does not depend on
 the other rows of the step (a filter a neighbour turns on leaves a row without it
 untouched); a greedy row's token is the argmax of its logits (what ``generate``
 picks); a sampled row draws from the distribution transformers' warpers leave
-(temperature, top-k, top-p, in that order; ``tests/engine/test_generation.py``
+(temperature, top-k, top-p, min-p, in that order; ``tests/engine/test_generation.py``
 compares them); a seeded row draws one number per step from its own generator,
 which lives on the CPU, so the same seed gives the same draws alone, in any
 batch and whatever device the logits sit on (and so the same tokens wherever
@@ -52,8 +52,10 @@ class Sampling:
     __slots__ = (
         "do_sample",
         "generator",
+        "logprobs",
         "max_new",
         "min_new",
+        "min_p",
         "penalty",
         "seen",
         "temperature",
@@ -66,6 +68,7 @@ class Sampling:
         self.min_new = min(request.min_new_tokens, max_new)
         # The request's resolved decision (temperature 0 = greedy, see ``Request``).
         self.do_sample = request.sampling
+        self.logprobs = request.logprobs
         # Bounded so that dividing float32 logits by it stays finite and meaningful: below
         # _MIN_TEMPERATURE a draw is the argmax anyway; above _MAX_TEMPERATURE the
         # distribution is uniform anyway, and a temperature past float32's range (1e39)
@@ -75,6 +78,7 @@ class Sampling:
         )
         self.top_k = request.top_k
         self.top_p = request.top_p
+        self.min_p = request.min_p
         # Bounded for the same reason: a penalty below float32's range (1e-39) made a
         # positive logit +inf, and a sampled row then drew from NaN (always the least
         # likely token); past the bounds the order of the penalised tokens no longer changes.
@@ -145,6 +149,30 @@ def choose(
     return tokens.tolist()
 
 
+def logprobs_of(
+    logits: torch.Tensor, rows: Sequence[Sampling], tokens: Sequence[int], which: Sequence[int]
+) -> list[float]:
+    """The log-probability of ``tokens[i]`` for each row index ``i`` in ``which``.
+
+    ``logits`` as :func:`choose` left them (penalty and ``min_new_tokens`` applied in
+    place): a greedy row's log-softmax, a sampled row's warped distribution (``warp``
+    is deterministic, so this is the distribution its draw came from). Only rows
+    that asked (``Request.logprobs``) pay for it.
+    """
+    dev = logits.device
+    out = []
+    for i in which:
+        row, token = rows[i], tokens[i]
+        if row.do_sample:
+            sorted_logits, order = warp(logits[i : i + 1], [row])
+            logp = sorted_logits[0].log_softmax(-1)
+            at = (order[0] == token).nonzero()[0, 0]
+            out.append(float(logp[at]))
+        else:
+            out.append(float(logits[i].log_softmax(-1)[torch.tensor(token, device=dev)]))
+    return out
+
+
 def _sample(logits: torch.Tensor, rows: Sequence[Sampling]) -> torch.Tensor:
     """A draw from each row's own generator over its warped distribution (row-wise ops)."""
     sorted_logits, order = warp(logits, rows)
@@ -155,13 +183,14 @@ def _sample(logits: torch.Tensor, rows: Sequence[Sampling]) -> torch.Tensor:
 
 
 def warp(logits: torch.Tensor, rows: Sequence[Sampling]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Temperature, then top-k, then top-p, as transformers' warpers apply them.
+    """Temperature, then top-k, then top-p, then min-p, as transformers' warpers apply them.
 
     Returns each row's scaled logits sorted in descending order, the tokens the
     filters drop set to -inf, and the order (``order[i, j]`` is the token id of
     ``sorted[i, j]``). As in transformers (and vLLM), top-k keeps every token tied
     with the k-th; top-p keeps the smallest prefix whose mass reaches ``top_p``,
-    the token that crosses it included.
+    the token that crosses it included; min-p (``MinPLogitsWarper``) drops the
+    tokens whose probability is below ``min_p`` times the most likely token's.
     """
     dev = logits.device
     temps = torch.tensor([r.temperature for r in rows], device=dev)
@@ -183,6 +212,15 @@ def warp(logits: torch.Tensor, rows: Sequence[Sampling]) -> tuple[torch.Tensor, 
         # The most likely token always stays (transformers' min_tokens_to_keep=1): a top_p
         # below float32's range (1e-46 passes the field's check) rounds to 0 and would
         # drop every token, and the draw would come from NaN.
+        drop[:, 0] = False
+        sorted_logits = sorted_logits.masked_fill(drop, _NEG_INF)
+    if any(r.min_p > 0.0 for r in rows):
+        # A row without min-p has a bound of 0, under which no probability falls.
+        mins = torch.tensor([r.min_p for r in rows], device=dev)
+        probs = sorted_logits.softmax(-1)
+        # probs[:, 0] is the row's largest (transformers' amax): the logits are sorted
+        drop = probs < mins.unsqueeze(1) * probs[:, :1]
+        # The most likely token always stays (transformers' min_tokens_to_keep=1).
         drop[:, 0] = False
         sorted_logits = sorted_logits.masked_fill(drop, _NEG_INF)
     return sorted_logits, order

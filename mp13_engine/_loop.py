@@ -76,7 +76,7 @@ import torch
 from mp13_engine._compat import is_peft_model
 from mp13_engine._errors import AdapterError
 from mp13_engine._forward import ModelCall
-from mp13_engine._generation import bad_rows, choose
+from mp13_engine._generation import bad_rows, choose, logprobs_of
 from mp13_engine._kv import BatchKV
 from mp13_engine._output import RequestStatus
 from mp13_engine._packed import PackedCache, PackingUnsupported, Part
@@ -498,7 +498,14 @@ class DecodeLoop:
             if row.sampling.penalty != 1.0:
                 row.sampling.note(row.seq[row.noted :], vocab, logits.device)
                 row.noted = len(row.seq)
-        tokens = choose(logits, [r.sampling for r in rows], [r.n for r in rows], self._eos)
+        sampling = [r.sampling for r in rows]
+        tokens = choose(logits, sampling, [r.n for r in rows], self._eos)
+        # Request.logprobs: only the rows that ask pay for it
+        asked = [i for i, s in enumerate(sampling) if s.logprobs]
+        logprobs: list[float | None] = [None] * len(rows)
+        if asked:
+            for i, lp in zip(asked, logprobs_of(logits, sampling, tokens, asked), strict=True):
+                logprobs[i] = lp
         keep = []
         for i, (row, tok) in enumerate(zip(rows, tokens, strict=True)):
             st = row.state
@@ -514,7 +521,8 @@ class DecodeLoop:
                 st.finish(FinishReason.STOP)
                 continue
             row.n += 1
-            if st.append(tok):  # a stop string completed, a cancel is pending, or resolved
+            # True: a stop string completed, a cancel is pending, or resolved
+            if st.append(tok, logprobs[i]):
                 st.finish(FinishReason.STOP)  # CANCELLED when a cancel is pending
                 continue
             if row.n >= row.sampling.max_new:

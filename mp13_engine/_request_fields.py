@@ -413,6 +413,7 @@ FIELDS: Mapping[str, FieldRule] = MappingProxyType(
         "temperature": _number(0.0, optional=True, note=_SAMPLING_NOTE),
         "top_p": _number(0.0, 1.0, lo_open=True, note=" (1 turns it off)"),
         "top_k": _int(0, note=" (0 turns it off)"),
+        "min_p": _number(0.0, 1.0, note=" (0 turns it off)"),
         "repetition_penalty": _number(0.0, lo_open=True, note=" (1 turns it off)"),
         "seed": _checked(
             f"an integer from 0 to 2**64-1 ({SEED_MAX}), or None for a random seed",
@@ -426,6 +427,7 @@ FIELDS: Mapping[str, FieldRule] = MappingProxyType(
         "parse_tools": _flag(),
         "continue_final": _flag(),
         "return_prompt": _flag(),
+        "logprobs": _flag(note=" (True fills Response.logprobs)"),
         "chat_template_kwargs": FieldRule(_template_kwargs, _KWARGS_ALLOWED),
         "timeout_s": _number(
             0.0, lo_open=True, optional=True, note=" seconds (None = the engine's default)"

@@ -54,6 +54,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import threading
 import time
 import weakref
@@ -64,7 +65,14 @@ from typing import Any, TypeVar
 from mp13_engine._config import is_number
 from mp13_engine._errors import RequestError
 from mp13_engine._output import Output, OutputProcessor, OutputSetup, RequestStatus, not_ours
-from mp13_engine._types import Chunk, FinishReason, Request, RequestMetrics, Response
+from mp13_engine._types import (
+    Chunk,
+    FinishReason,
+    Request,
+    RequestMetrics,
+    Response,
+    TokenLogprob,
+)
 from mp13_toolbox import Mp13Error
 
 _log = logging.getLogger(__name__)
@@ -128,6 +136,7 @@ class RequestState:
         "first_token_t",
         "future",
         "id",
+        "logprobs",
         "max_new_tokens",
         "prompt_ids",
         "prompt_text",
@@ -161,6 +170,8 @@ class RequestState:
         self.start_t: float | None = None
         self.first_token_t: float | None = None
         self.tokens: list[int] = []  # generated ids (EOS excluded)
+        # their log-probabilities, only when the request asks (Request.logprobs)
+        self.logprobs: list[float] | None = [] if request.logprobs else None
         self.future: Future[Response] = Future()
         # Cancelling the future cancels the request (the worker resolves it at its next step).
         self.future.add_done_callback(self._future_done)
@@ -197,8 +208,9 @@ class RequestState:
             self.finish(FinishReason.CANCELLED)
         return False
 
-    def append(self, token: int) -> bool:
-        """Add one generated token; True when the row must end (see the module docstring)."""
+    def append(self, token: int, logprob: float | None = None) -> bool:
+        """Add one generated token (and its log-probability, when the request asks for
+        them); True when the row must end (see the module docstring)."""
         listeners: list[Callable[[], None]] | tuple[()] = ()
         with self._lock:
             if self.status is not _RUNNING:
@@ -207,6 +219,8 @@ class RequestState:
                 return True  # a cancel is pending or the request was resolved elsewhere
             tokens = self.tokens
             tokens.append(token)
+            if self.logprobs is not None:
+                self.logprobs.append(math.nan if logprob is None else logprob)
             if len(tokens) == 1:
                 self.first_token_t = time.perf_counter()
             out = self._out
@@ -296,6 +310,9 @@ class RequestState:
             prompt=self.prompt_text if self.request.return_prompt else None,
             metrics=metrics,
             parse_errors=output.parse_errors,
+            logprobs=None
+            if self.logprobs is None
+            else [TokenLogprob(t, lp) for t, lp in zip(self.tokens, self.logprobs, strict=True)],
         )
 
     # ----- any thread

@@ -68,6 +68,11 @@ def as_tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value)
 
 
+def _opt_tuple(value: Iterable[TokenLogprob] | None) -> tuple[TokenLogprob, ...] | None:
+    """A converter: None stays None (not asked for), any iterable becomes a tuple."""
+    return None if value is None else tuple(value)
+
+
 # ``Request``'s converters: each runs its field's rule (``_request_fields.FIELDS``). Their
 # parameter types are what ``Request(...)`` accepts (mypy's attrs plugin reads them); they
 # return the field's annotated type, which the rule guarantees.
@@ -110,6 +115,10 @@ def _top_k(v: int) -> Any:
     return FIELDS["top_k"].check("top_k", v)
 
 
+def _min_p(v: float) -> Any:
+    return FIELDS["min_p"].check("min_p", v)
+
+
 def _repetition_penalty(v: float) -> Any:
     return FIELDS["repetition_penalty"].check("repetition_penalty", v)
 
@@ -142,6 +151,10 @@ def _return_prompt(v: bool) -> Any:
     return FIELDS["return_prompt"].check("return_prompt", v)
 
 
+def _logprobs(v: bool) -> Any:
+    return FIELDS["logprobs"].check("logprobs", v)
+
+
 def _chat_template_kwargs(v: Mapping[str, Any] | None) -> Any:
     return FIELDS["chat_template_kwargs"].check("chat_template_kwargs", v)
 
@@ -171,9 +184,11 @@ class Request:
     ``seed`` (0 to 2**64-1) makes a sampled request reproducible, also inside a
     batch; without one each sampled request draws a random seed. As in
     transformers' ``generate``, a sampled request applies the temperature, then
-    ``top_k`` (tokens tied with the k-th stay), then ``top_p``; ``repetition_penalty``
-    applies greedy or sampled. Only the request's values apply: ``top_k`` is off
-    unless set (``generate``'s default is 50), and a checkpoint's
+    ``top_k`` (tokens tied with the k-th stay), then ``top_p``, then ``min_p`` (a
+    token stays if its probability at that temperature is at least ``min_p`` times
+    the most likely token's; 0 turns it off, and the most likely token always
+    stays); ``repetition_penalty`` applies greedy or sampled. Only the request's
+    values apply: ``top_k`` is off unless set (``generate``'s default is 50), and a checkpoint's
     ``generation_config`` sampling defaults never apply.
 
     ``adapters``: ``None`` uses the engine's default adapters, ``[]`` or
@@ -198,6 +213,9 @@ class Request:
     included, and ``tool_calls`` stays empty. ``continue_final``: continue the
     last message, which must be an assistant one, instead of starting a reply.
     ``return_prompt``: fill ``Response.prompt`` with the prompt text fed.
+    ``logprobs``: fill ``Response.logprobs`` with each generated token's
+    log-probability (OpenAI's ``logprobs=True``; see ``TokenLogprob`` for which
+    distribution); off, nothing is computed.
 
     Text inside messages and tool specs never becomes a control token: a user
     message that spells ``<|im_start|>`` reaches the model as that text.
@@ -214,6 +232,7 @@ class Request:
     temperature: float | None = attrs.field(default=None, converter=_temperature)
     top_p: float = attrs.field(default=1.0, converter=_top_p)
     top_k: int = attrs.field(default=0, converter=_top_k)
+    min_p: float = attrs.field(default=0.0, converter=_min_p)
     repetition_penalty: float = attrs.field(default=1.0, converter=_repetition_penalty)
     seed: int | None = attrs.field(default=None, converter=_seed)
     stop: tuple[str, ...] = attrs.field(default=(), converter=_stop)
@@ -224,6 +243,7 @@ class Request:
     parse_tools: bool = attrs.field(default=True, converter=_parse_tools)
     continue_final: bool = attrs.field(default=False, converter=_continue_final)
     return_prompt: bool = attrs.field(default=False, converter=_return_prompt)
+    logprobs: bool = attrs.field(default=False, converter=_logprobs)
     chat_template_kwargs: dict[str, Any] | None = attrs.field(
         default=None, converter=_chat_template_kwargs, hash=False
     )
@@ -278,6 +298,25 @@ class RequestMetrics:
     cached_tokens: int = 0
 
 
+@attrs.frozen
+class TokenLogprob:
+    """One generated token and its log-probability (``Request.logprobs``).
+
+    ``logprob`` is the natural log of the probability the token had in the
+    distribution it was chosen from: for a sampled request, the one it was drawn
+    from (after ``repetition_penalty``, the end-of-sequence token held off by
+    ``min_new_tokens``, the temperature, ``top_k``, ``top_p`` and ``min_p``: what
+    transformers' ``generate`` would draw from, ``output_scores`` after the
+    warpers); for a greedy request, the model's distribution at temperature 1
+    after ``repetition_penalty`` and ``min_new_tokens`` (what ``generate``'s
+    ``output_scores`` holds, log-softmaxed). ``token`` is the token id
+    (``engine.tokenizer.decode([token])`` shows it).
+    """
+
+    token: int
+    logprob: float
+
+
 @attrs.frozen(kw_only=True)
 class Response:
     """The final result of a request.
@@ -292,6 +331,11 @@ class Response:
     stays in ``text``; parsing never raises). ``finish_reason``: see
     ``FinishReason``; ``error`` says why when it is ``ERROR`` (``ok`` is False).
     ``prompt``: the prompt text fed, only with ``Request.return_prompt``.
+    ``logprobs``: only with ``Request.logprobs`` (``None`` otherwise), one
+    ``TokenLogprob`` per generated token, as many as ``metrics.completion_tokens``:
+    the end-of-sequence token is left out and the tokens of a stop string are in
+    (their text is cut from the reply). A stream's chunks carry text, not tokens:
+    the logprobs come with the final ``Response`` (the ``done`` chunk's).
     """
 
     id: str
@@ -304,6 +348,7 @@ class Response:
     prompt: str | None = None
     metrics: RequestMetrics = attrs.field(factory=RequestMetrics)
     parse_errors: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
+    logprobs: tuple[TokenLogprob, ...] | None = attrs.field(default=None, converter=_opt_tuple)
 
     @property
     def ok(self) -> bool:

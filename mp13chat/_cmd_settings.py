@@ -136,7 +136,7 @@ def params(repl: Repl, line: CommandLine) -> None:
 @command("set", group="settings", usage="/set NAME VALUE", complete=_complete_settings)
 def set_(repl: Repl, line: CommandLine) -> None:
     """Set a parameter on this branch (max_new_tokens, temperature, do_sample, top_p,
-    seed, stop, max_tool_rounds, ...) or a display setting (stream, markdown,
+    min_p, seed, stop, max_tool_rounds, ...) or a display setting (stream, markdown,
     show_reasoning). Values are JSON (true, 0.7, ["a", "b"]) or on/off."""
     name, _, raw = line.text.partition(" ")
     if not name or not raw.strip():

@@ -144,12 +144,15 @@ def test_system_commands_are_recorded_on_the_branch(make_chat):
 def test_set_changes_branch_params_and_display_settings(make_chat):
     engine = FakeEngine()
     h = make_chat(engine)
-    h.run("/set temperature 0.25", "/set do_sample on", "/set stream off", "go")
+    h.run("/set temperature 0.25", "/set do_sample on", "/set min_p 0.1", "/set stream off", "go")
     assert engine.requests[-1].temperature == 0.25
+    assert engine.requests[-1].min_p == 0.1
     assert engine.requests[-1].do_sample is True
     assert h.app.config.stream is False
     out = h.run("/set temperature hot")
     assert "error:" in out and "temperature" in out
+    out = h.run("/set min_p 2")
+    assert "error:" in out and "min_p must be a number in [0, 1]" in out
 
 
 def test_tool_round_with_inline_approval(make_chat):

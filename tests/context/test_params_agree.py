@@ -69,6 +69,7 @@ def test_the_context_accepts_exactly_what_request_accepts(name, value):
     [
         ("temperature", 0),  # greedy: accepted by both now (the engine refused it before)
         ("temperature", 0.7),
+        ("min_p", 0.05),
         ("seed", 2**64 - 1),
         ("stop", "END"),
         ("timeout_s", 30),
@@ -88,7 +89,14 @@ def test_accepted_values_reach_the_request_unchanged(name, value):
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("seed", -1), ("seed", 2**80), ("seed", "1"), ("temperature", "hot"), ("top_k", "5")],
+    [
+        ("seed", -1),
+        ("seed", 2**80),
+        ("seed", "1"),
+        ("temperature", "hot"),
+        ("top_k", "5"),
+        ("min_p", 1.5),
+    ],
 )
 def test_refused_values_name_the_parameter_and_what_is_allowed(name, value):
     with pytest.raises(CommandError) as err:

@@ -3,7 +3,7 @@
 
 Greedy rows must pick what ``generate`` picks, token for token (repetition penalty
 and ``min_new_tokens`` included); sampled rows must draw from the distribution that
-transformers' warpers (temperature, top-k, top-p) leave; a seeded row's tokens must
+transformers' warpers (temperature, top-k, top-p, min-p) leave; a seeded row's tokens must
 not depend on its batch neighbours nor on the step it arrives at.
 """
 
@@ -16,6 +16,7 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from transformers.generation.logits_process import (
+    MinPLogitsWarper,
     TemperatureLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
@@ -28,7 +29,9 @@ from tests.engine._loop_harness import StepHarness
 _VOCAB = 12
 
 
-def _hf_probs(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+def _hf_probs(
+    logits: torch.Tensor, temperature: float, top_k: int, top_p: float, min_p: float = 0.0
+) -> torch.Tensor:
     """The distribution ``generate(do_sample=True, ...)`` draws from (its warpers, in its order)."""
     scores = logits.unsqueeze(0)
     if temperature != 1.0:
@@ -37,6 +40,8 @@ def _hf_probs(logits: torch.Tensor, temperature: float, top_k: int, top_p: float
         scores = TopKLogitsWarper(top_k)(None, scores)
     if top_p < 1.0:
         scores = TopPLogitsWarper(top_p)(None, scores)
+    if min_p:  # generate adds it whenever min_p is set; 0 drops nothing
+        scores = MinPLogitsWarper(min_p)(None, scores)
     return scores.softmax(-1)[0]
 
 
@@ -45,14 +50,17 @@ def _mp13_probs(logits: torch.Tensor, rows: list[Sampling]) -> torch.Tensor:
     return torch.zeros_like(logits).scatter(1, order, sorted_logits.softmax(-1))
 
 
-def _sampling(temperature: float, top_k: int, top_p: float) -> Sampling:
-    request = Request(prompt="x", temperature=temperature, top_k=top_k, top_p=top_p, seed=0)
+def _sampling(temperature: float, top_k: int, top_p: float, min_p: float = 0.0) -> Sampling:
+    request = Request(
+        prompt="x", temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=0
+    )
     return Sampling(request, max_new=8)
 
 
 _TEMPERATURE = st.sampled_from([0.05, 0.5, 1.0, 1.7, 10.0])
 _TOP_K = st.sampled_from([0, 1, 2, 5, _VOCAB, 50])
 _TOP_P = st.sampled_from([0.95, 0.5, 0.1, 1e-6, 1e-300])
+_MIN_P = st.sampled_from([0.0, 0.0, 0.05, 0.3, 0.9, 1.0, 1e-300])
 _FINITE = st.floats(-12, 12, width=32)
 _TIED_ROW = st.tuples(  # ties and ruled-out (-inf) tokens; no top-p, whose cut between
     # tied tokens keeps whichever the sort puts first, in any implementation
@@ -62,6 +70,7 @@ _TIED_ROW = st.tuples(  # ties and ruled-out (-inf) tokens; no top-p, whose cut 
     _TEMPERATURE,
     _TOP_K,
     st.just(1.0),
+    _MIN_P,
 )
 _DISTINCT_ROW = st.tuples(
     st.builds(
@@ -72,6 +81,7 @@ _DISTINCT_ROW = st.tuples(
     _TEMPERATURE,
     _TOP_K,
     _TOP_P,
+    _MIN_P,
 )
 _ROW = st.one_of(_TIED_ROW, _DISTINCT_ROW).filter(lambda r: any(map(math.isfinite, r[0])))
 
@@ -81,7 +91,12 @@ _ROW = st.one_of(_TIED_ROW, _DISTINCT_ROW).filter(lambda r: any(map(math.isfinit
 def test_sampled_rows_draw_from_the_distribution_of_transformers_warpers(rows):
     logits = torch.tensor([r[0] for r in rows], dtype=torch.float32)
     expected = []
-    for row_logits, temperature, top_k, top_p in rows:
+    for row_logits, temperature, top_k, top_p, min_p in rows:
+        if min_p:
+            # Likewise where a token's probability is min_p times the most likely's.
+            scaled = torch.tensor(row_logits, dtype=torch.float64) / temperature
+            ratio = (scaled - scaled.max()).exp()
+            assume(bool(((ratio - min_p).abs() > 1e-4 * min_p).all()))
         if top_p < 1.0:
             # Where top_p falls (within rounding) on a cumulative mass, which token stays
             # is a matter of float rounding.
@@ -89,8 +104,8 @@ def test_sampled_rows_draw_from_the_distribution_of_transformers_warpers(rows):
             ranked = kept.sort(descending=True).values
             before = (ranked.cumsum(0) - ranked)[1:]  # the most likely token always stays
             assume(bool(((before - top_p).abs() > 1e-4).all()))
-        expected.append(_hf_probs(logits[len(expected)], temperature, top_k, top_p))
-    got = _mp13_probs(logits.clone(), [_sampling(t, k, p) for _, t, k, p in rows])
+        expected.append(_hf_probs(logits[len(expected)], temperature, top_k, top_p, min_p))
+    got = _mp13_probs(logits.clone(), [_sampling(t, k, p, m) for _, t, k, p, m in rows])
     # row-wise: each row gets its own parameters, whatever its neighbours ask
     torch.testing.assert_close(got, torch.stack(expected), atol=1e-5, rtol=1e-4)
     assert ((got > 0) == (torch.stack(expected) > 0)).all()
@@ -101,6 +116,29 @@ def test_top_k_keeps_every_token_tied_with_the_kth_like_transformers():
     probs = _mp13_probs(logits, [_sampling(1.0, 2, 1.0)])[0]
     assert (probs > 0).tolist() == [True, False, True, True, False]
     torch.testing.assert_close(probs, _hf_probs(logits[0], 1.0, 2, 1.0))
+
+
+def test_min_p_keeps_the_tokens_at_least_min_p_times_as_likely_as_the_top_one():
+    # probabilities proportional to 8, 4, 2, 1, 1: min_p=0.25 keeps 8, 4 and 2
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0, 0.0]]) * math.log(2)
+    probs = _mp13_probs(logits.clone(), [_sampling(1.0, 0, 1.0, 0.25)])[0]
+    assert (probs > 0).tolist() == [True, True, True, False, False]
+    torch.testing.assert_close(probs, _hf_probs(logits[0], 1.0, 0, 1.0, 0.25))
+    # at temperature 2 the ratios are square roots: 8, 5.7, 4, 2.8, 2.8 all pass 0.25
+    probs = _mp13_probs(logits.clone(), [_sampling(2.0, 0, 1.0, 0.25)])[0]
+    assert (probs > 0).all()
+    torch.testing.assert_close(probs, _hf_probs(logits[0], 2.0, 0, 1.0, 0.25))
+
+
+@pytest.mark.parametrize("min_p", [1.0, 1e-300])
+def test_min_p_at_its_bounds_matches_transformers(min_p):
+    """1 keeps only the tokens tied with the most likely; a min_p below float32's range
+    rounds to 0 and keeps every token the model allows, as in transformers."""
+    logits = torch.tensor([[3.0, 1.0, 3.0, float("-inf"), -2.0]])
+    probs = _mp13_probs(logits.clone(), [_sampling(1.0, 0, 1.0, min_p)])[0]
+    kept = [True, False, True, False, False] if min_p == 1.0 else [True, True, True, False, True]
+    assert (probs > 0).tolist() == kept
+    torch.testing.assert_close(probs, _hf_probs(logits[0], 1.0, 0, 1.0, min_p))
 
 
 @pytest.mark.parametrize("top_p", [1e-40, 1e-46, 1e-300])
@@ -190,6 +228,141 @@ def test_greedy_equals_generate_token_for_token_alone_and_in_a_batch(engine, set
         assert a.finish_reason is (FinishReason.STOP if stopped else FinishReason.LENGTH)
 
 
+def _reference_sample_ids(
+    engine: Engine, request: Request, logprobs: list[float] | None = None
+) -> list[int]:
+    """A seeded request's tokens by transformers' warpers: the model run on the whole
+    sequence each step, ``generate``'s warpers in ``generate``'s order, and one draw per
+    step from the request's own CPU generator (the engine's documented draw: the first
+    token whose cumulative probability, most likely first, reaches it). ``logprobs``
+    collects the log-probability each token had in the distribution it was drawn from."""
+    ids = engine._state.tokens.encode(engine.format_prompt(request))
+    generator = torch.Generator()
+    generator.manual_seed(request.seed)
+    eos = list(engine._state.eos_ids)
+    out: list[int] = []
+    for _ in range(request.max_new_tokens):
+        with torch.inference_mode():
+            logits = engine.model(input_ids=torch.tensor([ids + out])).logits[0, -1]
+        logits = logits.float().clone()
+        if len(out) < request.min_new_tokens:
+            logits[eos] = -math.inf
+        probs = _hf_probs(logits, request.temperature, request.top_k, request.top_p, request.min_p)
+        ranked, order = probs.sort(descending=True)
+        cdf = ranked.cumsum(0)
+        draw = torch.rand(1, generator=generator)
+        out.append(int(order[torch.searchsorted(cdf, draw * cdf[-1]).clamp(max=len(cdf) - 1)]))
+        if logprobs is not None:
+            logprobs.append(math.log(float(probs[out[-1]])))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**40 + 3])
+@pytest.mark.parametrize(
+    "params",
+    [{"temperature": 1.2, "min_p": 0.05}, {"temperature": 0.8, "top_k": 20, "min_p": 0.2}],
+)
+def test_a_seeded_min_p_row_draws_transformers_tokens_alone_and_in_a_batch(engine, seed, params):
+    target = Request(
+        prompt="The seven seas sail far away",
+        max_new_tokens=12,
+        min_new_tokens=12,
+        seed=seed,
+        **params,
+    )
+    text = engine._state.tokens.decode(_reference_sample_ids(engine, target))
+    assert engine.generate(target).raw_text == text
+    assert engine.generate(target).logprobs is None  # not asked for
+    neighbours = [
+        Request(prompt="hello hello", max_new_tokens=9, temperature=1.0, top_p=0.8, seed=1),
+        Request(prompt="é ü 世界", max_new_tokens=5),  # greedy
+        Request(prompt="ok ok ok", max_new_tokens=12, temperature=2.0, min_p=0.3, seed=2),
+    ]
+    batch = engine.generate_many([neighbours[0], target, *neighbours[1:]])
+    assert batch[1].raw_text == text
+
+
+# ----- Request.logprobs
+
+
+def test_logprobs_of_sampled_tokens_are_those_of_transformers_warped_distribution(engine):
+    """Alone and beside rows that ask for none (or other settings), each generated token
+    comes with its log-probability in the distribution it was drawn from."""
+    target = Request(
+        prompt="The seven seas sail far away",
+        max_new_tokens=10,
+        min_new_tokens=10,
+        seed=5,
+        temperature=1.3,
+        top_k=30,
+        top_p=0.95,
+        min_p=0.05,
+        logprobs=True,
+    )
+    expected: list[float] = []
+    ids = _reference_sample_ids(engine, target, expected)
+    alone = engine.generate(target)
+    others = [
+        Request(prompt="hello hello", max_new_tokens=6, temperature=0.7, seed=1),
+        Request(prompt="é ü 世界", max_new_tokens=4, logprobs=True),  # greedy
+    ]
+    batch = engine.generate_many([others[0], target, others[1]])
+    for response in (alone, batch[1]):
+        assert response.logprobs is not None
+        assert [lp.token for lp in response.logprobs] == ids
+        got = [lp.logprob for lp in response.logprobs]
+        assert got == pytest.approx(expected, abs=1e-4)
+        assert all(lp <= 0.0 for lp in got)
+    assert batch[0].logprobs is None
+    assert batch[2].logprobs is not None
+    assert len(batch[2].logprobs) == batch[2].metrics.completion_tokens
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"max_new_tokens": 16},
+        {"max_new_tokens": 10, "min_new_tokens": 10, "repetition_penalty": 1.4},
+    ],
+)
+def test_greedy_logprobs_are_generates_scores_log_softmaxed(engine, settings):
+    prompt = "The seven seas sail far away"
+    ids = engine._state.tokens.encode(engine.format_prompt(Request(prompt=prompt)))
+    with torch.inference_mode():
+        out = engine.model.generate(
+            input_ids=torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            pad_token_id=engine._state.pad_id,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **settings,
+        )
+    new = out.sequences[0, len(ids) :].tolist()
+    eos = set(engine._state.eos_ids)
+    if new[-1] in eos:  # the engine leaves the end-of-sequence token out
+        new = new[:-1]
+    expected = [float(out.scores[t][0].log_softmax(-1)[tok]) for t, tok in enumerate(new)]
+    response = engine.generate(Request(prompt=prompt, logprobs=True, **settings))
+    assert response.logprobs is not None
+    assert len(response.logprobs) == response.metrics.completion_tokens == len(new)
+    assert [lp.token for lp in response.logprobs] == new
+    assert [lp.logprob for lp in response.logprobs] == pytest.approx(expected, abs=1e-4)
+
+
+def test_logprobs_cover_a_stop_strings_tokens_and_come_with_a_streams_last_chunk(engine):
+    plain = engine.generate(Request(prompt="hello hello hello", max_new_tokens=12))
+    assert len(plain.raw_text) > 3
+    stop = plain.raw_text[2:4]  # ends the reply early, its tokens counted
+    request = Request(prompt="hello hello hello", max_new_tokens=12, stop=stop, logprobs=True)
+    response = engine.generate(request)
+    assert response.finish_reason is FinishReason.STOP
+    assert response.logprobs is not None
+    assert len(response.logprobs) == response.metrics.completion_tokens > 0
+    last = list(engine.stream(request))[-1]
+    assert last.done and last.response is not None and last.response.logprobs == response.logprobs
+
+
 # ----- a seeded row alone vs among neighbours that arrive at any step
 
 _WORDS = ("apple pie ", "the river runs ", "é ü 世界 ", "ok ", "seven seas sail far away ")
@@ -219,6 +392,8 @@ _NEIGHBOUR = st.tuples(
             {"temperature": 1.0},
             {"temperature": 0.7, "top_k": 5, "top_p": 0.9},
             {"temperature": 1.3, "top_p": 0.5, "repetition_penalty": 1.2},
+            {"temperature": 1.5, "min_p": 0.1},
+            {"temperature": 0.9, "top_k": 8, "min_p": 0.05},
         ]
     ),
 )

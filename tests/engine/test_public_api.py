@@ -41,6 +41,7 @@ def test_mp13_engine_names_are_pinned():
         "RequestMetrics",
         "RequestStream",
         "Response",
+        "TokenLogprob",
         "ToolFormatError",
         "TrainingConfig",
         "TrainingError",
