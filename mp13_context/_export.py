@@ -15,7 +15,8 @@ Since version 3 each conversation also carries its saved positions
 an imported conversation resumes where each scope was; with ``new_ids=True``
 they name the copies' nodes. Positions are not hashed (they move as cursors
 move, like the ``archived`` and ``main_line`` flags); an import checks that each
-names a node of its own conversation in the document.
+names a node of its own conversation in the document, and an export leaves out one
+that does not (only a file changed outside mp13 has such a row).
 
 What a round trip does not keep: each node's ``seq`` (its place in the creation
 order of the whole session) is numbered anew by the session it is imported into,
@@ -75,15 +76,17 @@ class SessionData:
 def session_data(session: Exportable) -> SessionData:
     """The whole session as one value."""
     return SessionData(
-        conversations=tuple(
-            ConversationData(
-                info=info,
-                nodes=tuple(session.conversation_nodes(info.id)),
-                positions=tuple(session.saved_positions(info.id)),
-            )
-            for info in session.conversations()
-        )
+        conversations=tuple(_conversation(session, info) for info in session.conversations())
     )
+
+
+def _conversation(session: Exportable, info: ConversationInfo) -> ConversationData:
+    nodes = tuple(session.conversation_nodes(info.id))
+    ids = {n.id for n in nodes}
+    # Only positions at one of the conversation's nodes: a row left pointing elsewhere in
+    # a file damaged outside mp13 would make the import refuse the whole export.
+    positions = tuple(p for p in session.saved_positions(info.id) if p.node_id in ids)
+    return ConversationData(info=info, nodes=nodes, positions=positions)
 
 
 def export_session(

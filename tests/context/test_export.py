@@ -17,6 +17,7 @@ from mp13_context import (
     ChatContext,
     CommandError,
     ContextError,
+    SavedPosition,
     SerializationError,
     Session,
     StoreError,
@@ -153,6 +154,24 @@ def test_each_scope_resumes_where_it_was_after_an_export_and_import(ctx, session
             again.with_scope("notes").cursor(first).node_id == imported.conversation(first).root_id
         )
         assert [p.scope for p in imported.saved_positions(first)] == ["default", "notes"]
+
+
+def test_a_position_left_dangling_in_a_damaged_file_is_not_exported(ctx, session, tmp_path):
+    # Written past Session.save_position's check, as an edit outside mp13 would: a saved
+    # position at no node of its conversation. Exported, it made the import refuse the
+    # whole file, the very copy a damaged session is told to make.
+    cur = ctx.cursor()
+    cur.ask("kept")
+    other = ctx.cursor()
+    other.ask("elsewhere")
+    session._store.save_position("gone", cur.conversation_id, "no-such-node")
+    session._store.save_position("moved", cur.conversation_id, other.node_id)
+    session.export_json(tmp_path / "e.json")
+    with Session.import_json(tmp_path / "e.json") as imported:
+        assert imported.saved_positions(cur.conversation_id) == [
+            SavedPosition(scope="default", node_id=cur.node_id)
+        ]
+        assert imported.resume_point("gone", cur.conversation_id) == cur.node_id
 
 
 def _strip_seq(doc):
