@@ -24,8 +24,8 @@ children keeping their order, so exporting the imported session gives the same
 JSON but for ``seq``.
 
 Versions: 1 (no hashes; still read, imported as unverified), 2 (nodes carry
-``hash``; import checks them; still read, imported without saved positions),
-3 (conversations carry ``positions``).
+``hash``; import checks them; still read: without positions, its conversations
+resume at their newest node), 3 (conversations carry ``positions``).
 """
 
 from __future__ import annotations
