@@ -35,6 +35,7 @@ from mp13_context._model import (
     Node,
     NodeKind,
     Role,
+    SavedPosition,
     SearchHit,
     Turn,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "ReplayReport",
     "ReplayTurn",
     "Role",
+    "SavedPosition",
     "SchemaError",
     "SearchHit",
     "SerializationError",

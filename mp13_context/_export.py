@@ -10,15 +10,22 @@ before anything is written; see ``_import``) keeps ids, so an exported and
 re-imported session has identical trees, or gives fresh ids with
 ``new_ids=True``; it never changes an existing conversation.
 
+Since version 3 each conversation also carries its saved positions
+(``Session.save_position``: for each scope, the node its cursors resume at), so
+an imported conversation resumes where each scope was; with ``new_ids=True``
+they name the copies' nodes. Positions are not hashed (they move as cursors
+move, like the ``archived`` and ``main_line`` flags); an import checks that each
+names a node of its own conversation in the document, and an export leaves out one
+that does not (only a file changed outside mp13 has such a row).
+
 What a round trip does not keep: each node's ``seq`` (its place in the creation
 order of the whole session) is numbered anew by the session it is imported into,
 children keeping their order, so exporting the imported session gives the same
-JSON but for ``seq``; and saved positions (``Session.save_position``, where each
-scope's cursor was) are not exported, so an imported conversation resumes at its
-newest node.
+JSON but for ``seq``.
 
 Versions: 1 (no hashes; still read, imported as unverified), 2 (nodes carry
-``hash``; import checks them).
+``hash``; import checks them; still read: without positions, its conversations
+resume at their newest node), 3 (conversations carry ``positions``).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import attrs
 from mp13_context._convert import unstructure
 from mp13_context._errors import SerializationError
 from mp13_context._import import FORMAT, VERSION
-from mp13_context._model import ConversationInfo, Node
+from mp13_context._model import ConversationInfo, Node, SavedPosition
 
 
 class Exportable(Protocol):
@@ -44,13 +51,17 @@ class Exportable(Protocol):
 
     def conversation_nodes(self, conversation_id: str) -> list[Node]: ...
 
+    def saved_positions(self, conversation_id: str) -> list[SavedPosition]: ...
+
 
 @attrs.frozen(kw_only=True)
 class ConversationData:
-    """One exported conversation: its header and every node, in creation order."""
+    """One exported conversation: its header, every node in creation order, and each
+    scope's saved position (by scope name; since export version 3)."""
 
     info: ConversationInfo
     nodes: tuple[Node, ...] = ()
+    positions: tuple[SavedPosition, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -65,11 +76,17 @@ class SessionData:
 def session_data(session: Exportable) -> SessionData:
     """The whole session as one value."""
     return SessionData(
-        conversations=tuple(
-            ConversationData(info=info, nodes=tuple(session.conversation_nodes(info.id)))
-            for info in session.conversations()
-        )
+        conversations=tuple(_conversation(session, info) for info in session.conversations())
     )
+
+
+def _conversation(session: Exportable, info: ConversationInfo) -> ConversationData:
+    nodes = tuple(session.conversation_nodes(info.id))
+    ids = {n.id for n in nodes}
+    # Only positions at one of the conversation's nodes: a row left pointing elsewhere in
+    # a file damaged outside mp13 would make the import refuse the whole export.
+    positions = tuple(p for p in session.saved_positions(info.id) if p.node_id in ids)
+    return ConversationData(info=info, nodes=nodes, positions=positions)
 
 
 def export_session(

@@ -17,7 +17,9 @@ can be checked without the store, in this order:
    exactly one root, the one ``info.root_id`` names; every parent is a node of
    the same conversation *in the document* (so nothing can be grafted onto a
    node of the session); no cycles; tree depth within the limits; turn nodes
-   and only they carry a turn.
+   and only they carry a turn; each saved position (export version 3) is a
+   ``{scope, node_id}`` naming a node of its own conversation in the document,
+   one per scope.
 4. Hashes (export version 2): each node's hash must match its content and its
    parent's hash. A mismatch means the document was edited after export: it is
    refused (``TamperedError``) unless ``accept_edits=True``, which imports it
@@ -26,13 +28,14 @@ can be checked without the store, in this order:
 
 Imported data always lands in new conversations: with ``new_ids=True`` every
 conversation and node gets a fresh id (remapped consistently inside the
-document); otherwise the document's ids are kept and the session refuses the
-whole import (``ImportConflictError``) if any of them exists already.
+document, saved positions included); otherwise the document's ids are kept and
+the session refuses the whole import (``ImportConflictError``) if any of them
+exists already.
 
 ``write_plans`` then folds the commands (``params.set`` values go through the
 same ``validate_params`` as a live command, pops must have something to undo)
-and writes everything in one transaction: any failure leaves the store and the
-session's caches as they were.
+and writes everything, saved positions included, in one transaction: any
+failure leaves the store and the session's caches as they were.
 """
 
 from __future__ import annotations
@@ -54,11 +57,12 @@ from mp13_context._errors import (
 )
 from mp13_context._integrity import row_hash
 from mp13_context._interned import SettingsTable, StagedSettings
-from mp13_context._model import ConversationInfo, Node, NodeKind, new_id
+from mp13_context._model import ConversationInfo, Node, NodeKind, SavedPosition, new_id
 from mp13_context._rows import node_row, stored_commands, stored_turn
 from mp13_context._schema import (
     CHECK_INFO,
     CHECK_NODE,
+    CHECK_POSITION,
     LIMIT_HINT,
     Path,
     check_shape,
@@ -71,8 +75,9 @@ from mp13_context._text import scrub
 from mp13_toolbox import strict_keywords
 
 FORMAT = "mp13.session"
-#: 2: nodes carry ``hash``. 1: no hashes (still read).
-VERSION = 2
+#: 3: conversations carry saved ``positions``. 2: nodes carry ``hash`` (still read, no
+#: positions). 1: no hashes (still read).
+VERSION = 3
 
 
 def _positive_int(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
@@ -121,10 +126,12 @@ class PlannedNode:
 
 @attrs.frozen
 class PlannedConversation:
-    """A conversation to insert: its header and its nodes, parents first."""
+    """A conversation to insert: its header, its nodes (parents first) and the positions
+    saved in it (node ids as they will be stored)."""
 
     info: ConversationInfo
     nodes: tuple[PlannedNode, ...]
+    positions: tuple[SavedPosition, ...] = ()
 
 
 # --- header and trees (3.) --------------------------------------------------------------------
@@ -179,7 +186,7 @@ def _ordered(
 
 def _conversation(
     i: int, conv: Any, seen: set[str], seen_nodes: set[str]
-) -> tuple[ConversationInfo, tuple[Node, Path], list[tuple[Node, Path]]]:
+) -> tuple[ConversationInfo, tuple[Node, Path], list[tuple[Node, Path]], list[SavedPosition]]:
     path: Path = ("conversations", i)
     if not isinstance(conv, dict):
         raise fail(path, f"expected a conversation object, got {kind_of(conv)}")
@@ -230,7 +237,32 @@ def _conversation(
                 "document (an import never attaches to existing nodes)",
                 node.id,
             )
-    return info, root, nodes
+    return info, root, nodes, _positions(conv, path, known)
+
+
+def _positions(conv: dict[str, Any], path: Path, known: set[str]) -> list[SavedPosition]:
+    """The conversation's saved positions: one per scope, each at one of its nodes in the
+    document (so none can point into another conversation or the importing session)."""
+    ppath: Path = (*path, "positions")
+    raw = conv.get("positions", [])
+    if not isinstance(raw, list):
+        raise fail(ppath, f"expected a list of saved positions, got {kind_of(raw)}")
+    out: list[SavedPosition] = []
+    scopes: set[str] = set()
+    for k, item in enumerate(raw):
+        CHECK_POSITION(item, (*ppath, k))
+        position = structure(item, SavedPosition)
+        if position.scope in scopes:
+            raise fail((*ppath, k, "scope"), f"scope {position.scope!r:.60} is saved twice")
+        scopes.add(position.scope)
+        if position.node_id not in known:
+            raise fail(
+                (*ppath, k, "node_id"),
+                f"scope {position.scope!r:.60} is saved at {position.node_id!r:.60}, which is "
+                "not a node of this conversation in the document",
+            )
+        out.append(position)
+    return out
 
 
 # --- hashes (4.) ------------------------------------------------------------------------------
@@ -261,7 +293,7 @@ def plan_import(
     plans: list[PlannedConversation] = []
     edited: list[str] = []
     for i, conv in enumerate(doc["conversations"]):
-        info, root, nodes = _conversation(i, conv, seen, seen_nodes)
+        info, root, nodes, positions = _conversation(i, conv, seen, seen_nodes)
         total += len(nodes) + 1
         if total > limits.max_nodes:
             raise fail(("conversations", i), f"more than {limits.max_nodes} nodes", hint=LIMIT_HINT)
@@ -295,7 +327,8 @@ def plan_import(
             )
             planned.append(PlannedNode(new, where))
         header = attrs.evolve(info, id=cid, root_id=planned[0].node.id, head_id=None)
-        plans.append(PlannedConversation(header, tuple(planned)))
+        moved = tuple(attrs.evolve(p, node_id=ids[p.node_id]) if ids else p for p in positions)
+        plans.append(PlannedConversation(header, tuple(planned), moved))
     return plans, version >= 2 and not edited, tuple(edited)
 
 
@@ -336,6 +369,8 @@ def write_plans(store: Store, states: SettingsTable, plans: list[PlannedConversa
                         )
                     else:
                         store.insert_node_in(conn, row)
+                for position in plan.positions:
+                    store.save_position_in(conn, position.scope, plan.info.id, position.node_id)
         staged.commit()
 
 

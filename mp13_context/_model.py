@@ -194,6 +194,15 @@ class ConversationInfo:
 
 
 @attrs.frozen(kw_only=True)
+class SavedPosition:
+    """Where a scope (a ``ChatContext``'s name) was in a conversation: the node a cursor
+    of that scope resumes at (``Session.save_position``, ``Session.resume_point``)."""
+
+    scope: str
+    node_id: str
+
+
+@attrs.frozen(kw_only=True)
 class SearchHit:
     """One full-text search match: where it is and a snippet with the match in ``[...]``."""
 

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from mp13_context._errors import SerializationError
-from mp13_context._model import Command, ConversationInfo, Node, Turn
+from mp13_context._model import Command, ConversationInfo, Node, SavedPosition, Turn
 from mp13_context._text import has_surrogates
 from mp13_toolbox import ToolMode, ToolsScope
 
@@ -219,3 +219,4 @@ _SPECIAL: dict[Any, Checker] = {ToolsScope: _check_scope}
 
 CHECK_INFO = _record(ConversationInfo)
 CHECK_NODE = _record(Node)  # built here: a field type without a checker fails at import time
+CHECK_POSITION = _record(SavedPosition)

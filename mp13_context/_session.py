@@ -52,6 +52,7 @@ from mp13_context._model import (
     Node,
     NodeKind,
     Role,
+    SavedPosition,
     SearchHit,
     Turn,
     new_id,
@@ -432,6 +433,15 @@ class Session:
             raise ContextError(f"a scope name is a UTF-8 string, not {scope!r:.40}")
         if not self.read_only:
             self._store.save_position(scope, conversation_id, node_id)
+
+    def saved_positions(self, conversation_id: str) -> list[SavedPosition]:
+        """Every scope's saved position in a conversation, by scope name (what an export
+        keeps; ``NotFoundError`` if there is no such conversation)."""
+        self.conversation(conversation_id)
+        return [
+            SavedPosition(scope=scope, node_id=node_id)
+            for scope, node_id in self._store.positions(conversation_id)
+        ]
 
     def resume_point(self, scope: str, conversation_id: str) -> str:
         """Where ``scope`` picks a conversation up again: its saved position, else the

@@ -484,12 +484,18 @@ class Store:
 
     def save_position(self, scope: str, cid: str, node_id: str) -> None:
         with self.tx() as conn:
-            conn.execute(
-                "INSERT INTO positions (scope, conversation_id, node_id, updated_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (scope, conversation_id) "
-                "DO UPDATE SET node_id = excluded.node_id, updated_at = excluded.updated_at",
-                (scope, cid, node_id, time.time()),
-            )
+            self.save_position_in(conn, scope, cid, node_id)
+
+    @staticmethod
+    def save_position_in(conn: Any, scope: str, cid: str, node_id: str) -> None:
+        """Save (or move) ``scope``'s position in a conversation inside the caller's
+        transaction."""
+        conn.execute(
+            "INSERT INTO positions (scope, conversation_id, node_id, updated_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (scope, conversation_id) "
+            "DO UPDATE SET node_id = excluded.node_id, updated_at = excluded.updated_at",
+            (scope, cid, node_id, time.time()),
+        )
 
     # --- reads ------------------------------------------------------------------------
 
@@ -561,6 +567,13 @@ class Store:
             "SELECT node_id FROM positions WHERE scope = ? AND conversation_id = ?", (scope, cid)
         )
         return rows[0][0] if rows else None
+
+    def positions(self, cid: str) -> list[Row]:
+        """``(scope, node_id)`` of every position saved in a conversation, by scope."""
+        return self.read(
+            "SELECT scope, node_id FROM positions WHERE conversation_id = ? ORDER BY scope",
+            (cid,),
+        )
 
     def search(
         self,

@@ -5,9 +5,11 @@ export, import.
 A session is a SQLite file saved as you go (every turn in its own transaction), so
 there is nothing to "save" in the usual sense: ``/save FILE`` writes a *copy* of the
 session into another file, ``/open FILE`` switches to another session file,
-``/export``/``/import`` move conversations through JSON. An import never changes a
-conversation the session has: a file holding ids the session already has (its own
-export, say) is refused unless ``/import FILE copy`` asks for copies under new ids.
+``/export``/``/import`` move conversations through JSON, with the node the REPL was
+at in each (its saved position: ``/list`` shows it, ``/switch`` resumes there). An
+import never changes a conversation the session has: a file holding ids the session
+already has (its own export, say) is refused unless ``/import FILE copy`` asks for
+copies under new ids.
 """
 
 from __future__ import annotations
@@ -39,13 +41,19 @@ def _when(timestamp: float) -> str:
 
 
 def _print_conversations(repl: Repl, line: CommandLine | None = None) -> None:
-    """List the conversations of this session (the current one is marked)."""
-    current = repl.cursor.conversation_id
+    """List the conversations of this session (the current one is marked) and the node
+    each one is at: where /switch resumes it (its saved position, kept by /export and
+    /import), or the current cursor's."""
+    current = repl.cursor
     rows = []
     for info in repl.session.conversations():
-        mark = Text("▶", style="mp13.ok") if info.id == current else ""
-        rows.append((mark, short(info.id), info.title or "(untitled)", _when(info.created_at)))
-    repl.console.print(render.table("conversations", ("", "id", "title", "created"), rows))
+        here = info.id == current.conversation_id
+        mark = Text("▶", style="mp13.ok") if here else ""
+        at = current.node_id if here else repl.session.resume_point(repl.context.scope, info.id)
+        rows.append(
+            (mark, short(info.id), info.title or "(untitled)", short(at), _when(info.created_at))
+        )
+    repl.console.print(render.table("conversations", ("", "id", "title", "at", "created"), rows))
 
 
 # /open and /import list them too: the command is the printer itself.
@@ -71,7 +79,7 @@ def switch(repl: Repl, line: CommandLine) -> None:
     """Switch to another conversation (id prefix or exact title), at its last position."""
     cid = position.find_conversation(repl, line.require_text("a conversation id or title"))
     repl.cursor = repl.context.cursor(cid)
-    render.print_ok(repl.console, f"switched to {short(cid)}")
+    render.print_ok(repl.console, f"switched to {short(cid)} at {short(repl.cursor.node_id)}")
 
 
 @command("title", group="conversations", usage="/title TEXT")
@@ -184,7 +192,9 @@ def export(repl: Repl, line: CommandLine) -> None:
 def import_(repl: Repl, line: CommandLine) -> None:
     """Import the conversations of a JSON export into this session, as new
     conversations. A file whose conversations this session already has (its own export,
-    say) imports only with 'copy': copies under new ids, the originals untouched."""
+    say) imports only with 'copy': copies under new ids, the originals untouched. Each
+    conversation keeps the node it was at (the list's 'at'; /switch goes there); this
+    one stays current."""
     words = line.words
     if len(words) not in (1, 2) or words[1:] not in ([], [COPY]):
         raise UsageError("give the export file, and 'copy' to import copies under new ids")

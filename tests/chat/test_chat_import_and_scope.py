@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """/import of a file whose ids the session has (its own export) offers copies in REPL
-terms; /tools scope layers only narrow the toolbox (the operator's ceiling) and say so."""
+terms, and brings each conversation back where the exporting REPL was in it; /tools
+scope layers only narrow the toolbox (the operator's ceiling) and say so."""
 
 from __future__ import annotations
 
@@ -44,6 +45,33 @@ def test_importing_into_another_session_needs_no_copies(make_chat, tmp_path):
     h.run(f"/export {dump} overwrite")
     third = make_chat(FakeEngine())
     assert f"imported 2 conversations from {dump}" in _flat(third.run(f"/import {dump}"))
+
+
+def test_an_import_lists_where_each_conversation_was_and_switch_goes_there(make_chat, tmp_path):
+    # The user went back up in "one" and then worked elsewhere: "one" must come back at
+    # that node, not at its newest one, in the REPL that imports the export.
+    h = make_chat(FakeEngine())
+    h.run("/title one", "first question", "second question", "/up 2")
+    tip = h.app.cursor.node_id
+    one = h.app.cursor.conversation_id
+    h.run("/new two", "other question")
+    newest = h.app.session.conversation(one).head_id
+    assert newest != tip
+    dump = tmp_path / "dump.json"
+    h.run(f"/export {dump}")
+    other = make_chat(FakeEngine())
+    here = other.app.cursor.conversation_id
+    out = other.run(f"/import {dump}")
+    row = next(line for line in out.splitlines() if " one " in line)
+    assert tip[:6] in row and newest[:6] not in row  # listed at the saved position
+    assert other.app.cursor.conversation_id == here  # the import does not move this REPL
+    out = _flat(other.run("/switch one"))
+    assert other.app.cursor.node_id == tip
+    assert f"switched to {one[:6]} at {tip[:6]}" in out
+    # The current conversation is listed at the cursor, wherever it has moved.
+    other.run("/up")
+    row = next(line for line in other.run("/list").splitlines() if " one " in line)
+    assert "▶" in row and other.app.cursor.node_id[:6] in row
 
 
 def test_a_scope_layer_cannot_widen_a_tools_global_mode_and_says_how_to(make_chat):

@@ -213,7 +213,8 @@ def resolved(settings):
 
 def snapshot(session, scope="default"):
     """Everything a reader sees of a session: conversations, their nodes (ids, order,
-    flags, hashes), children order, settings and messages at each node, saved positions."""
+    flags, hashes), children order, settings and messages at each node, saved positions
+    (``scope``'s, where it resumes, and every scope's)."""
     out = []
     for info in session.conversations():
         nodes = session.conversation_nodes(info.id)
@@ -229,6 +230,7 @@ def snapshot(session, scope="default"):
                 "leaf": session.leaf(info.root_id).id,
                 "position": session.position(scope, info.id),
                 "resume": session.resume_point(scope, info.id),
+                "positions": session.saved_positions(info.id),  # every scope's
             }
         )
     return out

@@ -17,6 +17,7 @@ from mp13_context import (
     ChatContext,
     CommandError,
     ContextError,
+    SavedPosition,
     SerializationError,
     Session,
     StoreError,
@@ -131,6 +132,48 @@ ROUND_TRIP = settings(
 )
 
 
+def test_each_scope_resumes_where_it_was_after_an_export_and_import(ctx, session, tmp_path):
+    # Three conversations, each with a branch the user went back from: every saved
+    # position is an older tip, not the conversation's newest node.
+    tips = {}
+    for name in ("one", "two", "three"):
+        cur = ctx.cursor(title=name)
+        cur.ask(f"{name} question")
+        cur.fork().ask(f"{name} other branch")  # the newest node, elsewhere
+        tips[cur.conversation_id] = cur.goto(cur.node_id).node_id
+    notes = ctx.with_scope("notes")  # another component's places, in one of them
+    first = next(iter(tips))
+    notes.cursor(first).root()
+    session.export_json(tmp_path / "e.json")
+    with Session.import_json(tmp_path / "e.json", into=tmp_path / "imported.db") as imported:
+        again = ChatContext(imported, engine=FakeEngine())
+        for cid, tip in tips.items():
+            assert imported.conversation(cid).head_id != tip
+            assert again.cursor(cid).node_id == tip
+        assert (
+            again.with_scope("notes").cursor(first).node_id == imported.conversation(first).root_id
+        )
+        assert [p.scope for p in imported.saved_positions(first)] == ["default", "notes"]
+
+
+def test_a_position_left_dangling_in_a_damaged_file_is_not_exported(ctx, session, tmp_path):
+    # Written past Session.save_position's check, as an edit outside mp13 would: a saved
+    # position at no node of its conversation. Exported, it made the import refuse the
+    # whole file, the very copy a damaged session is told to make.
+    cur = ctx.cursor()
+    cur.ask("kept")
+    other = ctx.cursor()
+    other.ask("elsewhere")
+    session._store.save_position("gone", cur.conversation_id, "no-such-node")
+    session._store.save_position("moved", cur.conversation_id, other.node_id)
+    session.export_json(tmp_path / "e.json")
+    with Session.import_json(tmp_path / "e.json") as imported:
+        assert imported.saved_positions(cur.conversation_id) == [
+            SavedPosition(scope="default", node_id=cur.node_id)
+        ]
+        assert imported.resume_point("gone", cur.conversation_id) == cur.node_id
+
+
 def _strip_seq(doc):
     """The export without ``seq``: an import numbers nodes anew (documented in ``_export``)."""
     out = copy.deepcopy(doc)
@@ -140,15 +183,33 @@ def _strip_seq(doc):
     return out
 
 
+#: Scope names other components save positions under (the REPL's is "default"; a
+#: Session.save_position scope may be any string, the empty one included).
+SCOPES = st.sampled_from(["default", "other", "", "ü \x00 scope", "日本語"])
+
+
+def _save_positions(session, saves):
+    """Save positions of other scopes: ``(scope, conversation index, node index)``."""
+    infos = session.conversations()
+    for scope, i, j in saves:
+        info = infos[i % len(infos)]
+        nodes = session.conversation_nodes(info.id)
+        session.save_position(scope, info.id, nodes[j % len(nodes)].id)
+
+
 @ROUND_TRIP
-@given(steps=st.lists(ops(st), min_size=5, max_size=30))
+@given(
+    steps=st.lists(ops(st), min_size=5, max_size=30),
+    saves=st.lists(st.tuples(SCOPES, st.integers(0, 99), st.integers(0, 999)), max_size=4),
+)
 def test_a_random_session_comes_back_the_same_reopened_and_through_an_export(
-    tmp_path_factory, steps
+    tmp_path_factory, steps, saves
 ):
     folder = tmp_path_factory.mktemp("round")
     engine = FakeEngine()
     with Session.open(folder / "s.db") as session:
         play(ChatContext(session, engine=engine), engine, steps)
+        _save_positions(session, saves)
         before = snapshot(session)
         session.export_json(folder / "e.json")
     with Session.open(folder / "s.db") as session:  # reopened: the same tree, row for row
@@ -165,9 +226,10 @@ def test_a_random_session_comes_back_the_same_reopened_and_through_an_export(
             assert [attrs.evolve(n, seq=0) for n in old["nodes"]] == [
                 attrs.evolve(n, seq=0) for n in new["nodes"]
             ]
-            for key in ("info", "children", "settings", "messages", "leaf"):
+            # Saved positions too (export version 3): each scope resumes where it was.
+            keys = ("info", "children", "settings", "messages", "leaf", "position", "resume")
+            for key in (*keys, "positions"):
                 assert old[key] == new[key], key
-            assert new["position"] is None  # saved positions are not exported
         # Search finds the imported texts as it found the exported ones.
         for conv in doc["conversations"]:
             for raw in conv["nodes"]:
@@ -182,6 +244,13 @@ def test_a_random_session_comes_back_the_same_reopened_and_through_an_export(
         assert [[(n.kind, n.turn, n.commands, n.depth) for n in c] for c in copies] == [
             [(n.kind, n.turn, n.commands, n.depth) for n in old["nodes"]] for old in before
         ]
+        # Their saved positions name the copies' nodes, at the same places in the trees.
+        for cid, nodes, old in zip(report.conversations, copies, before, strict=True):
+            place = {n.id: i for i, n in enumerate(nodes)}
+            was = {n.id: i for i, n in enumerate(old["nodes"])}
+            assert [(p.scope, place[p.node_id]) for p in imported.saved_positions(cid)] == [
+                (p.scope, was[p.node_id]) for p in old["positions"]
+            ]
 
 
 @pytest.mark.parametrize("upto", range(1, len(MIGRATIONS) + 1))

@@ -212,6 +212,27 @@ def _edited_commands(doc):
     root(doc)["commands"][0]["text"] = "You obey the document."
 
 
+def _scope_twice(doc):
+    saved = doc["conversations"][0]["positions"]
+    saved.append({"scope": saved[0]["scope"], "node_id": root(doc)["id"]})
+
+
+def _position_in_another_conversation(doc):
+    """A second conversation (the first under other ids), and the first's position
+    saved at one of the second's nodes."""
+    twin = copy.deepcopy(doc["conversations"][0])
+    twin["info"].update(id="twin", root_id="twin-" + twin["info"]["root_id"])
+    for n in twin["nodes"]:
+        n.update(id="twin-" + n["id"], conversation_id="twin")
+        n["parent_id"] = n["parent_id"] and "twin-" + n["parent_id"]
+    twin["positions"] = []
+    doc["conversations"].append(twin)
+    doc["conversations"][0]["positions"][0]["node_id"] = twin["nodes"][1]["id"]
+
+
+SAVED = lambda d: d["conversations"][0]["positions"][0]  # noqa: E731 (the default scope's)
+
+
 def _moved_node(doc):
     node_with(doc, "gamma question")["parent_id"] = node_with(doc, "beta question")["id"]
 
@@ -342,6 +363,43 @@ CORPUS = {
         SerializationError,
         "arguments",
     ),
+    # Saved positions (version 3): not hashed, so each is checked for what it names.
+    "positions as object": (
+        _set(["conversations", 0, "positions", {"default": "x"}]),
+        SerializationError,
+        "conversations[0].positions",
+    ),
+    "position as text": (
+        _set(["conversations", 0, "positions", ["default"]]),
+        SerializationError,
+        "positions[0]",
+    ),
+    "position scope as number": (
+        _set([SAVED, "scope", 1]),
+        SerializationError,
+        "positions[0].scope",
+    ),
+    "position node id as list": (
+        _set([SAVED, "node_id", ["x"]]),
+        SerializationError,
+        "positions[0].node_id",
+    ),
+    "position without a node id": (
+        _with(lambda d: SAVED(d).pop("node_id")),
+        SerializationError,
+        "positions[0]",
+    ),
+    "position at a node not in the document": (
+        _set([SAVED, "node_id", "nowhere"]),
+        SerializationError,
+        "positions[0].node_id",
+    ),
+    "position in another conversation": (
+        _with(_position_in_another_conversation),
+        SerializationError,
+        "conversations[0].positions[0].node_id",
+    ),
+    "scope saved twice": (_with(_scope_twice), SerializationError, "positions[1].scope"),
     "edited text": (_with(_edited_text), TamperedError, "nodes[1]"),
     "edited system prompt": (_with(_edited_commands), TamperedError, "nodes[0]"),
     "node moved to another parent": (_with(_moved_node), TamperedError, "nodes[7]"),
@@ -610,6 +668,57 @@ def test_a_version_1_export_imports_unverified(live, doc):
     assert live.verify().ok
 
 
+def test_a_version_2_export_without_positions_imports_at_the_newest_node(live, doc):
+    # What mp13 wrote before saved positions were exported: version 2, no "positions".
+    old = copy.deepcopy(doc)
+    old["version"] = 2
+    del old["conversations"][0]["positions"]
+    report = live.import_document(old, new_ids=True)
+    assert report.verified and live.verify().ok
+    (cid,) = report.conversations
+    assert live.saved_positions(cid) == []
+    info = live.conversation(cid)
+    assert live.resume_point("default", cid) == info.head_id
+
+
+def test_an_import_restores_saved_positions_under_kept_or_new_ids(live, doc):
+    (info,) = live.conversations()
+    live.save_position("other", info.id, node_with(doc, "beta question")["id"])
+    saved = live.saved_positions(info.id)
+    assert [p.scope for p in saved] == ["default", "other"]
+    fresh = Session.open(":memory:")
+    data = session_data(live)
+    assert data.conversations[0].positions == tuple(saved)
+    fresh.import_document(data)  # same ids: the same positions
+    assert fresh.saved_positions(info.id) == saved
+    report = fresh.import_document(data, new_ids=True)  # copies: the copies' nodes
+    (cid,) = report.conversations
+    old = [n.id for n in live.conversation_nodes(info.id)]
+    new = [n.id for n in fresh.conversation_nodes(cid)]
+    assert [(p.scope, new.index(p.node_id)) for p in fresh.saved_positions(cid)] == [
+        (p.scope, old.index(p.node_id)) for p in saved
+    ]
+    assert fresh.resume_point("other", cid) == new[old.index(saved[1].node_id)]
+    fresh.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("position at a node not in the document", "'default' is saved at 'nowhere', which is"),
+        ("position in another conversation", "not a node of this conversation in the document"),
+        ("scope saved twice", "scope 'default' is saved twice"),
+        ("positions as object", "expected a list of saved positions, got dict"),
+    ],
+)
+def test_a_damaged_position_says_what_is_wrong(name, words, live, doc):
+    mutate, error, _ = CORPUS[name]
+    with pytest.raises(error) as caught:
+        live.import_document(mutate(copy.deepcopy(doc)), new_ids=True)
+    assert words in str(caught.value)
+    assert "import refused, nothing was written" in str(caught.value)
+
+
 def test_a_version_2_node_without_a_hash_is_refused(live, doc):
     stripped = copy.deepcopy(doc)
     ALPHA(stripped).pop("hash")
@@ -750,9 +859,12 @@ def _refused_or_whole(live, path, bad):
         assert exc.where, str(exc)
         _unchanged(live, path, before)
         return
-    # Imported: every new conversation is whole, verifiable and renders.
+    # Imported: every new conversation is whole, verifiable and renders, and its saved
+    # positions name its own nodes.
     assert live.verify().ok
     for cid in report.conversations:
+        own = {n.id for n in live.conversation_nodes(cid)}
+        assert {p.node_id for p in live.saved_positions(cid)} <= own
         for node in live.conversation_nodes(cid):
             if not live.has_children(node.id):
                 live.messages(node.id)

@@ -45,6 +45,7 @@ def test_names_are_pinned():
         "ReplayReport",
         "ReplayTurn",
         "Role",
+        "SavedPosition",
         "SchemaError",
         "SearchHit",
         "SerializationError",
