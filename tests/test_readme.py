@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""The README's Python blocks that need no model run as written, in the order a reader
-meets them, on mp13_context's scripted engine where a block uses an ``engine``.
+"""The README's self-contained Python blocks run as written, in the order a reader meets
+them: the engine's first block on a tiny offline model (its model path is the one thing
+changed), the others on mp13_context's scripted engine where a block uses an ``engine``.
 
 Blocks are found by their first line, so a block that is reworded still runs; one that is
 removed or renamed fails the lookup, which says which. The blocks share one namespace, as
@@ -25,6 +26,21 @@ def _block(first_line: str) -> str:
     found = [b for b in blocks if b.startswith(first_line)]
     assert len(found) == 1, f"one README python block should start with {first_line!r}"
     return found[0]
+
+
+def test_the_engine_block_runs_as_written_on_a_tiny_model(tmp_path, capsys):
+    from mp13_engine import FinishReason
+    from mp13_engine.testing import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "model", family="chatml")
+    block = _block("from mp13_engine import Engine, Request")
+    assert block.count('"path/to/model"') == 1
+    ns: dict[str, Any] = {}
+    exec(block.replace('"path/to/model"', repr(str(model))), ns)
+    assert ns["resp"].finish_reason in (FinishReason.STOP, FinishReason.LENGTH)
+    assert len(ns["replies"]) == len(ns["prompts"]) == 3
+    assert ns["future"].result(timeout=60).finish_reason is FinishReason.CANCELLED
+    assert "EngineMetrics(" in capsys.readouterr().out
 
 
 def test_tools_and_conversation_blocks_run_as_written(tmp_path, monkeypatch):
