@@ -402,9 +402,10 @@ def load_model(config: EngineConfig, progress: Progress | None = None) -> Loaded
     except ImportError as exc:
         # bitsandbytes for quantization, flash-attn for flash_attention_2: the tree's error
         # for a missing optional package (still a ModelLoadError, and an ImportError).
+        # transformers' own text ends in a full stop, which read ".; install it" joined.
         raise MissingDependencyError(
-            f"loading {source} needs a missing package: {exc}; install it and retry"
-            + _without_it(config)
+            f"loading {source} needs a missing package: {str(exc).rstrip('. ')}; install it "
+            "and retry" + _without_it(config)
         ) from exc
     except OSError as exc:
         raise ModelNotFoundError(

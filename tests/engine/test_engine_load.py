@@ -759,8 +759,9 @@ def test_a_missing_optional_package_is_a_missing_dependency_error_with_a_way_rou
     assert str(info.value).endswith(
         "pip install -U bitsandbytes`; install it and retry, or load with quantization=None"
     )
-    with pytest.raises(MissingDependencyError, match=r"attn_implementation='sdpa'$"):
+    with pytest.raises(MissingDependencyError, match=r"attn_implementation='sdpa'$") as info:
         Engine.load(str(tiny_model_path), device="cpu", attn_implementation="flash_attention_2")
+    assert ".;" not in str(info.value)  # transformers' sentence and ours join cleanly
 
 
 @pytest.mark.parametrize(
