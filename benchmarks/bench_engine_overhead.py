@@ -3,10 +3,15 @@
 
 Run: ``python benchmarks/bench_engine_overhead.py``. Same model object, same
 prompt ids, greedy, ``min_new_tokens = max_new_tokens = 64``. Goal: ratio ≤ 1.05.
+
+A second table puts the same request with 10,000 stop strings (a word list that
+never matches, so all 64 tokens are decoded) beside it without any: the decode rate
+with the list over the rate without. Goal: ≥ 0.95 (many stops must not slow a token).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 from _bench_engine_common import (
@@ -24,6 +29,7 @@ from _bench_engine_common import (
 from mp13_engine import Request
 
 NEW = 64
+STOPS = 10_000
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -33,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def measure(args) -> None:
-    rows = []
+    rows, stop_rows = [], []
+    words = _word_list()
     for size, engine in uncached_engines(args.workdir, args.model):
         ids = prompt_ids(engine, "Tell me about the engine.")
         pad = engine._state.pad_id
@@ -53,6 +60,17 @@ def measure(args) -> None:
             )
             assert r.metrics.completion_tokens == NEW, r
 
+        def with_stops(engine=engine, stop=()):
+            r = engine.generate(
+                Request(
+                    messages=[{"role": "user", "content": "Tell me about the engine."}],
+                    max_new_tokens=NEW,
+                    min_new_tokens=NEW,
+                    stop=stop,
+                )
+            )
+            assert r.metrics.completion_tokens == NEW, r
+
         med = interleaved({"raw": raw, "engine": eng}, args.repeats)
         raw_t, eng_t = med["raw"], med["engine"]
         rows.append(
@@ -64,12 +82,42 @@ def measure(args) -> None:
                 f"{eng_t.best / raw_t.best:.3f}",
             ]
         )
+        stopped = interleaved(
+            {"none": with_stops, "many": lambda f=with_stops, w=words: f(stop=w)}, args.repeats
+        )
+        none_t, many_t = stopped["none"], stopped["many"]
+        stop_rows.append(
+            [
+                size,
+                f"{NEW / none_t.median:.0f}",
+                f"{NEW / many_t.median:.0f}",
+                f"{none_t.median / many_t.median:.3f}",
+                f"{none_t.best / many_t.best:.3f}",
+            ]
+        )
     print_table(
         f"engine overhead, 1 request x {NEW} forced tokens ({args.repeats} interleaved runs; "
         "goal <= 1.05)",
         ["model", "raw ms (median)", "engine ms (median)", "ratio (median)", "ratio (best)"],
         rows,
     )
+    print_table(
+        f"stop strings, 1 request x {NEW} forced tokens with {STOPS:,} stop strings vs none "
+        f"({args.repeats} interleaved runs; goal rate ratio >= 0.95)",
+        ["model", "tok/s, none", f"tok/s, {STOPS:,}", "ratio (median)", "ratio (best)"],
+        stop_rows,
+    )
+
+
+def _word_list() -> list[str]:
+    """``STOPS`` words of 3 to 12 letters, each ending in a character these replies do not
+    hold (so none ends the reply, and every letter may start one: the held text is busy)."""
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return [
+        "".join(rng.choice(letters) for _ in range(rng.randint(3, 12))) + "\u2603"
+        for _ in range(STOPS)
+    ]
 
 
 if __name__ == "__main__":

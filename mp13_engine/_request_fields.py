@@ -80,6 +80,13 @@ RESERVED_TEMPLATE_KWARGS: Mapping[str, str] = MappingProxyType(
 #: The seeds a request accepts: what ``torch.Generator.manual_seed`` takes, minus the
 #: negative values it silently wraps around.
 SEED_MAX = 2**64 - 1
+#: Most stop strings a request may have, and their most characters in all. The
+#: engine indexes them (a sort) when the request starts, on the thread that decodes
+#: every row: 100,000 take about 0.1 s there, which the other rows wait; a million
+#: would stall them over a second. Text that could start one is held back, so the
+#: length also bounds what a stream may wait for and the per-token search.
+MAX_STOPS = 100_000
+MAX_STOP_CHARS = 1_000_000
 
 
 def new_request_id() -> str:
@@ -183,6 +190,33 @@ def _names(what: str, *, optional: bool) -> FieldRule:
         if not all(isinstance(s, str) and s for s in items):
             raise _fail(name, value, allowed)
         return tuple(items)
+
+    return FieldRule(check, allowed)
+
+
+def _stops() -> FieldRule:
+    names = _names("stop strings", optional=False)
+    allowed = (
+        f"{names.allowed[:-1]}; at most {MAX_STOPS:,} of them, of at most "
+        f"{MAX_STOP_CHARS:,} characters in all)"
+    )
+
+    def check(name: str, value: Any) -> tuple[str, ...]:
+        try:
+            stops: tuple[str, ...] = names.check(name, value)
+        except RequestError:
+            raise _fail(name, value, allowed) from None
+        chars = sum(map(len, stops))
+        if len(stops) > MAX_STOPS or chars > MAX_STOP_CHARS:
+            raise _fail(
+                name,
+                value,
+                allowed,
+                f"{len(stops):,} stop strings, {chars:,} characters in all: more would slow "
+                "every running request while this one starts and decodes; keep the ones "
+                "that must end the reply and check the reply for the rest",
+            )
+        return stops
 
     return FieldRule(check, allowed)
 
@@ -421,7 +455,7 @@ FIELDS: Mapping[str, FieldRule] = MappingProxyType(
             int,
             optional=True,
         ),
-        "stop": _names("stop strings", optional=False),
+        "stop": _stops(),
         "adapters": _names("adapter names; [] or '__base__' = the base model", optional=True),
         "tools": FieldRule(_tools, _TOOLS_ALLOWED),
         "parse_tools": _flag(),

@@ -26,7 +26,12 @@ from mp13_engine import (
     RequestKeywordError,
     check_request_field,
 )
-from mp13_engine._request_fields import RESERVED_TEMPLATE_KWARGS, ROLES
+from mp13_engine._request_fields import (
+    MAX_STOP_CHARS,
+    MAX_STOPS,
+    RESERVED_TEMPLATE_KWARGS,
+    ROLES,
+)
 from mp13_toolbox import ToolSpec, function_spec
 
 MSG = [{"role": "user", "content": "hi"}]
@@ -106,6 +111,25 @@ def test_an_optional_limit_says_what_none_means_once():
     assert str(err.value).endswith(
         "max_new_tokens must be an integer >= 1, or None (the engine's default)"
     )
+
+
+@pytest.mark.parametrize(
+    "over",
+    [["w"] * (MAX_STOPS + 1), ["x" * (MAX_STOP_CHARS - 9), "0123456789"]],
+    ids=["count", "characters"],
+)
+def test_too_many_stop_strings_are_refused_where_the_request_is_built(over):
+    at_limit = over[:MAX_STOPS] if len(over) > MAX_STOPS else [over[0], over[1][:-1]]
+    assert Request(prompt="hi", stop=at_limit).stop == tuple(at_limit)
+    with pytest.raises(RequestError) as err:
+        Request(prompt="hi", stop=over)
+    assert err.value.field == "stop"
+    message = str(err.value)
+    assert f"{MAX_STOPS:,}" in message and f"{MAX_STOP_CHARS:,}" in message  # the limits
+    assert "keep the ones that must end the reply" in message  # what to do
+    assert len(message) < 800  # the list itself is shown cut short
+    with pytest.raises(RequestError, match="at most 100,000"):
+        check_request_field("stop", over)
 
 
 def test_attrs_evolve_checks_too():
