@@ -14,6 +14,7 @@ import random
 import torch
 
 from mp13_engine import Engine, Request
+from mp13_engine._changes import EVERY_ADAPTER, EVERYTHING
 from mp13_engine._prefix_cache import PrefixCache
 from tests.engine._loop_harness import StepHarness
 
@@ -236,7 +237,7 @@ def test_a_prompt_whose_weights_changed_while_it_was_prefilled_is_not_kept(tiny_
     first = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
     harness.step()  # the first of several 64-token chunks
     assert not first.tokens
-    harness.loop.weights_changed(by_call=True)  # e.g. an adapter loaded between two steps
+    harness.loop.weights_changed(EVERYTHING)  # e.g. a call that says nothing, between steps
     harness.run([first])
     assert first.response.ok
     assert harness.prefix.stats().blocks == harness.prefix.stats().bytes == 0
@@ -277,7 +278,7 @@ def test_a_training_step_drops_the_adapters_blocks_and_keeps_the_base_models(
     base = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4))
     on_a = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4, adapters=["a"]))
     both = harness.prefix.stats().blocks
-    harness.loop.weights_changed(by_call=False)  # what the worker says after a job step
+    harness.loop.weights_changed(EVERY_ADAPTER)  # a job step that says nothing
     assert 0 < harness.prefix.stats().blocks < both
     base2 = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4))
     on_a2 = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4, adapters=["a"]))
