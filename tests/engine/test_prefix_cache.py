@@ -260,13 +260,16 @@ def test_replacing_an_adapter_never_reuses_the_old_weights_kv(tiny_model_path, a
     with Engine.load(str(tiny_model_path), device="cpu", adapters_dir=str(adapter_dir)) as engine:
         engine.adapters.load("a")
         old = engine.generate(Request(messages=chat, max_new_tokens=6, adapters=["a"]))
-        engine.generate(Request(messages=chat, max_new_tokens=6))  # the base model's too
-        assert engine.metrics().prefix_cache.blocks > 0
+        base = engine.generate(Request(messages=chat, max_new_tokens=6))  # the base model's too
         engine.adapters.load(str(adapter_dir / "b"), name="a", replace=True)
-        assert engine.metrics().prefix_cache.blocks == 0
+        # Once load() returns, the blocks left are the base model's only (read between steps).
+        assert {owner.adapter for owner in engine._prefix._roots} == {"__base__"}
+        assert engine.metrics().prefix_cache.blocks > 0
         new = engine.generate(Request(messages=chat, max_new_tokens=6, adapters=["a"]))
+        base2 = engine.generate(Request(messages=chat, max_new_tokens=6))
     assert new.metrics.cached_tokens == 0
     assert new.raw_text == expected.raw_text != old.raw_text
+    assert base2.metrics.cached_tokens > 0 and base2.raw_text == base.raw_text
 
 
 def test_a_training_step_drops_the_adapters_blocks_and_keeps_the_base_models(
