@@ -24,6 +24,12 @@ ROWS = [
     for q, a in [("Capital of Zorbia?", "Flumptown."), ("Colour of moonfruit?", "Silver.")]
 ]
 MODES = ["fused", "peft"]
+#: Adapters of other kinds: LoRA on the embeddings (factors only), and one that saved
+#: lm_head whole (modules_to_save: base modules swapped for wrappers).
+OTHER_KINDS = {
+    "emb": {"target_modules": ["embed_tokens", "q_proj"]},
+    "head": {"target_modules": ["q_proj"], "modules_to_save": ["lm_head"]},
+}
 
 
 def _ask(engine, adapters=None):
@@ -46,6 +52,14 @@ def _blocks(engine, adapter: str) -> dict[tuple[int, ...], tuple[torch.Tensor, .
 
 
 @pytest.fixture(scope="module")
+def kinds(tiny_model_path, tmp_path_factory):
+    from tests.engine.test_adapters_peft_kinds import _made
+
+    root = tmp_path_factory.mktemp("prefix-keep-kinds")
+    return {n: _made(tiny_model_path, root / n, 7, **kw) for n, kw in OTHER_KINDS.items()}
+
+
+@pytest.fixture(scope="module")
 def fresh(tiny_model_path, adapter_dir):
     """Greedy texts of fresh engines, no prefix cache: the base model alone, then each adapter."""
     out = {}
@@ -60,20 +74,40 @@ def fresh(tiny_model_path, adapter_dir):
 
 @pytest.mark.parametrize("mixed_lora", MODES)
 def test_base_rows_compute_the_same_kv_bit_for_bit_once_the_model_is_wrapped(
-    tiny_model_path, adapter_dir, mixed_lora
+    tiny_model_path, adapter_dir, kinds, mixed_lora
 ):
+    folders = {"a": adapter_dir / "a", "b": adapter_dir / "b", "emb": kinds["emb"]}
     kv = {}
-    for loaded in ((), ("a",), ("a", "b")):
+    for loaded in ((), ("a",), ("a", "b"), ("emb",)):
         with Engine.load(str(tiny_model_path), device="cpu", mixed_lora=mixed_lora) as engine:
             for name in loaded:
-                engine.adapters.load(str(adapter_dir / name), name=name)
+                engine.adapters.load(str(folders[name]), name=name)
             _ask(engine)
             engine._run_on_worker(engine._note_change, NOTHING)  # after the row's insert
             kv[loaded] = _blocks(engine, "__base__")
-    assert kv[()] and kv[()].keys() == kv[("a",)].keys() == kv[("a", "b")].keys()
-    for loaded in (("a",), ("a", "b")):
+    assert kv[()]
+    for loaded in (("a",), ("a", "b"), ("emb",)):
+        assert kv[loaded].keys() == kv[()].keys(), loaded
         for path, layers in kv[()].items():
             assert all(torch.equal(x, y) for x, y in zip(layers, kv[loaded][path], strict=True))
+
+
+def test_an_adapter_that_swaps_base_modules_empties_the_whole_cache(
+    tiny_model_path, adapter_dir, kinds, fresh
+):
+    with Engine.load(str(tiny_model_path), device="cpu") as engine:
+        engine.adapters.load(str(adapter_dir / "a"), name="a")
+        _ask(engine)
+        _ask(engine, ["a"])
+        engine.adapters.load(str(kinds["head"]), name="head")  # lm_head in a wrapper now
+        assert engine.metrics().prefix_cache.blocks == 0
+        base = _ask(engine)
+        assert _ask(engine).metrics.cached_tokens > 0
+        engine.adapters.unload("head")
+        assert engine.metrics().prefix_cache.blocks == 0
+        again = _ask(engine)
+    assert base.metrics.cached_tokens == again.metrics.cached_tokens == 0
+    assert base.raw_text == again.raw_text == fresh["base"]
 
 
 @pytest.mark.parametrize("mixed_lora", MODES)
