@@ -40,6 +40,15 @@ Invariants
       helpers are called *on* the worker and never hop threads.
     * ``list()`` may be called from any thread: the registry is read under a
       lock and ``AdapterInfo`` values are immutable.
+    * Every call made through :meth:`AdapterManager._run` says what it changed of the
+      weights (``engine._note_change``, a ``WeightsChange``), so the prefix cache
+      drops only the blocks those weights computed: adding, deleting or retraining an
+      adapter is a change of that adapter (and of the combinations holding it); the
+      base model's blocks stay, since PEFT's LoRA layers compute a base row exactly
+      as the unwrapped layer does (checked bit for bit, fused and PEFT's own path,
+      ``tests/engine/test_prefix_keep.py``). An adapter with weights outside its LoRA
+      factors (``modules_to_save``, trainable tokens) swaps base modules for
+      wrappers: loading or deleting one counts as a change of the base model.
     * Adapter directories are plain PEFT format both ways; mp13 adds one
       metadata file (``mp13_adapter.json``) that plain PEFT ignores.
 """
@@ -68,6 +77,7 @@ from mp13_engine._adapter_files import (
     recorded_base,
 )
 from mp13_engine._adapter_save import finish_cut_short_save, write_adapter_dir
+from mp13_engine._changes import NOTHING, WeightsChange
 from mp13_engine._compat import (
     is_peft_model,
     lend_originals_to_other_adapters,
@@ -235,6 +245,8 @@ class EngineSeam(Protocol):
 
     def _run_on_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
+    def _note_change(self, change: WeightsChange) -> None: ...
+
     def _submit_job(self, job: Job) -> None: ...
 
 
@@ -267,7 +279,23 @@ class AdapterManager:
         return Path(value).expanduser() if value else None
 
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return self._engine._run_on_worker(fn, *args)
+        """Run ``fn`` on the worker as a call that says what it changes (see the invariants)."""
+        result: T = self._engine._run_on_worker(self._saying, fn, *args)
+        return result
+
+    def _saying(self, fn: Callable[..., T], *args: Any) -> T:
+        # Says "nothing" first: the _on_worker helpers that change weights each add theirs.
+        self._engine._note_change(NOTHING)
+        return fn(*args)
+
+    def _config_of(self, name: str) -> Any:
+        """*worker*: adapter ``name``'s PEFT config in the model, or None."""
+        return getattr(self._model(), "peft_config", {}).get(name)
+
+    def _changed(self, name: str, config: Any) -> None:
+        """*worker*: adapter ``name`` (PEFT ``config``) is added, deleted or retrained."""
+        outside = any(getattr(config, setting, None) for setting in _OUTSIDE_FACTORS)
+        self._engine._note_change(WeightsChange(base=outside, adapters=frozenset((name,))))
 
     # ----- public API (any thread)
     def resolve_path(self, path: str | os.PathLike[str]) -> Path:
@@ -421,6 +449,7 @@ class AdapterManager:
             encode_chat=state.tokens.encode_chat,
             adapters_dir=self._adapters_dir(),
             run_on_worker=self._run,
+            note_change=self._engine._note_change,
             submit_job=self._engine._submit_job,
             model=self._model,
             base_model=self._base_model,
@@ -514,6 +543,7 @@ class AdapterManager:
                         f"({setting}={shown}), which a sum of LoRA deltas cannot hold. Use "
                         "it alone in its requests."
                     )
+        self._changed(combo, None)  # members with weights outside their factors were refused
         try:
             self._model().add_weighted_adapter(
                 adapters=order,
@@ -554,6 +584,7 @@ class AdapterManager:
 
         check_wrappable(self._base_model(), f"train adapter {name!r}")
         model = self._model()
+        self._changed(name, lora_config)
         try:
             if is_peft_model(model):
                 model.add_adapter(name, lora_config)
@@ -573,6 +604,8 @@ class AdapterManager:
                     "(job.result()) or cancel it (job.cancel()), or pick another name."
                 )
             self._state.training.add(name)
+        # From now on the job may change its weights (a checkpoint restored, each step).
+        self._changed(name, self._config_of(name))
 
     def _release_training_on_worker(self, name: str, changed: bool = False) -> None:
         """End a job's claim on ``name``. ``changed``: the job changed the loaded adapter's
@@ -581,6 +614,7 @@ class AdapterManager:
         the combination again rebuilds it from the weights the adapter has now)."""
         try:
             if changed:
+                self._changed(name, self._config_of(name))
                 self._drop_combos_on_worker(lambda k: name in k)
         finally:  # the claim ends even if PEFT fails to delete a combination (already forgotten)
             with self._state.lock:
@@ -606,6 +640,7 @@ class AdapterManager:
     ) -> Path:
         """Register the adapter a job trained (usable at once) and save it to ``directory``."""
         config = self._model().peft_config[name]
+        self._changed(name, config)
         self._drop_combos_on_worker(lambda k: name in k)  # built from its old weights
         info = _info_from_config(name, None, config, AdapterSource.TRAINED)
         if info.base_model is None:
@@ -621,6 +656,7 @@ class AdapterManager:
         model = self._model()
         if not is_peft_model(model) or name not in model.peft_config:
             return
+        self._changed(name, model.peft_config[name])
         if self._fused is not None:
             self._fused.invalidate()  # frees cached copies of the adapter's weights
         model.delete_adapter(name)
@@ -702,6 +738,7 @@ class AdapterManager:
 
         model = self._model()
         wrapped = is_peft_model(model)
+        self._changed(name, None)  # its settings are known once PEFT has read them (below)
         # Wrapping a plain model changes it in place (frozen parameters); kept to undo a failure.
         grads = [] if wrapped else [p.requires_grad for p in model.parameters()]
         try:
@@ -719,11 +756,14 @@ class AdapterManager:
             if wrapped:
                 self._delete_on_worker(name)
             else:
+                # A wrap undone halfway: whether every base layer is as it was is not known.
+                self._engine._note_change(WeightsChange(base=True))
                 undo_failed_wrap(model, grads)
             raise AdapterError(
                 f"PEFT could not load adapter {str(directory)!r} onto the base model: {exc}. "
                 "Check that it was trained for this base model."
             ) from exc
+        self._changed(name, self._model().peft_config[name])
         model.eval()
         lend_originals_to_other_adapters(model, self._lending)  # its modules_to_save or tokens
 

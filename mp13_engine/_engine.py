@@ -20,7 +20,9 @@ Seams for other engine parts:
   through ``_run_on_worker``) and is asked ``_resolve_for_wave(adapters)`` for
   each row the decode loop admits, on the worker.
 - ``engine._run_on_worker(fn, *a, **kw)`` runs ``fn`` on the worker between two
-  steps and returns its result (or raises).
+  steps and returns its result (or raises); ``fn`` may say what it changed of the
+  weights with ``engine._note_change(change)`` (a ``WeightsChange``), so the prefix
+  cache keeps the blocks of the others; one that says nothing clears it all.
 - ``engine._submit_job(job)`` queues stepwise work (see ``_scheduler.Job``);
   ``engine._cancel_job(job)`` drops a job that has not finished.
 
@@ -46,6 +48,7 @@ import attrs
 
 from mp13_engine._adapters import AdapterManager
 from mp13_engine._cache import Progress, check_progress
+from mp13_engine._changes import WeightsChange
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     ConfigError,
@@ -412,6 +415,10 @@ class Engine:
         """Run ``fn`` on the worker thread between two steps; return its result or raise."""
         result: T = self._worker.call(fn, *args, **kwargs).result()
         return result
+
+    def _note_change(self, change: WeightsChange) -> None:
+        """*worker*: the running call or job step changed ``change`` (``Worker.note_change``)."""
+        self._worker.note_change(change)
 
     def _submit_job(self, job: Job) -> None:
         """Queue stepwise work (training); the scheduler interleaves its steps with decode steps."""

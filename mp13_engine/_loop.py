@@ -52,8 +52,10 @@ Faults (nothing a model raises stops the loop)
 Adapters and weights
     A worker call (``_run_on_worker``: adapter load/unload, ...) or a job step
     (training) may change adapters between two steps. The loop is told
-    (:meth:`weights_changed`): fused plans are rebuilt, the prefix cache forgets
-    what the change may have made stale, and a running row whose adapter was
+    (:meth:`weights_changed`, with the ``WeightsChange`` the call or step said):
+    fused plans are rebuilt, the prefix cache forgets the blocks of the weights
+    that changed (the base model's: all; an adapter's: its own and those of the
+    combinations that contain it; the others stay warm), and a running row whose adapter was
     unloaded, replaced or re-weighted ends ``ERROR`` (its cached KV came from the old
     weights). A row on an adapter that a job is training in place sees the
     weights of each step.
@@ -73,6 +75,7 @@ from typing import Any
 
 import torch
 
+from mp13_engine._changes import CacheOwner, WeightsChange
 from mp13_engine._compat import is_peft_model
 from mp13_engine._errors import AdapterError
 from mp13_engine._forward import ModelCall
@@ -123,7 +126,11 @@ class DecodeLoop:
         self.kv = BatchKV()
         self.running: list[Row] = []
         self.prefills: collections.deque[PrefillGroup] = collections.deque()
-        self._epochs = [0, 0]  # [base weights, adapter weights]: part of the prefix-cache keys
+        # Versions of the weights, part of the prefix-cache keys (CacheOwner.version): the
+        # base model's, every adapter's at once, and each adapter's own (missing: 0).
+        self._base_version = 0
+        self._adapters_version = 0
+        self._versions: dict[str, int] = {}
         self.steps = 0  # steps run (read by tests and metrics)
         self.forwards = 0
         self.packed = 0  # forwards that computed several batches at once
@@ -160,15 +167,19 @@ class DecodeLoop:
         self.steps += 1
         return tokens
 
-    def weights_changed(self, by_call: bool) -> None:
-        """A worker call (``by_call``) or a job step ran: adapters or weights may differ now."""
+    def weights_changed(self, change: WeightsChange) -> None:
+        """A worker call or a job step ran and says ``change`` of the weights changed."""
         self._call.forget_plans()
-        self._epochs[1] += 1
-        if by_call:
-            self._epochs[0] += 1
+        if change.base:
+            self._base_version += 1
+        if change.every_adapter:
+            self._adapters_version += 1
+        for name in change.adapters:
+            self._versions[name] = self._versions.get(name, 0) + 1
+        if change.base:
             self._prefix.clear()
-        else:  # training touches adapter weights only
-            self._prefix.drop(_on_an_adapter)
+        else:
+            self._prefix.drop(lambda owner: _touched(change, owner))
         if self.active:
             self._check_adapters()
 
@@ -242,8 +253,9 @@ class DecodeLoop:
             config = None
             if adapter != BASE_ADAPTER:
                 config = model.peft_config.get(adapter) if is_peft_model(model) else None
-            epoch = self._epochs[0] if adapter == BASE_ADAPTER else self._epochs[1]
-            row = Row(st, adapter, config, (adapter, epoch))
+            # A combination's blocks also go when one of its members changes.
+            names = frozenset((adapter, *st.adapter_names) if adapter != BASE_ADAPTER else ())
+            row = Row(st, adapter, config, self._owner(adapter, names))
             prompt = row.seq
             hit = self._prefix.lookup(row.owner, prompt, len(prompt) - 1)
             if hit is None:
@@ -466,8 +478,14 @@ class DecodeLoop:
 
     def _current(self, row: Row) -> bool:
         """Whether the row's KV still matches the weights (no change since it was admitted)."""
-        epoch = self._epochs[0] if row.adapter == BASE_ADAPTER else self._epochs[1]
-        return row.owner[1] == epoch
+        return row.owner == self._owner(row.adapter, row.owner.names)
+
+    def _owner(self, adapter: str, names: frozenset[str]) -> CacheOwner:
+        """The prefix-cache key of rows on ``adapter`` (using ``names``' weights) now."""
+        if not names:
+            return CacheOwner(adapter, names, (self._base_version,))
+        own = tuple((n, self._versions.get(n, 0)) for n in sorted(names))
+        return CacheOwner(adapter, names, (self._base_version, self._adapters_version, *own))
 
     # ----- shared
     def _forward(
@@ -539,9 +557,9 @@ class DecodeLoop:
             row.state.finish(FinishReason.ERROR, _message(exc))
 
 
-def _on_an_adapter(owner: Hashable) -> bool:
-    """Whether a prefix-cache owner key (``(adapter, epoch)``) is an adapter's."""
-    return isinstance(owner, tuple) and owner[0] != BASE_ADAPTER
+def _touched(change: WeightsChange, owner: Hashable) -> bool:
+    """Whether ``change`` makes the blocks of a prefix-cache owner key stale."""
+    return not isinstance(owner, CacheOwner) or change.touches(owner.names)
 
 
 def _ended(st: RequestState) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mp13_engine._changes import CacheOwner
 from mp13_engine._generation import Sampling, left_pad
 from mp13_engine._kv import BatchKV
 from mp13_engine._streams import RequestState
@@ -28,11 +29,11 @@ class Row:
 
     __slots__ = ("adapter", "config", "last", "n", "noted", "owner", "sampling", "seq", "state")
 
-    def __init__(self, state: RequestState, adapter: str, config: Any, owner: tuple[str, int]):
+    def __init__(self, state: RequestState, adapter: str, config: Any, owner: CacheOwner):
         self.state = state
         self.adapter = adapter  # the PEFT adapter name the row runs with
         self.config = config  # that adapter's PEFT config object (None on the base)
-        self.owner = owner  # its prefix-cache key: (adapter, version of those weights)
+        self.owner = owner  # its prefix-cache key: the adapter and its weights' versions
         self.sampling = Sampling(state.request, state.max_new_tokens)
         self.seq: list[int] = list(state.prompt_ids or ())  # tokens whose KV is (being) computed
         self.noted = 0  # how many of ``seq`` the repetition penalty has seen

@@ -5,7 +5,9 @@ It loops: wait for work, let the ``Scheduler`` pick the next unit (a call, a
 decode step or a job step), run it outside the lock, repeat. Public API
 threads hand it work through ``submit_requests`` / ``submit_job`` / ``call``
 and get results back through futures. After every call and job step the decode
-loop is told that adapters or weights may have changed.
+loop is told what of the weights changed: what the call or step said through
+:meth:`Worker.note_change` (a ``WeightsChange``), or, when it said nothing,
+everything (a call) or every adapter's weights (a job step).
 
 Never stops answering (the engine's robustness contract):
 
@@ -37,6 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from mp13_engine._changes import EVERY_ADAPTER, EVERYTHING, NOTHING, WeightsChange
 from mp13_engine._errors import EngineClosedError
 from mp13_engine._loop import DecodeLoop
 from mp13_engine._scheduler import Call, Decode, Job, JobStep, Scheduler
@@ -71,6 +74,10 @@ class Worker:
         self._exited = False  # the thread has ended
         self._handed_off = False  # close() is done with the model (see _let_go)
         self._active: set[RequestState] = set()  # admitted to the loop, not known to be done
+        # What the running call or job step said it changed (None: nothing said yet), and
+        # what calls it ran inline said (see note_change); worker thread only.
+        self._said: WeightsChange | None = None
+        self._inline = NOTHING
         self.clock = clock or StepClock()
         self._watchdog = Watchdog(self.clock, self._expire, name=f"{name}-watchdog")
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
@@ -123,14 +130,26 @@ class Worker:
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
         fut: Future[Any] = Future()
         if self.on_worker_thread():
-            # Already between steps on the worker (e.g. inside a job step): run inline.
+            # Already between steps on the worker (e.g. inside a job step): run inline. What
+            # it changes counts with the enclosing unit's change (everything if it says nothing).
+            outer, self._said = self._said, None
             try:
                 fut.set_result(fn(*args, **kwargs))
             except BaseException as exc:
                 fut.set_exception(exc)
+            finally:
+                self._inline |= EVERYTHING if self._said is None else self._said
+                self._said = outer
             return fut
         self._enqueue(self._sched.add_call, Call(fn, args, kwargs, fut))
         return fut
+
+    def note_change(self, change: WeightsChange) -> None:
+        """*worker*: the running call or job step changed ``change`` of the weights (adds up).
+
+        A call that never says is taken to have changed everything, a job step every
+        adapter's weights; say ``NOTHING`` to keep every cached block."""
+        self._said = change if self._said is None else self._said | change
 
     def cancel(self, state: RequestState) -> bool:
         """Cancel a request; False when it had already ended.
@@ -315,6 +334,7 @@ class Worker:
             if work.future.cancelled():
                 return
             self.clock.begin("call")
+            self._said, self._inline = None, NOTHING
             result: Any = None
             error: BaseException | None = None
             try:
@@ -326,7 +346,7 @@ class Worker:
             # The loop hears of the change before the caller does: once e.g. unload() or
             # load(replace=True) returns, the stale prefix-cache blocks are gone from
             # metrics() and the rows on an unloaded adapter are resolved.
-            self._changed(by_call=True)
+            self._changed(EVERYTHING)
             if error is not None:
                 work.future.set_exception(error)
             else:
@@ -334,6 +354,7 @@ class Worker:
             return
         job = work.job
         self.clock.begin("job")
+        self._said, self._inline = None, NOTHING
         try:
             more = job.step()
         except BaseException as exc:
@@ -344,11 +365,14 @@ class Worker:
         if not more:
             with self._cond:
                 self._sched.remove_job(job)
-        self._changed(by_call=False)
+        self._changed(EVERY_ADAPTER)
 
-    def _changed(self, by_call: bool) -> None:
+    def _changed(self, unsaid: WeightsChange) -> None:
+        """Tell the loop what the unit that ran changed (``unsaid``: if it said nothing)."""
+        change = (unsaid if self._said is None else self._said) | self._inline
+        self._said, self._inline = None, NOTHING
         try:
-            self._loop.weights_changed(by_call)
+            self._loop.weights_changed(change)
         except BaseException:
             _log.exception("checking the loop after a change failed; failing its requests")
             self._loop.abort(

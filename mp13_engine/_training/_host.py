@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:  # annotations only: the scheduler and the renderer import nothing of this
+    from mp13_engine._changes import WeightsChange
     from mp13_engine._scheduler import Job
     from mp13_engine._training._render import EncodeChat, Prepare
 
@@ -50,6 +51,9 @@ class TrainingHost:
     adapters_dir: Path | None
     #: ``run_on_worker(fn)``: run ``fn`` on the worker between model calls; its result or raise.
     run_on_worker: Callable[[Callable[[], Any]], Any]
+    #: *worker*: say what the running call or job step changed of the weights (a
+    #: ``WeightsChange``); the prefix cache then keeps the blocks of the others.
+    note_change: Callable[[WeightsChange], None]
     #: Queue stepwise work whose steps the worker interleaves with serving.
     submit_job: Callable[[Job], None]
     #: *worker*: the serving model (a ``PeftModel`` once an adapter exists).

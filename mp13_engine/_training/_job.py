@@ -56,6 +56,7 @@ from typing import Any
 
 import attrs
 
+from mp13_engine._changes import WeightsChange
 from mp13_engine._errors import ConfigError, TrainingError
 from mp13_engine._streams import call_soon, wait_one_way, wait_timeout, wake
 from mp13_engine._training._config import (
@@ -405,6 +406,9 @@ class TrainingJob:
         ``_scheduler``); it touches the model, so never call it yourself."""
         if self._future.done():
             return False
+        # A step changes this adapter's weights only: the prefix cache keeps the base
+        # model's blocks and the other adapters' (what ending the job drops, it says itself).
+        self._host.note_change(WeightsChange.of_adapters(self.config.adapter))
         try:
             trainer = self._trainer
             assert trainer is not None, "step() before _setup_on_worker()"

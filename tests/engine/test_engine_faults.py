@@ -319,7 +319,7 @@ def test_a_bug_in_the_decode_loop_fails_its_rows_and_the_engine_serves_on(engine
     )
     assert engine.generate(Request(prompt="one two", max_new_tokens=3)).ok
 
-    def changed_once(by_call):
+    def changed_once(change):
         loop.weights_changed = real_changed
         raise RuntimeError("check bug")
 

@@ -342,22 +342,23 @@ def test_metrics_add_up_over_sixteen_threads_mixing_calls_adapters_and_cancels(
     assert (after.queue_depth, after.running) == (0, 0)
 
 
-def test_a_training_job_empties_the_prefix_cache_as_its_readme_says(tiny_model_path, tmp_path):
-    """Was: README said the base model's blocks stay through training, yet a base prompt
-    cached before a job had ``cached_tokens`` 0 after it: the job adds its adapter when
-    it starts and saves it when it ends, and each of those empties the whole cache."""
+def test_a_training_job_keeps_the_base_models_blocks_as_its_readme_says(tiny_model_path, tmp_path):
+    """Was: the job adds its adapter when it starts and saves it when it ends, and each of
+    those emptied the whole cache (so README said). Now each says it changed the job's
+    adapter only: the base prompt cached before the job is reused after it, unchanged."""
     from mp13_engine import TrainingConfig
 
     prompt = Request(prompt="the quick brown fox jumps over the lazy dog " * 12, max_new_tokens=2)
     rows = [{"prompt": "Capital of Zorbia?", "completion": " Flumptown."}] * 4
     with Engine.load(str(tiny_model_path), device="cpu") as eng:
-        eng.generate(prompt)
+        first = eng.generate(prompt)
         assert eng.generate(prompt).metrics.cached_tokens > 0
-        assert eng.metrics().prefix_cache.blocks > 0
+        blocks = eng.metrics().prefix_cache.blocks
+        assert blocks > 0
         config = TrainingConfig(
             adapter="z", dataset=rows, max_steps=2, batch_size=2, output_dir=str(tmp_path)
         )
         assert eng.train(config).result(timeout=300).steps == 2
-        assert eng.metrics().prefix_cache.blocks == 0
-        assert eng.generate(prompt).metrics.cached_tokens == 0
-        assert eng.generate(prompt).metrics.cached_tokens > 0  # filled again
+        assert eng.metrics().prefix_cache.blocks == blocks
+        after = eng.generate(prompt)
+        assert after.metrics.cached_tokens > 0 and after.raw_text == first.raw_text

@@ -14,6 +14,7 @@ import random
 import torch
 
 from mp13_engine import Engine, Request
+from mp13_engine._changes import EVERY_ADAPTER, EVERYTHING
 from mp13_engine._prefix_cache import PrefixCache
 from tests.engine._loop_harness import StepHarness
 
@@ -236,7 +237,7 @@ def test_a_prompt_whose_weights_changed_while_it_was_prefilled_is_not_kept(tiny_
     first = harness.submit(Request(prompt="many words " * 60, max_new_tokens=4))
     harness.step()  # the first of several 64-token chunks
     assert not first.tokens
-    harness.loop.weights_changed(by_call=True)  # e.g. an adapter loaded between two steps
+    harness.loop.weights_changed(EVERYTHING)  # e.g. a call that says nothing, between steps
     harness.run([first])
     assert first.response.ok
     assert harness.prefix.stats().blocks == harness.prefix.stats().bytes == 0
@@ -259,13 +260,16 @@ def test_replacing_an_adapter_never_reuses_the_old_weights_kv(tiny_model_path, a
     with Engine.load(str(tiny_model_path), device="cpu", adapters_dir=str(adapter_dir)) as engine:
         engine.adapters.load("a")
         old = engine.generate(Request(messages=chat, max_new_tokens=6, adapters=["a"]))
-        engine.generate(Request(messages=chat, max_new_tokens=6))  # the base model's too
-        assert engine.metrics().prefix_cache.blocks > 0
+        base = engine.generate(Request(messages=chat, max_new_tokens=6))  # the base model's too
         engine.adapters.load(str(adapter_dir / "b"), name="a", replace=True)
-        assert engine.metrics().prefix_cache.blocks == 0
+        # Once load() returns, the blocks left are the base model's only (read between steps).
+        assert {owner.adapter for owner in engine._prefix._roots} == {"__base__"}
+        assert engine.metrics().prefix_cache.blocks > 0
         new = engine.generate(Request(messages=chat, max_new_tokens=6, adapters=["a"]))
+        base2 = engine.generate(Request(messages=chat, max_new_tokens=6))
     assert new.metrics.cached_tokens == 0
     assert new.raw_text == expected.raw_text != old.raw_text
+    assert base2.metrics.cached_tokens > 0 and base2.raw_text == base.raw_text
 
 
 def test_a_training_step_drops_the_adapters_blocks_and_keeps_the_base_models(
@@ -277,7 +281,7 @@ def test_a_training_step_drops_the_adapters_blocks_and_keeps_the_base_models(
     base = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4))
     on_a = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4, adapters=["a"]))
     both = harness.prefix.stats().blocks
-    harness.loop.weights_changed(by_call=False)  # what the worker says after a job step
+    harness.loop.weights_changed(EVERY_ADAPTER)  # a job step that says nothing
     assert 0 < harness.prefix.stats().blocks < both
     base2 = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4))
     on_a2 = harness.solo(Request(messages=_chat("Hi"), max_new_tokens=4, adapters=["a"]))
