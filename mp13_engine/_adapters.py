@@ -55,6 +55,7 @@ Invariants
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -280,13 +281,17 @@ class AdapterManager:
 
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` on the worker as a call that says what it changes (see the invariants)."""
-        result: T = self._engine._run_on_worker(self._saying, fn, *args)
-        return result
 
-    def _saying(self, fn: Callable[..., T], *args: Any) -> T:
-        # Says "nothing" first: the _on_worker helpers that change weights each add theirs.
-        self._engine._note_change(NOTHING)
-        return fn(*args)
+        # Named as ``fn``: the worker times each call by its name (``_watchdog``), and a
+        # load must not be judged by how long an unload usually takes.
+        @functools.wraps(fn)
+        def saying(*call_args: Any) -> T:
+            # Says "nothing" first: the _on_worker helpers that change weights each add theirs.
+            self._engine._note_change(NOTHING)
+            return fn(*call_args)
+
+        result: T = self._engine._run_on_worker(saying, *args)
+        return result
 
     def _config_of(self, name: str) -> Any:
         """*worker*: adapter ``name``'s PEFT config in the model, or None."""

@@ -220,7 +220,8 @@ class EngineConfig:
     a request (``Request.timeout_s`` overrides it; None: none), after which
     it ends ``ERROR``. ``slow_step_s``: a step running longer than this is
     counted in ``metrics().slow_steps`` and logged (None: 25 times the usual
-    step time, at least 2 s). ``metrics_window``: how many recent requests
+    time of that kind of work, at least 2 s, and 30 s the first time it runs).
+    ``metrics_window``: how many recent requests
     ``engine.metrics()`` aggregates. ``max_queue``: most queued requests before
     new ones are refused: they end ``ERROR`` at once, saying the queue is full
     (nothing raises; requests sent together, as by ``generate_many``, are

@@ -4,11 +4,14 @@
 ``MetricsRecorder`` is thread-safe: the worker (and cancelling callers)
 ``record`` finished requests; any thread reads a frozen ``EngineMetrics``
 snapshot. Only the last ``window`` requests that ran are kept, so memory is
-bounded. A request that ended without running (refused as invalid, queue
-full, unknown adapter, or cancelled, timed out or failed while queued or
-before its prompt was fully prefilled; its ``metrics.batch_size`` is 0) is
-only counted (``rejected``): its zero tokens and its queue time would distort
-the latency and token figures.
+bounded. A request that ended without running (its ``metrics.batch_size`` is
+0: it ended while queued or before its prompt was fully prefilled) is only
+counted: its zero tokens and its queue time would distort the latency and
+token figures. It is counted by why it ended: ``cancelled_before_start`` when
+it was cancelled (by its caller, or by ``close()``), else ``rejected``
+(refused as invalid, queue full or unknown adapter, or timed out or failed
+before it ran). A caller that cancels work it no longer needs (a warm-up
+made stale) has had nothing refused.
 """
 
 from __future__ import annotations
@@ -96,11 +99,13 @@ class EngineMetrics:
     nearest-rank percentiles, each one of the window's values: with one request
     both are its value, with two p50 is the smaller and p95 the larger; None
     while the window is empty.
-    ``total_requests``: every request that ended since the engine started,
-    ``rejected`` of them without running (see the module docstring).
+    ``total_requests``: every request that ended since the engine started;
+    ``rejected`` of them were refused or failed without running (queue full,
+    invalid, timed out while queued), and ``cancelled_before_start`` were
+    cancelled before they ran (see the module docstring).
     ``finish_reasons``: how many of the requests in the window (those that
-    ran; the ``rejected`` ones, e.g. refused as the queue was full, are not
-    among them) ended with each ``FinishReason`` (by its value; every reason is
+    ran; the ``rejected`` and ``cancelled_before_start`` ones are not among
+    them) ended with each ``FinishReason`` (by its value; every reason is
     a key, 0 while none did, also on an idle engine). ``queue_depth``,
     ``running``: requests waiting and running when the snapshot was taken
     (not part of the window). ``steps``: decode-loop
@@ -125,6 +130,7 @@ class EngineMetrics:
     running: int = 0
     total_requests: int = 0
     rejected: int = 0
+    cancelled_before_start: int = 0
     steps: int = 0
     slow_steps: int = 0
     prefix_cache: PrefixCacheStats = attrs.field(factory=PrefixCacheStats)
@@ -144,12 +150,16 @@ class MetricsRecorder:
         self._entries: collections.deque[_Entry] = collections.deque(maxlen=window)
         self._total = 0
         self._rejected = 0
+        self._cancelled = 0  # before they ran
 
     def record(self, submit_t: float, end_t: float, response: Response) -> None:
         with self._lock:
             self._total += 1
             if response.metrics.batch_size == 0:  # it never ran
-                self._rejected += 1
+                if response.finish_reason is FinishReason.CANCELLED:
+                    self._cancelled += 1
+                else:
+                    self._rejected += 1
             else:
                 self._entries.append(_Entry(submit_t, end_t, response))
 
@@ -164,13 +174,14 @@ class MetricsRecorder:
     ) -> EngineMetrics:
         with self._lock:
             entries = list(self._entries)
-            total, rejected = self._total, self._rejected
+            total, rejected, cancelled = self._total, self._rejected, self._cancelled
         live = EngineMetrics(
             window=self.window,
             queue_depth=queue_depth,
             running=running,
             total_requests=total,
             rejected=rejected,
+            cancelled_before_start=cancelled,
             steps=steps,
             slow_steps=slow_steps,
             prefix_cache=prefix_cache or PrefixCacheStats(),

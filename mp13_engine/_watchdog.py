@@ -1,14 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Deadlines and slow steps: what the engine watches from outside its worker thread.
 
-``StepClock`` times each unit of work the worker runs (a decode step, a job
-step, a worker call) and keeps a moving average per kind. A unit that runs
-far past its kind's usual time is *slow*: it is counted once
-(``engine.metrics().slow_steps``) and logged as a warning, either when it ends
-or, while it is still running, by the watchdog, so a step stuck inside a
-model call is visible while it hangs. "Far past" is ``slow_step_s`` when the
-config sets it, else ``max(2 s, 25 x the kind's average)`` (30 s for a kind's
-first step, which pays for cold caches and lazy imports).
+``StepClock`` times each unit of work the worker runs and learns, per *kind*
+of work, how long it usually takes. A kind is what the worker says ran: a
+decode step, a step that also prefills prompts, one named worker call
+(``call AdapterManager._load_on_worker``, ...) or one kind of job's steps
+(``TrainingJob step``): a call that sets up a training adapter and one
+that reads the model's dtype are different work, and the first must not be
+judged by the second's milliseconds. A unit that runs far past its kind's
+usual time is *slow*: it is counted once (``engine.metrics().slow_steps``)
+and logged as a warning that says what ran, for how long and what is usual
+for it, either when it ends or, while it is still running, by the watchdog,
+so a step stuck inside a model call is visible while it hangs. "Far past" is
+``slow_step_s`` when the config sets it, else ``max(2 s, 25 x the kind's
+average)``, and 30 s while a kind has no average yet (its first run pays for
+cold caches and lazy imports).
 
 ``Watchdog`` is one daemon thread per engine. It ends every request that
 passes its deadline (``Request.timeout_s``, or ``EngineConfig.request_timeout_s``
@@ -17,7 +23,8 @@ request out of the queue or out of the loop, even while the worker is stuck in
 a model call: the caller is answered at its deadline whatever the model does.
 
 Invariants: a request is expired at most once and never after it resolved; the
-watchdog never touches the model; both classes are thread-safe.
+watchdog never touches the model; both classes are thread-safe; a unit is
+counted slow at most once; one kind's durations never set another kind's limit.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
+
+import attrs
 
 from mp13_engine._streams import RequestState
 
@@ -42,45 +52,79 @@ _SLOW_FACTOR = 25.0
 _EMA = 0.1  # weight of the newest duration in a kind's moving average
 
 
+def work_name(fn: Callable[..., Any]) -> str:
+    """The name a worker call is timed under: ``fn``'s qualified name (through partials).
+
+    Wrappers that should be timed as what they wrap keep its name with ``functools.wraps``.
+    """
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__qualname__
+
+
+@attrs.define
+class _Usual:
+    """How long one kind of work takes: a moving average over its ``runs``."""
+
+    avg: float
+    runs: int = 1
+
+    def add(self, took: float) -> None:
+        self.avg = (1 - _EMA) * self.avg + _EMA * took
+        self.runs += 1
+
+
 class StepClock:
     """Times the worker's units of work and counts the slow ones (any thread)."""
 
-    def __init__(self, slow_step_s: float | None = None):
+    def __init__(
+        self, slow_step_s: float | None = None, now: Callable[[], float] = time.perf_counter
+    ):
         self._fixed = slow_step_s
+        self._now = now
         self._lock = threading.Lock()
-        self._avg: dict[str, float] = {}
+        self._usual: dict[str, _Usual] = {}
         self._kind: str | None = None
         self._started = 0.0
         self._flagged = False
         self.slow_steps = 0
 
     def threshold(self, kind: str) -> float:
+        """Seconds after which a unit of ``kind`` counts as slow."""
         if self._fixed is not None:
             return self._fixed
-        avg = self._avg.get(kind)
-        return _FIRST_SLOW_S if avg is None else max(_MIN_SLOW_S, _SLOW_FACTOR * avg)
+        usual = self._usual.get(kind)
+        return _FIRST_SLOW_S if usual is None else max(_MIN_SLOW_S, _SLOW_FACTOR * usual.avg)
+
+    def typical(self, kind: str) -> float | None:
+        """The moving average of ``kind``'s durations (seconds); None before it ever ran."""
+        with self._lock:
+            usual = self._usual.get(kind)
+            return None if usual is None else usual.avg
 
     def begin(self, kind: str) -> None:
         with self._lock:
-            self._kind, self._started, self._flagged = kind, time.perf_counter(), False
+            self._kind, self._started, self._flagged = kind, self._now(), False
 
     def end(self) -> None:
         with self._lock:
-            kind, took = self._kind, time.perf_counter() - self._started
+            kind, took = self._kind, self._now() - self._started
             assert kind is not None, "end() without begin()"  # the worker pairs them in finally
             self._kind = None
             limit = self.threshold(kind)
-            avg = self._avg.get(kind)
-            self._avg[kind] = took if avg is None else (1 - _EMA) * avg + _EMA * took
-            counted = self._flagged
-            if took > limit and not counted:
+            usual = self._usual.get(kind)
+            known = self._known(kind, limit)  # what was usual before this run
+            if usual is None:
+                self._usual[kind] = _Usual(took)
+            else:
+                usual.add(took)
+            report = took > limit and not self._flagged
+            if report:
                 self.slow_steps += 1
-        if took > limit and not counted:
+        if report:
             _log.warning(
-                "an engine %s step took %.2f s (slow above %.2f s); requests waited meanwhile",
-                kind,
-                took,
-                limit,
+                "the engine's %s took %.2f s (%s); requests waited meanwhile", kind, took, known
             )
 
     def check(self) -> None:
@@ -89,19 +133,30 @@ class StepClock:
             kind = self._kind
             if kind is None or self._flagged:
                 return
-            took = time.perf_counter() - self._started
+            took = self._now() - self._started
             limit = self.threshold(kind)
             if took <= limit:
                 return
             self._flagged = True
             self.slow_steps += 1
+            known = self._known(kind, limit)
         _log.warning(
-            "an engine %s step has been running for %.2f s (slow above %.2f s); the model "
-            "call may be stuck, and requests wait until it returns or their timeout",
+            "the engine's %s has been running for %.2f s (%s); requests wait until it "
+            "returns, or end at their timeout_s",
             kind,
             took,
-            limit,
+            known,
         )
+
+    def _known(self, kind: str, limit: float) -> str:
+        """What the clock knows of ``kind``, for a log line (holding the lock)."""
+        if self._fixed is not None:
+            return f"slow above {limit:.2f} s, EngineConfig.slow_step_s"
+        usual = self._usual.get(kind)
+        if usual is None:
+            return f"its first run, slow above {limit:.2f} s"
+        runs = "run" if usual.runs == 1 else "runs"
+        return f"typically {usual.avg:.3g} s over {usual.runs} {runs}, slow above {limit:.2f} s"
 
 
 class Watchdog:

@@ -45,7 +45,7 @@ from mp13_engine._loop import DecodeLoop
 from mp13_engine._scheduler import Call, Decode, Job, JobStep, Scheduler
 from mp13_engine._streams import RequestState
 from mp13_engine._types import FinishReason
-from mp13_engine._watchdog import StepClock, Watchdog
+from mp13_engine._watchdog import StepClock, Watchdog, work_name
 
 _log = logging.getLogger(__name__)
 
@@ -307,7 +307,9 @@ class Worker:
 
     def _run_work(self, work: Call | Decode | JobStep) -> None:
         if isinstance(work, Decode):
-            self.clock.begin("decode")
+            # Steps that prefill prompt chunks take longer than plain decode steps: timed apart.
+            prefills = bool(work.admitted or self._loop.prefills)
+            self.clock.begin("prefill step" if prefills else "decode step")
             try:
                 self._loop.step(work.admitted)
             except BaseException as exc:
@@ -333,7 +335,7 @@ class Worker:
         if isinstance(work, Call):
             if work.future.cancelled():
                 return
-            self.clock.begin("call")
+            self.clock.begin(f"call {work_name(work.fn)}")
             self._said, self._inline = None, NOTHING
             result: Any = None
             error: BaseException | None = None
@@ -353,7 +355,7 @@ class Worker:
                 work.future.set_result(result)
             return
         job = work.job
-        self.clock.begin("job")
+        self.clock.begin(f"{type(job).__name__} step")
         self._said, self._inline = None, NOTHING
         try:
             more = job.step()

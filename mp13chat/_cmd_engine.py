@@ -81,6 +81,8 @@ def metrics(repl: Repl, line: CommandLine) -> None:
         # Counted in the total, never in the window's figures: say how many, or the two
         # numbers above disagree with no reason given.
         ("rejected (never ran)", str(m.rejected)),
+        # Cancelled while queued (a stale background warm-up): not refused, so not above.
+        ("cancelled before running", str(m.cancelled_before_start)),
         ("throughput tok/s", _fmt(m.throughput_tokens_per_s)),
         ("latency p50 / p95 s", f"{_fmt(m.latency_p50_s)} / {_fmt(m.latency_p95_s)}"),
         ("ttft p50 / p95 s", f"{_fmt(m.ttft_p50_s)} / {_fmt(m.ttft_p95_s)}"),

@@ -46,6 +46,7 @@ def test_metrics_shows_what_engine_metrics_counts(make_chat, tiny_engine):
     rows = table_rows(out)
     assert rows["requests (window / total)"] == [f"{m.requests} / {m.total_requests}"]
     assert rows["rejected (never ran)"] == [str(m.rejected)]
+    assert rows["cancelled before running"] == [str(m.cancelled_before_start)]
     assert m.rejected >= 1 and m.prefix_cache.hits >= 1  # the retry reuses the prompt
     cache = m.prefix_cache
     expected = f"{cache.hits} of {cache.lookups} / {cache.tokens_saved}"

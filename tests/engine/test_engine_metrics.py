@@ -246,10 +246,12 @@ def test_completion_tokens_count_the_stop_string_cut_from_the_text(engine):
     assert cut.metrics.completion_tokens == made
 
 
-def test_a_request_cancelled_while_its_prompt_is_prefilled_counts_as_rejected(tiny_model_path):
-    """``batch_size`` 0 and ``rejected`` cover a request that left the queue but ended
-    before its prompt was fully prefilled (here in chunks of 4 tokens, about 450 steps,
-    so the cancel comes long before it ends)."""
+def test_a_request_cancelled_while_its_prompt_is_prefilled_counts_as_cancelled_before_start(
+    tiny_model_path,
+):
+    """``batch_size`` 0 and ``cancelled_before_start`` cover a request that left the queue
+    but was cancelled before its prompt was fully prefilled (here in chunks of 4 tokens,
+    about 450 steps, so the cancel comes long before it ends); it was not refused."""
     with Engine.load(str(tiny_model_path), device="cpu", prefill_chunk_tokens=4) as eng:
         req = Request(prompt="word " * 600, max_new_tokens=4)
         future = eng.submit(req)
@@ -262,7 +264,8 @@ def test_a_request_cancelled_while_its_prompt_is_prefilled_counts_as_rejected(ti
     assert resp.finish_reason is FinishReason.CANCELLED
     assert resp.metrics.batch_size == 0 and resp.metrics.completion_tokens == 0
     assert resp.metrics.prompt_tokens > 4 * 100 and resp.metrics.ttft_s is None
-    assert (agg.rejected, agg.requests, agg.finish_reasons["cancelled"]) == (1, 0, 0)
+    assert (agg.cancelled_before_start, agg.requests, agg.finish_reasons["cancelled"]) == (1, 0, 0)
+    assert agg.rejected == 0
 
 
 def test_metrics_add_up_over_sixteen_threads_mixing_calls_adapters_and_cancels(
@@ -329,7 +332,9 @@ def test_metrics_add_up_over_sixteen_threads_mixing_calls_adapters_and_cancels(
     assert len(ended) == 48
     ran = [r for r in ended if r.metrics.batch_size > 0]
     assert after.total_requests - before.total_requests == 48
-    assert after.rejected - before.rejected == 48 - len(ran)
+    # Only cancels ended before running here: cancelled, none refused.
+    assert after.cancelled_before_start - before.cancelled_before_start == 48 - len(ran)
+    assert after.rejected == before.rejected
     # The window (256) holds every request that ran, the 16 reference ones included.
     assert after.requests == before.requests + len(ran)
     assert after.completion_tokens - before.completion_tokens == sum(
@@ -362,3 +367,48 @@ def test_a_training_job_keeps_the_base_models_blocks_as_its_readme_says(tiny_mod
         assert eng.metrics().prefix_cache.blocks == blocks
         after = eng.generate(prompt)
         assert after.metrics.cached_tokens > 0 and after.raw_text == first.raw_text
+
+
+def test_cancelled_while_queued_counts_as_cancelled_and_refused_as_rejected(tiny_model_path):
+    """Was: a request cancelled while still queued (the REPL's background warm-up, made
+    stale by a new system prompt) was counted in ``rejected`` with the ones the engine
+    refused, so ``/metrics`` showed refusals where nothing had been refused."""
+    with Engine.load(str(tiny_model_path), device="cpu", max_queue=1) as eng:
+        entered, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            entered.set()
+            release.wait(30)
+
+        holder = threading.Thread(target=eng._run_on_worker, args=(hold,))
+        holder.start()
+        try:
+            assert entered.wait(30)  # the worker is busy: what is sent now stays queued
+            queued = Request(prompt="stale warm-up", max_new_tokens=4)
+            future = eng.submit(queued)
+            full = eng.generate(Request(prompt="one too many", max_new_tokens=4))
+            assert eng.cancel(queued.id)
+        finally:
+            release.set()
+            holder.join(30)
+        cancelled = future.result(timeout=30)
+        agg = eng.metrics()
+    assert cancelled.finish_reason is FinishReason.CANCELLED
+    assert cancelled.metrics.batch_size == 0
+    assert full.finish_reason is FinishReason.ERROR and "queue" in full.error
+    assert (agg.cancelled_before_start, agg.rejected, agg.total_requests) == (1, 1, 2)
+    assert agg.requests == 0 and agg.finish_reasons["cancelled"] == 0
+
+
+def test_the_recorder_tells_cancelled_from_refused_among_requests_that_never_ran():
+    rec = MetricsRecorder(window=4)
+    never = RequestMetrics(batch_size=0)
+    for i, reason in enumerate(
+        [FinishReason.CANCELLED, FinishReason.ERROR, FinishReason.CANCELLED]
+    ):
+        rec.record(0.0, 1.0, Response(id=str(i), finish_reason=reason, metrics=never))
+    ran = RequestMetrics(completion_tokens=2, total_s=1.0, batch_size=1)
+    rec.record(0.0, 1.0, Response(id="r", finish_reason=FinishReason.CANCELLED, metrics=ran))
+    snap = rec.snapshot(0, 0)
+    assert (snap.cancelled_before_start, snap.rejected, snap.total_requests) == (2, 1, 4)
+    assert snap.requests == 1 and snap.finish_reasons["cancelled"] == 1
