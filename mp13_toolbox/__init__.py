@@ -38,6 +38,7 @@ from mp13_toolbox._context import ToolContext
 from mp13_toolbox._errors import (
     Mp13Error,
     ToolboxError,
+    ToolDescriptionWarning,
     ToolRegistrationError,
     ToolSettingError,
     ToolSettingKeywordError,
@@ -71,6 +72,7 @@ __all__ = [
     "ToolBudget",
     "ToolCall",
     "ToolContext",
+    "ToolDescriptionWarning",
     "ToolInfo",
     "ToolKind",
     "ToolMode",

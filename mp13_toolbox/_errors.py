@@ -31,6 +31,12 @@ Most errors also derive from the builtin they refine (``ValueError``,
 are mapped at a package's boundary with ``raise ... from exc``. Tool
 *execution* never raises to the caller: whatever a tool raises becomes an error
 ``ToolResult``. Messages say what went wrong and what to do about it.
+
+Warnings are not errors (nothing is raised; the call goes on) and sit outside the
+tree, under Python's own categories, so ``warnings.filterwarnings`` picks them::
+
+    UserWarning
+    └── ToolDescriptionWarning    a function tool registered with no description
 """
 
 from __future__ import annotations
@@ -75,3 +81,14 @@ class ToolSnapshotError(ToolboxError, ValueError):
 
 class ToolSettingKeywordError(ToolSettingError, UnknownKeywordError):
     """A misspelt keyword argument to ``ToolsScope`` or ``ToolBudget``."""
+
+
+class ToolDescriptionWarning(UserWarning):
+    """A function was registered as a tool with no description (no docstring summary, no
+    ``description=``): the model is shown only its name and parameters.
+
+    Warned once per registration, naming the tool. Give the function a docstring, or pass
+    ``description=...`` (``description=""`` keeps it empty on purpose, without this
+    warning); ``warnings.filterwarnings("ignore", category=ToolDescriptionWarning)``
+    silences it everywhere.
+    """

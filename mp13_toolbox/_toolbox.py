@@ -30,6 +30,7 @@ import copy
 import inspect
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
@@ -51,6 +52,7 @@ from mp13_toolbox._budget import BudgetTracker
 from mp13_toolbox._builtins import BUILTINS
 from mp13_toolbox._errors import (
     ToolboxError,
+    ToolDescriptionWarning,
     ToolRegistrationError,
     ToolSettingError,
     ToolSnapshotError,
@@ -176,19 +178,23 @@ class Toolbox:
         default; ``approval=None`` uses the default for ``risk`` (see
         ``approval_defaults``: ``low`` is allowed, ``medium`` and ``high`` ask).
         A name already registered raises ``ToolRegistrationError`` unless
-        ``replace=True``.
+        ``replace=True``. A function with no description (no docstring summary and no
+        ``description=``) is registered with a ``ToolDescriptionWarning``: the model
+        would see only its name; ``description=""`` keeps it empty without one.
         """
 
-        def add(f: _F) -> _F:
+        def add(f: _F, depth: int = 1) -> _F:
             if not callable(f):
                 raise ToolRegistrationError(f"register() needs a callable, got {f!r}")
             spec, signature = function_spec(f, name=name, description=description)
             self._add(
                 spec, ToolKind.FUNCTION, f, signature, mode, risk, timeout_s, approval, replace
             )
+            if description is None and not spec.description.strip():
+                _warn_undescribed(spec.name, stacklevel=2 + depth)
             return f
 
-        return add if func is None else add(func)
+        return add if func is None else add(func, depth=2)
 
     def register_external(
         self,
@@ -686,6 +692,23 @@ async def _answer_of(awaitable: Awaitable[Any]) -> ex.Outcome:
     except asyncio.CancelledError:
         task.cancel()
         raise
+
+
+def _warn_undescribed(name: str, stacklevel: int) -> None:
+    """Say that tool ``name`` was registered with no description, at the caller's line.
+
+    A warning, not an error: the tool works, and its name and parameters may say enough.
+    But the description is what a model reads to choose a tool and how to call it, and an
+    empty one is almost always a forgotten docstring, which nothing else would reveal.
+    """
+    warnings.warn(
+        f"tool {name!r} has no description, so the model is shown only its name and "
+        "parameters; give the function a docstring (its first paragraph is the "
+        "description) or pass description=... to register() (description='' keeps it "
+        "empty without this warning)",
+        ToolDescriptionWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def _as_timeout(value: float | None) -> float | None:

@@ -16,8 +16,9 @@ Formats (``formats()``), by wire syntax:
 - marker then a JSON value: ``mistral``, ``mistral_v11``, ``granite``,
   ``granite_20b_fc`` (``<function_call> {...}``), ``llama3_json`` (bare
   ``{"name": ..., "parameters": ...}``);
-- raw-text parameters converted with the tool schema: ``qwen3_coder``, ``seed_oss``,
-  ``glm45``, ``minimax_m2``, ``functiongemma`` (``call:NAME{k:<escape>v<escape>}``);
+- raw-text parameters converted with the tool schema (its local ``$ref``s and
+  ``nullable`` followed): ``qwen3_coder``, ``seed_oss``, ``glm45``, ``minimax_m2``,
+  ``functiongemma`` (``call:NAME{k:<escape>v<escape>}``);
 - Python calls read with ``ast``: ``pythonic``, ``llama4_pythonic``, ``gemma_tool_code``;
 - channels: ``harmony`` (gpt-oss).
 

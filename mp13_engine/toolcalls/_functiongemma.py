@@ -9,7 +9,8 @@ Its own markup, not JSON: keys are bare, every string is wrapped in the
 ``<escape>`` token (so a string may hold ``{``, ``,``, quotes or even
 ``<end_function_call>``), and other values are written bare (``3``, ``true``,
 ``{k:v}``, ``[a,b]``). A bare value is converted with the tool's schema when
-known (so ``zip:007`` stays a string where the schema says so). The template
+known (so ``zip:007`` stays a string where the schema says so), nested ones too, through
+``$ref``s (a recursive ``Node``'s children) and unions. The template
 declares tools as ``<start_function_declaration>declaration:...`` and writes
 results back as ``<start_function_response>response:NAME{...}``, which is why
 the model stops on ``<start_function_response>`` after a call: it is a stop
@@ -38,6 +39,8 @@ from mp13_engine.toolcalls._values import (
     bare_name,
     convert_value,
     guess_value,
+    property_schema,
+    shape_schema,
 )
 from mp13_toolbox import ToolCall
 
@@ -52,24 +55,27 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
-def _read(text: str, i: int, schema: Any) -> tuple[Any, int]:
-    """One value starting at ``i`` (after whitespace); returns it and the index after it."""
+def _read(text: str, i: int, schema: Any, root: Any) -> tuple[Any, int]:
+    """One value starting at ``i`` (after whitespace); returns it and the index after it.
+    ``schema``: the value's (None: unknown); ``root``: the tool's parameters schema, which
+    its ``$ref``s name."""
     i = _skip(text, i)
     if text.startswith(ESC, i):
         end = text.find(ESC, i + len(ESC))
         if end < 0:
             raise PayloadError("a string is missing its closing <escape>")
         raw = text[i + len(ESC) : end]
-        return (raw if schema is None else convert_value(raw, schema)), end + len(ESC)
+        return (raw if schema is None else convert_value(raw, schema, root)), end + len(ESC)
     if i >= len(text):
         raise PayloadError("a value is missing")
     if text[i] == "{":
-        return _read_object(text, i, schema)
+        return _read_object(text, i, schema, root)
     if text[i] == "[":
         items, i = [], _skip(text, i + 1)
-        item_schema = schema.get("items") if isinstance(schema, Mapping) else None
+        array = shape_schema(schema, "array", root)
+        item_schema = array.get("items") if array is not None else None
         while not text.startswith("]", i):
-            value, i = _read(text, i, item_schema)
+            value, i = _read(text, i, item_schema, root)
             items.append(value)
             i = _skip(text, i)
             if text.startswith(",", i):
@@ -88,13 +94,14 @@ def _read(text: str, i: int, schema: Any) -> tuple[Any, int]:
     raw = text[i:end].strip()
     if not raw:
         raise PayloadError("a value is missing")
-    return (guess_value(raw) if schema is None else convert_value(raw, schema)), end
+    return (guess_value(raw) if schema is None else convert_value(raw, schema, root)), end
 
 
-def _read_object(text: str, i: int, schema: Any) -> tuple[dict[str, Any], int]:
+def _read_object(text: str, i: int, schema: Any, root: Any) -> tuple[dict[str, Any], int]:
     out: dict[str, Any] = {}
     i = _skip(text, i + 1)
-    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    # under a $ref (a recursive Node) or a union (Node | None): the object schema it names
+    params = shape_schema(schema, "object", root)
     while not text.startswith("}", i):
         colon = text.find(":", i)
         if colon < 0:
@@ -102,8 +109,7 @@ def _read_object(text: str, i: int, schema: Any) -> tuple[dict[str, Any], int]:
         key = text[i:colon].strip().strip("\"'")
         if not key or any(ch in key for ch in "{}[],"):
             raise PayloadError(f"bad key {text[i:colon]!r}")
-        sub = props.get(key) if isinstance(props, Mapping) else None
-        out[key], i = _read(text, colon + 1, sub)
+        out[key], i = _read(text, colon + 1, property_schema(params, key), root)
         i = _skip(text, i)
         if text.startswith(",", i):
             i = _skip(text, i + 1)
@@ -117,7 +123,8 @@ def _decode(payload: str, ctx: DecodeContext) -> list[ToolCall]:
     if m is None:
         raise PayloadError("expected call:NAME{...}")
     name = bare_name(m.group(1))
-    args, end = _read_object(payload, m.end(), ctx.schemas.get(name))
+    root = ctx.schemas.get(name)
+    args, end = _read_object(payload, m.end(), root, root)
     if payload[end:].strip():
         raise PayloadError("unexpected text after the call's arguments")
     return [ToolCall(name=name, arguments=args)]

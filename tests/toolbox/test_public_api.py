@@ -22,6 +22,7 @@ def test_names_are_pinned():
         "ToolBudget",
         "ToolCall",
         "ToolContext",
+        "ToolDescriptionWarning",
         "ToolInfo",
         "ToolKind",
         "ToolMode",
