@@ -23,9 +23,18 @@ order of the whole session) is numbered anew by the session it is imported into,
 children keeping their order, so exporting the imported session gives the same
 JSON but for ``seq``.
 
+Since version 4 a tool result may carry its ``traceback`` (``ToolResult.traceback``:
+where a failing tool raised, or where it was when it timed out). It is exported: an
+export is the session as it was, every node vouched for by its hash, and a
+traceback is part of its turn's content (dropping it would make every such node
+read as edited). A traceback can name local paths (the tool's source files, the
+Python install) and show source lines, never the values of local variables; the
+model never saw it. Share an export as you would share those paths.
+
 Versions: 1 (no hashes; still read, imported as unverified), 2 (nodes carry
 ``hash``; import checks them; still read: without positions, its conversations
-resume at their newest node), 3 (conversations carry ``positions``).
+resume at their newest node), 3 (conversations carry ``positions``; still read),
+4 (tool results may carry ``traceback``).
 """
 
 from __future__ import annotations

@@ -75,9 +75,11 @@ from mp13_context._text import scrub
 from mp13_toolbox import strict_keywords
 
 FORMAT = "mp13.session"
-#: 3: conversations carry saved ``positions``. 2: nodes carry ``hash`` (still read, no
-#: positions). 1: no hashes (still read).
-VERSION = 3
+#: 4: tool results may carry a ``traceback`` (hashed with the turn, so an older mp13,
+#: which would drop it and then find the hash wrong, refuses the file by its version).
+#: 3: conversations carry saved ``positions`` (still read). 2: nodes carry ``hash``
+#: (still read, no positions). 1: no hashes (still read).
+VERSION = 4
 
 
 def _positive_int(instance: object, attribute: attrs.Attribute[int], value: object) -> None:

@@ -145,6 +145,18 @@ def _m0005_substring_search(conn: Any) -> None:
     )
 
 
+def _m0006_tool_tracebacks(conn: Any) -> None:
+    """Tool results may carry a ``traceback`` in the turn JSON (``ToolResult.traceback``).
+
+    Nothing to change in the tables: a stored result without one is read as before, and
+    its hash is unchanged (the converter leaves out a field at its default). The step
+    exists so that an older mp13 refuses a file that may hold tracebacks (an unknown
+    migration) instead of misreading it: it would drop them on reading, and then its
+    export of such a node would be refused as edited, as its hash covers the traceback.
+    """
+    del conn
+
+
 #: The schema, as append-only named steps (see the module docstring).
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("0001_core", _m0001_core),
@@ -152,6 +164,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("0003_positions", _m0003_positions),
     ("0004_hashes", _m0004_hashes),
     ("0005_substring_search", _m0005_substring_search),
+    ("0006_tool_tracebacks", _m0006_tool_tracebacks),
 )
 
 

@@ -25,6 +25,7 @@ last node recorded), and ``cancel()`` stops the request in flight. Each round:
 
 Failure rules: an engine error or exception is recorded on the turn
 (``Turn.error``) and ends the loop; a tool failure is an error ``ToolResult``
+(its ``traceback`` kept on the result for people, never sent)
 fed back to the model. Neither raises. Cancelling (``cancel()``, by id through
 the context, or cancelling the task) records the turn with ``cancelled=True``
 and the partial text; task cancellation is then re-raised, as asyncio expects.
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -311,7 +313,9 @@ class Exchange:
         try:
             result = await toolbox.aexecute(call, view, approval=self.scope.approval, budget=budget)
         except Exception as exc:  # the toolbox should not raise; never lose a call if it does
-            result = error_result(call, f"tool {call.name} failed: {type(exc).__name__}: {exc}")
+            text = f"tool {call.name} failed: {type(exc).__name__}: {exc}"
+            trace = "".join(traceback.format_exception(exc))
+            result = attrs.evolve(error_result(call, text), traceback=trace)
         return result if result.call_id is not None else attrs.evolve(result, call_id=call.id)
 
 

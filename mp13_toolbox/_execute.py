@@ -36,6 +36,12 @@ Invariants:
   cut and ends with ``… [truncated N chars]``. The value becomes text on the
   tool's own thread, within its timeout (``Render``), and a value whose
   ``__str__`` or ``__repr__`` raises, whatever it raises, still gives a text.
+- Where a failure happened is kept for people, never for the model:
+  ``failure_traceback`` is the traceback text of what a tool raised, without the
+  toolbox's own frames above the tool, and ``Outcome.where`` is the stack of a
+  tool given up on at its timeout, read just before it was cancelled (``None``
+  when it could not be read). Both are capped at ``MAX_TRACEBACK_CHARS`` and
+  never raise.
 """
 
 from __future__ import annotations
@@ -46,7 +52,11 @@ import contextvars
 import inspect
 import json
 import math
+import os
+import sys
 import threading
+import traceback
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +65,12 @@ import attrs
 from mp13_toolbox._convert import converter
 
 TRUNCATION_MARKER = "… [truncated {n} chars]"
+
+#: The longest traceback text kept (a deep recursion's can be far longer): its head and
+#: its tail, where the first and the last frames are, with a marker between them.
+MAX_TRACEBACK_CHARS = 20_000
+_TRACEBACK_HEAD = 4_000
+_TRACEBACK_CUT = "\n… [{n} chars of traceback left out] …\n"
 
 #: Seconds a cancelled or timed-out async tool gets to run its cleanup before the
 #: toolbox returns (a tool that ignores cancellation is abandoned after this).
@@ -71,6 +87,8 @@ class Outcome:
     # Timed out and still running when given up on: a sync tool (it cannot be stopped)
     # or an async one that ignored its cancellation for CANCEL_GRACE_S.
     still_running: bool = False
+    # Timed out: the tool's stack when it was given up on (traceback text), if readable.
+    where: str | None = None
 
     def unwrap(self) -> Any:
         """The value, or raise the error (for callables that are not tools: approvers,
@@ -109,11 +127,38 @@ class ToolRun:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Future[Any] | None = None
         self._cancelled = False
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         ctx = contextvars.copy_context()
         thread = threading.Thread(target=ctx.run, args=(self._body,), name="mp13-tool", daemon=True)
+        self._thread = thread
         thread.start()
+
+    def stack(self) -> str | None:
+        """Where the callable is now, as traceback text (most recent call last): the
+        coroutine's await chain, else its thread's frames below this module's; ``None``
+        when it is not running or that cannot be read. Never raises."""
+        try:
+            with self._lock:
+                task = self._task
+            if task is not None and not task.done():
+                summary = traceback.StackSummary.extract(_await_chain(task))
+            else:
+                thread = self._thread
+                frame = sys._current_frames().get(thread.ident or -1) if thread else None
+                if frame is None:
+                    return None
+                summary = traceback.extract_stack(frame)
+                # Drop the thread's start-up and this module's frames above the tool.
+                while summary and _own_file(summary[0].filename):
+                    summary.pop(0)
+            if not summary:
+                return None
+            text = "Traceback (most recent call last):\n" + "".join(summary.format())
+            return _capped(text)
+        except Exception:  # reading another thread's frames is best effort
+            return None
 
     def _body(self) -> None:
         try:
@@ -188,10 +233,11 @@ def call_blocking(
     try:
         run.start()  # inside: a Ctrl+C while the thread starts must stop the tool too
         if not finished.wait(timeout):
+            where = run.stack()  # before the cancel moves it
             run.cancel()
             if is_async:
                 finished.wait(CANCEL_GRACE_S)
-            return Outcome(timed_out=True, still_running=not finished.is_set())
+            return Outcome(timed_out=True, still_running=not finished.is_set(), where=where)
     except KeyboardInterrupt:  # the caller gave up waiting: stop the tool too
         run.cancel()
         raise
@@ -223,10 +269,11 @@ async def call_async(
         # awaiting task's own cancellation, never the tool's.
         return await asyncio.wait_for(asyncio.shield(fut), timeout)
     except asyncio.TimeoutError:
+        where = run.stack()  # before the cancel moves it
         run.cancel()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(fut), CANCEL_GRACE_S)
-        return Outcome(timed_out=True, still_running=not fut.done())
+        return Outcome(timed_out=True, still_running=not fut.done(), where=where)
     except BaseException:
         run.cancel()
         raise
@@ -308,3 +355,65 @@ def cap(text: str, max_chars: int | None) -> tuple[str, bool]:
     if max_chars is None or len(text) <= max_chars:
         return text, False
     return text[:max_chars] + TRUNCATION_MARKER.format(n=len(text) - max_chars), True
+
+
+def _await_chain(task: asyncio.Future[Any]) -> list[tuple[types.FrameType, int]]:
+    """The frames of a suspended task's coroutine and of each coroutine it awaits, down
+    to the innermost (``Task.get_stack`` gives only the outermost before Python 3.12),
+    without asyncio's own."""
+    frames = []
+    awaited: Any = task.get_coro() if isinstance(task, asyncio.Task) else None
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is None:
+            break
+        if not _own_file(frame.f_code.co_filename):
+            frames.append((frame, frame.f_lineno))
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return frames
+
+
+def failure_traceback(exc: BaseException) -> str:
+    """The traceback text of what a tool (or an approver) raised, from the first frame
+    outside this package's running code (``toolbox`` frames above the tool say nothing
+    about the tool), capped (``MAX_TRACEBACK_CHARS``). Never raises: an exception whose
+    traceback cannot be formatted gets a line that says so."""
+    try:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None and _own_frame(tb):
+            tb = tb.tb_next
+        return _capped("".join(traceback.format_exception(type(exc), exc, tb)))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a broken exception object (its __cause__ a non-exception ...)
+        return f"{type(exc).__name__} (its traceback could not be formatted)\n"
+
+
+def _own_frame(tb: types.TracebackType) -> bool:
+    return _own_file(tb.tb_frame.f_code.co_filename)
+
+
+def _capped(text: str) -> str:
+    """``text`` within ``MAX_TRACEBACK_CHARS``: its head and tail around a marker."""
+    if len(text) <= MAX_TRACEBACK_CHARS:
+        return text
+    tail = MAX_TRACEBACK_CHARS - _TRACEBACK_HEAD
+    cut = _TRACEBACK_CUT.format(n=len(text) - MAX_TRACEBACK_CHARS)
+    return text[:_TRACEBACK_HEAD] + cut + text[-tail:]
+
+
+# Frames of these files above a tool's own are the toolbox running it: the thread's
+# start, ``ToolRun._body`` and the event loop it runs a coroutine on, the pipeline's
+# call of the handler.
+_OWN_FILES = frozenset(
+    {
+        __file__,
+        os.path.join(os.path.dirname(__file__), "_pipeline.py"),
+        threading.__file__,
+    }
+)
+_ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
+
+
+def _own_file(filename: str) -> bool:
+    return filename in _OWN_FILES or filename.startswith(_ASYNCIO_DIR)

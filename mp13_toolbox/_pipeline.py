@@ -187,6 +187,7 @@ class Rendered:
     text: str
     is_error: bool  # an error result: the tool raised, or returned one
     failed: bool  # the tool raised or gave no usable result: not remembered by the budget
+    traceback: str | None = None  # what the tool raised, for people (``ToolResult.traceback``)
 
 
 def rendering(plan: Plan) -> ex.Render:
@@ -205,7 +206,13 @@ def rendering(plan: Plan) -> ex.Render:
 
 def _rendered(plan: Plan, outcome: ex.Outcome) -> Rendered:
     if outcome.error is not None:
-        return Rendered(_failure_text(plan, outcome.error), is_error=True, failed=True)
+        error = outcome.error
+        return Rendered(
+            _failure_text(plan, error),
+            is_error=True,
+            failed=True,
+            traceback=ex.failure_traceback(error),
+        )
     value = outcome.value
     content = value.content if isinstance(value, ToolResult) else value
     if isinstance(content, (Iterator, AsyncIterator)):
@@ -274,12 +281,12 @@ def finish(
         else:
             text += "it has stopped and gave no result in time."
         text += " Try simpler arguments or another approach."
-        return error_result(plan.call, text)
+        return error_result(plan.call, text, traceback=_timeout_traceback(plan, outcome))
     rendered = outcome.value
     if not isinstance(rendered, Rendered):
         rendered = _rendered(plan, outcome)
     if rendered.failed:
-        return error_result(plan.call, rendered.text)
+        return error_result(plan.call, rendered.text, traceback=rendered.traceback)
     text, is_error = rendered.text, rendered.is_error
     text, truncated = ex.cap(text, max_chars)
     if budget is not None:
@@ -293,8 +300,18 @@ def finish(
     )
 
 
-def error_result(call: ToolCall, text: str) -> ToolResult:
-    return ToolResult(name=call.name, content=text, call_id=call.id, is_error=True)
+def _timeout_traceback(plan: Plan, outcome: ex.Outcome) -> str | None:
+    """For people: where the tool was when it was given up on, if that could be read."""
+    if outcome.where is None:
+        return None
+    return f"Tool {plan.tool.name!r} timed out after {plan.timeout:g} s here:\n{outcome.where}"
+
+
+def error_result(call: ToolCall, text: str, traceback: str | None = None) -> ToolResult:
+    """An error result; ``traceback`` is for people only (``ToolResult.traceback``)."""
+    return ToolResult(
+        name=call.name, content=text, call_id=call.id, is_error=True, traceback=traceback
+    )
 
 
 def invalid_arguments(name: str, problems: list[str]) -> str:
@@ -304,7 +321,7 @@ def invalid_arguments(name: str, problems: list[str]) -> str:
 
 def internal_error(call: ToolCall, exc: Exception) -> ToolResult:
     text = f"Tool {call.name!r} could not be run because of an internal error ({exc!r})."
-    return error_result(call, text)
+    return error_result(call, text, traceback=ex.failure_traceback(exc))
 
 
 def without_asking(plan: Plan, policy: Approval) -> Plan | ToolResult:
@@ -328,7 +345,7 @@ def approval_request(plan: Plan) -> ApprovalRequest:
 
 def approval_failed(plan: Plan, exc: BaseException) -> ToolResult:
     text = f"Approving the call of {plan.tool.name!r} failed ({exc!r}); it was not run."
-    return error_result(plan.call, text)
+    return error_result(plan.call, text, traceback=ex.failure_traceback(exc))
 
 
 def delivered(result: ToolResult, start: float, max_chars: int | None) -> ToolResult:

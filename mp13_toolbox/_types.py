@@ -141,6 +141,13 @@ class ToolResult:
     ``content`` is the text sent back to the model. ``is_error`` marks failures
     (bad arguments, exceptions, timeouts, denials); ``truncated`` marks output
     cut at the toolbox's size cap.
+
+    ``traceback`` is for people, never for the model (``to_message`` leaves it
+    out): where a failure happened, as Python's traceback text, when the tool
+    raised (or the approver, or the toolbox itself), or, for a timeout, where the
+    tool was when it was given up on (when that could be read). ``None`` for a
+    result that is not such a failure. A very long one (a deep recursion) keeps
+    its head and its tail, about 20,000 characters in all.
     """
 
     name: str
@@ -149,6 +156,7 @@ class ToolResult:
     is_error: bool = False
     truncated: bool = False
     duration_s: float = 0.0
+    traceback: str | None = None
 
     def to_message(self) -> dict[str, Any]:
         """The OpenAI-style ``role: tool`` message for this result."""

@@ -50,7 +50,11 @@ def quit_(repl: Repl, line: CommandLine) -> None:
 
 @command("error", group="app")
 def error(repl: Repl, line: CommandLine) -> None:
-    """Show the full traceback of the last error."""
+    """Show the full traceback of the last error.
+
+    The newest error of any kind: a command's, or a tool's that failed during a reply
+    (which tool, its arguments and where it raised or, timed out, where it was stuck;
+    the model only read the one-line error in the tool's panel)."""
     if repl.last_traceback is None:
         render.print_info(repl.console, "no error so far")
         return

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.markdown import Markdown
 from rich.panel import Panel
@@ -89,14 +90,45 @@ def tool_call_panel(call: ToolCall) -> Panel:
     return Panel(body, title=title, title_align="left", border_style="mp13.tool", expand=False)
 
 
-def tool_result_panel(result: ToolResult) -> Panel:
+#: Under a failed tool's panel while ``/error`` shows its traceback.
+ERROR_HINT = "/error shows the traceback"
+
+
+def tool_result_panel(result: ToolResult, *, error_hint: bool = False) -> Panel:
+    """A tool result as the model read it. ``error_hint``: the REPL keeps this result's
+    traceback for ``/error`` (a live failure, not one shown again from history), so the
+    panel says so."""
     style = "mp13.tool.error" if result.is_error else "mp13.tool"
     title = f"{result.name} → " + ("error" if result.is_error else "result")
     if result.truncated:
         title += " (truncated)"
+    shown = error_hint and result.traceback is not None
+    hint = Text(ERROR_HINT, style="mp13.info") if shown else None
+    # rich sizes a panel by its body and title, not its subtitle: a short error would
+    # cut the hint, so such a panel is made as wide as the hint (borders and gaps: 6).
+    body = Text(result.content)
+    widest = max((cell_len(line) for line in result.content.splitlines()), default=0)
+    narrow = shown and widest < len(ERROR_HINT) + 2
     return Panel(
-        Text(result.content), title=title, title_align="left", border_style=style, expand=False
+        body,
+        title=title,
+        title_align="left",
+        subtitle=hint,
+        subtitle_align="left",
+        border_style=style,
+        expand=narrow,
+        width=len(ERROR_HINT) + 6 if narrow else None,
     )
+
+
+def tool_error_text(result: ToolResult, call: ToolCall | None) -> str:
+    """What ``/error`` shows for a failed tool: which tool, called with what, and its
+    traceback (``result.traceback``, which the model never saw)."""
+    arguments = _arguments_text(call.arguments) if call is not None else "(arguments not known)"
+    header = f"tool {result.name} failed, called with {arguments}"
+    if result.call_id:
+        header += f" (call {result.call_id})"
+    return f"{header}\n{result.traceback or ''}"
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:

@@ -57,6 +57,8 @@ class Repl(Protocol):
     cursor: Cursor
     toolbox: Toolbox
     model_label: str
+    #: What ``/error`` shows: the traceback of the newest error, a command's or a failed
+    #: tool's (with the tool's name and arguments).
     last_traceback: str | None
     library_log: LibraryLog | None
     training_job: TrainingJob | None  # the last job /train started in this run

@@ -6,8 +6,10 @@ on, text deltas show as they arrive (reasoning dimmed): on a terminal, with mark
 on, as markdown re-rendered while it grows (``_live``), elsewhere as plain text; with
 streaming off, the finished reply prints as markdown. Tool calls and results print as
 panels between rounds; a footer line gives tokens, speed and how the reply ended. The
-view keeps only what it needs to end lines cleanly; everything else is in the recorded
-turns.
+view keeps only what it needs to end lines cleanly and to name a failed tool's
+arguments; everything else is in the recorded turns. A failed tool's traceback (kept on
+its result, never sent to the model) becomes the REPL's newest error, the one ``/error``
+shows, and its panel says so.
 
 The footer's speed is what a user waits for, in two figures: ``first token 2.2 s`` (from
 sending the request to its first generated token: queueing and computing the prompt)
@@ -29,7 +31,7 @@ from rich.text import Text
 
 from mp13_context import Event, EventKind, Role, Turn
 from mp13_engine import RequestMetrics
-from mp13_toolbox import ApprovalAnswer, ApprovalRequest, plural
+from mp13_toolbox import ApprovalAnswer, ApprovalRequest, ToolCall, ToolResult, plural
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._live import LiveMarkdown
@@ -49,6 +51,8 @@ class ReplyView:
         self._open: EventKind | None = None  # what a streamed line waiting for its newline holds
         live = self.stream and repl.config.markdown and self.console.is_terminal
         self._live = LiveMarkdown(self.console) if live else None
+        # This exchange's calls by id: ``/error`` names a failed tool's arguments.
+        self._calls: dict[str, ToolCall] = {}
 
     def _write(self, event: Event) -> None:
         if self._live is not None and self._live.active:  # reasoning after reply text
@@ -81,12 +85,22 @@ class ReplyView:
                 self._write(event)
             case EventKind.TOOL_CALL if event.tool_call is not None:
                 self.end_line()
+                if event.tool_call.id is not None:
+                    self._calls[event.tool_call.id] = event.tool_call
                 self.console.print(render.tool_call_panel(event.tool_call))
             case EventKind.TOOL_RESULT if event.tool_result is not None:
                 self.end_line()
-                self.console.print(render.tool_result_panel(event.tool_result))
+                self._show_result(event.tool_result)
             case EventKind.TURN if event.turn is not None and event.turn.role is Role.ASSISTANT:
                 self._show_turn(event.turn)
+
+    def _show_result(self, result: ToolResult) -> None:
+        """The result's panel; a failure with a traceback becomes the newest error, the
+        one ``/error`` shows (the model read only the panel's text)."""
+        if result.traceback is not None:
+            call = self._calls.get(result.call_id) if result.call_id is not None else None
+            self.repl.last_traceback = render.tool_error_text(result, call)
+        self.console.print(render.tool_result_panel(result, error_hint=True))
 
     def _show_turn(self, turn: Turn) -> None:
         self.end_line()

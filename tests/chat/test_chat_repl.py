@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -721,3 +722,56 @@ def test_history_shows_a_continued_reply_as_one_reply(make_chat):
     assert "truncated" not in out
     assert out.count("first token") == 1  # one footer: how the whole reply ended
     assert out.index("you: long one") < out.index("cut (more)")
+
+
+def _stuck_sqrt(n: int) -> int:
+    raise ValueError(f"no square root of {n}")
+
+
+def sqrt(n: int) -> int:
+    """A square root that fails inside a helper.
+
+    Args:
+        n: the number
+    """
+    return _stuck_sqrt(n)
+
+
+def test_error_after_a_failing_tool_shows_its_name_arguments_and_traceback(make_chat):
+    engine = FakeEngine()
+    call = ToolCall("sqrt", {"n": -4}, id="c1")
+    engine.script(FakeReply(tool_calls=[call]), "No root.")
+    h = make_chat(engine, app_kwargs={"tools": [sqrt]})
+    assert "no error so far" in h.run("/error")
+    out = h.run("root of -4?")
+    # The panel shows what the model read, and says where the rest is.
+    assert "Tool 'sqrt' failed: ValueError: no square root of -4" in out
+    assert "/error shows the traceback" in out and "Traceback" not in out
+    shown = h.run("/error")
+    assert 'tool sqrt failed, called with {"n": -4} (call c1)' in shown
+    assert "Traceback (most recent call last)" in shown
+    assert "in _stuck_sqrt" in shown and "ValueError: no square root of -4" in shown
+    # The model never saw the traceback.
+    assert "Traceback" not in json.dumps(engine.requests[-1].messages)
+
+
+def test_error_shows_the_newest_error_of_any_kind(make_chat):
+    engine = FakeEngine()
+    engine.script(FakeReply(tool_calls=[ToolCall("sqrt", {"n": -9}, id="c1")]), "No root.")
+    h = make_chat(engine, app_kwargs={"tools": [sqrt]})
+    h.run("/goto zzzz")  # a command's error first
+    h.run("root of -9?")
+    assert "ValueError: no square root of -9" in h.run("/error")  # then the tool's
+    h.run("/goto zzzz")
+    after = h.run("/error")
+    assert "no square root" not in after and "Traceback" in after
+
+
+def test_a_tool_result_without_traceback_gets_no_hint_and_keeps_the_last_error(make_chat):
+    engine = FakeEngine()
+    call = ToolCall("calculator", {"expression": "1+1"}, id="c1")
+    engine.script(FakeReply(tool_calls=[call]), "2")
+    h = make_chat(engine)
+    out = h.run("1+1?")
+    assert "/error shows the traceback" not in out
+    assert "no error so far" in h.run("/error")

@@ -509,7 +509,7 @@ def test_json_export_import_round_trip(tmp_path, session):
     out = tmp_path / "export.json"
     session.export_json(out)
     data = json.loads(out.read_text())
-    assert data["format"] == "mp13.session" and data["version"] == 3
+    assert data["format"] == "mp13.session" and data["version"] == 4  # 4: tool tracebacks
     copy = Session.import_json(out)
     assert session_data(copy) == session_data(session)
     conv = session.conversations()[0]

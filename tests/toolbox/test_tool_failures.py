@@ -347,3 +347,165 @@ def test_an_exit_status_that_cannot_be_shown_still_gives_the_exit_message(timeou
         assert r.content.startswith(
             "Tool 'exits_oddly' exited (SystemExit, status <a Unshowable that cannot be shown"
         )
+
+
+# --- the traceback of a failure: kept for people, never sent to the model ---------------------
+
+
+def _deep_helper(n: int) -> int:
+    raise ValueError(f"no square root of {n}")
+
+
+def traced_box(timeout_s: float | None) -> Toolbox:
+    tb = Toolbox(default_timeout_s=timeout_s)
+
+    @tb.register
+    def sqrt(n: int) -> int:
+        """A square root that fails inside a helper."""
+        return _deep_helper(n)
+
+    @tb.register
+    async def asqrt(n: int) -> int:
+        """The same, async."""
+        await asyncio.sleep(0)
+        return _deep_helper(n)
+
+    return tb
+
+
+@pytest.mark.parametrize("timeout_s", [None, 5.0])
+@pytest.mark.parametrize("tool", ["sqrt", "asqrt"])
+@pytest.mark.parametrize("run", ["execute", "aexecute"])
+def test_a_raising_tool_keeps_its_traceback_down_to_the_line_that_raised(timeout_s, tool, run):
+    tb = traced_box(timeout_s)
+    call = ToolCall(tool, {"n": -4}, id="c")
+    r = tb.execute(call) if run == "execute" else asyncio.run(tb.aexecute(call))
+    assert r.traceback is not None
+    lines = r.traceback.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[-1] == "ValueError: no square root of -4"
+    # Where in the tool: its own frame and the helper's, with the line that raised.
+    assert f"in {tool}" in r.traceback and "in _deep_helper" in r.traceback
+    assert 'raise ValueError(f"no square root of {n}")' in r.traceback
+    # The toolbox's frames above the tool say nothing about the tool: left out.
+    assert "mp13_toolbox" not in r.traceback and "threading.py" not in r.traceback
+
+
+@pytest.mark.parametrize("timeout_s", [None, 5.0])
+def test_the_model_sees_the_same_result_as_before_byte_for_byte(timeout_s):
+    r = traced_box(timeout_s).execute(ToolCall("sqrt", {"n": -4}, id="c"))
+    # The text the model reads, exactly as before tracebacks were kept, and no other key.
+    expected = {
+        "role": "tool",
+        "name": "sqrt",
+        "content": "Tool 'sqrt' failed: ValueError: no square root of -4",
+        "tool_call_id": "c",
+    }
+    assert r.to_message() == expected
+    assert "Traceback" not in repr(r.to_message())
+
+
+def test_a_result_that_is_no_failure_has_no_traceback():
+    tb = Toolbox()
+
+    @tb.register
+    def fine() -> str:
+        """Fine."""
+        return "ok"
+
+    assert tb.execute(ToolCall("fine")).traceback is None
+    # Refusals are not failures of code: nothing raised, no traceback.
+    refused = tb.execute(ToolCall("fine", {"extra": 1}))
+    assert refused.is_error and refused.traceback is None
+    assert tb.execute(ToolCall("missing")).traceback is None
+
+
+@pytest.mark.parametrize("run", ["execute", "aexecute"])
+def test_a_timed_out_sync_tool_says_where_it_was_stuck(run):
+    tb = Toolbox()
+    release = threading.Event()
+
+    @tb.register(timeout_s=0.3)
+    def stuck() -> str:
+        """Waits for an event that never comes."""
+        release.wait(10)
+        return "late"
+
+    try:
+        call = ToolCall("stuck")
+        r = tb.execute(call) if run == "execute" else asyncio.run(tb.aexecute(call))
+    finally:
+        release.set()
+    assert r.is_error and "timed out" in r.content
+    assert r.traceback is not None
+    assert r.traceback.startswith("Tool 'stuck' timed out after 0.3 s here:\n")
+    assert "in stuck" in r.traceback and "release.wait(10)" in r.traceback
+    assert "Traceback" not in r.content
+
+
+def test_a_timed_out_async_tool_says_which_await_it_was_in():
+    tb = Toolbox()
+
+    async def inner() -> None:
+        await asyncio.sleep(10)
+
+    @tb.register(timeout_s=0.3)
+    async def waiting() -> str:
+        """Awaits too long."""
+        await inner()
+        return "late"
+
+    r = tb.execute(ToolCall("waiting"))
+    assert r.traceback is not None
+    assert "in waiting" in r.traceback and "in inner" in r.traceback
+
+
+def test_a_failing_approver_keeps_its_traceback():
+    tb = Toolbox()
+
+    @tb.register(risk="high")
+    def risky() -> str:
+        """Risky."""
+        return "done"
+
+    def approver(request):
+        raise LookupError("no such user")
+
+    r = tb.execute(ToolCall("risky"), approval=approver)
+    assert r.is_error and "was not run" in r.content
+    assert r.traceback is not None and r.traceback.rstrip().endswith("LookupError: no such user")
+    assert "in approver" in r.traceback
+
+
+def test_a_huge_traceback_is_capped_to_its_head_and_tail():
+    tb = Toolbox()
+
+    @tb.register
+    def huge() -> str:
+        """Fails with a message of 50,000 characters."""
+        raise RuntimeError("start " + "x" * 50_000 + " end")
+
+    r = tb.execute(ToolCall("huge"))
+    assert r.traceback is not None
+    assert len(r.traceback) <= 20_200
+    # The head says where it failed, the tail how it ended.
+    assert r.traceback.startswith("Traceback (most recent call last):")
+    assert "in huge" in r.traceback[:4_000]
+    assert r.traceback.rstrip().endswith("x end")
+    assert "chars of traceback left out" in r.traceback
+
+
+def test_an_exception_whose_traceback_cannot_be_formatted_still_gives_a_result():
+    class Broken(Exception):
+        def __str__(self) -> str:
+            raise SystemExit(3)
+
+    tb = Toolbox()
+
+    @tb.register
+    def broken() -> str:
+        """Raises an exception that cannot be shown."""
+        raise Broken
+
+    r = tb.execute(ToolCall("broken"))
+    assert r.is_error and r.traceback is not None and "Broken" in r.traceback
