@@ -315,6 +315,33 @@ def test_logprobs_come_one_per_token_with_alternatives_from_a_distribution(engin
         assert (lp.token, lp.logprob) in [(a.token, a.logprob) for a in alts]
 
 
+def test_a_replys_turn_event_carries_the_response_with_its_logprobs(ctx):
+    """The store keeps turns, not logprobs: each reply's TURN event hands over the
+    engine's response it was recorded from, tool rounds included."""
+    cur = ctx.cursor()
+    cur.params.set(logprobs=True, top_logprobs=2)
+    events = []
+    final = cur.ask("what is 17*23?", on_event=events.append)
+    turns = [e for e in events if e.kind is EventKind.TURN]
+    assert [e.turn.role for e in turns] == [Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert turns[1].response is None  # a tool turn came from no response
+    for event in (turns[0], turns[2]):
+        response = event.response
+        assert response is not None and response.id == event.turn.request_id
+        assert response.text == event.turn.text
+        assert response.logprobs is not None
+        assert len(response.logprobs) == event.turn.metrics.completion_tokens
+        assert all(len(lp.top_logprobs) == 2 for lp in response.logprobs)
+    assert turns[2].turn.text == final.text == "The answer is 391."
+    assert turns[2].response.logprobs  # the answer's tokens (the fake's call has no words)
+    assert all(e.response is None for e in events if e.kind is not EventKind.TURN)
+    cur.params.set(logprobs=None, top_logprobs=None)
+    plain = []
+    cur.ask("thanks", on_event=plain.append)
+    (reply,) = [e for e in plain if e.kind is EventKind.TURN]
+    assert reply.response is not None and reply.response.logprobs is None  # not asked for
+
+
 def test_the_fakes_logprobs_are_fake_logprobs_of_its_words():
     fake = FakeEngine()
     response = asyncio.run(
