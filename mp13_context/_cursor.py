@@ -38,10 +38,10 @@ from mp13_context._events import EventCallback, check_callback
 from mp13_context._handles import AdapterCommands, ParamCommands, SystemCommands, ToolCommands
 from mp13_context._messages import whole_turn
 from mp13_context._model import Command, CommandKind, Node, NodeKind, Role, Turn
-from mp13_context._request import request_at
+from mp13_context._request import request_at, run_params
 from mp13_context._runner import Exchange
 from mp13_context._scope import ScopeState
-from mp13_context._settings import EffectiveSettings, validate_params
+from mp13_context._settings import EffectiveSettings, check_request_params, validate_params
 from mp13_context._stream import EventStream
 from mp13_context._sync import run_sync
 
@@ -150,7 +150,7 @@ class Cursor:
     def request(self, message: str | None = None, **overrides: Any) -> Request:
         """The engine ``Request`` the next reply from here would send; with ``message``,
         the reply to that user message (what ``ask(message)`` sends). Records nothing."""
-        params = {**self.overrides, **validate_params(overrides)}
+        params = {**self.overrides, **self._checked(overrides)}
         ask = None if message is None else _prompt(message)
         return request_at(self.session, self.scope_state.toolbox, self.node_id, params, ask=ask)
 
@@ -333,7 +333,7 @@ class Cursor:
         check_callback(on_event, "on_event")
         self.scope_state.require_engine()
         self.scope_state.require_writable()
-        params = validate_params(overrides)
+        params = self._checked(overrides)
         hub = self.session.append(
             self.node_id, NodeKind.BATCH_HUB, label=f"batch of {len(prompts)}"
         )
@@ -377,6 +377,15 @@ class Cursor:
         return self
 
     # --- running -----------------------------------------------------------------------
+
+    def _checked(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """``overrides`` validated, and refused (``CommandError``) unless they go with this
+        cursor's overrides and the parameters set here: checked before anything is
+        recorded, so a refused ask leaves no user turn without a reply."""
+        params = validate_params(overrides)
+        here = self.session.settings_at(self.node_id)
+        check_request_params(run_params(here, {**self.overrides, **params}))
+        return params
 
     def _check_idle(self, call: str) -> None:
         """Refuse ``call`` (named in the error) on a closed try-out or a running cursor."""
@@ -447,7 +456,7 @@ class Cursor:
         moves to the last recorded turn. Returns the final assistant turn."""
         await self._after_dropped_stream()
         return await self._reply(
-            self.node_id, on_event, validate_params(overrides), ask=_prompt(text)
+            self.node_id, on_event, self._checked(overrides), ask=_prompt(text)
         )
 
     def ask(self, text: str, **kwargs: Any) -> Turn:
@@ -502,6 +511,7 @@ class Cursor:
         reply do not reach the old one (``parent().prev_sibling()`` does)."""
         await self._after_dropped_stream()
         self._check_idle("retry()")
+        params = self._checked(overrides)
         path = self.path()
         users = [i for i, node in enumerate(path) if node.turn and node.turn.role is Role.USER]
         if not users:
@@ -510,7 +520,7 @@ class Cursor:
         commands = [c for node in path[users[-1] + 1 :] if not node.is_turn for c in node.commands]
         if commands:
             at = self.session.append(at, NodeKind.PLACEHOLDER, commands=commands).id
-        return await self._reply(at, on_event, validate_params(overrides), call="retry()")
+        return await self._reply(at, on_event, params, call="retry()")
 
     def retry(self, **kwargs: Any) -> Turn:
         """Sync ``aretry`` (works with or without a running event loop)."""
@@ -528,7 +538,7 @@ class Cursor:
                 return await self._reply(
                     self.node_id,
                     on_event,
-                    validate_params(overrides),
+                    self._checked(overrides),
                     continue_first=True,
                     call="continue_()",
                 )

@@ -11,6 +11,13 @@ per call as the tools finish, then a ``TURN`` for the reply and one for the
 tool turn. Finally ``DONE`` with the final turn. Every node is reported right
 after it is recorded and before anything recorded below it, so a front end
 can mirror the tree from events alone.
+
+The ``TURN`` event of an assistant reply also carries the engine's ``Response`` it
+was recorded from (``response``): what the store does not keep, such as
+``Response.logprobs`` (``Request(logprobs=True)``), is had there. ``None`` for user
+and tool turns, and for a reply that got no response (the engine raised, or the
+task awaiting it was cancelled). A reply continued (``max_continuations``) has one
+``TURN``, and one response, per part.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import attrs
 
 from mp13_context._errors import ContextError
 from mp13_context._model import Turn
+from mp13_engine import Response
 from mp13_toolbox import ToolCall, ToolResult
 
 
@@ -40,7 +48,9 @@ class EventKind(str, enum.Enum):
 
 @attrs.frozen(kw_only=True)
 class Event:
-    """One runner event. ``text`` carries deltas; ``turn``/``node_id`` recorded turns."""
+    """One runner event. ``text`` carries deltas; ``turn``/``node_id`` recorded turns;
+    ``response`` the engine's response an assistant ``TURN`` was recorded from (see the
+    module docstring)."""
 
     kind: EventKind
     text: str = ""
@@ -49,6 +59,7 @@ class Event:
     turn: Turn | None = None
     tool_call: ToolCall | None = None
     tool_result: ToolResult | None = None
+    response: Response | None = None
 
 
 EventCallback = Callable[[Event], Awaitable[None] | None]

@@ -83,6 +83,8 @@ class Exchange:
         self._sent = False  # the request in flight went to the engine
         self._cancel_before_send = False
         self._results: list[ToolResult] = []  # the current tool round's results so far
+        # the engine's response to the last request, for its reply's TURN event (None: none)
+        self._engine_response: Response | None = None
 
     # --- the handle --------------------------------------------------------------------
 
@@ -193,8 +195,11 @@ class Exchange:
         """Record a reply (and the tool turn of its round) and report each; return the
         reply's node id."""
         ids = self.record(list(turns))
+        response, self._engine_response = self._engine_response, None
         for node_id in ids:
-            await self.emit(EventKind.TURN, node_id=node_id, turn=self.session.node(node_id).turn)
+            turn = self.session.node(node_id).turn
+            await self.emit(EventKind.TURN, node_id=node_id, turn=turn, response=response)
+            response = None  # the reply's only (it comes first), not its tool turn's
         return ids[0]
 
     # --- generating --------------------------------------------------------------------
@@ -206,6 +211,7 @@ class Exchange:
         rid = request.id
         base = Turn(role=Role.ASSISTANT, continuation=continuation, auto=auto, request_id=rid)
         self.request_id = rid
+        self._engine_response = None
         self.scope.running[rid] = self.cancel
         try:
             await self.emit(EventKind.REQUEST, request_id=rid)
@@ -241,6 +247,7 @@ class Exchange:
             error = f"engine failed: {type(exc).__name__}: {exc}"
             ended, task_cancelled = {"finish_reason": FinishReason.ERROR, "error": error}, False
         else:
+            self._engine_response = response
             return from_response(base, response), False
         # Either way the turn keeps what was streamed before it ended.
         partial = attrs.evolve(base, text="".join(text), reasoning="".join(reasoning), **ended)

@@ -19,8 +19,10 @@ before anything is recorded.
 
 Parameters are validated by a registry of per-name validators (``PARAMS``):
 those that become ``Request`` fields by the engine's own rules, so the context
-never accepts a value the engine would refuse. A parameter set to ``None``
-goes back to its default. Adapter names go through the engine's rule for
+never accepts a value the engine would refuse; ``check_command`` runs the
+engine's checks that span fields on what a ``params.set`` leaves (``top_logprobs``
+needs ``logprobs``), so a branch never holds parameters every request refuses.
+A parameter set to ``None`` goes back to its default. Adapter names go through the engine's rule for
 ``Request.adapters`` too (``adapter_names``).
 """
 
@@ -35,7 +37,7 @@ import attrs
 
 from mp13_context._errors import CommandError
 from mp13_context._model import Command, CommandKind, as_tuple
-from mp13_engine import RequestError, check_request_field
+from mp13_engine import Request, RequestError, check_request_field
 from mp13_toolbox import ToolsScope, did_you_mean
 
 
@@ -121,6 +123,8 @@ REQUEST_PARAMS = (
     "seed",
     "stop",
     "timeout_s",
+    "logprobs",
+    "top_logprobs",
 )
 
 #: Runner defaults for the runner parameters when a path does not set them.
@@ -155,6 +159,20 @@ def validate_params(params: dict[str, Any]) -> dict[str, Any]:
             raise CommandError(f"unknown parameter {name!r}{hint}; known parameters: {known}")
         out[name] = None if value is None else check(name, value)
     return out
+
+
+def check_request_params(params: Mapping[str, Any]) -> None:
+    """``CommandError`` unless the request parameters among ``params`` go together.
+
+    Each value was checked on its own (``validate_params``); this runs ``Request``'s checks
+    that span fields (``top_logprobs`` needs ``logprobs=True``), so a branch's parameters
+    can never make every later request from it fail, and an ``ask`` whose overrides do
+    not fit is refused before its user turn is recorded.
+    """
+    try:
+        Request(prompt="x", **{name: params[name] for name in REQUEST_PARAMS if name in params})
+    except RequestError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def adapter_names(names: str | Sequence[str]) -> tuple[str, ...]:
@@ -268,7 +286,11 @@ def checked_fields(cmd: Command) -> Command:
 
 
 def check_command(settings: EffectiveSettings, cmd: Command) -> None:
-    """Reject a command that cannot apply at ``settings`` (before it is recorded)."""
+    """Reject a command that cannot apply at ``settings`` (before it is recorded): a pop
+    with nothing to undo, or parameters that would not go together with those set
+    before them (``check_request_params``)."""
+    if cmd.kind is CommandKind.PARAMS_SET:
+        check_request_params(changed_params(settings.params, cmd.params))
     pop = _POPS.get(cmd.kind)
     if pop is not None and getattr(settings, pop[1]) is None:
         family = pop[2]

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 import torch
 
-from mp13_engine._types import Request
+from mp13_engine._types import Request, TokenLogprob
 
 _NEG_INF = float("-inf")
 #: Temperatures are clamped to [_MIN_TEMPERATURE, _MAX_TEMPERATURE] (see ``Sampling``).
@@ -60,6 +60,7 @@ class Sampling:
         "seen",
         "temperature",
         "top_k",
+        "top_logprobs",
         "top_p",
     )
 
@@ -69,6 +70,7 @@ class Sampling:
         # The request's resolved decision (temperature 0 = greedy, see ``Request``).
         self.do_sample = request.sampling
         self.logprobs = request.logprobs
+        self.top_logprobs = request.top_logprobs
         # Bounded so that dividing float32 logits by it stays finite and meaningful: below
         # _MIN_TEMPERATURE a draw is the argmax anyway; above _MAX_TEMPERATURE the
         # distribution is uniform anyway, and a temperature past float32's range (1e39)
@@ -151,13 +153,15 @@ def choose(
 
 def logprobs_of(
     logits: torch.Tensor, rows: Sequence[Sampling], tokens: Sequence[int], which: Sequence[int]
-) -> list[float]:
-    """The log-probability of ``tokens[i]`` for each row index ``i`` in ``which``.
+) -> list[TokenLogprob]:
+    """``tokens[i]`` with its log-probability for each row index ``i`` in ``which``, and
+    the row's ``top_logprobs`` most likely alternatives from the same distribution.
 
     ``logits`` as :func:`choose` left them (penalty and ``min_new_tokens`` applied in
     place): a greedy row's log-softmax, a sampled row's warped distribution (``warp``
-    is deterministic, so this is the distribution its draw came from). Only rows
-    that asked (``Request.logprobs``) pay for it.
+    is deterministic, so this is the distribution its draw came from). Alternatives
+    of probability 0 (filtered out, or EOS held off) are left out. Only rows that
+    asked (``Request.logprobs``) pay for it.
     """
     dev = logits.device
     out = []
@@ -167,9 +171,21 @@ def logprobs_of(
             sorted_logits, order = warp(logits[i : i + 1], [row])
             logp = sorted_logits[0].log_softmax(-1)
             at = (order[0] == token).nonzero()[0, 0]
-            out.append(float(logp[at]))
+            chosen = float(logp[at])
+            # already sorted, most likely first
+            top_lp, top_ids = logp[: row.top_logprobs], order[0, : row.top_logprobs]
         else:
-            out.append(float(logits[i].log_softmax(-1)[torch.tensor(token, device=dev)]))
+            logp = logits[i].log_softmax(-1)
+            chosen = float(logp[torch.tensor(token, device=dev)])
+            top_lp, top_ids = logp.topk(min(row.top_logprobs, logp.shape[-1]))  # k=0: empty
+        top: tuple[TokenLogprob, ...] = ()
+        if row.top_logprobs:
+            top = tuple(
+                TokenLogprob(t, lp)
+                for t, lp in zip(top_ids.tolist(), top_lp.tolist(), strict=True)
+                if lp != _NEG_INF
+            )
+        out.append(TokenLogprob(token, chosen, top))
     return out
 
 

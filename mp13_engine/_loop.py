@@ -87,7 +87,7 @@ from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._rows import PrefillGroup, Row
 from mp13_engine._state import EngineState
 from mp13_engine._streams import RequestState
-from mp13_engine._types import BASE_ADAPTER, FinishReason, adapter_names
+from mp13_engine._types import BASE_ADAPTER, FinishReason, TokenLogprob, adapter_names
 
 _log = logging.getLogger(__name__)
 
@@ -520,7 +520,7 @@ class DecodeLoop:
         tokens = choose(logits, sampling, [r.n for r in rows], self._eos)
         # Request.logprobs: only the rows that ask pay for it
         asked = [i for i, s in enumerate(sampling) if s.logprobs]
-        logprobs: list[float | None] = [None] * len(rows)
+        logprobs: list[TokenLogprob | None] = [None] * len(rows)
         if asked:
             for i, lp in zip(asked, logprobs_of(logits, sampling, tokens, asked), strict=True):
                 logprobs[i] = lp

@@ -87,6 +87,8 @@ SEED_MAX = 2**64 - 1
 #: length also bounds what a stream may wait for and the per-token search.
 MAX_STOPS = 100_000
 MAX_STOP_CHARS = 1_000_000
+#: Most alternatives ``Request.top_logprobs`` may ask for per token (OpenAI's bound).
+MAX_TOP_LOGPROBS = 20
 
 
 def new_request_id() -> str:
@@ -462,6 +464,13 @@ FIELDS: Mapping[str, FieldRule] = MappingProxyType(
         "continue_final": _flag(),
         "return_prompt": _flag(),
         "logprobs": _flag(note=" (True fills Response.logprobs)"),
+        "top_logprobs": _checked(
+            f"an integer from 0 to {MAX_TOP_LOGPROBS} (the most likely alternatives given "
+            "with each generated token; more than 0 needs logprobs=True)",
+            lambda v: _is_int(v) and 0 <= v <= MAX_TOP_LOGPROBS,
+            int,
+            optional=False,
+        ),
         "chat_template_kwargs": FieldRule(_template_kwargs, _KWARGS_ALLOWED),
         "timeout_s": _number(
             0.0, lo_open=True, optional=True, note=" seconds (None = the engine's default)"
@@ -516,3 +525,10 @@ def check_request(request: Any) -> None:
                 "append one or drop continue_final",
                 field="continue_final",
             )
+    if request.top_logprobs and not request.logprobs:
+        raise RequestError(
+            f"top_logprobs={request.top_logprobs} gives alternatives to each generated token's "
+            "log-probability, which only logprobs=True computes; set logprobs=True too (or "
+            "top_logprobs=0)",
+            field="top_logprobs",
+        )

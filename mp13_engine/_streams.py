@@ -171,8 +171,8 @@ class RequestState:
         self.start_t: float | None = None
         self.first_token_t: float | None = None
         self.tokens: list[int] = []  # generated ids (EOS excluded)
-        # their log-probabilities, only when the request asks (Request.logprobs)
-        self.logprobs: list[float] | None = [] if request.logprobs else None
+        # each with its log-probability, only when the request asks (Request.logprobs)
+        self.logprobs: list[TokenLogprob] | None = [] if request.logprobs else None
         self.future: Future[Response] = Future()
         # Cancelling the future cancels the request (the worker resolves it at its next step).
         self.future.add_done_callback(self._future_done)
@@ -212,9 +212,9 @@ class RequestState:
             self.finish(FinishReason.CANCELLED)
         return False
 
-    def append(self, token: int, logprob: float | None = None) -> bool:
-        """Add one generated token (and its log-probability, when the request asks for
-        them); True when the row must end (see the module docstring)."""
+    def append(self, token: int, logprob: TokenLogprob | None = None) -> bool:
+        """Add one generated token (and its log-probability, alternatives included, when
+        the request asks for them); True when the row must end (see the module docstring)."""
         listeners: list[Callable[[], None]] | tuple[()] = ()
         with self._lock:
             if self.status is not _RUNNING:
@@ -224,7 +224,7 @@ class RequestState:
             tokens = self.tokens
             tokens.append(token)
             if self.logprobs is not None:
-                self.logprobs.append(math.nan if logprob is None else logprob)
+                self.logprobs.append(TokenLogprob(token, math.nan) if logprob is None else logprob)
             if len(tokens) == 1:
                 self.first_token_t = time.perf_counter()
             out = self._out
@@ -314,9 +314,7 @@ class RequestState:
             prompt=self.prompt_text if self.request.return_prompt else None,
             metrics=metrics,
             parse_errors=output.parse_errors,
-            logprobs=None
-            if self.logprobs is None
-            else [TokenLogprob(t, lp) for t, lp in zip(self.tokens, self.logprobs, strict=True)],
+            logprobs=self.logprobs,
         )
 
     # ----- any thread

@@ -155,6 +155,10 @@ def _logprobs(v: bool) -> Any:
     return FIELDS["logprobs"].check("logprobs", v)
 
 
+def _top_logprobs(v: int) -> Any:
+    return FIELDS["top_logprobs"].check("top_logprobs", v)
+
+
 def _chat_template_kwargs(v: Mapping[str, Any] | None) -> Any:
     return FIELDS["chat_template_kwargs"].check("chat_template_kwargs", v)
 
@@ -215,7 +219,9 @@ class Request:
     ``return_prompt``: fill ``Response.prompt`` with the prompt text fed.
     ``logprobs``: fill ``Response.logprobs`` with each generated token's
     log-probability (OpenAI's ``logprobs=True``; see ``TokenLogprob`` for which
-    distribution); off, nothing is computed.
+    distribution); off, nothing is computed. ``top_logprobs`` (0 to 20, OpenAI's
+    name; needs ``logprobs=True``): with each token, that many of the most likely
+    tokens of the same distribution (``TokenLogprob.top_logprobs``).
 
     Text inside messages and tool specs never becomes a control token: a user
     message that spells ``<|im_start|>`` reaches the model as that text.
@@ -244,6 +250,7 @@ class Request:
     continue_final: bool = attrs.field(default=False, converter=_continue_final)
     return_prompt: bool = attrs.field(default=False, converter=_return_prompt)
     logprobs: bool = attrs.field(default=False, converter=_logprobs)
+    top_logprobs: int = attrs.field(default=0, converter=_top_logprobs)
     chat_template_kwargs: dict[str, Any] | None = attrs.field(
         default=None, converter=_chat_template_kwargs, hash=False
     )
@@ -311,10 +318,18 @@ class TokenLogprob:
     after ``repetition_penalty`` and ``min_new_tokens`` (what ``generate``'s
     ``output_scores`` holds, log-softmaxed). ``token`` is the token id
     (``engine.tokenizer.decode([token])`` shows it).
+
+    ``top_logprobs`` (``Request.top_logprobs``): the most likely tokens of that same
+    distribution, most likely first, as ``TokenLogprob``s of their own (with no
+    ``top_logprobs``); the chosen token is among them only if it is that likely.
+    Tokens the distribution rules out (probability 0: dropped by ``top_k``,
+    ``top_p`` or ``min_p``, or the end-of-sequence token held off) are never
+    alternatives, so there may be fewer than asked. Empty when not asked for.
     """
 
     token: int
     logprob: float
+    top_logprobs: tuple[TokenLogprob, ...] = attrs.field(default=(), converter=as_tuple)
 
 
 @attrs.frozen(kw_only=True)

@@ -28,7 +28,7 @@ import attrs
 import cattrs
 
 from mp13_context import PARAMS
-from mp13_engine import EngineConfig
+from mp13_engine import REQUEST_FIELDS, EngineConfig, Request, RequestError
 from mp13_toolbox import Approval, Mp13Error, did_you_mean, strict_keywords
 from mp13chat._convert import make_converter
 from mp13chat._errors import ChatConfigError, ChatConfigKeywordError
@@ -217,6 +217,12 @@ def _entry_problems(config: ChatConfig) -> list[str]:
             if value is not None:
                 check(name, value)
         except Mp13Error as exc:
+            problems.append(f"params: {exc}")
+    if not problems:  # each value is fine: do they go together (top_logprobs needs logprobs)?
+        fields = {n: v for n, v in config.params.items() if n in REQUEST_FIELDS and v is not None}
+        try:
+            Request(prompt="x", **fields)
+        except RequestError as exc:
             problems.append(f"params: {exc}")
     policies = [a.value for a in Approval]
     for tool, policy in config.tool_approvals.items():

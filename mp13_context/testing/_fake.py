@@ -24,6 +24,12 @@ Behaviour that tests can rely on:
   (the response's ``prompt_tokens``).
 - A ``FakeReply(error=...)`` resolves with ``finish_reason=ERROR``;
   ``FakeReply(raise_exc=...)`` raises from ``agenerate``/``astream``.
+- ``Request(logprobs=True)`` fills ``Response.logprobs`` with one ``TokenLogprob`` per
+  word of the reply (``fake_logprobs``): a pure function of the word and its place,
+  so the same reply always gets the same values, each a log-probability (<= 0),
+  and ``top_logprobs=N`` gives each N alternatives, most likely first, the word's
+  token among them, whose probabilities sum to at most 1 (a real distribution
+  could have them). Not asked for, ``Response.logprobs`` is ``None``.
 - It may be shared by threads, each with its own event loop (as the sync API's
   cursors, one per thread, use it): its bookkeeping is under one lock. Which
   scripted reply a request gets is then the order in which requests arrive.
@@ -32,15 +38,17 @@ Behaviour that tests can rely on:
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 
 import attrs
 
 from mp13_context._model import as_tuple
-from mp13_engine import Chunk, FinishReason, Request, RequestMetrics, Response
+from mp13_engine import Chunk, FinishReason, Request, RequestMetrics, Response, TokenLogprob
 from mp13_toolbox import ToolCall
 
 
@@ -68,6 +76,35 @@ def echo(request: Request) -> FakeReply:
     if request.prompt is not None:
         last = request.prompt
     return FakeReply(text=f"echo: {last}")
+
+
+#: The fake's vocabulary size: a word's token id is below it.
+_VOCAB = 50_000
+
+
+def fake_logprobs(text: str, top_logprobs: int = 0) -> tuple[TokenLogprob, ...]:
+    """One ``TokenLogprob`` per whitespace-separated word of ``text`` (a fake token).
+
+    Deterministic: the token id is the word's CRC-32 modulo 50,000 and its
+    probability (between 0.02 and 1) comes from the word and its place. With
+    ``top_logprobs=N`` each token gets N alternatives, most likely first: its own
+    token and N-1 others, which share what probability is left (halving each time),
+    so they sum to at most 1.
+    """
+    out = []
+    for place, word in enumerate(text.split()):
+        token = zlib.crc32(word.encode()) % _VOCAB
+        mix = zlib.crc32(f"{place}:{word}".encode())
+        p = 0.02 + 0.98 * (mix % 1000) / 1000
+        candidates = [(p, token)]
+        left = 1.0 - p
+        for k in range(1, top_logprobs):
+            left /= 2
+            candidates.append((left, (token + k * 7919) % _VOCAB))
+        candidates.sort(key=lambda c: -c[0])  # stable: the word's token first on a tie
+        top = [TokenLogprob(t, math.log(q)) for q, t in candidates if q > 0][:top_logprobs]
+        out.append(TokenLogprob(token, math.log(p), top))
+    return tuple(out)
 
 
 Responder = Callable[[Request], "FakeReply | str"]
@@ -204,6 +241,7 @@ class FakeEngine:
                 finish_reason=finish,
                 error=reply.error,
                 prompt=self.format_prompt(request) if request.return_prompt else None,
+                logprobs=fake_logprobs(text, request.top_logprobs) if request.logprobs else None,
                 metrics=RequestMetrics(
                     prompt_tokens=self.count_tokens(request),
                     completion_tokens=completion,

@@ -96,6 +96,8 @@ def test_a_config_file_that_is_no_object_is_refused(tmp_path):
             "params: unknown parameter 'temprature' (did you mean 'temperature'?) (known: ",
         ),
         ({"params": {"temperature": "hot"}}, "params: invalid Request.temperature='hot'"),
+        # each value is fine alone; together every request would refuse them at start
+        ({"params": {"top_logprobs": 3}}, "params: top_logprobs=3 gives alternatives"),
         ({"tool_approvals": {"calculator": "maybe"}}, "tool_approvals: calculator: 'maybe' is"),
         (
             {"engine": {"devic": "cpu"}},
@@ -128,7 +130,13 @@ def test_an_on_off_field_of_the_file_is_checked_by_chatconfigs_rule(tmp_path, fi
 def test_entries_the_libraries_accept_load(tmp_path):
     fields = {
         "engine": {"device": "cpu", "max_batch_size": 4},
-        "params": {"temperature": 0.5, "max_tool_rounds": 3, "seed": None},
+        "params": {
+            "temperature": 0.5,
+            "max_tool_rounds": 3,
+            "seed": None,
+            "logprobs": True,
+            "top_logprobs": 3,
+        },
         "tool_approvals": {"calculator": "allow", "current_time": "ask"},
     }
     (tmp_path / "c.json").write_text(json.dumps(fields))

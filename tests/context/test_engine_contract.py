@@ -13,12 +13,13 @@ and token counts. One engine per module keeps it fast.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 
 import pytest
 
 from mp13_context import ChatContext, EngineClient, EventKind, Role, Session, replay
-from mp13_context.testing import FakeEngine, FakeReply
+from mp13_context.testing import FakeEngine, FakeReply, fake_logprobs
 from mp13_engine import FinishReason, Request
 from mp13_toolbox import Toolbox, ToolCall
 
@@ -289,6 +290,70 @@ class ProtocolOnly:
 
     def __getattr__(self, name):
         raise AssertionError(f"the context probed the engine for {name!r}")
+
+
+def test_logprobs_come_one_per_token_with_alternatives_from_a_distribution(engine):
+    """What an app testing its logprobs code on the fake relies on, on both engines."""
+    messages = [{"role": "user", "content": "what is mp13?"}]
+    ask = Request(messages=messages, max_new_tokens=8, logprobs=True, top_logprobs=3)
+    first = asyncio.run(engine.agenerate(ask))
+    again = asyncio.run(
+        engine.agenerate(
+            Request(messages=messages, max_new_tokens=8, logprobs=True, top_logprobs=3)
+        )
+    )
+    plain = asyncio.run(engine.agenerate(Request(messages=messages, max_new_tokens=8)))
+    assert plain.logprobs is None  # not asked for
+    assert first.logprobs is not None and first.logprobs == again.logprobs  # deterministic
+    assert len(first.logprobs) == first.metrics.completion_tokens == 8
+    for lp in first.logprobs:
+        alts = lp.top_logprobs
+        assert lp.logprob <= 0.0 and 0 < len(alts) <= 3
+        assert [a.logprob for a in alts] == sorted((a.logprob for a in alts), reverse=True)
+        assert sum(math.exp(a.logprob) for a in alts) <= 1.0 + 1e-6
+        # greedy (the real one) / by construction (the fake): the chosen token is listed
+        assert (lp.token, lp.logprob) in [(a.token, a.logprob) for a in alts]
+
+
+def test_a_replys_turn_event_carries_the_response_with_its_logprobs(ctx):
+    """The store keeps turns, not logprobs: each reply's TURN event hands over the
+    engine's response it was recorded from, tool rounds included."""
+    cur = ctx.cursor()
+    cur.params.set(logprobs=True, top_logprobs=2)
+    events = []
+    final = cur.ask("what is 17*23?", on_event=events.append)
+    turns = [e for e in events if e.kind is EventKind.TURN]
+    assert [e.turn.role for e in turns] == [Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert turns[1].response is None  # a tool turn came from no response
+    for event in (turns[0], turns[2]):
+        response = event.response
+        assert response is not None and response.id == event.turn.request_id
+        assert response.text == event.turn.text
+        assert response.logprobs is not None
+        assert len(response.logprobs) == event.turn.metrics.completion_tokens
+        assert all(len(lp.top_logprobs) == 2 for lp in response.logprobs)
+    assert turns[2].turn.text == final.text == "The answer is 391."
+    assert turns[2].response.logprobs  # the answer's tokens (the fake's call has no words)
+    assert all(e.response is None for e in events if e.kind is not EventKind.TURN)
+    cur.params.set(logprobs=None, top_logprobs=None)
+    plain = []
+    cur.ask("thanks", on_event=plain.append)
+    (reply,) = [e for e in plain if e.kind is EventKind.TURN]
+    assert reply.response is not None and reply.response.logprobs is None  # not asked for
+
+
+def test_the_fakes_logprobs_are_fake_logprobs_of_its_words():
+    fake = FakeEngine()
+    response = asyncio.run(
+        fake.agenerate(Request(prompt="one two two", logprobs=True, top_logprobs=20))
+    )
+    assert response.text == "echo: one two two"
+    assert response.logprobs == fake_logprobs(response.text, 20)
+    tokens = [lp.token for lp in response.logprobs]  # "echo:", "one", "two", "two"
+    assert len(set(tokens)) == 3 and tokens[2] == tokens[3]  # a word is one token id
+    for lp in response.logprobs:
+        assert len({a.token for a in lp.top_logprobs}) == 20
+    assert all(lp.top_logprobs == () for lp in fake_logprobs("a b"))
 
 
 def test_the_context_needs_nothing_but_the_protocol():

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mp13_context import PARAMS, ChatContext, CommandError, Session
+from mp13_context import PARAMS, ChatContext, Command, CommandError, CommandKind, Session
 from mp13_context._settings import REQUEST_PARAMS, validate_params
 from mp13_context.testing import FakeEngine
 from mp13_engine import REQUEST_FIELDS, FinishReason, Request, RequestError
@@ -41,9 +41,14 @@ def test_request_params_are_request_fields_and_the_rest_are_not():
         PARAMS["temperature"] = None  # read-only
 
 
+#: What a value of a parameter needs beside it in a request (``Request``'s checks that span
+#: fields); the context checks those when parameters are set or a reply is asked for.
+COMPANIONS = {"top_logprobs": {"logprobs": True}}
+
+
 def _engine_accepts(name, value) -> bool:
     try:
-        Request(prompt="x", **{name: value})
+        Request(prompt="x", **COMPANIONS.get(name, {}), **{name: value})
     except RequestError:
         return False
     return True
@@ -73,6 +78,7 @@ def test_the_context_accepts_exactly_what_request_accepts(name, value):
         ("seed", 2**64 - 1),
         ("stop", "END"),
         ("timeout_s", 30),
+        ("logprobs", True),
     ],
 )
 def test_accepted_values_reach_the_request_unchanged(name, value):
@@ -85,6 +91,56 @@ def test_accepted_values_reach_the_request_unchanged(name, value):
         assert getattr(engine.requests[-1], name) == getattr(
             Request(prompt="x", **{name: value}), name
         )
+
+
+def test_logprobs_set_on_a_branch_reach_the_request_and_the_response():
+    engine = FakeEngine()
+    with Session.open(":memory:") as session:
+        cur = ChatContext(session, engine=engine).cursor()
+        cur.params.set(logprobs=True, top_logprobs=3)
+        assert cur.params.show() == {"logprobs": True, "top_logprobs": 3}
+        cur.ask("hi there")
+        request = engine.requests[-1]
+        assert request.logprobs is True and request.top_logprobs == 3
+        assert cur.request("again").top_logprobs == 3  # what the next ask would send
+        cur.ask("plain", logprobs=None, top_logprobs=None)  # back to the defaults
+        assert engine.requests[-1].logprobs is False
+        assert engine.requests[-1].top_logprobs == 0
+
+
+def test_top_logprobs_without_logprobs_is_refused_before_anything_is_recorded():
+    """Each value is fine alone; together they would make every later request from the
+    branch fail (the engine refuses top_logprobs without logprobs), so the context
+    refuses them where they are set or asked for, saying what to do, and records nothing."""
+    engine = FakeEngine()
+    with Session.open(":memory:") as session:
+        cur = ChatContext(session, engine=engine).cursor()
+        with pytest.raises(CommandError, match="set logprobs=True too") as err:
+            cur.params.set(top_logprobs=3)
+        assert isinstance(err.value.__cause__, RequestError)
+        assert cur.params.show() == {}
+        cur.params.set(logprobs=True, top_logprobs=3)
+        cur.ask("hi")
+        at, sent = cur.node_id, len(engine.requests)
+        cid = cur.node.conversation_id
+        before = [(n.id, n.commands) for n in session.conversation_nodes(cid)]
+        refused = [
+            lambda: cur.params.set(logprobs=None),
+            lambda: cur.record(Command(kind=CommandKind.PARAMS_SET, params={"logprobs": False})),
+            lambda: cur.ask("x", logprobs=False),
+            lambda: cur.retry(logprobs=False),
+            lambda: cur.continue_(logprobs=False),
+            lambda: cur.batch(["a", "b"], logprobs=False),
+            lambda: cur.request("a", logprobs=False),
+            lambda: cur.with_params(logprobs=False).ask("z"),
+        ]
+        for call in refused:
+            with pytest.raises(CommandError, match="logprobs=True"):
+                call()
+        assert cur.node_id == at  # nothing recorded: no node, no command
+        assert [(n.id, n.commands) for n in session.conversation_nodes(cid)] == before
+        assert len(engine.requests) == sent  # nothing sent
+        assert cur.params.show() == {"logprobs": True, "top_logprobs": 3}
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,7 @@ def test_testing_names_are_pinned():
         "FakeEngine",
         "FakeReply",
         "echo",
+        "fake_logprobs",
     ]
 
 

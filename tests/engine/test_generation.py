@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import pytest
 import torch
 from hypothesis import HealthCheck, assume, given, settings
@@ -22,7 +23,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from mp13_engine import Engine, FinishReason, Request
+from mp13_engine import Engine, FinishReason, Request, Response
 from mp13_engine._generation import Sampling, choose, warp
 from tests.engine._loop_harness import StepHarness
 
@@ -229,13 +230,17 @@ def test_greedy_equals_generate_token_for_token_alone_and_in_a_batch(engine, set
 
 
 def _reference_sample_ids(
-    engine: Engine, request: Request, logprobs: list[float] | None = None
+    engine: Engine,
+    request: Request,
+    logprobs: list[float] | None = None,
+    tops: list[list[tuple[int, float]]] | None = None,
 ) -> list[int]:
     """A seeded request's tokens by transformers' warpers: the model run on the whole
     sequence each step, ``generate``'s warpers in ``generate``'s order, and one draw per
     step from the request's own CPU generator (the engine's documented draw: the first
     token whose cumulative probability, most likely first, reaches it). ``logprobs``
-    collects the log-probability each token had in the distribution it was drawn from."""
+    collects the log-probability each token had in the distribution it was drawn from;
+    ``tops`` the ``request.top_logprobs`` most likely tokens of it (probability 0 left out)."""
     ids = engine._state.tokens.encode(engine.format_prompt(request))
     generator = torch.Generator()
     generator.manual_seed(request.seed)
@@ -254,6 +259,11 @@ def _reference_sample_ids(
         out.append(int(order[torch.searchsorted(cdf, draw * cdf[-1]).clamp(max=len(cdf) - 1)]))
         if logprobs is not None:
             logprobs.append(math.log(float(probs[out[-1]])))
+        if tops is not None:
+            top_p, top_ids = probs.topk(request.top_logprobs)
+            tops.append(
+                [(int(t), math.log(float(p))) for t, p in zip(top_ids, top_p, strict=True) if p > 0]
+            )
     return out
 
 
@@ -348,6 +358,111 @@ def test_greedy_logprobs_are_generates_scores_log_softmaxed(engine, settings):
     assert len(response.logprobs) == response.metrics.completion_tokens == len(new)
     assert [lp.token for lp in response.logprobs] == new
     assert [lp.logprob for lp in response.logprobs] == pytest.approx(expected, abs=1e-4)
+
+
+def _tops(response: Response) -> list[list[tuple[int, float]]]:
+    assert response.logprobs is not None
+    return [[(alt.token, alt.logprob) for alt in lp.top_logprobs] for lp in response.logprobs]
+
+
+def _same_tops(got: list[list[tuple[int, float]]], expected: list[list[tuple[int, float]]]):
+    assert [[t for t, _ in step] for step in got] == [[t for t, _ in step] for step in expected]
+    flat = [lp for step in got for _, lp in step]
+    assert flat == pytest.approx([lp for step in expected for _, lp in step], abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("warpers", "top_logprobs"),
+    [
+        ({"temperature": 1.3, "top_p": 0.95, "min_p": 0.02}, 5),
+        # top_k keeps fewer tokens than asked for: the ruled-out ones are no alternatives
+        ({"temperature": 0.8, "top_k": 3}, 20),
+    ],
+)
+def test_top_logprobs_of_sampled_tokens_are_transformers_warped_top_tokens(
+    engine, warpers, top_logprobs
+):
+    """Alone and in a batch beside rows that ask for fewer (or none), each token's
+    alternatives are the most likely tokens of the distribution it was drawn from."""
+    target = Request(
+        prompt="The seven seas sail far away",
+        max_new_tokens=8,
+        min_new_tokens=8,
+        seed=11,
+        logprobs=True,
+        top_logprobs=top_logprobs,
+        **warpers,
+    )
+    expected: list[float] = []
+    tops: list[list[tuple[int, float]]] = []
+    ids = _reference_sample_ids(engine, target, expected, tops)
+    alone = engine.generate(target)
+    others = [
+        Request(prompt="hello hello", max_new_tokens=6, temperature=0.7, seed=1, logprobs=True),
+        Request(prompt="é ü 世界", max_new_tokens=4, logprobs=True, top_logprobs=2),  # greedy
+        Request(prompt="ok ok", max_new_tokens=5),
+    ]
+    batch = engine.generate_many([others[0], target, others[1], others[2]])
+    for response in (alone, batch[1]):
+        assert response.logprobs is not None
+        assert [lp.token for lp in response.logprobs] == ids
+        assert [lp.logprob for lp in response.logprobs] == pytest.approx(expected, abs=1e-4)
+        _same_tops(_tops(response), tops)
+        for lp in response.logprobs:
+            assert 0 < len(lp.top_logprobs) <= top_logprobs
+            assert all(math.isfinite(alt.logprob) for alt in lp.top_logprobs)
+            assert all(alt.top_logprobs == () for alt in lp.top_logprobs)
+            # the chosen token was drawn, so it is no less likely than the last alternative
+            if lp.token not in [alt.token for alt in lp.top_logprobs]:
+                assert len(lp.top_logprobs) == top_logprobs
+    if "top_k" in warpers:
+        assert all(len(step) <= 3 for step in _tops(alone))  # no tie in this model's logits
+    assert batch[0].logprobs is not None and all(lp.top_logprobs == () for lp in batch[0].logprobs)
+    assert all(len(step) == 2 for step in _tops(batch[2]))
+    assert batch[3].logprobs is None
+
+
+@pytest.mark.parametrize("top_logprobs", [1, 20])
+def test_greedy_top_logprobs_are_generates_scores_top_tokens(engine, top_logprobs):
+    prompt = "The seven seas sail far away"
+    settings = {"max_new_tokens": 8, "min_new_tokens": 8, "repetition_penalty": 1.3}
+    ids = engine._state.tokens.encode(engine.format_prompt(Request(prompt=prompt)))
+    with torch.inference_mode():
+        out = engine.model.generate(
+            input_ids=torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            pad_token_id=engine._state.pad_id,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **settings,
+        )
+    new = out.sequences[0, len(ids) :].tolist()
+    expected = []
+    for scores in out.scores:
+        values, order = scores[0].log_softmax(-1).topk(top_logprobs)
+        expected.append(
+            [(int(t), float(v)) for t, v in zip(order, values, strict=True) if v > -math.inf]
+        )
+    request = Request(prompt=prompt, logprobs=True, top_logprobs=top_logprobs, **settings)
+    alone = engine.generate(request)
+    neighbour = Request(prompt="hello", max_new_tokens=3, temperature=0.9, seed=2)
+    batch = engine.generate_many([neighbour, attrs.evolve(request, id=None)])
+    for response in (alone, batch[1]):
+        assert response.logprobs is not None
+        assert [lp.token for lp in response.logprobs] == new
+        _same_tops(_tops(response), expected)
+        # greedy: the chosen token is the most likely one, its logprob the first alternative's
+        for lp in response.logprobs:
+            assert lp.top_logprobs[0].token == lp.token
+            assert lp.top_logprobs[0].logprob == pytest.approx(lp.logprob, abs=1e-6)
+    assert batch[0].logprobs is None
+
+
+def test_logprobs_without_top_logprobs_carry_no_alternatives(engine):
+    response = engine.generate(Request(prompt="hello", max_new_tokens=4, logprobs=True))
+    assert response.logprobs is not None and len(response.logprobs) == 4
+    assert all(lp.top_logprobs == () for lp in response.logprobs)
 
 
 def test_logprobs_cover_a_stop_strings_tokens_and_come_with_a_streams_last_chunk(engine):

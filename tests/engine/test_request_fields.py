@@ -73,6 +73,7 @@ BAD = {
     "continue_final": [None, 1],
     "return_prompt": [None, "no"],
     "logprobs": [None, 1, "yes", 5],
+    "top_logprobs": [None, -1, 21, "5", 1.5, True],
     "chat_template_kwargs": ["x", [("a", 1)], {1: "x"}, {"tools": []}],
     "timeout_s": [0, -1, "5", float("inf"), True],
 }
@@ -130,6 +131,17 @@ def test_too_many_stop_strings_are_refused_where_the_request_is_built(over):
     assert len(message) < 800  # the list itself is shown cut short
     with pytest.raises(RequestError, match="at most 100,000"):
         check_request_field("stop", over)
+
+
+def test_top_logprobs_needs_logprobs_and_says_so():
+    with pytest.raises(RequestError) as err:
+        Request(prompt="hi", top_logprobs=3)
+    assert err.value.field == "top_logprobs"
+    assert "set logprobs=True" in str(err.value)
+    assert Request(prompt="hi", logprobs=True, top_logprobs=20).top_logprobs == 20
+    assert Request(prompt="hi", top_logprobs=0).top_logprobs == 0  # 0: none asked for
+    with pytest.raises(RequestError, match="logprobs=True"):
+        attrs.evolve(Request(prompt="hi", logprobs=True, top_logprobs=2), logprobs=False)
 
 
 def test_attrs_evolve_checks_too():
