@@ -6,12 +6,16 @@ prompt ids, greedy, ``min_new_tokens = max_new_tokens = 64``. Goal: ratio ≤ 1.
 
 A second table puts the same request with 10,000 stop strings (a word list that
 never matches, so all 64 tokens are decoded) beside it without any: the decode rate
-with the list over the rate without. Goal: ≥ 0.95 (many stops must not slow a token).
+(tokens after the first over the time after the first, from ``RequestMetrics``) with
+the list over the rate without. Goal: ≥ 0.95 (many stops must not slow a token). Its
+last column is the whole request's time without the list over with it: that also
+counts what a list costs once per request (checking it, indexing it), not a goal.
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Sequence
 
 from _bench_engine_common import (
@@ -60,7 +64,9 @@ def measure(args) -> None:
             )
             assert r.metrics.completion_tokens == NEW, r
 
-        def with_stops(engine=engine, stop=()):
+        rates: dict[str, list[float]] = {"none": [], "many": []}
+
+        def with_stops(engine=engine, stop=(), side="none", rates=rates):
             r = engine.generate(
                 Request(
                     messages=[{"role": "user", "content": "Tell me about the engine."}],
@@ -69,7 +75,9 @@ def measure(args) -> None:
                     stop=stop,
                 )
             )
-            assert r.metrics.completion_tokens == NEW, r
+            m = r.metrics
+            assert m.completion_tokens == NEW and m.ttft_s is not None, r
+            rates[side].append((NEW - 1) / (m.total_s - m.ttft_s))
 
         med = interleaved({"raw": raw, "engine": eng}, args.repeats)
         raw_t, eng_t = med["raw"], med["engine"]
@@ -83,16 +91,20 @@ def measure(args) -> None:
             ]
         )
         stopped = interleaved(
-            {"none": with_stops, "many": lambda f=with_stops, w=words: f(stop=w)}, args.repeats
+            {"none": with_stops, "many": lambda f=with_stops, w=words: f(stop=w, side="many")},
+            args.repeats,
         )
         none_t, many_t = stopped["none"], stopped["many"]
+        # The warm-up runs' rates are left out, as their times are.
+        none_r = statistics.median(rates["none"][-args.repeats :])
+        many_r = statistics.median(rates["many"][-args.repeats :])
         stop_rows.append(
             [
                 size,
-                f"{NEW / none_t.median:.0f}",
-                f"{NEW / many_t.median:.0f}",
+                f"{none_r:.0f}",
+                f"{many_r:.0f}",
+                f"{many_r / none_r:.3f}",
                 f"{none_t.median / many_t.median:.3f}",
-                f"{none_t.best / many_t.best:.3f}",
             ]
         )
     print_table(
@@ -103,8 +115,14 @@ def measure(args) -> None:
     )
     print_table(
         f"stop strings, 1 request x {NEW} forced tokens with {STOPS:,} stop strings vs none "
-        f"({args.repeats} interleaved runs; goal rate ratio >= 0.95)",
-        ["model", "tok/s, none", f"tok/s, {STOPS:,}", "ratio (median)", "ratio (best)"],
+        f"({args.repeats} interleaved runs, medians; goal decode rate ratio >= 0.95)",
+        [
+            "model",
+            "decode tok/s, none",
+            f"decode tok/s, {STOPS:,}",
+            "decode rate ratio",
+            "whole request, none / with",
+        ],
         stop_rows,
     )
 

@@ -166,7 +166,7 @@ class StopIndex:
         """``stops``: non-empty strings, at least one. ``indexed``: search by the sorted
         index (None: when there are more than ``_SCAN_STOPS``); the tests force each way."""
         self.stops = stops
-        self.longest = max(len(s) for s in stops)
+        self.longest = max(map(len, stops))
         self.chars = frozenset("".join(stops))
         self.indexed = len(stops) > _SCAN_STOPS if indexed is None else indexed
         self.whole: frozenset[str] = frozenset(stops) if self.indexed else frozenset()
@@ -176,7 +176,7 @@ class StopIndex:
     @classmethod
     def of(cls, stops: tuple[str, ...]) -> StopIndex | None:
         """The index of the non-empty strings of ``stops``; None when there are none."""
-        kept = tuple(s for s in stops if s)
+        kept = tuple(filter(None, stops))
         return cls(kept) if kept else None
 
 
