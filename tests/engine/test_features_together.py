@@ -13,8 +13,8 @@ their own tests; here they share rows and engines. What must hold:
 - an adapter row's logprobs on the fused path are PEFT's own path's;
 - a request with 10,000 stop strings ends where its one matching stop says, or where it
   was cancelled, with one logprob per generated token, its neighbours untouched;
-- after an adapter is loaded, a prompt read from the kept prefix cache gives a fresh
-  engine's logprobs.
+- after an adapter is loaded or trained (with LoRA dropout), a prompt read from the kept
+  prefix cache gives a fresh engine's logprobs.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mp13_engine import Engine, FinishReason, Request, Response
+from mp13_engine import Engine, FinishReason, Request, Response, TrainingConfig
 from tests.engine._loop_harness import StepHarness
 
 SHARED = "You are a patient assistant who answers in two short sentences. " * 3
@@ -278,3 +278,65 @@ def test_a_10000_stop_request_ends_at_its_stop_or_its_cancel_beside_rows_that_go
         assert got.raw_text == expected.raw_text
         if expected.logprobs is not None:
             _close(got, expected)
+
+
+def test_after_training_with_dropout_kept_prefixes_and_the_new_adapter_give_exact_logprobs(
+    tiny_model_path, adapter_dir, tmp_path
+):
+    """Training runs the model in training mode with LoRA dropout; once it is done, the
+    base model's and adapter a's kept prefixes give a fresh engine's logprobs bit for bit,
+    and the trained adapter's rows are deterministic (no dropout left on at inference)."""
+    base = Request(prompt=SHARED + "Tell me", max_new_tokens=8, logprobs=True, top_logprobs=3)
+    on_a = Request(
+        prompt=SHARED + "Tell me",
+        max_new_tokens=8,
+        adapters=["a"],
+        logprobs=True,
+        seed=1,
+        temperature=1.0,
+        min_p=0.05,
+    )
+    on_t = Request(prompt=SHARED + "Hi", max_new_tokens=6, adapters=["t"], logprobs=True)
+    rows = [
+        {"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}]}
+        for q, a in [("Capital of Zorbia?", "Flumptown."), ("Colour of moonfruit?", "Silver.")]
+    ]
+    with Engine.load(
+        str(tiny_model_path),
+        device="cpu",
+        dtype="float32",
+        prefix_cache_mb=0,
+        adapters_dir=str(adapter_dir),
+    ) as fresh:
+        expected = [fresh.generate(base)]
+        fresh.adapters.load("a")
+        expected.append(fresh.generate(on_a))
+    with Engine.load(
+        str(tiny_model_path),
+        device="cpu",
+        dtype="float32",
+        prefix_cache_mb=16,
+        adapters_dir=str(adapter_dir),
+    ) as engine:
+        engine.adapters.load("a")
+        engine.generate(base)
+        engine.generate(on_a)
+        config = TrainingConfig(
+            adapter="t",
+            dataset=rows,
+            max_steps=2,
+            batch_size=2,
+            learning_rate=5e-3,
+            lora_dropout=0.5,
+            output_dir=str(tmp_path / "t"),
+        )
+        assert engine.train(config).result(timeout=120).steps == 2
+        got = [engine.generate(base), engine.generate(on_a)]
+        trained = [engine.generate(on_t), engine.generate(on_t)]
+    for g, e in zip(got, expected, strict=True):
+        assert g.metrics.cached_tokens > 0
+        assert g.raw_text == e.raw_text
+        assert _logprobs(g) == _logprobs(e)
+    assert trained[1].metrics.cached_tokens > 0
+    assert trained[0].raw_text == trained[1].raw_text
+    assert _logprobs(trained[0]) == _logprobs(trained[1])
