@@ -5,6 +5,7 @@ random sessions come back the same, reopened and exported then imported."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 
@@ -24,7 +25,8 @@ from mp13_context import (
 )
 from mp13_context._export import session_data
 from mp13_context._migrations import MIGRATIONS
-from mp13_context.testing import FakeEngine
+from mp13_context.testing import FakeEngine, FakeReply
+from mp13_toolbox import Toolbox, ToolCall
 from tests.context._trees import old_session_file, ops, play, snapshot
 
 
@@ -303,3 +305,110 @@ def test_record_call_refuses_numbers_json_cannot_hold(ctx, session, tmp_path, nu
         "big": 2**64,
         "tiny": 5e-324,
     }
+
+
+# --- this session's export additions together: tracebacks, positions, recursive calls ------
+
+
+@dataclasses.dataclass
+class Tree:
+    name: str
+    children: list[Tree] = dataclasses.field(default_factory=list)
+
+
+JSONValue = dict[str, "JSONValue"] | list["JSONValue"] | str | int | float | bool | None
+
+
+def count(root: Tree, extra: JSONValue = None) -> str:
+    """Count a tree's nodes.
+
+    Args:
+        root: the tree
+        extra: anything
+    """
+
+    def size(t: Tree) -> int:
+        assert isinstance(t, Tree)  # converted to the declared class, all the way down
+        return 1 + sum(size(c) for c in t.children)
+
+    return f"{size(root)} nodes"
+
+
+def _turns(cur, what):
+    return [x for n in cur.path() if n.turn is not None for x in getattr(n.turn, what)]
+
+
+def _fails(n: int) -> int:
+    raise ZeroDivisionError(f"nothing to divide {n} by")
+
+
+def divide(n: int) -> int:
+    """Divide by nothing.
+
+    Args:
+        n: the number
+    """
+    return _fails(n)
+
+
+_DEEP = {"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}, {"name": "d"}]}
+
+
+def test_a_failing_tool_positions_and_a_recursive_call_come_back_the_same_through_exports(
+    tmp_path,
+):
+    """A session holding a failing tool's traceback (version 4), saved positions of two
+    scopes (version 3) and a call whose arguments follow a recursive type: exporting the
+    imported session gives the same JSON but for ``seq`` (documented in ``_export``), and
+    an imported session's export, imported again, exports the very same bytes (its ``seq``
+    numbers are already those an import gives)."""
+    tb = Toolbox()
+    tb.register(count)
+    tb.register(divide)
+    engine = FakeEngine()
+    engine.script(
+        FakeReply(
+            tool_calls=[
+                ToolCall("count", {"root": _DEEP, "extra": {"k": [1, {"x": None}]}}, id="c1")
+            ]
+        ),
+        "four",
+        FakeReply(tool_calls=[ToolCall("divide", {"n": 3}, id="c2")]),
+        "cannot",
+        "other branch",
+    )
+    with Session.open(tmp_path / "s.db") as session:
+        ctx = ChatContext(session, engine=engine, toolbox=tb)
+        cur = ctx.cursor(title="tools")
+        cur.ask("how many?")
+        cur.ask("divide 3")
+        tip = cur.node_id
+        cur.fork().ask("elsewhere")  # the newest node; the default scope goes back to tip
+        cur.goto(tip)
+        ctx.with_scope("notes").cursor(cur.conversation_id).root()
+        results = _turns(cur, "tool_results")
+        assert [r.content for r in results] == [
+            "4 nodes",
+            "Tool 'divide' failed: ZeroDivisionError: nothing to divide 3 by",
+        ]
+        assert results[1].traceback is not None and "in _fails" in results[1].traceback
+        session.export_json(tmp_path / "one.json")
+    first = (tmp_path / "one.json").read_text("utf-8")
+    doc = json.loads(first)
+    assert doc["version"] == 4
+    with Session.import_json(tmp_path / "one.json", into=tmp_path / "i.db") as imported:
+        assert imported.verify().ok
+        again = ChatContext(imported, engine=FakeEngine(), toolbox=tb).cursor(
+            doc["conversations"][0]["info"]["id"]
+        )
+        assert again.node_id == tip  # the saved position came back
+        got = _turns(again, "tool_results")
+        assert got == results  # the traceback included
+        calls = _turns(again, "tool_calls")
+        assert calls[0].arguments == {"root": _DEEP, "extra": {"k": [1, {"x": None}]}}
+        imported.export_json(tmp_path / "two.json")
+    second = (tmp_path / "two.json").read_text("utf-8")
+    assert _strip_seq(json.loads(second)) == _strip_seq(doc)
+    with Session.import_json(tmp_path / "two.json", into=tmp_path / "j.db") as twice:
+        twice.export_json(tmp_path / "three.json")
+    assert (tmp_path / "three.json").read_text("utf-8") == second
