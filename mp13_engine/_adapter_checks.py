@@ -3,7 +3,8 @@
 
 ``AdapterManager`` (``_adapters``) runs these before it loads, names, saves or combines
 an adapter; each raises an ``AdapterError`` that says what is wrong and what to do, and none
-changes the model, so a refused adapter leaves the engine as it was. The checks that read
+changes the model, so a refused adapter leaves the engine as it was. ``unknown_adapter``
+says what to do about a name the manager does not know. The checks that read
 an adapter directory's files (shapes, biases, the base it was made for) are
 ``_adapter_files``'; these read its PEFT config, its name and the model it would join.
 
@@ -25,6 +26,7 @@ from typing import Any
 from mp13_engine._adapter_files import adapter_name_problem
 from mp13_engine._compat import token_layer_clashes
 from mp13_engine._errors import AdapterError
+from mp13_engine._types import BASE_ADAPTER
 
 #: LoRA settings whose weights live outside LoRA's factors, and what they hold: PEFT's
 #: combination (add_weighted_adapter) sums factors only, so it would serve without them.
@@ -55,6 +57,34 @@ def check_name(name: str) -> None:
     problem = adapter_name_problem(name)
     if problem is not None:
         raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
+
+
+def unknown_adapter(name: object, known: list[str], *, training: bool) -> AdapterError:
+    """The AdapterError for a request or call naming ``name``, which is not loaded (``known``
+    are): still training (``training``), not a name at all (a folder's path: what to load),
+    or just unknown (how to load it, or use the base model)."""
+    if training:
+        return AdapterError(
+            f"Adapter {name!r} is still being trained (engine.train); requests can use it "
+            f"when its job ends (job.result()). Loaded adapters: {known or 'none'}."
+        )
+    # A name load(name=) would refuse (a path, say) gets no advice to pass it there.
+    problem = adapter_name_problem(name)
+    folder = Path(name).name if isinstance(name, str) else None
+    if problem is not None and folder and folder != name and not adapter_name_problem(folder):
+        return AdapterError(
+            f"Unknown adapter {name!r}: {problem}. Load the folder with "
+            f"engine.adapters.load({name!r}) and use the name it gets (the folder's name, "
+            f"{folder!r}); loaded adapters: {known or 'none'}."
+        )
+    if problem is not None:
+        return AdapterError(
+            f"Unknown adapter {name!r}: {problem}; loaded adapters: {known or 'none'}."
+        )
+    return AdapterError(
+        f"Unknown adapter {name!r}; loaded adapters: {known or 'none'}. Load it with "
+        f"engine.adapters.load(path, name={name!r}) or use {BASE_ADAPTER!r} for the base model."
+    )
 
 
 def check_has_lora_layers(directory: Path, config: Any) -> None:

@@ -76,9 +76,9 @@ from mp13_engine._adapter_checks import (
     check_no_token_clash,
     name_from_folder,
     read_lora_config,
+    unknown_adapter,
 )
 from mp13_engine._adapter_files import (
-    adapter_name_problem,
     base_model_name,
     check_compatible,
     check_shares_no_base_weights,
@@ -409,28 +409,7 @@ class AdapterManager:
         with self._state.lock:
             known = sorted(self._state.infos)
             training = isinstance(name, str) and name in self._state.training
-        if training:
-            return AdapterError(
-                f"Adapter {name!r} is still being trained (engine.train); requests can use it "
-                f"when its job ends (job.result()). Loaded adapters: {known or 'none'}."
-            )
-        # A name load(name=) would refuse (a path, say) gets no advice to pass it there.
-        problem = adapter_name_problem(name)
-        folder = Path(name).name if isinstance(name, str) else None
-        if problem is not None and folder and folder != name and not adapter_name_problem(folder):
-            return AdapterError(
-                f"Unknown adapter {name!r}: {problem}. Load the folder with "
-                f"engine.adapters.load({name!r}) and use the name it gets (the folder's name, "
-                f"{folder!r}); loaded adapters: {known or 'none'}."
-            )
-        if problem is not None:
-            return AdapterError(
-                f"Unknown adapter {name!r}: {problem}; loaded adapters: {known or 'none'}."
-            )
-        return AdapterError(
-            f"Unknown adapter {name!r}; loaded adapters: {known or 'none'}. Load it with "
-            f"engine.adapters.load(path, name={name!r}) or use {BASE_ADAPTER!r} for the base model."
-        )
+        return unknown_adapter(name, known, training=training)
 
     def _check_loaded(self, names: Iterable[str]) -> None:
         with self._state.lock:
