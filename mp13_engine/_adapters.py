@@ -31,7 +31,9 @@ Seams
     :class:`~mp13_engine._training._host.TrainingHost` from
     :meth:`AdapterManager.training_host` and nothing else. What PEFT cannot do
     through its API (undoing a failed wrap, re-pointing a stale active adapter)
-    is in :mod:`mp13_engine._compat`.
+    is in :mod:`mp13_engine._compat`. What an adapter must pass before the model
+    is touched is in :mod:`mp13_engine._adapter_checks` (its name, config, layers)
+    and :mod:`mp13_engine._adapter_files` (its files, what they fit).
 
 Invariants
     * All model mutation (wrapping, loading, deleting, combining, training)
@@ -58,7 +60,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -67,8 +68,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
+from mp13_engine._adapter_checks import (
+    OUTSIDE_FACTORS,
+    adapter_folder,
+    check_combinable,
+    check_name,
+    check_no_token_clash,
+    name_from_folder,
+    read_lora_config,
+    unknown_adapter,
+)
 from mp13_engine._adapter_files import (
-    adapter_name_problem,
     base_model_name,
     check_compatible,
     check_shares_no_base_weights,
@@ -84,7 +94,6 @@ from mp13_engine._compat import (
     lend_originals_to_other_adapters,
     peft_base_model,
     repoint_active_adapter,
-    token_layer_clashes,
     undo_failed_wrap,
 )
 from mp13_engine._config import is_number
@@ -101,12 +110,6 @@ if TYPE_CHECKING:  # torch-free import of the package: these modules need torch
 
 _COMBO_PREFIX = "__combo__"
 _TRIAL_PREFIX = "__replacing__"  # a replacement on trial (names never start with "__")
-# LoRA settings whose weights live outside LoRA's factors, and what they hold: PEFT's
-# combination (add_weighted_adapter) sums factors only, so it would serve without them.
-_OUTSIDE_FACTORS = {
-    "modules_to_save": "whole modules of its own",
-    "trainable_token_indices": "token embeddings of its own",
-}
 T = TypeVar("T")
 
 
@@ -173,71 +176,6 @@ def _info_from_config(
     )
 
 
-def _check_name(name: str) -> None:
-    problem = adapter_name_problem(name)
-    if problem is not None:
-        raise AdapterError(f"Invalid adapter name {name!r}: {problem}. Pick another name.")
-
-
-def _check_has_lora_layers(directory: Path, config: Any) -> None:
-    """AdapterError for a config that targets no layer (``target_modules`` empty; ``None``
-    makes PEFT pick the model type's defaults): PEFT refuses to load it, with advice about
-    excluded modules that does not apply to a saved adapter."""
-    targets = config.target_modules
-    if targets is None or targets or getattr(config, "target_parameters", None):
-        return
-    saved = getattr(config, "modules_to_save", None)
-    only = f", only modules_to_save={sorted(saved)}" if saved else ""
-    raise AdapterError(
-        f"Adapter {str(directory)!r} has no LoRA layers (target_modules is empty{only}), "
-        "which PEFT cannot load. Retrain it with target_modules naming the layers to adapt "
-        '(e.g. "all-linear"), keeping modules_to_save if you need those modules.'
-    )
-
-
-def _check_no_token_clash(model: Any, directory: Path, config: Any) -> None:
-    """AdapterError if the adapter in ``directory`` and a loaded one would share a layer,
-    one with LoRA and the other with trainable tokens: PEFT cannot stack those, and failed
-    halfway (LoRA layers of the refused adapter left in the model)."""
-    clashes = token_layer_clashes(model, config)
-    if not clashes:
-        return
-    layer, others = next(iter(clashes.items()))
-    tokens = bool(getattr(config, "trainable_token_indices", None))
-    what = (
-        f"trainable tokens (trainable_token_indices) on {layer!r}"
-        if tokens
-        else f"LoRA (target_modules) on {layer!r}"
-    )
-    has = "LoRA" if tokens else "trainable tokens"
-    if others:
-        where = f"where loaded adapter(s) {sorted(others)} have {has}"
-        fix = f"Unload {sorted(others)} first, or retrain one of them without that layer."
-    else:
-        where = f"which PEFT still wraps for the {has} of an adapter unloaded since"
-        fix = "Unload every adapter (the base model is then unwrapped) before loading it."
-    raise AdapterError(
-        f"Adapter {str(directory)!r} puts {what}, {where}; PEFT cannot stack the two on one "
-        f"layer. {fix}"
-    )
-
-
-def _name_from_folder(directory: Path) -> str:
-    """The folder's name as the adapter's name; AdapterError saying to pass ``name=`` if it
-    cannot be one (``pirate-v1.0``): the caller never chose that name, so "pick another"
-    alone would not tell them where."""
-    name = directory.name
-    problem = adapter_name_problem(name)
-    if problem is None:
-        return name
-    fixed = re.sub(r"[/\\:.\s]+", "-", name).strip("-_ ")
-    hint = f"name={fixed!r}" if fixed and adapter_name_problem(fixed) is None else "name=..."
-    raise AdapterError(
-        f"The adapter folder's name {name!r} cannot name an adapter: {problem}. Give it a "
-        f"name: engine.adapters.load({str(directory)!r}, {hint})."
-    )
-
-
 class EngineSeam(Protocol):
     """What the manager uses of its engine (``mp13_engine._engine`` documents these seams)."""
 
@@ -299,13 +237,13 @@ class AdapterManager:
 
     def _changed(self, name: str, config: Any) -> None:
         """*worker*: adapter ``name`` (PEFT ``config``) is added, deleted or retrained."""
-        outside = any(getattr(config, setting, None) for setting in _OUTSIDE_FACTORS)
+        outside = any(getattr(config, setting, None) for setting in OUTSIDE_FACTORS)
         self._engine._note_change(WeightsChange(base=outside, adapters=frozenset((name,))))
 
     # ----- public API (any thread)
     def resolve_path(self, path: str | os.PathLike[str]) -> Path:
         """The adapter directory ``path`` names: itself, or a short name under ``adapters_dir``."""
-        candidate = _folder(path).expanduser()
+        candidate = adapter_folder(path).expanduser()
         if _holds_config(candidate):
             return candidate.resolve()
         base = self._adapters_dir()
@@ -338,10 +276,10 @@ class AdapterManager:
         if not isinstance(replace, bool):  # "no" would replace: it is truthy
             raise AdapterError(f"load() replace is True or False, not {replace!r}")
         if name is not None:
-            _check_name(name)  # before touching the disk: a bad name is a bad call
+            check_name(name)  # before touching the disk: a bad name is a bad call
         directory = self.resolve_path(path)
         if name is None:
-            name = _name_from_folder(directory)
+            name = name_from_folder(directory)
         return self._run(self._load_on_worker, directory, name, replace)
 
     def unload(self, name: str) -> None:
@@ -379,7 +317,7 @@ class AdapterManager:
         ``overwrite=True`` (its weights would be lost); the adapter's own folder (the
         one it was loaded from or last saved to) is written over freely.
         """
-        target = _folder(path).expanduser().resolve()
+        target = adapter_folder(path).expanduser().resolve()
         if not isinstance(overwrite, bool):
             raise AdapterError(f"save() overwrite is True or False, not {overwrite!r}")
         if target.exists() and not target.is_dir():
@@ -471,28 +409,7 @@ class AdapterManager:
         with self._state.lock:
             known = sorted(self._state.infos)
             training = isinstance(name, str) and name in self._state.training
-        if training:
-            return AdapterError(
-                f"Adapter {name!r} is still being trained (engine.train); requests can use it "
-                f"when its job ends (job.result()). Loaded adapters: {known or 'none'}."
-            )
-        # A name load(name=) would refuse (a path, say) gets no advice to pass it there.
-        problem = adapter_name_problem(name)
-        folder = Path(name).name if isinstance(name, str) else None
-        if problem is not None and folder and folder != name and not adapter_name_problem(folder):
-            return AdapterError(
-                f"Unknown adapter {name!r}: {problem}. Load the folder with "
-                f"engine.adapters.load({name!r}) and use the name it gets (the folder's name, "
-                f"{folder!r}); loaded adapters: {known or 'none'}."
-            )
-        if problem is not None:
-            return AdapterError(
-                f"Unknown adapter {name!r}: {problem}; loaded adapters: {known or 'none'}."
-            )
-        return AdapterError(
-            f"Unknown adapter {name!r}; loaded adapters: {known or 'none'}. Load it with "
-            f"engine.adapters.load(path, name={name!r}) or use {BASE_ADAPTER!r} for the base model."
-        )
+        return unknown_adapter(name, known, training=training)
 
     def _check_loaded(self, names: Iterable[str]) -> None:
         with self._state.lock:
@@ -533,21 +450,7 @@ class AdapterManager:
         order = sorted(key)
         weights = self._state.weights.get(key, {})
         combo = _COMBO_PREFIX + "+".join(order)
-        configs = self._model().peft_config
-        for name in order:
-            # PEFT's combination copies modules_to_save from the first adapter's config and
-            # fills the copy from the base module, and leaves trainable tokens out: the
-            # adapter's own weights would be lost, silently.
-            for setting, holds in _OUTSIDE_FACTORS.items():
-                value = getattr(configs[name], setting, None)
-                if value:
-                    shown = str(value if isinstance(value, dict) else list(value))
-                    shown = shown if len(shown) <= 80 else shown[:76] + " ..."
-                    raise AdapterError(
-                        f"Cannot combine adapters {order}: {name!r} brings {holds} "
-                        f"({setting}={shown}), which a sum of LoRA deltas cannot hold. Use "
-                        "it alone in its requests."
-                    )
+        check_combinable(order, self._model().peft_config)
         self._changed(combo, None)  # members with weights outside their factors were refused
         try:
             self._model().add_weighted_adapter(
@@ -673,35 +576,7 @@ class AdapterManager:
             repoint_active_adapter(model)
 
     def _load_on_worker(self, directory: Path, name: str, replace: bool) -> AdapterInfo:
-        from peft import LoraConfig, PeftConfig
-
-        try:
-            config = PeftConfig.from_pretrained(str(directory))
-        except KeyError as exc:  # PEFT picks the config class by peft_type
-            raise AdapterError(
-                f"The adapter config in {str(directory)!r} names a peft_type PEFT does not know "
-                f'({exc}). mp13 serves LoRA adapters (peft_type "LORA") saved by PEFT.'
-            ) from exc
-        except (ValueError, OSError, TypeError) as exc:
-            raise AdapterError(
-                f"Cannot read the adapter config in {str(directory)!r}: {exc}. It must be a PEFT "
-                "adapter directory (adapter_config.json + adapter_model.safetensors)."
-            ) from exc
-        if not isinstance(config, LoraConfig):
-            kind = getattr(config.peft_type, "value", config.peft_type)  # "IA3", not "PeftType.IA3"
-            raise AdapterError(
-                f"Adapter {str(directory)!r} is a {kind} adapter; mp13 serves LoRA "
-                "adapters only. Convert or retrain it as LoRA."
-            )
-        if getattr(config, "use_dora", False):
-            # PEFT refuses per-row adapter_names with DoRA, and mp13 serves every request that
-            # way: it would load, then fail every request that names it.
-            raise AdapterError(
-                f"Adapter {str(directory)!r} is a DoRA adapter (use_dora=True), which PEFT "
-                "cannot serve per request in a mixed batch, as mp13 does. Merge it into the "
-                "base model, or retrain it as plain LoRA."
-            )
-        _check_has_lora_layers(directory, config)
+        config = read_lora_config(directory)
         self._refuse_if_training(name, "load over" if name in self else "load")
         exists = name in self
         if exists and not replace:
@@ -712,7 +587,7 @@ class AdapterManager:
         base = self._base_model()
         check_compatible(base, directory, config)
         check_shares_no_base_weights(directory, config)
-        _check_no_token_clash(self._model(), directory, config)
+        check_no_token_clash(self._model(), directory, config)
         check_wrappable(base, f"load adapter {str(directory)!r}")
         if exists:
             # Load the replacement on trial under a reserved name first: one PEFT refuses
@@ -822,18 +697,3 @@ def _holds_config(folder: Path) -> bool:
     if (folder / "adapter_config.json").is_file():
         return True
     return finish_cut_short_save(folder) and (folder / "adapter_config.json").is_file()
-
-
-def _folder(path: object) -> Path:
-    """A caller's adapter folder as a ``Path``; ``AdapterError`` for anything but a path."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise AdapterError(
-            f"an adapter folder is a path (a str or os.PathLike), not {type(path).__name__}"
-        )
-    try:
-        os.fsencode(path)
-    except UnicodeEncodeError as exc:
-        raise AdapterError(
-            f"the adapter folder {path!r} has characters the file system cannot encode"
-        ) from exc
-    return Path(path)

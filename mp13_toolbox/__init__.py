@@ -48,6 +48,7 @@ from mp13_toolbox._errors import (
 )
 from mp13_toolbox._execute import TRUNCATION_MARKER
 from mp13_toolbox._keywords import did_you_mean, strict_keywords
+from mp13_toolbox._patterns import resolve_ref
 from mp13_toolbox._registry import ToolInfo, ToolKind, ToolRecord
 from mp13_toolbox._schema import function_spec, parse_docstring
 from mp13_toolbox._scopes import ToolsScope, ToolsView
@@ -94,6 +95,7 @@ __all__ = [
     "function_spec",
     "parse_docstring",
     "plural",
+    "resolve_ref",
     "strict_keywords",
     "validate",
 ]

@@ -5,7 +5,10 @@ A ``pattern`` is an ECMA-262 regular expression (JSON schema says so), and Pytho
 ``regex`` reads a few things in it differently (``$``, ``\\d``, ``\\w``):
 ``ecma_pattern`` rewrites those and copies the rest. A ``$ref`` is a URI whose
 fragment is a JSON pointer (RFC 6901) into the schema: ``resolve_ref`` follows a
-local one (``#``, ``#/$defs/Node``) to the subschema it names.
+local one (``#``, ``#/$defs/Node``) to the subschema it names. It is the one resolver of
+mp13: validation, the registration check and the engine's tool-call parsers (which convert
+raw-text values by the schema validation then checks) all follow a ``$ref`` through it,
+which is why the toolbox exports it.
 
 Invariants: both are pure functions of their input. ``ecma_pattern`` does not
 judge a pattern (one that does not compile stays one, for the caller to ignore);
@@ -16,6 +19,7 @@ fetches nothing (another document, an anchor).
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 # ECMA-262 classes, which JSON schema's patterns use, in Python syntax: ASCII only.
@@ -60,7 +64,11 @@ def ecma_pattern(pattern: str) -> str:
 def resolve_ref(root: Any, ref: str) -> Any:
     """The subschema of ``root`` that a local ``$ref`` names: ``#`` (the whole schema) or a
     JSON pointer (``#/$defs/Node``, ``~0``/``~1`` and %-escapes decoded); None when it
-    names nothing (or is not local: ``other.json#...``, an anchor ``#node``)."""
+    names nothing (or is not local: ``other.json#...``, an anchor ``#node``).
+
+    ``resolve_ref({"$defs": {"Node": {"type": "object"}}}, "#/$defs/Node")`` is
+    ``{"type": "object"}``. It never raises and fetches nothing; a caller that follows
+    refs recursively guards against cycles itself (``{"$ref": "#"}``)."""
     if ref == "#":
         return root
     if not ref.startswith("#/"):
@@ -68,7 +76,7 @@ def resolve_ref(root: Any, ref: str) -> Any:
     node = root
     for raw in ref[2:].split("/"):
         part = urllib.parse.unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
+        if isinstance(node, Mapping) and part in node:
             node = node[part]
         elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
             node = node[int(part)]

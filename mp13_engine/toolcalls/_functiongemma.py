@@ -34,14 +34,9 @@ from mp13_engine.toolcalls._profile import (
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import (
-    PayloadError,
-    bare_name,
-    convert_value,
-    guess_value,
-    property_schema,
-    shape_schema,
-)
+from mp13_engine.toolcalls._raw_values import convert_value
+from mp13_engine.toolcalls._schemas import property_schema, shape_schema
+from mp13_engine.toolcalls._values import PayloadError, bare_name, guess_value
 from mp13_toolbox import ToolCall
 
 ESC = "<escape>"

@@ -18,7 +18,8 @@ from mp13_engine.toolcalls._profile import (
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import PayloadError, bare_name, raw_arguments, raw_text
+from mp13_engine.toolcalls._raw_values import raw_arguments, raw_text
+from mp13_engine.toolcalls._values import PayloadError, bare_name
 from mp13_toolbox import ToolCall
 
 _PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)

@@ -30,6 +30,7 @@ from typing import Any
 
 from mp13_engine._errors import ToolFormatError
 from mp13_engine.toolcalls._kimi_k2 import kimi_id
+from mp13_engine.toolcalls._raw_values import raw_text
 from mp13_engine.toolcalls._registry import get_profile
 from mp13_engine.toolcalls._template import TemplateSupport
 from mp13_engine.toolcalls._types import require_list, require_text
@@ -38,7 +39,6 @@ from mp13_engine.toolcalls._values import (
     ToolLike,
     arguments_object,
     dumps,
-    raw_text,
     tool_list,
 )
 from mp13_toolbox import ToolCall, ToolSpec

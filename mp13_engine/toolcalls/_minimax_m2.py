@@ -20,13 +20,8 @@ from collections.abc import Sequence
 
 from mp13_engine.toolcalls._minimax import STOPS
 from mp13_engine.toolcalls._profile import THINK, DecodeContext, Opener, Profile
-from mp13_engine.toolcalls._values import (
-    PayloadError,
-    bare_name,
-    raw_arguments,
-    raw_text,
-    strip_layout,
-)
+from mp13_engine.toolcalls._raw_values import raw_arguments, raw_text, strip_layout
+from mp13_engine.toolcalls._values import PayloadError, bare_name
 from mp13_toolbox import ToolCall
 
 _INVOKE = re.compile(r"<invoke\s+name=\"?([^\">]*)\"?\s*>(.*?)</invoke>", re.S)

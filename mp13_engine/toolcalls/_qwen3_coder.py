@@ -31,13 +31,8 @@ from mp13_engine.toolcalls._profile import (
     Opener,
     Profile,
 )
-from mp13_engine.toolcalls._values import (
-    PayloadError,
-    bare_name,
-    raw_arguments,
-    raw_text,
-    strip_layout,
-)
+from mp13_engine.toolcalls._raw_values import raw_arguments, raw_text, strip_layout
+from mp13_engine.toolcalls._values import PayloadError, bare_name
 from mp13_toolbox import ToolCall
 
 #: Raw parameter values may mention any closing tag as text (code often does).

@@ -1,14 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Payload decoding shared by the formats: JSON calls, Python-literal calls, schema conversion.
+"""Payload decoding shared by the formats: JSON calls, Python-literal calls, literal values.
 
 Every decoder here either returns complete ``ToolCall`` values or raises
 ``PayloadError`` with a short reason; the stream machine turns that into "no
 call, raw text kept in content, error recorded". Nothing here evaluates code:
 Python-literal payloads are read with ``ast`` and a whitelist of literal nodes.
 Arguments are always a JSON object (``dict``); names are always bare (no
-``functions.`` prefix, no ``:N`` suffix). Raw-text values are converted with the
-tool's schema as validation reads it: local ``$ref``s resolved against the tool's
-parameters schema (a ref cycle is followed once), ``"nullable": true`` as ``null``.
+``functions.`` prefix, no ``:N`` suffix). Reading a tool's parameters schema is
+``_schemas``'; converting raw-text values by it is ``_raw_values``'.
 """
 
 from __future__ import annotations
@@ -17,13 +16,13 @@ import ast
 import json
 import math
 import re
-import urllib.parse
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from mp13_engine._errors import ToolFormatError
+from mp13_engine.toolcalls._schemas import parameter_names
 from mp13_engine.toolcalls._types import require_list, require_text
 from mp13_toolbox import ToolCall, ToolSpec
 
@@ -194,7 +193,7 @@ def json_list(
     return lambda calls: f"{before}[{items(calls)}]{after}"
 
 
-# --- schema-based conversion of raw-text parameter values -------------------------------------
+# --- the tools a parser is given ------------------------------------------------------------
 
 
 def tool_list(tools: object) -> list[ToolLike]:
@@ -218,219 +217,12 @@ def tool_schemas(tools: Iterable[ToolLike] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _properties(schemas: Mapping[str, Mapping[str, Any]], tool: str) -> Mapping[str, Any]:
-    """``tool``'s parameter schemas by name, in schema order (empty when unknown)."""
-    root = schemas.get(tool)
-    props = (shape_schema(root, "object", root) or {}).get("properties")
-    return props if isinstance(props, Mapping) else {}
-
-
-def raw_arguments(
-    schemas: Mapping[str, Mapping[str, Any]], tool: str, pairs: Iterable[tuple[str, str]]
-) -> dict[str, Any]:
-    """``(key, raw text)`` pairs as ``tool``'s arguments: keys stripped, each value converted
-    with its parameter's schema when known (the raw-text formats' arguments). A parameter's
-    ``$ref`` is resolved against the tool's whole parameters schema."""
-    root = schemas.get(tool)
-    params = shape_schema(root, "object", root)
-    return {
-        key.strip(): convert_value(raw, property_schema(params, key.strip()), root)
-        for key, raw in pairs
-    }
-
-
-def strip_layout(raw: str) -> str:
-    """A raw parameter value without the one newline of layout right after its opening tag
-    and right before its closing tag (templates write each value on lines of its own)."""
-    raw = raw[1:] if raw.startswith("\n") else raw
-    return raw[:-1] if raw.endswith("\n") else raw
-
-
-def raw_text(value: Any) -> str:
-    """A parameter value written as raw text, as templates do: a string as is, else JSON."""
-    return value if isinstance(value, str) else dumps(value)
-
+# --- literal values ---------------------------------------------------------------------------
 
 # Python and JSON spellings of the literal words a model may write.
 _PY_WORDS = MappingProxyType(
     {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 )
-
-
-# --- local $ref resolution: tool specs name recursive types as {"$ref": "#/$defs/Node"} ---
-#
-# A ref resolves against the tool's whole parameters schema (``root``), as the toolbox's
-# validation resolves it, so what a value is converted to is what validation then checks.
-# Only local refs are followed (``#``, ``#/$defs/X``, Draft 4's ``#/definitions/X``, any
-# JSON pointer into the schema); another document or an anchor names nothing here. Each
-# walk carries the refs it is inside (``seen``), so a ref cycle (``A -> B -> A``, or
-# ``{"$ref": "#"}`` inside the root) is followed once and ends: a spec never makes a
-# parser loop or raise.
-
-
-def _resolve_ref(root: Any, ref: str) -> Any:
-    """The part of ``root`` a local ``$ref`` names (``#`` or a JSON pointer, ``~0``/``~1``
-    and %-escapes decoded), or None when it names nothing here."""
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
-        return None
-    node = root
-    for raw in ref[2:].split("/"):
-        part = urllib.parse.unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
-
-
-#: The keyword that describes the inside of a value of each container type.
-_INSIDE = MappingProxyType(
-    {"object": ("properties", "additionalProperties"), "array": ("items", "prefixItems")}
-)
-
-
-def shape_schema(
-    schema: Any, kind: str, root: Any, seen: frozenset[str] = frozenset()
-) -> Mapping[str, Any] | None:
-    """The part of ``schema`` that describes the inside of a ``kind`` value (``"object"``:
-    its properties; ``"array"``: its items): ``schema`` itself when it says, else the first
-    ``$ref`` target or ``anyOf``/``oneOf``/``allOf`` option that does (``Node | None``
-    reaches ``Node``'s properties); None when nothing does."""
-    if not isinstance(schema, Mapping):
-        return None
-    if any(key in schema for key in _INSIDE[kind]):
-        return schema
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref not in seen:
-        found = shape_schema(_resolve_ref(root, ref), kind, root, seen | {ref})
-        if found is not None:
-            return found
-    for key in ("anyOf", "oneOf", "allOf"):
-        for option in _options(schema, key):
-            found = shape_schema(option, kind, root, seen)
-            if found is not None:
-                return found
-    return None
-
-
-def property_schema(params: Mapping[str, Any] | None, key: str) -> Any:
-    """The schema of an object's ``key`` (from ``shape_schema(..., "object", ...)``): its
-    property's, else an ``additionalProperties`` schema (``dict[str, X]``), else None."""
-    if params is None:
-        return None
-    props = params.get("properties")
-    if isinstance(props, Mapping) and key in props:
-        return props[key]
-    extra = params.get("additionalProperties")
-    return extra if isinstance(extra, Mapping) else None
-
-
-def _options(schema: Mapping[str, Any], key: str) -> list[Any]:
-    """A schema's ``anyOf``/``oneOf``/``allOf`` list (empty when absent or malformed)."""
-    options = schema.get(key)
-    return options if isinstance(options, list) else []
-
-
-def _allows(types: list[str], kind: str) -> bool:
-    """Whether a value of JSON type ``kind`` may have one of ``types`` (an integer is a
-    number)."""
-    return kind in types or (kind == "integer" and "number" in types)
-
-
-def _schema_types(schema: Any, root: Any = None, seen: frozenset[str] = frozenset()) -> list[str]:
-    """The JSON types ``schema`` allows (empty: it does not say), following local ``$ref``s
-    against ``root`` and reading OpenAPI 3.0 / Draft 4's ``"nullable": true`` as ``null``."""
-    if not isinstance(schema, Mapping):
-        return []
-    kind = schema.get("type")
-    types: list[str] = []
-    if isinstance(kind, str):
-        types = [kind]
-    elif isinstance(kind, list):
-        types = [k for k in kind if isinstance(k, str)]
-    else:
-        ref = schema.get("$ref")
-        if isinstance(ref, str) and ref not in seen:
-            types.extend(_schema_types(_resolve_ref(root, ref), root, seen | {ref}))
-        for key in ("anyOf", "oneOf"):
-            for sub in _options(schema, key):
-                types.extend(_schema_types(sub, root, seen))
-        # allOf: every member holds, so only the types each typed member allows
-        typed = [t for t in (_schema_types(s, root, seen) for s in _options(schema, "allOf")) if t]
-        if typed:
-            types.extend(k for k in typed[0] if all(_allows(t, k) for t in typed[1:]))
-        if not types and isinstance(schema.get("enum"), list):
-            types = sorted({_json_type(v) for v in schema["enum"]})
-    if types and schema.get("nullable") is True and "null" not in types:
-        types.append("null")
-    return types
-
-
-# The JSON type of an enum value, by the first class it is an instance of (bool before int).
-_ENUM_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (type(None), "null"))
-
-
-def _json_type(value: Any) -> str:
-    return next((name for cls, name in _ENUM_TYPES if isinstance(value, cls)), "string")
-
-
-def _as_type(raw: str, kind: str) -> Any:
-    """Convert ``raw`` to JSON type ``kind`` or raise ``ValueError``."""
-    text = raw.strip()
-    if kind == "string":
-        return raw
-    if kind in ("integer", "number"):
-        value = guess_value(text)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(raw)
-        if kind == "number":
-            return value
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError(raw)
-        return int(value)
-    if kind == "boolean":
-        lowered = text.lower()
-        if lowered in ("true", "1", "yes"):
-            return True
-        if lowered in ("false", "0", "no"):
-            return False
-        raise ValueError(raw)
-    if kind == "null":
-        if text.lower() in ("null", "none", ""):
-            return None
-        raise ValueError(raw)
-    if kind in ("object", "array"):
-        value = guess_value(text)
-        if (kind == "object") != isinstance(value, dict) or (
-            kind == "array" and not isinstance(value, list)
-        ):
-            raise ValueError(raw)
-        return value
-    raise ValueError(kind)
-
-
-def convert_value(raw: str, schema: Any, root: Any = None) -> Any:
-    """A raw-text parameter value as JSON, following its schema when one is known.
-
-    A ``string`` parameter stays the exact text even if it looks numeric; other
-    types are converted when the text fits, trying a union's types with
-    ``string`` last; otherwise (or without a schema) a best-effort literal guess.
-    ``root``: the tool's parameters schema, which the schema's local ``$ref``s name
-    (``#/$defs/Node``); ``"nullable": true`` adds ``null`` to the types.
-    """
-    types = _schema_types(schema, root)
-    if not types:
-        return guess_value(raw)
-    for kind in sorted(types, key=lambda k: k == "string"):
-        try:
-            return _as_type(raw, kind)
-        except (ValueError, PayloadError):
-            continue
-    return guess_value(raw)
 
 
 def guess_value(raw: str) -> Any:
@@ -504,7 +296,7 @@ def python_call(node: ast.AST, schemas: Mapping[str, Mapping[str, Any]]) -> Tool
     name = bare_name(_dotted(node.func))
     args: dict[str, Any] = {}
     if node.args:
-        order = list(_properties(schemas, name))
+        order = list(parameter_names(schemas, name))
         for i, arg in enumerate(node.args):
             if isinstance(arg, ast.Starred):
                 raise PayloadError("'*' is not allowed in a tool call")

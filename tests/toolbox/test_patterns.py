@@ -50,3 +50,18 @@ def test_a_ref_index_that_is_no_ascii_number_names_nothing(index):
     schema = {"anyOf": [{"type": "integer"}]}
     assert resolve_ref(schema, f"#/anyOf/{index}") is None
     assert resolve_ref(schema, "#/anyOf/0") == {"type": "integer"}
+
+
+def test_the_public_resolver_follows_a_ref_through_any_mapping():
+    # The engine's parsers hand it read-only schemas (MappingProxyType) as well as dicts.
+    from types import MappingProxyType
+
+    from mp13_toolbox import resolve_ref
+
+    node = {"type": "object"}
+    schema = {"$defs": MappingProxyType({"a/b": node, "~": [node]})}
+    assert resolve_ref(schema, "#/$defs/a~1b") is node
+    assert resolve_ref(schema, "#/$defs/~0/0") is node
+    assert resolve_ref(schema, "#") is schema
+    assert resolve_ref(schema, "#/$defs/missing") is None
+    assert resolve_ref(schema, "other.json#/$defs/a~1b") is None

@@ -44,6 +44,7 @@ def test_names_are_pinned():
         "function_spec",
         "parse_docstring",
         "plural",
+        "resolve_ref",
         "strict_keywords",
         "validate",
     ]

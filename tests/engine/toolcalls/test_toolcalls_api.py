@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from mp13_engine import ToolFormatError, toolcalls
-from mp13_engine.toolcalls import _values
+from mp13_engine.toolcalls import _raw_values
 from mp13_toolbox import ToolCall, ToolSpec
 from tests.engine.toolcalls._toolcalls_cases import FORMATS, TOOLS
 
@@ -166,7 +166,7 @@ def test_raw_text_values_follow_the_schema():
     ],
 )
 def test_convert_value(raw, schema, value):
-    assert _values.convert_value(raw, schema) == value
+    assert _raw_values.convert_value(raw, schema) == value
 
 
 def test_python_literals_never_evaluate_code():

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from mp13_engine import toolcalls
-from mp13_engine.toolcalls import _values
+from mp13_engine.toolcalls import _raw_values
 from mp13_toolbox import Toolbox, ToolCall
 
 RAW_TEXT_FORMATS = ("qwen3_coder", "seed_oss", "glm45", "minimax_m2", "functiongemma")
@@ -181,11 +181,11 @@ _ROOT = {
     ],
 )
 def test_convert_value_follows_refs_and_nullable(raw, schema, value):
-    assert _values.convert_value(raw, schema, _ROOT) == value
+    assert _raw_values.convert_value(raw, schema, _ROOT) == value
 
 
 def test_without_the_root_a_ref_is_guessed_as_before():
-    assert _values.convert_value("90210", {"$ref": "#/$defs/Zip"}) == 90210
+    assert _raw_values.convert_value("90210", {"$ref": "#/$defs/Zip"}) == 90210
 
 
 def test_a_parameters_schema_that_is_itself_a_ref_is_followed():
