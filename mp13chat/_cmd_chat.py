@@ -234,7 +234,7 @@ async def batch(repl: Repl, line: CommandLine) -> None:
     if len(prompts) < 2:
         raise UsageError("give at least two prompts separated by |")
     position.require_adapters(repl)
-    kids = await repl.cursor.abatch(prompts)
+    kids = await repl.cursor.abatch(prompts, on_event=repl.reply_logprobs.observe)
     # One block per branch, as /history shows an exchange: the replies in the cells of
     # a table got a column each, a few letters wide at 40 columns, and a reply of 256
     # tokens ran to hundreds of lines of one word each.
@@ -244,7 +244,7 @@ async def batch(repl: Repl, line: CommandLine) -> None:
         turn = kid.turn
         if turn is not None:
             render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
-            repl.console.print(footer(turn))
+            repl.console.print(footer(turn, repl.reply_logprobs.get(kid.node_id)))
     render.print_info(repl.console, "/goto NODE to continue one of them")
 
 
