@@ -5,11 +5,14 @@ Concept: with ``logprobs`` on (``/set logprobs true``) the engine returns each r
 per-token log-probabilities with its ``Response``; the context layer hands that
 response to the front end on the reply's ``TURN`` event and stores none of it (a
 session file never holds them). ``LogprobsState`` keeps them by node id, for the
-newest ``KEEP`` replies of this run, so ``/logprobs`` can show a reply after it was
-printed and the footer can say how sure the model was (``perplexity``).
+newest replies of this run (at most ``KEEP`` replies and ``BUDGET`` tokens, alternatives
+counted: a 4,096-token reply with 20 alternatives each is 86,016 of them), so
+``/logprobs`` can show a reply after it was printed and the footer can say how sure the
+model was (``perplexity``).
 
-Invariants: the state holds at most ``keep`` replies (the oldest go first), each a
-tuple of the engine's frozen ``TokenLogprob``s, exactly as the response gave them.
+Invariants: the state holds at most ``keep`` replies and ``budget`` tokens (the oldest
+go first; the newest reply always stays), each a tuple of the engine's frozen
+``TokenLogprob``s, exactly as the response gave them.
 Token text reaches the console quoted and escaped (``token_label``): whitespace,
 control and invisible characters show as ``\\n``, ``\\u200b``..., so a token can
 neither move the cursor nor hide from the reader.
@@ -30,8 +33,10 @@ from mp13_context import Event, EventKind
 from mp13_engine import TokenLogprob
 from mp13_toolbox import plural
 
-#: How many replies' log-probabilities a run keeps (the newest).
+#: How many replies' log-probabilities a run keeps (the newest) ...
 KEEP = 64
+#: ... and how many tokens in all, alternatives counted (each about 100 bytes).
+BUDGET = 250_000
 #: Below this probability a token is shown as unsure, below ``LOW`` as unlikely.
 UNSURE = 0.5
 LOW = 0.1
@@ -44,11 +49,14 @@ Decode = Callable[[int], "str | None"]
 
 
 class LogprobsState:
-    """The log-probabilities of the newest ``keep`` replies of this run, by node id."""
+    """The log-probabilities of this run's newest replies, by node id (see the module
+    docstring for how many)."""
 
-    def __init__(self, keep: int = KEEP) -> None:
+    def __init__(self, keep: int = KEEP, budget: int = BUDGET) -> None:
         self.keep = keep
+        self.budget = budget
         self._replies: dict[str, Logprobs] = {}
+        self._sizes: dict[str, int] = {}
 
     def observe(self, event: Event) -> None:
         """Keep what an assistant ``TURN`` event's response carries (the runner's
@@ -60,10 +68,17 @@ class LogprobsState:
             self.add(event.node_id, response.logprobs)
 
     def add(self, node_id: str, logprobs: Logprobs) -> None:
-        self._replies.pop(node_id, None)  # a re-added reply counts as the newest
+        self._drop(node_id)  # a re-added reply counts as the newest
         self._replies[node_id] = logprobs
-        while len(self._replies) > self.keep:
-            del self._replies[next(iter(self._replies))]
+        self._sizes[node_id] = sum(1 + len(t.top_logprobs) for t in logprobs)
+        while len(self._replies) > 1 and (
+            len(self._replies) > self.keep or sum(self._sizes.values()) > self.budget
+        ):
+            self._drop(next(iter(self._replies)))
+
+    def _drop(self, node_id: str) -> None:
+        self._replies.pop(node_id, None)
+        self._sizes.pop(node_id, None)
 
     def get(self, node_id: str) -> Logprobs | None:
         return self._replies.get(node_id)

@@ -194,6 +194,16 @@ def test_the_state_keeps_the_newest_replies_only():
     for node in ("a", "b", "c"):
         state.add(node, tokens)
     assert state.get("a") is None and state.get("b") == tokens and state.get("c") == tokens
+    # Long replies count by their tokens and alternatives: the oldest go first, the
+    # newest stays even when it alone is over the budget.
+    state = LogprobsState(budget=10)
+    four = tuple(TokenLogprob(i, -1.0, [TokenLogprob(i, -1.0)]) for i in range(2))
+    state.add("a", four)
+    state.add("b", four)
+    state.add("c", four)
+    assert [state.get(n) is not None for n in "abc"] == [False, True, True]
+    state.add("big", four * 6)
+    assert [state.get(n) is not None for n in ("b", "c", "big")] == [False, False, True]
 
 
 @pytest.mark.parametrize(
