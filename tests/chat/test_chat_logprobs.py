@@ -162,6 +162,17 @@ def test_a_narrow_terminal_keeps_the_table_readable(make_chat):
                 assert f"#{alt.token} {percent(alt.logprob)}" in table
 
 
+def test_history_footers_keep_the_perplexity_of_this_runs_replies(make_chat):
+    h = make_chat(FakeEngine(), params={"logprobs": True})
+    h.run("/unset logprobs", "first", "/set logprobs true", "second")
+    out = h.run("/history")
+    ppl = perplexity(fake_logprobs("echo: second"))
+    assert ppl is not None
+    footers = [line for line in out.splitlines() if line.startswith("2 tokens")]
+    assert len(footers) == 2
+    assert "perplexity" not in footers[0] and f"perplexity {ppl:.2f}" in footers[1]
+
+
 def test_a_continued_reply_is_shown_whole(make_chat):
     h = make_chat(FakeEngine(), params={"logprobs": True, "max_new_tokens": 64})
     out = h.run("hi", "/continue", "/logprobs")
