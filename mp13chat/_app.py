@@ -58,6 +58,7 @@ from mp13chat._errors import ChatError, UsageError
 from mp13chat._foreground import Foreground
 from mp13chat._history import make_history
 from mp13chat._keys import make_key_bindings
+from mp13chat._logprobs import LogprobsState
 from mp13chat._logs import LOG_FILENAME, LibraryLog, first_line, library_log
 from mp13chat._model import ModelCatalog, engine_catalog
 from mp13chat._oneshot import AnswerView, refuse
@@ -126,6 +127,7 @@ class ChatApp:
             builtin_commands() if commands is None else commands
         )
         self.last_traceback: str | None = None
+        self.reply_logprobs = LogprobsState()
         self.model_label = ""
         self.training_job: TrainingJob | None = None
         self.training_announcer: asyncio.Task[Any] | None = None

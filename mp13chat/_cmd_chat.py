@@ -177,7 +177,7 @@ def history(repl: Repl, line: CommandLine) -> None:
     if all(node.turn is None for node in repl.cursor.path()):
         render.print_info(repl.console, "no messages on this branch yet; type one to start")
         return
-    for turn, parts in _whole_turns(repl.cursor.path()):
+    for node_id, turn, parts in _whole_turns(repl.cursor.path()):
         match turn.role:
             case Role.USER:
                 repl.console.print(Text("you: ", style="bold cyan") + Text(turn.text))
@@ -191,26 +191,31 @@ def history(repl: Repl, line: CommandLine) -> None:
                 render.print_reply(repl.console, text, markdown=repl.config.markdown)
                 for call in (c for p in parts for c in p.tool_calls):
                     repl.console.print(render.tool_call_panel(call))
-                repl.console.print(footer(turn))
+                # The footer as the last part's reply printed it (its perplexity too,
+                # when this run made it with logprobs on).
+                repl.console.print(footer(turn, repl.reply_logprobs.get(node_id)))
 
 
-def _whole_turns(path: Iterable[Node]) -> Iterator[tuple[Turn, list[Turn]]]:
+def _whole_turns(path: Iterable[Node]) -> Iterator[tuple[str, Turn, list[Turn]]]:
     """The turns of ``path``, each reply with its /continue parts, as the model sees it:
-    ``(last part, parts)``. Shown apart, a continued reply read as two replies, and the
-    first one's footer still said "truncated: /continue goes on"."""
+    ``(last part's node id, last part, parts)``. Shown apart, a continued reply read as
+    two replies, and the first one's footer still said "truncated: /continue goes on"."""
     parts: list[Turn] = []
+    last = ""
     for node in path:
         turn = node.turn
         if turn is None:
             continue
         if parts and turn.role is Role.ASSISTANT and turn.continuation:
             parts.append(turn)
+            last = node.id
             continue
         if parts:
-            yield parts[-1], parts
+            yield last, parts[-1], parts
         parts = [turn]
+        last = node.id
     if parts:
-        yield parts[-1], parts
+        yield last, parts[-1], parts
 
 
 @command("fork", group="branching", usage="/fork [LABEL]")
@@ -234,7 +239,7 @@ async def batch(repl: Repl, line: CommandLine) -> None:
     if len(prompts) < 2:
         raise UsageError("give at least two prompts separated by |")
     position.require_adapters(repl)
-    kids = await repl.cursor.abatch(prompts)
+    kids = await repl.cursor.abatch(prompts, on_event=repl.reply_logprobs.observe)
     # One block per branch, as /history shows an exchange: the replies in the cells of
     # a table got a column each, a few letters wide at 40 columns, and a reply of 256
     # tokens ran to hundreds of lines of one word each.
@@ -244,7 +249,7 @@ async def batch(repl: Repl, line: CommandLine) -> None:
         turn = kid.turn
         if turn is not None:
             render.print_reply(repl.console, turn.text, markdown=repl.config.markdown)
-            repl.console.print(footer(turn))
+            repl.console.print(footer(turn, repl.reply_logprobs.get(kid.node_id)))
     render.print_info(repl.console, "/goto NODE to continue one of them")
 
 

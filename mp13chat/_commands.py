@@ -13,6 +13,7 @@ from mp13chat import (
     _cmd_app,
     _cmd_chat,
     _cmd_engine,
+    _cmd_logprobs,
     _cmd_replay,
     _cmd_session,
     _cmd_settings,
@@ -21,7 +22,16 @@ from mp13chat import (
 from mp13chat._registry import Command
 from mp13chat._repl import Repl
 
-MODULES = (_cmd_chat, _cmd_session, _cmd_replay, _cmd_settings, _cmd_tools, _cmd_engine, _cmd_app)
+MODULES = (
+    _cmd_chat,
+    _cmd_session,
+    _cmd_replay,
+    _cmd_settings,
+    _cmd_tools,
+    _cmd_engine,
+    _cmd_logprobs,
+    _cmd_app,
+)
 
 
 def builtin_commands() -> list[Command[Repl]]:

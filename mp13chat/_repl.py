@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mp13_engine import Engine, TrainingJob
     from mp13_toolbox import Toolbox
     from mp13chat._config import ChatConfig
+    from mp13chat._logprobs import LogprobsState
     from mp13chat._logs import LibraryLog
     from mp13chat._registry import CommandRegistry
 
@@ -61,6 +62,9 @@ class Repl(Protocol):
     #: tool's (with the tool's name and arguments).
     last_traceback: str | None
     library_log: LibraryLog | None
+    #: The log-probabilities of this run's replies made with ``logprobs`` on (what
+    #: ``/logprobs`` shows; the session does not store them).
+    reply_logprobs: LogprobsState
     training_job: TrainingJob | None  # the last job /train started in this run
     training_announcer: asyncio.Task[Any] | None  # will say when that job ends
 

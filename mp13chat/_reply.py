@@ -5,7 +5,9 @@
 on, text deltas show as they arrive (reasoning dimmed): on a terminal, with markdown
 on, as markdown re-rendered while it grows (``_live``), elsewhere as plain text; with
 streaming off, the finished reply prints as markdown. Tool calls and results print as
-panels between rounds; a footer line gives tokens, speed and how the reply ended. The
+panels between rounds; a footer line gives tokens, speed and how the reply ended
+(and, with ``logprobs`` on, the reply's perplexity; its log-probabilities are kept in
+the REPL's ``reply_logprobs`` for ``/logprobs``). The
 view keeps only what it needs to end lines cleanly and to name a failed tool's
 arguments; everything else is in the recorded turns. A failed tool's traceback (kept on
 its result, never sent to the model) becomes the REPL's newest error, the one ``/error``
@@ -35,6 +37,7 @@ from mp13_toolbox import ApprovalAnswer, ApprovalRequest, ToolCall, ToolResult, 
 from mp13chat import _position as position
 from mp13chat import _render as render
 from mp13chat._live import LiveMarkdown
+from mp13chat._logprobs import Logprobs, perplexity
 from mp13chat._repl import Repl
 
 STREAM_STYLES = {EventKind.TEXT: "mp13.reply", EventKind.REASONING: "mp13.reasoning"}
@@ -73,6 +76,7 @@ class ReplyView:
             self._open = None
 
     def __call__(self, event: Event) -> None:
+        self.repl.reply_logprobs.observe(event)
         match event.kind:
             case EventKind.TEXT if self.stream and event.text:
                 if self._live is None:
@@ -92,7 +96,8 @@ class ReplyView:
                 self.end_line()
                 self._show_result(event.tool_result)
             case EventKind.TURN if event.turn is not None and event.turn.role is Role.ASSISTANT:
-                self._show_turn(event.turn)
+                logprobs = event.response.logprobs if event.response is not None else None
+                self._show_turn(event.turn, logprobs)
 
     def _show_result(self, result: ToolResult) -> None:
         """The result's panel; a failure with a traceback becomes the newest error, the
@@ -102,13 +107,13 @@ class ReplyView:
             self.repl.last_traceback = render.tool_error_text(result, call)
         self.console.print(render.tool_result_panel(result, error_hint=True))
 
-    def _show_turn(self, turn: Turn) -> None:
+    def _show_turn(self, turn: Turn, logprobs: Logprobs | None) -> None:
         self.end_line()
         if not self.stream:
             if self.show_reasoning:
                 render.print_reasoning(self.console, turn.reasoning)
             render.print_reply(self.console, turn.text, markdown=self.repl.config.markdown)
-        self.console.print(footer(turn))
+        self.console.print(footer(turn, logprobs))
         if turn.cancelled:  # the footer says so: no second "cancelled" line
             self.repl.cancel_reported()
 
@@ -130,9 +135,10 @@ def decode_rate(metrics: RequestMetrics) -> float | None:
     return (metrics.completion_tokens - 1) / elapsed if elapsed > 0 else None
 
 
-def footer(turn: Turn) -> Text:
+def footer(turn: Turn, logprobs: Logprobs | None = None) -> Text:
     """``12 tokens · first token 0.40 s · 40.1 tok/s · stop`` plus any flags or the error
-    of a turn (the speed figures: see the module docstring)."""
+    of a turn (the speed figures: see the module docstring); with the reply's
+    ``logprobs`` (``/set logprobs true``), its perplexity after the speed."""
     parts: list[tuple[str, str]] = []
     metrics = turn.metrics
     if metrics is not None:
@@ -144,6 +150,9 @@ def footer(turn: Turn) -> Text:
             parts.append((f"{rate:.1f} tok/s", "mp13.info"))
         if metrics.adapters:
             parts.append(("adapters " + ",".join(metrics.adapters), "mp13.info"))
+    ppl = perplexity(logprobs) if logprobs is not None else None
+    if ppl is not None:
+        parts.append((f"perplexity {ppl:.2f}", "mp13.info"))
     if turn.finish_reason is not None and not turn.cancelled:
         parts.append((turn.finish_reason.value, "mp13.info"))
     if turn.truncated:

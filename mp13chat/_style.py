@@ -22,6 +22,8 @@ THEME_STYLES: dict[str, str] = {
     "mp13.error": "bold red",
     "mp13.banner": "bold magenta",
     "mp13.current": "bold reverse",
+    "mp13.logprob.unsure": "yellow",  # a token the model gave under 50%
+    "mp13.logprob.low": "bold red",  # under 10%
 }
 
 
