@@ -150,7 +150,7 @@ class Cursor:
     def request(self, message: str | None = None, **overrides: Any) -> Request:
         """The engine ``Request`` the next reply from here would send; with ``message``,
         the reply to that user message (what ``ask(message)`` sends). Records nothing."""
-        params = {**self.overrides, **self._checked(overrides)}
+        params = {**self.overrides, **self._checked(overrides, recording=False)}
         ask = None if message is None else _prompt(message)
         return request_at(self.session, self.scope_state.toolbox, self.node_id, params, ask=ask)
 
@@ -332,7 +332,6 @@ class Cursor:
         prompts = checked
         check_callback(on_event, "on_event")
         self.scope_state.require_engine()
-        self.scope_state.require_writable()
         params = self._checked(overrides)
         hub = self.session.append(
             self.node_id, NodeKind.BATCH_HUB, label=f"batch of {len(prompts)}"
@@ -378,10 +377,14 @@ class Cursor:
 
     # --- running -----------------------------------------------------------------------
 
-    def _checked(self, overrides: dict[str, Any]) -> dict[str, Any]:
+    def _checked(self, overrides: dict[str, Any], *, recording: bool = True) -> dict[str, Any]:
         """``overrides`` validated, and refused (``CommandError``) unless they go with this
         cursor's overrides and the parameters set here: checked before anything is
-        recorded, so a refused ask leaves no user turn without a reply."""
+        recorded, so a refused ask leaves no user turn without a reply. ``recording``: the
+        reply will be recorded, so a closed or read-only session is refused first, with
+        the error that says so (reading the settings here would only say it is closed)."""
+        if recording:
+            self.scope_state.require_writable()
         params = validate_params(overrides)
         here = self.session.settings_at(self.node_id)
         check_request_params(run_params(here, {**self.overrides, **params}))
