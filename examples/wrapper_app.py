@@ -13,6 +13,12 @@ Inside, ``/tools`` lists ``word_count`` and ``remember`` next to the builtins.
 ``usage="/notes [N]"`` says it takes a number (a command made without ``usage=`` takes
 no words after its name). ``/help notes`` shows its docstring.
 
+The built-in demo model was trained with mp13chat's builtin tools only: this app's two
+extra tools change its prompt, and its replies come out garbled (e.g. ``hello`` got
+"Hello! I am the mp13 dem" and tool-call debris). With it the app shows its machinery
+(``/tools``, ``/notes``, the approval question), not answers; give ``--model PATH`` a
+real tool-capable model for those.
+
 The app is built with ``mp13chat.ChatApp``: its tools are handed over explicitly
 (``register_tool`` only attaches options, here the risk, to a function) and its command
 is registered on it. With tools alone, ``mp13chat.main(tools=[word_count, remember])``

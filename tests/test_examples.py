@@ -4,8 +4,10 @@ print what their docstrings promise."""
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -106,3 +108,19 @@ def test_multi_adapter_rows_equal_their_solo_runs(tmp_path):
     out = _run("multi_adapter.py", tmp_path)
     assert out.count("same as alone") == 8 and "DIFFERENT" not in out
     assert "asked default                ran on ['formal']" in out
+
+
+def test_inspect_model_measures_confidence_and_what_settings_do(tmp_path):
+    out = _run("inspect_model.py", tmp_path)
+    mean, ppl = re.search(r"12 tokens, mean logprob (-?[\d.]+), perplexity ([\d.]+)", out).groups()
+    assert float(ppl) == pytest.approx(math.exp(-float(mean)), abs=0.01)
+    assert "reference answer 'B':" in out
+    # The first token's distribution: greedy reports the model's own (temperature 1), a lower
+    # temperature sharpens it, a higher one flattens it, and min_p leaves fewer than 20 tokens.
+    row = r"^   (greedy|temperature=[\d.]+)(?: \(the model's own\))?  .* ([\d.]+) +[\d.]+  \d"
+    top_p = {m[1]: float(m[2]) for m in re.finditer(row, out, re.M)}
+    assert top_p["greedy"] == top_p["temperature=1.0"]
+    assert top_p["temperature=0.7"] > top_p["temperature=1.0"] > top_p["temperature=1.5"]
+    assert re.search(r"min_p=0\.3 .* 1\.000  ([1-9]|1\d) tokens?$", out, re.M)
+    assert "40 requests in" in out
+    assert "seed 7 rerun alone per setting: 5/5 replies identical" in out
