@@ -6,7 +6,8 @@ handed (``engine.train`` builds it); it never reaches into the engine. Checking 
 folder and finding the checkpoint it resumes from are :mod:`~mp13_engine._training._folder`'s;
 whether its adapter's name can be trained, and a new adapter's LoRA config,
 :mod:`~mp13_engine._training._adapter`'s; its event log and tokenizing log lines
-:mod:`~mp13_engine._training._progress`'s.
+:mod:`~mp13_engine._training._progress`'s; the error a failed job raises
+:mod:`~mp13_engine._training._failure`'s.
 
 Lifecycle (``start_training``):
 
@@ -69,6 +70,7 @@ from mp13_engine._training._config import (
     config_to_dict,
 )
 from mp13_engine._training._data import Example, load_examples, split
+from mp13_engine._training._failure import job_failed, save_failed
 from mp13_engine._training._folder import check_output_dir, checkpoint_to_resume
 from mp13_engine._training._host import TrainingHost
 from mp13_engine._training._progress import EventLog, RenderProgress
@@ -448,16 +450,8 @@ class TrainingJob:
             try:
                 path = str(host.install_adapter(cfg.adapter, self.output_dir, metadata))
             except (OSError, Mp13Error) as exc:
-                kept = (
-                    f"The trained adapter is loaded as {cfg.adapter!r} (requests can use it); "
-                    f"save it with engine.adapters.save({cfg.adapter!r}, path)."
-                    if host.is_loaded(cfg.adapter)
-                    else "Nothing was kept; fix the cause and start a new job."
-                )
-                raise TrainingError(
-                    f"Training adapter {cfg.adapter!r} took {trainer.step} steps, but saving it "
-                    f"to {str(self.output_dir)!r} failed: {exc}. {kept}"
-                ) from exc
+                loaded = host.is_loaded(cfg.adapter)
+                raise save_failed(cfg.adapter, trainer.step, self.output_dir, exc, loaded) from exc
         elif self._new_adapter:
             host.discard_adapter(cfg.adapter)
         result = TrainingResult(
@@ -495,26 +489,7 @@ class TrainingJob:
             # Like the clean-up above: nothing may keep the failure from reaching result().
             with contextlib.suppress(Exception):
                 self._host.release(self.config.adapter, self._changed_in_place())
-        resume = ""
-        if self._last_checkpoint is not None:
-            resume = (
-                f" Its last checkpoint, {str(self._last_checkpoint)!r}, is kept: to go on from "
-                "there, start a job with the same settings and resume_from set to it (or to "
-                '"latest", with the same output_dir).'
-            )
-        if not isinstance(exc, Mp13Error):
-            err: BaseException = TrainingError(
-                f"Training adapter {self.config.adapter!r} failed: {type(exc).__name__}: {exc}. "
-                f"The engine keeps serving; fix the cause and start a new job.{resume}"
-            )
-        elif resume:
-            # The same error type (each takes one message), the advice added.
-            err = type(exc)(f"{str(exc).rstrip('.')}.{resume}")
-        else:
-            err = exc
-        if err is not exc:
-            err.__cause__ = exc
-        exc = err
+        exc = job_failed(exc, self.config.adapter, self._last_checkpoint)
         self._future.set_exception(exc)
         self._event_log.close()
 
