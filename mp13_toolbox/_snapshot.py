@@ -126,3 +126,26 @@ def callables_by_name(
             raise ToolSnapshotError(f"functions holds {f!r}, not a named function; {usage}")
         named[name] = f
     return named
+
+
+def restore_callables(
+    snapshot: object,
+    functions: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
+    handlers: Mapping[str, Callable[..., Any]] | None,
+) -> tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]]]:
+    """What ``Toolbox.restore`` relinks from, as ``(functions, handlers)`` keyed by name.
+
+    ``ToolSnapshotError`` when ``snapshot`` is not a ``ToolboxSnapshot`` or ``functions``
+    / ``handlers`` are not what ``restore`` takes, before anything is restored."""
+    if not isinstance(snapshot, ToolboxSnapshot):
+        raise ToolSnapshotError(
+            f"restore takes a ToolboxSnapshot, not {type(snapshot).__name__}; "
+            "read saved data with ToolboxSnapshot.from_dict(data)"
+        )
+    funcs = callables_by_name(functions)
+    if handlers is not None and not isinstance(handlers, Mapping):
+        raise ToolSnapshotError(
+            f"handlers is a {{tool name: handler}} map, not {handlers!r}; "
+            "pass handlers={'name': handler}"
+        )
+    return funcs, dict(handlers or {})

@@ -19,7 +19,10 @@ spent budget, an exception or a timeout all become a ``ToolResult`` with
 caller (e.g. passing a ``ToolBudget`` instead of its ``start()`` tracker) raises.
 
 Steps of one call: look up (view + registry) -> budget -> validate arguments
--> approval -> run with timeout -> output text, capped.
+-> approval -> run with timeout -> output text, capped. What registration is given
+is checked in :mod:`~mp13_toolbox._registration`; remembered answers, per-risk
+defaults and the asking are :mod:`~mp13_toolbox._approval_state`'s; the steps
+themselves are :mod:`~mp13_toolbox._pipeline`'s.
 """
 
 from __future__ import annotations
@@ -27,42 +30,40 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
-import inspect
-import threading
 import time
-import warnings
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from mp13_toolbox import _execute as ex
 from mp13_toolbox import _pipeline as pl
 from mp13_toolbox._approval import (
-    DEFAULT_APPROVALS,
     Approval,
     ApprovalAnswer,
     Approver,
     Risk,
     as_approval,
     as_risk,
-    decide,
-    is_answer,
 )
+from mp13_toolbox._approval_state import ApprovalState
 from mp13_toolbox._budget import BudgetTracker
 from mp13_toolbox._builtins import BUILTINS
 from mp13_toolbox._errors import (
     ToolboxError,
-    ToolDescriptionWarning,
     ToolRegistrationError,
     ToolSettingError,
-    ToolSnapshotError,
     UnknownToolError,
 )
-from mp13_toolbox._registry import RegisteredTool, Signature, ToolInfo, ToolKind, ToolRegistry
+from mp13_toolbox._registration import (
+    as_timeout,
+    builtin_names,
+    external_spec,
+    new_tool,
+    warn_undescribed,
+)
+from mp13_toolbox._registry import ToolInfo, ToolKind, ToolRegistry
 from mp13_toolbox._schema import function_spec
-from mp13_toolbox._scopes import ToolsScope, ToolsView, as_mode, is_pattern
-from mp13_toolbox._snapshot import ToolboxSnapshot, callables_by_name, relink
-from mp13_toolbox._spec_check import spec_problems
+from mp13_toolbox._scopes import ToolsScope, ToolsView, is_pattern
+from mp13_toolbox._snapshot import ToolboxSnapshot, relink, restore_callables
 from mp13_toolbox._types import ToolCall, ToolMode, ToolResult, ToolSpec
 from mp13_toolbox._validate import check_limit
 
@@ -88,21 +89,12 @@ class Toolbox:
         approval_defaults: Mapping[Risk | str, Approval | str] | None = None,
     ) -> None:
         self._registry = ToolRegistry()
-        self._remembered: dict[str, ApprovalAnswer] = {}
         self._max_output_chars: int | None = None
         self._default_timeout_s: float | None = None
         self.max_output_chars = max_output_chars
         self.default_timeout_s = default_timeout_s
-        defaults = dict(DEFAULT_APPROVALS)
-        for risk, policy in (approval_defaults or {}).items():
-            defaults[as_risk(risk)] = as_approval(policy) or DEFAULT_APPROVALS[as_risk(risk)]
-        self._approval_defaults = defaults
-        # One approval question at a time (per thread group / per event loop), so
-        # parallel calls of one tool do not ask twice when the first answer is "always".
-        self._ask_lock = threading.RLock()
-        self._ask_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
+        # Remembered answers, per-risk defaults and the asking (behind the registry's lock).
+        self._approvals = ApprovalState(self._registry, approval_defaults)
         if builtins:  # a name, or names: add_builtins reads a str as one name, not letters
             self.add_builtins(None if builtins is True else builtins)
 
@@ -187,11 +179,10 @@ class Toolbox:
             if not callable(f):
                 raise ToolRegistrationError(f"register() needs a callable, got {f!r}")
             spec, signature = function_spec(f, name=name, description=description)
-            self._add(
-                spec, ToolKind.FUNCTION, f, signature, mode, risk, timeout_s, approval, replace
-            )
+            tool = new_tool(spec, ToolKind.FUNCTION, f, signature, mode, risk, timeout_s, approval)
+            self._registry.add(tool, replace=replace)
             if description is None and not spec.description.strip():
-                _warn_undescribed(spec.name, stacklevel=2 + depth)
+                warn_undescribed(spec.name, stacklevel=2 + depth)
             return f
 
         return add if func is None else add(func, depth=2)
@@ -216,64 +207,12 @@ class Toolbox:
         The handler gets the ``ToolCall`` with validated arguments and returns a
         ``str``, a ``ToolResult`` or any JSON-able value.
         """
-        if not callable(handler):
-            raise ToolRegistrationError(
-                f"register_external() needs a callable handler, got {handler!r}"
-            )
-        try:
-            tool_spec = spec if isinstance(spec, ToolSpec) else ToolSpec.from_openai(dict(spec))
-        except ToolRegistrationError:
-            raise  # ToolSpec says what is wrong itself
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise ToolRegistrationError(
-                f"cannot read the tool spec {spec!r}: {exc!r}; pass {{'name': ..., 'description': "
-                "..., 'parameters': {...}} or the OpenAI {'type': 'function', 'function': {...}}"
-            ) from exc
-        if (
-            not isinstance(tool_spec.parameters, dict)
-            or tool_spec.parameters.get("type", "object") != "object"
-        ):
-            raise ToolRegistrationError(
-                f"tool {tool_spec.name!r}: parameters must be a JSON schema of type 'object'"
-            )
-        unchecked = spec_problems(tool_spec.parameters)
-        if unchecked:
-            raise ToolRegistrationError(
-                f"tool {tool_spec.name!r}: its parameters schema uses what argument validation "
-                f"does not check, so arguments that break it would reach the handler: "
-                f"{'; '.join(unchecked[:5])}. Remove it and check that in the handler, or say it "
-                "with the keywords that validation checks (listed in help(mp13_toolbox.validate))"
-            )
-        tool = self._add(
-            tool_spec, ToolKind.EXTERNAL, handler, None, mode, risk, timeout_s, approval, replace
-        )
-        return tool.info()
-
-    def _add(
-        self,
-        spec: ToolSpec,
-        kind: ToolKind,
-        handler: Callable[..., Any],
-        signature: Signature | None,
-        mode: ToolMode | str,
-        risk: Risk | str,
-        timeout_s: float | None,
-        approval: Approval | str | None,
-        replace: bool,
-    ) -> RegisteredTool:
-        """Register one tool, its settings checked and normalised (both ``register``s)."""
-        tool = RegisteredTool(
-            spec=spec,
-            mode=as_mode(mode),
-            risk=as_risk(risk),
-            approval=as_approval(approval),
-            timeout_s=_as_timeout(timeout_s),
-            kind=kind,
-            handler=handler,
-            signature=signature,
+        tool_spec = external_spec(spec, handler)
+        tool = new_tool(
+            tool_spec, ToolKind.EXTERNAL, handler, None, mode, risk, timeout_s, approval
         )
         self._registry.add(tool, replace=replace)
-        return tool
+        return tool.info()
 
     def add_builtins(self, names: str | Iterable[str] | None = None) -> list[str]:
         """Register the builtin tools (all, one, or those named) via ``register``; return
@@ -282,19 +221,8 @@ class Toolbox:
         A name already registered here is left alone: a user's tool of the same name
         is never replaced, and a builtin is never added twice.
         """
-        if names is None:
-            names = BUILTINS
-        if not isinstance(names, (str, Iterable)):
-            raise ToolboxError(f"add_builtins takes builtin names, not {names!r}")
-        chosen = [names] if isinstance(names, str) else list(names)
-        unknown = [n for n in chosen if n not in BUILTINS]
-        if unknown:
-            raise UnknownToolError(
-                f"no builtin tool named {', '.join(map(repr, unknown))}; "
-                f"builtins: {', '.join(BUILTINS)}"
-            )
         added = []
-        for n in chosen:
+        for n in builtin_names(names):
             if n not in self:
                 self.register(BUILTINS[n], name=n)
                 added.append(n)
@@ -303,7 +231,7 @@ class Toolbox:
     def unregister(self, name: str) -> ToolInfo:
         """Remove a tool; raises ``UnknownToolError`` for an unknown name."""
         with self._registry.lock:
-            self._remembered.pop(name, None)
+            self._approvals.remembered.pop(name, None)
             return self._registry.remove(name).info()
 
     # Below this method, ``list`` in an annotation would name it: they say builtins.list.
@@ -363,7 +291,7 @@ class Toolbox:
 
     def set_timeout(self, name: str, timeout_s: float | None) -> None:
         """A tool's timeout in seconds; ``None`` = the toolbox's ``default_timeout_s``."""
-        self._registry.update(name, timeout_s=_as_timeout(timeout_s))
+        self._registry.update(name, timeout_s=as_timeout(timeout_s))
 
     def set_approval(self, name: str, policy: Approval | str | None) -> None:
         """A tool's own policy (``allow``/``deny``/``ask``); ``None`` = risk default."""
@@ -372,34 +300,20 @@ class Toolbox:
     @property
     def approval_defaults(self) -> dict[Risk, Approval]:
         """The policy of each risk for tools without their own (a copy)."""
-        return dict(self._approval_defaults)
+        return dict(self._approvals.defaults)
 
     def set_approval_default(self, risk: Risk | str, policy: Approval | str) -> None:
         """The policy for tools of ``risk`` that have none of their own."""
-        policy_ = as_approval(policy)
-        if policy_ is None:
-            raise ToolSettingError("a risk default must be allow, deny or ask, not None")
-        with self._registry.lock:
-            self._approval_defaults = {**self._approval_defaults, as_risk(risk): policy_}
+        self._approvals.set_default(risk, policy)
 
     def remember(self, name: str, answer: ApprovalAnswer | str | None) -> None:
         """Store an ``always``/``never`` answer for a tool (``None`` forgets it)."""
-        with self._registry.lock:
-            self._registry.require(name)
-            if answer is None:
-                self._remembered.pop(name, None)
-                return
-            if answer not in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
-                raise ToolSettingError(
-                    f"cannot remember {answer!r}: only 'always' and 'never' are remembered; "
-                    "use None to forget"
-                )
-            self._remembered[name] = ApprovalAnswer(answer)
+        self._approvals.remember(name, answer)
 
     def remembered(self) -> dict[str, ApprovalAnswer]:
         """The ``always``/``never`` answers kept per tool name (a copy)."""
         with self._registry.lock:
-            return dict(self._remembered)
+            return dict(self._approvals.remembered)
 
     # views and specs ----------------------------------------------------------------------
 
@@ -454,7 +368,7 @@ class Toolbox:
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
-                step = self._approve(step, approval)
+                step = self._approvals.approve(step, approval)
             if isinstance(step, pl.Plan):
                 outcome = ex.call_blocking(
                     step.target, step.tool.is_async, step.run_timeout, pl.rendering(step)
@@ -485,7 +399,7 @@ class Toolbox:
         try:
             step = self._prepare(call, view, budget)
             if isinstance(step, pl.Plan):
-                step = await self._aapprove(step, approval)
+                step = await self._approvals.aapprove(step, approval)
             if isinstance(step, pl.Plan):
                 outcome = await ex.call_async(step.target, step.run_timeout, pl.rendering(step))
                 step = pl.finish(step, outcome, budget, self.max_output_chars)
@@ -527,84 +441,6 @@ class Toolbox:
         view = self.view() if view is None else view
         return pl.prepare(self, self._registry.get(call.name), call, view, budget)
 
-    def _policy(self, tool: RegisteredTool) -> Approval:
-        with self._registry.lock:
-            remembered = self._remembered.get(tool.name)
-            defaults = self._approval_defaults
-        return decide(remembered, tool.approval, tool.risk, defaults)
-
-    def _approve(self, plan: pl.Plan, approver: Approver | None) -> pl.Plan | ToolResult:
-        """Sync approval; questions are asked one at a time across threads."""
-        policy = self._policy(plan.tool)
-        if policy is Approval.ASK and approver is not None:
-            with self._ask_lock:
-                policy = self._policy(plan.tool)  # an answer given meanwhile may be remembered
-                if policy is Approval.ASK:
-                    try:
-                        answer = approver(pl.approval_request(plan))
-                        if inspect.isawaitable(answer):
-                            pending = answer
-                            answer = ex.call_blocking(lambda: pending, True, None).unwrap()
-                    # No task of the caller's awaits here: a CancelledError is the approver's.
-                    except (Exception, asyncio.CancelledError) as exc:
-                        return pl.approval_failed(plan, exc)
-                    return self._answered(plan, answer)
-        return pl.without_asking(plan, policy)
-
-    async def _aapprove(self, plan: pl.Plan, approver: Approver | None) -> pl.Plan | ToolResult:
-        """Async approval; questions are asked one at a time per event loop."""
-        policy = self._policy(plan.tool)
-        if policy is Approval.ASK and approver is not None:
-            async with self._loop_ask_lock():
-                policy = self._policy(plan.tool)
-                if policy is Approval.ASK:
-                    try:
-                        answer = approver(pl.approval_request(plan))
-                    except Exception as exc:
-                        return pl.approval_failed(plan, exc)
-                    if inspect.isawaitable(answer):
-                        # What it raises, its own CancelledError (a UI whose pending
-                        # question was dropped) included, is a value; this task's
-                        # cancellation propagates.
-                        outcome = await _answer_of(answer)
-                        if outcome.error is not None:
-                            return pl.approval_failed(plan, outcome.error)
-                        answer = outcome.value
-                    return self._answered(plan, answer)
-        return pl.without_asking(plan, policy)
-
-    def _loop_ask_lock(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
-        with self._registry.lock:
-            lock = self._ask_locks.get(loop)
-            if lock is None:
-                lock = self._ask_locks[loop] = asyncio.Lock()
-            return lock
-
-    def _answered(self, plan: pl.Plan, raw: Any) -> pl.Plan | ToolResult:
-        """``plan`` when the approver said yes, else the denial; remembers always/never."""
-        answer = ApprovalAnswer.parse(raw)
-        if answer in (ApprovalAnswer.ALWAYS, ApprovalAnswer.NEVER):
-            with self._registry.lock:
-                if plan.tool.name in self._registry:
-                    self._remembered[plan.tool.name] = answer
-        if answer in (ApprovalAnswer.YES, ApprovalAnswer.ALWAYS):
-            return plan
-        if not is_answer(raw):
-            # Not "the user declined": the approver gave no answer (a callback that
-            # forgot to return), and whoever reads the session must see which.
-            shown = ex.printable(raw)
-            shown = shown if len(shown) <= 60 else shown[:60] + "…"
-            return pl.error_result(
-                plan.call,
-                f"The call of {plan.tool.name!r} was not run: the approver answered "
-                f"{shown!r} ({type(raw).__name__}), which is not yes, no, always or never, "
-                "so it counts as no.",
-            )
-        return pl.error_result(
-            plan.call, f"The user declined the call of {plan.tool.name!r}; it was not run."
-        )
-
     # snapshot -----------------------------------------------------------------------------
 
     def snapshot(self) -> ToolboxSnapshot:
@@ -613,8 +449,8 @@ class Toolbox:
             tools = tuple(t.record() for t in self._registry.snapshot())
             return ToolboxSnapshot(
                 tools=tools,
-                remembered=dict(self._remembered),
-                approval_defaults=dict(self._approval_defaults),
+                remembered=dict(self._approvals.remembered),
+                approval_defaults=dict(self._approvals.defaults),
                 max_output_chars=self.max_output_chars,
                 default_timeout_s=self.default_timeout_s,
             )
@@ -635,24 +471,12 @@ class Toolbox:
         are kept. Saved tools with nothing to relink stay listed as unresolved
         and are never executed.
         """
-        if not isinstance(snapshot, ToolboxSnapshot):
-            raise ToolSnapshotError(
-                f"restore takes a ToolboxSnapshot, not {type(snapshot).__name__}; "
-                "read saved data with ToolboxSnapshot.from_dict(data)"
-            )
-        funcs = callables_by_name(functions)
-        if handlers is not None and not isinstance(handlers, Mapping):
-            raise ToolSnapshotError(
-                f"handlers is a {{tool name: handler}} map, not {handlers!r}; "
-                "pass handlers={'name': handler}"
-            )
-        handlers = dict(handlers or {})
+        funcs, handlers = restore_callables(snapshot, functions, handlers)
         with self._registry.lock:
             for rec in snapshot.tools:
                 tool = relink(rec, self._registry.get(rec.spec.name), handlers, funcs)
                 self._registry.add(tool, replace=True)
-            self._remembered = {k: v for k, v in snapshot.remembered.items() if k in self._registry}
-            self._approval_defaults = {**DEFAULT_APPROVALS, **snapshot.approval_defaults}
+            self._approvals.restore(snapshot.remembered, snapshot.approval_defaults)
             self.max_output_chars = snapshot.max_output_chars
             self.default_timeout_s = snapshot.default_timeout_s
         return self.unresolved()
@@ -668,49 +492,3 @@ class Toolbox:
         tb = cls()
         tb.restore(snapshot, functions=functions, handlers=handlers)
         return tb
-
-
-async def _answer_of(awaitable: Awaitable[Any]) -> ex.Outcome:
-    """What an async approver's ``awaitable`` gave, as an ``Outcome``.
-
-    It runs as a task of its own, so that what it raises, its own ``CancelledError``
-    included, arrives as a value; only the cancellation of the task awaiting it (the
-    caller's) raises here, and cancels it too.
-    """
-
-    async def outcome() -> ex.Outcome:
-        try:
-            return ex.Outcome(value=await awaitable)
-        except (Exception, asyncio.CancelledError) as exc:
-            return ex.Outcome(error=exc)
-
-    task = asyncio.ensure_future(outcome())
-    try:
-        # Not ``await task``: cancelling this task would cancel that one, whose outcome
-        # (the CancelledError as a value) would then be returned and the cancel lost.
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-
-
-def _warn_undescribed(name: str, stacklevel: int) -> None:
-    """Say that tool ``name`` was registered with no description, at the caller's line.
-
-    A warning, not an error: the tool works, and its name and parameters may say enough.
-    But the description is what a model reads to choose a tool and how to call it, and an
-    empty one is almost always a forgotten docstring, which nothing else would reveal.
-    """
-    warnings.warn(
-        f"tool {name!r} has no description, so the model is shown only its name and "
-        "parameters; give the function a docstring (its first paragraph is the "
-        "description) or pass description=... to register() (description='' keeps it "
-        "empty without this warning)",
-        ToolDescriptionWarning,
-        stacklevel=stacklevel,
-    )
-
-
-def _as_timeout(value: float | None) -> float | None:
-    check_limit(value, "number", ToolRegistrationError, "timeout_s must be > 0 seconds or None")
-    return value

@@ -3,7 +3,11 @@
 
 A job uses only the :class:`~mp13_engine._training._host.TrainingHost` it is
 handed (``engine.train`` builds it); it never reaches into the engine. Checking its output
-folder and finding the checkpoint it resumes from are :mod:`~mp13_engine._training._folder`'s.
+folder and finding the checkpoint it resumes from are :mod:`~mp13_engine._training._folder`'s;
+whether its adapter's name can be trained, and a new adapter's LoRA config,
+:mod:`~mp13_engine._training._adapter`'s; its event log and tokenizing log lines
+:mod:`~mp13_engine._training._progress`'s; the error a failed job raises
+:mod:`~mp13_engine._training._failure`'s.
 
 Lifecycle (``start_training``):
 
@@ -42,10 +46,7 @@ polling, no thread per waiter), and cancelling an awaiter never touches the job.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
-import logging
 import math
 import threading
 import time
@@ -58,7 +59,8 @@ import attrs
 
 from mp13_engine._changes import WeightsChange
 from mp13_engine._errors import ConfigError, TrainingError
-from mp13_engine._streams import call_soon, wait_one_way, wait_timeout, wake
+from mp13_engine._streams import wait_one_way, wait_timeout
+from mp13_engine._training._adapter import lora_config, name_problem
 from mp13_engine._training._config import (
     TrainingConfig,
     TrainingEvent,
@@ -68,9 +70,11 @@ from mp13_engine._training._config import (
     config_to_dict,
 )
 from mp13_engine._training._data import Example, load_examples, split
+from mp13_engine._training._failure import job_failed, save_failed
 from mp13_engine._training._folder import check_output_dir, checkpoint_to_resume
 from mp13_engine._training._host import TrainingHost
-from mp13_engine._training._render import TrainingRow, render_example
+from mp13_engine._training._progress import EventLog, RenderProgress
+from mp13_engine._training._render import TrainingRow, fit_to_length, render_example
 from mp13_engine._training._trainer import (
     Trainer,
     autocast_problem,
@@ -82,7 +86,6 @@ from mp13_engine._training._trainer import (
 from mp13_toolbox import Mp13Error
 
 TRAINING_GROUP = ("train",)
-_log = logging.getLogger("mp13_engine.training")
 
 
 @attrs.define
@@ -109,11 +112,7 @@ class TrainingJob:
         self.config = config
         self._host = host
         self._future: Future[TrainingResult] = Future()
-        self._events: list[TrainingEvent] = []
-        self._cond = threading.Condition()
-        self._closed = False
-        # Loop futures of aevents() awaiters, woken (and dropped) at the next event.
-        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._event_log = EventLog()
         self._cancel = threading.Event()
         self._train: list[TrainingRow] = []
         self._val: list[TrainingRow] = []
@@ -185,44 +184,20 @@ class TrainingJob:
         iterator raises ``TimeoutError`` (the job goes on).
         """
         timeout = wait_timeout(timeout, TrainingError, "events")
-        i = 0
-        while True:
-            with self._cond:
-                if not self._cond.wait_for(functools.partial(self._has_news, i), timeout):
-                    where = (
-                        "it is queued: jobs run one at a time, and one started earlier is "
-                        "still running (cancel() ends a queued job at once)"
-                        if not self._started
-                        else "its steps may be slow, or share the worker with requests"
-                    )
-                    raise TimeoutError(
-                        f"no training event within {timeout} s; the job goes on ({where})"
-                    )
-                new, closed = self._events[i:], self._closed
-            yield from new
-            i += len(new)
-            if closed and i >= len(self._events):
-                return
+        yield from self._event_log.events(timeout, self._waiting_on)
 
-    async def aevents(self) -> AsyncIterator[TrainingEvent]:
+    def _waiting_on(self) -> str:
+        """Why no event came in time (named in ``events``' ``TimeoutError``)."""
+        return (
+            "it is queued: jobs run one at a time, and one started earlier is "
+            "still running (cancel() ends a queued job at once)"
+            if not self._started
+            else "its steps may be slow, or share the worker with requests"
+        )
+
+    def aevents(self) -> AsyncIterator[TrainingEvent]:
         """Async twin of :meth:`events`: awaits each event without blocking the loop."""
-        loop = asyncio.get_running_loop()
-        i = 0
-        while True:
-            waiter: asyncio.Future[None] | None = None
-            with self._cond:
-                new, closed = self._events[i:], self._closed
-                if not new and not closed:
-                    waiter = loop.create_future()
-                    self._async_waiters.append((loop, waiter))
-            if waiter is not None:
-                await waiter
-                continue
-            for event in new:
-                yield event
-            i += len(new)
-            if closed and i >= len(self._events):
-                return
+        return self._event_log.aevents()
 
     @property
     def total_steps(self) -> int:
@@ -246,7 +221,7 @@ class TrainingJob:
         """Read, validate and render the data (DatasetError/ConfigError/TrainingError here)."""
         cfg, host = self.config, self._host
         # The name first: its fix (another name) may also settle where the adapter is saved.
-        if (name_error := self._name_problem()) is not None:
+        if (name_error := name_problem(cfg, host.is_loaded(cfg.adapter))) is not None:
             raise name_error
         check_output_dir(self.output_dir, cfg)
         precision = host.run_on_worker(lambda: autocast_problem(host.model(), cfg.precision))
@@ -258,7 +233,7 @@ class TrainingJob:
         else:
             train, val = split(train, cfg.validation_split, cfg.seed)
 
-        progress = _RenderProgress(cfg.adapter, len(train) + len(val))
+        progress = RenderProgress(cfg.adapter, len(train) + len(val))
 
         def render(example: Example) -> TrainingRow:
             with host.tokenizer_lock:  # per row, so serving is never held up for a whole dataset
@@ -284,19 +259,11 @@ class TrainingJob:
             )
 
     def _fit_to_length(self, rows: list[TrainingRow]) -> list[TrainingRow]:
-        cfg, out = self.config, []
-        for row in rows:
-            if len(row.ids) > cfg.max_seq_len:
-                if cfg.overflow == "drop":
-                    self._dropped += 1
-                    continue
-                self._truncated += 1
-                row = TrainingRow(row.ids[: cfg.max_seq_len], row.mask[: cfg.max_seq_len])
-            if row.n_loss == 0:
-                self._dropped += 1
-                continue
-            out.append(row)
-        return out
+        cfg = self.config
+        rows, truncated, dropped = fit_to_length(rows, cfg.max_seq_len, cfg.overflow)
+        self._truncated += truncated
+        self._dropped += dropped
+        return rows
 
     # ----- phase 2: worker
     def _setup_on_worker(self) -> None:
@@ -331,26 +298,14 @@ class TrainingJob:
 
     def _add_or_pick_adapter(self) -> Any:
         """The model with the job's adapter: the loaded one (continue_training) or a new one."""
-        from peft import LoraConfig
-
         cfg, host = self.config, self._host
         # Asked again here, on the worker: the adapter may have been loaded or unloaded since.
-        if (name_error := self._name_problem()) is not None:
+        if (name_error := name_problem(cfg, host.is_loaded(cfg.adapter))) is not None:
             raise name_error
         if host.is_loaded(cfg.adapter):
             return host.model()
         check_targets_exist(host.base_model(), cfg.target_modules)
-        targets = cfg.target_modules
-        if isinstance(targets, str) and targets != "all-linear":
-            targets = (targets,)  # one module name; PEFT would read a bare str as a regex
-        lora = LoraConfig(
-            r=cfg.lora_r,
-            lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # PEFT types it int; floats work
-            lora_dropout=cfg.lora_dropout,
-            target_modules=targets if isinstance(targets, str) else list(targets),
-            bias="none",
-            task_type="CAUSAL_LM",
-        )
+        lora = lora_config(cfg)
         with seeded(cfg.seed, cuda_devices(host.model())):
             model = host.add_adapter(cfg.adapter, lora)
         self._new_adapter = True
@@ -363,33 +318,6 @@ class TrainingJob:
         if self._new_adapter or trainer is None:
             return False
         return trainer.step > trainer.first_step or self.config.resume_from is not None
-
-    def _name_problem(self) -> TrainingError | None:
-        """Why the adapter's name cannot be trained now (loaded, or not loaded to continue)."""
-        cfg = self.config
-        loaded = self._host.is_loaded(cfg.adapter)
-        if loaded and not cfg.continue_training and cfg.resume_from is not None:
-            # What a cancelled (or ended) run leaves: it installed what it had trained, so
-            # the name is taken when its checkpoint is resumed; "pick another name" would
-            # not resume that run, and its adapter's output_dir moves with the name.
-            return TrainingError(
-                f"An adapter named {cfg.adapter!r} is already loaded (a run that is cancelled "
-                "or ends installs what it trained), so resuming its checkpoint would replace "
-                f"it. To resume, unload it first (engine.adapters.unload({cfg.adapter!r})) and "
-                "start this job again, or set continue_training=True to resume into the loaded "
-                "adapter (the checkpoint's weights replace its own)."
-            )
-        if loaded and not cfg.continue_training:
-            return TrainingError(
-                f"An adapter named {cfg.adapter!r} is already loaded. Pick another name, "
-                "unload it, or set continue_training=True to train it further."
-            )
-        if not loaded and cfg.continue_training:
-            return TrainingError(
-                f"continue_training=True but no adapter {cfg.adapter!r} is loaded; load it "
-                "first with engine.adapters.load(path, name=...)."
-            )
-        return None
 
     # ----- phase 3: queued, then worker, one micro-batch per call
     def _queue(self) -> None:
@@ -522,16 +450,8 @@ class TrainingJob:
             try:
                 path = str(host.install_adapter(cfg.adapter, self.output_dir, metadata))
             except (OSError, Mp13Error) as exc:
-                kept = (
-                    f"The trained adapter is loaded as {cfg.adapter!r} (requests can use it); "
-                    f"save it with engine.adapters.save({cfg.adapter!r}, path)."
-                    if host.is_loaded(cfg.adapter)
-                    else "Nothing was kept; fix the cause and start a new job."
-                )
-                raise TrainingError(
-                    f"Training adapter {cfg.adapter!r} took {trainer.step} steps, but saving it "
-                    f"to {str(self.output_dir)!r} failed: {exc}. {kept}"
-                ) from exc
+                loaded = host.is_loaded(cfg.adapter)
+                raise save_failed(cfg.adapter, trainer.step, self.output_dir, exc, loaded) from exc
         elif self._new_adapter:
             host.discard_adapter(cfg.adapter)
         result = TrainingResult(
@@ -550,7 +470,7 @@ class TrainingJob:
         host.release(cfg.adapter, False)  # a changed adapter was installed above
         self._emit(TrainingEventKind.DONE, trainer, eval_loss=eval_loss, path=path)
         self._future.set_result(result)
-        self._close_events()
+        self._event_log.close()
 
     def fail(self, exc: BaseException) -> None:
         """The job raised, or the engine closed: clean up and fail ``result()``.
@@ -569,33 +489,11 @@ class TrainingJob:
             # Like the clean-up above: nothing may keep the failure from reaching result().
             with contextlib.suppress(Exception):
                 self._host.release(self.config.adapter, self._changed_in_place())
-        resume = ""
-        if self._last_checkpoint is not None:
-            resume = (
-                f" Its last checkpoint, {str(self._last_checkpoint)!r}, is kept: to go on from "
-                "there, start a job with the same settings and resume_from set to it (or to "
-                '"latest", with the same output_dir).'
-            )
-        if not isinstance(exc, Mp13Error):
-            err: BaseException = TrainingError(
-                f"Training adapter {self.config.adapter!r} failed: {type(exc).__name__}: {exc}. "
-                f"The engine keeps serving; fix the cause and start a new job.{resume}"
-            )
-        elif resume:
-            # The same error type (each takes one message), the advice added.
-            err = type(exc)(f"{str(exc).rstrip('.')}.{resume}")
-        else:
-            err = exc
-        if err is not exc:
-            err.__cause__ = exc
-        exc = err
+        exc = job_failed(exc, self.config.adapter, self._last_checkpoint)
         self._future.set_exception(exc)
-        self._close_events()
+        self._event_log.close()
 
     # ----- events
-    def _has_news(self, seen: int) -> bool:
-        return len(self._events) > seen or self._closed
-
     def _emit(self, kind: TrainingEventKind, trainer: Trainer, **fields: Any) -> None:
         event = TrainingEvent(
             kind=kind,
@@ -607,65 +505,7 @@ class TrainingJob:
             epoch=trainer.epoch,
             **fields,
         )
-        with self._cond:
-            self._events.append(event)
-            self._notify()
-
-    def _close_events(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._notify()
-
-    def _notify(self) -> None:
-        """Wake every waiter (call holding ``_cond``)."""
-        self._cond.notify_all()
-        waiters, self._async_waiters = self._async_waiters, []
-        for loop, waiter in waiters:
-            call_soon(loop, wake, waiter)
-
-
-class _RenderProgress:
-    """Logs (``mp13_engine.training``, INFO) how far ``engine.train`` is in tokenizing the
-    data, every ``every_s`` seconds: it returns only once every row is rendered, and on a
-    large dataset that takes minutes, before any event can say anything."""
-
-    every_s = 10.0
-
-    def __init__(self, adapter: str, total: int) -> None:
-        self.adapter, self.total = adapter, total
-        self.count = 0
-        self.start = self.last = time.perf_counter()
-
-    def tick(self) -> None:
-        self.count += 1
-        now = time.perf_counter()
-        if now - self.last < self.every_s:
-            return
-        self.last = now
-        left = (now - self.start) / self.count * (self.total - self.count)
-        _log.info(
-            "training %r: tokenized %d of %d rows (%.0f%%), about %.0f s left",
-            self.adapter,
-            self.count,
-            self.total,
-            100 * self.count / self.total,
-            left,
-        )
-
-    def done(self, truncated: int, dropped: int) -> None:
-        """The summary; a WARNING when rows were cut or left out (the result counts them too,
-        but only once the job ends)."""
-        _log.log(
-            logging.WARNING if truncated or dropped else logging.INFO,
-            "training %r: tokenized %d rows in %.1f s; %d cut to max_seq_len, %d left out "
-            '(too long with overflow="drop", or no token to learn within max_seq_len)%s',
-            self.adapter,
-            self.total,
-            time.perf_counter() - self.start,
-            truncated,
-            dropped,
-            "; raise max_seq_len to keep them whole" if truncated or dropped else "",
-        )
+        self._event_log.append(event)
 
 
 def start_training(host: TrainingHost, config: TrainingConfig) -> TrainingJob:

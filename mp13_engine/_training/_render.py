@@ -22,6 +22,7 @@ Invariants: ``len(ids) == len(mask)``; a token is in the mask iff its first
 non-whitespace character lies in an assistant span (chats: BPE merges layout
 whitespace into the next word), in the completion or the final
 EOS (prompt/completion), or anywhere (text, or ``loss_on="all"``).
+``fit_to_length`` then applies ``max_seq_len`` to the rendered rows.
 """
 
 from __future__ import annotations
@@ -323,3 +324,25 @@ def render_example(
             ids = ids + eos
             mask = [1] * len(ids)
     return TrainingRow(ids, mask)
+
+
+def fit_to_length(
+    rows: list[TrainingRow], max_seq_len: int, overflow: str
+) -> tuple[list[TrainingRow], int, int]:
+    """``rows`` fitted to ``max_seq_len``, and how many were cut and how many left out.
+
+    A longer row is cut to that length (``overflow="truncate"``) or left out (``"drop"``);
+    a row left with no token to learn is left out too."""
+    out, truncated, dropped = [], 0, 0
+    for row in rows:
+        if len(row.ids) > max_seq_len:
+            if overflow == "drop":
+                dropped += 1
+                continue
+            truncated += 1
+            row = TrainingRow(row.ids[:max_seq_len], row.mask[:max_seq_len])
+        if row.n_loss == 0:
+            dropped += 1
+            continue
+        out.append(row)
+    return out, truncated, dropped

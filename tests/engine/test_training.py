@@ -757,9 +757,9 @@ def test_engine_train_logs_how_far_tokenizing_is_and_what_max_seq_len_cut(
 ):
     """engine.train returns only once every row is tokenized (minutes on a large dataset) and
     said nothing meanwhile; rows cut or left out by max_seq_len were told only in the result."""
-    from mp13_engine._training import _job
+    from mp13_engine._training import _progress
 
-    monkeypatch.setattr(_job._RenderProgress, "every_s", 0.0)  # a line for each row
+    monkeypatch.setattr(_progress.RenderProgress, "every_s", 0.0)  # a line for each row
     rows = [*ROWS, {"text": " ".join(str(i) for i in range(200))}]
     with caplog.at_level(logging.INFO, logger="mp13_engine.training"):
         job = engine.train(_cfg(tmp_path, "logged", dataset=rows, max_seq_len=320, max_steps=1))
