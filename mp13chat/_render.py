@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mp13_toolbox import Mp13Error, ToolCall, ToolResult
+from mp13chat._helptext import help_text, subcommands
 from mp13chat._registry import Command, CommandRegistry
 
 
@@ -186,15 +187,13 @@ def help_overview(registry: CommandRegistry[Any]) -> Table:
 
 
 def command_help(cmd: Command[Any]) -> Group:
-    """Usage, full help text and subcommands of one command."""
+    """Usage, full help text (flowed to the console's width) and subcommands of one
+    command."""
     parts: list[Any] = [Text(f"usage: {cmd.usage}", style="bold")]
     if cmd.aliases:
         parts.append(Text("aliases: " + ", ".join("/" + a for a in cmd.aliases), style="mp13.info"))
     if cmd.doc:
-        parts.append(Text(cmd.doc))
+        parts.append(help_text(cmd.doc))
     if cmd.subcommands:
-        subs = table(None, ("subcommand", "usage", "what it does"), [])
-        for sub in cmd.subcommands:
-            subs.add_row(sub.name, sub.usage, sub.summary)
-        parts.append(subs)
+        parts.append(subcommands(cmd.subcommands))
     return Group(*parts)

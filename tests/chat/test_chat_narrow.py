@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: MIT
+"""The REPL on a narrow (40-column) terminal: help flows to the width, and what the
+commands print fits in it (no line wider than the terminal, nothing cut)."""
+
+from __future__ import annotations
+
+import itertools
+
+from rich.cells import cell_len
+
+import mp13chat
+from mp13_context.testing import FakeEngine
+
+WIDTH = 40
+
+
+def _narrow(make_chat, engine=None, **fields):
+    h = make_chat(engine or FakeEngine(), **fields)
+    h.console.width = WIDTH
+    return h
+
+
+def _fits(out: str) -> None:
+    wide = [line for line in out.splitlines() if cell_len(line) > WIDTH]
+    assert not wide, f"lines wider than {WIDTH} columns: {wide}"
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _assert_filled(lines: list[str]) -> None:
+    """Each line but the last holds as many words as fit: the next line's first word
+    would not have fit after it (a docstring's own breaks left short lines)."""
+    for line, after in itertools.pairwise(lines):
+        assert cell_len(line.rstrip()) + 1 + cell_len(after.split()[0]) > WIDTH, (line, after)
+
+
+def test_help_of_a_command_is_refilled_to_the_terminal_width(make_chat):
+    # Was: the docstring's own line breaks (at ~88 columns), each wrapped again at 40,
+    # so every other line held a word or two ("...under the" / "node," / "saying...").
+    h = _narrow(make_chat)
+    out = h.run("/help tree")
+    _fits(out)
+    lines = out.splitlines()
+    first = lines.index("") if "" in lines else len(lines)
+    summary, body = lines[1:first], [line for line in lines[first + 1 :] if line.strip()]
+    body = body[: body.index("> /quit")] if "> /quit" in body else body
+    _assert_filled(summary)
+    _assert_filled(body)
+    doc = h.app.commands.resolve("tree").doc
+    assert _flat(" ".join(summary + body)) == _flat(doc)  # every word, in order
+
+
+def test_help_keeps_list_items_and_indented_lines_as_written(make_chat):
+    def notes(repl: mp13chat.Repl, line: mp13chat.CommandLine) -> None:
+        """Show notes.
+
+        Modes:
+        - all: every note that was ever written in this session, oldest first, with
+          its time
+        - last: the newest note only
+            /notes last
+        """
+
+    h = _narrow(make_chat)
+    h.app.register_command(mp13chat.command("notes", usage="/notes [MODE]")(notes))
+    out = h.run("/help notes")
+    _fits(out)
+    lines = out.splitlines()
+    assert "Modes:" in lines  # not joined with the list under it
+    item = next(i for i, line in enumerate(lines) if line.startswith("- all:"))
+    # the item is re-filled under a hanging indent, up to the next item
+    assert lines[item + 1].startswith("  ") and not lines[item + 1].startswith("   ")
+    rest = lines[item : lines.index(next(line for line in lines if line.startswith("- last")))]
+    assert _flat(" ".join(rest)) == (
+        "- all: every note that was ever written in this session, oldest first, with its time"
+    )
+    assert "    /notes last" in lines  # an indented line keeps its line and indent
+
+
+def test_help_of_a_group_lists_its_subcommands_whole_when_narrow(make_chat):
+    # Was: a three-column table whose summary column was a word wide, its cells cut
+    # with "…" ("descriptio…", "always/nev…").
+    h = _narrow(make_chat)
+    out = h.run("/help tools")
+    _fits(out)
+    assert "…" not in out
+    flat = _flat(out)
+    for sub in h.app.commands.resolve("tools").subcommands:
+        assert _flat(sub.usage) in flat and _flat(sub.summary) in flat
+
+
+def test_help_of_a_group_keeps_its_table_where_it_fits(make_chat):
+    h = make_chat(FakeEngine())  # 140 columns
+    out = h.run("/help tools")
+    assert "what it does" in out and "subcommands:" not in out
+    assert "│ List the tools: global mode" in out
