@@ -96,3 +96,31 @@ def test_help_of_a_group_keeps_its_table_where_it_fits(make_chat):
     out = h.run("/help tools")
     assert "what it does" in out and "subcommands:" not in out
     assert "│ List the tools: global mode" in out
+
+
+def test_wide_tables_become_records_that_keep_every_word(make_chat):
+    # Was: rich squeezed each column to a few letters and cut the rest with "…":
+    # /tools list read "cal… │ adv… │ adv…", /list's dates "2026-…", /config's meanings
+    # ran down the screen a word a line.
+    h = _narrow(make_chat)
+    h.run("hello there")
+    out = h.run("/tools list", "/config", "/list", "/search hello")
+    _fits(out)
+    assert "…" not in out
+    flat = _flat(out)
+    for info in h.app.toolbox.list():
+        assert f"{info.name} global: advertised" in flat
+        assert f"description: {_flat(info.description.splitlines()[0])}" in flat
+    conversation = h.app.cursor.conversation_id[:6]
+    assert f"▶ {conversation} title: hello there at:" in flat  # the marker in the heading
+    assert "model value: None meaning: Model to load: a local folder" in flat
+    assert "snippet: hello there" in flat
+
+
+def test_a_long_value_folds_instead_of_being_cut(make_chat, tmp_path):
+    h = _narrow(make_chat, session=str(tmp_path / "a-rather-long-session-file-name.db"))
+    out = h.run("/config")
+    _fits(out)
+    assert "…" not in out
+    assert "a-rather-long-session-file-name.db" in "".join(line.strip() for line in out.split())
+
