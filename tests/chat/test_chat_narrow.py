@@ -124,3 +124,28 @@ def test_a_long_value_folds_instead_of_being_cut(make_chat, tmp_path):
     assert "…" not in out
     assert "a-rather-long-session-file-name.db" in "".join(line.strip() for line in out.split())
 
+
+def test_the_training_bar_puts_its_words_under_it_when_narrow():
+    import io
+
+    from rich.console import Console, Group
+
+    from mp13chat._cmd_engine import _TrainingProgress
+
+    def shown(width: int) -> str:
+        out = io.StringIO()
+        console = Console(file=out, width=width, color_system=None)
+        progress = _TrainingProgress(console)
+        task = progress.add_task("train", total=2, adapter="tinyad", info="starting")
+        progress.update(task, completed=2, info="step 2/2 loss 8.0063 120 tok/s")
+        console.print(Group(*progress.get_renderables()))
+        return out.getvalue()
+
+    narrow = shown(WIDTH)
+    _fits(narrow)
+    bar, words = narrow.splitlines()[:2]
+    assert "…" not in narrow and "100%" in bar and "0:00:00" in bar  # nothing cut
+    assert bar.count("━") >= _TrainingProgress.BAR_MIN
+    assert words.strip() == "step 2/2 loss 8.0063 120 tok/s"
+    wide = shown(100)  # room for all of it: one line, as before
+    assert len(wide.splitlines()) == 1 and "100% step 2/2 loss 8.0063 120 tok/s" in wide
