@@ -9,7 +9,7 @@ import itertools
 from rich.cells import cell_len
 
 import mp13chat
-from mp13_context.testing import FakeEngine
+from mp13_context.testing import FakeEngine, FakeReply
 
 WIDTH = 40
 
@@ -149,3 +149,22 @@ def test_the_training_bar_puts_its_words_under_it_when_narrow():
     assert words.strip() == "step 2/2 loss 8.0063 120 tok/s"
     wide = shown(100)  # room for all of it: one line, as before
     assert len(wide.splitlines()) == 1 and "100% step 2/2 loss 8.0063 120 tok/s" in wide
+
+
+def test_a_streamed_reply_and_its_reasoning_break_between_words(make_chat):
+    # Was: plain streamed text (markdown off, a pipe) and streamed reasoning went out
+    # delta by delta with no breaks: the terminal cut words at its last column
+    # ("divi" / "sion") and a piped transcript held 76-column lines.
+    reasoning = "I should compute this with the calculator tool, carefully and exactly."
+    reply = "It is 391, and the second one failed because division by zero is undefined."
+    h = _narrow(make_chat, FakeEngine([FakeReply(text=reply, reasoning=reasoning)]))
+    out = h.run("what is 17*23?")
+    _fits(out)
+    lines = out.splitlines()
+    words = [w for line in lines for w in line.split()]
+    for text in (reasoning, reply):
+        start = words.index(text.split()[0])
+        assert words[start : start + len(text.split())] == text.split()  # no word cut
+    assert lines[lines.index("It is 391, and the second one failed") + 1] == (
+        "because division by zero is undefined."
+    )
