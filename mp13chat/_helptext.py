@@ -108,6 +108,37 @@ def _render(block: _Block) -> RenderableType:
 
 
 @attrs.frozen
+class Usage:
+    """A usage line (``usage: /tools list|mode|scope ...``) that breaks, where it must,
+    between words or after a ``|``, never inside a word; continuation lines are indented
+    under the command's name.
+
+    Why: rich breaks only at spaces, so ``/adapters list|load|unload|...`` was cut at
+    the terminal's last column ("defau" / "lt|pop")."""
+
+    usage: str
+    label: str = "usage: "
+    indent: int = 0
+    style: str = "bold"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        hang = " " * (self.indent + cell_len(self.label))
+        lines = [" " * self.indent + self.label]
+        fresh = True  # nothing after the label or hanging indent on this line yet
+        for i, word in enumerate(self.usage.split()):
+            for j, piece in enumerate(re.findall(r"[^|]*\|?", word)[:-1] or [word]):
+                gap = " " if i and not j and not fresh else ""
+                if not fresh and cell_len(lines[-1] + gap + piece) > width:
+                    lines.append(hang)
+                    gap = ""
+                lines[-1] += gap + piece
+                fresh = False
+        for line in lines:
+            yield Text(line, style=self.style)
+
+
+@attrs.frozen
 class Subcommands:
     """A group's subcommands as ``(name, usage, summary)`` rows, laid out to fit."""
 
@@ -122,7 +153,7 @@ class Subcommands:
             return
         yield Text("subcommands:", style="bold")
         for _, usage, summary in self.rows:
-            yield Padding(Text(usage, style="bold"), (0, 0, 0, 2))
+            yield Usage(usage, label="", indent=2)
             yield Padding(Text(summary), (0, 0, 0, 4))
 
     def _table(self) -> Table:

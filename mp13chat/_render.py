@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mp13_toolbox import Mp13Error, ToolCall, ToolResult
-from mp13chat._helptext import help_text, subcommands
+from mp13chat._helptext import Usage, help_text, subcommands
 from mp13chat._registry import Command, CommandRegistry
 
 
@@ -248,7 +248,7 @@ def help_overview(registry: CommandRegistry[Any]) -> Table:
 def command_help(cmd: Command[Any]) -> Group:
     """Usage, full help text (flowed to the console's width) and subcommands of one
     command."""
-    parts: list[Any] = [Text(f"usage: {cmd.usage}", style="bold")]
+    parts: list[Any] = [Usage(cmd.usage)]
     if cmd.aliases:
         parts.append(Text("aliases: " + ", ".join("/" + a for a in cmd.aliases), style="mp13.info"))
     if cmd.doc:

@@ -86,9 +86,25 @@ def test_help_of_a_group_lists_its_subcommands_whole_when_narrow(make_chat):
     out = h.run("/help tools")
     _fits(out)
     assert "…" not in out
-    flat = _flat(out)
+    flat = _flat(out).replace("| ", "|")  # a usage line may break after a bar
     for sub in h.app.commands.resolve("tools").subcommands:
         assert _flat(sub.usage) in flat and _flat(sub.summary) in flat
+
+
+def test_a_long_usage_line_breaks_after_a_bar_not_inside_a_word(make_chat):
+    # Was: rich breaks only at spaces, so "/adapters list|load|...|default|pop" was cut
+    # at the last column: "...|base|defau" / "lt|pop ...".
+    h = _narrow(make_chat)
+    out = h.run("/help adapters")
+    _fits(out)
+    usage = h.app.commands.resolve("adapters").usage
+    lines = list(
+        itertools.takewhile(lambda line: line.startswith(("usage: ", " " * 7)), out.splitlines())
+    )
+    assert lines[0].startswith("usage: /adapters") and len(lines) >= 2
+    assert all(line.rstrip().endswith(("|", "/adapters")) for line in lines[:-1])
+    joined = "".join(line.removeprefix("usage: ").strip() + " " for line in lines)
+    assert joined.replace("| ", "|").split() == usage.split()  # every word whole
 
 
 def test_help_of_a_group_keeps_its_table_where_it_fits(make_chat):
