@@ -40,6 +40,7 @@ from mp13chat import _render as render
 from mp13chat._live import LiveMarkdown
 from mp13chat._logprobs import Logprobs, perplexity
 from mp13chat._repl import Repl
+from mp13chat._safe_console import terminal_safe
 from mp13chat._stream_wrap import StreamWrap
 
 STREAM_STYLES = {EventKind.TEXT: "mp13.reply", EventKind.REASONING: "mp13.reasoning"}
@@ -66,7 +67,8 @@ class ReplyView:
         if self._open is not None and self._open is not event.kind:
             self.end_line()
         self._open = event.kind
-        self._print(self._wrap.feed(event.text, self.console.width))
+        # wrapped as shown: the console shows a control character as one visible cell
+        self._print(self._wrap.feed(terminal_safe(event.text), self.console.width))
 
     def _print(self, text: str) -> None:
         # soft_wrap: printed as it is; _wrap has already broken it between words

@@ -184,3 +184,13 @@ def test_a_streamed_reply_and_its_reasoning_break_between_words(make_chat):
     assert lines[lines.index("It is 391, and the second one failed") + 1] == (
         "because division by zero is undefined."
     )
+
+
+def test_control_characters_in_a_streamed_reply_are_counted_as_shown(make_chat):
+    # The console shows ESC as "␛", one cell; counted as none, a line of such words
+    # came out wider than the terminal.
+    reply = " ".join(["word\x1b"] * 24)
+    h = _narrow(make_chat, FakeEngine([reply]))
+    out = h.run("go")
+    _fits(out)
+    assert "\x1b" not in out and out.count("word␛") == 24
