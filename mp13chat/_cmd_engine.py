@@ -11,12 +11,22 @@ the adapters folder, from where the next start loads it again (``_adapter_folder
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
+from rich.cells import cell_len
+from rich.console import Console, RenderableType
 from rich.panel import Panel
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    Task,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.text import Text
 
 from mp13_engine import TrainingConfig, TrainingEvent, TrainingEventKind
@@ -204,20 +214,44 @@ def _progress_info(event: TrainingEvent) -> str:
     return info
 
 
+class _TrainingProgress(Progress):
+    """A training job's bar with its step, loss and speed beside it, or under it where
+    the terminal is too narrow for both on one line (at 40 columns the bar shrank to two
+    cells and the time left was cut to "0:0…")."""
+
+    #: The fewest cells the bar keeps on a line shared with the words.
+    BAR_MIN = 10
+
+    def __init__(self, console: Console) -> None:
+        name, bar = TextColumn("[bold]{task.fields[adapter]}"), BarColumn()
+        done, left = TaskProgressColumn(), TimeRemainingColumn()
+        words = TextColumn("{task.fields[info]}")
+        self._out = console  # rich asks for the renderables before Progress.console exists
+        self._bar_only = Progress(name, bar, done, left, console=console)
+        super().__init__(name, bar, done, words, left, console=console, transient=False)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        # gaps between the five columns, "100%" and "-:--:--" (the time left)
+        fixed = 4 + 4 + 7 + self.BAR_MIN
+        if max((_line_width(t) for t in self.tasks), default=0) + fixed <= self._out.width:
+            yield self.make_tasks_table(self.tasks)
+            return
+        yield self._bar_only.make_tasks_table(self.tasks)
+        for task in self.tasks:
+            yield Text("  " + str(task.fields.get("info", "")))
+
+
+def _line_width(task: Task) -> int:
+    return cell_len(f"{task.fields.get('adapter', '')} {task.fields.get('info', '')}")
+
+
 async def watch(repl: Repl, job: TrainingJob) -> None:
     """A progress bar over ``job``'s events until it ends (Ctrl+C stops watching only)."""
     if repl.training_announcer is not None:  # we watch it now; no second announcement
         repl.training_announcer.cancel()
         repl.training_announcer = None
-    columns = (
-        TextColumn("[bold]{task.fields[adapter]}"),
-        BarColumn(),
-        TaskProgressColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(),
-    )
     try:
-        with Progress(*columns, console=repl.console, transient=False) as progress:
+        with _TrainingProgress(repl.console) as progress:
             task = progress.add_task("train", total=None, adapter=job.adapter, info="starting")
             async for event in job.aevents():
                 info = _progress_info(event)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.table import Table
 from rich.text import Text
 
 from mp13_context import ReplayProgress, ReplayReport, areplay
@@ -47,7 +46,7 @@ def _decode_rate(metrics: RequestMetrics | None) -> str:
     return f"{rate:.1f}" if rate is not None else "-"
 
 
-def report_table(report: ReplayReport) -> Table:
+def report_table(report: ReplayReport) -> render.FitTable:
     """The per-turn comparison of a ``ReplayReport``."""
     rows = []
     for t in report.turns:

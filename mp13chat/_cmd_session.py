@@ -132,6 +132,7 @@ def _writable(path: Path) -> Path:
 @command("save", group="session", usage="/save [FILE]", complete=complete_paths)
 def save(repl: Repl, line: CommandLine) -> None:
     """Without FILE: say where the session is saved (it saves as you go).
+
     With FILE: write a copy of the whole session into FILE (a new SQLite file)."""
     if not line.text:
         where = repl.session.filename

@@ -14,14 +14,18 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 from rich.cells import cell_len
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.markdown import Markdown
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from mp13_toolbox import Mp13Error, ToolCall, ToolResult
+from mp13chat._helptext import Usage, help_text, subcommands
 from mp13chat._registry import Command, CommandRegistry
 
 
@@ -131,14 +135,70 @@ def tool_error_text(result: ToolResult, call: ToolCall | None) -> str:
     return f"{header}\n{result.traceback or ''}"
 
 
-def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
-    """A plain table; cells are converted with ``str`` (``None`` shows as ``-``)."""
-    out = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    for col in columns:
-        out.add_column(col)
-    for row in rows:
-        out.add_row(*(_cell(cell) for cell in row))
-    return out
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> FitTable:
+    """A plain table; cells are converted with ``str`` (``None`` shows as ``-``).
+
+    Where the terminal is too narrow for its columns it prints as records instead
+    (``FitTable``)."""
+    cells = tuple(tuple(_cell(cell) for cell in row) for row in rows)
+    return FitTable(title, tuple(columns), cells)
+
+
+_UNCLAMPED = 10_000
+
+
+@attrs.frozen
+class FitTable:
+    """A table that fits the console: the table itself where every column gets at least
+    its longest word, else one record per row (its first cell as a heading, then each
+    other column as ``column: value`` under it).
+
+    Why: rich squeezes a table that does not fit until its columns are a word or a few
+    letters wide and cuts the rest with "…": at 40 columns ``/tools list`` read
+    ``cal… │ adv… │ adv…`` and ``/config``'s meanings ran down the screen a word a line.
+    """
+
+    title: str | None
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+    def as_table(self) -> Table:
+        out = Table(title=self.title, title_justify="left", show_edge=False, header_style="bold")
+        for col in self.columns:
+            out.add_column(col)
+        for row in self.rows:
+            out.add_row(*row)
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        full = self.as_table()
+        # measured unclamped: rich clamps a measurement to the width it is given
+        unclamped = options.update_width(_UNCLAMPED)
+        if Measurement.get(console, unclamped, full).minimum <= options.max_width:
+            yield full
+            return
+        if self.title:
+            yield Text(self.title, style="table.title")
+        # A first column without a header (a marker such as the current one's ▶) is
+        # shown in the heading together with the next column.
+        lead = 2 if len(self.columns) > 1 and not self.columns[0] else 1
+        for row in self.rows:
+            heading = Text(" ").join(_plain(cell) for cell in row[:lead] if _plain(cell).plain)
+            heading.stylize("bold")
+            yield heading
+            fields = Table.grid(padding=(0, 1, 0, 0))
+            fields.add_column(no_wrap=True)
+            fields.add_column(overflow="fold")
+            for name, cell in zip(self.columns[lead:], row[lead:], strict=False):
+                fields.add_row(Text(f"{name}:", style="bold") if name else Text(""), cell)
+            yield Padding(fields, (0, 0, 0, 2))
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.as_table())
+
+
+def _plain(cell: Any) -> Text:
+    return cell if isinstance(cell, Text) else Text(str(cell))
 
 
 def _cell(cell: Any) -> Any:
@@ -167,7 +227,7 @@ def key_values(title: str | None, items: Iterable[tuple[str, Any]]) -> Table:
     """A two-column table of names and values (no header row)."""
     out = Table(title=title, title_justify="left", show_header=False, show_edge=False)
     out.add_column(style="bold")
-    out.add_column()
+    out.add_column(overflow="fold")  # a long path folds onto the next line, never cut
     for name, value in items:
         out.add_row(_cell(name), _cell(value))
     return out
@@ -186,15 +246,13 @@ def help_overview(registry: CommandRegistry[Any]) -> Table:
 
 
 def command_help(cmd: Command[Any]) -> Group:
-    """Usage, full help text and subcommands of one command."""
-    parts: list[Any] = [Text(f"usage: {cmd.usage}", style="bold")]
+    """Usage, full help text (flowed to the console's width) and subcommands of one
+    command."""
+    parts: list[Any] = [Usage(cmd.usage)]
     if cmd.aliases:
         parts.append(Text("aliases: " + ", ".join("/" + a for a in cmd.aliases), style="mp13.info"))
     if cmd.doc:
-        parts.append(Text(cmd.doc))
+        parts.append(help_text(cmd.doc))
     if cmd.subcommands:
-        subs = table(None, ("subcommand", "usage", "what it does"), [])
-        for sub in cmd.subcommands:
-            subs.add_row(sub.name, sub.usage, sub.summary)
-        parts.append(subs)
+        parts.append(subcommands(cmd.subcommands))
     return Group(*parts)

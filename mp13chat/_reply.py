@@ -3,7 +3,8 @@
 
 ``ReplyView`` is the runner's event callback (``mp13_context`` events): with streaming
 on, text deltas show as they arrive (reasoning dimmed): on a terminal, with markdown
-on, as markdown re-rendered while it grows (``_live``), elsewhere as plain text; with
+on, as markdown re-rendered while it grows (``_live``), elsewhere as plain text broken
+between words at the console's width (``_stream_wrap``); with
 streaming off, the finished reply prints as markdown. Tool calls and results print as
 panels between rounds; a footer line gives tokens, speed and how the reply ended
 (and, with ``logprobs`` on, the reply's perplexity; its log-probabilities are kept in
@@ -39,6 +40,8 @@ from mp13chat import _render as render
 from mp13chat._live import LiveMarkdown
 from mp13chat._logprobs import Logprobs, perplexity
 from mp13chat._repl import Repl
+from mp13chat._safe_console import terminal_safe
+from mp13chat._stream_wrap import StreamWrap
 
 STREAM_STYLES = {EventKind.TEXT: "mp13.reply", EventKind.REASONING: "mp13.reasoning"}
 
@@ -52,6 +55,7 @@ class ReplyView:
         self.stream = repl.config.stream
         self.show_reasoning = repl.config.show_reasoning
         self._open: EventKind | None = None  # what a streamed line waiting for its newline holds
+        self._wrap = StreamWrap()  # breaks that line between words at the console's width
         live = self.stream and repl.config.markdown and self.console.is_terminal
         self._live = LiveMarkdown(self.console) if live else None
         # This exchange's calls by id: ``/error`` names a failed tool's arguments.
@@ -62,16 +66,21 @@ class ReplyView:
             self._live.close()
         if self._open is not None and self._open is not event.kind:
             self.end_line()
-        self.console.print(
-            Text(event.text, style=STREAM_STYLES[event.kind]), end="", soft_wrap=True
-        )
         self._open = event.kind
+        # wrapped as shown: the console shows a control character as one visible cell
+        self._print(self._wrap.feed(terminal_safe(event.text), self.console.width))
+
+    def _print(self, text: str) -> None:
+        # soft_wrap: printed as it is; _wrap has already broken it between words
+        if text and self._open is not None:
+            self.console.print(Text(text, style=STREAM_STYLES[self._open]), end="", soft_wrap=True)
 
     def end_line(self) -> None:
         """End whatever is open: the live markdown area, a streamed line."""
         if self._live is not None:
             self._live.close()
         if self._open is not None:
+            self._print(self._wrap.flush(self.console.width))
             self.console.print()
             self._open = None
 

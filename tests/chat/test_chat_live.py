@@ -13,6 +13,7 @@ from rich.console import Console
 from mp13_context import Event, EventKind
 from mp13chat import ChatConfig
 from mp13chat._live import LiveMarkdown, _Tail
+from mp13chat._logprobs import LogprobsState
 from mp13chat._reply import ReplyView
 
 REPLY = "# Title\n\nSome **bold** words.\n\n" + "".join(f"- item {i}\n" for i in range(30))
@@ -58,7 +59,9 @@ def test_close_without_text_prints_nothing():
 
 
 def _view(console: Console, **config) -> ReplyView:
-    app = types.SimpleNamespace(console=console, config=ChatConfig(**config))
+    app = types.SimpleNamespace(
+        console=console, config=ChatConfig(**config), reply_logprobs=LogprobsState()
+    )
     return ReplyView(app)
 
 
