@@ -187,21 +187,25 @@ def test_score_runs_while_requests_are_served(engine):
     quiet = engine.score(QUESTION, ANSWER, adapters=["a"])
     started = threading.Event()
     scores: list[TextScore] = []
+    overlapped: list[bool] = []  # whether a request was still running when a score returned
+    futures: list = []
 
     def scorer() -> None:
         started.wait()
         for _ in range(5):
             scores.append(engine.score(QUESTION, ANSWER, adapters=["a"]))
+            overlapped.append(any(not f.done() for f in futures))
 
     thread = threading.Thread(target=scorer)
     thread.start()
-    futures = [engine.submit(p, max_new_tokens=40, min_new_tokens=40) for p in prompts]
+    futures += [engine.submit(p, max_new_tokens=40, min_new_tokens=40) for p in prompts]
     started.set()
     served = [f.result(timeout=120) for f in futures]
     thread.join(timeout=120)
     assert [r.text for r in served] == alone
     assert all(r.ok for r in served)
     assert scores == [quiet] * 5
+    assert any(overlapped)  # it ran between the steps of the others
 
 
 def test_text_score_reads_its_figures_from_its_logprobs():
@@ -213,3 +217,26 @@ def test_text_score_reads_its_figures_from_its_logprobs():
     assert TextScore(logprobs=[TokenLogprob(1, -1e6)], context_tokens=1).perplexity == math.inf
     with pytest.raises(ValueError):
         TextScore(logprobs=[], context_tokens=1)
+
+
+def test_scoring_keeps_the_prefix_cache(engine):
+    """A score changes no weights, so the blocks cached for the base model and an adapter stay."""
+    prompt = "A long shared prompt about the sea and its many ships " * 4
+    for adapters in ([], ["a"]):
+        engine.generate(prompt, max_new_tokens=2, adapters=adapters)
+        engine.score(QUESTION, ANSWER, adapters=["b"])  # "b" too: another owner's score
+        engine.score(QUESTION, ANSWER, adapters=["a", "b"])  # a combination, cached already
+        again = engine.generate(prompt, max_new_tokens=2, adapters=adapters)
+        assert again.metrics.cached_tokens > 0, adapters
+
+
+def test_continue_final_scores_a_continuation_of_the_last_assistant_message(engine, plain):
+    messages = [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": "The capital is"},
+    ]
+    score = engine.score(messages, " Paris.", continue_final=True, adapters=[])
+    req = engine._coerce(messages, {"continue_final": True, "adapters": []})
+    assert engine.format_prompt(req).endswith("The capital is")
+    _, expected, _ = _reference(plain, engine, req, score.tokens)
+    assert [lp.logprob for lp in score.logprobs] == pytest.approx(expected, abs=1e-5)
