@@ -11,24 +11,27 @@ words are meaningless; the numbers are real measurements of that model. It shows
 1. **Confidence per token**: a greedy reply with ``Request(logprobs=True, top_logprobs=3)``;
    each token's probability, its closest alternatives, the reply's mean log-probability and
    perplexity (``exp(-mean logprob)``) and its least certain token.
-2. **Scoring single-token options** (multiple-choice style): one greedy step with
-   ``top_logprobs=20`` gives the log-probability of each option as the reply's first token,
-   when it is among the 20 most likely (otherwise only a bound is known, and it says so).
-3. **What sampling settings do to the distribution**: the first token's distribution as
+2. **Scoring the options** (multiple-choice style): ``engine.score(messages, option)`` gives
+   the exact log-probability of each option as the reply, however many tokens it has, and
+   the reference answer's rank among them. For a one-token option it is the same number as
+   a greedy first step's ``top_logprobs=20`` reports, when the option is among those 20 (it
+   says so side by side); beyond them, the first step alone gives only a bound.
+3. **A reference answer's perplexity**: ``engine.score`` of a given reply text: each of its
+   tokens' surprise (``-logprob``), their mean log-probability and the perplexity
+   (``TextScore.perplexity``, ``exp(-mean logprob)``): how well the model predicts the text
+   you expected, not one it chose.
+4. **What sampling settings do to the distribution**: the first token's distribution as
    each setting leaves it (``temperature``, ``top_p``, ``min_p``): its most likely token's
    probability and how many tokens can still be drawn. ``TokenLogprob`` documents that a
    sampled request's log-probabilities come from the distribution it was drawn from.
-4. **A seeded comparison of settings**: eight seeded samples per setting in one batch;
+5. **A seeded comparison of settings**: eight seeded samples per setting in one batch;
    how varied they are, their mean log-probability, and that a seed reproduces its reply
    (run alone, outside the batch).
 
-What it cannot show: the perplexity of a *given* reference text. ``Response.logprobs``
-covers generated tokens only; the engine has no way to feed a text as forced reply tokens
-and return their log-probabilities (no "prompt logprobs" / "echo"), so scoring a
-reference answer token by token is not possible through mp13 today. Section 2 is what is
-exact with the engine: the log-probability of the *next* token, for options that are one
-token long. (Calling ``engine.model`` yourself is not a way round it: the model may only
-be touched on the engine's worker thread.)
+``engine.score`` renders the context exactly as ``generate`` does (here: the question as a
+user message, so the text is scored as the assistant's reply) and reads the model's own
+distribution at temperature 1, in one forward on the engine's worker between decode steps
+(``engine.model`` itself may only be touched there).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from mp13_engine import Engine, Request, Response, TokenLogprob
 QUESTION = "Which planet is known as the red planet? Answer with one letter: A) Venus B) Mars"
 OPTIONS = ("A", "B", "C", "D")
 ANSWER = "B"  # the reference answer section 2 checks the model against
+REFERENCE = "B) Mars, for the iron oxide on its surface."  # section 3 scores it
 
 
 def show(engine: Engine, token: int) -> str:
@@ -76,34 +80,47 @@ def confidence(engine: Engine, messages: list[dict[str, str]]) -> None:
 
 
 def score_options(engine: Engine, messages: list[dict[str, str]]) -> None:
-    # The greedy first step: its top_logprobs are the model's own distribution (temperature 1).
+    # The greedy first step: its top_logprobs are the model's own distribution (temperature 1),
+    # which is the distribution engine.score reads.
     resp = engine.generate(
         Request(messages=messages, max_new_tokens=1, logprobs=True, top_logprobs=20)
     )
-    print("\n2. scoring single-token options as the reply's first token (top_logprobs=20)")
-    if not resp.logprobs:
-        print(f"   no token was generated ({resp.finish_reason}); nothing to score")
-        return
-    top = {a.token: a.logprob for a in resp.logprobs[0].top_logprobs}
-    floor = min(top.values())
+    first = {a.token: a.logprob for a in resp.logprobs[0].top_logprobs} if resp.logprobs else {}
+    print("\n2. scoring the options as the reply (engine.score; first step's top_logprobs=20)")
     scored: dict[str, float] = {}
     for option in OPTIONS:
-        ids = engine.tokenizer.encode(option, add_special_tokens=False)
-        if len(ids) != 1:
-            print(f"   {option!r:>5}: {len(ids)} tokens; only one-token options can be scored")
-        elif ids[0] in top:
-            lp = scored[option] = top[ids[0]]
-            print(f"   {option!r:>5}: logprob {lp:7.3f}  (p={math.exp(lp):.4f})")
-        else:
-            print(f"   {option!r:>5}: logprob < {floor:.3f}  (not among the 20 most likely)")
-    print(f"   the model's own first token: {show(engine, resp.logprobs[0].token)}")
-    if ANSWER in scored:
-        rank = 1 + sum(lp > scored[ANSWER] for lp in scored.values())
-        best = max(scored, key=lambda o: scored[o])
-        verdict = "right" if best == ANSWER else f"wrong: it prefers {best!r}"
-        print(f"   reference answer {ANSWER!r}: rank {rank} of the options ({verdict})")
-    else:
-        print(f"   reference answer {ANSWER!r}: not among the 20 most likely first tokens")
+        result = engine.score(messages, option)
+        lp = scored[option] = result.sum_logprob
+        n = len(result.logprobs)
+        line = (
+            f"   {option!r:>9}: {n} token{'s' * (n > 1)}, logprob {lp:8.3f} (p={math.exp(lp):.4f})"
+        )
+        if n == 1 and result.tokens[0] in first:
+            line += f"; first step's top_logprobs: {first[result.tokens[0]]:8.3f}"
+        elif n == 1:
+            line += "; not among the first step's 20 most likely"
+        print(line)
+    if resp.logprobs:
+        print(f"   the model's own first token: {show(engine, resp.logprobs[0].token)}")
+    rank = 1 + sum(lp > scored[ANSWER] for lp in scored.values())
+    best = max(scored, key=lambda o: scored[o])
+    verdict = "right" if best == ANSWER else f"wrong: it prefers {best!r}"
+    print(f"   reference answer {ANSWER!r}: rank {rank} of {len(scored)} options ({verdict})")
+
+
+def reference_perplexity(engine: Engine, messages: list[dict[str, str]]) -> None:
+    # top_logprobs=1: with each token, the one the model found likeliest there.
+    result = engine.score(messages, REFERENCE, top_logprobs=1)
+    print(f"\n3. a reference answer's perplexity (engine.score): {REFERENCE!r}")
+    print(f"   {'token':>14}  {'surprise':>8}  the model's likeliest instead")
+    for lp in result.logprobs:
+        best = lp.top_logprobs[0]
+        instead = "(it)" if best.token == lp.token else show(engine, best.token)
+        print(f"   {show(engine, lp.token):>14}  {-lp.logprob:8.3f}  {instead}")
+    print(
+        f"   reference: {len(result.logprobs)} tokens, mean logprob {result.mean_logprob:.3f}, "
+        f"perplexity {result.perplexity:.2f}"
+    )
 
 
 SETTINGS: dict[str, dict[str, Any]] = {  # Request keywords, by a readable name
@@ -116,7 +133,7 @@ SETTINGS: dict[str, dict[str, Any]] = {  # Request keywords, by a readable name
 
 
 def distributions(engine: Engine, messages: list[dict[str, str]]) -> None:
-    print("\n3. the first token's distribution under each setting (top_logprobs=20)")
+    print("\n4. the first token's distribution under each setting (top_logprobs=20)")
     print(f"   {'setting':<28} {'top token':>14} {'its p':>6} {'top-20 mass':>11}  can be drawn")
     reqs = [Request(messages=messages, max_new_tokens=1, logprobs=True, top_logprobs=20)]
     reqs += [
@@ -144,7 +161,7 @@ def mean_logprob(lps: tuple[TokenLogprob, ...] | None) -> float:
 
 def seeded_comparison(engine: Engine, messages: list[dict[str, str]], samples: int) -> None:
     print(
-        f"\n4. seeded comparison: {samples} samples per setting (seeds 0..{samples - 1}), one batch"
+        f"\n5. seeded comparison: {samples} samples per setting (seeds 0..{samples - 1}), one batch"
     )
     reqs = [
         Request(messages=messages, max_new_tokens=12, logprobs=True, seed=seed, **s)
@@ -182,7 +199,7 @@ def main() -> None:
     ap.add_argument(
         "--model", help="a local model directory or GGUF file (default: build a tiny one)"
     )
-    ap.add_argument("--samples", type=int, default=8, help="seeded samples per setting (4.)")
+    ap.add_argument("--samples", type=int, default=8, help="seeded samples per setting (5.)")
     args = ap.parse_args()
 
     tmp = None
@@ -199,6 +216,7 @@ def main() -> None:
         print(f"Model: {args.model}\nPrompt: {QUESTION!r}\n")
         confidence(engine, messages)
         score_options(engine, messages)
+        reference_perplexity(engine, messages)
         distributions(engine, messages)
         seeded_comparison(engine, messages, args.samples)
     if tmp is not None:

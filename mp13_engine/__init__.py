@@ -52,6 +52,7 @@ from mp13_engine._types import (
     Request,
     RequestMetrics,
     Response,
+    TextScore,
     TokenLogprob,
     adapter_names,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "RequestMetrics",
     "RequestStream",
     "Response",
+    "TextScore",
     "TokenLogprob",
     "ToolFormatError",
     "TrainingConfig",

@@ -23,6 +23,8 @@ Seams for other engine parts:
   steps and returns its result (or raises); ``fn`` may say what it changed of the
   weights with ``engine._note_change(change)`` (a ``WeightsChange``), so the prefix
   cache keeps the blocks of the others; one that says nothing clears it all.
+- ``score``/``ascore`` (``mp13_engine._score``) are worker calls too: one forward
+  over context + continuation between two steps, saying it changed nothing.
 - ``engine._submit_job(job)`` queues stepwise work (see ``_scheduler.Job``);
   ``engine._cancel_job(job)`` drops a job that has not finished.
 
@@ -48,7 +50,7 @@ import attrs
 
 from mp13_engine._adapters import AdapterManager
 from mp13_engine._cache import Progress, check_progress
-from mp13_engine._changes import WeightsChange
+from mp13_engine._changes import NOTHING, WeightsChange
 from mp13_engine._config import EngineConfig
 from mp13_engine._errors import (
     ConfigError,
@@ -65,6 +67,7 @@ from mp13_engine._prefix_cache import PrefixCache
 from mp13_engine._prompt import PromptFormatter
 from mp13_engine._request_fields import check_field_names, check_request_field
 from mp13_engine._scheduler import Job, Scheduler
+from mp13_engine._score import ScoreInput, prepare_score, score_on_worker
 from mp13_engine._state import EngineState, TokenizerGuard, context_len_of, eos_ids_of
 from mp13_engine._streams import (
     AsyncRequestStream,
@@ -76,7 +79,7 @@ from mp13_engine._streams import (
 from mp13_engine._tool_format import ToolCallFormat
 from mp13_engine._training._config import TrainingConfig
 from mp13_engine._training._job import TrainingJob, start_training
-from mp13_engine._types import FinishReason, Request, Response
+from mp13_engine._types import FinishReason, Request, Response, TextScore
 from mp13_engine._watchdog import StepClock
 from mp13_engine._worker import Worker
 
@@ -480,6 +483,54 @@ class Engine:
         """
         return self._wait(self._start_many(_many(requests), overrides, many=True))
 
+    def score(
+        self,
+        request: RequestLike,
+        continuation: str,
+        *,
+        top_logprobs: int | None = None,
+        **overrides: Any,
+    ) -> TextScore:
+        """The log-probability the model gives ``continuation`` after ``request``.
+
+        ``request`` is the context, given as to ``generate`` and rendered exactly as
+        ``generate`` renders it (a chat gets the generation prompt, so the continuation
+        is scored as the assistant's reply; ``continue_final=True`` continues the last
+        assistant message instead); its ``adapters`` choose the weights (the defaults,
+        the base model, one adapter or a combination). ``overrides`` set Request fields.
+        Returns a ``TextScore``: one ``TokenLogprob`` per continuation token (with
+        ``top_logprobs`` alternatives each, 0 to 20; ``None`` = the request's), their
+        sum, mean and perplexity.
+
+        The continuation's tokens are those of context + continuation encoded together
+        after the context's own, which must be a prefix of them (else ``RequestError``:
+        move the characters at the boundary into the continuation); control-token
+        spellings in it are control tokens. One forward on the worker between two
+        steps (no KV kept), so requests being served go on. Raises ``RequestError``
+        for an empty continuation, one that does not fit the context window, or a
+        request that reshapes the distribution (``repetition_penalty``, sampling
+        warpers); ``AdapterError`` for an adapter that is not loaded.
+        """
+        job = self._score_job(request, continuation, top_logprobs, overrides)
+        result: TextScore = self._worker.call(self._score_on_worker, job).result()
+        return result
+
+    def _score_job(
+        self,
+        request: RequestLike,
+        continuation: str,
+        top_logprobs: int | None,
+        overrides: dict[str, Any],
+    ) -> ScoreInput:
+        """*caller thread*: ``score``'s checked input (see ``_score.prepare_score``)."""
+        self._check_open()
+        req = self._coerce(request, overrides, several="score one context at a time")
+        return prepare_score(self._state, req, continuation, top_logprobs)
+
+    def _score_on_worker(self, job: ScoreInput) -> TextScore:
+        self._note_change(NOTHING)  # reads only; a combination built for it says its own
+        return score_on_worker(self._state, self.adapters, job)
+
     def _wait(self, states: list[RequestState]) -> list[Response]:
         """The responses of ``states``, in order; an interrupted wait cancels them."""
         try:
@@ -546,6 +597,19 @@ class Engine:
             for st in states:
                 self.cancel(st.id)
             raise
+
+    async def ascore(
+        self,
+        request: RequestLike,
+        continuation: str,
+        *,
+        top_logprobs: int | None = None,
+        **overrides: Any,
+    ) -> TextScore:
+        """Async ``score``; the forward runs on the worker while the loop stays responsive."""
+        job = self._score_job(request, continuation, top_logprobs, overrides)
+        result: TextScore = await wait_one_way(self._worker.call(self._score_on_worker, job))
+        return result
 
     def astream(self, request: RequestLike, **overrides: Any) -> AsyncRequestStream:
         """Async iterator of ``Chunk``; call from inside a running event loop

@@ -11,6 +11,7 @@ it. ``Response.text`` never contains tool-call markup or reasoning; those are in
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -330,6 +331,50 @@ class TokenLogprob:
     token: int
     logprob: float
     top_logprobs: tuple[TokenLogprob, ...] = attrs.field(default=(), converter=as_tuple)
+
+
+@attrs.frozen(kw_only=True)
+class TextScore:
+    """How likely the model finds a given text after a context (``Engine.score``).
+
+    ``logprobs``: one ``TokenLogprob`` per token of the scored continuation, in order:
+    the natural log of the probability the model gives that token after the context
+    and the continuation's earlier tokens, from its own distribution at temperature 1
+    (no penalty, no ``top_k``/``top_p``/``min_p``: what a greedy ``generate`` reports
+    as ``Response.logprobs``), with the ``top_logprobs`` most likely tokens of it when
+    asked for. ``context_tokens``: the tokens of the rendered context before them.
+    ``sum_logprob`` (the log-likelihood of the whole continuation), ``mean_logprob``
+    (per token) and ``perplexity`` (``exp(-mean_logprob)``) are read from ``logprobs``.
+    """
+
+    logprobs: tuple[TokenLogprob, ...] = attrs.field(
+        converter=as_tuple, validator=attrs.validators.min_len(1)
+    )
+    context_tokens: int
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """The continuation's token ids, as scored."""
+        return tuple(lp.token for lp in self.logprobs)
+
+    @property
+    def sum_logprob(self) -> float:
+        """The log-probability of the whole continuation (the sum over its tokens)."""
+        return math.fsum(lp.logprob for lp in self.logprobs)
+
+    @property
+    def mean_logprob(self) -> float:
+        """The mean log-probability per token."""
+        return self.sum_logprob / len(self.logprobs)
+
+    @property
+    def perplexity(self) -> float:
+        """``exp(-mean_logprob)``: 1.0 for a text the model is sure of, larger the more
+        surprised it is (``inf`` past float range)."""
+        try:
+            return math.exp(-self.mean_logprob)
+        except OverflowError:
+            return math.inf
 
 
 @attrs.frozen(kw_only=True)

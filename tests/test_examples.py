@@ -114,7 +114,21 @@ def test_inspect_model_measures_confidence_and_what_settings_do(tmp_path):
     out = _run("inspect_model.py", tmp_path)
     mean, ppl = re.search(r"12 tokens, mean logprob (-?[\d.]+), perplexity ([\d.]+)", out).groups()
     assert float(ppl) == pytest.approx(math.exp(-float(mean)), abs=0.01)
-    assert "reference answer 'B':" in out
+    assert re.search(r"reference answer 'B': rank [1-4] of 4 options", out)
+    # engine.score: each option's exact logprob, and a reference answer's per-token surprise
+    # whose mean and perplexity agree; the reference starts with the option 'B', so its first
+    # token's surprise is that option's logprob.
+    option_b = re.search(r"^ +'B': 1 token, logprob +(-[\d.]+)", out, re.M).group(1)
+    table = out.split("3. a reference answer's perplexity")[1].split("\n4.")[0]
+    row = r" (\d+\.\d{3})  (?:\(it\)|(['\"]).*\2)$"  # surprise, then the likeliest token
+    surprises = [float(m[1]) for m in re.finditer(row, table, re.M)]
+    count, mean, ppl = re.search(
+        r"reference: (\d+) tokens, mean logprob (-?[\d.]+), perplexity ([\d.]+)", table
+    ).groups()
+    assert int(count) == len(surprises) > 1
+    assert float(mean) == pytest.approx(-sum(surprises) / len(surprises), abs=2e-3)
+    assert float(ppl) == pytest.approx(math.exp(-float(mean)), rel=1e-2)
+    assert surprises[0] == pytest.approx(-float(option_b), abs=1e-3)
     # The first token's distribution: greedy reports the model's own (temperature 1), a lower
     # temperature sharpens it, a higher one flattens it, and min_p leaves fewer than 20 tokens.
     row = r"^   (greedy|temperature=[\d.]+)(?: \(the model's own\))?  .* ([\d.]+) +[\d.]+  \d"

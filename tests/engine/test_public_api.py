@@ -41,6 +41,7 @@ def test_mp13_engine_names_are_pinned():
         "RequestMetrics",
         "RequestStream",
         "Response",
+        "TextScore",
         "TokenLogprob",
         "ToolFormatError",
         "TrainingConfig",
