@@ -116,13 +116,20 @@ def bad_rows(logits: torch.Tensor) -> list[bool]:
 
 
 def choose(
-    logits: torch.Tensor, rows: Sequence[Sampling], counts: Sequence[int], eos: torch.Tensor
+    logits: torch.Tensor,
+    rows: Sequence[Sampling],
+    counts: Sequence[int],
+    eos: torch.Tensor,
+    logprobs: list[TokenLogprob | None] | None = None,
 ) -> list[int]:
     """One token per row from ``logits`` (float32, ``(rows, vocab)``; modified in place).
 
     ``counts[i]``: tokens row ``i`` generated so far (for ``min_new_tokens``);
     ``eos``: the end-of-sequence ids. Rows the caller found bad must have been
-    replaced by finite values (their token is ignored).
+    replaced by finite values (their token is ignored). ``logprobs``: a list with a
+    slot per row, filled for the rows that ask (``Request.logprobs``, see
+    :func:`_logprob`) from the distribution each token was chosen from; ``None`` (no
+    row asks) costs nothing.
     """
     dev = logits.device
     if eos.device != dev:
@@ -145,55 +152,59 @@ def choose(
         logits.index_copy_(0, idx, torch.where(seen, hit, part))
     tokens = logits.argmax(-1)
     sampled = [i for i, r in enumerate(rows) if r.do_sample]
+    warped: tuple[torch.Tensor, torch.Tensor] | None = None
     if sampled:
         idx = torch.tensor(sampled, dtype=torch.long, device=dev)
-        tokens.index_copy_(0, idx, _sample(logits.index_select(0, idx), [rows[i] for i in sampled]))
-    return tokens.tolist()
+        warped = warp(logits.index_select(0, idx), [rows[i] for i in sampled])
+        tokens.index_copy_(0, idx, _draw(*warped, [rows[i] for i in sampled]))
+    chosen: list[int] = tokens.tolist()
+    if logprobs is not None:
+        where = {row: j for j, row in enumerate(sampled)}  # a sampled row's place in warped
+        for i, row in enumerate(rows):
+            if row.logprobs:
+                if i in where:
+                    assert warped is not None
+                    j = where[i]
+                    logprobs[i] = _logprob(warped[0][j], warped[1][j], row, chosen[i])
+                else:
+                    logprobs[i] = _logprob(logits[i], None, row, chosen[i])
+    return chosen
 
 
-def logprobs_of(
-    logits: torch.Tensor, rows: Sequence[Sampling], tokens: Sequence[int], which: Sequence[int]
-) -> list[TokenLogprob]:
-    """``tokens[i]`` with its log-probability for each row index ``i`` in ``which``, and
-    the row's ``top_logprobs`` most likely alternatives from the same distribution.
-
-    ``logits`` as :func:`choose` left them (penalty and ``min_new_tokens`` applied in
-    place): a greedy row's log-softmax, a sampled row's warped distribution (``warp``
-    is deterministic, so this is the distribution its draw came from). Alternatives
-    of probability 0 (filtered out, or EOS held off) are left out. Only rows that
-    asked (``Request.logprobs``) pay for it.
-    """
-    dev = logits.device
-    out = []
-    for i in which:
-        row, token = rows[i], tokens[i]
-        if row.do_sample:
-            sorted_logits, order = warp(logits[i : i + 1], [row])
-            logp = sorted_logits[0].log_softmax(-1)
-            at = (order[0] == token).nonzero()[0, 0]
-            chosen = float(logp[at])
-            # already sorted, most likely first
-            top_lp, top_ids = logp[: row.top_logprobs], order[0, : row.top_logprobs]
-        else:
-            logp = logits[i].log_softmax(-1)
-            chosen = float(logp[torch.tensor(token, device=dev)])
-            top_lp, top_ids = logp.topk(min(row.top_logprobs, logp.shape[-1]))  # k=0: empty
-        top: tuple[TokenLogprob, ...] = ()
-        if row.top_logprobs:
-            top = tuple(
-                TokenLogprob(t, lp)
-                for t, lp in zip(top_ids.tolist(), top_lp.tolist(), strict=True)
-                if lp != _NEG_INF
-            )
-        out.append(TokenLogprob(token, chosen, top))
-    return out
+def _logprob(
+    logits: torch.Tensor, order: torch.Tensor | None, row: Sampling, token: int
+) -> TokenLogprob:
+    """``token`` with its log-probability and the row's ``top_logprobs`` most likely
+    alternatives, from one row's distribution: a sampled row's warped, sorted logits
+    (``order`` their token ids, as ``warp`` returns them: what its draw came from), or a
+    greedy row's logits as :func:`choose` left them (penalty and ``min_new_tokens``
+    applied; ``order`` None). Alternatives of probability 0 (filtered out, or EOS held
+    off) are left out."""
+    logp = logits.log_softmax(-1)
+    if order is not None:
+        chosen = float(logp[(order == token).nonzero()[0, 0]])
+        # already sorted, most likely first
+        top_lp, top_ids = logp[: row.top_logprobs], order[: row.top_logprobs]
+    else:
+        chosen = float(logp[token])
+        top_lp, top_ids = logp.topk(min(row.top_logprobs, logp.shape[-1]))  # k=0: empty
+    top: tuple[TokenLogprob, ...] = ()
+    if row.top_logprobs:
+        top = tuple(
+            TokenLogprob(t, lp)
+            for t, lp in zip(top_ids.tolist(), top_lp.tolist(), strict=True)
+            if lp != _NEG_INF
+        )
+    return TokenLogprob(token, chosen, top)
 
 
-def _sample(logits: torch.Tensor, rows: Sequence[Sampling]) -> torch.Tensor:
-    """A draw from each row's own generator over its warped distribution (row-wise ops)."""
-    sorted_logits, order = warp(logits, rows)
+def _draw(
+    sorted_logits: torch.Tensor, order: torch.Tensor, rows: Sequence[Sampling]
+) -> torch.Tensor:
+    """A draw from each row's own generator over its warped distribution (``warp``'s
+    output; row-wise ops)."""
     cdf = sorted_logits.softmax(-1).cumsum(-1)
-    draws = torch.cat([torch.rand(1, generator=r.generator) for r in rows]).to(logits.device)
+    draws = torch.cat([torch.rand(1, generator=r.generator) for r in rows]).to(order.device)
     pick = torch.searchsorted(cdf, (draws * cdf[:, -1]).unsqueeze(1)).clamp_(max=cdf.shape[-1] - 1)
     return order.gather(1, pick).squeeze(1)
 

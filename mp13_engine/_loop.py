@@ -79,7 +79,7 @@ from mp13_engine._changes import CacheOwner, WeightsChange
 from mp13_engine._compat import is_peft_model
 from mp13_engine._errors import AdapterError
 from mp13_engine._forward import ModelCall
-from mp13_engine._generation import bad_rows, choose, logprobs_of
+from mp13_engine._generation import bad_rows, choose
 from mp13_engine._kv import BatchKV
 from mp13_engine._output import RequestStatus
 from mp13_engine._packed import PackedCache, PackingUnsupported, Part
@@ -517,13 +517,11 @@ class DecodeLoop:
                 row.sampling.note(row.seq[row.noted :], vocab, logits.device)
                 row.noted = len(row.seq)
         sampling = [r.sampling for r in rows]
-        tokens = choose(logits, sampling, [r.n for r in rows], self._eos)
-        # Request.logprobs: only the rows that ask pay for it
-        asked = [i for i, s in enumerate(sampling) if s.logprobs]
-        logprobs: list[TokenLogprob | None] = [None] * len(rows)
-        if asked:
-            for i, lp in zip(asked, logprobs_of(logits, sampling, tokens, asked), strict=True):
-                logprobs[i] = lp
+        # Request.logprobs: a slot per row, only when a row asks (choose fills its slot)
+        logprobs: list[TokenLogprob | None] | None = None
+        if any(s.logprobs for s in sampling):
+            logprobs = [None] * len(rows)
+        tokens = choose(logits, sampling, [r.n for r in rows], self._eos, logprobs)
         keep = []
         for i, (row, tok) in enumerate(zip(rows, tokens, strict=True)):
             st = row.state
@@ -540,7 +538,7 @@ class DecodeLoop:
                 continue
             row.n += 1
             # True: a stop string completed, a cancel is pending, or resolved
-            if st.append(tok, logprobs[i]):
+            if st.append(tok, None if logprobs is None else logprobs[i]):
                 st.finish(FinishReason.STOP)  # CANCELLED when a cancel is pending
                 continue
             if row.n >= row.sampling.max_new:

@@ -54,7 +54,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-import math
 import threading
 import time
 import weakref
@@ -224,7 +223,8 @@ class RequestState:
             tokens = self.tokens
             tokens.append(token)
             if self.logprobs is not None:
-                self.logprobs.append(TokenLogprob(token, math.nan) if logprob is None else logprob)
+                assert logprob is not None, "the loop computes one for a row that asks"
+                self.logprobs.append(logprob)
             if len(tokens) == 1:
                 self.first_token_t = time.perf_counter()
             out = self._out
