@@ -195,30 +195,12 @@ class StopMatcher:
     so 10,000 stops cost a token about what ten do (``_index_search``).
     """
 
-    __slots__ = (
-        "_chars",
-        "_index",
-        "_lengths",
-        "_longest",
-        "_sorted",
-        "_stops",
-        "_tail",
-        "_whole",
-        "hit",
-    )
+    __slots__ = ("_ix", "_tail", "hit")
 
     def __init__(self, stops: tuple[str, ...] | StopIndex, *, indexed: bool | None = None):
-        """``stops``: the strings, or their ``StopIndex`` built beforehand (then copying
-        its fields is all this costs). ``indexed``: as ``StopIndex`` (strings only)."""
-        index = stops if isinstance(stops, StopIndex) else StopIndex(stops, indexed=indexed)
-        # Copied into slots: ``feed`` reads them per token without a second lookup.
-        self._stops = index.stops
-        self._longest = index.longest
-        self._chars = index.chars
-        self._index = index.indexed
-        self._whole = index.whole
-        self._sorted = index.sorted
-        self._lengths = index.lengths
+        """``stops``: the strings, or their ``StopIndex`` built beforehand (then this
+        costs nothing more). ``indexed``: as ``StopIndex`` (strings only)."""
+        self._ix = stops if isinstance(stops, StopIndex) else StopIndex(stops, indexed=indexed)
         self._tail = ""  # unreleased text: a suffix that is a prefix of some stop string
         self.hit = False
 
@@ -226,10 +208,10 @@ class StopMatcher:
         """The text ``delta`` makes safe to release; sets ``hit`` when a stop string completed."""
         if self.hit or not delta:
             return ""
-        # The held tail is shorter than any stop string, so this search is short and
-        # finds only matches that end in ``delta``.
+        # The held tail is shorter than the longest stop string, so this search is short
+        # and finds only matches that end in ``delta``.
         tail = self._tail + delta
-        if self._index:
+        if self._ix.indexed:
             cut, keep = self._index_search(tail, len(self._tail))
         else:
             cut, keep = self._scan(tail)
@@ -248,18 +230,19 @@ class StopMatcher:
     def _scan(self, tail: str) -> tuple[int, int]:
         """(where the first stop string starts or -1, how many last characters to hold)."""
         cut = -1
-        for stop in self._stops:
+        for stop in self._ix.stops:
             at = tail.find(stop)
             if at >= 0 and (cut < 0 or at < cut):
                 cut = at
         return (cut, 0) if cut >= 0 else (-1, self._held(tail))
 
     def _held(self, tail: str) -> int:
-        if tail[-1] not in self._chars:  # every candidate suffix ends with this character
+        ix = self._ix
+        if tail[-1] not in ix.chars:  # every candidate suffix ends with this character
             return 0
-        for k in range(min(len(tail), self._longest - 1), 0, -1):
+        for k in range(min(len(tail), ix.longest - 1), 0, -1):
             suffix = tail[-k:]
-            if any(stop.startswith(suffix) for stop in self._stops):
+            if any(stop.startswith(suffix) for stop in ix.stops):
                 return k
         return 0
 
@@ -275,11 +258,12 @@ class StopMatcher:
         ``end`` is a suffix of that text, which only moves right: once it starts
         at or after a found stop string, no earlier one can follow.
         """
-        if not held and self._chars.isdisjoint(tail):
+        ix = self._ix
+        if not held and ix.chars.isdisjoint(tail):
             return -1, 0
-        stops, whole, lengths = self._sorted, self._whole, self._lengths
+        stops, whole, lengths = ix.sorted, ix.whole, ix.lengths
         count = len(stops)
-        longest = self._longest
+        longest = ix.longest
         depth = held
         cut = -1
         for end in range(held + 1, len(tail) + 1):
