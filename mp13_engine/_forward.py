@@ -86,6 +86,13 @@ class ModelCall:
         out = self._run(rows, plan, input_ids, mask, positions, cache, keep=1)
         return out.logits[:, -1, :].float()  # type: ignore[no-any-return]
 
+    def whole(self, name: str, input_ids: torch.Tensor, keep: int) -> torch.Tensor:
+        """The logits of the last ``keep`` positions (or of all, for a model without
+        ``logits_to_keep``) of one row ``(1, length)`` on adapter ``name``, through PEFT's
+        own path and without a KV cache: a forward that serves no decode row (scoring)."""
+        out = self._run([name], None, input_ids, None, None, None, keep)
+        return out.logits[0]  # type: ignore[no-any-return]
+
     def packable(self, names: Sequence[str]) -> bool:
         """Whether rows on ``names`` can share a packed input row: one adapter, or a fused plan."""
         return len(set(names)) == 1 or self._plan(tuple(names)) is not None
@@ -122,23 +129,25 @@ class ModelCall:
         plan: FusedPlan | None,
         input_ids: torch.Tensor,
         mask: torch.Tensor | None,
-        positions: torch.Tensor,
+        positions: torch.Tensor | None,
         cache: Any,
         keep: int | torch.Tensor,
         extra: Mapping[str, Any] | None = None,
     ) -> Any:
-        """The model's forward; ``rows``: PEFT's ``adapter_names``, ``plan``'s hooks installed."""
+        """The model's forward; ``rows``: PEFT's ``adapter_names``, ``plan``'s hooks
+        installed; ``cache`` None: none is used or kept."""
         model = self._state.model
         kwargs: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": mask,
             "position_ids": positions,
-            "use_cache": True,
+            "use_cache": cache is not None,
             **(extra or {}),
         }
         peft = is_peft_model(model)
         keeps_last, cache_name = self._signature(peft_base_model(model))
-        kwargs[cache_name] = cache
+        if cache is not None:
+            kwargs[cache_name] = cache
         if keeps_last:
             kwargs["logits_to_keep"] = keep
         if peft:

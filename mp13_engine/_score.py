@@ -31,19 +31,13 @@ model, one adapter or a combination), run through PEFT's per-row ``adapter_names
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import attrs
 import torch
 
 from mp13_engine._adapters import AdapterManager
-from mp13_engine._compat import (
-    drop_leaked_forward_hooks,
-    forward_arguments,
-    is_peft_model,
-    peft_base_model,
-)
 from mp13_engine._errors import EngineError, RequestError
+from mp13_engine._forward import ModelCall
 from mp13_engine._markup import Prompt
 from mp13_engine._request_fields import FIELDS
 from mp13_engine._state import EngineState
@@ -135,21 +129,12 @@ def score_on_worker(state: EngineState, manager: AdapterManager, job: ScoreInput
     The caller says the call changed nothing of the weights first (a combination built
     for it says its own change)."""
     adapter = manager._resolve_for_wave(job.adapters)
-    model = state.model
     n = len(job.ids) - job.context_len
-    keeps_last, _ = forward_arguments(type(peft_base_model(model)))
-    kwargs: dict[str, Any] = {
-        "input_ids": torch.tensor([job.ids], device=state.device),
-        "use_cache": False,
-    }
-    if keeps_last:
-        kwargs["logits_to_keep"] = n + 1  # the positions that predict the continuation
-    peft = is_peft_model(model)
-    if peft:
-        kwargs["adapter_names"] = [adapter]
+    call = ModelCall(state, lambda: manager)
     try:
         with torch.inference_mode():
-            logits = model(**kwargs).logits[0]
+            ids = torch.tensor([job.ids], device=state.device)
+            logits = call.whole(adapter, ids, keep=n + 1)  # the positions that predict it
             # Position i predicts token i + 1: the last n + 1 positions but the very last.
             logp = logits[-(n + 1) : -1].float().log_softmax(-1)
             targets = torch.tensor(job.ids[job.context_len :], device=logp.device)
@@ -157,8 +142,6 @@ def score_on_worker(state: EngineState, manager: AdapterManager, job: ScoreInput
             k = min(job.top_logprobs, logp.shape[-1])
             top_lp, top_ids = logp.topk(k) if k else (None, None)
     except Exception as exc:
-        if peft:
-            drop_leaked_forward_hooks(model)  # see _forward.ModelCall._run
         raise EngineError(
             f"scoring failed in the model's forward ({type(exc).__name__}: {exc}); the engine "
             "goes on serving: retry with a shorter text, or check the adapter"
